@@ -1,0 +1,287 @@
+//! The validated, typed configuration: what `config::load` produces and `routing::compile` consumes.
+//!
+//! Every field here has already been checked; nothing downstream re-validates or parses strings.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use regex::Regex;
+
+use super::status_set::StatusSet;
+use crate::secret::Secret;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this was loaded from (for messages).
+    pub source: PathBuf,
+    pub listen: SocketAddr,
+    pub tls: Option<TlsFiles>,
+    pub admin: Admin,
+    pub storage: Storage,
+    pub debug_headers: bool,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub routing: Routing,
+    pub auto_groups: Vec<String>,
+    /// Effective global resilience (built-in defaults overlaid with the global block).
+    pub resilience: Resilience,
+    pub auto_disable: AutoDisable,
+    pub images_failover: ImagesFailover,
+    /// Sorted by name (names are unique).
+    pub channels: Vec<Channel>,
+    pub virtual_models: Vec<VirtualModel>,
+    pub affinity: Affinity,
+    /// Sorted by name.
+    pub clients: Vec<Client>,
+    pub pricing: BTreeMap<String, Price>,
+    pub tasks: Tasks,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub listen: SocketAddr,
+    /// None: /admin/* answers 401 to everyone (metrics/healthz/readyz stay open).
+    pub token: Option<Secret>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Storage {
+    /// A file path, or ":memory:".
+    pub path: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_body_bytes: u64,
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    pub upstream_header: Duration,
+    pub image_upstream_header: Duration,
+    pub first_byte: Duration,
+    pub keepalive: Duration,
+    pub non_stream: Duration,
+    pub request_deadline: Duration,
+    pub drain: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierWalk {
+    Exhaust,
+    OnePerTier,
+}
+
+#[derive(Debug, Clone)]
+pub struct Routing {
+    pub retry_times: u32,
+    pub tier_walk: TierWalk,
+    pub failover_on: StatusSet,
+    pub never_failover_on: StatusSet,
+    pub retry_budget: RetryBudget,
+}
+
+#[derive(Debug, Clone)]
+pub struct RetryBudget {
+    pub ratio: f64,
+    pub min_per_second: u32,
+    pub ttl: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resilience {
+    pub retry: Retry,
+    pub circuit_breaker: Breaker,
+    pub cooldown: Cooldown,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    pub max_retries: u32,
+    pub retry_on: StatusSet,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub backoff_factor: f64,
+    pub jitter_factor: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerScope {
+    Provider,
+    Model,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Breaker {
+    pub enabled: bool,
+    pub scope: BreakerScope,
+    pub failure_on: StatusSet,
+    pub failure_threshold: u32,
+    pub success_threshold: u32,
+    pub timeout: Duration,
+    /// Zero = off.
+    pub slow_call_threshold: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cooldown {
+    /// Zero = off.
+    pub consecutive_retryable_failures: u32,
+    pub duration: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct AutoDisable {
+    pub enabled: bool,
+    pub auto_enable: bool,
+    pub statuses: StatusSet,
+    pub error_codes: Vec<String>,
+    pub error_types: Vec<String>,
+    pub keywords: Vec<String>,
+    pub probe_interval: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ImagesFailover {
+    pub enabled: bool,
+    pub include_ambiguous: bool,
+    pub include_uncertain: bool,
+    pub key_retry_budget: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    OpenAi,
+    Anthropic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamPolicy {
+    /// "" — the client decides.
+    Passthrough,
+    ForceStream,
+    ForceNonStream,
+}
+
+/// An upstream base URL split once at load time: `https://api.x.com/v1` →
+/// scheme "https", authority "api.x.com", path prefix "/v1" (no trailing slash).
+#[derive(Debug, Clone)]
+pub struct BaseUrl {
+    pub scheme: http::uri::Scheme,
+    pub authority: http::uri::Authority,
+    pub path_prefix: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Channel {
+    pub name: String,
+    pub kind: ChannelKind,
+    pub base_url: BaseUrl,
+    pub keys: Vec<Secret>,
+    /// Public model names served: `models` plus the keys of `model_mapping`, deduplicated, sorted.
+    pub models: Vec<String>,
+    pub model_mapping: BTreeMap<String, String>,
+    /// Extra `/v1/*` paths served as pass-through (each starts with `/v1/`).
+    pub paths: Vec<String>,
+    pub groups: Vec<String>,
+    pub priority: i64,
+    pub weight: u32,
+    pub enabled: bool,
+    pub auto_ban: bool,
+    pub status_code_mapping: BTreeMap<u16, u16>,
+    pub stream_policy: StreamPolicy,
+    /// Zero = `timeouts.non_stream`.
+    pub non_stream_timeout: Duration,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Effective: global resilience overlaid with this channel's block (R2.2).
+    pub resilience: Resilience,
+}
+
+#[derive(Debug, Clone)]
+pub struct VirtualModel {
+    pub name: String,
+    pub targets: Vec<Target>,
+    pub groups: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub channel: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum AffinityKey {
+    /// `body.<json path>`, split on '.'.
+    Body(Vec<String>),
+    /// `header.<name>`.
+    Header(HeaderName),
+}
+
+#[derive(Debug, Clone)]
+pub struct AffinityRule {
+    pub name: String,
+    pub model: Regex,
+    pub path: String,
+    pub key: AffinityKey,
+    pub ttl: Duration,
+    pub skip_retry_on_failure: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sticky {
+    pub conversation_ttl: Duration,
+    pub session_ttl: Duration,
+    pub user_model_ttl: Duration,
+    pub bucket_ttl: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Affinity {
+    /// When the file has no `affinity.rules`, the two defaults of R8.1.
+    pub rules: Vec<AffinityRule>,
+    pub sticky: Sticky,
+}
+
+#[derive(Debug, Clone)]
+pub enum ClientKey {
+    Plain(Secret),
+    Sha256([u8; 32]),
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub name: String,
+    pub key: ClientKey,
+    /// A group name, or "auto".
+    pub group: String,
+    pub cross_group_retry: bool,
+    /// None = unlimited.
+    pub quota: Option<u64>,
+    pub trusted: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// Async task relay (R10.5): which `/v1/*` paths are task submissions / follow-ups.
+#[derive(Debug, Clone, Default)]
+pub struct Tasks {
+    /// Path prefixes (e.g. `/v1/videos`) whose POST submits a task and whose
+    /// `GET <prefix>/{id}` polls it.
+    pub paths: Vec<String>,
+}

@@ -1,0 +1,2 @@
+//! switchyard binary.
+fn main() {}

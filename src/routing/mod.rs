@@ -1,0 +1,2 @@
+//! Routing: the compiled `RouteTable`, weighted draw, attempt plans and the outcome classifier.
+pub mod table;
