@@ -1,4 +1,32 @@
 //! switchyard: a single-binary LLM API gateway (see ARCHITECTURE.md for the code map).
+//!
+//! - `config`: YAML/env loading, validation with key paths, resilience merge, explain text.
+//! - `routing`: the compiled `RouteTable`, weighted draw, attempt plans, the outcome classifier.
+//! - `state`: runtime state outside the table, keyed by channel name (survives reload).
+//! - `proxy`: listener, handler, attempt loop, upstream client, SSE relay.
+//! - `store`: SQLite writer thread (request log, ledger, disabled state, bindings).
+//! - `admin`, `admin_views`: the admin listener and its JSON views.
+//! - `app`: start-up, reload, signals, systemd notification.
+//! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
+//! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
+pub mod admin;
+pub mod admin_views;
+pub mod app;
 pub mod config;
+pub mod error;
+pub mod proxy;
 pub mod routing;
 pub mod secret;
+pub mod state;
+pub mod telemetry;
+
+use std::path::Path;
+
+/// `switchyard explain`: the admin explain view computed from a config file.
+pub fn explain_cmd(config: &Path, client: &str, model: Option<&str>, path: Option<&str>) -> Result<String, String> {
+    let cfg = config::load(config).map_err(|e| e.to_string())?;
+    let table = routing::compile::compile(std::sync::Arc::new(cfg), 1);
+    let snap = state::Snapshot::new(table, &state::Registry::default());
+    let v = admin_views::explain_value(&snap, Some(client), model, path)?;
+    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+}

@@ -1,2 +1,101 @@
-//! switchyard binary.
-fn main() {}
+//! The `switchyard` command line: serve, check, explain. No logic beyond argument handling.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "switchyard", version, about = "LLM API gateway with safe failover and hot-reloaded routing")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Config file (for the default `serve`).
+    #[arg(long, global = true, default_value = "./switchyard.yaml")]
+    config: PathBuf,
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (the default).
+    Serve,
+    /// Validate a config file without starting; exits non-zero on errors.
+    Check {
+        /// Print the effective settings of every channel.
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Show candidate tiers and the attempt order for a client and model.
+    Explain {
+        #[arg(long)]
+        client: String,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+    },
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => b.json().flatten_event(true).init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Check { explain } => match switchyard::config::load(&cli.config) {
+            Ok(cfg) => {
+                if explain {
+                    print!("{}", switchyard::config::explain(&cfg));
+                }
+                println!("{}: ok ({} channels, {} clients)", cli.config.display(), cfg.channels.len(), cfg.clients.len());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Explain { client, model, path } => match switchyard::explain_cmd(&cli.config, &client, model.as_deref(), path.as_deref()) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve => {
+            init_logging(cli.log_format);
+            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(switchyard::app::serve(&cli.config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    eprintln!("switchyard: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

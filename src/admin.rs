@@ -1,0 +1,164 @@
+//! The admin listener: `/healthz`, `/readyz`, `/metrics` and the token-protected `/admin/*`
+//! API (R7.2, R12, R13.3, R14.6).
+//!
+//! Architecture Invariant: every route is listed in [`ROUTES`]; `dispatch` refuses any
+//! `/admin/*` request without the admin token before looking at the path, so no admin route
+//! can be added unprotected (a test walks `ROUTES`).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::error::{GatewayError, WireFormat};
+use crate::proxy::body::ResponseBody;
+use crate::proxy::gateway::Gateway;
+use crate::proxy::handler::{error_response, json_response, Resp};
+use crate::state::channel::Disabled;
+
+/// (method, path pattern, needs the admin token). `{name}` matches one path segment.
+pub const ROUTES: &[(&str, &str, bool)] = &[
+    ("GET", "/healthz", false),
+    ("GET", "/readyz", false),
+    ("GET", "/metrics", false),
+    ("GET", "/admin/channels", true),
+    ("POST", "/admin/channels/{name}/enable", true),
+    ("POST", "/admin/channels/{name}/disable", true),
+    ("GET", "/admin/requests", true),
+    ("GET", "/admin/clients/{name}", true),
+    ("GET", "/admin/explain", true),
+];
+
+pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r { Ok((s, _)) => s, Err(_) => continue },
+            _ = shutdown.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let gw = gw.clone();
+                async move { Ok::<_, Infallible>(dispatch(&gw, req).await) }
+            });
+            let mut b = Builder::new(TokioExecutor::new());
+            b.http1().timer(TokioTimer::new()).header_read_timeout(std::time::Duration::from_secs(10));
+            let _ = b.serve_connection(TokioIo::new(stream), svc).await;
+        });
+    }
+}
+
+fn authorized(gw: &Gateway, req: &Request<Incoming>) -> bool {
+    let snap = gw.snapshot();
+    let Some(token) = &snap.table.config.admin.token else { return false };
+    let presented = crate::proxy::auth::presented_key(req.headers()).unwrap_or_default();
+    !presented.is_empty() && bool::from(presented.ct_eq(token.expose().as_bytes()))
+}
+
+fn not_found() -> Resp {
+    error_response(&GatewayError::new(StatusCode::NOT_FOUND, "not_found", "not_found_error", "no such admin route"), WireFormat::OpenAi)
+}
+
+pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
+    let path = req.uri().path().to_string();
+    if path.starts_with("/admin") && !authorized(gw, &req) {
+        let e = GatewayError::new(StatusCode::UNAUTHORIZED, "admin_unauthorized", "authentication_error", "admin routes need `Authorization: Bearer <admin.token>`");
+        return error_response(&e, WireFormat::OpenAi);
+    }
+    let query: HashMap<String, String> = req
+        .uri()
+        .query()
+        .map(|q| {
+            q.split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), percent_decode(v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (req.method().clone(), segs.as_slice()) {
+        (Method::GET, ["healthz"]) => json_response(StatusCode::OK, r#"{"status":"ok"}"#),
+        (Method::GET, ["readyz"]) => readyz(gw),
+        (Method::GET, ["metrics"]) => metrics(gw),
+        (Method::GET, ["admin", "channels"]) => crate::admin_views::channels(gw),
+        (Method::POST, ["admin", "channels", name, action @ ("enable" | "disable")]) => set_enabled(gw, name, *action == "enable"),
+        (Method::GET, ["admin", "requests"]) => {
+            let limit = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(50usize).min(1000);
+            match gw.store.recent_requests(limit).await {
+                Ok(rows) => json_response(StatusCode::OK, json!({ "requests": rows }).to_string()),
+                Err(e) => error_response(&GatewayError::internal(format!("request log unavailable: {e}")), WireFormat::OpenAi),
+            }
+        }
+        (Method::GET, ["admin", "clients", name]) => crate::admin_views::client(gw, name),
+        (Method::GET, ["admin", "explain"]) => crate::admin_views::explain(gw, &query),
+        _ => not_found(),
+    }
+}
+
+fn readyz(gw: &Gateway) -> Resp {
+    let ready = gw.generation() > 0;
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    json_response(status, json!({"ready": ready, "generation": gw.generation()}).to_string())
+}
+
+fn metrics(gw: &Gateway) -> Resp {
+    let text = gw.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    let mut r = Response::new(ResponseBody::full(text));
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r
+}
+
+fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
+    let Some(state) = gw.registry.get(name) else {
+        return error_response(
+            &GatewayError::new(StatusCode::NOT_FOUND, "channel_not_found", "not_found_error", format!("no channel named `{name}`")),
+            WireFormat::OpenAi,
+        );
+    };
+    let d = (!enable).then(|| Disabled { reason: "disabled by operator".into(), at_ms: crate::proxy::finish::now_ms(), auto: false });
+    state.set_disabled(d);
+    if enable {
+        state.clear_disabled_keys();
+    }
+    gw.store.try_send(crate::store::WriteOp::ChannelState(crate::store::ChannelState {
+        channel: name.to_string(),
+        key_index: None,
+        disabled: !enable,
+        reason: "disabled by operator".into(),
+        ts_ms: crate::proxy::finish::now_ms(),
+    }));
+    json_response(StatusCode::OK, json!({"channel": name, "enabled": enable}).to_string())
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

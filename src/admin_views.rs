@@ -1,0 +1,138 @@
+//! JSON views of live state for the admin API and the `explain` command (R7.2, R12.3).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::error::{GatewayError, WireFormat};
+use crate::proxy::gateway::Gateway;
+use crate::proxy::handler::{error_response, json_response, Resp};
+use crate::routing::plan::{AttemptPlan, PlanInput};
+use crate::routing::policy::Decision;
+use crate::routing::table::Route;
+use crate::state::Snapshot;
+
+/// `GET /admin/channels`.
+pub fn channels(gw: &Gateway) -> Resp {
+    let snap = gw.snapshot();
+    let list: Vec<Value> = snap.table.channels.iter().enumerate().map(|(id, c)| channel_view(&snap, id, c)).collect();
+    json_response(StatusCode::OK, json!({ "generation": snap.table.generation, "channels": list }).to_string())
+}
+
+fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
+    let st = snap.state(id);
+    let disabled = st.disabled();
+    json!({
+        "name": c.name,
+        "kind": format!("{:?}", c.kind).to_lowercase(),
+        "enabled": c.enabled && disabled.is_none(),
+        "configured_enabled": c.enabled,
+        "disabled": disabled,
+        "keys": c.keys.len(),
+        "disabled_keys": st.disabled_keys(),
+        "priority": c.priority,
+        "weight": c.weight,
+        "groups": c.groups,
+        "models": c.models,
+    })
+}
+
+/// `GET /admin/clients/{name}`.
+pub fn client(gw: &Gateway, name: &str) -> Resp {
+    let snap = gw.snapshot();
+    let Some(c) = snap.table.clients.iter().find(|c| c.name == name) else {
+        return error_response(
+            &GatewayError::new(StatusCode::NOT_FOUND, "client_not_found", "not_found_error", format!("no client named `{name}`")),
+            WireFormat::OpenAi,
+        );
+    };
+    json_response(
+        StatusCode::OK,
+        json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry}).to_string(),
+    )
+}
+
+/// `GET /admin/explain?client=&model=[&path=]`.
+pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
+    let snap = gw.snapshot();
+    match explain_value(&snap, q.get("client").map(String::as_str), q.get("model").map(String::as_str), q.get("path").map(String::as_str)) {
+        Ok(v) => json_response(StatusCode::OK, v.to_string()),
+        Err(e) => error_response(&GatewayError::bad_request("bad_explain_query", e), WireFormat::OpenAi),
+    }
+}
+
+/// Candidate tiers, live channel state and one sample attempt order (R12.3).
+pub fn explain_value(snap: &Snapshot, client: Option<&str>, model: Option<&str>, path: Option<&str>) -> Result<Value, String> {
+    let client = client.ok_or("`client` is required")?;
+    let c = snap.table.clients.iter().find(|c| c.name == client).ok_or_else(|| format!("no client named `{client}`"))?;
+    let groups = if c.group == "auto" { snap.table.config.auto_groups.clone() } else { vec![c.group.clone()] };
+    let mut routes: Vec<(String, Arc<Route>)> = Vec::new();
+    for g in &groups {
+        let r = match (model, path) {
+            (Some(m), _) => snap.table.routes.get(&(g.clone(), m.to_string())),
+            (None, Some(p)) => snap.table.paths.get(&(g.clone(), p.to_string())),
+            (None, None) => return Err("`model` or `path` is required".into()),
+        };
+        if let Some(r) = r {
+            routes.push((g.clone(), r.clone()));
+        }
+    }
+    let tiers: Vec<Value> = routes
+        .iter()
+        .map(|(g, r)| {
+            let t: Vec<Value> = r
+                .tiers
+                .iter()
+                .map(|t| {
+                    let cands: Vec<Value> = t
+                        .candidates
+                        .iter()
+                        .map(|cd| {
+                            let ch = &snap.table.channels[cd.channel];
+                            let mut v = channel_view(snap, cd.channel, ch);
+                            v["upstream_model"] = json!(cd.upstream_model.as_ref());
+                            v["effective_weight"] = json!(cd.weight);
+                            v
+                        })
+                        .collect();
+                    json!({"priority": t.priority, "candidates": cands})
+                })
+                .collect();
+            json!({"group": g, "tiers": t})
+        })
+        .collect();
+    let refs: Vec<(&str, &Route)> = routes.iter().map(|(g, r)| (g.as_str(), r.as_ref())).collect();
+    let mut rng = fastrand::Rng::new();
+    let key_count = |id: usize| snap.table.channels[id].keys.len();
+    let key_start = |_id: usize| 0;
+    let available = |id: usize| !snap.states[id].is_disabled();
+    let mut plan = AttemptPlan::new(PlanInput {
+        groups: &refs,
+        tier_walk: snap.table.config.routing.tier_walk,
+        retry_times: snap.table.config.routing.retry_times,
+        cross_group_retry: c.cross_group_retry,
+        key_count: &key_count,
+        key_start: &key_start,
+        available: &available,
+        rng: &mut rng,
+    });
+    let mut order = Vec::new();
+    let fail = Decision::FailOver { key_fault: false };
+    let mut last = None;
+    while let Some(step) = plan.next(last.as_ref()) {
+        order.push(json!({"group": routes[step.group].0, "channel": snap.table.channels[step.channel].name, "key_index": step.key_index, "upstream_model": step.upstream_model.as_ref()}));
+        last = Some(fail);
+    }
+    Ok(json!({
+        "client": client,
+        "groups": groups,
+        "model": model,
+        "path": path,
+        "tier_walk": format!("{:?}", snap.table.config.routing.tier_walk),
+        "retry_times": snap.table.config.routing.retry_times,
+        "routes": tiers,
+        "sample_attempt_order_if_every_attempt_fails": order,
+    }))
+}

@@ -1,0 +1,94 @@
+//! Start-up order, signals (SIGHUP reload, SIGTERM drain) and systemd notification (R13).
+pub mod reload;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config;
+use crate::proxy::gateway::Gateway;
+use crate::proxy::server;
+use crate::store::Store;
+
+/// Addresses the servers actually bound (port 0 resolves here).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub listen: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+/// A running gateway (used by `serve` and by in-process tests).
+pub struct Running {
+    pub gateway: Arc<Gateway>,
+    pub bound: Bound,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stop accepting, drain in-flight requests (up to `timeouts.drain`), flush the store.
+    pub async fn shutdown(self) {
+        self.gateway.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let _ = self.gateway.store.flush().await;
+    }
+}
+
+/// Load the config, open storage, bind both listeners and start serving.
+pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
+    let cfg = config::load(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let metrics = crate::telemetry::install();
+    let store = Store::open(&cfg.storage.path).map_err(|e| anyhow::anyhow!("storage {}: {e}", cfg.storage.path))?;
+    let tls = match &cfg.tls {
+        Some(t) => Some(server::tls_acceptor(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
+        None => None,
+    };
+    let listener = TcpListener::bind(cfg.listen).await.map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
+    let admin = TcpListener::bind(cfg.admin.listen).await.map_err(|e| anyhow::anyhow!("admin.listen {}: {e}", cfg.admin.listen))?;
+    let bound = Bound { listen: listener.local_addr()?, admin: admin.local_addr()? };
+    let gateway = Gateway::new(cfg, store, metrics)?;
+    crate::state::restore::restore(&gateway).await;
+    let (tx, rx) = watch::channel(false);
+    let tasks = vec![
+        tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
+        tokio::spawn(crate::admin::serve(admin, gateway.clone(), rx.clone())),
+        tokio::spawn(reload::watch(PathBuf::from(config_path), gateway.clone(), rx)),
+    ];
+    tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
+    Ok(Running { gateway, bound, shutdown: tx, tasks })
+}
+
+/// `switchyard serve`: run until SIGTERM/SIGINT.
+pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
+    let running = start(config_path).await?;
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    wait_for_stop().await;
+    tracing::info!("shutting down: draining in-flight requests");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    running.shutdown().await;
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn wait_for_stop() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_stop() {
+    let _ = tokio::signal::ctrl_c().await;
+}

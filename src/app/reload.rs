@@ -1,0 +1,103 @@
+//! Hot reload (R2.4): watch the config's directory (editors save by rename), debounce, and
+//! reload on change or SIGHUP through one path; an invalid file keeps the old table.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::RecursiveMode;
+use notify_debouncer_full::{new_debouncer, DebounceEventResult};
+use tokio::sync::{mpsc, watch};
+
+use crate::config;
+use crate::proxy::gateway::Gateway;
+use crate::telemetry;
+
+/// Reload once: parse, validate, compile, swap. Returns the new generation or the errors.
+pub fn reload_now(path: &Path, gw: &Gateway) -> Result<u64, String> {
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading, monotonic_now()]);
+    let result = match config::load(path) {
+        Ok(cfg) => {
+            let generation = gw.swap(cfg);
+            metrics::counter!(telemetry::CONFIG_RELOADS, "result" => "ok").increment(1);
+            tracing::info!(generation, file = %path.display(), "config reloaded");
+            Ok(generation)
+        }
+        Err(e) => {
+            metrics::counter!(telemetry::CONFIG_RELOADS, "result" => "error").increment(1);
+            tracing::error!(file = %path.display(), errors = %e, "config reload rejected; the previous configuration stays live");
+            Err(e.to_string())
+        }
+    };
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    result
+}
+
+fn monotonic_now() -> sd_notify::NotifyState<'static> {
+    sd_notify::NotifyState::monotonic_usec_now().unwrap_or(sd_notify::NotifyState::Ready)
+}
+
+/// Whether a debounced event should trigger a reload: anything but reads (the watcher reports
+/// our own `open` of the file; reacting to it would reload forever — ECOSYSTEM-NOTES).
+fn relevant(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Run the watcher and the SIGHUP handler until shutdown.
+pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
+    let (tx, mut rx) = mpsc::channel::<()>(8);
+    let file_name = path.file_name().map(|f| f.to_os_string());
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let tx_w = tx.clone();
+    let debouncer = new_debouncer(Duration::from_millis(200), None, move |res: DebounceEventResult| {
+        let Ok(events) = res else { return };
+        let hit = events.iter().any(|e| relevant(&e.kind) && e.paths.iter().any(|p| p.file_name().map(|f| f.to_os_string()) == file_name));
+        if hit {
+            let _ = tx_w.try_send(());
+        }
+    });
+    let _debouncer = match debouncer {
+        Ok(mut d) => match d.watch(&dir, RecursiveMode::NonRecursive) {
+            Ok(()) => Some(d),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the config directory; reload with SIGHUP");
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "file watcher unavailable; reload with SIGHUP");
+            None
+        }
+    };
+    spawn_sighup(tx);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            m = rx.recv() => {
+                if m.is_none() { return; }
+                let (p, g) = (path.clone(), gw.clone());
+                let _ = tokio::task::spawn_blocking(move || reload_now(&p, &g)).await;
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn spawn_sighup(tx: mpsc::Sender<()>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    tokio::spawn(async move {
+        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading config");
+            let _ = tx.send(()).await;
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn spawn_sighup(_tx: mpsc::Sender<()>) {}

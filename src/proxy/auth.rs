@@ -1,0 +1,42 @@
+//! Client authentication (R14.1): `Authorization: Bearer` or `x-api-key`, matched by SHA-256.
+//!
+//! The table maps SHA-256(key) → client, so plain and `key_sha256` clients are looked up the
+//! same way; the final comparison of the digests is constant-time.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use subtle::ConstantTimeEq;
+
+use crate::config::model::{Client, ClientKey};
+use crate::routing::compile::hash_key;
+use crate::routing::table::RouteTable;
+
+/// Longest key we even hash; longer is a plain 401.
+const MAX_KEY_LEN: usize = 512;
+
+/// The presented key, from `Authorization: Bearer` or `x-api-key`.
+pub fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
+    if let Some(v) = headers.get(http::header::AUTHORIZATION) {
+        let b = v.as_bytes();
+        let b = b.strip_prefix(b"Bearer ").or_else(|| b.strip_prefix(b"bearer "))?;
+        return Some(b.trim_ascii());
+    }
+    headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii())
+}
+
+/// The client owning the presented key, if any.
+pub fn authenticate(table: &RouteTable, headers: &HeaderMap) -> Option<Arc<Client>> {
+    let key = presented_key(headers)?;
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return None;
+    }
+    let digest = hash_key(key);
+    let idx = *table.client_by_hash.get(&digest)?;
+    let client = table.clients.get(idx)?;
+    let expected = match &client.key {
+        ClientKey::Plain(s) => hash_key(s.expose().as_bytes()),
+        ClientKey::Sha256(h) => *h,
+    };
+    bool::from(expected.ct_eq(&digest)).then(|| client.clone())
+}

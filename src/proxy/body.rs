@@ -1,0 +1,51 @@
+//! The response body type shared by every handler: full bytes or a channel fed by a relay task.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::mpsc;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Body of every response switchyard writes.
+pub enum ResponseBody {
+    Full(Option<Bytes>),
+    /// Frames pushed by a relay task; dropping the body tells the task the client left.
+    Channel(mpsc::Receiver<Bytes>),
+}
+
+impl ResponseBody {
+    pub fn full(b: impl Into<Bytes>) -> Self {
+        ResponseBody::Full(Some(b.into()))
+    }
+
+    pub fn empty() -> Self {
+        ResponseBody::Full(None)
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Channel(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ResponseBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ResponseBody::Full(None) => SizeHint::with_exact(0),
+            ResponseBody::Channel(_) => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The end of a request: the attempt chain, the request-log record (R4.6, R12.1) and the
+//! per-request metrics, for full answers and for streams when they end.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::attempt::Job;
+use super::gateway::Gateway;
+use super::relay::{StreamEnd, StreamObserver};
+use super::sse::Event;
+use super::usage::Usage;
+use crate::config::model::Channel;
+use crate::routing::policy::{Outcome, TransportKind};
+use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
+use crate::telemetry;
+
+/// A request's record in the making.
+pub struct Finish {
+    store: Store,
+    rec: RequestRecord,
+    started: std::time::Instant,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+pub fn attempt_record(ch: &Channel, key_index: usize, status: Option<u16>, class: &str, t0: Instant, possibly_charged: bool) -> AttemptRecord {
+    AttemptRecord {
+        channel: ch.name.clone(),
+        key_index: key_index as u32,
+        upstream_status: status,
+        error_class: class.to_string(),
+        latency_ms: t0.elapsed().as_millis() as u64,
+        possibly_charged,
+    }
+}
+
+/// Low-cardinality label of an outcome (metrics and the request log).
+pub fn error_class(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Success => "success",
+        Outcome::Status { code: 429, .. } => "http_429",
+        Outcome::Status { code, .. } if *code >= 500 => "http_5xx",
+        Outcome::Status { .. } => "http_4xx",
+        Outcome::Transport(TransportKind::HeaderTimeout) => "header_timeout",
+        Outcome::Transport(TransportKind::FirstByteTimeout) => "first_byte_timeout",
+        Outcome::Transport(TransportKind::BodyTimeout) => "body_timeout",
+        Outcome::Transport(TransportKind::EmptyBody) => "empty_body",
+        Outcome::Transport(TransportKind::Broken) => "broken",
+        Outcome::Transport(_) => "connect",
+        Outcome::ChannelError(_) => "channel_error",
+        Outcome::SkipRetry(_) => "skip_retry",
+        Outcome::ClientGone => "client_gone",
+        Outcome::LocalAdapter(_) => "local_error",
+        Outcome::DeadlineExceeded => "deadline",
+    }
+}
+
+impl Finish {
+    pub fn new(gw: &Arc<Gateway>, job: &Job) -> Finish {
+        let rec = RequestRecord {
+            id: job.request_id.to_str().unwrap_or("").to_string(),
+            ts_ms: now_ms(),
+            client: job.client.name.clone(),
+            group: job.routes.first().map(|(g, _)| g.clone()).unwrap_or_default(),
+            public_model: job.model.clone(),
+            path: job.path.clone(),
+            stream: job.peek.as_ref().is_some_and(|p| p.stream),
+            ..Default::default()
+        };
+        Finish { store: gw.store.clone(), rec, started: job.started, attempts: Vec::new() }
+    }
+
+    /// The attempt chain `a->b->c` (R4.6).
+    pub fn chain(&self) -> String {
+        let names: Vec<&str> = self.attempts.iter().map(|a| a.channel.as_str()).collect();
+        names.join("->")
+    }
+
+    /// A successful answer (or a committed stream that ended).
+    pub fn done(mut self, channel: &str, upstream_model: &str, status: u16, usage: Usage, stream_outcome: Option<&'static str>) {
+        if !usage.is_zero() {
+            metrics::counter!(telemetry::PROMPT_TOKENS, "channel" => channel.to_string()).increment(usage.prompt_tokens);
+            metrics::counter!(telemetry::CACHED_TOKENS, "channel" => channel.to_string()).increment(usage.cached_tokens);
+        }
+        self.rec.upstream_model = upstream_model.to_string();
+        self.rec.prompt_tokens = usage.prompt_tokens;
+        self.rec.completion_tokens = usage.completion_tokens;
+        self.rec.cached_tokens = usage.cached_tokens;
+        self.rec.stream_outcome = stream_outcome.map(str::to_string);
+        self.write(status);
+    }
+
+    /// Every attempt failed (or none could be made).
+    pub fn failed(self, status: u16) {
+        self.write(status);
+    }
+
+    fn write(mut self, status: u16) {
+        let latency = self.started.elapsed();
+        self.rec.chain = self.chain();
+        self.rec.final_status = status;
+        self.rec.latency_ms = latency.as_millis() as u64;
+        let n = self.attempts.len();
+        self.rec.attempts = std::mem::take(&mut self.attempts);
+        metrics::counter!(telemetry::REQUESTS, "status" => status_class(status)).increment(1);
+        metrics::histogram!(telemetry::REQUEST_DURATION).record(latency.as_secs_f64());
+        metrics::histogram!(telemetry::ATTEMPTS_PER_REQUEST).record(n as f64);
+        self.store.try_send(WriteOp::RequestLog(Box::new(self.rec)));
+    }
+}
+
+fn status_class(s: u16) -> &'static str {
+    match s {
+        200..=299 => "2xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Watches a committed stream: usage, keepalives, outcome; writes the log when it ends.
+pub struct LogObserver {
+    fin: Finish,
+    channel: String,
+    upstream_model: String,
+    status: u16,
+    usage: Usage,
+}
+
+impl LogObserver {
+    pub fn new(fin: Finish, channel: String, upstream_model: String, status: u16) -> Self {
+        metrics::histogram!(telemetry::TTFB).record(fin.started.elapsed().as_secs_f64());
+        LogObserver { fin, channel, upstream_model, status, usage: Usage::default() }
+    }
+}
+
+impl StreamObserver for LogObserver {
+    fn event(&mut self, ev: &Event) {
+        self.usage.observe(ev);
+    }
+
+    fn keepalive(&mut self) {
+        metrics::counter!(telemetry::KEEPALIVES).increment(1);
+    }
+
+    fn end(self: Box<Self>, end: StreamEnd) {
+        metrics::counter!(telemetry::STREAMS, "outcome" => end.label()).increment(1);
+        let s = *self;
+        s.fin.done(&s.channel, &s.upstream_model, s.status, s.usage, Some(end.label()));
+    }
+}

@@ -1,0 +1,82 @@
+//! `Gateway`: the process-wide context every request sees — the live snapshot (arc-swap),
+//! the runtime-state registry, the upstream client, the store and the retry budget.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::model::Config;
+use crate::routing::budget::RetryBudget;
+use crate::routing::compile::compile;
+use crate::state::{Registry, Snapshot};
+use crate::store::Store;
+use crate::telemetry;
+
+use super::upstream::Upstream;
+
+pub struct Gateway {
+    live: ArcSwap<Snapshot>,
+    pub registry: Registry,
+    pub upstream: Upstream,
+    pub store: Store,
+    budget: ArcSwap<RetryBudget>,
+    pub metrics: Option<PrometheusHandle>,
+    /// Set on SIGTERM: new connections are refused, in-flight ones finish.
+    pub draining: AtomicBool,
+    generation: AtomicU64,
+}
+
+impl Gateway {
+    pub fn new(config: Config, store: Store, metrics: Option<PrometheusHandle>) -> std::io::Result<Arc<Gateway>> {
+        let registry = Registry::default();
+        let budget = budget_for(&config);
+        let snap = Snapshot::new(compile(Arc::new(config), 1), &registry);
+        metrics::gauge!(telemetry::CONFIG_GENERATION).set(1.0);
+        Ok(Arc::new(Gateway {
+            live: ArcSwap::from_pointee(snap),
+            registry,
+            upstream: Upstream::new()?,
+            store,
+            budget: ArcSwap::from_pointee(budget),
+            metrics,
+            draining: AtomicBool::new(false),
+            generation: AtomicU64::new(1),
+        }))
+    }
+
+    /// The snapshot a request uses from start to end (Invariant 1: one load per request).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.live.load_full()
+    }
+
+    pub fn budget(&self) -> Arc<RetryBudget> {
+        self.budget.load_full()
+    }
+
+    /// Compile `config` and swap it in; in-flight requests keep the snapshot they loaded.
+    /// Returns the new generation.
+    pub fn swap(&self, config: Config) -> u64 {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let old = self.live.load();
+        let rb = &config.routing.retry_budget;
+        let ob = &old.table.config.routing.retry_budget;
+        if rb.ratio != ob.ratio || rb.min_per_second != ob.min_per_second || rb.ttl != ob.ttl {
+            self.budget.store(Arc::new(budget_for(&config)));
+        }
+        let snap = Snapshot::new(compile(Arc::new(config), generation), &self.registry);
+        self.live.store(Arc::new(snap));
+        metrics::gauge!(telemetry::CONFIG_GENERATION).set(generation as f64);
+        generation
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+fn budget_for(config: &Config) -> RetryBudget {
+    let b = &config.routing.retry_budget;
+    RetryBudget::new(b.ratio, b.min_per_second, b.ttl)
+}

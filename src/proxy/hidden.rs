@@ -1,0 +1,53 @@
+//! Hidden errors (R9.5): a 200 whose body is only an `{"error":{...}}` object.
+
+use serde_json::Value;
+
+/// `Some(status)` when `v` is an error-only object: the status embedded in `error.code`
+/// (or `error.status`) when it is a valid HTTP status, else `None` (the caller maps it to 502).
+/// Returns `None` (outer) when `v` is not an error-only object.
+pub fn embedded_error(v: &Value) -> Option<Option<u16>> {
+    let obj = v.as_object()?;
+    let err = obj.get("error")?;
+    // Only an error: no other meaningful top-level fields (OpenAI/Anthropic success bodies
+    // carry id/choices/content/output/data).
+    let allowed = ["error", "type"];
+    if obj.keys().any(|k| !allowed.contains(&k.as_str())) || !(err.is_object() || err.is_string()) {
+        return None;
+    }
+    let code = ["code", "status"].iter().find_map(|k| {
+        let c = &err[*k];
+        c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok()))
+    });
+    Some(code.filter(|c| (100..=599).contains(c)).map(|c| c as u16))
+}
+
+/// Check a complete non-stream body (R9.5).
+pub fn body_hidden_error(body: &[u8]) -> Option<Option<u16>> {
+    if body.len() > 64 * 1024 || !body.windows(7).any(|w| w == b"\"error\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(body).ok()?;
+    embedded_error(&v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table() {
+        let cases: &[(&str, Option<Option<u16>>)] = &[
+            (r#"{"error":{"code":429,"message":"x"}}"#, Some(Some(429))),
+            (r#"{"error":{"code":"503","message":"x"}}"#, Some(Some(503))),
+            (r#"{"error":{"code":"rate_limited","message":"x"}}"#, Some(None)),
+            (r#"{"error":{"code":42,"message":"x"}}"#, Some(None)),
+            (r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#, Some(None)),
+            (r#"{"id":"x","choices":[],"error":null}"#, None),
+            (r#"{"id":"x","choices":[]}"#, None),
+            ("[1]", None),
+        ];
+        for (body, want) in cases {
+            assert_eq!(body_hidden_error(body.as_bytes()), *want, "{body}");
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! The data plane: client listener, request handling, the attempt loop, upstream client, SSE relay.
+pub mod attempt;
+pub mod auth;
+pub mod body;
+pub mod finish;
+pub mod gateway;
+pub mod handler;
+pub mod hidden;
+pub mod relay;
+pub mod request;
+pub mod server;
+pub mod sse;
+pub mod upstream;
+pub mod usage;

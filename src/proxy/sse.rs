@@ -1,0 +1,225 @@
+//! SSE framing of upstream streams: split into events, drop `id:` lines on OpenAI formats,
+//! detect terminal events per endpoint format, and the gateway's own events (keepalive,
+//! `stream_incomplete`) in each format (R9.1, R9.2, R9.4).
+//!
+//! Hand-written rather than a crate: the relay must pass upstream bytes through unchanged
+//! (only `id:` lines are removed) while looking at each event, and must never re-encode.
+
+use bytes::{Bytes, BytesMut};
+
+/// The stream dialect of the endpoint the client called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFormat {
+    /// `/v1/chat/completions` and `/v1/completions`: `data: [DONE]` or a `finish_reason`.
+    Chat,
+    /// `/v1/responses`: a terminal `response.*` event.
+    Responses,
+    /// `/v1/messages`: `message_stop`.
+    Messages,
+    /// Anything else: passed through, no terminal event known.
+    Other,
+}
+
+/// One complete SSE event as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The bytes to forward (the event as received, minus `id:` lines when stripping).
+    pub raw: Bytes,
+    pub name: Option<String>,
+    /// `data:` lines joined with '\n' (None when the event had none).
+    pub data: Option<String>,
+    /// Only comments (e.g. `: keepalive`): no `data`, no `event`.
+    pub comment_only: bool,
+}
+
+/// Incremental splitter: push upstream chunks, pull complete events.
+#[derive(Debug, Default)]
+pub struct Framer {
+    buf: BytesMut,
+    /// Where to resume looking for the end of the current event.
+    scan: usize,
+    strip_ids: bool,
+}
+
+impl Framer {
+    pub fn new(strip_ids: bool) -> Self {
+        Framer { buf: BytesMut::new(), scan: 0, strip_ids }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes held that do not yet form a complete event.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete event, if the buffer holds one.
+    pub fn next_event(&mut self) -> Option<Event> {
+        let end = self.find_event_end()?;
+        let raw = self.buf.split_to(end).freeze();
+        self.scan = 0;
+        Some(parse_event(raw, self.strip_ids))
+    }
+
+    /// Find the end (exclusive) of the first event: the byte after an empty line.
+    fn find_event_end(&mut self) -> Option<usize> {
+        let b = &self.buf[..];
+        let mut i = self.scan;
+        let mut line_start = if i == 0 { 0 } else { usize::MAX };
+        // Re-scan from the start of the line we stopped in, to keep the logic simple.
+        if line_start == usize::MAX {
+            line_start = b[..i].iter().rposition(|&c| c == b'\n' || c == b'\r').map_or(0, |p| p + 1);
+            i = line_start;
+        }
+        while i < b.len() {
+            let c = b[i];
+            if c == b'\n' || c == b'\r' {
+                let mut next = i + 1;
+                if c == b'\r' {
+                    if next >= b.len() {
+                        // A CR at the very end: wait for a possible LF.
+                        self.scan = line_start;
+                        return None;
+                    }
+                    if b[next] == b'\n' {
+                        next += 1;
+                    }
+                }
+                if i == line_start {
+                    return Some(next);
+                }
+                line_start = next;
+                i = next;
+            } else {
+                i += 1;
+            }
+        }
+        self.scan = line_start.min(b.len());
+        None
+    }
+}
+
+fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
+    let text = String::from_utf8_lossy(&raw);
+    let mut name = None;
+    let mut data: Option<String> = None;
+    let mut has_id = false;
+    let mut comment_only = true;
+    for line in text.split(['\n']).map(|l| l.strip_suffix('\r').unwrap_or(l)) {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = match line.find(':') {
+            Some(p) => (&line[..p], line[p + 1..].strip_prefix(' ').unwrap_or(&line[p + 1..])),
+            None => (line, ""),
+        };
+        match field {
+            "event" => {
+                comment_only = false;
+                name = Some(value.to_string());
+            }
+            "data" => {
+                comment_only = false;
+                match &mut data {
+                    Some(d) => {
+                        d.push('\n');
+                        d.push_str(value);
+                    }
+                    None => data = Some(value.to_string()),
+                }
+            }
+            "id" => has_id = true,
+            _ => comment_only = false,
+        }
+    }
+    let raw = if strip_ids && has_id { strip_id_lines(&raw) } else { raw };
+    Event { raw, name, data, comment_only }
+}
+
+fn strip_id_lines(raw: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(raw.len());
+    for line in raw.split_inclusive(|&c| c == b'\n') {
+        if !(line.starts_with(b"id:") || line == b"id\n" || line == b"id\r\n") {
+            out.extend_from_slice(line);
+        }
+    }
+    out.freeze()
+}
+
+/// Does this event end the stream for `format`? (R9.4)
+pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
+    let data = ev.data.as_deref().unwrap_or("");
+    match format {
+        StreamFormat::Chat => {
+            if data.trim() == "[DONE]" {
+                return true;
+            }
+            if !data.contains("finish_reason") {
+                return false;
+            }
+            serde_json::from_str::<serde_json::Value>(data).ok().is_some_and(|v| {
+                v["choices"].as_array().is_some_and(|cs| cs.iter().any(|c| c["finish_reason"].is_string()))
+            })
+        }
+        StreamFormat::Responses => {
+            let ty = ev.name.as_deref().map(str::to_string).or_else(|| json_type(data));
+            matches!(ty.as_deref(), Some("response.completed" | "response.failed" | "response.incomplete"))
+        }
+        StreamFormat::Messages => {
+            ev.name.as_deref() == Some("message_stop") || json_type(data).as_deref() == Some("message_stop")
+        }
+        StreamFormat::Other => false,
+    }
+}
+
+fn json_type(data: &str) -> Option<String> {
+    if !data.contains("\"type\"") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(data).ok()?;
+    v["type"].as_str().map(str::to_string)
+}
+
+/// A 200 stream whose first event is only an error object (R9.5): the embedded status, if any.
+pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
+    let data = ev.data.as_deref()?;
+    if !data.contains("\"error\"") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(data).ok()?;
+    crate::proxy::hidden::embedded_error(&v)
+}
+
+/// The keepalive to inject after silence (R9.2): a comment, or Anthropic's native ping.
+pub fn keepalive(format: StreamFormat) -> Bytes {
+    match format {
+        StreamFormat::Messages => Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+        _ => Bytes::from_static(b": keepalive\n\n"),
+    }
+}
+
+/// The explicit error that closes a stream cut before its terminal event (R9.4).
+pub fn incomplete_event(format: StreamFormat, detail: &str) -> Bytes {
+    let msg = format!("upstream stream ended before its terminal event ({detail}); the answer is incomplete");
+    let s = match format {
+        StreamFormat::Messages => format!(
+            "event: error\ndata: {}\n\n",
+            serde_json::json!({"type":"error","error":{"type":"api_error","message":msg,"code":"stream_incomplete"}})
+        ),
+        StreamFormat::Responses => format!(
+            "event: error\ndata: {}\n\n",
+            serde_json::json!({"type":"error","code":"stream_incomplete","message":msg,"param":null})
+        ),
+        StreamFormat::Chat | StreamFormat::Other => format!(
+            "data: {}\n\n",
+            serde_json::json!({"error":{"message":msg,"type":"api_error","code":"stream_incomplete"}})
+        ),
+    };
+    Bytes::from(s)
+}
+
+#[cfg(test)]
+#[path = "sse_tests.rs"]
+mod tests;

@@ -1,0 +1,121 @@
+//! Compile a validated `Config` into an immutable `RouteTable` (R2.3, R3.2–R3.4).
+//!
+//! Architecture Invariant: everything the request path needs is precomputed here —
+//! tiers sorted by priority, effective weights, upstream model names, client key hashes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::table::{Candidate, ChannelId, Route, RouteTable, Tier};
+use super::weighted::effective_weights;
+use crate::config::model::{ClientKey, Config};
+
+/// Raw (priority → candidates with raw weights) for one route while building.
+type Building = BTreeMap<i64, Vec<(ChannelId, Arc<str>, u32)>>;
+
+/// Build the table. Infallible: the config has been validated.
+pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
+    let channels: Vec<_> = config.channels.iter().cloned().map(Arc::new).collect();
+    let by_name: HashMap<&str, ChannelId> =
+        channels.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
+
+    let mut routes: HashMap<(String, String), Building> = HashMap::new();
+    let mut paths: HashMap<(String, String), Building> = HashMap::new();
+    for (id, ch) in channels.iter().enumerate() {
+        if !ch.enabled {
+            continue;
+        }
+        for group in &ch.groups {
+            for model in &ch.models {
+                let upstream: Arc<str> = ch.model_mapping.get(model).unwrap_or(model).as_str().into();
+                routes
+                    .entry((group.clone(), model.clone()))
+                    .or_default()
+                    .entry(ch.priority)
+                    .or_default()
+                    .push((id, upstream, ch.weight));
+            }
+            for path in &ch.paths {
+                paths
+                    .entry((group.clone(), path.clone()))
+                    .or_default()
+                    .entry(ch.priority)
+                    .or_default()
+                    .push((id, Arc::from(""), ch.weight));
+            }
+        }
+    }
+    // Virtual models (R3.4): target i becomes its own tier, earlier = higher.
+    for vm in &config.virtual_models {
+        let n = vm.targets.len() as i64;
+        for group in &vm.groups {
+            let b = routes.entry((group.clone(), vm.name.clone())).or_default();
+            for (i, t) in vm.targets.iter().enumerate() {
+                let Some(&id) = by_name.get(t.channel.as_str()) else { continue };
+                if !channels[id].enabled {
+                    continue;
+                }
+                b.entry(n - i as i64).or_default().push((id, t.model.as_str().into(), 100));
+            }
+        }
+    }
+
+    let mut models_by_group: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for (group, model) in routes.keys() {
+        models_by_group.entry(group.clone()).or_default().insert(model.clone());
+    }
+
+    let clients: Vec<_> = config.clients.iter().cloned().map(Arc::new).collect();
+    let client_by_hash = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let h = match &c.key {
+                ClientKey::Plain(s) => hash_key(s.expose().as_bytes()),
+                ClientKey::Sha256(h) => *h,
+            };
+            (h, i)
+        })
+        .collect();
+
+    RouteTable {
+        generation,
+        channels,
+        routes: finish(routes),
+        paths: finish(paths),
+        client_by_hash,
+        clients,
+        models_by_group: models_by_group.into_iter().map(|(g, s)| (g, s.into_iter().collect())).collect(),
+        config,
+    }
+}
+
+/// SHA-256 of a client key, the lookup key of `client_by_hash`.
+pub fn hash_key(key: &[u8]) -> [u8; 32] {
+    Sha256::digest(key).into()
+}
+
+fn finish(b: HashMap<(String, String), Building>) -> HashMap<(String, String), Arc<Route>> {
+    b.into_iter()
+        .filter(|(_, tiers)| !tiers.is_empty())
+        .map(|(k, tiers)| {
+            let tiers = tiers
+                .into_iter()
+                .rev() // highest priority first
+                .map(|(priority, cands)| {
+                    let raw: Vec<u32> = cands.iter().map(|c| c.2).collect();
+                    let eff = effective_weights(&raw);
+                    let candidates = cands
+                        .into_iter()
+                        .zip(eff)
+                        .map(|((channel, upstream_model, _), weight)| Candidate { channel, upstream_model, weight })
+                        .collect();
+                    Tier { priority, candidates }
+                })
+                .collect();
+            (k, Arc::new(Route { tiers }))
+        })
+        .collect()
+}

@@ -1,0 +1,106 @@
+//! `ChannelState` (per channel name: key cursor, disabled flags) and the `Registry` that owns them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::routing::table::RouteTable;
+
+/// Why a channel (or key) is disabled.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Disabled {
+    pub reason: String,
+    pub at_ms: i64,
+    /// true: by the auto-disable rules (may be lifted by a probe); false: by an operator.
+    pub auto: bool,
+}
+
+/// Mutable state of one channel, shared by every table that contains a channel of this name.
+#[derive(Debug, Default)]
+pub struct ChannelState {
+    pub name: String,
+    /// Where the next request starts in the channel's key list (round robin).
+    key_cursor: AtomicUsize,
+    disabled: Mutex<Option<Disabled>>,
+    disabled_keys: Mutex<BTreeSet<u32>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another thread panicked mid-update of plain data; keep serving.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ChannelState {
+    pub fn new(name: &str) -> Self {
+        ChannelState { name: name.to_string(), ..Default::default() }
+    }
+
+    /// The key index a new request starts at (advances the round-robin cursor).
+    pub fn next_key_start(&self, key_count: usize) -> usize {
+        if key_count <= 1 {
+            return 0;
+        }
+        self.key_cursor.fetch_add(1, Ordering::Relaxed) % key_count
+    }
+
+    pub fn disabled(&self) -> Option<Disabled> {
+        lock(&self.disabled).clone()
+    }
+
+    pub fn is_disabled(&self) -> bool {
+        lock(&self.disabled).is_some()
+    }
+
+    pub fn set_disabled(&self, d: Option<Disabled>) {
+        *lock(&self.disabled) = d;
+    }
+
+    pub fn disabled_keys(&self) -> BTreeSet<u32> {
+        lock(&self.disabled_keys).clone()
+    }
+
+    pub fn key_disabled(&self, idx: usize) -> bool {
+        lock(&self.disabled_keys).contains(&(idx as u32))
+    }
+
+    /// Disable one key; returns the number of disabled keys afterwards.
+    pub fn disable_key(&self, idx: usize) -> usize {
+        let mut k = lock(&self.disabled_keys);
+        k.insert(idx as u32);
+        k.len()
+    }
+
+    pub fn clear_disabled_keys(&self) {
+        lock(&self.disabled_keys).clear();
+    }
+}
+
+/// Owner of every `ChannelState`, keyed by channel name.
+#[derive(Debug, Default)]
+pub struct Registry {
+    map: Mutex<HashMap<String, Arc<ChannelState>>>,
+}
+
+impl Registry {
+    /// The state of each channel of `table`, by `ChannelId`. Creates state for new names and
+    /// drops the state of names the table no longer has (R2.5).
+    pub fn bind(&self, table: &RouteTable) -> Vec<Arc<ChannelState>> {
+        let mut map = lock(&self.map);
+        map.retain(|name, _| table.channels.iter().any(|c| &c.name == name));
+        table
+            .channels
+            .iter()
+            .map(|c| map.entry(c.name.clone()).or_insert_with(|| Arc::new(ChannelState::new(&c.name))).clone())
+            .collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<ChannelState>> {
+        lock(&self.map).get(name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<_> = lock(&self.map).keys().cloned().collect();
+        v.sort();
+        v
+    }
+}

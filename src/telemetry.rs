@@ -1,0 +1,87 @@
+//! Every metric name, described once, and the Prometheus recorder (R12.2).
+//!
+//! Names follow Prometheus conventions: `switchyard_` prefix, base units, `_total` counters.
+//! Label sets are bounded: channel, model, group, outcome class — never key or request id.
+
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const REQUESTS: &str = "switchyard_requests_total";
+pub const REQUEST_DURATION: &str = "switchyard_request_duration_seconds";
+pub const ATTEMPTS: &str = "switchyard_attempts_total";
+pub const ATTEMPTS_PER_REQUEST: &str = "switchyard_attempts_per_request";
+pub const FAILOVERS: &str = "switchyard_failovers_total";
+pub const RETRIES: &str = "switchyard_retries_total";
+pub const RETRY_BUDGET_EXHAUSTED: &str = "switchyard_retry_budget_exhausted_total";
+pub const UPSTREAM_DURATION: &str = "switchyard_upstream_duration_seconds";
+pub const TTFB: &str = "switchyard_time_to_first_byte_seconds";
+pub const STREAMS: &str = "switchyard_streams_total";
+pub const KEEPALIVES: &str = "switchyard_keepalives_total";
+pub const BREAKER_STATE: &str = "switchyard_circuit_breaker_state";
+pub const BREAKER_TRANSITIONS: &str = "switchyard_circuit_breaker_transitions_total";
+pub const CHANNEL_DISABLED: &str = "switchyard_channel_disabled";
+pub const CONFIG_RELOADS: &str = "switchyard_config_reload_total";
+pub const CONFIG_GENERATION: &str = "switchyard_config_generation";
+pub const CONNECTIONS: &str = "switchyard_connections";
+pub const CONNECTIONS_REJECTED: &str = "switchyard_connections_rejected_total";
+pub const STORE_DROPPED: &str = "switchyard_store_dropped_total";
+pub const STORE_WRITTEN: &str = "switchyard_store_written_total";
+pub const QUOTA_CHARGED: &str = "switchyard_quota_charged_credits_total";
+pub const QUOTA_REFUNDED: &str = "switchyard_quota_refunded_credits_total";
+pub const QUOTA_REJECTED: &str = "switchyard_quota_rejected_total";
+pub const CACHED_TOKENS: &str = "switchyard_cached_prompt_tokens_total";
+pub const PROMPT_TOKENS: &str = "switchyard_prompt_tokens_total";
+pub const STICKY: &str = "switchyard_sticky_total";
+pub const PROBES: &str = "switchyard_probes_total";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0, 300.0,
+];
+const ATTEMPT_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0];
+
+/// Install the global Prometheus recorder and describe every metric. Returns the
+/// handle the admin listener renders; `None` when a recorder is already installed
+/// (several servers in one test process).
+pub fn install() -> Option<PrometheusHandle> {
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+        .ok()?
+        .set_buckets_for_metric(Matcher::Full(ATTEMPTS_PER_REQUEST.into()), ATTEMPT_BUCKETS)
+        .ok()?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).ok()?;
+    describe();
+    Some(handle)
+}
+
+fn describe() {
+    describe_counter!(REQUESTS, "Client requests by endpoint family and final status class.");
+    describe_histogram!(REQUEST_DURATION, Unit::Seconds, "Whole-request latency.");
+    describe_counter!(ATTEMPTS, "Upstream attempts by channel and outcome class.");
+    describe_histogram!(ATTEMPTS_PER_REQUEST, "Upstream attempts made per request.");
+    describe_counter!(FAILOVERS, "Moves to a different channel or key after a failure.");
+    describe_counter!(RETRIES, "Same-target retries after backoff.");
+    describe_counter!(RETRY_BUDGET_EXHAUSTED, "Failures returned because the retry budget was spent.");
+    describe_histogram!(UPSTREAM_DURATION, Unit::Seconds, "Upstream attempt latency to response headers.");
+    describe_histogram!(TTFB, Unit::Seconds, "Time from request start to the first byte sent to the client.");
+    describe_counter!(STREAMS, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout.");
+    describe_counter!(KEEPALIVES, "SSE keepalive comments sent to clients.");
+    describe_gauge!(BREAKER_STATE, "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open.");
+    describe_counter!(BREAKER_TRANSITIONS, "Circuit breaker state transitions.");
+    describe_gauge!(CHANNEL_DISABLED, "1 when a channel is disabled (manually or automatically).");
+    describe_counter!(CONFIG_RELOADS, "Config reloads by result (ok, error).");
+    describe_gauge!(CONFIG_GENERATION, "Generation number of the live routing table.");
+    describe_gauge!(CONNECTIONS, "Open client connections.");
+    describe_counter!(CONNECTIONS_REJECTED, "Client connections refused at the connection cap.");
+    describe_counter!(STORE_DROPPED, "Store writes dropped because the writer queue was full.");
+    describe_counter!(STORE_WRITTEN, "Store writes committed.");
+    describe_counter!(QUOTA_CHARGED, "Credits charged (settled).");
+    describe_counter!(QUOTA_REFUNDED, "Credits refunded.");
+    describe_counter!(QUOTA_REJECTED, "Requests rejected for insufficient quota.");
+    describe_counter!(CACHED_TOKENS, "Prompt tokens served from the upstream prompt cache.");
+    describe_counter!(PROMPT_TOKENS, "Prompt tokens reported by upstreams.");
+    describe_counter!(STICKY, "Sticky routing lookups by key kind and result.");
+    describe_counter!(PROBES, "Health probes by result.");
+}
