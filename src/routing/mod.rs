@@ -1,5 +1,8 @@
 //! Routing: the compiled `RouteTable`, weighted draw, attempt plans and the outcome classifier.
+pub mod backoff;
+pub mod budget;
 pub mod family;
+pub mod plan;
 pub mod policy;
 pub mod table;
 pub mod weighted;
