@@ -108,16 +108,15 @@ pub fn explain_value(snap: &Snapshot, client: Option<&str>, model: Option<&str>,
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |_id: usize| 0;
     let available = |id: usize| !snap.states[id].is_disabled();
-    let mut plan = AttemptPlan::new(PlanInput {
+    let mut plan = AttemptPlan::new(&PlanInput {
         groups: &refs,
         tier_walk: snap.table.config.routing.tier_walk,
         retry_times: snap.table.config.routing.retry_times,
         cross_group_retry: c.cross_group_retry,
         key_count: &key_count,
-        key_start: &key_start,
+        key_cursor: &key_start,
         available: &available,
-        rng: &mut rng,
-    });
+    }, &mut rng);
     let mut order = Vec::new();
     let fail = Decision::FailOver { key_fault: false };
     let mut last = None;

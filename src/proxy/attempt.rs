@@ -65,16 +65,15 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |id: usize| snap.states[id].next_key_start(snap.table.channels[id].keys.len());
     let available = |id: usize| !snap.states[id].is_disabled();
-    let mut plan = AttemptPlan::new(PlanInput {
+    let mut plan = AttemptPlan::new(&PlanInput {
         groups: &routes,
         tier_walk: cfg.routing.tier_walk,
         retry_times: cfg.routing.retry_times,
         cross_group_retry: job.client.cross_group_retry,
         key_count: &key_count,
-        key_start: &key_start,
+        key_cursor: &key_start,
         available: &available,
-        rng: &mut rng,
-    });
+    }, &mut rng);
     let budget = gw.budget();
     budget.record_first_attempt();
 

@@ -1,3 +1,9 @@
 //! Routing: the compiled `RouteTable`, weighted draw, attempt plans and the outcome classifier.
-pub mod table;
+pub mod backoff;
+pub mod budget;
 pub mod compile;
+pub mod family;
+pub mod plan;
+pub mod policy;
+pub mod table;
+pub mod weighted;

@@ -1,0 +1,144 @@
+//! Path families and the retry-safety matrix (R10.1, R10.2; seed 001 "重试与幂等").
+//!
+//! A request that generates and bills an artifact is not replayed by default;
+//! an `Idempotency-Key` reopens retries for every such family except images.
+
+/// What kind of endpoint a request path addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathFamily {
+    Chat,
+    Completions,
+    Embeddings,
+    Moderations,
+    Messages,
+    Responses,
+    Images,
+    Audio,
+    Video,
+    Music,
+    Models,
+    Custom,
+}
+
+/// Classify a request path (query string ignored; the `/v1` prefix is optional).
+///
+/// `/v1/chat/completions` → Chat, `/v1/images/generations` → Images,
+/// `/v1/videos/...` and `/v1/video/...` → Video, anything unknown → Custom.
+pub fn classify_path(path: &str) -> PathFamily {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let rest = path.trim_start_matches('/');
+    let rest = match rest.strip_prefix("v1") {
+        Some(r) if r.is_empty() || r.starts_with('/') => r.trim_start_matches('/'),
+        _ => rest,
+    };
+    let mut segs = rest.split('/');
+    let first = segs.next().unwrap_or("");
+    match first {
+        "chat" => PathFamily::Chat,
+        "completions" => PathFamily::Completions,
+        "embeddings" => PathFamily::Embeddings,
+        "moderations" => PathFamily::Moderations,
+        "messages" => PathFamily::Messages,
+        "responses" => PathFamily::Responses,
+        "images" => PathFamily::Images,
+        "audio" => PathFamily::Audio,
+        "videos" | "video" => PathFamily::Video,
+        "music" => PathFamily::Music,
+        "models" => PathFamily::Models,
+        _ => PathFamily::Custom,
+    }
+}
+
+/// The R10.1 matrix: may a failed attempt of this family be replayed?
+pub fn retryable(family: PathFamily, has_idempotency_key: bool) -> bool {
+    match family {
+        PathFamily::Images => false,
+        PathFamily::Audio | PathFamily::Video | PathFamily::Music | PathFamily::Responses => {
+            has_idempotency_key
+        }
+        PathFamily::Chat
+        | PathFamily::Completions
+        | PathFamily::Embeddings
+        | PathFamily::Moderations
+        | PathFamily::Messages
+        | PathFamily::Models
+        | PathFamily::Custom => true,
+    }
+}
+
+/// R10.2: an `Idempotency-Key` counts only if it is 1..=255 visible ASCII bytes.
+pub fn valid_idempotency_key(v: &[u8]) -> bool {
+    (1..=255).contains(&v.len()) && v.iter().all(|b| (0x21..=0x7e).contains(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PathFamily::*;
+    use super::*;
+
+    #[test]
+    fn classify_paths() {
+        let table: &[(&str, PathFamily)] = &[
+            ("/v1/chat/completions", Chat),
+            ("/v1/completions", Completions),
+            ("/v1/embeddings", Embeddings),
+            ("/v1/moderations", Moderations),
+            ("/v1/messages", Messages),
+            ("/v1/messages?beta=true", Messages),
+            ("/v1/responses", Responses),
+            ("/v1/responses/resp_1/cancel", Responses),
+            ("/v1/images/generations", Images),
+            ("/v1/images/edits", Images),
+            ("/v1/audio/speech", Audio),
+            ("/v1/audio/transcriptions", Audio),
+            ("/v1/videos/generations", Video),
+            ("/v1/video/submit", Video),
+            ("/v1/music/generate", Music),
+            ("/v1/models", Models),
+            ("/v1/systemone", Custom),
+            ("/v1", Custom),
+            ("/v1images/x", Custom),
+            ("/chat/completions", Chat),
+            ("", Custom),
+        ];
+        for (p, f) in table {
+            assert_eq!(classify_path(p), *f, "{p}");
+        }
+    }
+
+    #[test]
+    fn r10_1_matrix() {
+        // (family, default, with Idempotency-Key)
+        let table: &[(PathFamily, bool, bool)] = &[
+            (Images, false, false),
+            (Audio, false, true),
+            (Video, false, true),
+            (Music, false, true),
+            (Responses, false, true),
+            (Chat, true, true),
+            (Completions, true, true),
+            (Embeddings, true, true),
+            (Moderations, true, true),
+            (Messages, true, true),
+            (Models, true, true),
+            (Custom, true, true),
+        ];
+        for &(f, plain, keyed) in table {
+            assert_eq!(retryable(f, false), plain, "{f:?} default");
+            assert_eq!(retryable(f, true), keyed, "{f:?} keyed");
+        }
+    }
+
+    #[test]
+    fn idempotency_key_validity() {
+        assert!(valid_idempotency_key(b"abc-123_XYZ"));
+        assert!(valid_idempotency_key(&[b'!'; 255]));
+        assert!(valid_idempotency_key(b"~"));
+        assert!(!valid_idempotency_key(b""));
+        assert!(!valid_idempotency_key(&[b'a'; 256]));
+        assert!(!valid_idempotency_key(b"has space"));
+        assert!(!valid_idempotency_key(b"tab\t"));
+        assert!(!valid_idempotency_key("é".as_bytes()));
+        assert!(!valid_idempotency_key(&[0x7f]));
+    }
+}

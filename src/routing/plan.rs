@@ -1,0 +1,325 @@
+//! `AttemptPlan`: the fixed order of (channel, key) attempts for one request
+//! (R4.1, R4.2, R4.3, R4.8, R5; seed 000 §3, §7, §12; seed 003).
+//!
+//! The channel order is computed once, at request start, from the route(s) and
+//! an availability snapshot; later changes to breakers or channel state never
+//! reshuffle it (R4.8). Keys and same-target retries are walked as decisions
+//! arrive. When availability leaves no candidate at all, the plan falls back to
+//! every candidate and reports [`AttemptPlan::all_unavailable`]: the attempts then
+//! fail fast (an open breaker answers 503 at once, R6.1) and the client gets that
+//! answer rather than a bare "no channel".
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::policy::Decision;
+use super::table::{ChannelId, Route};
+use super::weighted::{draw, weighted_order};
+use crate::config::model::TierWalk;
+
+/// What the plan is built from.
+pub struct PlanInput<'a> {
+    /// (group name, route): one entry for a normal client, the `auto_groups`
+    /// list (in order) for an `auto` client.
+    pub groups: &'a [(&'a str, &'a Route)],
+    pub tier_walk: TierWalk,
+    pub retry_times: u32,
+    pub cross_group_retry: bool,
+    /// Number of upstream keys of a channel (0 is treated as 1).
+    pub key_count: &'a dyn Fn(ChannelId) -> usize,
+    /// The key index this request starts at on a channel (taken modulo the count).
+    pub key_cursor: &'a dyn Fn(ChannelId) -> usize,
+    /// Evaluated once per candidate at plan time (breaker, disabled, cooldown).
+    pub available: &'a dyn Fn(ChannelId) -> bool,
+}
+
+/// One planned channel visit (for `/admin/explain` and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedTarget {
+    /// Index into `PlanInput::groups`.
+    pub group: usize,
+    pub channel: ChannelId,
+    pub upstream_model: Arc<str>,
+}
+
+/// One upstream attempt to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub group: usize,
+    pub channel: ChannelId,
+    pub key_index: usize,
+    pub upstream_model: Arc<str>,
+    /// 0 for a fresh target, n for the n-th same-target retry.
+    pub same_target_retry: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Keys {
+    count: usize,
+    next: usize,
+    used: usize,
+}
+
+/// The attempt order of one request.
+#[derive(Debug)]
+pub struct AttemptPlan {
+    slots: Vec<PlannedTarget>,
+    next_slot: usize,
+    max_steps: u32,
+    steps: u32,
+    current: Option<Step>,
+    keys: HashMap<ChannelId, Keys>,
+    all_unavailable: bool,
+    finished: bool,
+}
+
+type Tiers = Vec<Vec<(ChannelId, Arc<str>, u64)>>;
+
+fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId) -> bool) -> Tiers {
+    route
+        .tiers
+        .iter()
+        .map(|t| {
+            t.candidates
+                .iter()
+                .filter(|c| keep(c.channel))
+                .map(|c| (c.channel, c.upstream_model.clone(), c.weight))
+                .collect::<Vec<_>>()
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn pick(
+    tier: &[(ChannelId, Arc<str>, u64)],
+    group: usize,
+    rng: &mut fastrand::Rng,
+) -> PlannedTarget {
+    let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
+    let i = draw(&w, rng).unwrap_or(0);
+    PlannedTarget {
+        group,
+        channel: tier[i].0,
+        upstream_model: tier[i].1.clone(),
+    }
+}
+
+impl AttemptPlan {
+    pub fn new(input: &PlanInput, rng: &mut fastrand::Rng) -> Self {
+        let max_steps = input.retry_times.saturating_add(1);
+        let avail: Vec<(usize, Tiers)> = input
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, (_, r))| (i, tiers_of(r, input.available)))
+            .filter(|(_, t)| !t.is_empty())
+            .collect();
+        let all_unavailable = avail.is_empty();
+        let mut groups = if all_unavailable {
+            input
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(i, (_, r))| (i, tiers_of(r, &|_| true)))
+                .filter(|(_, t)| !t.is_empty())
+                .collect()
+        } else {
+            avail
+        };
+        let all_unavailable = all_unavailable && !groups.is_empty();
+        if !input.cross_group_retry {
+            groups.truncate(1);
+        }
+        let cap = max_steps as usize;
+        let mut slots = Vec::new();
+        match input.tier_walk {
+            TierWalk::Exhaust => {
+                let mut seen = HashSet::new();
+                for (g, tiers) in &groups {
+                    for tier in tiers {
+                        let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
+                        for i in weighted_order(&w, rng) {
+                            let (ch, model, _) = &tier[i];
+                            if seen.insert((*ch, model.clone())) {
+                                slots.push(PlannedTarget {
+                                    group: *g,
+                                    channel: *ch,
+                                    upstream_model: model.clone(),
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            TierWalk::OnePerTier => {
+                let n = groups.len();
+                for (k, (g, tiers)) in groups.iter().enumerate() {
+                    for tier in tiers {
+                        if slots.len() < cap {
+                            slots.push(pick(tier, *g, rng));
+                        }
+                    }
+                    if k + 1 == n {
+                        if let Some(lowest) = tiers.last() {
+                            while slots.len() < cap {
+                                slots.push(pick(lowest, *g, rng));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        slots.truncate(cap);
+        let mut keys = HashMap::new();
+        for s in &slots {
+            keys.entry(s.channel).or_insert_with(|| {
+                let count = (input.key_count)(s.channel).max(1);
+                Keys {
+                    count,
+                    next: (input.key_cursor)(s.channel) % count,
+                    used: 0,
+                }
+            });
+        }
+        AttemptPlan {
+            slots,
+            next_slot: 0,
+            max_steps,
+            steps: 0,
+            current: None,
+            keys,
+            all_unavailable,
+            finished: false,
+        }
+    }
+
+    fn take_key(&mut self, ch: ChannelId) -> usize {
+        match self.keys.get_mut(&ch) {
+            Some(k) => {
+                let i = k.next;
+                k.next = (k.next + 1) % k.count;
+                k.used = (k.used + 1).min(k.count);
+                i
+            }
+            None => 0,
+        }
+    }
+
+    fn untried_key(&self, ch: ChannelId) -> bool {
+        self.keys.get(&ch).is_some_and(|k| k.used < k.count)
+    }
+
+    fn start_slot(&mut self) -> Option<Step> {
+        let t = self.slots.get(self.next_slot)?.clone();
+        self.next_slot += 1;
+        Some(Step {
+            group: t.group,
+            key_index: self.take_key(t.channel),
+            channel: t.channel,
+            upstream_model: t.upstream_model,
+            same_target_retry: 0,
+        })
+    }
+
+    fn next_key(&mut self, cur: &Step) -> Step {
+        Step {
+            key_index: self.take_key(cur.channel),
+            same_target_retry: 0,
+            ..cur.clone()
+        }
+    }
+
+    /// The next attempt, given the decision on the previous one (`None` first).
+    /// Returns `None` when the plan is used up, the step cap (`retry_times + 1`)
+    /// is reached, or the last decision was `Done`/`Return`.
+    pub fn next(&mut self, last: Option<&Decision>) -> Option<Step> {
+        if self.finished || self.steps >= self.max_steps {
+            self.finished = true;
+            return None;
+        }
+        let step = match (self.current.clone(), last) {
+            (None, _) => self.start_slot(),
+            (Some(_), Some(Decision::Done | Decision::Return)) => None,
+            (Some(cur), Some(Decision::RetrySame { .. })) => Some(Step {
+                same_target_retry: cur.same_target_retry + 1,
+                ..cur
+            }),
+            (Some(cur), Some(Decision::FailOver { key_fault })) => self.move_on(&cur, *key_fault),
+            (Some(cur), None) => self.move_on(&cur, false),
+        };
+        match step {
+            Some(s) => {
+                self.steps += 1;
+                self.current = Some(s.clone());
+                Some(s)
+            }
+            None => {
+                self.finished = true;
+                None
+            }
+        }
+    }
+
+    fn move_on(&mut self, cur: &Step, key_fault: bool) -> Option<Step> {
+        if key_fault && self.untried_key(cur.channel) {
+            return Some(self.next_key(cur));
+        }
+        if self.next_slot < self.slots.len() {
+            return self.start_slot();
+        }
+        if self.untried_key(cur.channel) {
+            return Some(self.next_key(cur));
+        }
+        None
+    }
+
+    /// Does another (channel, key) target remain?
+    pub fn alternatives_left(&self) -> bool {
+        if self.finished {
+            return false;
+        }
+        match &self.current {
+            None => !self.slots.is_empty(),
+            Some(c) => self.next_slot < self.slots.len() || self.untried_key(c.channel),
+        }
+    }
+
+    /// Attempts handed out so far (same-target retries included).
+    pub fn attempts_made(&self) -> u32 {
+        self.steps
+    }
+
+    /// Attempts still allowed by `retry_times`.
+    pub fn attempts_left(&self) -> u32 {
+        self.max_steps.saturating_sub(self.steps)
+    }
+
+    /// Same-target retries already made on the current target.
+    pub fn same_target_retries(&self) -> u32 {
+        self.current.as_ref().map_or(0, |c| c.same_target_retry)
+    }
+
+    /// True when availability left nothing and the plan uses every candidate.
+    pub fn all_unavailable(&self) -> bool {
+        self.all_unavailable
+    }
+
+    /// True when there is nothing to try at all.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Channel visits not started yet, in order (does not consume; `/admin/explain`).
+    pub fn upcoming(&self) -> &[PlannedTarget] {
+        self.slots.get(self.next_slot..).unwrap_or(&[])
+    }
+
+    /// Every planned channel visit, in order.
+    pub fn targets(&self) -> &[PlannedTarget] {
+        &self.slots
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

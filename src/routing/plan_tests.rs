@@ -1,0 +1,317 @@
+//! Tests for the attempt plan (R4.1–R4.3, R4.8, R5; seed 000 §3, §7; seed 003).
+use std::cell::Cell;
+
+use super::*;
+use crate::routing::table::{Candidate, Tier};
+
+const FO: Decision = Decision::FailOver { key_fault: false };
+const FOK: Decision = Decision::FailOver { key_fault: true };
+
+/// tiers: highest first; each (channel, weight).
+fn route(tiers: &[&[(ChannelId, u64)]]) -> Route {
+    Route {
+        tiers: tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Tier {
+                priority: 100 - i as i64,
+                candidates: t
+                    .iter()
+                    .map(|&(channel, weight)| Candidate {
+                        channel,
+                        upstream_model: format!("m{channel}").into(),
+                        weight,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn one(_: ChannelId) -> usize {
+    1
+}
+fn zero(_: ChannelId) -> usize {
+    0
+}
+fn yes(_: ChannelId) -> bool {
+    true
+}
+
+fn input<'a>(
+    groups: &'a [(&'a str, &'a Route)],
+    walk: TierWalk,
+    retry_times: u32,
+) -> PlanInput<'a> {
+    PlanInput {
+        groups,
+        tier_walk: walk,
+        retry_times,
+        cross_group_retry: false,
+        key_count: &one,
+        key_cursor: &zero,
+        available: &yes,
+    }
+}
+
+/// Drive a plan, answering every step with `d`; returns (group, channel, key) per step.
+fn run(plan: &mut AttemptPlan, d: Decision) -> Vec<(usize, ChannelId, usize)> {
+    let mut out = Vec::new();
+    let mut last = None;
+    while let Some(s) = plan.next(last.as_ref()) {
+        out.push((s.group, s.channel, s.key_index));
+        last = Some(d);
+        assert!(out.len() < 100);
+    }
+    out
+}
+
+fn channels(steps: &[(usize, ChannelId, usize)]) -> Vec<ChannelId> {
+    steps.iter().map(|s| s.1).collect()
+}
+
+#[test]
+fn seed_000_section_3_one_per_tier_table() {
+    // A=0 (100, w50), B=1 (100, w30), C=2 (50, w80), D=3 (10, w20), E=4 (10, w10)
+    let r = route(&[&[(0, 50), (1, 30)], &[(2, 80)], &[(3, 20), (4, 10)]]);
+    let groups = [("g", &r)];
+    for seed in 0..50 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut p = AttemptPlan::new(&input(&groups, TierWalk::OnePerTier, 5), &mut rng);
+        let got = channels(&run(&mut p, FO));
+        assert_eq!(got.len(), 6);
+        assert!([0, 1].contains(&got[0]), "{got:?}");
+        assert_eq!(got[1], 2);
+        for &c in &got[2..] {
+            assert!([3, 4].contains(&c), "{got:?}");
+        }
+    }
+}
+
+#[test]
+fn retry_times_caps_steps() {
+    let r = route(&[&[(0, 1), (1, 1), (2, 1), (3, 1)]]);
+    let groups = [("g", &r)];
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 2), &mut rng);
+    assert_eq!(run(&mut p, FO).len(), 3);
+    assert_eq!(p.attempts_made(), 3);
+    assert_eq!(p.attempts_left(), 0);
+    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 0), &mut rng);
+    assert_eq!(run(&mut p, FO).len(), 1);
+}
+
+#[test]
+fn seed_003_incident() {
+    // three same-tier channels + one lower-tier channel, retry_times 5
+    let r = route(&[&[(0, 10), (1, 10), (2, 10)], &[(3, 10)]]);
+    let groups = [("g", &r)];
+    for seed in 0..20 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 5), &mut rng);
+        let got = channels(&run(&mut p, FO));
+        let mut first3 = got[..3].to_vec();
+        first3.sort_unstable();
+        assert_eq!(first3, vec![0, 1, 2]);
+        assert_eq!(got[3..], [3]);
+
+        let mut p = AttemptPlan::new(&input(&groups, TierWalk::OnePerTier, 5), &mut rng);
+        let got = channels(&run(&mut p, FO));
+        assert_eq!(got.len(), 6);
+        assert!(got[0] < 3);
+        assert!(got[1..].iter().all(|&c| c == 3), "{got:?}");
+    }
+}
+
+#[test]
+fn seed_000_section_7_cross_group() {
+    let a = route(&[&[(0, 1)], &[(1, 1)]]);
+    let b = route(&[&[(2, 1)], &[(3, 1)]]);
+    let groups = [("A", &a), ("B", &b)];
+    for walk in [TierWalk::OnePerTier, TierWalk::Exhaust] {
+        let mut rng = fastrand::Rng::with_seed(2);
+        let mut i = input(&groups, walk, 3);
+        i.cross_group_retry = true;
+        let mut p = AttemptPlan::new(&i, &mut rng);
+        let got: Vec<(usize, ChannelId)> = run(&mut p, FO).iter().map(|s| (s.0, s.1)).collect();
+        assert_eq!(got, vec![(0, 0), (0, 1), (1, 2), (1, 3)], "{walk:?}");
+        // without cross_group_retry only group A is used
+        i.cross_group_retry = false;
+        let mut p = AttemptPlan::new(&i, &mut rng);
+        let got = run(&mut p, FO);
+        assert!(got.iter().all(|s| s.0 == 0), "{walk:?} {got:?}");
+    }
+}
+
+#[test]
+fn auto_groups_skip_empty_first_group() {
+    let empty = Route::default();
+    let b = route(&[&[(5, 1)]]);
+    let groups = [("A", &empty), ("B", &b)];
+    let mut rng = fastrand::Rng::with_seed(2);
+    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    assert_eq!(run(&mut p, FO), vec![(1, 5, 0)]);
+}
+
+#[test]
+fn multi_key_key_fault_rotates_keys_first() {
+    let r = route(&[&[(0, 1)], &[(1, 1)]]);
+    let groups = [("g", &r)];
+    let three = |c: ChannelId| if c == 0 { 3 } else { 1 };
+    let cursor = |c: ChannelId| if c == 0 { 2 } else { 0 };
+    let mut i = input(&groups, TierWalk::Exhaust, 10);
+    i.key_count = &three;
+    i.key_cursor = &cursor;
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut p = AttemptPlan::new(&i, &mut rng);
+    assert_eq!(
+        run(&mut p, FOK),
+        vec![(0, 0, 2), (0, 0, 0), (0, 0, 1), (0, 1, 0)]
+    );
+    // a non-key fault moves to the next channel at once
+    let mut p = AttemptPlan::new(&i, &mut rng);
+    let s1 = p.next(None).unwrap();
+    assert_eq!((s1.channel, s1.key_index), (0, 2));
+    let s2 = p.next(Some(&FO)).unwrap();
+    assert_eq!(s2.channel, 1);
+    // earlier channels are not revisited: channel 1 has one key, nothing is left
+    assert!(!p.alternatives_left());
+    assert_eq!(p.next(Some(&FO)), None);
+}
+
+#[test]
+fn last_channel_other_keys_count_as_alternatives() {
+    let r = route(&[&[(0, 1)]]);
+    let groups = [("g", &r)];
+    let two = |_: ChannelId| 2;
+    let mut i = input(&groups, TierWalk::Exhaust, 5);
+    i.key_count = &two;
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut p = AttemptPlan::new(&i, &mut rng);
+    assert_eq!(p.next(None).unwrap().key_index, 0);
+    assert!(p.alternatives_left());
+    assert_eq!(p.next(Some(&FO)).unwrap().key_index, 1);
+    assert!(!p.alternatives_left());
+    assert_eq!(p.next(Some(&FOK)), None);
+}
+
+#[test]
+fn stale_channel_in_one_per_tier_never_repeats_a_key() {
+    let r = route(&[&[(0, 1)]]);
+    let groups = [("g", &r)];
+    let two = |_: ChannelId| 2;
+    let mut i = input(&groups, TierWalk::OnePerTier, 3);
+    i.key_count = &two;
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut p = AttemptPlan::new(&i, &mut rng);
+    let keys: Vec<usize> = run(&mut p, FO).iter().map(|s| s.2).collect();
+    assert_eq!(keys, vec![0, 1, 0, 1]);
+}
+
+#[test]
+fn retry_same_repeats_target() {
+    let r = route(&[&[(0, 1)], &[(1, 1)]]);
+    let groups = [("g", &r)];
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    let s = p.next(None).unwrap();
+    assert_eq!(s.same_target_retry, 0);
+    let s2 = p.next(Some(&Decision::RetrySame { attempt: 1 })).unwrap();
+    assert_eq!((s2.channel, s2.key_index, s2.same_target_retry), (0, 0, 1));
+    assert_eq!(p.same_target_retries(), 1);
+    let s3 = p.next(Some(&FO)).unwrap();
+    assert_eq!((s3.channel, s3.same_target_retry), (1, 0));
+    assert!(!p.alternatives_left());
+    let s4 = p.next(Some(&Decision::RetrySame { attempt: 1 })).unwrap();
+    assert_eq!(s4.channel, 1);
+    assert_eq!(p.next(Some(&Decision::RetrySame { attempt: 2 })), None);
+    assert_eq!(p.attempts_made(), 4);
+}
+
+#[test]
+fn done_and_return_end_the_plan() {
+    let r = route(&[&[(0, 1), (1, 1)]]);
+    let groups = [("g", &r)];
+    let mut rng = fastrand::Rng::with_seed(1);
+    for d in [Decision::Done, Decision::Return] {
+        let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+        assert!(p.next(None).is_some());
+        assert_eq!(p.next(Some(&d)), None);
+        assert_eq!(p.next(Some(&FO)), None);
+        assert!(!p.alternatives_left());
+    }
+}
+
+#[test]
+fn r4_8_availability_evaluated_once() {
+    let r = route(&[&[(0, 1), (1, 1), (2, 1)]]);
+    let groups = [("g", &r)];
+    let calls = Cell::new(0);
+    let down = Cell::new(1usize);
+    let avail = |c: ChannelId| {
+        calls.set(calls.get() + 1);
+        c != down.get()
+    };
+    let mut i = input(&groups, TierWalk::Exhaust, 5);
+    i.available = &avail;
+    let mut rng = fastrand::Rng::with_seed(4);
+    let mut p = AttemptPlan::new(&i, &mut rng);
+    let planned: Vec<ChannelId> = p.upcoming().iter().map(|t| t.channel).collect();
+    assert!(!planned.contains(&1));
+    assert!(!p.all_unavailable());
+    let before = calls.get();
+    // channel 1 comes back and channel 0 goes down mid-request
+    down.set(0);
+    let got = channels(&run(&mut p, FO));
+    assert_eq!(got, planned);
+    assert_eq!(calls.get(), before, "availability is not consulted again");
+}
+
+#[test]
+fn all_unavailable_falls_back_to_every_candidate() {
+    let r = route(&[&[(0, 1)], &[(1, 1)]]);
+    let groups = [("g", &r)];
+    let none = |_: ChannelId| false;
+    let mut i = input(&groups, TierWalk::Exhaust, 3);
+    i.available = &none;
+    let mut rng = fastrand::Rng::with_seed(4);
+    let mut p = AttemptPlan::new(&i, &mut rng);
+    assert!(p.all_unavailable());
+    assert_eq!(channels(&run(&mut p, FO)), vec![0, 1]);
+    let empty = Route::default();
+    let groups = [("g", &empty)];
+    let p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    assert!(p.is_empty() && !p.all_unavailable() && !p.alternatives_left());
+}
+
+#[test]
+fn upcoming_lists_without_consuming() {
+    let r = route(&[&[(0, 70), (1, 30)], &[(2, 1)]]);
+    let groups = [("g", &r)];
+    let mut rng = fastrand::Rng::with_seed(8);
+    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    assert_eq!(p.upcoming().len(), 3);
+    assert_eq!(p.upcoming(), p.targets());
+    let first = p.upcoming()[0].clone();
+    let s = p.next(None).unwrap();
+    assert_eq!(s.channel, first.channel);
+    assert_eq!(s.upstream_model, first.upstream_model);
+    assert_eq!(p.upcoming().len(), 2);
+    assert_eq!(p.upcoming()[1].channel, 2);
+}
+
+#[test]
+fn exhaust_first_pick_follows_weights() {
+    let r = route(&[&[(0, 70), (1, 30)]]);
+    let groups = [("g", &r)];
+    let mut rng = fastrand::Rng::with_seed(21);
+    let n = 4000;
+    let firsts = (0..n)
+        .filter(|_| {
+            let p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 1), &mut rng);
+            p.targets()[0].channel == 0
+        })
+        .count();
+    let share = firsts as f64 / n as f64;
+    assert!((share - 0.7).abs() < 0.03, "{share}");
+}

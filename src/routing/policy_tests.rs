@@ -1,0 +1,392 @@
+//! Table tests for the outcome classifier (R4.4, R4.5, R10.1, R10.3, R10.5; seed 000 §6, §11).
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::*;
+use crate::config::model::{RetryBudget, TierWalk};
+use crate::config::status_set::StatusSet;
+
+pub(crate) fn set(ranges: &[(u16, u16)]) -> StatusSet {
+    let mut s = StatusSet::empty();
+    for &(a, b) in ranges {
+        for c in a..=b {
+            s.insert(c);
+        }
+    }
+    s
+}
+
+fn routing() -> Routing {
+    Routing {
+        retry_times: 3,
+        tier_walk: TierWalk::Exhaust,
+        failover_on: set(&[
+            (100, 199),
+            (300, 399),
+            (401, 407),
+            (409, 499),
+            (500, 503),
+            (505, 523),
+            (525, 599),
+        ]),
+        never_failover_on: set(&[(504, 504), (524, 524)]),
+        retry_budget: RetryBudget {
+            ratio: 0.2,
+            min_per_second: 10,
+            ttl: Duration::from_secs(10),
+        },
+    }
+}
+
+fn retry() -> Retry {
+    Retry {
+        max_retries: 3,
+        retry_on: set(&[(429, 429), (502, 504), (522, 522), (524, 524)]),
+        initial_backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(30),
+        backoff_factor: 2.0,
+        jitter_factor: 0.1,
+    }
+}
+
+fn images_cfg(enabled: bool, ambiguous: bool, uncertain: bool) -> ImagesFailover {
+    ImagesFailover {
+        enabled,
+        include_ambiguous: ambiguous,
+        include_uncertain: uncertain,
+        key_retry_budget: 1,
+    }
+}
+
+fn facts() -> Facts {
+    Facts {
+        family: PathFamily::Chat,
+        has_idempotency_key: false,
+        is_task: false,
+        alternatives_left: true,
+        same_target_retries: 0,
+        attempts_left: 3,
+        affinity_skip_retry: false,
+    }
+}
+
+fn status(code: u16) -> Outcome {
+    Outcome::Status {
+        code,
+        error_code: None,
+        error_type: None,
+        message: String::new(),
+    }
+}
+
+struct Env {
+    routing: Routing,
+    retry: Retry,
+    images: ImagesFailover,
+    mapping: BTreeMap<u16, u16>,
+}
+
+impl Env {
+    fn new() -> Self {
+        Env {
+            routing: routing(),
+            retry: retry(),
+            images: images_cfg(false, false, false),
+            mapping: BTreeMap::new(),
+        }
+    }
+    fn run(&self, o: &Outcome, f: &Facts) -> Decision {
+        let s = Settings {
+            routing: &self.routing,
+            retry: &self.retry,
+            images: &self.images,
+            status_code_mapping: &self.mapping,
+        };
+        classify(o, f, &s)
+    }
+}
+
+use Decision::*;
+const FO: Decision = FailOver { key_fault: false };
+const FOK: Decision = FailOver { key_fault: true };
+
+#[test]
+fn seed_000_section_6_status_table() {
+    let env = Env::new();
+    // (code, fails over?) — one row of seed 000 §6 per range, probing both ends.
+    let rows: &[(u16, bool)] = &[
+        (100, true),
+        (199, true),
+        (200, false),
+        (299, false),
+        (300, true),
+        (399, true),
+        (400, false),
+        (401, true),
+        (404, true),
+        (407, true),
+        (408, false),
+        (409, true),
+        (429, true),
+        (499, true),
+        (500, true),
+        (503, true),
+        (504, false),
+        (505, true),
+        (523, true),
+        (524, false),
+        (525, true),
+        (599, true),
+        (0, true),
+        (99, true),
+        (600, true),
+        (999, true),
+    ];
+    for &(code, fails_over) in rows {
+        let d = env.run(&status(code), &facts());
+        let moved = matches!(d, FailOver { .. });
+        assert_eq!(moved, fails_over, "code {code}: {d:?}");
+        if (200..300).contains(&code) {
+            assert_eq!(d, Done, "code {code}");
+        }
+        if !fails_over && !(200..300).contains(&code) {
+            let expect = if env.retry.retry_on.contains(code) {
+                RetrySame { attempt: 1 }
+            } else {
+                Return
+            };
+            assert_eq!(d, expect, "code {code}");
+        }
+    }
+}
+
+#[test]
+fn key_faults_marked() {
+    let env = Env::new();
+    for code in [401, 403, 429] {
+        assert_eq!(env.run(&status(code), &facts()), FOK, "{code}");
+    }
+    assert_eq!(env.run(&status(500), &facts()), FO);
+    let quota = Outcome::Status {
+        code: 402,
+        error_code: None,
+        error_type: Some("insufficient_quota".into()),
+        message: "quota".into(),
+    };
+    assert_eq!(env.run(&quota, &facts()), FOK);
+    assert!(is_key_fault(&Outcome::ChannelError(
+        "channel:invalid_key".into()
+    )));
+    assert!(!is_key_fault(&Outcome::Transport(TransportKind::Connect)));
+}
+
+#[test]
+fn same_target_retry_only_when_no_alternative() {
+    let env = Env::new();
+    let mut f = facts();
+    f.alternatives_left = false;
+    assert_eq!(env.run(&status(503), &f), RetrySame { attempt: 1 });
+    f.same_target_retries = 2;
+    assert_eq!(env.run(&status(429), &f), RetrySame { attempt: 3 });
+    f.same_target_retries = 3;
+    assert_eq!(env.run(&status(503), &f), Return);
+    f.same_target_retries = 0;
+    // 500 fails over but is not in retry_on
+    assert_eq!(env.run(&status(500), &f), Return);
+    // 504 never fails over but is retried on the same target, alternatives or not
+    assert_eq!(env.run(&status(504), &facts()), RetrySame { attempt: 1 });
+    assert_eq!(env.run(&status(524), &f), RetrySame { attempt: 1 });
+    assert_eq!(env.run(&status(400), &f), Return);
+}
+
+#[test]
+fn mapping_applied_first() {
+    let mut env = Env::new();
+    env.mapping.insert(429, 503);
+    env.mapping.insert(500, 400);
+    // 429 → 503: still fails over, but no longer a key fault
+    assert_eq!(env.run(&status(429), &facts()), FO);
+    assert_eq!(env.run(&status(500), &facts()), Return);
+    env.mapping.insert(502, 200);
+    assert_eq!(env.run(&status(502), &facts()), Done);
+}
+
+#[test]
+fn channel_skip_transport_and_stops() {
+    let env = Env::new();
+    let mut f = facts();
+    for c in ["channel:no_available_key", "channel:model_mapped_error"] {
+        assert_eq!(env.run(&Outcome::ChannelError(c.into()), &f), FO, "{c}");
+    }
+    f.alternatives_left = false;
+    assert_eq!(env.run(&Outcome::ChannelError("channel:x".into()), &f), FO);
+    assert_eq!(
+        env.run(&Outcome::SkipRetry("billing".into()), &facts()),
+        Return
+    );
+    assert_eq!(env.run(&Outcome::ClientGone, &facts()), Return);
+    assert_eq!(env.run(&Outcome::DeadlineExceeded, &facts()), Return);
+    assert_eq!(
+        env.run(&Outcome::LocalAdapter("x".into()), &facts()),
+        Return
+    );
+    assert_eq!(env.run(&Outcome::Success, &facts()), Done);
+    use TransportKind::*;
+    for k in [
+        Connect,
+        Dns,
+        Tls,
+        Reset,
+        HeaderTimeout,
+        FirstByteTimeout,
+        BodyTimeout,
+        Broken,
+        EmptyBody,
+    ] {
+        assert_eq!(env.run(&Outcome::Transport(k), &facts()), FO, "{k:?}");
+        let expect = if matches!(k, HeaderTimeout | FirstByteTimeout | BodyTimeout) {
+            Return
+        } else {
+            RetrySame { attempt: 1 }
+        };
+        assert_eq!(env.run(&Outcome::Transport(k), &f), expect, "{k:?} alone");
+    }
+}
+
+#[test]
+fn budget_and_affinity_stop() {
+    let env = Env::new();
+    let mut f = facts();
+    f.attempts_left = 0;
+    assert_eq!(env.run(&status(503), &f), Return);
+    assert_eq!(env.run(&status(200), &f), Done);
+    let mut f = facts();
+    f.affinity_skip_retry = true;
+    assert_eq!(
+        env.run(&Outcome::ChannelError("channel:x".into()), &f),
+        Return
+    );
+}
+
+#[test]
+fn r10_1_families_gate_replays() {
+    let env = Env::new();
+    use PathFamily::*;
+    for (fam, key, replay) in [
+        (Images, false, false),
+        (Images, true, false),
+        (Audio, false, false),
+        (Audio, true, true),
+        (Video, false, false),
+        (Music, true, true),
+        (Responses, false, false),
+        (Responses, true, true),
+        (Messages, false, true),
+        (Custom, false, true),
+    ] {
+        let mut f = facts();
+        f.family = fam;
+        f.has_idempotency_key = key;
+        let d = env.run(&status(503), &f);
+        assert_eq!(d != Return, replay, "{fam:?} key={key}: {d:?}");
+    }
+}
+
+#[test]
+fn image_tiers() {
+    use TransportKind::*;
+    let t = Outcome::Transport;
+    // (outcome, lowest tier that replays it: 1, 2, 3; 0 = never)
+    let mut rows: Vec<(Outcome, u8)> = Vec::new();
+    for c in [429, 503, 529, 530, 400, 401, 403, 404, 405, 413, 415, 422] {
+        rows.push((status(c), 1));
+    }
+    for c in [500, 501, 502, 505, 520, 524, 599] {
+        rows.push((status(c), 2));
+    }
+    rows.push((status(504), 3));
+    for k in [
+        HeaderTimeout,
+        FirstByteTimeout,
+        BodyTimeout,
+        Broken,
+        EmptyBody,
+        Reset,
+    ] {
+        rows.push((t(k), 3));
+    }
+    for k in [Connect, Dns, Tls] {
+        rows.push((t(k), 1));
+    }
+    for c in [402, 408, 409, 410, 429 + 1, 301] {
+        rows.push((status(c), 0));
+    }
+    rows.push((Outcome::ClientGone, 0));
+    rows.push((Outcome::LocalAdapter("unsupported".into()), 0));
+    rows.push((Outcome::ChannelError("channel:no_available_key".into()), 0));
+    let mut f = facts();
+    f.family = PathFamily::Images;
+    let mut env = Env::new();
+    for (o, lowest) in &rows {
+        for tier in 0u8..=3 {
+            env.images = images_cfg(tier >= 1, tier >= 2, tier >= 3);
+            let d = env.run(o, &f);
+            let replays = *lowest != 0 && tier >= *lowest;
+            let expect = if replays { FOK } else { Return };
+            assert_eq!(d, expect, "{o:?} at tier {tier}");
+        }
+    }
+    assert_eq!(env.run(&status(200), &f), Done);
+}
+
+#[test]
+fn image_same_key_budget() {
+    let mut env = Env::new();
+    let mut f = facts();
+    f.family = PathFamily::Images;
+    f.alternatives_left = false;
+    env.images = images_cfg(true, false, false);
+    assert_eq!(env.run(&status(429), &f), Return);
+    env.images = images_cfg(true, true, false);
+    assert_eq!(env.run(&status(502), &f), RetrySame { attempt: 1 });
+    assert_eq!(env.run(&status(429), &f), Return);
+    env.images = images_cfg(true, true, true);
+    assert_eq!(env.run(&status(429), &f), RetrySame { attempt: 1 });
+    assert_eq!(
+        env.run(&Outcome::Transport(TransportKind::Broken), &f),
+        RetrySame { attempt: 1 }
+    );
+    f.same_target_retries = 1;
+    assert_eq!(env.run(&status(502), &f), Return);
+}
+
+#[test]
+fn task_relay_rules() {
+    let env = Env::new();
+    let mut f = facts();
+    f.is_task = true;
+    f.family = PathFamily::Custom;
+    let rows: &[(u16, bool)] = &[
+        (429, true),
+        (307, true),
+        (500, true),
+        (502, true),
+        (503, true),
+        (504, false),
+        (524, false),
+        (530, true),
+        (400, false),
+        (408, false),
+        (404, true),
+        (418, true),
+    ];
+    for &(code, again) in rows {
+        let d = env.run(&status(code), &f);
+        assert_eq!(matches!(d, FailOver { .. }), again, "task {code}: {d:?}");
+    }
+    assert_eq!(env.run(&status(201), &f), Done);
+    assert_eq!(env.run(&Outcome::LocalAdapter("x".into()), &f), Return);
+    assert_eq!(env.run(&Outcome::SkipRetry("x".into()), &f), Return);
+    f.alternatives_left = false;
+    assert_eq!(env.run(&status(500), &f), RetrySame { attempt: 1 });
+}
