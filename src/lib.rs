@@ -2,3 +2,4 @@
 pub mod config;
 pub mod routing;
 pub mod secret;
+pub mod store;
