@@ -1,12 +1,12 @@
-//! Tests for the store: round trips, batching, back-pressure, ledger rules, recovery.
-
-use std::time::{Duration, Instant};
+//! Tests for the store: shared fixtures and per-record round trips, ledger rules, recovery.
 
 use rusqlite::Connection;
 
 use super::*;
 
-fn request(id: &str, ts_ms: i64) -> RequestRecord {
+mod writer;
+
+pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
     RequestRecord {
         id: id.to_owned(),
         ts_ms,
@@ -49,7 +49,7 @@ fn request(id: &str, ts_ms: i64) -> RequestRecord {
     }
 }
 
-fn entry(request_id: &str, client: &str, kind: LedgerKind, amount: i64) -> LedgerEntry {
+pub(super) fn entry(request_id: &str, client: &str, kind: LedgerKind, amount: i64) -> LedgerEntry {
     LedgerEntry {
         request_id: request_id.into(),
         client: client.into(),
@@ -59,7 +59,7 @@ fn entry(request_id: &str, client: &str, kind: LedgerKind, amount: i64) -> Ledge
     }
 }
 
-fn state(channel: &str, key: Option<u32>, disabled: bool, reason: &str) -> ChannelState {
+pub(super) fn state(channel: &str, key: Option<u32>, disabled: bool, reason: &str) -> ChannelState {
     ChannelState {
         channel: channel.into(),
         key_index: key,
@@ -69,12 +69,12 @@ fn state(channel: &str, key: Option<u32>, disabled: bool, reason: &str) -> Chann
     }
 }
 
-fn db_path(dir: &tempfile::TempDir) -> String {
+pub(super) fn db_path(dir: &tempfile::TempDir) -> String {
     dir.path().join("sy.db").to_string_lossy().into_owned()
 }
 
 /// Holds the database write lock from another connection until dropped / rolled back.
-fn blocker(path: &str) -> Connection {
+pub(super) fn blocker(path: &str) -> Connection {
     let c = Connection::open(path).unwrap();
     c.execute_batch("BEGIN IMMEDIATE").unwrap();
     c
@@ -120,62 +120,6 @@ async fn recent_requests_newest_first_with_limit() {
     assert_eq!(ids, ["r4", "r2", "r3"]);
     assert_eq!(store.recent_requests(100).await.unwrap().len(), 5);
     assert!(store.recent_requests(0).await.unwrap().is_empty());
-}
-
-#[tokio::test]
-async fn ten_thousand_logs_are_batched() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let opts = StoreOptions {
-        queue_capacity: 20_000,
-        ..StoreOptions::default()
-    };
-    let store = Store::open_with(&path, opts).unwrap();
-    // Hold the writer back so the whole load is queued, then let it drain.
-    let lock = blocker(&path);
-    let started = Instant::now();
-    for i in 0..10_000 {
-        assert!(store.try_send(request(&format!("r{i}"), i)));
-    }
-    lock.execute_batch("ROLLBACK").unwrap();
-    store.flush().await.unwrap();
-    let elapsed = started.elapsed();
-    assert_eq!(store.request_count().await.unwrap(), 10_000);
-    let stats = store.stats();
-    assert_eq!(stats.written, 10_000);
-    assert_eq!(stats.dropped, 0);
-    assert_eq!(stats.queued, 0);
-    // 10k ops in batches of at most 1024: one blocked first batch plus ~10 full ones.
-    assert!(stats.batches <= 12, "batches = {}", stats.batches);
-    assert!(elapsed < Duration::from_secs(20), "took {elapsed:?}");
-}
-
-#[tokio::test]
-async fn full_queue_drops_and_counts_without_blocking() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let opts = StoreOptions {
-        queue_capacity: 4,
-        max_batch: 4,
-        busy_timeout: Duration::from_secs(30),
-    };
-    let store = Store::open_with(&path, opts).unwrap();
-    let lock = blocker(&path);
-    let started = Instant::now();
-    let accepted = (0..100)
-        .filter(|i| store.try_send(request(&format!("r{i}"), *i)))
-        .count() as u64;
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "try_send blocked"
-    );
-    // At most one batch in the stuck writer plus a full queue.
-    assert!((4..=8).contains(&accepted), "accepted = {accepted}");
-    assert_eq!(store.dropped(), 100 - accepted);
-    lock.execute_batch("ROLLBACK").unwrap();
-    store.flush().await.unwrap();
-    assert_eq!(store.request_count().await.unwrap(), accepted);
-    assert_eq!(store.dropped(), 100 - accepted);
 }
 
 #[tokio::test]
@@ -351,80 +295,4 @@ async fn data_survives_reopen() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
-}
-
-#[tokio::test]
-async fn close_and_drop_write_everything_queued() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
-    for i in 0..1_000 {
-        assert!(store.try_send(request(&format!("c{i}"), i)));
-    }
-    store.close(); // no flush: close must drain the queue
-    let store = Store::open(&path).unwrap();
-    for i in 0..500 {
-        assert!(store.try_send(request(&format!("d{i}"), i)));
-    }
-    drop(store); // last handle: same guarantee
-    let store = Store::open(&path).unwrap();
-    assert_eq!(store.request_count().await.unwrap(), 1_500);
-}
-
-#[tokio::test]
-async fn sends_after_close_are_counted() {
-    let store = Store::open(":memory:").unwrap();
-    let other = store.clone();
-    store.close();
-    assert!(!other.try_send(request("late", 1)));
-    assert!(matches!(
-        other.send_durable(entry("q", "a", LedgerKind::Refund, 1)),
-        Err(StoreError::Closed)
-    ));
-    assert!(matches!(other.flush().await, Err(StoreError::Closed)));
-    assert_eq!(other.dropped(), 2);
-    // Reads still work on the remaining handle.
-    assert_eq!(other.request_count().await.unwrap(), 0);
-}
-
-#[tokio::test]
-async fn bad_rows_are_skipped_and_writer_keeps_going() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
-    let c = Connection::open(&path).unwrap();
-    c.execute_batch(
-        "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id = 'bad'
-           BEGIN SELECT RAISE(ABORT, 'bad row'); END;
-         CREATE TRIGGER poison_tx BEFORE INSERT ON request_log WHEN NEW.id = 'poison'
-           BEGIN SELECT RAISE(ROLLBACK, 'poisoned transaction'); END;",
-    )
-    .unwrap();
-    drop(c);
-
-    for id in ["g1", "bad", "g2"] {
-        assert!(store.try_send(request(id, 1)));
-    }
-    store.flush().await.unwrap();
-    assert_eq!(store.request_count().await.unwrap(), 2);
-    assert_eq!(store.dropped(), 1);
-
-    // A transaction-level failure is retried once, then its batch is dropped.
-    for id in ["g3", "poison"] {
-        assert!(store.try_send(request(id, 2)));
-    }
-    store.flush().await.unwrap();
-    assert!(store.try_send(request("g4", 3)));
-    store.flush().await.unwrap();
-    let ids: Vec<String> = store
-        .recent_requests(100)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
-    assert!(!ids.contains(&"poison".to_owned()));
-    assert_eq!(ids.first().map(String::as_str), Some("g4"));
-    // Every op is either stored or counted as dropped.
-    assert_eq!(ids.len() as u64 + store.dropped(), 6);
 }
