@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod routing;
 pub mod secret;
 pub mod state;
+pub mod store;
 pub mod telemetry;
 
 use std::path::Path;

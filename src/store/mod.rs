@@ -1,0 +1,375 @@
+//! SQLite persistence: request log (R12.1), billing ledger (R11.2), disabled channel
+//! states (R7.2), task bindings (R10.5) and affinity bindings, behind one writer thread.
+//!
+//! # Writing
+//! One dedicated `std::thread` owns the write connection. It `recv()`s one op, drains
+//! up to `max_batch` more with `try_iter()`, and writes them in one IMMEDIATE
+//! transaction. A failed transaction is retried once, then its ops are dropped and
+//! counted (ledger losses are logged at error level); a bad row is skipped, never
+//! panicked on.
+//!
+//! * [`Store::try_send`] never blocks and is never awaited: when the bounded queue is
+//!   full the op is dropped and counted in `switchyard_store_dropped_total`. Use it for
+//!   droppable data (request log, bindings, states that are also held in memory).
+//! * Ledger entries are NOT droppable: send them with [`Store::send_durable`] (blocks
+//!   the calling thread while the queue is full — only off the async hot path, e.g. in
+//!   `spawn_blocking`) or [`Store::send_durable_async`] (falls back to a blocking task
+//!   only when the queue is full).
+//! * [`Store::flush`] resolves once everything sent before it is committed.
+//! * [`Store::close`] / dropping the last handle writes everything queued and joins.
+//!
+//! Durability: WAL with `synchronous=NORMAL` — a committed transaction survives a
+//! process kill (`kill -9`), not necessarily a power loss.
+//!
+//! # Ledger sign convention (credits in micro-units)
+//! * `Precharge.amount` = the estimate debited before the attempt loop (≥ 0).
+//! * `Settle.amount` = actual − estimate, a delta that may be negative. A trusted key
+//!   that skipped the precharge settles with the full actual cost.
+//! * `Refund.amount` = the precharged amount returned (≥ 0).
+//!
+//! Net charge of a client = sum(precharge) + sum(settle) − sum(refund); this is
+//! [`LedgerTotals::charged`]. At most one entry per (request, kind) and at most one
+//! terminal entry (settle *or* refund) per request are stored: replays and a late
+//! second terminal entry are ignored (first wins), so a request is never charged twice.
+//! A precharge with no terminal entry is reported by [`Store::dangling_precharges`]
+//! for refunding at start-up.
+//!
+//! Reads run on a separate connection inside `tokio::task::spawn_blocking`. For
+//! `":memory:"` both connections share one named shared-cache in-memory database.
+
+mod queries;
+mod records;
+mod schema;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+pub use records::{
+    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
+    RequestRecord, TaskBinding, WriteOp,
+};
+pub use schema::SCHEMA_VERSION;
+
+use writer::{Msg, Shared};
+
+/// Counter of ops lost (queue full, store closed, or failed writes). Label `op`.
+pub const STORE_DROPPED_TOTAL: &str = "switchyard_store_dropped_total";
+/// Counter of ops committed.
+pub const STORE_WRITTEN_TOTAL: &str = "switchyard_store_written_total";
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("store setup: {0}")]
+    Setup(String),
+    #[error("store is closed")]
+    Closed,
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+/// Tunables; `Default` is what production uses.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Bounded queue capacity between the request path and the writer.
+    pub queue_capacity: usize,
+    /// Most ops written in one transaction.
+    pub max_batch: usize,
+    /// SQLite busy timeout for both connections.
+    pub busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            queue_capacity: 8192,
+            max_batch: 1024,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Snapshot of the store's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub written: u64,
+    pub dropped: u64,
+    pub batches: u64,
+    pub queued: usize,
+}
+
+struct Inner {
+    tx: SyncSender<Msg>,
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    reader: Arc<Mutex<Connection>>,
+}
+
+impl Inner {
+    /// Stops the writer after it has written everything queued, and joins it.
+    /// Idempotent; later sends are dropped and counted.
+    fn shutdown(&self) {
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            self.shared.queued.fetch_add(1, Ordering::Relaxed);
+            if self.tx.send(Msg::Shutdown).is_err() {
+                self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            }
+            if handle.join().is_err() {
+                tracing::error!("store writer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Store {
+    /// Opens (creating and migrating) the database at `path`, or `":memory:"`.
+    pub fn open(path: &str) -> Result<Store, StoreError> {
+        Store::open_with(path, StoreOptions::default())
+    }
+
+    pub fn open_with(path: &str, opts: StoreOptions) -> Result<Store, StoreError> {
+        let target = schema::Target::resolve(path);
+        let mut conn = schema::connect(&target, opts.busy_timeout)?;
+        schema::migrate(&mut conn)?;
+        // The write connection stays open for the store's lifetime, which also keeps a
+        // shared-cache in-memory database alive for the reader.
+        let reader = schema::connect(&target, opts.busy_timeout)?;
+        if target.is_memory() {
+            tracing::info!("store is in memory: nothing survives a restart");
+        }
+
+        let (tx, rx) = mpsc::sync_channel(opts.queue_capacity.max(1));
+        let shared = Arc::new(Shared::default());
+        let thread_shared = Arc::clone(&shared);
+        let max_batch = opts.max_batch;
+        let handle = std::thread::Builder::new()
+            .name("switchyard-store".into())
+            .spawn(move || writer::run(conn, rx, &thread_shared, max_batch))
+            .map_err(|e| StoreError::Setup(format!("cannot start writer thread: {e}")))?;
+
+        Ok(Store {
+            inner: Arc::new(Inner {
+                tx,
+                shared,
+                writer: Mutex::new(Some(handle)),
+                reader: Arc::new(Mutex::new(reader)),
+            }),
+        })
+    }
+
+    /// Queues `op` without blocking; returns `false` (and counts it dropped) when the
+    /// queue is full or the store is closed. Never use it for ledger entries.
+    pub fn try_send(&self, op: impl Into<WriteOp>) -> bool {
+        let op = op.into();
+        let shared = &self.inner.shared;
+        shared.queued.fetch_add(1, Ordering::Relaxed);
+        match self.inner.tx.try_send(Msg::Op(op)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(msg) | TrySendError::Disconnected(msg)) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                if let Msg::Op(op) = msg {
+                    if let WriteOp::Ledger(e) = &op {
+                        tracing::error!(request_id = %e.request_id, kind = e.kind.as_str(),
+                            "ledger entry dropped: use send_durable for ledger entries");
+                    }
+                    shared.count_dropped(op.kind(), 1);
+                }
+                false
+            }
+        }
+    }
+
+    /// Queues `op`, blocking the calling thread while the queue is full. Only for use
+    /// off the async hot path (start-up, shutdown, `spawn_blocking`). Fails only when
+    /// the store is closed (the op is then counted dropped).
+    pub fn send_durable(&self, op: impl Into<WriteOp>) -> Result<(), StoreError> {
+        let op = op.into();
+        let shared = &self.inner.shared;
+        shared.queued.fetch_add(1, Ordering::Relaxed);
+        match self.inner.tx.send(Msg::Op(op)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::SendError(msg)) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                if let Msg::Op(op) = msg {
+                    writer::report_closed(&op);
+                    shared.count_dropped(op.kind(), 1);
+                }
+                Err(StoreError::Closed)
+            }
+        }
+    }
+
+    /// Like [`Store::send_durable`] from async code: queues immediately when there is
+    /// room, otherwise waits on a blocking task — never blocks a runtime worker.
+    pub async fn send_durable_async(&self, op: impl Into<WriteOp>) -> Result<(), StoreError> {
+        let op = op.into();
+        let shared = &self.inner.shared;
+        shared.queued.fetch_add(1, Ordering::Relaxed);
+        match self.inner.tx.try_send(Msg::Op(op)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(Msg::Op(op))) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                let store = self.clone();
+                tokio::task::spawn_blocking(move || store.send_durable(op))
+                    .await
+                    .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Err(TrySendError::Full(msg) | TrySendError::Disconnected(msg)) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                if let Msg::Op(op) = msg {
+                    writer::report_closed(&op);
+                    shared.count_dropped(op.kind(), 1);
+                }
+                Err(StoreError::Closed)
+            }
+        }
+    }
+
+    /// Resolves once every op sent before this call is committed (or dropped).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (done, wait) = oneshot::channel();
+        self.send_durable_async(WriteOp::Flush(done)).await?;
+        wait.await.map_err(|_| StoreError::Closed)
+    }
+
+    /// Ops lost so far (queue full, closed, failed writes).
+    pub fn dropped(&self) -> u64 {
+        self.inner.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Ops waiting in the queue (approximate).
+    pub fn queue_len(&self) -> usize {
+        self.inner.shared.queued.load(Ordering::Relaxed)
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let s = &self.inner.shared;
+        StoreStats {
+            written: s.written.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            batches: s.batches.load(Ordering::Relaxed),
+            queued: s.queued.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Writes everything queued, stops the writer and joins it (blocking). Other
+    /// clones stay usable for reads; their sends are dropped and counted.
+    pub fn close(self) {
+        self.inner.shutdown();
+    }
+
+    /// [`Store::close`] without blocking a runtime worker.
+    pub async fn shutdown(self) -> Result<(), StoreError> {
+        tokio::task::spawn_blocking(move || self.close())
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let reader = Arc::clone(&self.inner.reader);
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&conn)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Most recent requests, newest first.
+    pub async fn recent_requests(&self, limit: usize) -> Result<Vec<RequestRecord>, StoreError> {
+        self.read(move |c| queries::recent_requests(c, limit)).await
+    }
+
+    /// Number of stored request log rows.
+    pub async fn request_count(&self) -> Result<u64, StoreError> {
+        self.read(queries::request_count).await
+    }
+
+    /// Per-client ledger sums (see the module doc for `charged`).
+    pub async fn ledger_totals(&self) -> Result<HashMap<String, LedgerTotals>, StoreError> {
+        self.read(queries::ledger_totals).await
+    }
+
+    /// Precharges with neither settle nor refund, oldest first (start-up recovery).
+    pub async fn dangling_precharges(&self) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.read(queries::dangling_precharges).await
+    }
+
+    /// Every ledger entry of one request.
+    pub async fn ledger_for_request(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let id = request_id.to_owned();
+        self.read(move |c| queries::ledger_for_request(c, &id))
+            .await
+    }
+
+    /// Persisted disabled channels / keys.
+    pub async fn disabled_states(&self) -> Result<Vec<ChannelState>, StoreError> {
+        self.read(queries::disabled_states).await
+    }
+
+    /// Channel that accepted `task_id`, if known.
+    pub async fn task_channel(&self, task_id: &str) -> Result<Option<String>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |c| queries::task_channel(c, &id)).await
+    }
+
+    /// Affinity bindings that have not expired at `now_ms`.
+    pub async fn affinity_bindings(&self, now_ms: i64) -> Result<Vec<AffinityBinding>, StoreError> {
+        self.read(move |c| queries::affinity_bindings(c, now_ms))
+            .await
+    }
+}

@@ -1,0 +1,194 @@
+//! Read-side SQL for the store; every function runs on the read connection inside
+//! `spawn_blocking`.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, Row};
+
+use super::records::{
+    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
+    RequestRecord,
+};
+use super::writer::WHOLE_CHANNEL;
+use super::StoreError;
+
+/// SQLite INTEGER → u64, negative values read as 0.
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn request_from_row(row: &Row<'_>) -> rusqlite::Result<RequestRecord> {
+    let id: String = row.get("id")?;
+    let attempts_json: String = row.get("attempts")?;
+    let attempts: Vec<AttemptRecord> = match serde_json::from_str(&attempts_json) {
+        Ok(a) => a,
+        Err(err) => {
+            tracing::warn!(request_id = %id, error = %err, "unreadable attempts column");
+            Vec::new()
+        }
+    };
+    let final_status: i64 = row.get("final_status")?;
+    Ok(RequestRecord {
+        id,
+        ts_ms: row.get("ts_ms")?,
+        client: row.get("client")?,
+        group: row.get("grp")?,
+        public_model: row.get("public_model")?,
+        upstream_model: row.get("upstream_model")?,
+        path: row.get("path")?,
+        stream: row.get("stream")?,
+        attempts,
+        chain: row.get("chain")?,
+        final_status: u16::try_from(final_status).unwrap_or(0),
+        error_code: row.get("error_code")?,
+        sticky_kind: row.get("sticky_kind")?,
+        sticky_hit: row.get("sticky_hit")?,
+        fallback: row.get("fallback")?,
+        prompt_tokens: to_u64(row.get("prompt_tokens")?),
+        completion_tokens: to_u64(row.get("completion_tokens")?),
+        cached_tokens: to_u64(row.get("cached_tokens")?),
+        usage_estimated: row.get("usage_estimated")?,
+        stream_outcome: row.get("stream_outcome")?,
+        latency_ms: to_u64(row.get("latency_ms")?),
+    })
+}
+
+/// Newest first (by timestamp, then insertion order).
+pub(crate) fn recent_requests(
+    conn: &Connection,
+    limit: usize,
+) -> Result<Vec<RequestRecord>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt =
+        conn.prepare_cached("SELECT * FROM request_log ORDER BY ts_ms DESC, seq DESC LIMIT ?1")?;
+    let rows = stmt.query_map(params![limit], request_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(crate) fn request_count(conn: &Connection) -> Result<u64, StoreError> {
+    let n: i64 = conn.query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))?;
+    Ok(to_u64(n))
+}
+
+/// Per client: `charged` = sum(precharge) + sum(settle) − sum(refund),
+/// `refunded` = sum(refund).
+pub(crate) fn ledger_totals(
+    conn: &Connection,
+) -> Result<HashMap<String, LedgerTotals>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT client,
+                SUM(CASE kind WHEN 'refund' THEN -amount ELSE amount END),
+                SUM(CASE kind WHEN 'refund' THEN amount ELSE 0 END)
+         FROM ledger GROUP BY client",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            LedgerTotals {
+                charged: r.get(1)?,
+                refunded: r.get(2)?,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+fn ledger_from_row(row: &Row<'_>) -> rusqlite::Result<Option<LedgerEntry>> {
+    let kind: String = row.get("kind")?;
+    let Some(kind) = LedgerKind::parse(&kind) else {
+        tracing::warn!(kind = %kind, "unknown ledger kind skipped");
+        return Ok(None);
+    };
+    Ok(Some(LedgerEntry {
+        request_id: row.get("request_id")?,
+        client: row.get("client")?,
+        kind,
+        amount: row.get("amount")?,
+        ts_ms: row.get("ts_ms")?,
+    }))
+}
+
+/// Precharges with neither a settle nor a refund (the process died mid-request),
+/// oldest first.
+pub(crate) fn dangling_precharges(conn: &Connection) -> Result<Vec<LedgerEntry>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT * FROM ledger p
+         WHERE p.kind = 'precharge'
+           AND NOT EXISTS (SELECT 1 FROM ledger t
+                           WHERE t.request_id = p.request_id AND t.kind IN ('settle', 'refund'))
+         ORDER BY p.ts_ms, p.rowid",
+    )?;
+    let rows = stmt.query_map([], ledger_from_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        if let Some(e) = row? {
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+/// Every entry of one request, in insertion order (admin / diagnostics).
+pub(crate) fn ledger_for_request(
+    conn: &Connection,
+    request_id: &str,
+) -> Result<Vec<LedgerEntry>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT * FROM ledger WHERE request_id = ?1 ORDER BY rowid")?;
+    let rows = stmt.query_map(params![request_id], ledger_from_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        if let Some(e) = row? {
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<ChannelState>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT channel, key_index, reason, ts_ms FROM channel_state ORDER BY channel, key_index",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let key: i64 = r.get(1)?;
+        Ok(ChannelState {
+            channel: r.get(0)?,
+            key_index: if key == WHOLE_CHANNEL {
+                None
+            } else {
+                u32::try_from(key).ok()
+            },
+            disabled: true,
+            reason: r.get(2)?,
+            ts_ms: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(crate) fn task_channel(conn: &Connection, task_id: &str) -> Result<Option<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT channel FROM task_binding WHERE task_id = ?1")?;
+    let mut rows = stmt.query(params![task_id])?;
+    match rows.next()? {
+        Some(r) => Ok(Some(r.get(0)?)),
+        None => Ok(None),
+    }
+}
+
+/// Bindings with `expires_ms > now_ms`.
+pub(crate) fn affinity_bindings(
+    conn: &Connection,
+    now_ms: i64,
+) -> Result<Vec<AffinityBinding>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, channel, expires_ms FROM affinity_binding WHERE expires_ms > ?1 ORDER BY key",
+    )?;
+    let rows = stmt.query_map(params![now_ms], |r| {
+        Ok(AffinityBinding {
+            key: r.get(0)?,
+            channel: r.get(1)?,
+            expires_ms: r.get(2)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}

@@ -1,0 +1,182 @@
+//! Row types written to and read from the SQLite store, and the `WriteOp` queue message.
+//!
+//! None of these types carries a secret: client keys appear only as their configured
+//! key id (`client`), never as the key itself, and affinity keys must be derived
+//! (hashed) values. Keep it that way when adding fields.
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+/// One upstream attempt inside a request (R12.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub channel: String,
+    pub key_index: u32,
+    pub upstream_status: Option<u16>,
+    pub error_class: String,
+    pub latency_ms: u64,
+    pub possibly_charged: bool,
+}
+
+/// One finished request as shown by the admin API (R12.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub id: String,
+    pub ts_ms: i64,
+    /// Client key id (never the key itself).
+    pub client: String,
+    pub group: String,
+    pub public_model: String,
+    pub upstream_model: String,
+    pub path: String,
+    pub stream: bool,
+    pub attempts: Vec<AttemptRecord>,
+    /// Channel chain, e.g. `"a->b->c"`.
+    pub chain: String,
+    pub final_status: u16,
+    pub error_code: Option<String>,
+    pub sticky_kind: Option<String>,
+    pub sticky_hit: Option<bool>,
+    pub fallback: bool,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    pub usage_estimated: bool,
+    pub stream_outcome: Option<String>,
+    pub latency_ms: u64,
+}
+
+/// Kind of a ledger entry; see the sign convention in the `store` module doc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerKind {
+    Precharge,
+    Settle,
+    Refund,
+}
+
+impl LedgerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerKind::Precharge => "precharge",
+            LedgerKind::Settle => "settle",
+            LedgerKind::Refund => "refund",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LedgerKind> {
+        match s {
+            "precharge" => Some(LedgerKind::Precharge),
+            "settle" => Some(LedgerKind::Settle),
+            "refund" => Some(LedgerKind::Refund),
+            _ => None,
+        }
+    }
+}
+
+/// One billing event in credits micro-units (R11.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub request_id: String,
+    /// Client key id.
+    pub client: String,
+    pub kind: LedgerKind,
+    /// Signed amount, see the module doc for its meaning per kind.
+    pub amount: i64,
+    pub ts_ms: i64,
+}
+
+/// Per-client ledger sums.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerTotals {
+    /// Net charge: sum(precharge) + sum(settle) − sum(refund).
+    pub charged: i64,
+    /// Sum of refund amounts.
+    pub refunded: i64,
+}
+
+/// Persisted disabled state of a channel or one of its keys (R7.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelState {
+    pub channel: String,
+    /// `None`: the whole channel; `Some(i)`: key `i` of the channel.
+    pub key_index: Option<u32>,
+    /// `false` deletes the stored row (the channel/key is enabled again).
+    pub disabled: bool,
+    pub reason: String,
+    pub ts_ms: i64,
+}
+
+/// Channel that accepted an async task; follow-ups are locked to it (R10.5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskBinding {
+    pub task_id: String,
+    pub channel: String,
+    pub ts_ms: i64,
+}
+
+/// Sticky routing binding (R8). `key` must be a derived value, never a raw secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AffinityBinding {
+    pub key: String,
+    pub channel: String,
+    pub expires_ms: i64,
+}
+
+/// A message for the writer thread.
+#[derive(Debug)]
+pub enum WriteOp {
+    /// Droppable: may be lost when the queue is full.
+    RequestLog(Box<RequestRecord>),
+    /// Must not be dropped: send it with `Store::send_durable`.
+    Ledger(LedgerEntry),
+    ChannelState(ChannelState),
+    TaskBinding(TaskBinding),
+    AffinityBinding(AffinityBinding),
+    /// Resolved once every op queued before it is committed.
+    Flush(oneshot::Sender<()>),
+}
+
+impl WriteOp {
+    /// Bounded metric label / log name for the op kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WriteOp::RequestLog(_) => "request_log",
+            WriteOp::Ledger(_) => "ledger",
+            WriteOp::ChannelState(_) => "channel_state",
+            WriteOp::TaskBinding(_) => "task_binding",
+            WriteOp::AffinityBinding(_) => "affinity_binding",
+            WriteOp::Flush(_) => "flush",
+        }
+    }
+}
+
+impl From<RequestRecord> for WriteOp {
+    fn from(r: RequestRecord) -> Self {
+        WriteOp::RequestLog(Box::new(r))
+    }
+}
+
+impl From<LedgerEntry> for WriteOp {
+    fn from(e: LedgerEntry) -> Self {
+        WriteOp::Ledger(e)
+    }
+}
+
+impl From<ChannelState> for WriteOp {
+    fn from(s: ChannelState) -> Self {
+        WriteOp::ChannelState(s)
+    }
+}
+
+impl From<TaskBinding> for WriteOp {
+    fn from(t: TaskBinding) -> Self {
+        WriteOp::TaskBinding(t)
+    }
+}
+
+impl From<AffinityBinding> for WriteOp {
+    fn from(a: AffinityBinding) -> Self {
+        WriteOp::AffinityBinding(a)
+    }
+}

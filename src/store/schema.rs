@@ -1,0 +1,179 @@
+//! Connection setup (pragmas, in-memory naming) and schema migrations for the store.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::StoreError;
+
+/// Ordered migrations; index + 1 is the schema version. Never edit a shipped entry,
+/// append a new one.
+const MIGRATIONS: &[&str] = &[
+    // v1
+    "CREATE TABLE request_log (
+        seq               INTEGER PRIMARY KEY AUTOINCREMENT,
+        id                TEXT    NOT NULL,
+        ts_ms             INTEGER NOT NULL,
+        client            TEXT    NOT NULL,
+        grp               TEXT    NOT NULL,
+        public_model      TEXT    NOT NULL,
+        upstream_model    TEXT    NOT NULL,
+        path              TEXT    NOT NULL,
+        stream            INTEGER NOT NULL,
+        attempts          TEXT    NOT NULL,
+        chain             TEXT    NOT NULL,
+        final_status      INTEGER NOT NULL,
+        error_code        TEXT,
+        sticky_kind       TEXT,
+        sticky_hit        INTEGER,
+        fallback          INTEGER NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cached_tokens     INTEGER NOT NULL,
+        usage_estimated   INTEGER NOT NULL,
+        stream_outcome    TEXT,
+        latency_ms        INTEGER NOT NULL
+    );
+    CREATE INDEX request_log_ts ON request_log(ts_ms);
+    CREATE INDEX request_log_id ON request_log(id);
+
+    CREATE TABLE ledger (
+        request_id TEXT    NOT NULL,
+        client     TEXT    NOT NULL,
+        kind       TEXT    NOT NULL CHECK (kind IN ('precharge', 'settle', 'refund')),
+        amount     INTEGER NOT NULL,
+        ts_ms      INTEGER NOT NULL,
+        UNIQUE (request_id, kind)
+    );
+    -- At most one terminal entry (settle or refund) per request: the first one wins.
+    CREATE UNIQUE INDEX ledger_terminal ON ledger(request_id)
+        WHERE kind IN ('settle', 'refund');
+    CREATE INDEX ledger_client ON ledger(client);
+
+    CREATE TABLE channel_state (
+        channel   TEXT    NOT NULL,
+        key_index INTEGER NOT NULL, -- -1: whole channel
+        reason    TEXT    NOT NULL,
+        ts_ms     INTEGER NOT NULL,
+        PRIMARY KEY (channel, key_index)
+    );
+
+    CREATE TABLE task_binding (
+        task_id TEXT    NOT NULL PRIMARY KEY,
+        channel TEXT    NOT NULL,
+        ts_ms   INTEGER NOT NULL
+    );
+
+    CREATE TABLE affinity_binding (
+        key        TEXT    NOT NULL PRIMARY KEY,
+        channel    TEXT    NOT NULL,
+        expires_ms INTEGER NOT NULL
+    );
+    CREATE INDEX affinity_binding_expires ON affinity_binding(expires_ms);",
+];
+
+/// Latest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Where the database lives, resolved once at open.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    File(String),
+    /// Shared-cache in-memory database, reachable by this URI from several connections.
+    Memory(String),
+}
+
+impl Target {
+    pub(crate) fn resolve(path: &str) -> Target {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        if path == ":memory:" {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            Target::Memory(format!(
+                "file:switchyard-mem-{}-{n}?mode=memory&cache=shared",
+                std::process::id()
+            ))
+        } else {
+            Target::File(path.to_owned())
+        }
+    }
+
+    pub(crate) fn is_memory(&self) -> bool {
+        matches!(self, Target::Memory(_))
+    }
+}
+
+/// Opens one connection and applies the per-connection pragmas.
+pub(crate) fn connect(target: &Target, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let conn = match target {
+        Target::File(p) => Connection::open(p)?,
+        Target::Memory(uri) => Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?,
+    };
+    // rusqlite's busy_timeout refuses values above i32::MAX ms; clamp to one hour.
+    conn.busy_timeout(busy_timeout.min(Duration::from_secs(3600)))?;
+    match target {
+        Target::File(_) => {
+            let mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::Setup(format!(
+                    "journal_mode WAL refused (got {mode:?})"
+                )));
+            }
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        Target::Memory(_) => {
+            // Shared-cache readers would otherwise hit SQLITE_LOCKED (which ignores
+            // busy_timeout) while the writer holds its transaction open.
+            conn.pragma_update(None, "read_uncommitted", true)?;
+        }
+    }
+    conn.pragma_update(None, "foreign_keys", true)?;
+    Ok(conn)
+}
+
+/// Brings the schema up to `SCHEMA_VERSION`, one transaction per migration.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+            version    INTEGER NOT NULL PRIMARY KEY,
+            applied_ms INTEGER NOT NULL
+        );",
+    )?;
+    loop {
+        // Version read and migration share one IMMEDIATE transaction, so two processes
+        // opening the same file cannot apply a migration twice.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+            [],
+            |r| r.get(0),
+        )?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::Setup(format!(
+                "database schema version {current} is newer than this build ({SCHEMA_VERSION})"
+            )));
+        }
+        let Some(sql) = usize::try_from(current)
+            .ok()
+            .and_then(|i| MIGRATIONS.get(i))
+        else {
+            break;
+        };
+        let version = current + 1;
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)",
+            rusqlite::params![version, super::now_ms()],
+        )?;
+        tx.commit()?;
+        tracing::info!(version, "store schema migrated");
+    }
+    Ok(SCHEMA_VERSION)
+}

@@ -1,0 +1,139 @@
+//! Writer-thread tests: batching, back-pressure, shutdown draining, bad rows.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+use super::*;
+
+#[tokio::test]
+async fn ten_thousand_logs_are_batched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let opts = StoreOptions {
+        queue_capacity: 20_000,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&path, opts).unwrap();
+    // Hold the writer back so the whole load is queued, then let it drain.
+    let lock = blocker(&path);
+    let started = Instant::now();
+    for i in 0..10_000 {
+        assert!(store.try_send(request(&format!("r{i}"), i)));
+    }
+    lock.execute_batch("ROLLBACK").unwrap();
+    store.flush().await.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(store.request_count().await.unwrap(), 10_000);
+    let stats = store.stats();
+    assert_eq!(stats.written, 10_000);
+    assert_eq!(stats.dropped, 0);
+    assert_eq!(stats.queued, 0);
+    // 10k ops in batches of at most 1024: one blocked first batch plus ~10 full ones.
+    assert!(stats.batches <= 12, "batches = {}", stats.batches);
+    assert!(elapsed < Duration::from_secs(20), "took {elapsed:?}");
+}
+
+#[tokio::test]
+async fn full_queue_drops_and_counts_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let opts = StoreOptions {
+        queue_capacity: 4,
+        max_batch: 4,
+        busy_timeout: Duration::from_secs(30),
+    };
+    let store = Store::open_with(&path, opts).unwrap();
+    let lock = blocker(&path);
+    let started = Instant::now();
+    let accepted = (0..100)
+        .filter(|i| store.try_send(request(&format!("r{i}"), *i)))
+        .count() as u64;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "try_send blocked"
+    );
+    // At most one batch in the stuck writer plus a full queue.
+    assert!((4..=8).contains(&accepted), "accepted = {accepted}");
+    assert_eq!(store.dropped(), 100 - accepted);
+    lock.execute_batch("ROLLBACK").unwrap();
+    store.flush().await.unwrap();
+    assert_eq!(store.request_count().await.unwrap(), accepted);
+    assert_eq!(store.dropped(), 100 - accepted);
+}
+
+#[tokio::test]
+async fn close_and_drop_write_everything_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    for i in 0..1_000 {
+        assert!(store.try_send(request(&format!("c{i}"), i)));
+    }
+    store.close(); // no flush: close must drain the queue
+    let store = Store::open(&path).unwrap();
+    for i in 0..500 {
+        assert!(store.try_send(request(&format!("d{i}"), i)));
+    }
+    drop(store); // last handle: same guarantee
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.request_count().await.unwrap(), 1_500);
+}
+
+#[tokio::test]
+async fn sends_after_close_are_counted() {
+    let store = Store::open(":memory:").unwrap();
+    let other = store.clone();
+    store.close();
+    assert!(!other.try_send(request("late", 1)));
+    assert!(matches!(
+        other.send_durable(entry("q", "a", LedgerKind::Refund, 1)),
+        Err(StoreError::Closed)
+    ));
+    assert!(matches!(other.flush().await, Err(StoreError::Closed)));
+    assert_eq!(other.dropped(), 2);
+    // Reads still work on the remaining handle.
+    assert_eq!(other.request_count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn bad_rows_are_skipped_and_writer_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch(
+        "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id = 'bad'
+           BEGIN SELECT RAISE(ABORT, 'bad row'); END;
+         CREATE TRIGGER poison_tx BEFORE INSERT ON request_log WHEN NEW.id = 'poison'
+           BEGIN SELECT RAISE(ROLLBACK, 'poisoned transaction'); END;",
+    )
+    .unwrap();
+    drop(c);
+
+    for id in ["g1", "bad", "g2"] {
+        assert!(store.try_send(request(id, 1)));
+    }
+    store.flush().await.unwrap();
+    assert_eq!(store.request_count().await.unwrap(), 2);
+    assert_eq!(store.dropped(), 1);
+
+    // A transaction-level failure is retried once, then its batch is dropped.
+    for id in ["g3", "poison"] {
+        assert!(store.try_send(request(id, 2)));
+    }
+    store.flush().await.unwrap();
+    assert!(store.try_send(request("g4", 3)));
+    store.flush().await.unwrap();
+    let ids: Vec<String> = store
+        .recent_requests(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(!ids.contains(&"poison".to_owned()));
+    assert_eq!(ids.first().map(String::as_str), Some("g4"));
+    // Every op is either stored or counted as dropped.
+    assert_eq!(ids.len() as u64 + store.dropped(), 6);
+}

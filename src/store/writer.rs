@@ -1,0 +1,252 @@
+//! The store's single writer thread: drains the queue into batched transactions.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, Transaction, TransactionBehavior};
+
+use super::records::{AffinityBinding, ChannelState, LedgerEntry, RequestRecord, WriteOp};
+use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
+
+/// Pause before the single retry of a failed transaction.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// What travels on the queue: public ops plus the internal stop signal.
+pub(crate) enum Msg {
+    Op(WriteOp),
+    Shutdown,
+}
+
+/// Counters shared between the handles and the writer thread.
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub(crate) dropped: AtomicU64,
+    pub(crate) written: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) queued: AtomicUsize,
+}
+
+impl Shared {
+    /// Counts lost ops; a lost `Flush` is not data and is not counted.
+    pub(crate) fn count_dropped(&self, kind: &'static str, n: u64) {
+        if kind == "flush" {
+            return;
+        }
+        self.dropped.fetch_add(n, Ordering::Relaxed);
+        metrics::counter!(STORE_DROPPED_TOTAL, "op" => kind).increment(n);
+    }
+}
+
+/// Writer loop: `recv()` one message, drain up to `max_batch` with `try_iter()`, write
+/// them in one transaction, then answer the flushes of that batch. Ends on `Shutdown`
+/// (after writing everything already queued) or when every sender is gone.
+pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, shared: &Shared, max_batch: usize) {
+    let max_batch = max_batch.max(1);
+    let mut stopping = false;
+    loop {
+        let mut batch = Vec::with_capacity(64);
+        if !stopping {
+            match rx.recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        let room = max_batch - batch.len();
+        batch.extend(rx.try_iter().take(room));
+        if batch.is_empty() {
+            break; // stopping and fully drained
+        }
+        shared.queued.fetch_sub(batch.len(), Ordering::Relaxed);
+
+        let mut ops = Vec::with_capacity(batch.len());
+        let mut flushes = Vec::new();
+        for m in batch {
+            match m {
+                Msg::Shutdown => stopping = true,
+                Msg::Op(WriteOp::Flush(done)) => flushes.push(done),
+                Msg::Op(op) => ops.push(op),
+            }
+        }
+        if !ops.is_empty() {
+            commit_batch(&mut conn, &ops, shared);
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+    tracing::debug!("store writer stopped");
+}
+
+/// Writes one batch; on a failed transaction retries once, then drops and counts it.
+fn commit_batch(conn: &mut Connection, ops: &[WriteOp], shared: &Shared) {
+    for attempt in 0..2 {
+        match write_once(conn, ops) {
+            Ok(rejected) => {
+                let written = (ops.len() - rejected.len()) as u64;
+                shared.written.fetch_add(written, Ordering::Relaxed);
+                shared.batches.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!(STORE_WRITTEN_TOTAL).increment(written);
+                for (i, err) in rejected {
+                    report_lost(&ops[i], &err, "row rejected");
+                    shared.count_dropped(ops[i].kind(), 1);
+                }
+                return;
+            }
+            Err(err) if attempt == 0 => {
+                tracing::warn!(error = %err, ops = ops.len(), "store transaction failed, retrying once");
+                std::thread::sleep(RETRY_PAUSE);
+            }
+            Err(err) => {
+                for op in ops {
+                    report_lost(op, &err, "transaction failed twice");
+                    shared.count_dropped(op.kind(), 1);
+                }
+            }
+        }
+    }
+}
+
+fn report_lost(op: &WriteOp, err: &StoreError, why: &'static str) {
+    match op {
+        WriteOp::Ledger(e) => tracing::error!(
+            error = %err, request_id = %e.request_id, client = %e.client,
+            kind = e.kind.as_str(), amount = e.amount, "ledger entry lost: {why}"
+        ),
+        other => tracing::warn!(error = %err, op = other.kind(), "store op dropped: {why}"),
+    }
+}
+
+/// One transaction over the batch. A row-level failure skips that op (returned with its
+/// index); a failure that ends the transaction fails the whole batch so that nothing is
+/// half-applied and a retry cannot duplicate rows.
+fn write_once(
+    conn: &mut Connection,
+    ops: &[WriteOp],
+) -> Result<Vec<(usize, StoreError)>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut rejected = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        if let Err(err) = apply(&tx, op) {
+            if tx.is_autocommit() {
+                // SQLite rolled the whole transaction back (I/O error, full disk, ...).
+                return Err(err);
+            }
+            rejected.push((i, err));
+        }
+    }
+    tx.commit()?;
+    Ok(rejected)
+}
+
+fn apply(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), StoreError> {
+    match op {
+        WriteOp::RequestLog(r) => insert_request(tx, r),
+        WriteOp::Ledger(e) => insert_ledger(tx, e),
+        WriteOp::ChannelState(s) => upsert_channel_state(tx, s),
+        WriteOp::TaskBinding(t) => {
+            tx.prepare_cached(
+                "INSERT INTO task_binding (task_id, channel, ts_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(task_id) DO UPDATE SET channel = excluded.channel, ts_ms = excluded.ts_ms",
+            )?
+            .execute(params![t.task_id, t.channel, t.ts_ms])?;
+            Ok(())
+        }
+        WriteOp::AffinityBinding(a) => upsert_affinity(tx, a),
+        WriteOp::Flush(_) => Ok(()),
+    }
+}
+
+/// Saturating u64 → SQLite INTEGER.
+pub(crate) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn insert_request(tx: &Transaction<'_>, r: &RequestRecord) -> Result<(), StoreError> {
+    let attempts = serde_json::to_string(&r.attempts)?;
+    tx.prepare_cached(
+        "INSERT INTO request_log (id, ts_ms, client, grp, public_model, upstream_model, path,
+            stream, attempts, chain, final_status, error_code, sticky_kind, sticky_hit, fallback,
+            prompt_tokens, completion_tokens, cached_tokens, usage_estimated, stream_outcome,
+            latency_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21)",
+    )?
+    .execute(params![
+        r.id,
+        r.ts_ms,
+        r.client,
+        r.group,
+        r.public_model,
+        r.upstream_model,
+        r.path,
+        r.stream,
+        attempts,
+        r.chain,
+        r.final_status,
+        r.error_code,
+        r.sticky_kind,
+        r.sticky_hit,
+        r.fallback,
+        to_i64(r.prompt_tokens),
+        to_i64(r.completion_tokens),
+        to_i64(r.cached_tokens),
+        r.usage_estimated,
+        r.stream_outcome,
+        to_i64(r.latency_ms),
+    ])?;
+    Ok(())
+}
+
+/// `INSERT OR IGNORE`: a replayed entry of the same kind, or a second terminal entry
+/// (settle after refund or the reverse), is ignored — the first one wins.
+fn insert_ledger(tx: &Transaction<'_>, e: &LedgerEntry) -> Result<(), StoreError> {
+    let n = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO ledger (request_id, client, kind, amount, ts_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            e.request_id,
+            e.client,
+            e.kind.as_str(),
+            e.amount,
+            e.ts_ms
+        ])?;
+    if n == 0 {
+        tracing::debug!(request_id = %e.request_id, kind = e.kind.as_str(), "duplicate ledger entry ignored");
+    }
+    Ok(())
+}
+
+/// Key index stored for a channel-wide state (NULL would defeat the primary key).
+pub(crate) const WHOLE_CHANNEL: i64 = -1;
+
+fn upsert_channel_state(tx: &Transaction<'_>, s: &ChannelState) -> Result<(), StoreError> {
+    let key = s.key_index.map_or(WHOLE_CHANNEL, i64::from);
+    if s.disabled {
+        tx.prepare_cached(
+            "INSERT INTO channel_state (channel, key_index, reason, ts_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(channel, key_index) DO UPDATE SET reason = excluded.reason, ts_ms = excluded.ts_ms",
+        )?
+        .execute(params![s.channel, key, s.reason, s.ts_ms])?;
+    } else {
+        tx.prepare_cached("DELETE FROM channel_state WHERE channel = ?1 AND key_index = ?2")?
+            .execute(params![s.channel, key])?;
+    }
+    Ok(())
+}
+
+fn upsert_affinity(tx: &Transaction<'_>, a: &AffinityBinding) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO affinity_binding (key, channel, expires_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT(key) DO UPDATE SET channel = excluded.channel, expires_ms = excluded.expires_ms",
+    )?
+    .execute(params![a.key, a.channel, a.expires_ms])?;
+    Ok(())
+}
+
+/// Logs an op refused because the writer has stopped.
+pub(crate) fn report_closed(op: &WriteOp) {
+    report_lost(op, &StoreError::Closed, "store closed");
+}
