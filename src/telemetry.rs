@@ -40,10 +40,16 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 const ATTEMPT_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0];
 
-/// Install the global Prometheus recorder and describe every metric. Returns the
-/// handle the admin listener renders; `None` when a recorder is already installed
-/// (several servers in one test process).
+static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
+
+/// Install the global Prometheus recorder (once per process) and describe every metric.
+/// Returns the handle the admin listener renders; `None` when another recorder was installed
+/// first. Several gateways in one process (tests) share the one recorder.
 pub fn install() -> Option<PrometheusHandle> {
+    HANDLE.get_or_init(install_once).clone()
+}
+
+fn install_once() -> Option<PrometheusHandle> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
         .ok()?

@@ -67,10 +67,10 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
 /// `switchyard serve`: run until SIGTERM/SIGINT.
 pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
     let running = start(config_path).await?;
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     wait_for_stop().await;
     tracing::info!("shutting down: draining in-flight requests");
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     running.shutdown().await;
     Ok(())
 }

@@ -16,7 +16,7 @@ use crate::telemetry;
 
 /// Reload once: parse, validate, compile, swap. Returns the new generation or the errors.
 pub fn reload_now(path: &Path, gw: &Gateway) -> Result<u64, String> {
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading, monotonic_now()]);
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
     let result = match config::load(path) {
         Ok(cfg) => {
             let generation = gw.swap(cfg);
@@ -30,7 +30,7 @@ pub fn reload_now(path: &Path, gw: &Gateway) -> Result<u64, String> {
             Err(e.to_string())
         }
     };
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     result
 }
 

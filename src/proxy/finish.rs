@@ -65,7 +65,20 @@ impl Finish {
             public_model: job.model.clone(),
             path: job.path.clone(),
             stream: job.peek.as_ref().is_some_and(|p| p.stream),
-            ..Default::default()
+            upstream_model: String::new(),
+            attempts: Vec::new(),
+            chain: String::new(),
+            final_status: 0,
+            error_code: None,
+            sticky_kind: None,
+            sticky_hit: None,
+            fallback: false,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: 0,
+            usage_estimated: false,
+            stream_outcome: None,
+            latency_ms: 0,
         };
         Finish { store: gw.store.clone(), rec, started: job.started, attempts: Vec::new() }
     }

@@ -14,7 +14,10 @@ pub async fn restore(gw: &Gateway) {
     for row in rows {
         let Some(st) = gw.registry.get(&row.channel) else { continue };
         match row.key_index {
-            None => st.set_disabled(Some(Disabled { reason: row.reason, at_ms: row.ts_ms, auto: !row.reason.contains("operator") })),
+            None => {
+                let auto = !row.reason.contains("operator");
+                st.set_disabled(Some(Disabled { reason: row.reason, at_ms: row.ts_ms, auto }))
+            }
             Some(k) => {
                 st.disable_key(k as usize);
             }

@@ -1,0 +1,195 @@
+//! End-to-end relay tests (R1, R3, R9.1, R14.1, R14.2): real gateway, real sockets, mock upstreams.
+mod support;
+
+use serde_json::json;
+use support::*;
+
+async fn two_channel_gw() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
+    let m = mocks(&["up1", "claude"]).await;
+    let yaml = fill(
+        "channels:\n  up1:\n    kind: openai\n    base_url: {up1}\n    keys: [\"sk-up-one\"]\n    models: [gpt-4o-mini, text-embedding-3-small]\n    model_mapping: {deepseek-chat: deepseek-v3}\n    paths: [/v1/custom/echo]\n    headers: {x-extra: yes-please}\n  claude:\n    kind: anthropic\n    base_url: {claude}\n    keys: [\"sk-ant-up\"]\n    models: [claude-sonnet-4-5]\n    groups: [default]\n  vip-only:\n    kind: openai\n    base_url: {up1}\n    models: [secret-model]\n    groups: [vip]\nclients:\n  alice:\n    key: sk-test-alice\n  hashed:\n    key_sha256: \"ab0b4d28e5d1a8e8a7ba08e6c82a34e0d7a9e77ad1fe7c36b6e0de8e08e1d4ee\"\n",
+        &m,
+    );
+    (start_gw(&yaml).await, m)
+}
+
+#[tokio::test]
+async fn chat_non_stream_and_stream_relay() {
+    let (gw, m) = two_channel_gw().await;
+    let r = gw.chat("gpt-4o-mini", false).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("x-request-id").is_some());
+    assert_eq!(route(&r), "up1");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["object"], "chat.completion");
+
+    let r = gw.chat("gpt-4o-mini", true).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = r.text().await.unwrap();
+    assert!(text.contains("data: [DONE]"), "{text}");
+    assert!(!text.contains("stream_incomplete"));
+    // The upstream got our channel key, never the client's.
+    let req = &m["up1"].requests()[1];
+    assert_eq!(req.header("authorization"), Some("Bearer sk-up-one"));
+    assert_eq!(req.header("x-extra"), Some("yes-please"));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn model_mapping_rewrites_only_the_model() {
+    let (gw, m) = two_channel_gw().await;
+    let body = json!({"model": "deepseek-chat", "messages": [{"role": "user", "content": "x"}], "temperature": 0.5});
+    let r = gw.post("/v1/chat/completions", ALICE, body).await;
+    assert_eq!(r.status(), 200);
+    let sent = m["up1"].requests()[0].json().unwrap();
+    assert_eq!(sent["model"], "deepseek-v3");
+    assert_eq!(sent["temperature"], 0.5);
+    assert_eq!(sent["messages"][0]["content"], "x");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn anthropic_channel_gets_x_api_key_and_client_may_use_x_api_key() {
+    let (gw, m) = two_channel_gw().await;
+    let r = gw
+        .http
+        .post(format!("{}/v1/messages", gw.base))
+        .header("x-api-key", ALICE)
+        .json(&json!({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let req = &m["claude"].requests()[0];
+    assert_eq!(req.header("x-api-key"), Some("sk-ant-up"));
+    assert!(req.header("authorization").is_none());
+    assert!(req.header("anthropic-version").is_some());
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn auth_failures_are_401_and_call_no_upstream() {
+    let (gw, m) = two_channel_gw().await;
+    let body = json!({"model": "gpt-4o-mini", "messages": []});
+    for key in ["", "sk-wrong", "' OR 1=1 --", &"k".repeat(10_000)] {
+        let r = gw.post("/v1/chat/completions", key, body.clone()).await;
+        assert_eq!(r.status(), 401, "key {key:.20}");
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "invalid_api_key");
+    }
+    let r = gw.http.post(format!("{}/v1/messages", gw.base)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "error", "Anthropic endpoint answers in Anthropic format");
+    assert_eq!(m["up1"].calls() + m["claude"].calls(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors() {
+    let (gw, m) = two_channel_gw().await;
+    let r = gw
+        .http
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth(ALICE)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "invalid_json");
+
+    let r = gw.chat("no-such-model", false).await;
+    assert_eq!(r.status(), 404);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("no-such-model"));
+
+    // A model served only to another group is unknown to this client.
+    let r = gw.chat("secret-model", false).await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(m["up1"].calls(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_body_is_413_without_reading_it() {
+    let m = mocks(&["up1"]).await;
+    let yaml = fill(&format!("limits:\n  max_body_bytes: 1000\nchannels:\n{}{CLIENTS}", channel("up1", "{up1}", 0, &["m"])), &m);
+    let gw = start_gw(&yaml).await;
+    let big = "x".repeat(5000);
+    let r = gw.post("/v1/chat/completions", ALICE, json!({"model": "m", "messages": [{"role":"user","content": big}]})).await;
+    assert_eq!(r.status(), 413);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "request_too_large");
+    // Chunked (no content-length) is cut at the limit too.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..10).map(|_| Ok(vec![b' '; 500])).collect();
+    let r = gw
+        .http
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth(ALICE)
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(m["up1"].calls(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn models_list_comes_from_the_table_for_the_callers_group() {
+    let (gw, _m) = two_channel_gw().await;
+    let r = gw.http.get(format!("{}/v1/models", gw.base)).bearer_auth(ALICE).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"gpt-4o-mini") && ids.contains(&"deepseek-chat") && ids.contains(&"claude-sonnet-4-5"));
+    assert!(!ids.contains(&"secret-model"));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn passthrough_paths_and_request_id() {
+    let (gw, m) = two_channel_gw().await;
+    let r = gw
+        .http
+        .post(format!("{}/v1/custom/echo?x=1", gw.base))
+        .bearer_auth(ALICE)
+        .header("x-request-id", "my-req-42")
+        .json(&json!({"anything": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-request-id"], "my-req-42");
+    let req = &m["up1"].requests()[0];
+    assert_eq!(req.path, "/v1/custom/echo?x=1");
+    assert_eq!(req.header("x-request-id"), Some("my-req-42"));
+    let r = gw.post("/v1/not/declared", ALICE, json!({"a": 1})).await;
+    assert_eq!(r.status(), 404);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn weighted_split_follows_configured_ratio() {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "channels:\n{}    weight: 70\n{}    weight: 30\n{CLIENTS}",
+            channel("a", "{a}", 5, &["m"]),
+            channel("b", "{b}", 5, &["m"])
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    for _ in 0..400 {
+        assert_eq!(gw.chat("m", false).await.status(), 200);
+    }
+    let a = m["a"].calls() as f64 / 400.0;
+    // 70/30 within sampling error (sd ≈ 2.3 pp at n = 400; allow ±8 pp).
+    assert!((a - 0.7).abs() < 0.08, "share of a = {a}");
+    gw.stop().await;
+}
