@@ -1,3 +1,70 @@
 //! Configuration: raw YAML/env tree, validation with key paths, resilience merge, explain.
+//!
+//! [`load`] = read the file → `${VAR}` interpolation → YAML (figment + serde-saphyr) →
+//! seed env aliases → `SWITCHYARD_*` overrides → section-by-section deserialization →
+//! validation. Every problem is collected and returned, each with its key path.
+//! Precedence, lowest first: built-in defaults < YAML < seed aliases < `SWITCHYARD_*`.
+pub mod error;
+pub mod explain;
+mod lenient;
+pub mod merge;
 pub mod model;
+mod raw;
+pub mod scalars;
+mod sections;
+pub mod source;
 pub mod status_set;
+mod validate;
+mod validate_channels;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_env;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use explain::explain;
+pub use validate::default_affinity_rules;
+
+use error::Collector;
+use model::Config;
+
+/// Load and validate `path`, interpolating from the process environment.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let env: HashMap<String, String> = std::env::vars().collect();
+    load_with_env(path, &env)
+}
+
+/// Load and validate `path` with an explicit environment.
+pub fn load_with_env(path: &Path, env: &HashMap<String, String>) -> Result<Config, ConfigErrors> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => load_str(&text, path, env),
+        Err(e) => {
+            let mut c = Collector::new(path);
+            c.push("", format!("cannot read config file: {e}"));
+            Err(c.finish())
+        }
+    }
+}
+
+/// Validate YAML text as if read from `source_name`.
+pub fn load_str(
+    yaml: &str,
+    source_name: &Path,
+    env: &HashMap<String, String>,
+) -> Result<Config, ConfigErrors> {
+    let mut c = Collector::new(source_name);
+    let Some(tree) = source::merged_tree(yaml, env, &mut c) else {
+        return Err(c.finish());
+    };
+    let raw = sections::split(&tree, &mut c);
+    let cfg = validate::build(raw, source_name, &mut c);
+    if c.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(c.finish())
+    }
+}

@@ -1,0 +1,182 @@
+//! A forgiving deserializer over the merged JSON tree: environment values arrive as
+//! strings, so a string is accepted where a number or bool is wanted (and a number where
+//! a string is wanted). Everything else is strict; unknown fields stay errors.
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::forward_to_deserialize_any;
+use serde_json::Value;
+
+type Error = serde_json::Error;
+
+/// A node of the tree: a value, or a map key (always text).
+#[derive(Clone, Copy)]
+pub(crate) enum Lenient<'a> {
+    Value(&'a Value),
+    Key(&'a str),
+}
+
+impl<'a> Lenient<'a> {
+    fn text(self) -> Option<&'a str> {
+        match self {
+            Lenient::Value(Value::String(s)) => Some(s.trim_matches(' ')),
+            Lenient::Key(s) => Some(s.trim_matches(' ')),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! int_method {
+    ($method:ident, $ty:ty, $visit:ident) => {
+        fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+            match self.text() {
+                Some(s) => match s.parse::<$ty>() {
+                    Ok(n) => v.$visit(n),
+                    Err(_) => Err(de::Error::invalid_value(de::Unexpected::Str(s), &v)),
+                },
+                None => self.deserialize_any(v),
+            }
+        }
+    };
+}
+
+impl<'de, 'a> de::Deserializer<'de> for Lenient<'a> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self {
+            Lenient::Key(s) => v.visit_str(s),
+            Lenient::Value(value) => match value {
+                Value::Null => v.visit_unit(),
+                Value::Bool(b) => v.visit_bool(*b),
+                Value::Number(n) => {
+                    if let Some(u) = n.as_u64() {
+                        v.visit_u64(u)
+                    } else if let Some(i) = n.as_i64() {
+                        v.visit_i64(i)
+                    } else {
+                        v.visit_f64(n.as_f64().unwrap_or(f64::NAN))
+                    }
+                }
+                Value::String(s) => v.visit_str(s),
+                Value::Array(items) => v.visit_seq(Seq { iter: items.iter() }),
+                Value::Object(map) => v.visit_map(Map {
+                    iter: map.iter(),
+                    value: None,
+                }),
+            },
+        }
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.text() {
+            Some(s) if s.eq_ignore_ascii_case("true") => v.visit_bool(true),
+            Some(s) if s.eq_ignore_ascii_case("false") => v.visit_bool(false),
+            Some(s) => Err(de::Error::invalid_value(de::Unexpected::Str(s), &v)),
+            None => self.deserialize_any(v),
+        }
+    }
+
+    int_method!(deserialize_i8, i8, visit_i8);
+    int_method!(deserialize_i16, i16, visit_i16);
+    int_method!(deserialize_i32, i32, visit_i32);
+    int_method!(deserialize_i64, i64, visit_i64);
+    int_method!(deserialize_u8, u8, visit_u8);
+    int_method!(deserialize_u16, u16, visit_u16);
+    int_method!(deserialize_u32, u32, visit_u32);
+    int_method!(deserialize_u64, u64, visit_u64);
+    int_method!(deserialize_f32, f32, visit_f32);
+    int_method!(deserialize_f64, f64, visit_f64);
+
+    fn deserialize_str<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self {
+            Lenient::Value(Value::Number(n)) => v.visit_string(n.to_string()),
+            Lenient::Value(Value::Bool(b)) => v.visit_string(b.to_string()),
+            _ => self.deserialize_any(v),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_str(v)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self {
+            Lenient::Value(Value::Null) => v.visit_none(),
+            _ => v.visit_some(self),
+        }
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Error> {
+        match self.text() {
+            Some(s) => v.visit_enum(s.into_deserializer()),
+            None => Err(de::Error::custom("expected a string")),
+        }
+    }
+
+    forward_to_deserialize_any! {
+        char bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct identifier ignored_any
+    }
+}
+
+struct Seq<'a> {
+    iter: std::slice::Iter<'a, Value>,
+}
+
+impl<'de, 'a> SeqAccess<'de> for Seq<'a> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        match self.iter.next() {
+            Some(v) => seed.deserialize(Lenient::Value(v)).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+struct Map<'a> {
+    iter: serde_json::map::Iter<'a>,
+    value: Option<&'a Value>,
+}
+
+impl<'de, 'a> MapAccess<'de> for Map<'a> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        match self.iter.next() {
+            Some((k, v)) => {
+                self.value = Some(v);
+                seed.deserialize(Lenient::Key(k)).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
+        match self.value.take() {
+            Some(v) => seed.deserialize(Lenient::Value(v)),
+            None => Err(de::Error::custom("value missing")),
+        }
+    }
+}
+
+/// Deserialize `value` into `T`; on failure return the dotted key path (relative to
+/// `value`) and the reason.
+pub(crate) fn from_value<T: de::DeserializeOwned>(value: &Value) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(Lenient::Value(value)).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        (path, e.into_inner().to_string())
+    })
+}

@@ -1,0 +1,125 @@
+//! Resilience merge (R2.2): built-in defaults ← global block ← channel block, field by field.
+
+use std::time::Duration;
+
+use super::error::Collector;
+use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry};
+use super::raw::RawResilience;
+use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
+
+/// The built-in resilience defaults (CONFIG.md, seed 004).
+pub fn default_resilience() -> Resilience {
+    Resilience {
+        retry: Retry {
+            max_retries: 3,
+            retry_on: builtin_set("429,502,503,504,522,524"),
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            backoff_factor: 2.0,
+            jitter_factor: 0.1,
+        },
+        circuit_breaker: Breaker {
+            enabled: true,
+            scope: BreakerScope::Provider,
+            failure_on: builtin_set("429,5xx"),
+            failure_threshold: 5,
+            success_threshold: 2,
+            timeout: Duration::from_secs(30),
+            slow_call_threshold: Duration::ZERO,
+        },
+        cooldown: Cooldown {
+            consecutive_retryable_failures: 0,
+            duration: Duration::from_secs(600),
+        },
+    }
+}
+
+/// `base` with every field that `raw` lists replaced; `prefix` is the key path of the
+/// block (`resilience` or `channels.NAME.resilience`) used in error messages.
+pub(crate) fn overlay(
+    base: &Resilience,
+    raw: &RawResilience,
+    prefix: &str,
+    c: &mut Collector,
+) -> Resilience {
+    let mut out = base.clone();
+    if let Some(r) = &raw.retry {
+        let k = |f: &str| format!("{prefix}.retry.{f}");
+        let t = &mut out.retry;
+        t.max_retries = r.max_retries.unwrap_or(t.max_retries);
+        t.retry_on = status_set(c, &k("retry_on"), &r.retry_on, &t.retry_on);
+        t.initial_backoff = dur(
+            c,
+            &k("initial_backoff"),
+            &r.initial_backoff,
+            t.initial_backoff,
+        );
+        t.max_backoff = dur(c, &k("max_backoff"), &r.max_backoff, t.max_backoff);
+        t.backoff_factor = float_in(
+            c,
+            &k("backoff_factor"),
+            r.backoff_factor,
+            1.0,
+            f64::INFINITY,
+            t.backoff_factor,
+        );
+        t.jitter_factor = float_in(
+            c,
+            &k("jitter_factor"),
+            r.jitter_factor,
+            0.0,
+            1.0,
+            t.jitter_factor,
+        );
+        if t.max_backoff < t.initial_backoff {
+            c.push(
+                k("max_backoff"),
+                format!(
+                    "{} is less than initial_backoff {}",
+                    humantime::format_duration(t.max_backoff),
+                    humantime::format_duration(t.initial_backoff)
+                ),
+            );
+        }
+    }
+    if let Some(b) = &raw.circuit_breaker {
+        let k = |f: &str| format!("{prefix}.circuit_breaker.{f}");
+        let t = &mut out.circuit_breaker;
+        t.enabled = b.enabled.unwrap_or(t.enabled);
+        t.scope = choice(
+            c,
+            &k("scope"),
+            &b.scope,
+            &[
+                ("provider", BreakerScope::Provider),
+                ("model", BreakerScope::Model),
+            ],
+            t.scope,
+        );
+        t.failure_on = status_set(c, &k("failure_on"), &b.failure_on, &t.failure_on);
+        t.failure_threshold = b.failure_threshold.unwrap_or(t.failure_threshold);
+        if let Some(s) = b.success_threshold {
+            if s == 0 {
+                c.push(k("success_threshold"), "must be at least 1");
+            } else {
+                t.success_threshold = s;
+            }
+        }
+        t.timeout = dur_nonzero(c, &k("timeout"), &b.timeout, t.timeout);
+        t.slow_call_threshold = dur(
+            c,
+            &k("slow_call_threshold"),
+            &b.slow_call_threshold,
+            t.slow_call_threshold,
+        );
+    }
+    if let Some(cd) = &raw.cooldown {
+        let k = |f: &str| format!("{prefix}.cooldown.{f}");
+        let t = &mut out.cooldown;
+        t.consecutive_retryable_failures = cd
+            .consecutive_retryable_failures
+            .unwrap_or(t.consecutive_retryable_failures);
+        t.duration = dur(c, &k("duration"), &cd.duration, t.duration);
+    }
+    out
+}
