@@ -62,7 +62,9 @@ pub(crate) fn interpolate(
             out.push_str(line);
             continue;
         }
-        let mut rest = line;
+        // A trailing ` # comment` is kept verbatim: `${VAR}` in comments is documentation.
+        let (code, comment) = line.split_at(comment_start(line));
+        let mut rest = code;
         while let Some(pos) = rest.find('$') {
             out.push_str(&rest[..pos]);
             let after = &rest[pos..];
@@ -102,8 +104,26 @@ pub(crate) fn interpolate(
             }
         }
         out.push_str(rest);
+        out.push_str(comment);
     }
     out
+}
+
+/// Byte offset where a YAML comment starts on `line` (a `#` at the start or after
+/// whitespace, outside quotes), or the line's length.
+fn comment_start(line: &str) -> usize {
+    let (mut single, mut double) = (false, false);
+    let mut prev_ws = true;
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev_ws => return i,
+            _ => {}
+        }
+        prev_ws = c.is_whitespace();
+    }
+    line.len()
 }
 
 fn set_path(root: &mut Map<String, Value>, path: &[&str], value: Value) {
@@ -275,5 +295,19 @@ pub(crate) fn merged_tree(
             }
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod comment_tests {
+    use super::*;
+
+    #[test]
+    fn variables_in_comments_are_not_interpolated() {
+        let mut errs = Collector::new(std::path::Path::new("t.yaml"));
+        let env = HashMap::from([("A".to_string(), "1".to_string())]);
+        let out = interpolate("x: ${A} # prod: ${UNSET}\ny: '#${A}'\n# ${UNSET}\n", &env, &mut errs);
+        assert!(errs.errors.is_empty(), "{:?}", errs.errors);
+        assert_eq!(out, "x: 1 # prod: ${UNSET}\ny: '#1'\n# ${UNSET}\n");
     }
 }
