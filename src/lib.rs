@@ -14,6 +14,7 @@ pub mod admin_views;
 pub mod app;
 pub mod config;
 pub mod error;
+pub mod mock;
 pub mod proxy;
 pub mod routing;
 pub mod secret;

@@ -1,0 +1,314 @@
+//! Serving one request: record it, check the key, pick the behaviour, render the endpoint's
+//! answer and shape it (delays, keepalives, cuts) into a response.
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::behavior::Behavior;
+use super::body::{MockBody, Step};
+use super::json::{self, DEFAULT_CHUNKS};
+use super::request::{Endpoint, ReqInfo};
+use super::sse::{self, SseParts, KEEPALIVE};
+use super::{RecordedRequest, Shared};
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
+const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
+const MOCK_NAME: HeaderName = HeaderName::from_static("x-mock-name");
+const MOCK_FAULT: &str = "x-mock-fault";
+/// The bytes `/v1/audio/speech` answers with.
+const SPEECH: &[u8] = b"ID3\x04\x00\x00\x00\x00\x00\x00mock-audio";
+
+/// A rendered normal answer before shaping.
+enum Payload {
+    Full(Bytes, HeaderValue),
+    Sse(SseParts),
+}
+
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<MockBody>, Infallible> {
+    let arrived_at = tokio::time::Instant::now();
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => return Ok(shared.named(plain(StatusCode::BAD_REQUEST, "{}".into()))),
+    };
+    shared.calls.fetch_add(1, Ordering::Relaxed);
+    let path = parts.uri.path();
+    let ep = Endpoint::classify(&parts.method, path);
+    let info = ReqInfo::parse(&body);
+    shared.tally(path, info.model.as_deref());
+    if shared.record.load(Ordering::Relaxed) {
+        shared.push_record(RecordedRequest {
+            method: parts.method.to_string(),
+            path: parts
+                .uri
+                .path_and_query()
+                .map_or_else(|| path.to_string(), |pq| pq.as_str().to_string()),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: body.clone(),
+            arrived_at,
+        });
+    }
+
+    if let Some(want) = shared.key.load_full() {
+        let got = presented_key(&parts.headers);
+        if got != want.as_str() {
+            let b = json::bad_key(got, ep.anthropic());
+            return Ok(shared.named(plain(StatusCode::UNAUTHORIZED, b.into())));
+        }
+    }
+
+    let behavior = match parts.headers.get(MOCK_FAULT) {
+        Some(v) => match v.to_str().ok().and_then(|s| s.parse::<Behavior>().ok()) {
+            Some(b) => b,
+            None => {
+                let b = format!(
+                    r#"{{"error":{{"message":"bad {MOCK_FAULT} header","type":"invalid_request_error"}}}}"#
+                );
+                return Ok(shared.named(plain(StatusCode::BAD_REQUEST, b.into())));
+            }
+        },
+        None => shared.next_behavior(),
+    };
+
+    let resp = respond(&shared, ep, &parts, &info, behavior).await;
+    Ok(shared.named(resp))
+}
+
+/// The key the client presented (bearer token, `x-api-key`, `api-key` or `x-goog-api-key`).
+fn presented_key(h: &HeaderMap) -> &str {
+    if let Some(v) = h
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        let v = v.trim();
+        return v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+            .unwrap_or(v)
+            .trim();
+    }
+    ["x-api-key", "api-key", "x-goog-api-key"]
+        .iter()
+        .find_map(|n| h.get(*n).and_then(|v| v.to_str().ok()))
+        .unwrap_or("")
+}
+
+fn plain(status: StatusCode, body: Bytes) -> Response<MockBody> {
+    let mut r = Response::new(MockBody::full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, JSON);
+    r
+}
+
+async fn respond(
+    shared: &Arc<Shared>,
+    ep: Endpoint,
+    parts: &http::request::Parts,
+    info: &ReqInfo<'_>,
+    behavior: Behavior,
+) -> Response<MockBody> {
+    if ep == Endpoint::NotFound {
+        let b = json::status_error(404, false);
+        return plain(StatusCode::NOT_FOUND, b.into());
+    }
+    let n = match behavior {
+        Behavior::Stream { chunks, .. } => chunks,
+        Behavior::CutMidStream { after_chunks } => after_chunks,
+        Behavior::EndWithoutTerminal { chunks } => chunks,
+        _ => DEFAULT_CHUNKS,
+    };
+    match behavior {
+        Behavior::Status { code, body } => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = body.unwrap_or_else(|| json::status_error(code, ep.anthropic()));
+            return plain(status, body.into());
+        }
+        Behavior::Redirect { location } => {
+            let mut r = Response::new(MockBody::empty());
+            *r.status_mut() = StatusCode::TEMPORARY_REDIRECT;
+            match HeaderValue::from_str(&location) {
+                Ok(v) => r.headers_mut().insert(LOCATION, v),
+                Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "{}".into()),
+            };
+            return r;
+        }
+        Behavior::EmptyOk => {
+            let mut r = Response::new(MockBody::empty());
+            r.headers_mut().insert(CONTENT_TYPE, JSON);
+            return r;
+        }
+        Behavior::HangBeforeHeaders(d) => tokio::time::sleep(d).await,
+        _ => {}
+    }
+    let payload = render(shared, ep, parts, info, n);
+    shape(shared, ep, payload, behavior)
+}
+
+/// The endpoint's normal answer with `n` content chunks.
+fn render(
+    shared: &Shared,
+    ep: Endpoint,
+    parts: &http::request::Parts,
+    info: &ReqInfo<'_>,
+    n: usize,
+) -> Payload {
+    let m = json::quote(info.model());
+    if ep.streamable() && info.stream {
+        return Payload::Sse(sse::render(ep, &m, n, info.include_usage()));
+    }
+    let body = match ep {
+        Endpoint::Chat => json::chat(&m, n),
+        Endpoint::Completions => json::completions(&m, n),
+        Endpoint::Responses => json::responses_object(&m, n, "completed", true),
+        Endpoint::Messages => json::messages(&m, n),
+        Endpoint::Embeddings => json::embeddings(&m, info.input.map_or(1, |c| c.0)),
+        Endpoint::Moderations => json::moderations(&m),
+        Endpoint::Images => json::images(&m),
+        Endpoint::Transcriptions => json::transcription(&m),
+        Endpoint::Speech => {
+            return Payload::Full(
+                Bytes::from_static(SPEECH),
+                HeaderValue::from_static("audio/mpeg"),
+            )
+        }
+        Endpoint::Models => shared.models_json(),
+        Endpoint::VideoCreate => json::video_created(shared.next_video_id(), &m),
+        Endpoint::VideoGet => {
+            let id = parts.uri.path().rsplit('/').next().unwrap_or_default();
+            json::video_status(id)
+        }
+        Endpoint::Echo | Endpoint::NotFound => {
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or(parts.uri.path(), |pq| pq.as_str());
+            json::echo(path, parts.method.as_str())
+        }
+    };
+    Payload::Full(body.into(), JSON)
+}
+
+/// Turns the normal answer into the response the behaviour asks for.
+fn shape(shared: &Arc<Shared>, ep: Endpoint, payload: Payload, b: Behavior) -> Response<MockBody> {
+    match payload {
+        Payload::Full(bytes, ctype) => {
+            let half = || bytes.slice(..bytes.len() / 2);
+            let steps = match b {
+                Behavior::Stream { chunks, delay } => {
+                    vec![
+                        Step::Sleep(delay.saturating_mul(chunks as u32)),
+                        Step::Data(bytes),
+                    ]
+                }
+                Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {
+                    vec![Step::Sleep(d), Step::Data(bytes)]
+                }
+                Behavior::CutMidStream { .. } => vec![Step::Data(half()), Step::Cut],
+                Behavior::EndWithoutTerminal { .. } => vec![Step::Data(half())],
+                Behavior::KeepaliveThenOk {
+                    keepalives,
+                    interval,
+                } => {
+                    let mut v = Vec::with_capacity(keepalives * 2 + 1);
+                    for _ in 0..keepalives {
+                        v.push(Step::Data(Bytes::from_static(b"\n")));
+                        v.push(Step::Sleep(interval));
+                    }
+                    v.push(Step::Data(bytes));
+                    v
+                }
+                Behavior::HiddenError { code } => {
+                    let body = json::hidden_error(code, ep.anthropic());
+                    return with_type(MockBody::full(body), JSON);
+                }
+                _ => return with_type(MockBody::full(bytes), ctype),
+            };
+            with_type(MockBody::script(steps, false, shared.clone()), ctype)
+        }
+        Payload::Sse(parts) => {
+            let steps = sse_steps(ep, parts, b);
+            let mut r = with_type(MockBody::script(steps, true, shared.clone()), EVENT_STREAM);
+            r.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
+            r
+        }
+    }
+}
+
+fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
+    let SseParts { head, chunks, tail } = p;
+    let data = |v: Vec<Bytes>| v.into_iter().map(Step::Data);
+    let mut v: Vec<Step> = Vec::with_capacity(head.len() + chunks.len() * 2 + tail.len() + 1);
+    match b {
+        Behavior::Stream { delay, .. } => {
+            v.extend(data(head));
+            for (i, c) in chunks.into_iter().enumerate() {
+                if i > 0 && delay > Duration::ZERO {
+                    v.push(Step::Sleep(delay));
+                }
+                v.push(Step::Data(c));
+            }
+            v.extend(data(tail));
+        }
+        Behavior::CutMidStream { .. } => {
+            v.extend(data(head).chain(data(chunks)));
+            v.push(Step::Cut);
+        }
+        Behavior::EndWithoutTerminal { .. } => v.extend(data(head).chain(data(chunks))),
+        Behavior::HiddenError { code } => v.push(Step::Data(sse::hidden_error(ep, code))),
+        other => {
+            match other {
+                Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {
+                    v.push(Step::Sleep(d))
+                }
+                Behavior::KeepaliveThenOk {
+                    keepalives,
+                    interval,
+                } => {
+                    for _ in 0..keepalives {
+                        v.push(Step::Data(Bytes::from_static(KEEPALIVE)));
+                        v.push(Step::Sleep(interval));
+                    }
+                }
+                _ => {}
+            }
+            v.extend(data(head).chain(data(chunks)).chain(data(tail)));
+        }
+    }
+    v
+}
+
+fn with_type(body: MockBody, ctype: HeaderValue) -> Response<MockBody> {
+    let mut r = Response::new(body);
+    r.headers_mut().insert(CONTENT_TYPE, ctype);
+    r
+}
+
+impl Shared {
+    /// Adds `x-mock-name` when a name is set.
+    fn named(&self, mut r: Response<MockBody>) -> Response<MockBody> {
+        if let Some(name) = self.name.load().as_deref() {
+            r.headers_mut().insert(MOCK_NAME, name.clone());
+        }
+        r
+    }
+}

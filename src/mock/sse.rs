@@ -1,0 +1,189 @@
+//! Streamed (SSE) answers of the mock upstream: OpenAI chat and completions chunks, Responses
+//! API events, Anthropic message events; each split into head, content chunks and tail.
+use bytes::Bytes;
+
+use super::json::{self, CREATED, PROMPT_TOKENS};
+use super::request::Endpoint;
+
+/// An SSE answer: `head` events, one event per content chunk, then the `tail` (the terminal
+/// events: finish chunk, usage, `[DONE]` / `message_stop` / `response.completed`).
+pub(crate) struct SseParts {
+    pub head: Vec<Bytes>,
+    pub chunks: Vec<Bytes>,
+    pub tail: Vec<Bytes>,
+}
+
+/// The SSE comment sent by `KeepaliveThenOk`.
+pub(crate) const KEEPALIVE: &[u8] = b": keepalive\n\n";
+const DONE: &[u8] = b"data: [DONE]\n\n";
+
+fn data(json: &str) -> Bytes {
+    let mut s = String::with_capacity(json.len() + 8);
+    s.push_str("data: ");
+    s.push_str(json);
+    s.push_str("\n\n");
+    Bytes::from(s)
+}
+
+fn event(name: &str, json: &str) -> Bytes {
+    let mut s = String::with_capacity(json.len() + name.len() + 16);
+    s.push_str("event: ");
+    s.push_str(name);
+    s.push_str("\ndata: ");
+    s.push_str(json);
+    s.push_str("\n\n");
+    Bytes::from(s)
+}
+
+fn chunk_text(i: usize) -> String {
+    let mut s = String::with_capacity(10);
+    json::push_chunk_text(&mut s, i);
+    s
+}
+
+/// The stream for `ep` with `n` content chunks; `m` is the quoted model.
+pub(crate) fn render(ep: Endpoint, m: &str, n: usize, include_usage: bool) -> SseParts {
+    match ep {
+        Endpoint::Completions => completions(m, n, include_usage),
+        Endpoint::Responses => responses(m, n),
+        Endpoint::Messages => messages(m, n),
+        _ => chat(m, n, include_usage),
+    }
+}
+
+fn chat_chunk(m: &str, choices: &str) -> Bytes {
+    data(&format!(
+        r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":{CREATED},"model":{m},"choices":{choices}}}"#
+    ))
+}
+
+fn chat(m: &str, n: usize, include_usage: bool) -> SseParts {
+    let head = vec![chat_chunk(
+        m,
+        r#"[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]"#,
+    )];
+    let chunks = (0..n)
+        .map(|i| {
+            chat_chunk(
+                m,
+                &format!(
+                    r#"[{{"index":0,"delta":{{"content":"{}"}},"finish_reason":null}}]"#,
+                    chunk_text(i)
+                ),
+            )
+        })
+        .collect();
+    let mut tail = vec![chat_chunk(
+        m,
+        r#"[{"index":0,"delta":{},"finish_reason":"stop"}]"#,
+    )];
+    if include_usage {
+        tail.push(data(&format!(
+            r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":{CREATED},"model":{m},"choices":[],"usage":{}}}"#,
+            json::openai_usage(n)
+        )));
+    }
+    tail.push(Bytes::from_static(DONE));
+    SseParts { head, chunks, tail }
+}
+
+fn completions(m: &str, n: usize, include_usage: bool) -> SseParts {
+    let one = |text: &str, finish: &str| {
+        data(&format!(
+            r#"{{"id":"cmpl-mock","object":"text_completion","created":{CREATED},"model":{m},"choices":[{{"text":"{text}","index":0,"logprobs":null,"finish_reason":{finish}}}]}}"#
+        ))
+    };
+    let chunks = (0..n).map(|i| one(&chunk_text(i), "null")).collect();
+    let mut tail = vec![one("", r#""stop""#)];
+    if include_usage {
+        tail.push(data(&format!(
+            r#"{{"id":"cmpl-mock","object":"text_completion","created":{CREATED},"model":{m},"choices":[],"usage":{}}}"#,
+            json::openai_usage(n)
+        )));
+    }
+    tail.push(Bytes::from_static(DONE));
+    SseParts {
+        head: Vec::new(),
+        chunks,
+        tail,
+    }
+}
+
+fn responses(m: &str, n: usize) -> SseParts {
+    let created = json::responses_object(m, 0, "in_progress", false);
+    let head = vec![event(
+        "response.created",
+        &format!(r#"{{"type":"response.created","sequence_number":0,"response":{created}}}"#),
+    )];
+    let chunks = (0..n)
+        .map(|i| {
+            event(
+                "response.output_text.delta",
+                &format!(
+                    r#"{{"type":"response.output_text.delta","sequence_number":{},"item_id":"msg_mock","output_index":0,"content_index":0,"delta":"{}"}}"#,
+                    i + 1,
+                    chunk_text(i)
+                ),
+            )
+        })
+        .collect();
+    let done = json::responses_object(m, n, "completed", true);
+    let tail = vec![event(
+        "response.completed",
+        &format!(
+            r#"{{"type":"response.completed","sequence_number":{},"response":{done}}}"#,
+            n + 1
+        ),
+    )];
+    SseParts { head, chunks, tail }
+}
+
+fn messages(m: &str, n: usize) -> SseParts {
+    let head = vec![
+        event(
+            "message_start",
+            &format!(
+                r#"{{"type":"message_start","message":{{"id":"msg_mock","type":"message","role":"assistant","model":{m},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{}}}}}"#,
+                json::anthropic_usage(PROMPT_TOKENS, 1)
+            ),
+        ),
+        event(
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        ),
+    ];
+    let chunks = (0..n)
+        .map(|i| {
+            event(
+                "content_block_delta",
+                &format!(
+                    r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{}"}}}}"#,
+                    chunk_text(i)
+                ),
+            )
+        })
+        .collect();
+    let tail = vec![
+        event(
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":0}"#,
+        ),
+        event(
+            "message_delta",
+            &format!(
+                r#"{{"type":"message_delta","delta":{{"stop_reason":"end_turn","stop_sequence":null}},"usage":{{"output_tokens":{n}}}}}"#
+            ),
+        ),
+        event("message_stop", r#"{"type":"message_stop"}"#),
+    ];
+    SseParts { head, chunks, tail }
+}
+
+/// The first (and only) event of a streamed `HiddenError`.
+pub(crate) fn hidden_error(ep: Endpoint, code: Option<u16>) -> Bytes {
+    let body = json::hidden_error(code, ep.anthropic());
+    match ep {
+        Endpoint::Messages | Endpoint::Responses => event("error", &body),
+        _ => data(&body),
+    }
+}

@@ -1,0 +1,338 @@
+//! Tests of the mock upstream over real sockets: endpoints, stream formats, every fault
+//! behaviour, key checks, counters, `x-mock-fault` and shutdown.
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchyard::mock::{Behavior, MockUpstream, CACHED_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+
+#[path = "mock_upstream/faults.rs"]
+mod faults;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn post(m: &MockUpstream, path: &str, body: Value) -> reqwest::Response {
+    client()
+        .post(format!("{}/{path}", m.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn post_fault(m: &MockUpstream, path: &str, body: Value, fault: &str) -> reqwest::Response {
+    client()
+        .post(format!("{}/{path}", m.base_url()))
+        .header("x-mock-fault", fault)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// `data:` payloads of an SSE body, in order.
+fn data_lines(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect()
+}
+
+fn event_names(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect()
+}
+
+async fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..150 {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f()
+}
+
+#[tokio::test]
+async fn chat_non_stream_echoes_model_with_usage() {
+    let m = MockUpstream::start().await.unwrap();
+    assert!(m.base_url().starts_with("http://127.0.0.1:"));
+    assert!(m.base_url().ends_with("/v1"));
+    let r = post(
+        &m,
+        "chat/completions",
+        json!({"model": "gpt-x", "messages": []}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["model"], "gpt-x");
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "chunk 0 chunk 1 chunk 2 "
+    );
+    assert_eq!(v["usage"]["prompt_tokens"], PROMPT_TOKENS);
+    assert_eq!(v["usage"]["completion_tokens"], DEFAULT_CHUNKS as u64);
+    assert_eq!(
+        v["usage"]["prompt_tokens_details"]["cached_tokens"],
+        CACHED_TOKENS
+    );
+}
+
+#[tokio::test]
+async fn chat_stream_ends_with_done_and_usage_only_when_asked() {
+    let m = MockUpstream::start().await.unwrap();
+    let body = json!({"model": "m1", "stream": true, "stream_options": {"include_usage": true}});
+    let r = post(&m, "chat/completions", body).await;
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let text = r.text().await.unwrap();
+    let data = data_lines(&text);
+    assert_eq!(*data.last().unwrap(), "[DONE]");
+    let usage: Value = serde_json::from_str(data[data.len() - 2]).unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 3);
+    let stop: Value = serde_json::from_str(data[data.len() - 3]).unwrap();
+    assert_eq!(stop["choices"][0]["finish_reason"], "stop");
+    let content: String = data
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(content, "chunk 0 chunk 1 chunk 2 ");
+    assert!(text.contains("\"model\":\"m1\""));
+
+    let text = post(&m, "chat/completions", json!({"stream": true}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("\"usage\""));
+    assert_eq!(*data_lines(&text).last().unwrap(), "[DONE]");
+}
+
+#[tokio::test]
+async fn anthropic_messages_formats() {
+    let m = MockUpstream::start().await.unwrap();
+    let v: Value = post(
+        &m,
+        "messages",
+        json!({"model": "claude-x", "max_tokens": 5}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(v["type"], "message");
+    assert_eq!(v["model"], "claude-x");
+    assert_eq!(v["usage"]["input_tokens"], PROMPT_TOKENS);
+    assert_eq!(v["usage"]["output_tokens"], 3);
+    assert_eq!(v["usage"]["cache_read_input_tokens"], CACHED_TOKENS);
+
+    let r = post(&m, "messages", json!({"model": "claude-x", "stream": true})).await;
+    let text = r.text().await.unwrap();
+    let names = event_names(&text);
+    assert_eq!(names.first(), Some(&"message_start"));
+    assert_eq!(names[1], "content_block_start");
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| **n == "content_block_delta")
+            .count(),
+        3
+    );
+    assert_eq!(
+        &names[names.len() - 3..],
+        &["content_block_stop", "message_delta", "message_stop"]
+    );
+    let delta: Value = serde_json::from_str(data_lines(&text)[names.len() - 2]).unwrap();
+    assert_eq!(delta["usage"]["output_tokens"], 3);
+    assert_eq!(delta["delta"]["stop_reason"], "end_turn");
+
+    let r = post_fault(&m, "messages", json!({}), "status=529").await;
+    assert_eq!(r.status(), 529);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "overloaded_error");
+}
+
+#[tokio::test]
+async fn responses_api_formats() {
+    let m = MockUpstream::start().await.unwrap();
+    let v: Value = post(&m, "responses", json!({"model": "r1", "input": "hi"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["model"], "r1");
+    assert_eq!(
+        v["output"][0]["content"][0]["text"],
+        "chunk 0 chunk 1 chunk 2 "
+    );
+    assert_eq!(v["usage"]["output_tokens"], 3);
+    let text = post(&m, "responses", json!({"model": "r1", "stream": true}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let names = event_names(&text);
+    assert_eq!(names.first(), Some(&"response.created"));
+    assert_eq!(names.last(), Some(&"response.completed"));
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| **n == "response.output_text.delta")
+            .count(),
+        3
+    );
+    let done: Value = serde_json::from_str(data_lines(&text).last().unwrap()).unwrap();
+    assert_eq!(done["response"]["usage"]["input_tokens"], PROMPT_TOKENS);
+}
+
+#[tokio::test]
+async fn other_endpoints_answer() {
+    let m = MockUpstream::start().await.unwrap();
+    let v: Value = post(&m, "completions", json!({"model": "c1", "prompt": "x"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (v["model"].clone(), v["object"].clone()),
+        (json!("c1"), json!("text_completion"))
+    );
+    let text = post(&m, "completions", json!({"stream": true}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(*data_lines(&text).last().unwrap(), "[DONE]");
+    let v: Value = post(&m, "embeddings", json!({"model": "e", "input": ["a", "b"]}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(v["model"], "e");
+    let v: Value = post(&m, "moderations", json!({"input": "x"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["results"][0]["flagged"], false);
+    let v: Value = post(&m, "images/generations", json!({"model": "img"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(v["data"][0]["url"].is_string());
+    let r = post(&m, "audio/speech", json!({"model": "tts"})).await;
+    assert_eq!(r.headers()["content-type"], "audio/mpeg");
+    assert!(!r.bytes().await.unwrap().is_empty());
+    let multipart =
+        "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-9\r\n--b--\r\n";
+    let v: Value = client()
+        .post(format!("{}/audio/transcriptions", m.base_url()))
+        .header("content-type", "multipart/form-data; boundary=b")
+        .body(multipart)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (v["text"].is_string(), v["model"].clone()),
+        (true, json!("whisper-9"))
+    );
+    let v: Value = client()
+        .get(format!("{}/models", m.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"mock-model") && ids.contains(&"whisper-9") && ids.contains(&"c1"));
+    let v: Value = post(&m, "videos", json!({"model": "vid"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["status"].clone()),
+        (json!("task_1"), json!("queued"))
+    );
+    let v: Value = client()
+        .get(format!("{}/videos/task_1", m.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["status"].clone()),
+        (json!("task_1"), json!("completed"))
+    );
+    let v: Value = client()
+        .delete(format!("{}/custom/thing?x=1", m.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v,
+        json!({"path": "/v1/custom/thing?x=1", "method": "DELETE"})
+    );
+    let r = client()
+        .get(format!("http://{}/other", m.addr()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test]
+async fn status_default_and_custom_bodies() {
+    let m = MockUpstream::start().await.unwrap();
+    m.push(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    m.push(Behavior::Status {
+        code: 400,
+        body: Some("{\"x\":1}".into()),
+    });
+    let r = post(&m, "chat/completions", json!({})).await;
+    assert_eq!(r.status(), 503);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].is_string());
+    let r = post(&m, "chat/completions", json!({})).await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.text().await.unwrap(), "{\"x\":1}");
+    // Queue drained: back to the default.
+    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 200);
+    m.set_default(Behavior::Status {
+        code: 429,
+        body: None,
+    });
+    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 429);
+    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 429);
+}
