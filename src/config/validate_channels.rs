@@ -106,11 +106,12 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
     let weight = match r.weight {
         None => 100,
         Some(w) if (0..=i64::from(u32::MAX)).contains(&w) => w as u32,
+        Some(w) if w < 0 => {
+            c.push(k("weight"), format!("weight {w} is negative"));
+            100
+        }
         Some(w) => {
-            c.push(
-                k("weight"),
-                format!("{w} must be between 0 and {}", u32::MAX),
-            );
+            c.push(k("weight"), format!("{w} is larger than {}", u32::MAX));
             100
         }
     };
