@@ -316,3 +316,36 @@ fn sample_messages() {
     assert!(text.contains("routing.retry_budget"), "{text}");
     assert!(text.contains("limits.max_body_bytes"), "{text}");
 }
+
+#[test]
+fn a_broken_channel_still_declares_its_groups() {
+    let yaml = "channels:\n  a: {base_url: \"ftp://x\", groups: [vip]}\nclients:\n  bob: {key: k1, group: vip}\nauto_groups: [vip]\n";
+    let e = errs(yaml);
+    assert!(e.has_key("channels.a.base_url"), "{e}");
+    assert_eq!(e.0.len(), 1, "{e}");
+}
+
+#[test]
+fn yaml_syntax_error_and_numeric_map_keys() {
+    let e = errs("channels:\n  a: [unclosed\n");
+    assert_eq!(e.0.len(), 1, "{e}");
+    assert!(e.to_string().starts_with("test.yaml: "), "{e}");
+    assert!(
+        e.to_string().contains("line 2") || e.to_string().contains("2:"),
+        "{e}"
+    );
+    let cfg = load(&format!("{CH}    status_code_mapping: {{429: 503}}\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.channels[0].status_code_mapping.get(&429), Some(&503));
+}
+
+#[test]
+fn load_reads_a_real_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sw.yaml");
+    std::fs::write(&path, FULL).unwrap();
+    let cfg = load_with_env(&path, &full_env()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.source, path);
+    let e = load_with_env(&path, &env(&[])).unwrap_err();
+    assert!(e.to_string().contains("SENSENOVA_KEY_1"), "{e}");
+}

@@ -320,16 +320,19 @@ pub(crate) fn clients(raw: &[(String, Option<RawClient>)], c: &mut Collector) ->
 }
 
 /// Groups named by clients and `auto_groups` must be declared by some channel or virtual model.
+/// Channels that failed validation still declare their groups (no follow-on errors).
 pub(crate) fn cross_check(
-    chans: &[Channel],
+    raw_channels: &[(String, Option<RawChannel>)],
     vms: &[VirtualModel],
     cls: &[Client],
     auto_groups: &[String],
     c: &mut Collector,
 ) {
-    let declared: BTreeSet<&str> = chans
+    let default_group = vec!["default".to_string()];
+    let declared: BTreeSet<&str> = raw_channels
         .iter()
-        .flat_map(|ch| ch.groups.iter())
+        .filter_map(|(_, r)| r.as_ref())
+        .flat_map(|r| r.groups.as_ref().unwrap_or(&default_group).iter())
         .chain(vms.iter().flat_map(|v| v.groups.iter()))
         .map(String::as_str)
         .collect();
