@@ -106,11 +106,12 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
     let weight = match r.weight {
         None => 100,
         Some(w) if (0..=i64::from(u32::MAX)).contains(&w) => w as u32,
+        Some(w) if w < 0 => {
+            c.push(k("weight"), format!("weight {w} is negative"));
+            100
+        }
         Some(w) => {
-            c.push(
-                k("weight"),
-                format!("{w} must be between 0 and {}", u32::MAX),
-            );
+            c.push(k("weight"), format!("{w} is larger than {}", u32::MAX));
             100
         }
     };
@@ -319,16 +320,19 @@ pub(crate) fn clients(raw: &[(String, Option<RawClient>)], c: &mut Collector) ->
 }
 
 /// Groups named by clients and `auto_groups` must be declared by some channel or virtual model.
+/// Channels that failed validation still declare their groups (no follow-on errors).
 pub(crate) fn cross_check(
-    chans: &[Channel],
+    raw_channels: &[(String, Option<RawChannel>)],
     vms: &[VirtualModel],
     cls: &[Client],
     auto_groups: &[String],
     c: &mut Collector,
 ) {
-    let declared: BTreeSet<&str> = chans
+    let default_group = vec!["default".to_string()];
+    let declared: BTreeSet<&str> = raw_channels
         .iter()
-        .flat_map(|ch| ch.groups.iter())
+        .filter_map(|(_, r)| r.as_ref())
+        .flat_map(|r| r.groups.as_ref().unwrap_or(&default_group).iter())
         .chain(vms.iter().flat_map(|v| v.groups.iter()))
         .map(String::as_str)
         .collect();
