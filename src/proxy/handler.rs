@@ -15,7 +15,7 @@ use super::gateway::Gateway;
 use super::request;
 use super::sse::StreamFormat;
 use crate::error::{GatewayError, WireFormat};
-use crate::routing::family::{classify_path, valid_idempotency_key};
+use crate::routing::family::{classify_path, valid_idempotency_key, PathFamily};
 use crate::routing::table::Route;
 use crate::state::Snapshot;
 
@@ -69,7 +69,7 @@ async fn route(gw: &Arc<Gateway>, req: Request<Incoming>, started: Instant, requ
     if routes.is_empty() {
         return Err(match (&model, json) {
             (Some(m), _) => GatewayError::model_not_found(m),
-            (None, true) if snap.table.paths.keys().all(|(_, p)| p != &path) => GatewayError::missing_model(),
+            (None, true) if family != PathFamily::Custom => GatewayError::missing_model(),
             _ => GatewayError::path_not_found(&path),
         });
     }

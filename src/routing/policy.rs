@@ -11,10 +11,11 @@
 //!   another (channel, key) target remains; only when none remains is the same
 //!   target retried, if the code is in `retry.retry_on` and `max_retries` is
 //!   not used up. A code that must not fail over (`never_failover_on`, e.g.
-//!   504/524, or anything outside `failover_on`) may still be retried on the
-//!   same target when it is in `retry_on` (seed 004: 524 retries model1),
-//!   whether or not alternatives remain — never_failover_on forbids moving,
-//!   not repeating.
+//!   504/524, or anything outside `failover_on`) is returned at once while
+//!   alternatives remain (seed 000 §6); when the target is the only one, it is
+//!   retried on the same target if it is in `retry_on` (seed 004: 524 retries
+//!   model1 on a single target). SPEC R4.5 decides between the seeds: same-target
+//!   retries happen only once every candidate has been tried.
 //! - Transport errors count as in `retry_on`, except the timeouts (header,
 //!   first byte, body): seed 004 says a local client timeout returns at once,
 //!   so a timeout fails over to another target but never repeats on the
@@ -218,7 +219,13 @@ pub fn classify(outcome: &Outcome, facts: &Facts, s: &Settings) -> Decision {
             if fail_over {
                 move_or_repeat(facts, s.retry, key_fault, can_repeat)
             } else {
-                repeat_or_return(facts, s.retry.max_retries, can_repeat)
+                // R4.5: same-target retries come only once alternatives are used up; a code
+                // that never fails over (504, 524) is therefore repeated only when alone.
+                repeat_or_return(
+                    facts,
+                    s.retry.max_retries,
+                    can_repeat && !facts.alternatives_left,
+                )
             }
         }
         // Handled above.
