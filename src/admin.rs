@@ -52,7 +52,9 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, mut shutdown: watch:
                 async move { Ok::<_, Infallible>(dispatch(&gw, req).await) }
             });
             let mut b = Builder::new(TokioExecutor::new());
-            b.http1().timer(TokioTimer::new()).header_read_timeout(std::time::Duration::from_secs(10));
+            b.http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10));
             let _ = b.serve_connection(TokioIo::new(stream), svc).await;
         });
     }
@@ -60,19 +62,34 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, mut shutdown: watch:
 
 fn authorized(gw: &Gateway, req: &Request<Incoming>) -> bool {
     let snap = gw.snapshot();
-    let Some(token) = &snap.table.config.admin.token else { return false };
+    let Some(token) = &snap.table.config.admin.token else {
+        return false;
+    };
     let presented = crate::proxy::auth::presented_key(req.headers()).unwrap_or_default();
     !presented.is_empty() && bool::from(presented.ct_eq(token.expose().as_bytes()))
 }
 
 fn not_found() -> Resp {
-    error_response(&GatewayError::new(StatusCode::NOT_FOUND, "not_found", "not_found_error", "no such admin route"), WireFormat::OpenAi)
+    error_response(
+        &GatewayError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "not_found_error",
+            "no such admin route",
+        ),
+        WireFormat::OpenAi,
+    )
 }
 
 pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
     let path = req.uri().path().to_string();
     if path.starts_with("/admin") && !authorized(gw, &req) {
-        let e = GatewayError::new(StatusCode::UNAUTHORIZED, "admin_unauthorized", "authentication_error", "admin routes need `Authorization: Bearer <admin.token>`");
+        let e = GatewayError::new(
+            StatusCode::UNAUTHORIZED,
+            "admin_unauthorized",
+            "authentication_error",
+            "admin routes need `Authorization: Bearer <admin.token>`",
+        );
         return error_response(&e, WireFormat::OpenAi);
     }
     let query: HashMap<String, String> = req
@@ -91,12 +108,21 @@ pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
         (Method::GET, ["readyz"]) => readyz(gw),
         (Method::GET, ["metrics"]) => metrics(gw),
         (Method::GET, ["admin", "channels"]) => crate::admin_views::channels(gw),
-        (Method::POST, ["admin", "channels", name, action @ ("enable" | "disable")]) => set_enabled(gw, name, *action == "enable"),
+        (Method::POST, ["admin", "channels", name, action @ ("enable" | "disable")]) => {
+            set_enabled(gw, name, *action == "enable")
+        }
         (Method::GET, ["admin", "requests"]) => {
-            let limit = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(50usize).min(1000);
+            let limit = query
+                .get("limit")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(50usize)
+                .min(1000);
             match gw.store.recent_requests(limit).await {
                 Ok(rows) => json_response(StatusCode::OK, json!({ "requests": rows }).to_string()),
-                Err(e) => error_response(&GatewayError::internal(format!("request log unavailable: {e}")), WireFormat::OpenAi),
+                Err(e) => error_response(
+                    &GatewayError::internal(format!("request log unavailable: {e}")),
+                    WireFormat::OpenAi,
+                ),
             }
         }
         (Method::GET, ["admin", "clients", name]) => crate::admin_views::client(gw, name),
@@ -107,37 +133,61 @@ pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
 
 fn readyz(gw: &Gateway) -> Resp {
     let ready = gw.generation() > 0;
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    json_response(status, json!({"ready": ready, "generation": gw.generation()}).to_string())
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(
+        status,
+        json!({"ready": ready, "generation": gw.generation()}).to_string(),
+    )
 }
 
 fn metrics(gw: &Gateway) -> Resp {
     let text = gw.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     let mut r = Response::new(ResponseBody::full(text));
-    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
     r
 }
 
 fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
     let Some(state) = gw.registry.get(name) else {
         return error_response(
-            &GatewayError::new(StatusCode::NOT_FOUND, "channel_not_found", "not_found_error", format!("no channel named `{name}`")),
+            &GatewayError::new(
+                StatusCode::NOT_FOUND,
+                "channel_not_found",
+                "not_found_error",
+                format!("no channel named `{name}`"),
+            ),
             WireFormat::OpenAi,
         );
     };
-    let d = (!enable).then(|| Disabled { reason: "disabled by operator".into(), at_ms: crate::proxy::finish::now_ms(), auto: false });
+    let d = (!enable).then(|| Disabled {
+        reason: "disabled by operator".into(),
+        at_ms: crate::proxy::finish::now_ms(),
+        auto: false,
+    });
     state.set_disabled(d);
     if enable {
         state.clear_disabled_keys();
     }
-    gw.store.try_send(crate::store::WriteOp::ChannelState(crate::store::ChannelState {
-        channel: name.to_string(),
-        key_index: None,
-        disabled: !enable,
-        reason: "disabled by operator".into(),
-        ts_ms: crate::proxy::finish::now_ms(),
-    }));
-    json_response(StatusCode::OK, json!({"channel": name, "enabled": enable}).to_string())
+    gw.store.try_send(crate::store::WriteOp::ChannelState(
+        crate::store::ChannelState {
+            channel: name.to_string(),
+            key_index: None,
+            disabled: !enable,
+            reason: "disabled by operator".into(),
+            ts_ms: crate::proxy::finish::now_ms(),
+        },
+    ));
+    json_response(
+        StatusCode::OK,
+        json!({"channel": name, "enabled": enable}).to_string(),
+    )
 }
 
 fn percent_decode(s: &str) -> String {
@@ -148,7 +198,8 @@ fn percent_decode(s: &str) -> String {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+                {
                     Ok(v) => {
                         out.push(v);
                         i += 2;

@@ -17,8 +17,17 @@ use crate::state::Snapshot;
 /// `GET /admin/channels`.
 pub fn channels(gw: &Gateway) -> Resp {
     let snap = gw.snapshot();
-    let list: Vec<Value> = snap.table.channels.iter().enumerate().map(|(id, c)| channel_view(&snap, id, c)).collect();
-    json_response(StatusCode::OK, json!({ "generation": snap.table.generation, "channels": list }).to_string())
+    let list: Vec<Value> = snap
+        .table
+        .channels
+        .iter()
+        .enumerate()
+        .map(|(id, c)| channel_view(&snap, id, c))
+        .collect();
+    json_response(
+        StatusCode::OK,
+        json!({ "generation": snap.table.generation, "channels": list }).to_string(),
+    )
 }
 
 fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
@@ -44,7 +53,12 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
     let snap = gw.snapshot();
     let Some(c) = snap.table.clients.iter().find(|c| c.name == name) else {
         return error_response(
-            &GatewayError::new(StatusCode::NOT_FOUND, "client_not_found", "not_found_error", format!("no client named `{name}`")),
+            &GatewayError::new(
+                StatusCode::NOT_FOUND,
+                "client_not_found",
+                "not_found_error",
+                format!("no client named `{name}`"),
+            ),
             WireFormat::OpenAi,
         );
     };
@@ -57,17 +71,39 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
 /// `GET /admin/explain?client=&model=[&path=]`.
 pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
     let snap = gw.snapshot();
-    match explain_value(&snap, q.get("client").map(String::as_str), q.get("model").map(String::as_str), q.get("path").map(String::as_str)) {
+    match explain_value(
+        &snap,
+        q.get("client").map(String::as_str),
+        q.get("model").map(String::as_str),
+        q.get("path").map(String::as_str),
+    ) {
         Ok(v) => json_response(StatusCode::OK, v.to_string()),
-        Err(e) => error_response(&GatewayError::bad_request("bad_explain_query", e), WireFormat::OpenAi),
+        Err(e) => error_response(
+            &GatewayError::bad_request("bad_explain_query", e),
+            WireFormat::OpenAi,
+        ),
     }
 }
 
 /// Candidate tiers, live channel state and one sample attempt order (R12.3).
-pub fn explain_value(snap: &Snapshot, client: Option<&str>, model: Option<&str>, path: Option<&str>) -> Result<Value, String> {
+pub fn explain_value(
+    snap: &Snapshot,
+    client: Option<&str>,
+    model: Option<&str>,
+    path: Option<&str>,
+) -> Result<Value, String> {
     let client = client.ok_or("`client` is required")?;
-    let c = snap.table.clients.iter().find(|c| c.name == client).ok_or_else(|| format!("no client named `{client}`"))?;
-    let groups = if c.group == "auto" { snap.table.config.auto_groups.clone() } else { vec![c.group.clone()] };
+    let c = snap
+        .table
+        .clients
+        .iter()
+        .find(|c| c.name == client)
+        .ok_or_else(|| format!("no client named `{client}`"))?;
+    let groups = if c.group == "auto" {
+        snap.table.config.auto_groups.clone()
+    } else {
+        vec![c.group.clone()]
+    };
     let mut routes: Vec<(String, Arc<Route>)> = Vec::new();
     for g in &groups {
         let r = match (model, path) {
@@ -103,20 +139,26 @@ pub fn explain_value(snap: &Snapshot, client: Option<&str>, model: Option<&str>,
             json!({"group": g, "tiers": t})
         })
         .collect();
-    let refs: Vec<(&str, &Route)> = routes.iter().map(|(g, r)| (g.as_str(), r.as_ref())).collect();
+    let refs: Vec<(&str, &Route)> = routes
+        .iter()
+        .map(|(g, r)| (g.as_str(), r.as_ref()))
+        .collect();
     let mut rng = fastrand::Rng::new();
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |_id: usize| 0;
     let available = |id: usize| !snap.states[id].is_disabled();
-    let mut plan = AttemptPlan::new(&PlanInput {
-        groups: &refs,
-        tier_walk: snap.table.config.routing.tier_walk,
-        retry_times: snap.table.config.routing.retry_times,
-        cross_group_retry: c.cross_group_retry,
-        key_count: &key_count,
-        key_cursor: &key_start,
-        available: &available,
-    }, &mut rng);
+    let mut plan = AttemptPlan::new(
+        &PlanInput {
+            groups: &refs,
+            tier_walk: snap.table.config.routing.tier_walk,
+            retry_times: snap.table.config.routing.retry_times,
+            cross_group_retry: c.cross_group_retry,
+            key_count: &key_count,
+            key_cursor: &key_start,
+            available: &available,
+        },
+        &mut rng,
+    );
     let mut order = Vec::new();
     let fail = Decision::FailOver { key_fault: false };
     let mut last = None;

@@ -27,8 +27,18 @@ pub struct GatewayError {
 }
 
 impl GatewayError {
-    pub fn new(status: StatusCode, code: &'static str, kind: &'static str, msg: impl Into<String>) -> Self {
-        GatewayError { status, code, kind, message: msg.into() }
+    pub fn new(
+        status: StatusCode,
+        code: &'static str,
+        kind: &'static str,
+        msg: impl Into<String>,
+    ) -> Self {
+        GatewayError {
+            status,
+            code,
+            kind,
+            message: msg.into(),
+        }
     }
 
     pub fn unauthorized() -> Self {
@@ -54,7 +64,10 @@ impl GatewayError {
     }
 
     pub fn missing_model() -> Self {
-        Self::bad_request("missing_model", "request body has no string `model` field; name the model to use")
+        Self::bad_request(
+            "missing_model",
+            "request body has no string `model` field; name the model to use",
+        )
     }
 
     pub fn model_not_found(model: &str) -> Self {
@@ -85,7 +98,12 @@ impl GatewayError {
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "invalid_request_error", "method not allowed on this path")
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "invalid_request_error",
+            "method not allowed on this path",
+        )
     }
 
     pub fn no_channel_available(model: &str) -> Self {
@@ -93,7 +111,9 @@ impl GatewayError {
             StatusCode::SERVICE_UNAVAILABLE,
             "no_channel_available",
             "api_error",
-            format!("every channel for `{model}` is disabled or unavailable right now; retry later"),
+            format!(
+                "every channel for `{model}` is disabled or unavailable right now; retry later"
+            ),
         )
     }
 
@@ -107,11 +127,21 @@ impl GatewayError {
     }
 
     pub fn upstream_unreachable(detail: &str) -> Self {
-        Self::new(StatusCode::BAD_GATEWAY, "upstream_unreachable", "api_error", format!("upstream failed: {detail}; retry later"))
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            "api_error",
+            format!("upstream failed: {detail}; retry later"),
+        )
     }
 
     pub fn upstream_timeout(detail: &str) -> Self {
-        Self::new(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", "api_error", format!("upstream timed out: {detail}"))
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            "api_error",
+            format!("upstream timed out: {detail}"),
+        )
     }
 
     pub fn deadline_exceeded() -> Self {
@@ -124,11 +154,21 @@ impl GatewayError {
     }
 
     pub fn overloaded() -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "overloaded_error", "the gateway is at its connection limit; retry shortly")
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "overloaded_error",
+            "the gateway is at its connection limit; retry shortly",
+        )
     }
 
     pub fn shutting_down() -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "overloaded_error", "the gateway is shutting down; retry")
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "overloaded_error",
+            "the gateway is shutting down; retry",
+        )
     }
 
     pub fn quota_exceeded(need: f64, left: f64) -> Self {
@@ -141,7 +181,12 @@ impl GatewayError {
     }
 
     pub fn internal(msg: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "api_error", msg)
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "api_error",
+            msg,
+        )
     }
 
     /// The error body in `fmt`.

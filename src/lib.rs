@@ -25,7 +25,12 @@ pub mod telemetry;
 use std::path::Path;
 
 /// `switchyard explain`: the admin explain view computed from a config file.
-pub fn explain_cmd(config: &Path, client: &str, model: Option<&str>, path: Option<&str>) -> Result<String, String> {
+pub fn explain_cmd(
+    config: &Path,
+    client: &str,
+    model: Option<&str>,
+    path: Option<&str>,
+) -> Result<String, String> {
     let cfg = config::load(config).map_err(|e| e.to_string())?;
     let table = routing::compile::compile(std::sync::Arc::new(cfg), 1);
     let snap = state::Snapshot::new(table, &state::Registry::default());

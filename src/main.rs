@@ -6,7 +6,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "switchyard", version, about = "LLM API gateway with safe failover and hot-reloaded routing")]
+#[command(
+    name = "switchyard",
+    version,
+    about = "LLM API gateway with safe failover and hot-reloaded routing"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -45,8 +49,11 @@ enum Command {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| "info".into());
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+        .unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => b.json().flatten_event(true).init(),
         LogFormat::Text => b.init(),
@@ -61,7 +68,12 @@ fn main() -> ExitCode {
                 if explain {
                     print!("{}", switchyard::config::explain(&cfg));
                 }
-                println!("{}: ok ({} channels, {} clients)", cli.config.display(), cfg.channels.len(), cfg.clients.len());
+                println!(
+                    "{}: ok ({} channels, {} clients)",
+                    cli.config.display(),
+                    cfg.channels.len(),
+                    cfg.clients.len()
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -69,7 +81,12 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Explain { client, model, path } => match switchyard::explain_cmd(&cli.config, &client, model.as_deref(), path.as_deref()) {
+        Command::Explain {
+            client,
+            model,
+            path,
+        } => match switchyard::explain_cmd(&cli.config, &client, model.as_deref(), path.as_deref())
+        {
             Ok(text) => {
                 println!("{text}");
                 ExitCode::SUCCESS
@@ -81,7 +98,10 @@ fn main() -> ExitCode {
         },
         Command::Serve => {
             init_logging(cli.log_format);
-            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("cannot start the runtime: {e}");

@@ -63,30 +63,68 @@ fn install_once() -> Option<PrometheusHandle> {
 }
 
 fn describe() {
-    describe_counter!(REQUESTS, "Client requests by endpoint family and final status class.");
+    describe_counter!(
+        REQUESTS,
+        "Client requests by endpoint family and final status class."
+    );
     describe_histogram!(REQUEST_DURATION, Unit::Seconds, "Whole-request latency.");
     describe_counter!(ATTEMPTS, "Upstream attempts by channel and outcome class.");
     describe_histogram!(ATTEMPTS_PER_REQUEST, "Upstream attempts made per request.");
-    describe_counter!(FAILOVERS, "Moves to a different channel or key after a failure.");
+    describe_counter!(
+        FAILOVERS,
+        "Moves to a different channel or key after a failure."
+    );
     describe_counter!(RETRIES, "Same-target retries after backoff.");
-    describe_counter!(RETRY_BUDGET_EXHAUSTED, "Failures returned because the retry budget was spent.");
-    describe_histogram!(UPSTREAM_DURATION, Unit::Seconds, "Upstream attempt latency to response headers.");
-    describe_histogram!(TTFB, Unit::Seconds, "Time from request start to the first byte sent to the client.");
-    describe_counter!(STREAMS, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout.");
+    describe_counter!(
+        RETRY_BUDGET_EXHAUSTED,
+        "Failures returned because the retry budget was spent."
+    );
+    describe_histogram!(
+        UPSTREAM_DURATION,
+        Unit::Seconds,
+        "Upstream attempt latency to response headers."
+    );
+    describe_histogram!(
+        TTFB,
+        Unit::Seconds,
+        "Time from request start to the first byte sent to the client."
+    );
+    describe_counter!(
+        STREAMS,
+        "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout."
+    );
     describe_counter!(KEEPALIVES, "SSE keepalive comments sent to clients.");
-    describe_gauge!(BREAKER_STATE, "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open.");
+    describe_gauge!(
+        BREAKER_STATE,
+        "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open."
+    );
     describe_counter!(BREAKER_TRANSITIONS, "Circuit breaker state transitions.");
-    describe_gauge!(CHANNEL_DISABLED, "1 when a channel is disabled (manually or automatically).");
+    describe_gauge!(
+        CHANNEL_DISABLED,
+        "1 when a channel is disabled (manually or automatically)."
+    );
     describe_counter!(CONFIG_RELOADS, "Config reloads by result (ok, error).");
-    describe_gauge!(CONFIG_GENERATION, "Generation number of the live routing table.");
+    describe_gauge!(
+        CONFIG_GENERATION,
+        "Generation number of the live routing table."
+    );
     describe_gauge!(CONNECTIONS, "Open client connections.");
-    describe_counter!(CONNECTIONS_REJECTED, "Client connections refused at the connection cap.");
-    describe_counter!(STORE_DROPPED, "Store writes dropped because the writer queue was full.");
+    describe_counter!(
+        CONNECTIONS_REJECTED,
+        "Client connections refused at the connection cap."
+    );
+    describe_counter!(
+        STORE_DROPPED,
+        "Store writes dropped because the writer queue was full."
+    );
     describe_counter!(STORE_WRITTEN, "Store writes committed.");
     describe_counter!(QUOTA_CHARGED, "Credits charged (settled).");
     describe_counter!(QUOTA_REFUNDED, "Credits refunded.");
     describe_counter!(QUOTA_REJECTED, "Requests rejected for insufficient quota.");
-    describe_counter!(CACHED_TOKENS, "Prompt tokens served from the upstream prompt cache.");
+    describe_counter!(
+        CACHED_TOKENS,
+        "Prompt tokens served from the upstream prompt cache."
+    );
     describe_counter!(PROMPT_TOKENS, "Prompt tokens reported by upstreams.");
     describe_counter!(STICKY, "Sticky routing lookups by key kind and result.");
     describe_counter!(PROBES, "Health probes by result.");

@@ -22,7 +22,10 @@ fn seed003(tier_walk: &str, m: &std::collections::HashMap<String, MockUpstream>)
 async fn seed003_mocks() -> std::collections::HashMap<String, MockUpstream> {
     let m = mocks(&["free1", "free2", "free3", "paid"]).await;
     for n in ["free1", "free2", "free3"] {
-        m[n].set_default(Behavior::Status { code: 429, body: None });
+        m[n].set_default(Behavior::Status {
+            code: 429,
+            body: None,
+        });
     }
     m
 }
@@ -68,7 +71,14 @@ async fn status_504_and_400_are_returned_without_failover() {
         let m = mocks(&["a", "b"]).await;
         m["a"].set_default(Behavior::Status { code, body: None });
         m["b"].set_default(Behavior::Status { code, body: None });
-        let yaml = fill(&format!("channels:\n{}{}{CLIENTS}", channel("a", "{a}", 10, &["m"]), channel("b", "{b}", 10, &["m"])), &m);
+        let yaml = fill(
+            &format!(
+                "channels:\n{}{}{CLIENTS}",
+                channel("a", "{a}", 10, &["m"]),
+                channel("b", "{b}", 10, &["m"])
+            ),
+            &m,
+        );
         let gw = start_gw(&yaml).await;
         let r = gw.chat("m", false).await;
         assert_eq!(r.status().as_u16(), code);
@@ -84,9 +94,17 @@ async fn status_504_and_400_are_returned_without_failover() {
 async fn cross_group_retry_walks_groups_from_their_top_tier() {
     let m = mocks(&["a0", "a1", "b0", "b1"]).await;
     for n in ["a0", "a1", "b0", "b1"] {
-        m[n].set_default(Behavior::Status { code: 503, body: None });
+        m[n].set_default(Behavior::Status {
+            code: 503,
+            body: None,
+        });
     }
-    let ch = |n: &str, g: &str, p: i64| format!("{}    groups: [{g}]\n", channel(n, &format!("{{{n}}}"), p, &["m"]));
+    let ch = |n: &str, g: &str, p: i64| {
+        format!(
+            "{}    groups: [{g}]\n",
+            channel(n, &format!("{{{n}}}"), p, &["m"])
+        )
+    };
     let yaml = fill(
         &format!(
             "routing:\n  retry_times: 3\n  tier_walk: one_per_tier\nauto_groups: [ga, gb]\nresilience:\n  retry:\n    max_retries: 0\nchannels:\n{}{}{}{}clients:\n  alice:\n    key: sk-test-alice\n    group: auto\n    cross_group_retry: true\n",
@@ -107,8 +125,16 @@ async fn cross_group_retry_walks_groups_from_their_top_tier() {
 #[tokio::test]
 async fn without_cross_group_retry_only_the_first_group_is_used() {
     let m = mocks(&["a0", "b0"]).await;
-    m["a0"].set_default(Behavior::Status { code: 503, body: None });
-    let ch = |n: &str, g: &str| format!("{}    groups: [{g}]\n", channel(n, &format!("{{{n}}}"), 0, &["m"]));
+    m["a0"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let ch = |n: &str, g: &str| {
+        format!(
+            "{}    groups: [{g}]\n",
+            channel(n, &format!("{{{n}}}"), 0, &["m"])
+        )
+    };
     let yaml = fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\nauto_groups: [ga, gb]\nchannels:\n{}{}clients:\n  alice:\n    key: sk-test-alice\n    group: auto\n",
@@ -128,7 +154,10 @@ async fn without_cross_group_retry_only_the_first_group_is_used() {
 #[tokio::test]
 async fn virtual_model_fails_over_in_target_order() {
     let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(Behavior::Status { code: 502, body: None });
+    m["a"].set_default(Behavior::Status {
+        code: 502,
+        body: None,
+    });
     let yaml = fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\nchannels:\n{}{}virtual_models:\n  resilient-chat:\n    targets: [a/model-a, b/model-b]\n{CLIENTS}",
@@ -164,7 +193,12 @@ async fn key_fault_moves_to_the_next_key_of_the_same_channel() {
     assert_eq!(m["other"].calls(), 0);
     // Never the same key twice in a row within a request.
     let reqs = m["multi"].requests();
-    assert!(reqs.iter().filter(|r| r.header("authorization") == Some("Bearer good-key")).count() == 4);
+    assert!(
+        reqs.iter()
+            .filter(|r| r.header("authorization") == Some("Bearer good-key"))
+            .count()
+            == 4
+    );
     gw.stop().await;
 }
 
@@ -172,8 +206,14 @@ async fn key_fault_moves_to_the_next_key_of_the_same_channel() {
 #[tokio::test]
 async fn same_target_retry_with_backoff_when_alone() {
     let m = mocks(&["solo"]).await;
-    m["solo"].push(Behavior::Status { code: 503, body: None });
-    m["solo"].push(Behavior::Status { code: 503, body: None });
+    m["solo"].push(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    m["solo"].push(Behavior::Status {
+        code: 503,
+        body: None,
+    });
     let yaml = fill(
         &format!("resilience:\n  retry:\n    initial_backoff: 10ms\n    max_backoff: 20ms\nchannels:\n{}{CLIENTS}", channel("solo", "{solo}", 0, &["m"])),
         &m,
@@ -190,7 +230,13 @@ async fn same_target_retry_with_backoff_when_alone() {
 async fn request_deadline_bounds_all_attempts() {
     let m = mocks(&["slow"]).await;
     m["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(5)));
-    let yaml = fill(&format!("timeouts:\n  request_deadline: 300ms\nchannels:\n{}{CLIENTS}", channel("slow", "{slow}", 0, &["m"])), &m);
+    let yaml = fill(
+        &format!(
+            "timeouts:\n  request_deadline: 300ms\nchannels:\n{}{CLIENTS}",
+            channel("slow", "{slow}", 0, &["m"])
+        ),
+        &m,
+    );
     let gw = start_gw(&yaml).await;
     let t = std::time::Instant::now();
     let r = gw.chat("m", false).await;
@@ -205,7 +251,10 @@ async fn request_deadline_bounds_all_attempts() {
 #[tokio::test]
 async fn retry_budget_stops_failover() {
     let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(Behavior::Status { code: 503, body: None });
+    m["a"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
     let yaml = fill(
         &format!(
             "routing:\n  retry_budget: {{ratio: 0.0, min_per_second: 0, ttl: 10s}}\nchannels:\n{}{}{CLIENTS}",
@@ -219,7 +268,10 @@ async fn retry_budget_stops_failover() {
     assert_eq!(r.status(), 503);
     assert_eq!(route(&r), "a");
     assert_eq!(m["b"].calls(), 0);
-    assert!(gw.metrics().await.contains("switchyard_retry_budget_exhausted_total"));
+    assert!(gw
+        .metrics()
+        .await
+        .contains("switchyard_retry_budget_exhausted_total"));
     gw.stop().await;
 }
 
@@ -227,10 +279,26 @@ async fn retry_budget_stops_failover() {
 #[tokio::test]
 async fn request_log_records_the_attempt_chain() {
     let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(Behavior::Status { code: 500, body: None });
-    let yaml = fill(&format!("channels:\n{}{}{CLIENTS}", channel("a", "{a}", 10, &["m"]), channel("b", "{b}", 0, &["m"])), &m);
+    m["a"].set_default(Behavior::Status {
+        code: 500,
+        body: None,
+    });
+    let yaml = fill(
+        &format!(
+            "channels:\n{}{}{CLIENTS}",
+            channel("a", "{a}", 10, &["m"]),
+            channel("b", "{b}", 0, &["m"])
+        ),
+        &m,
+    );
     let gw = start_gw(&yaml).await;
-    let r = gw.post("/v1/chat/completions", ALICE, json!({"model": "m", "messages": []})).await;
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            json!({"model": "m", "messages": []}),
+        )
+        .await;
     assert_eq!(r.status(), 200);
     gw.flush().await;
     let (s, v) = gw.admin_get("/admin/requests?limit=5").await;
@@ -241,6 +309,9 @@ async fn request_log_records_the_attempt_chain() {
     assert_eq!(rec["attempts"][1]["upstream_status"], 200);
     assert_eq!(rec["final_status"], 200);
     assert_eq!(rec["client"], "alice");
-    assert!(!v.to_string().contains("sk-up-"), "no upstream key in the log");
+    assert!(
+        !v.to_string().contains("sk-up-"),
+        "no upstream key in the log"
+    );
     gw.stop().await;
 }

@@ -25,7 +25,10 @@ async fn chat_non_stream_and_stream_relay() {
 
     let r = gw.chat("gpt-4o-mini", true).await;
     assert_eq!(r.status(), 200);
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
     let text = r.text().await.unwrap();
     assert!(text.contains("data: [DONE]"), "{text}");
     assert!(!text.contains("stream_incomplete"));
@@ -78,10 +81,19 @@ async fn auth_failures_are_401_and_call_no_upstream() {
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["error"]["code"], "invalid_api_key");
     }
-    let r = gw.http.post(format!("{}/v1/messages", gw.base)).json(&body).send().await.unwrap();
+    let r = gw
+        .http
+        .post(format!("{}/v1/messages", gw.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "error", "Anthropic endpoint answers in Anthropic format");
+    assert_eq!(
+        v["type"], "error",
+        "Anthropic endpoint answers in Anthropic format"
+    );
     assert_eq!(m["up1"].calls() + m["claude"].calls(), 0);
     gw.stop().await;
 }
@@ -105,7 +117,10 @@ async fn bad_requests_get_clear_errors() {
     let r = gw.chat("no-such-model", false).await;
     assert_eq!(r.status(), 404);
     let v: serde_json::Value = r.json().await.unwrap();
-    assert!(v["error"]["message"].as_str().unwrap().contains("no-such-model"));
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-model"));
 
     // A model served only to another group is unknown to this client.
     let r = gw.chat("secret-model", false).await;
@@ -117,20 +132,35 @@ async fn bad_requests_get_clear_errors() {
 #[tokio::test]
 async fn oversized_body_is_413_without_reading_it() {
     let m = mocks(&["up1"]).await;
-    let yaml = fill(&format!("limits:\n  max_body_bytes: 1000\nchannels:\n{}{CLIENTS}", channel("up1", "{up1}", 0, &["m"])), &m);
+    let yaml = fill(
+        &format!(
+            "limits:\n  max_body_bytes: 1000\nchannels:\n{}{CLIENTS}",
+            channel("up1", "{up1}", 0, &["m"])
+        ),
+        &m,
+    );
     let gw = start_gw(&yaml).await;
     let big = "x".repeat(5000);
-    let r = gw.post("/v1/chat/completions", ALICE, json!({"model": "m", "messages": [{"role":"user","content": big}]})).await;
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            json!({"model": "m", "messages": [{"role":"user","content": big}]}),
+        )
+        .await;
     assert_eq!(r.status(), 413);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "request_too_large");
     // Chunked (no content-length) is cut at the limit too.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..10).map(|_| Ok(vec![b' '; 500])).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..10).map(|_| Ok(vec![b' '; 500])).collect();
     let r = gw
         .http
         .post(format!("{}/v1/chat/completions", gw.base))
         .bearer_auth(ALICE)
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
         .send()
         .await
         .unwrap();
@@ -142,11 +172,26 @@ async fn oversized_body_is_413_without_reading_it() {
 #[tokio::test]
 async fn models_list_comes_from_the_table_for_the_callers_group() {
     let (gw, _m) = two_channel_gw().await;
-    let r = gw.http.get(format!("{}/v1/models", gw.base)).bearer_auth(ALICE).send().await.unwrap();
+    let r = gw
+        .http
+        .get(format!("{}/v1/models", gw.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.json().await.unwrap();
-    let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert!(ids.contains(&"gpt-4o-mini") && ids.contains(&"deepseek-chat") && ids.contains(&"claude-sonnet-4-5"));
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"gpt-4o-mini")
+            && ids.contains(&"deepseek-chat")
+            && ids.contains(&"claude-sonnet-4-5")
+    );
     assert!(!ids.contains(&"secret-model"));
     gw.stop().await;
 }

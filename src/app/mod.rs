@@ -31,7 +31,9 @@ pub struct Running {
 impl Running {
     /// Stop accepting, drain in-flight requests (up to `timeouts.drain`), flush the store.
     pub async fn shutdown(self) {
-        self.gateway.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.gateway
+            .draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
@@ -44,24 +46,41 @@ impl Running {
 pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     let cfg = config::load(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
     let metrics = crate::telemetry::install();
-    let store = Store::open(&cfg.storage.path).map_err(|e| anyhow::anyhow!("storage {}: {e}", cfg.storage.path))?;
+    let store = Store::open(&cfg.storage.path)
+        .map_err(|e| anyhow::anyhow!("storage {}: {e}", cfg.storage.path))?;
     let tls = match &cfg.tls {
         Some(t) => Some(server::tls_acceptor(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
         None => None,
     };
-    let listener = TcpListener::bind(cfg.listen).await.map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
-    let admin = TcpListener::bind(cfg.admin.listen).await.map_err(|e| anyhow::anyhow!("admin.listen {}: {e}", cfg.admin.listen))?;
-    let bound = Bound { listen: listener.local_addr()?, admin: admin.local_addr()? };
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
+    let admin = TcpListener::bind(cfg.admin.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("admin.listen {}: {e}", cfg.admin.listen))?;
+    let bound = Bound {
+        listen: listener.local_addr()?,
+        admin: admin.local_addr()?,
+    };
     let gateway = Gateway::new(cfg, store, metrics)?;
     crate::state::restore::restore(&gateway).await;
     let (tx, rx) = watch::channel(false);
     let tasks = vec![
         tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
         tokio::spawn(crate::admin::serve(admin, gateway.clone(), rx.clone())),
-        tokio::spawn(reload::watch(PathBuf::from(config_path), gateway.clone(), rx)),
+        tokio::spawn(reload::watch(
+            PathBuf::from(config_path),
+            gateway.clone(),
+            rx,
+        )),
     ];
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
-    Ok(Running { gateway, bound, shutdown: tx, tasks })
+    Ok(Running {
+        gateway,
+        bound,
+        shutdown: tx,
+        tasks,
+    })
 }
 
 /// `switchyard serve`: run until SIGTERM/SIGINT.

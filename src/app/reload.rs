@@ -52,15 +52,28 @@ fn relevant(kind: &EventKind) -> bool {
 pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
     let (tx, mut rx) = mpsc::channel::<()>(8);
     let file_name = path.file_name().map(|f| f.to_os_string());
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
     let tx_w = tx.clone();
-    let debouncer = new_debouncer(Duration::from_millis(200), None, move |res: DebounceEventResult| {
-        let Ok(events) = res else { return };
-        let hit = events.iter().any(|e| relevant(&e.kind) && e.paths.iter().any(|p| p.file_name().map(|f| f.to_os_string()) == file_name));
-        if hit {
-            let _ = tx_w.try_send(());
-        }
-    });
+    let debouncer = new_debouncer(
+        Duration::from_millis(200),
+        None,
+        move |res: DebounceEventResult| {
+            let Ok(events) = res else { return };
+            let hit = events.iter().any(|e| {
+                relevant(&e.kind)
+                    && e.paths
+                        .iter()
+                        .any(|p| p.file_name().map(|f| f.to_os_string()) == file_name)
+            });
+            if hit {
+                let _ = tx_w.try_send(());
+            }
+        },
+    );
     let _debouncer = match debouncer {
         Ok(mut d) => match d.watch(&dir, RecursiveMode::NonRecursive) {
             Ok(()) => Some(d),
@@ -91,7 +104,9 @@ pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receive
 fn spawn_sighup(tx: mpsc::Sender<()>) {
     use tokio::signal::unix::{signal, SignalKind};
     tokio::spawn(async move {
-        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading config");
             let _ = tx.send(()).await;

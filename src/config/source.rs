@@ -306,7 +306,11 @@ mod comment_tests {
     fn variables_in_comments_are_not_interpolated() {
         let mut errs = Collector::new(std::path::Path::new("t.yaml"));
         let env = HashMap::from([("A".to_string(), "1".to_string())]);
-        let out = interpolate("x: ${A} # prod: ${UNSET}\ny: '#${A}'\n# ${UNSET}\n", &env, &mut errs);
+        let out = interpolate(
+            "x: ${A} # prod: ${UNSET}\ny: '#${A}'\n# ${UNSET}\n",
+            &env,
+            &mut errs,
+        );
         assert!(errs.errors.is_empty(), "{:?}", errs.errors);
         assert_eq!(out, "x: 1 # prod: ${UNSET}\ny: '#1'\n# ${UNSET}\n");
     }

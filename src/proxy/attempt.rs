@@ -3,27 +3,28 @@
 //!
 //! This is the only place that sequences upstream attempts for a request.
 
-use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
-use tokio::time::{timeout_at, Instant};
+use std::sync::Arc;
+use tokio::time::Instant;
 
 use super::body::ResponseBody;
+use super::exchange::{exchange, Exchange, Gates};
+use super::finish::{attempt_record, error_class, Finish, LogObserver};
 use super::gateway::Gateway;
 use super::handler::{error_response, Resp};
 use super::relay::{self, RelayTimes};
-use super::request::{rewrite_model, Peek};
+use super::request::Peek;
 use super::sse::StreamFormat;
-use super::upstream::{self, Outgoing};
-use super::usage::Usage;
-use super::finish::{attempt_record, error_class, Finish, LogObserver};
 use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::backoff::backoff;
 use crate::routing::family::PathFamily;
 use crate::routing::plan::{AttemptPlan, PlanInput};
-use crate::routing::policy::{classify, map_status, Decision, Facts, Outcome, Settings, TransportKind};
+use crate::routing::policy::{
+    classify, map_status, Decision, Facts, Outcome, Settings, TransportKind,
+};
 use crate::routing::table::Route;
 use crate::secret::scrub;
 use crate::state::Snapshot;
@@ -52,7 +53,11 @@ pub struct Job {
 /// The last failure, kept to answer the client if nothing succeeds.
 enum LastFailure {
     None,
-    Upstream { status: u16, headers: HeaderMap, body: Bytes },
+    Upstream {
+        status: u16,
+        headers: HeaderMap,
+        body: Bytes,
+    },
     Gateway(GatewayError),
 }
 
@@ -61,19 +66,26 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let cfg: &Config = &snap.table.config;
     let deadline = Instant::now() + cfg.timeouts.request_deadline;
     let mut rng = fastrand::Rng::new();
-    let routes: Vec<(&str, &Route)> = job.routes.iter().map(|(g, r)| (g.as_str(), r.as_ref())).collect();
+    let routes: Vec<(&str, &Route)> = job
+        .routes
+        .iter()
+        .map(|(g, r)| (g.as_str(), r.as_ref()))
+        .collect();
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |id: usize| snap.states[id].next_key_start(snap.table.channels[id].keys.len());
     let available = |id: usize| !snap.states[id].is_disabled();
-    let mut plan = AttemptPlan::new(&PlanInput {
-        groups: &routes,
-        tier_walk: cfg.routing.tier_walk,
-        retry_times: cfg.routing.retry_times,
-        cross_group_retry: job.client.cross_group_retry,
-        key_count: &key_count,
-        key_cursor: &key_start,
-        available: &available,
-    }, &mut rng);
+    let mut plan = AttemptPlan::new(
+        &PlanInput {
+            groups: &routes,
+            tier_walk: cfg.routing.tier_walk,
+            retry_times: cfg.routing.retry_times,
+            cross_group_retry: job.client.cross_group_retry,
+            key_count: &key_count,
+            key_cursor: &key_start,
+            available: &available,
+        },
+        &mut rng,
+    );
     let budget = gw.budget();
     budget.record_first_attempt();
 
@@ -81,7 +93,11 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let mut last = LastFailure::None;
     let mut decision: Option<Decision> = None;
     let mut first_channel: Option<usize> = None;
-    let header_timeout = if job.family == PathFamily::Images { cfg.timeouts.image_upstream_header } else { cfg.timeouts.upstream_header };
+    let header_timeout = if job.family == PathFamily::Images {
+        cfg.timeouts.image_upstream_header
+    } else {
+        cfg.timeouts.upstream_header
+    };
 
     while let Some(step) = plan.next(decision.as_ref()) {
         let ch = &snap.table.channels[step.channel];
@@ -92,10 +108,12 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     last = LastFailure::Gateway(GatewayError::deadline_exceeded());
                     break;
                 }
-                metrics::counter!(crate::telemetry::RETRIES, "channel" => ch.name.clone()).increment(1);
+                metrics::counter!(crate::telemetry::RETRIES, "channel" => ch.name.clone())
+                    .increment(1);
                 tokio::time::sleep(wait).await;
             } else {
-                metrics::counter!(crate::telemetry::FAILOVERS, "channel" => ch.name.clone()).increment(1);
+                metrics::counter!(crate::telemetry::FAILOVERS, "channel" => ch.name.clone())
+                    .increment(1);
             }
             if !budget.try_acquire_retry() {
                 metrics::counter!(crate::telemetry::RETRY_BUDGET_EXHAUSTED).increment(1);
@@ -104,95 +122,99 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         }
         let first = *first_channel.get_or_insert(step.channel);
         let t0 = Instant::now();
-        let body = match (&job.peek, step.upstream_model.is_empty()) {
-            (Some(p), false) => rewrite_model(&job.body, p, &step.upstream_model),
-            _ => job.body.clone(),
+        let gates = Gates {
+            header_timeout,
+            deadline,
+            send_idempotency_key: step.channel == first,
         };
-        let idem = job.idempotency_key.as_ref().filter(|_| step.channel == first);
-        let req = upstream::build(Outgoing {
-            channel: ch,
-            key: ch.keys.get(step.key_index),
-            method: job.method.clone(),
-            path_and_query: &job.path_and_query,
-            client_headers: &job.headers,
-            body,
-            idempotency_key: idem,
-            request_id: &job.request_id,
-        });
-        let outcome: Outcome;
-        match req {
-            Err(e) => outcome = Outcome::LocalAdapter(e),
-            Ok(req) => {
-                let gate = (t0 + header_timeout).min(deadline);
-                match timeout_at(gate, gw.upstream.send(req)).await {
-                    Err(_) if gate == deadline => outcome = Outcome::DeadlineExceeded,
-                    Err(_) => outcome = Outcome::Transport(TransportKind::HeaderTimeout),
-                    Ok(Err(kind)) => outcome = Outcome::Transport(kind),
-                    Ok(Ok(resp)) => {
-                        let (parts, mut inc) = resp.into_parts();
-                        let status = parts.status.as_u16();
-                        let is_sse = parts
-                            .headers
-                            .get(header::CONTENT_TYPE)
-                            .and_then(|v| v.to_str().ok())
-                            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-                        if !(200..300).contains(&status) {
-                            let body = relay::read_error(&mut inc, deadline).await;
-                            outcome = relay::status_outcome(status, &body);
-                            last = LastFailure::Upstream { status, headers: parts.headers, body };
-                        } else if is_sse {
-                            match relay::prime(inc, job.stream_format, cfg.timeouts.first_byte, deadline).await {
-                                Ok(primed) => {
-                                    fin.attempts.push(attempt_record(ch, step.key_index, Some(status), "success", t0, false));
-                                    metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
-                                    let route = fin.chain();
-                                    let obs = LogObserver::new(fin, ch.name.clone(), step.upstream_model.to_string(), status);
-                                    let body = relay::commit(
-                                        primed,
-                                        RelayTimes { keepalive: cfg.timeouts.keepalive, idle: cfg.timeouts.non_stream },
-                                        Box::new(obs),
-                                    );
-                                    return respond(status, &parts.headers, body, cfg.debug_headers, &route);
-                                }
-                                Err(o) => outcome = o,
-                            }
-                        } else {
-                            let ns = if ch.non_stream_timeout.is_zero() { cfg.timeouts.non_stream } else { ch.non_stream_timeout };
-                            match relay::read_full(&mut inc, (Instant::now() + ns).min(deadline)).await {
-                                Err(kind) => outcome = Outcome::Transport(kind),
-                                Ok(b) if b.is_empty() => outcome = Outcome::Transport(TransportKind::EmptyBody),
-                                Ok(b) => match super::hidden::body_hidden_error(&b) {
-                                    Some(code) => {
-                                        let code = code.unwrap_or(502);
-                                        outcome = relay::status_outcome(code, &b);
-                                        last = LastFailure::Upstream { status: code, headers: parts.headers, body: b };
-                                    }
-                                    None => {
-                                        fin.attempts.push(attempt_record(ch, step.key_index, Some(status), "success", t0, false));
-                                        let usage = Usage::from_body(&b).unwrap_or_default();
-                                        let route = fin.chain();
-                                        fin.done(&ch.name, &step.upstream_model, status, usage, None);
-                                        return respond(status, &parts.headers, ResponseBody::full(b), cfg.debug_headers, &route);
-                                    }
-                                },
-                            }
-                        }
-                    }
-                }
+        let outcome = match exchange(gw, &job, &step, ch, &gates).await {
+            Exchange::Stream {
+                status,
+                headers,
+                primed,
+            } => {
+                fin.attempts.push(attempt_record(
+                    ch,
+                    step.key_index,
+                    Some(status),
+                    "success",
+                    t0,
+                    false,
+                ));
+                metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
+                let route = fin.chain();
+                let obs = LogObserver::new(
+                    fin,
+                    ch.name.clone(),
+                    step.upstream_model.to_string(),
+                    status,
+                );
+                let times = RelayTimes {
+                    keepalive: cfg.timeouts.keepalive,
+                    idle: cfg.timeouts.non_stream,
+                };
+                let body = relay::commit(primed, times, Box::new(obs));
+                return respond(status, &headers, body, cfg.debug_headers, &route);
             }
-        }
+            Exchange::Full {
+                status,
+                headers,
+                body,
+                usage,
+            } => {
+                fin.attempts.push(attempt_record(
+                    ch,
+                    step.key_index,
+                    Some(status),
+                    "success",
+                    t0,
+                    false,
+                ));
+                metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
+                let route = fin.chain();
+                fin.done(&ch.name, &step.upstream_model, status, usage, None);
+                return respond(
+                    status,
+                    &headers,
+                    ResponseBody::full(body),
+                    cfg.debug_headers,
+                    &route,
+                );
+            }
+            Exchange::Failed { outcome, answer } => {
+                if let Some(a) = answer {
+                    last = LastFailure::Upstream {
+                        status: a.status,
+                        headers: a.headers,
+                        body: a.body,
+                    };
+                }
+                outcome
+            }
+        };
         let upstream_status = match &outcome {
             Outcome::Status { code, .. } => Some(*code),
             _ => None,
         };
         let possibly_charged = matches!(outcome, Outcome::Transport(k) if matches!(k, TransportKind::HeaderTimeout | TransportKind::FirstByteTimeout | TransportKind::BodyTimeout | TransportKind::Broken | TransportKind::Reset))
             && !crate::routing::family::retryable(job.family, false);
-        fin.attempts.push(attempt_record(ch, step.key_index, upstream_status, error_class(&outcome), t0, possibly_charged));
+        fin.attempts.push(attempt_record(
+            ch,
+            step.key_index,
+            upstream_status,
+            error_class(&outcome),
+            t0,
+            possibly_charged,
+        ));
         metrics::counter!(crate::telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => error_class(&outcome)).increment(1);
         match &outcome {
             Outcome::Transport(k) => last = LastFailure::Gateway(transport_error(*k)),
-            Outcome::DeadlineExceeded => last = LastFailure::Gateway(GatewayError::deadline_exceeded()),
-            Outcome::LocalAdapter(m) | Outcome::ChannelError(m) | Outcome::SkipRetry(m) => last = LastFailure::Gateway(GatewayError::internal(m.clone())),
+            Outcome::DeadlineExceeded => {
+                last = LastFailure::Gateway(GatewayError::deadline_exceeded())
+            }
+            Outcome::LocalAdapter(m) | Outcome::ChannelError(m) | Outcome::SkipRetry(m) => {
+                last = LastFailure::Gateway(GatewayError::internal(m.clone()))
+            }
             _ => {}
         }
         let facts = Facts {
@@ -211,7 +233,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             status_code_mapping: &ch.status_code_mapping,
         };
         let d = classify(&outcome, &facts, &settings);
-        if let (Outcome::Status { code, .. }, LastFailure::Upstream { status, .. }) = (&outcome, &mut last) {
+        if let (Outcome::Status { code, .. }, LastFailure::Upstream { status, .. }) =
+            (&outcome, &mut last)
+        {
             *status = map_status(*code, &ch.status_code_mapping);
         }
         if matches!(d, Decision::Return | Decision::Done) {
@@ -219,12 +243,23 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         }
         decision = Some(d);
     }
-    let secrets: Vec<_> = snap.table.channels.iter().flat_map(|c| c.keys.iter().cloned()).collect();
+    let secrets: Vec<_> = snap
+        .table
+        .channels
+        .iter()
+        .flat_map(|c| c.keys.iter().cloned())
+        .collect();
     let route = fin.chain();
     let resp = match last {
-        LastFailure::None => error_response(&GatewayError::no_channel_available(&job.model), job.format),
+        LastFailure::None => {
+            error_response(&GatewayError::no_channel_available(&job.model), job.format)
+        }
         LastFailure::Gateway(e) => error_response(&e, job.format),
-        LastFailure::Upstream { status, headers, body } => {
+        LastFailure::Upstream {
+            status,
+            headers,
+            body,
+        } => {
             let text = String::from_utf8_lossy(&body);
             let clean = Bytes::from(scrub(&text, &secrets));
             let st = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -237,7 +272,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
 
 fn transport_error(k: TransportKind) -> GatewayError {
     match k {
-        TransportKind::HeaderTimeout | TransportKind::FirstByteTimeout | TransportKind::BodyTimeout => GatewayError::upstream_timeout(&format!("{k:?}")),
+        TransportKind::HeaderTimeout
+        | TransportKind::FirstByteTimeout
+        | TransportKind::BodyTimeout => GatewayError::upstream_timeout(&format!("{k:?}")),
         _ => GatewayError::upstream_unreachable(&format!("{k:?}")),
     }
 }
@@ -246,7 +283,16 @@ fn transport_error(k: TransportKind) -> GatewayError {
 fn skip_header(name: &str) -> bool {
     matches!(
         name,
-        "content-length" | "transfer-encoding" | "connection" | "keep-alive" | "set-cookie" | "server" | "date" | "x-request-id" | "alt-svc" | "upgrade"
+        "content-length"
+            | "transfer-encoding"
+            | "connection"
+            | "keep-alive"
+            | "set-cookie"
+            | "server"
+            | "date"
+            | "x-request-id"
+            | "alt-svc"
+            | "upgrade"
     )
 }
 
@@ -259,7 +305,10 @@ fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: 
         }
     }
     if !r.headers().contains_key(header::CONTENT_TYPE) {
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
     }
     with_route(r, debug, route)
 }

@@ -19,7 +19,9 @@ const MAX_KEY_LEN: usize = 512;
 pub fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
     if let Some(v) = headers.get(http::header::AUTHORIZATION) {
         let b = v.as_bytes();
-        let b = b.strip_prefix(b"Bearer ").or_else(|| b.strip_prefix(b"bearer "))?;
+        let b = b
+            .strip_prefix(b"Bearer ")
+            .or_else(|| b.strip_prefix(b"bearer "))?;
         return Some(b.trim_ascii());
     }
     headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii())

@@ -23,7 +23,14 @@ pub struct Finish {
     pub attempts: Vec<AttemptRecord>,
 }
 
-pub fn attempt_record(ch: &Channel, key_index: usize, status: Option<u16>, class: &str, t0: Instant, possibly_charged: bool) -> AttemptRecord {
+pub fn attempt_record(
+    ch: &Channel,
+    key_index: usize,
+    status: Option<u16>,
+    class: &str,
+    t0: Instant,
+    possibly_charged: bool,
+) -> AttemptRecord {
     AttemptRecord {
         channel: ch.name.clone(),
         key_index: key_index as u32,
@@ -61,7 +68,11 @@ impl Finish {
             id: job.request_id.to_str().unwrap_or("").to_string(),
             ts_ms: now_ms(),
             client: job.client.name.clone(),
-            group: job.routes.first().map(|(g, _)| g.clone()).unwrap_or_default(),
+            group: job
+                .routes
+                .first()
+                .map(|(g, _)| g.clone())
+                .unwrap_or_default(),
             public_model: job.model.clone(),
             path: job.path.clone(),
             stream: job.peek.as_ref().is_some_and(|p| p.stream),
@@ -80,7 +91,12 @@ impl Finish {
             stream_outcome: None,
             latency_ms: 0,
         };
-        Finish { store: gw.store.clone(), rec, started: job.started, attempts: Vec::new() }
+        Finish {
+            store: gw.store.clone(),
+            rec,
+            started: job.started,
+            attempts: Vec::new(),
+        }
     }
 
     /// The attempt chain `a->b->c` (R4.6).
@@ -90,10 +106,19 @@ impl Finish {
     }
 
     /// A successful answer (or a committed stream that ended).
-    pub fn done(mut self, channel: &str, upstream_model: &str, status: u16, usage: Usage, stream_outcome: Option<&'static str>) {
+    pub fn done(
+        mut self,
+        channel: &str,
+        upstream_model: &str,
+        status: u16,
+        usage: Usage,
+        stream_outcome: Option<&'static str>,
+    ) {
         if !usage.is_zero() {
-            metrics::counter!(telemetry::PROMPT_TOKENS, "channel" => channel.to_string()).increment(usage.prompt_tokens);
-            metrics::counter!(telemetry::CACHED_TOKENS, "channel" => channel.to_string()).increment(usage.cached_tokens);
+            metrics::counter!(telemetry::PROMPT_TOKENS, "channel" => channel.to_string())
+                .increment(usage.prompt_tokens);
+            metrics::counter!(telemetry::CACHED_TOKENS, "channel" => channel.to_string())
+                .increment(usage.cached_tokens);
         }
         self.rec.upstream_model = upstream_model.to_string();
         self.rec.prompt_tokens = usage.prompt_tokens;
@@ -132,7 +157,9 @@ fn status_class(s: u16) -> &'static str {
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Watches a committed stream: usage, keepalives, outcome; writes the log when it ends.
@@ -147,7 +174,13 @@ pub struct LogObserver {
 impl LogObserver {
     pub fn new(fin: Finish, channel: String, upstream_model: String, status: u16) -> Self {
         metrics::histogram!(telemetry::TTFB).record(fin.started.elapsed().as_secs_f64());
-        LogObserver { fin, channel, upstream_model, status, usage: Usage::default() }
+        LogObserver {
+            fin,
+            channel,
+            upstream_model,
+            status,
+            usage: Usage::default(),
+        }
     }
 }
 
@@ -163,6 +196,12 @@ impl StreamObserver for LogObserver {
     fn end(self: Box<Self>, end: StreamEnd) {
         metrics::counter!(telemetry::STREAMS, "outcome" => end.label()).increment(1);
         let s = *self;
-        s.fin.done(&s.channel, &s.upstream_model, s.status, s.usage, Some(end.label()));
+        s.fin.done(
+            &s.channel,
+            &s.upstream_model,
+            s.status,
+            s.usage,
+            Some(end.label()),
+        );
     }
 }

@@ -29,7 +29,11 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: Config, store: Store, metrics: Option<PrometheusHandle>) -> std::io::Result<Arc<Gateway>> {
+    pub fn new(
+        config: Config,
+        store: Store,
+        metrics: Option<PrometheusHandle>,
+    ) -> std::io::Result<Arc<Gateway>> {
         let registry = Registry::default();
         let budget = budget_for(&config);
         let snap = Snapshot::new(compile(Arc::new(config), 1), &registry);

@@ -25,7 +25,11 @@ pub type Resp = Response<ResponseBody>;
 pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
     let started = Instant::now();
     let request_id = request_id(req.headers());
-    let format = if req.uri().path() == "/v1/messages" { WireFormat::Anthropic } else { WireFormat::OpenAi };
+    let format = if req.uri().path() == "/v1/messages" {
+        WireFormat::Anthropic
+    } else {
+        WireFormat::OpenAi
+    };
     let mut resp = match route(&gw, req, started, request_id.clone(), format).await {
         Ok(r) => r,
         Err(e) => error_response(&e, format),
@@ -34,32 +38,58 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
     resp
 }
 
-async fn route(gw: &Arc<Gateway>, req: Request<Incoming>, started: Instant, request_id: HeaderValue, format: WireFormat) -> Result<Resp, GatewayError> {
+async fn route(
+    gw: &Arc<Gateway>,
+    req: Request<Incoming>,
+    started: Instant,
+    request_id: HeaderValue,
+    format: WireFormat,
+) -> Result<Resp, GatewayError> {
     let path = req.uri().path();
     if !path.starts_with("/v1/") {
-        return Err(GatewayError::new(StatusCode::NOT_FOUND, "not_found", "not_found_error", format!("no such endpoint `{path}`; the API lives under /v1/")));
+        return Err(GatewayError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "not_found_error",
+            format!("no such endpoint `{path}`; the API lives under /v1/"),
+        ));
     }
     let snap = gw.snapshot();
-    let client = auth::authenticate(&snap.table, req.headers()).ok_or_else(GatewayError::unauthorized)?;
+    let client =
+        auth::authenticate(&snap.table, req.headers()).ok_or_else(GatewayError::unauthorized)?;
     if path == "/v1/models" && req.method() == Method::GET {
         return Ok(models(&snap, &client.group));
     }
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
-    let path_and_query = parts.uri.path_and_query().map_or(path.clone(), |p| p.as_str().to_string());
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or(path.clone(), |p| p.as_str().to_string());
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
     let limit = snap.table.config.limits.max_body_bytes;
     let body = request::read_limited(body, declared, limit).await?;
     let groups = groups_for(&snap, &client.group);
     let family = classify_path(&path);
     let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
-    let peek = if json { Some(request::peek(&body)?) } else { None };
+    let peek = if json {
+        Some(request::peek(&body)?)
+    } else {
+        None
+    };
     let model = peek.as_ref().and_then(|p| p.model.clone());
     // Routes: by (group, model) for model requests, by (group, path) for pass-through paths.
     let mut routes: Vec<(String, Arc<Route>)> = Vec::new();
     for g in &groups {
         let found = match &model {
-            Some(m) => snap.table.routes.get(&(g.clone(), m.clone())).or_else(|| snap.table.paths.get(&(g.clone(), path.clone()))),
+            Some(m) => snap
+                .table
+                .routes
+                .get(&(g.clone(), m.clone()))
+                .or_else(|| snap.table.paths.get(&(g.clone(), path.clone()))),
             None => snap.table.paths.get(&(g.clone(), path.clone())),
         };
         if let Some(r) = found {
@@ -73,7 +103,11 @@ async fn route(gw: &Arc<Gateway>, req: Request<Incoming>, started: Instant, requ
             _ => GatewayError::path_not_found(&path),
         });
     }
-    let idempotency_key = parts.headers.get("idempotency-key").filter(|v| valid_idempotency_key(v.as_bytes())).cloned();
+    let idempotency_key = parts
+        .headers
+        .get("idempotency-key")
+        .filter(|v| valid_idempotency_key(v.as_bytes()))
+        .cloned();
     let stream_format = match path.as_str() {
         "/v1/chat/completions" | "/v1/completions" => StreamFormat::Chat,
         "/v1/responses" => StreamFormat::Responses,
@@ -102,7 +136,9 @@ async fn route(gw: &Arc<Gateway>, req: Request<Incoming>, started: Instant, requ
 }
 
 fn is_json(h: &http::HeaderMap) -> bool {
-    h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_none_or(|ct| ct.contains("json"))
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|ct| ct.contains("json"))
 }
 
 /// The groups a client's requests may use, in order (R5.1).
@@ -127,13 +163,19 @@ fn models(snap: &Snapshot, group: &str) -> Resp {
         .iter()
         .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "switchyard"}))
         .collect();
-    json_response(StatusCode::OK, serde_json::json!({"object": "list", "data": data}).to_string())
+    json_response(
+        StatusCode::OK,
+        serde_json::json!({"object": "list", "data": data}).to_string(),
+    )
 }
 
 pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {
     let mut r = Response::new(ResponseBody::full(body));
     *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 

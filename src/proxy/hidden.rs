@@ -16,7 +16,8 @@ pub fn embedded_error(v: &Value) -> Option<Option<u16>> {
     }
     let code = ["code", "status"].iter().find_map(|k| {
         let c = &err[*k];
-        c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok()))
+        c.as_u64()
+            .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
     });
     Some(code.filter(|c| (100..=599).contains(c)).map(|c| c as u16))
 }
@@ -39,9 +40,15 @@ mod tests {
         let cases: &[(&str, Option<Option<u16>>)] = &[
             (r#"{"error":{"code":429,"message":"x"}}"#, Some(Some(429))),
             (r#"{"error":{"code":"503","message":"x"}}"#, Some(Some(503))),
-            (r#"{"error":{"code":"rate_limited","message":"x"}}"#, Some(None)),
+            (
+                r#"{"error":{"code":"rate_limited","message":"x"}}"#,
+                Some(None),
+            ),
             (r#"{"error":{"code":42,"message":"x"}}"#, Some(None)),
-            (r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#, Some(None)),
+            (
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#,
+                Some(None),
+            ),
             (r#"{"id":"x","choices":[],"error":null}"#, None),
             (r#"{"id":"x","choices":[]}"#, None),
             ("[1]", None),

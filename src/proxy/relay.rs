@@ -22,7 +22,11 @@ const MAX_UPSTREAM_BODY: usize = 128 * 1024 * 1024;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Read an upstream body completely, before `deadline` and within `max` bytes.
-pub async fn read_body(body: &mut Incoming, deadline: Instant, max: usize) -> Result<Bytes, TransportKind> {
+pub async fn read_body(
+    body: &mut Incoming,
+    deadline: Instant,
+    max: usize,
+) -> Result<Bytes, TransportKind> {
     let mut buf = bytes::BytesMut::new();
     loop {
         match timeout_at(deadline, body.frame()).await {
@@ -49,10 +53,20 @@ pub async fn read_full(body: &mut Incoming, deadline: Instant) -> Result<Bytes, 
 /// Turn an upstream error status and body into the classifier's outcome.
 pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
-    let err = if v["error"].is_object() { &v["error"] } else { &v };
+    let err = if v["error"].is_object() {
+        &v["error"]
+    } else {
+        &v
+    };
     let s = |x: &serde_json::Value| x.as_str().map(str::to_string);
-    let message = s(&err["message"]).unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned());
-    Outcome::Status { code, error_code: s(&err["code"]), error_type: s(&err["type"]), message }
+    let message = s(&err["message"])
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned());
+    Outcome::Status {
+        code,
+        error_code: s(&err["code"]),
+        error_type: s(&err["type"]),
+        message,
+    }
 }
 
 /// Read an error body (bounded) for classification and for relaying to the client.
@@ -72,7 +86,12 @@ pub struct Primed {
 
 /// Read until the first data event, each read within `first_byte` (upstream keepalive comments
 /// reset the timer, R9.2). Failure here is an ordinary failed attempt.
-pub async fn prime(mut body: Incoming, format: StreamFormat, first_byte: Duration, deadline: Instant) -> Result<Primed, Outcome> {
+pub async fn prime(
+    mut body: Incoming,
+    format: StreamFormat,
+    first_byte: Duration,
+    deadline: Instant,
+) -> Result<Primed, Outcome> {
     let mut framer = Framer::new(format != StreamFormat::Messages && format != StreamFormat::Other);
     loop {
         let gate = (Instant::now() + first_byte).min(deadline);
@@ -83,7 +102,9 @@ pub async fn prime(mut body: Incoming, format: StreamFormat, first_byte: Duratio
             Ok(Some(Err(_))) => return Err(Outcome::Transport(TransportKind::Broken)),
             Ok(Some(Ok(f))) => f,
         };
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         framer.push(&data);
         while let Some(ev) = framer.next_event() {
             if ev.comment_only {
@@ -91,12 +112,29 @@ pub async fn prime(mut body: Incoming, format: StreamFormat, first_byte: Duratio
             }
             if let Some(code) = sse::hidden_error(&ev) {
                 let code = code.unwrap_or(502);
-                let Outcome::Status { error_code, error_type, message, .. } = status_outcome(code, ev.data.as_deref().unwrap_or("").as_bytes()) else {
+                let Outcome::Status {
+                    error_code,
+                    error_type,
+                    message,
+                    ..
+                } = status_outcome(code, ev.data.as_deref().unwrap_or("").as_bytes())
+                else {
                     unreachable!("status_outcome returns Status")
                 };
-                return Err(Outcome::Status { code, error_code, error_type, message });
+                return Err(Outcome::Status {
+                    code,
+                    error_code,
+                    error_type,
+                    message,
+                });
             }
-            return Ok(Primed { body, framer, held: vec![ev], ended: false, format });
+            return Ok(Primed {
+                body,
+                framer,
+                held: vec![ev],
+                ended: false,
+                format,
+            });
         }
     }
 }
@@ -140,7 +178,12 @@ pub fn commit(p: Primed, times: RelayTimes, observer: Box<dyn StreamObserver>) -
     ResponseBody::Channel(rx)
 }
 
-async fn relay(mut p: Primed, times: RelayTimes, tx: mpsc::Sender<Bytes>, mut obs: Box<dyn StreamObserver>) {
+async fn relay(
+    mut p: Primed,
+    times: RelayTimes,
+    tx: mpsc::Sender<Bytes>,
+    mut obs: Box<dyn StreamObserver>,
+) {
     let mut terminal = false;
     for ev in std::mem::take(&mut p.held) {
         terminal |= sse::is_terminal(p.format, &ev);
@@ -208,7 +251,12 @@ async fn relay(mut p: Primed, times: RelayTimes, tx: mpsc::Sender<Bytes>, mut ob
 
 /// End of the upstream stream: complete when the terminal event was seen, else close with an
 /// explicit `stream_incomplete` error in the endpoint's format (R9.4).
-async fn cut(tx: &mpsc::Sender<Bytes>, format: StreamFormat, terminal: bool, why: &str) -> StreamEnd {
+async fn cut(
+    tx: &mpsc::Sender<Bytes>,
+    format: StreamFormat,
+    terminal: bool,
+    why: &str,
+) -> StreamEnd {
     if terminal || format == StreamFormat::Other {
         return StreamEnd::Complete;
     }

@@ -10,14 +10,23 @@ use serde_json::value::RawValue;
 use crate::error::GatewayError;
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes — without reading further.
-pub async fn read_limited(body: Incoming, declared_len: Option<u64>, limit: u64) -> Result<Bytes, GatewayError> {
+pub async fn read_limited(
+    body: Incoming,
+    declared_len: Option<u64>,
+    limit: u64,
+) -> Result<Bytes, GatewayError> {
     if declared_len.is_some_and(|n| n > limit) {
         return Err(GatewayError::payload_too_large(limit));
     }
     let mut body = body;
     let mut buf = BytesMut::with_capacity(declared_len.unwrap_or(1024).min(limit) as usize);
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| GatewayError::bad_request("unreadable_body", format!("could not read the request body: {e}")))?;
+        let frame = frame.map_err(|e| {
+            GatewayError::bad_request(
+                "unreadable_body",
+                format!("could not read the request body: {e}"),
+            )
+        })?;
         if let Ok(data) = frame.into_data() {
             if buf.len() as u64 + data.len() as u64 > limit {
                 return Err(GatewayError::payload_too_large(limit));
@@ -54,10 +63,15 @@ fn span_of(body: &[u8], raw: &RawValue) -> (usize, usize) {
 
 /// Parse the body enough to route it. Bodies that are not a JSON object are a 400.
 pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
-    let raw: RawPeek = serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return Err(GatewayError::bad_json("expected a JSON object"));
+    }
+    let raw: RawPeek =
+        serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
     let (model, model_span) = match raw.model {
         Some(m) => {
-            let s: String = serde_json::from_str(m.get()).map_err(|_| GatewayError::missing_model())?;
+            let s: String =
+                serde_json::from_str(m.get()).map_err(|_| GatewayError::missing_model())?;
             (Some(s), Some(span_of(body, m)))
         }
         None => (None, None),
@@ -66,7 +80,12 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         Some(s) => (s.get() == "true", Some(span_of(body, s))),
         None => (false, None),
     };
-    Ok(Peek { model, model_span, stream, stream_span })
+    Ok(Peek {
+        model,
+        model_span,
+        stream,
+        stream_span,
+    })
 }
 
 /// Replace the bytes of `span` with `replacement`; everything else is kept byte for byte.
@@ -82,7 +101,8 @@ pub fn splice(body: &Bytes, span: (usize, usize), replacement: &[u8]) -> Bytes {
 pub fn rewrite_model(body: &Bytes, peek: &Peek, upstream_model: &str) -> Bytes {
     match (&peek.model, peek.model_span) {
         (Some(m), Some(span)) if m != upstream_model => {
-            let quoted = serde_json::to_string(upstream_model).unwrap_or_else(|_| format!("\"{upstream_model}\""));
+            let quoted = serde_json::to_string(upstream_model)
+                .unwrap_or_else(|_| format!("\"{upstream_model}\""));
             splice(body, span, quoted.as_bytes())
         }
         _ => body.clone(),

@@ -28,7 +28,8 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
         .map_err(|e| format!("{}: cannot read certificate: {e}", cert.display()))?
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: bad certificate PEM: {e}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: cannot read private key: {e}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("{}: cannot read private key: {e}", key.display()))?;
     let mut cfg = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
@@ -40,7 +41,12 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
 const OVERLOADED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 105\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"the gateway is at its connection limit; retry shortly\",\"type\":\"overloaded_error\"}}\r\n";
 
 /// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`.
-pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, tls: Option<TlsAcceptor>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    gw: Arc<Gateway>,
+    tls: Option<TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let max = gw.snapshot().table.config.limits.max_connections;
     let permits = Arc::new(Semaphore::new(max));
     let graceful = GracefulShutdown::new();
@@ -69,8 +75,15 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, tls: Option<TlsAccep
             async move { Ok::<_, Infallible>(handle(gw, req).await) }
         });
         let mut builder = Builder::new(TokioExecutor::new());
-        builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout).max_buf_size(256 * 1024);
-        builder.http2().timer(TokioTimer::new()).max_header_list_size(64 * 1024);
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .max_buf_size(256 * 1024);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(64 * 1024);
         let watcher = graceful.watcher();
         let tls = tls.clone();
         metrics::gauge!(telemetry::CONNECTIONS).increment(1.0);
@@ -94,8 +107,14 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, tls: Option<TlsAccep
     }
     drop(listener);
     let drain = gw.snapshot().table.config.timeouts.drain;
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
-        tracing::warn!(?drain, "drain timeout reached; closing remaining connections");
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?drain,
+            "drain timeout reached; closing remaining connections"
+        );
     }
 }
 

@@ -43,7 +43,11 @@ pub struct Framer {
 
 impl Framer {
     pub fn new(strip_ids: bool) -> Self {
-        Framer { buf: BytesMut::new(), scan: 0, strip_ids }
+        Framer {
+            buf: BytesMut::new(),
+            scan: 0,
+            strip_ids,
+        }
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
@@ -70,7 +74,10 @@ impl Framer {
         let mut line_start = if i == 0 { 0 } else { usize::MAX };
         // Re-scan from the start of the line we stopped in, to keep the logic simple.
         if line_start == usize::MAX {
-            line_start = b[..i].iter().rposition(|&c| c == b'\n' || c == b'\r').map_or(0, |p| p + 1);
+            line_start = b[..i]
+                .iter()
+                .rposition(|&c| c == b'\n' || c == b'\r')
+                .map_or(0, |p| p + 1);
             i = line_start;
         }
         while i < b.len() {
@@ -107,12 +114,18 @@ fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
     let mut data: Option<String> = None;
     let mut has_id = false;
     let mut comment_only = true;
-    for line in text.split(['\n']).map(|l| l.strip_suffix('\r').unwrap_or(l)) {
+    for line in text
+        .split(['\n'])
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+    {
         if line.is_empty() || line.starts_with(':') {
             continue;
         }
         let (field, value) = match line.find(':') {
-            Some(p) => (&line[..p], line[p + 1..].strip_prefix(' ').unwrap_or(&line[p + 1..])),
+            Some(p) => (
+                &line[..p],
+                line[p + 1..].strip_prefix(' ').unwrap_or(&line[p + 1..]),
+            ),
             None => (line, ""),
         };
         match field {
@@ -134,8 +147,17 @@ fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
             _ => comment_only = false,
         }
     }
-    let raw = if strip_ids && has_id { strip_id_lines(&raw) } else { raw };
-    Event { raw, name, data, comment_only }
+    let raw = if strip_ids && has_id {
+        strip_id_lines(&raw)
+    } else {
+        raw
+    };
+    Event {
+        raw,
+        name,
+        data,
+        comment_only,
+    }
 }
 
 fn strip_id_lines(raw: &[u8]) -> Bytes {
@@ -159,16 +181,28 @@ pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
             if !data.contains("finish_reason") {
                 return false;
             }
-            serde_json::from_str::<serde_json::Value>(data).ok().is_some_and(|v| {
-                v["choices"].as_array().is_some_and(|cs| cs.iter().any(|c| c["finish_reason"].is_string()))
-            })
+            serde_json::from_str::<serde_json::Value>(data)
+                .ok()
+                .is_some_and(|v| {
+                    v["choices"]
+                        .as_array()
+                        .is_some_and(|cs| cs.iter().any(|c| c["finish_reason"].is_string()))
+                })
         }
         StreamFormat::Responses => {
-            let ty = ev.name.as_deref().map(str::to_string).or_else(|| json_type(data));
-            matches!(ty.as_deref(), Some("response.completed" | "response.failed" | "response.incomplete"))
+            let ty = ev
+                .name
+                .as_deref()
+                .map(str::to_string)
+                .or_else(|| json_type(data));
+            matches!(
+                ty.as_deref(),
+                Some("response.completed" | "response.failed" | "response.incomplete")
+            )
         }
         StreamFormat::Messages => {
-            ev.name.as_deref() == Some("message_stop") || json_type(data).as_deref() == Some("message_stop")
+            ev.name.as_deref() == Some("message_stop")
+                || json_type(data).as_deref() == Some("message_stop")
         }
         StreamFormat::Other => false,
     }
@@ -195,14 +229,18 @@ pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
 /// The keepalive to inject after silence (R9.2): a comment, or Anthropic's native ping.
 pub fn keepalive(format: StreamFormat) -> Bytes {
     match format {
-        StreamFormat::Messages => Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+        StreamFormat::Messages => {
+            Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+        }
         _ => Bytes::from_static(b": keepalive\n\n"),
     }
 }
 
 /// The explicit error that closes a stream cut before its terminal event (R9.4).
 pub fn incomplete_event(format: StreamFormat, detail: &str) -> Bytes {
-    let msg = format!("upstream stream ended before its terminal event ({detail}); the answer is incomplete");
+    let msg = format!(
+        "upstream stream ended before its terminal event ({detail}); the answer is incomplete"
+    );
     let s = match format {
         StreamFormat::Messages => format!(
             "event: error\ndata: {}\n\n",

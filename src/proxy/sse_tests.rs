@@ -15,7 +15,16 @@ fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
 
 #[test]
 fn splits_on_blank_lines_across_chunk_boundaries() {
-    let evs = events(&[b"data: a\n", b"\nda", b"ta: b\r\n\r", b"\n: keep", b"alive\n\n"], false);
+    let evs = events(
+        &[
+            b"data: a\n",
+            b"\nda",
+            b"ta: b\r\n\r",
+            b"\n: keep",
+            b"alive\n\n",
+        ],
+        false,
+    );
     assert_eq!(evs.len(), 3);
     assert_eq!(evs[0].data.as_deref(), Some("a"));
     assert_eq!(evs[1].data.as_deref(), Some("b"));
@@ -33,7 +42,10 @@ fn strips_id_lines_only_when_asked() {
 
 #[test]
 fn multi_line_data_and_event_names() {
-    let evs = events(&[b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"], false);
+    let evs = events(
+        &[b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"],
+        false,
+    );
     assert_eq!(evs[0].name.as_deref(), Some("message_stop"));
     let evs = events(&[b"data: l1\ndata: l2\n\n"], false);
     assert_eq!(evs[0].data.as_deref(), Some("l1\nl2"));
@@ -50,17 +62,55 @@ fn terminal_event_table() {
     };
     let cases: &[(StreamFormat, Event, bool)] = &[
         (Chat, ev(None, "[DONE]"), true),
-        (Chat, ev(None, r#"{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#), false),
-        (Chat, ev(None, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#), true),
-        (Chat, ev(None, r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#), true),
-        (Chat, ev(None, r#"{"choices":[],"usage":{"prompt_tokens":1}}"#), false),
+        (
+            Chat,
+            ev(
+                None,
+                r#"{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#,
+            ),
+            false,
+        ),
+        (
+            Chat,
+            ev(None, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
+            true,
+        ),
+        (
+            Chat,
+            ev(
+                None,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            ),
+            true,
+        ),
+        (
+            Chat,
+            ev(None, r#"{"choices":[],"usage":{"prompt_tokens":1}}"#),
+            false,
+        ),
         (Responses, ev(Some("response.completed"), "{}"), true),
         (Responses, ev(Some("response.failed"), "{}"), true),
         (Responses, ev(Some("response.incomplete"), "{}"), true),
-        (Responses, ev(Some("response.output_text.delta"), "{}"), false),
-        (Responses, ev(None, r#"{"type":"response.completed"}"#), true),
-        (Messages, ev(Some("message_stop"), r#"{"type":"message_stop"}"#), true),
-        (Messages, ev(Some("message_delta"), r#"{"type":"message_delta"}"#), false),
+        (
+            Responses,
+            ev(Some("response.output_text.delta"), "{}"),
+            false,
+        ),
+        (
+            Responses,
+            ev(None, r#"{"type":"response.completed"}"#),
+            true,
+        ),
+        (
+            Messages,
+            ev(Some("message_stop"), r#"{"type":"message_stop"}"#),
+            true,
+        ),
+        (
+            Messages,
+            ev(Some("message_delta"), r#"{"type":"message_delta"}"#),
+            false,
+        ),
         (Messages, ev(None, r#"{"type":"message_stop"}"#), true),
         (Other, ev(None, "[DONE]"), false),
     ];
@@ -74,7 +124,8 @@ fn incomplete_events_are_in_each_format() {
     let chat = String::from_utf8(incomplete_event(StreamFormat::Chat, "cut").to_vec()).unwrap();
     assert!(chat.starts_with("data: {\"error\""), "{chat}");
     assert!(chat.contains("stream_incomplete") && !chat.contains("[DONE]"));
-    let resp = String::from_utf8(incomplete_event(StreamFormat::Responses, "cut").to_vec()).unwrap();
+    let resp =
+        String::from_utf8(incomplete_event(StreamFormat::Responses, "cut").to_vec()).unwrap();
     assert!(resp.starts_with("event: error\n") && resp.contains("\"code\":\"stream_incomplete\""));
     let msg = String::from_utf8(incomplete_event(StreamFormat::Messages, "cut").to_vec()).unwrap();
     assert!(msg.starts_with("event: error\n") && msg.contains("\"type\":\"api_error\""));
@@ -82,7 +133,10 @@ fn incomplete_events_are_in_each_format() {
 
 #[test]
 fn hidden_error_in_first_event() {
-    let e = events(&[b"data: {\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n"], false);
+    let e = events(
+        &[b"data: {\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n"],
+        false,
+    );
     assert_eq!(hidden_error(&e[0]), Some(Some(429)));
     let e = events(&[b"data: {\"error\":{\"message\":\"boom\"}}\n\n"], false);
     assert_eq!(hidden_error(&e[0]), Some(None));

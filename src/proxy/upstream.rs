@@ -55,8 +55,14 @@ impl Upstream {
         Ok(Upstream { client })
     }
 
-    pub async fn send(&self, req: Request<UpstreamBody>) -> Result<Response<Incoming>, TransportKind> {
-        self.client.request(req).await.map_err(|e| classify_error(&e))
+    pub async fn send(
+        &self,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, TransportKind> {
+        self.client
+            .request(req)
+            .await
+            .map_err(|e| classify_error(&e))
     }
 }
 
@@ -66,7 +72,8 @@ fn classify_error(e: &hyper_util::client::legacy::Error) -> TransportKind {
     if e.is_connect() {
         if text.contains("dns") || text.contains("resolve") {
             TransportKind::Dns
-        } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+        } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake")
+        {
             TransportKind::Tls
         } else {
             TransportKind::Connect
@@ -115,7 +122,10 @@ pub struct Outgoing<'a> {
 /// Build the upstream request for `o` (the channel-kind adapter, R1.2).
 pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, String> {
     let ch = o.channel;
-    let rest = o.path_and_query.strip_prefix("/v1").unwrap_or(o.path_and_query);
+    let rest = o
+        .path_and_query
+        .strip_prefix("/v1")
+        .unwrap_or(o.path_and_query);
     let pq = format!("{}{}", ch.base_url.path_prefix, rest);
     let uri = Uri::builder()
         .scheme(ch.base_url.scheme.clone())
@@ -132,29 +142,41 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, String> {
     }
     match (ch.kind, o.key) {
         (ChannelKind::OpenAi, Some(k)) => {
-            let v = HeaderValue::try_from(format!("Bearer {}", k.expose())).map_err(|_| "channel key is not a valid header value")?;
+            let v = HeaderValue::try_from(format!("Bearer {}", k.expose()))
+                .map_err(|_| "channel key is not a valid header value")?;
             headers.insert(header::AUTHORIZATION, mark_sensitive(v));
         }
         (ChannelKind::Anthropic, Some(k)) => {
-            let v = HeaderValue::try_from(k.expose()).map_err(|_| "channel key is not a valid header value")?;
+            let v = HeaderValue::try_from(k.expose())
+                .map_err(|_| "channel key is not a valid header value")?;
             headers.insert(HeaderName::from_static("x-api-key"), mark_sensitive(v));
         }
         (_, None) => {}
     }
     if ch.kind == ChannelKind::Anthropic && !headers.contains_key("anthropic-version") {
-        headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static("2023-06-01"));
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static("2023-06-01"),
+        );
     }
     if let Some(k) = o.idempotency_key {
         headers.insert(HeaderName::from_static("idempotency-key"), k.clone());
     }
-    headers.insert(HeaderName::from_static("x-request-id"), o.request_id.clone());
+    headers.insert(
+        HeaderName::from_static("x-request-id"),
+        o.request_id.clone(),
+    );
     for (name, value) in &ch.headers {
         headers.insert(name.clone(), value.clone());
     }
     if !o.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
     }
-    b.body(Full::new(o.body)).map_err(|e| format!("invalid upstream request: {e}"))
+    b.body(Full::new(o.body))
+        .map_err(|e| format!("invalid upstream request: {e}"))
 }
 
 fn mark_sensitive(mut v: HeaderValue) -> HeaderValue {

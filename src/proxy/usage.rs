@@ -38,7 +38,11 @@ impl Usage {
     /// Usage from a complete non-stream body.
     pub fn from_body(body: &[u8]) -> Option<Usage> {
         let v: Value = serde_json::from_slice(body).ok()?;
-        let u = if v["usage"].is_object() { &v["usage"] } else { &v["response"]["usage"] };
+        let u = if v["usage"].is_object() {
+            &v["usage"]
+        } else {
+            &v["response"]["usage"]
+        };
         if !u.is_object() {
             return None;
         }
@@ -53,7 +57,9 @@ impl Usage {
         if !d.contains("\"usage\"") {
             return;
         }
-        let Ok(v) = serde_json::from_str::<Value>(d) else { return };
+        let Ok(v) = serde_json::from_str::<Value>(d) else {
+            return;
+        };
         for u in [&v["usage"], &v["message"]["usage"], &v["response"]["usage"]] {
             if u.is_object() {
                 self.absorb(u);
@@ -69,18 +75,51 @@ mod tests {
     #[test]
     fn openai_and_anthropic_bodies() {
         let u = Usage::from_body(br#"{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
-        assert_eq!(u, Usage { prompt_tokens: 10, completion_tokens: 5, cached_tokens: 4 });
-        let u = Usage::from_body(br#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#).unwrap();
-        assert_eq!(u, Usage { prompt_tokens: 7, completion_tokens: 3, cached_tokens: 2 });
+        assert_eq!(
+            u,
+            Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                cached_tokens: 4
+            }
+        );
+        let u = Usage::from_body(
+            br#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            u,
+            Usage {
+                prompt_tokens: 7,
+                completion_tokens: 3,
+                cached_tokens: 2
+            }
+        );
         assert!(Usage::from_body(b"{}").is_none());
     }
 
     #[test]
     fn anthropic_stream_merges_start_and_delta() {
         let mut u = Usage::default();
-        let ev = |d: &str| Event { raw: bytes::Bytes::new(), name: None, data: Some(d.into()), comment_only: false };
-        u.observe(&ev(r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#));
-        u.observe(&ev(r#"{"type":"message_delta","usage":{"output_tokens":12}}"#));
-        assert_eq!(u, Usage { prompt_tokens: 9, completion_tokens: 12, cached_tokens: 0 });
+        let ev = |d: &str| Event {
+            raw: bytes::Bytes::new(),
+            name: None,
+            data: Some(d.into()),
+            comment_only: false,
+        };
+        u.observe(&ev(
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
+        ));
+        u.observe(&ev(
+            r#"{"type":"message_delta","usage":{"output_tokens":12}}"#,
+        ));
+        assert_eq!(
+            u,
+            Usage {
+                prompt_tokens: 9,
+                completion_tokens: 12,
+                cached_tokens: 0
+            }
+        );
     }
 }

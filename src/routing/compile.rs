@@ -18,8 +18,11 @@ type Building = BTreeMap<i64, Vec<(ChannelId, Arc<str>, u32)>>;
 /// Build the table. Infallible: the config has been validated.
 pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
     let channels: Vec<_> = config.channels.iter().cloned().map(Arc::new).collect();
-    let by_name: HashMap<&str, ChannelId> =
-        channels.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
+    let by_name: HashMap<&str, ChannelId> = channels
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
 
     let mut routes: HashMap<(String, String), Building> = HashMap::new();
     let mut paths: HashMap<(String, String), Building> = HashMap::new();
@@ -29,7 +32,8 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
         }
         for group in &ch.groups {
             for model in &ch.models {
-                let upstream: Arc<str> = ch.model_mapping.get(model).unwrap_or(model).as_str().into();
+                let upstream: Arc<str> =
+                    ch.model_mapping.get(model).unwrap_or(model).as_str().into();
                 routes
                     .entry((group.clone(), model.clone()))
                     .or_default()
@@ -53,18 +57,25 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
         for group in &vm.groups {
             let b = routes.entry((group.clone(), vm.name.clone())).or_default();
             for (i, t) in vm.targets.iter().enumerate() {
-                let Some(&id) = by_name.get(t.channel.as_str()) else { continue };
+                let Some(&id) = by_name.get(t.channel.as_str()) else {
+                    continue;
+                };
                 if !channels[id].enabled {
                     continue;
                 }
-                b.entry(n - i as i64).or_default().push((id, t.model.as_str().into(), 100));
+                b.entry(n - i as i64)
+                    .or_default()
+                    .push((id, t.model.as_str().into(), 100));
             }
         }
     }
 
     let mut models_by_group: HashMap<String, BTreeSet<String>> = HashMap::new();
     for (group, model) in routes.keys() {
-        models_by_group.entry(group.clone()).or_default().insert(model.clone());
+        models_by_group
+            .entry(group.clone())
+            .or_default()
+            .insert(model.clone());
     }
 
     let clients: Vec<_> = config.clients.iter().cloned().map(Arc::new).collect();
@@ -87,7 +98,10 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
         paths: finish(paths),
         client_by_hash,
         clients,
-        models_by_group: models_by_group.into_iter().map(|(g, s)| (g, s.into_iter().collect())).collect(),
+        models_by_group: models_by_group
+            .into_iter()
+            .map(|(g, s)| (g, s.into_iter().collect()))
+            .collect(),
         config,
     }
 }
@@ -110,9 +124,16 @@ fn finish(b: HashMap<(String, String), Building>) -> HashMap<(String, String), A
                     let candidates = cands
                         .into_iter()
                         .zip(eff)
-                        .map(|((channel, upstream_model, _), weight)| Candidate { channel, upstream_model, weight })
+                        .map(|((channel, upstream_model, _), weight)| Candidate {
+                            channel,
+                            upstream_model,
+                            weight,
+                        })
                         .collect();
-                    Tier { priority, candidates }
+                    Tier {
+                        priority,
+                        candidates,
+                    }
                 })
                 .collect();
             (k, Arc::new(Route { tiers }))

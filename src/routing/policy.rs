@@ -292,12 +292,9 @@ fn images(outcome: &Outcome, code: Option<u16>, facts: &Facts, cfg: &ImagesFailo
 /// Task relay (R10.5, seed 000 §11): 429/307 retry, 5xx except 504/524 retry,
 /// 400/408 never, local errors never, everything else retries.
 fn task(outcome: &Outcome, code: Option<u16>, facts: &Facts, retry: &Retry) -> Decision {
-    let again = match (outcome, code) {
-        (Outcome::SkipRetry(_), _) => false,
-        (_, Some(400 | 408 | 504 | 524)) => false,
-        _ => true,
-    };
-    if !again {
+    let never = matches!(outcome, Outcome::SkipRetry(_))
+        || matches!(code, Some(400 | 408 | 504 | 524));
+    if never {
         return Decision::Return;
     }
     move_or_repeat(facts, retry, is_key_fault(outcome), true)

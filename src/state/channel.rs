@@ -32,7 +32,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl ChannelState {
     pub fn new(name: &str) -> Self {
-        ChannelState { name: name.to_string(), ..Default::default() }
+        ChannelState {
+            name: name.to_string(),
+            ..Default::default()
+        }
     }
 
     /// The key index a new request starts at (advances the round-robin cursor).
@@ -90,7 +93,11 @@ impl Registry {
         table
             .channels
             .iter()
-            .map(|c| map.entry(c.name.clone()).or_insert_with(|| Arc::new(ChannelState::new(&c.name))).clone())
+            .map(|c| {
+                map.entry(c.name.clone())
+                    .or_insert_with(|| Arc::new(ChannelState::new(&c.name)))
+                    .clone()
+            })
             .collect()
     }
 

@@ -12,11 +12,17 @@ pub async fn restore(gw: &Gateway) {
         }
     };
     for row in rows {
-        let Some(st) = gw.registry.get(&row.channel) else { continue };
+        let Some(st) = gw.registry.get(&row.channel) else {
+            continue;
+        };
         match row.key_index {
             None => {
                 let auto = !row.reason.contains("operator");
-                st.set_disabled(Some(Disabled { reason: row.reason, at_ms: row.ts_ms, auto }))
+                st.set_disabled(Some(Disabled {
+                    reason: row.reason,
+                    at_ms: row.ts_ms,
+                    auto,
+                }))
             }
             Some(k) => {
                 st.disable_key(k as usize);

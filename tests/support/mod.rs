@@ -1,13 +1,13 @@
 //! Shared harness for integration tests: a real gateway on 127.0.0.1:0 (in-process, real
 //! sockets) in front of scriptable mock upstreams.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use switchyard::mock::{Behavior, MockUpstream};
 use switchyard::app::{start, Running};
+pub use switchyard::mock::{Behavior, MockUpstream};
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub const ALICE: &str = "sk-test-alice";
@@ -61,8 +61,18 @@ pub async fn start_in(dir: tempfile::TempDir, body: &str) -> Gw {
     let running = start(&config_path).await.expect("gateway starts");
     let base = format!("http://{}", running.bound.listen);
     let admin = format!("http://{}", running.bound.admin);
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-    Gw { running: Some(running), base, admin, dir, config_path, http }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    Gw {
+        running: Some(running),
+        base,
+        admin,
+        dir,
+        config_path,
+        http,
+    }
 }
 
 impl Gw {
@@ -86,18 +96,41 @@ impl Gw {
     }
 
     pub async fn admin_get(&self, path: &str) -> (u16, serde_json::Value) {
-        let r = self.http.get(format!("{}{}", self.admin, path)).bearer_auth(ADMIN_TOKEN).send().await.expect("admin request");
+        let r = self
+            .http
+            .get(format!("{}{}", self.admin, path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("admin request");
         let s = r.status().as_u16();
         let text = r.text().await.unwrap_or_default();
-        (s, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+        (
+            s,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        )
     }
 
     pub async fn admin_post(&self, path: &str) -> u16 {
-        self.http.post(format!("{}{}", self.admin, path)).bearer_auth(ADMIN_TOKEN).send().await.expect("admin request").status().as_u16()
+        self.http
+            .post(format!("{}{}", self.admin, path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("admin request")
+            .status()
+            .as_u16()
     }
 
     pub async fn metrics(&self) -> String {
-        self.http.get(format!("{}/metrics", self.admin)).send().await.expect("metrics").text().await.unwrap_or_default()
+        self.http
+            .get(format!("{}/metrics", self.admin))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .unwrap_or_default()
     }
 
     /// Rewrite the config file (same head) to trigger a reload.
@@ -110,7 +143,11 @@ impl Gw {
     /// Wait until the live generation reaches `gen` (reload applied), up to 10 s.
     pub async fn wait_generation(&self, gen: u64) -> bool {
         for _ in 0..200 {
-            if self.running.as_ref().is_some_and(|r| r.gateway.generation() >= gen) {
+            if self
+                .running
+                .as_ref()
+                .is_some_and(|r| r.gateway.generation() >= gen)
+            {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -133,7 +170,11 @@ impl Gw {
 
 /// The `x-switchyard-route` header of a response.
 pub fn route(r: &reqwest::Response) -> String {
-    r.headers().get("x-switchyard-route").and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+    r.headers()
+        .get("x-switchyard-route")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Minimal channel block.
