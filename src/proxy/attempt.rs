@@ -206,7 +206,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             t0,
             possibly_charged,
         ));
-        metrics::counter!(crate::telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => error_class(&outcome)).increment(1);
+
         match &outcome {
             Outcome::Transport(k) => last = LastFailure::Gateway(transport_error(*k)),
             Outcome::DeadlineExceeded => {

@@ -31,6 +31,8 @@ pub fn attempt_record(
     t0: Instant,
     possibly_charged: bool,
 ) -> AttemptRecord {
+    metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class.to_string())
+        .increment(1);
     AttemptRecord {
         channel: ch.name.clone(),
         key_index: key_index as u32,

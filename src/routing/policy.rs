@@ -292,8 +292,8 @@ fn images(outcome: &Outcome, code: Option<u16>, facts: &Facts, cfg: &ImagesFailo
 /// Task relay (R10.5, seed 000 §11): 429/307 retry, 5xx except 504/524 retry,
 /// 400/408 never, local errors never, everything else retries.
 fn task(outcome: &Outcome, code: Option<u16>, facts: &Facts, retry: &Retry) -> Decision {
-    let never = matches!(outcome, Outcome::SkipRetry(_))
-        || matches!(code, Some(400 | 408 | 504 | 524));
+    let never =
+        matches!(outcome, Outcome::SkipRetry(_)) || matches!(code, Some(400 | 408 | 504 | 524));
     if never {
         return Decision::Return;
     }
