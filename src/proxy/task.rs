@@ -15,7 +15,10 @@
 //!   answer covers a bound channel that is gone from the config or outside the client's
 //!   groups.
 //! - Reads go to the cache first; only a miss reads SQLite (the reader connection, never
-//!   the writer queue).
+//!   the writer queue). A bound channel that is disabled in the config still answers its
+//!   follow-ups, so accepted tasks stay retrievable; a removed one gives 404.
+//! - The lock is to the channel, not the key: a follow-up may use any key of it
+//!   (`task_binding` stores the channel only).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -99,7 +102,9 @@ pub fn task_id(body: &[u8]) -> Option<String> {
     id.filter(|s| valid_id(s))
 }
 
-/// Bounded task id → channel name cache (oldest insert evicted first).
+/// Bounded task id → channel name cache (oldest insert evicted first). It also remembers
+/// ids SQLite does not know (`None`), so repeated polls of a bogus id cost one read; a
+/// later binding overwrites such an entry.
 #[derive(Debug)]
 pub struct TaskCache {
     inner: Mutex<Inner>,
@@ -108,7 +113,7 @@ pub struct TaskCache {
 
 #[derive(Debug, Default)]
 struct Inner {
-    map: HashMap<String, String>,
+    map: HashMap<String, Option<String>>,
     order: VecDeque<String>,
 }
 
@@ -130,13 +135,23 @@ impl TaskCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn get(&self, id: &str) -> Option<String> {
+    /// `Some(Some(ch))`: bound; `Some(None)`: known to be unbound; `None`: not cached.
+    pub fn get(&self, id: &str) -> Option<Option<String>> {
         self.lock().map.get(id).cloned()
     }
 
     pub fn insert(&self, id: &str, channel: &str) {
+        self.put(id, Some(channel.to_string()));
+    }
+
+    /// Remember that `id` has no binding.
+    pub fn insert_unknown(&self, id: &str) {
+        self.put(id, None);
+    }
+
+    fn put(&self, id: &str, channel: Option<String>) {
         let mut g = self.lock();
-        if g.map.insert(id.to_string(), channel.to_string()).is_none() {
+        if g.map.insert(id.to_string(), channel).is_none() {
             g.order.push_back(id.to_string());
         }
         while g.order.len() > self.cap {
@@ -157,15 +172,18 @@ impl TaskCache {
 
 /// The channel a task is bound to: cache first, then SQLite (which refills the cache).
 pub async fn bound_channel(gw: &Gateway, id: &str) -> Option<String> {
-    if let Some(ch) = gw.tasks.get(id) {
-        return Some(ch);
+    if let Some(hit) = gw.tasks.get(id) {
+        return hit;
     }
     match gw.store.task_channel(id).await {
         Ok(Some(ch)) => {
             gw.tasks.insert(id, &ch);
             Some(ch)
         }
-        Ok(None) => None,
+        Ok(None) => {
+            gw.tasks.insert_unknown(id);
+            None
+        }
         Err(e) => {
             tracing::warn!(error = %e, "task binding lookup failed");
             None
@@ -328,11 +346,17 @@ mod tests {
         assert_eq!(c.len(), 3);
         assert_eq!(c.get("t0"), None);
         assert_eq!(c.get("t1"), None);
-        assert_eq!(c.get("t4").as_deref(), Some("ch4"));
+        assert_eq!(c.get("t4"), Some(Some("ch4".into())));
         // Re-binding updates in place without growing.
         c.insert("t4", "other");
         assert_eq!(c.len(), 3);
-        assert_eq!(c.get("t4").as_deref(), Some("other"));
-        assert_eq!(c.get("t2").as_deref(), Some("ch2"));
+        assert_eq!(c.get("t4"), Some(Some("other".into())));
+        assert_eq!(c.get("t2"), Some(Some("ch2".into())));
+        // A known-unknown id is cached, and a later binding replaces it.
+        c.insert_unknown("t2");
+        assert_eq!(c.get("t2"), Some(None));
+        c.insert("t2", "late");
+        assert_eq!(c.get("t2"), Some(Some("late".into())));
+        assert_eq!(c.len(), 3);
     }
 }
