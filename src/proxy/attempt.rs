@@ -20,10 +20,10 @@ use super::sse::StreamFormat;
 use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::backoff::backoff;
-use crate::routing::family::PathFamily;
+use crate::routing::family::{forward_idempotency_key, PathFamily};
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::{
-    classify, map_status, Decision, Facts, Outcome, Settings, TransportKind,
+    classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings, TransportKind,
 };
 use crate::routing::table::Route;
 use crate::secret::scrub;
@@ -46,6 +46,8 @@ pub struct Job {
     pub format: WireFormat,
     pub stream_format: StreamFormat,
     pub idempotency_key: Option<HeaderValue>,
+    /// A task call (R10.5): classified with the task rule; a successful POST binds its task.
+    pub is_task: bool,
     pub request_id: HeaderValue,
     pub started: std::time::Instant,
 }
@@ -92,7 +94,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let mut fin = Finish::new(gw, &job);
     let mut last = LastFailure::None;
     let mut decision: Option<Decision> = None;
-    let mut first_channel: Option<usize> = None;
+    let mut first_target: Option<(usize, Arc<str>)> = None;
     let header_timeout = if job.family == PathFamily::Images {
         cfg.timeouts.image_upstream_header
     } else {
@@ -120,12 +122,16 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 break;
             }
         }
-        let first = *first_channel.get_or_insert(step.channel);
+        let first = first_target.get_or_insert((step.channel, step.upstream_model.clone()));
         let t0 = Instant::now();
         let gates = Gates {
             header_timeout,
             deadline,
-            send_idempotency_key: step.channel == first,
+            send_idempotency_key: forward_idempotency_key(
+                (first.0, &*first.1),
+                step.channel,
+                &step.upstream_model,
+            ),
         };
         let outcome = match exchange(gw, &job, &step, ch, &gates).await {
             Exchange::Stream {
@@ -171,6 +177,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     false,
                 ));
                 metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
+                if job.is_task && job.method == Method::POST {
+                    super::task::bind_from_body(gw, &ch.name, &body);
+                }
                 let route = fin.chain();
                 fin.done(&ch.name, &step.upstream_model, status, usage, None);
                 return respond(
@@ -196,8 +205,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             Outcome::Status { code, .. } => Some(*code),
             _ => None,
         };
-        let possibly_charged = matches!(outcome, Outcome::Transport(k) if matches!(k, TransportKind::HeaderTimeout | TransportKind::FirstByteTimeout | TransportKind::BodyTimeout | TransportKind::Broken | TransportKind::Reset))
-            && !crate::routing::family::retryable(job.family, false);
+        let possibly_charged = possibly_charged(&outcome, job.family);
         fin.attempts.push(attempt_record(
             ch,
             step.key_index,
@@ -220,7 +228,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         let facts = Facts {
             family: job.family,
             has_idempotency_key: job.idempotency_key.is_some(),
-            is_task: false,
+            is_task: job.is_task,
             alternatives_left: plan.alternatives_left(),
             same_target_retries: step.same_target_retry,
             attempts_left: plan.attempts_left(),

@@ -26,6 +26,8 @@ pub struct Gateway {
     /// Set on SIGTERM: new connections are refused, in-flight ones finish.
     pub draining: AtomicBool,
     generation: AtomicU64,
+    /// Task id → accepting channel, in front of SQLite (R10.5).
+    pub tasks: super::task::TaskCache,
 }
 
 impl Gateway {
@@ -47,6 +49,7 @@ impl Gateway {
             metrics,
             draining: AtomicBool::new(false),
             generation: AtomicU64::new(1),
+            tasks: super::task::TaskCache::default(),
         }))
     }
 

@@ -14,6 +14,7 @@ use super::body::ResponseBody;
 use super::gateway::Gateway;
 use super::request;
 use super::sse::StreamFormat;
+use super::task;
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::family::{classify_path, valid_idempotency_key, PathFamily};
 use crate::routing::table::Route;
@@ -81,9 +82,11 @@ async fn route(
         None
     };
     let model = peek.as_ref().and_then(|p| p.model.clone());
+    // A task follow-up is locked to the channel that accepted the task (R10.5).
+    let task = task::facts(gw, &snap, &parts.method, &path, &groups).await?;
     // Routes: by (group, model) for model requests, by (group, path) for pass-through paths.
-    let mut routes: Vec<(String, Arc<Route>)> = Vec::new();
-    for g in &groups {
+    let mut routes: Vec<(String, Arc<Route>)> = task.locked.iter().cloned().collect();
+    for g in groups.iter().filter(|_| task.locked.is_none()) {
         let found = match &model {
             Some(m) => snap
                 .table
@@ -129,6 +132,7 @@ async fn route(
         format,
         stream_format,
         idempotency_key,
+        is_task: task.is_task,
         request_id,
         started,
     };

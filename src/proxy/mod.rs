@@ -11,5 +11,6 @@ pub mod relay;
 pub mod request;
 pub mod server;
 pub mod sse;
+pub mod task;
 pub mod upstream;
 pub mod usage;

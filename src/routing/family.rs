@@ -66,6 +66,24 @@ pub fn retryable(family: PathFamily, has_idempotency_key: bool) -> bool {
     }
 }
 
+/// R10.1 for a request path: [`classify_path`] then [`retryable`].
+pub fn path_retryable(path: &str, has_idempotency_key: bool) -> bool {
+    retryable(classify_path(path), has_idempotency_key)
+}
+
+/// R10.2: is the client's `Idempotency-Key` forwarded on this attempt?
+///
+/// A "target" here is what the upstream sees as the same request: the same
+/// channel with the same upstream model, i.e. a byte-identical body. Same-target
+/// retries and the channel's next key therefore carry the header (keys of one
+/// channel usually share the upstream's dedupe scope, and dropping the header
+/// there would turn a safe replay into a second charge). A failover to another
+/// channel or another upstream model does not: the body differs, and a reused
+/// key with a different body is a conflict (or a false dedupe) upstream.
+pub fn forward_idempotency_key(first: (usize, &str), channel: usize, upstream_model: &str) -> bool {
+    first.0 == channel && first.1 == upstream_model
+}
+
 /// R10.2: an `Idempotency-Key` counts only if it is 1..=255 visible ASCII bytes.
 pub fn valid_idempotency_key(v: &[u8]) -> bool {
     (1..=255).contains(&v.len()) && v.iter().all(|b| (0x21..=0x7e).contains(b))
@@ -126,6 +144,24 @@ mod tests {
         for &(f, plain, keyed) in table {
             assert_eq!(retryable(f, false), plain, "{f:?} default");
             assert_eq!(retryable(f, true), keyed, "{f:?} keyed");
+        }
+    }
+
+    #[test]
+    fn idempotency_key_follows_the_same_body() {
+        // (first channel, first model), (channel, model) -> forwarded
+        let rows = [
+            ((0, "m"), (0, "m"), true),
+            ((0, "m"), (1, "m"), false),
+            ((0, "m"), (0, "other"), false),
+            ((2, ""), (2, ""), true),
+        ];
+        for (first, (ch, model), want) in rows {
+            assert_eq!(
+                forward_idempotency_key(first, ch, model),
+                want,
+                "{first:?} -> {ch}/{model}"
+            );
         }
     }
 

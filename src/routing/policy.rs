@@ -24,8 +24,14 @@
 //!   they count as pre-generation rejections (tier 1). A replay always moves
 //!   to the next key first (`key_fault: true`). With no target left, the
 //!   per-key budget `key_retry_budget` allows same-key replays: for every
-//!   replayable failure under `include_uncertain`, only for 5xx under
-//!   `include_ambiguous`, never in tier 1 (seed 001).
+//!   replayable failure under `include_uncertain`, only for the ambiguous 5xx
+//!   (tier 2, not 503/529/530) under `include_ambiguous`, never in tier 1 (seed 001).
+//! - Task relay (R10.5): a configured task path (`tasks.paths`) follows the
+//!   seed 000 §11 task rule *instead of* the R10.1 family matrix — the operator
+//!   declares by listing the path that a submission is accepted or rejected as a
+//!   whole (a task id comes back), so a rejected submit is safe to replay.
+//!   Gateway-side timeouts count as 504 (never replayed). Follow-ups are task
+//!   calls too; their plan holds only the locked channel.
 
 use std::collections::BTreeMap;
 
@@ -194,14 +200,14 @@ pub fn classify(outcome: &Outcome, facts: &Facts, s: &Settings) -> Decision {
     if facts.attempts_left == 0 || facts.affinity_skip_retry {
         return Decision::Return;
     }
-    if !retryable(facts.family, facts.has_idempotency_key) {
-        if facts.family == PathFamily::Images && s.images.enabled {
-            return images(outcome, code, facts, s.images);
-        }
-        return Decision::Return;
-    }
     if facts.is_task {
         return task(outcome, code, facts, s.retry);
+    }
+    if !retryable(facts.family, facts.has_idempotency_key) {
+        if facts.family == PathFamily::Images && s.images.enabled {
+            return images(outcome, facts, s.images);
+        }
+        return Decision::Return;
     }
     let key_fault = is_key_fault(outcome);
     match outcome {
@@ -255,6 +261,19 @@ fn repeat_or_return(facts: &Facts, budget: u32, can_repeat: bool) -> Decision {
     }
 }
 
+/// R10.4: did this attempt end with an unknown outcome after the request was sent
+/// (timeout, broken or reset connection, empty 2xx, deadline while waiting) on a
+/// path that bills an artifact? An `Idempotency-Key` does not clear the mark: it
+/// makes a replay safe, not this attempt's charge known.
+pub fn possibly_charged(outcome: &Outcome, family: PathFamily) -> bool {
+    let unknown = match outcome {
+        Outcome::Transport(k) => !k.is_pre_send(),
+        Outcome::DeadlineExceeded => true,
+        _ => false,
+    };
+    unknown && !retryable(family, false)
+}
+
 /// Tier 1 of R10.3: pre-generation rejections.
 const IMAGE_TIER1: &[u16] = &[429, 503, 529, 530, 400, 401, 403, 404, 405, 413, 415, 422];
 
@@ -271,8 +290,9 @@ pub fn image_tier(outcome: &Outcome) -> Option<u8> {
     }
 }
 
-fn images(outcome: &Outcome, code: Option<u16>, facts: &Facts, cfg: &ImagesFailover) -> Decision {
-    let allowed = match image_tier(outcome) {
+fn images(outcome: &Outcome, facts: &Facts, cfg: &ImagesFailover) -> Decision {
+    let tier = image_tier(outcome);
+    let allowed = match tier {
         Some(1) => true,
         Some(2) => cfg.include_ambiguous || cfg.include_uncertain,
         Some(3) => cfg.include_uncertain,
@@ -284,16 +304,20 @@ fn images(outcome: &Outcome, code: Option<u16>, facts: &Facts, cfg: &ImagesFailo
     if facts.alternatives_left {
         return Decision::FailOver { key_fault: true };
     }
-    let is_5xx = code.is_some_and(|c| (500..=599).contains(&c));
-    let same_key_ok = cfg.include_uncertain || (cfg.include_ambiguous && is_5xx);
+    // Seed 001: tier 2 opens the same-key budget only for the ambiguous 5xx; the
+    // 503/529/530 rejections still move on rather than hit the same key again.
+    let same_key_ok = cfg.include_uncertain || (cfg.include_ambiguous && tier == Some(2));
     repeat_or_return(facts, cfg.key_retry_budget, same_key_ok)
 }
 
 /// Task relay (R10.5, seed 000 §11): 429/307 retry, 5xx except 504/524 retry,
-/// 400/408 never, local errors never, everything else retries.
+/// 400/408 never, local errors never, everything else retries. A gateway-side
+/// timeout is the local form of a 504 (the task may exist upstream): never.
+/// On a follow-up the plan holds only the locked channel, so "retry" stays on it.
 fn task(outcome: &Outcome, code: Option<u16>, facts: &Facts, retry: &Retry) -> Decision {
-    let never =
-        matches!(outcome, Outcome::SkipRetry(_)) || matches!(code, Some(400 | 408 | 504 | 524));
+    let never = matches!(outcome, Outcome::SkipRetry(_))
+        || matches!(outcome, Outcome::Transport(k) if k.is_timeout())
+        || matches!(code, Some(400 | 408 | 504 | 524));
     if never {
         return Decision::Return;
     }
@@ -303,3 +327,7 @@ fn task(outcome: &Outcome, code: Option<u16>, facts: &Facts, retry: &Retry) -> D
 #[cfg(test)]
 #[path = "policy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "safety_tests.rs"]
+mod safety_tests;
