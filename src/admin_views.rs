@@ -62,9 +62,13 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
             WireFormat::OpenAi,
         );
     };
+    let a = gw.billing.view(c);
+    let credits = crate::billing::price::credits;
     json_response(
         StatusCode::OK,
-        json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry}).to_string(),
+        json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry,
+            "charged": credits(a.charged), "refunded": credits(a.refunded), "remaining": a.remaining.map(credits),
+            "charged_micro": a.charged, "refunded_micro": a.refunded, "remaining_micro": a.remaining}).to_string(),
     )
 }
 

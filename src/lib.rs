@@ -4,6 +4,7 @@
 //! - `routing`: the compiled `RouteTable`, weighted draw, attempt plans, the outcome classifier.
 //! - `state`: runtime state outside the table, keyed by channel name (survives reload).
 //! - `proxy`: listener, handler, attempt loop, upstream client, SSE relay.
+//! - `billing`: per-client balances, per-request billing sessions, ledger recovery (R11).
 //! - `store`: SQLite writer thread (request log, ledger, disabled state, bindings).
 //! - `admin`, `admin_views`: the admin listener and its JSON views.
 //! - `app`: start-up, reload, signals, systemd notification.
@@ -12,6 +13,7 @@
 pub mod admin;
 pub mod admin_views;
 pub mod app;
+pub mod billing;
 pub mod config;
 pub mod error;
 pub mod mock;

@@ -64,6 +64,16 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     };
     let gateway = Gateway::new(cfg, store, metrics)?;
     crate::state::restore::restore(&gateway).await;
+    let recovered = gateway
+        .billing
+        .recover()
+        .await
+        .map_err(|e| anyhow::anyhow!("billing recovery: {e}"))?;
+    tracing::info!(
+        clients = recovered.clients,
+        refunded = recovered.refunded,
+        "balances rebuilt from the ledger"
+    );
     let (tx, rx) = watch::channel(false);
     let tasks = vec![
         tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),

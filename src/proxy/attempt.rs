@@ -92,6 +92,18 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     budget.record_first_attempt();
 
     let mut fin = Finish::new(gw, &job);
+    let rid = job.request_id.to_str().unwrap_or("");
+    match gw
+        .billing
+        .begin(&job.client, &cfg.pricing, &job.model, &job.body, rid)
+        .await
+    {
+        Ok(session) => fin.billing = Some(session),
+        Err(e) => {
+            fin.failed(e.status.as_u16());
+            return error_response(&e, job.format);
+        }
+    }
     let mut last = LastFailure::None;
     let mut decision: Option<Decision> = None;
     let mut first_target: Option<(usize, Arc<str>)> = None;

@@ -21,6 +21,8 @@ pub struct Finish {
     rec: RequestRecord,
     started: std::time::Instant,
     pub attempts: Vec<AttemptRecord>,
+    /// Settled in `done`, refunded in `failed` (R11.1).
+    pub billing: Option<crate::billing::Session>,
 }
 
 pub fn attempt_record(
@@ -98,6 +100,7 @@ impl Finish {
             rec,
             started: job.started,
             attempts: Vec::new(),
+            billing: None,
         }
     }
 
@@ -116,6 +119,9 @@ impl Finish {
         usage: Usage,
         stream_outcome: Option<&'static str>,
     ) {
+        if let Some(b) = self.billing.take() {
+            b.settle(&usage);
+        }
         if !usage.is_zero() {
             metrics::counter!(telemetry::PROMPT_TOKENS, "channel" => channel.to_string())
                 .increment(usage.prompt_tokens);
@@ -131,7 +137,10 @@ impl Finish {
     }
 
     /// Every attempt failed (or none could be made).
-    pub fn failed(self, status: u16) {
+    pub fn failed(mut self, status: u16) {
+        if let Some(b) = self.billing.take() {
+            b.refund();
+        }
         self.write(status);
     }
 

@@ -21,6 +21,8 @@ pub struct Gateway {
     pub registry: Registry,
     pub upstream: Upstream,
     pub store: Store,
+    /// Balances and billing sessions (R11).
+    pub billing: crate::billing::Billing,
     budget: ArcSwap<RetryBudget>,
     pub metrics: Option<PrometheusHandle>,
     /// Set on SIGTERM: new connections are refused, in-flight ones finish.
@@ -44,6 +46,7 @@ impl Gateway {
             live: ArcSwap::from_pointee(snap),
             registry,
             upstream: Upstream::new()?,
+            billing: crate::billing::Billing::new(store.clone()),
             store,
             budget: ArcSwap::from_pointee(budget),
             metrics,

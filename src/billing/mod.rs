@@ -1,0 +1,217 @@
+//! Quota and billing (R11, seed 000 §9): in-memory balances debited atomically, one
+//! billing session per request, and a SQLite ledger that makes both crash-safe.
+//!
+//! # Units and prices
+//! * Quotas (`clients.<name>.quota`) are whole credits; `None` is unlimited. Prices
+//!   (`pricing.<public model>: {input, output}`) are credits per million tokens.
+//! * Every amount is kept as an integer number of **micro-credits** (`i64`): a price of one
+//!   credit per million tokens is one micro-credit per token, so a request costs
+//!   `input × prompt_tokens + output × completion_tokens` micro-credits, rounded once.
+//! * Cached prompt tokens are part of `prompt_tokens` and billed at the input price: no
+//!   discount.
+//! * A model without a `pricing` entry is free: nothing is debited or written, and the
+//!   first request for it is logged at warn level.
+//!
+//! # Lifecycle of a request (R11.1)
+//! 1. Before the attempt loop, [`Billing::begin`] debits an estimate — prompt = body bytes
+//!    / 4, completion = `max_completion_tokens` / `max_tokens` / `max_output_tokens` from
+//!    the body or 1024 — and writes a precharge entry. A client whose balance cannot
+//!    cover the estimate gets `402 insufficient_quota` in its wire format and no upstream
+//!    is called. Retries and failovers reuse the one [`Session`].
+//! 2. On success [`Session::settle`] charges the real usage: the settle entry holds
+//!    `actual − estimate` (the difference is charged or returned). A success whose usage
+//!    reports no tokens at all is charged as the estimated prompt without completion. A
+//!    stream ended by the client settles with the usage relayed so far.
+//! 3. When every attempt failed, [`Session::refund`] returns the precharge. Both consume the
+//!    session; a session dropped without either refunds in `Drop`, so a panic or an early
+//!    return never keeps a precharge.
+//!
+//! # Atomic debit and the overshoot bound (R11.3)
+//! The admission debit is one compare-and-swap loop on the client's `AtomicI64` that
+//! refuses when `quota − charged < estimate`; it is never check-then-deduct, so concurrent
+//! requests can never together take more than the quota. A settle is never refused (the
+//! upstream has done the work): when the real cost exceeds the estimate the difference is
+//! charged anyway, so a balance can go below zero only through settle overshoot, by at
+//! most the sum of `actual − estimate` over the requests in flight at that moment (bounded
+//! per request by the caller's own `max_tokens`, or by the 1024-token default when the
+//! upstream honours it). A balance below any estimate refuses every later request.
+//!
+//! # Trusted clients (R11.4)
+//! `clients.<name>.trusted: true` skips the precharge and pays the full cost at settle. A
+//! trusted client with a quota is still refused once its balance is zero or below; its
+//! overshoot bound is the full cost of its requests in flight.
+//!
+//! # Crash safety (R11.2)
+//! Every precharge, settle and refund is a ledger entry sent through the store writer's
+//! durable path (never dropped on a full queue). The precharge is queued before the first
+//! upstream attempt; settle and refund are queued from a task off the response path. The
+//! ledger is keyed by a session id `<request id>/<random>` — the request id alone can be
+//! chosen by the caller (`x-request-id`) and must never merge two requests — and stores at
+//! most one terminal entry per session. At start-up [`recover`] refunds every precharge
+//! without a terminal entry, then sets each client's balance to `quota − net charged` from
+//! the ledger. So after a `kill -9` each request is either settled (if its settle was
+//! committed) or refunded — never charged twice. A settle still queued at the moment of the
+//! kill (a few milliseconds) is lost together with its precharge: the request is then free.
+//!
+//! # Reload
+//! Balances are kept per client name and the quota is read from the live config at each
+//! debit: a client added on reload starts with its full quota, a changed quota changes the
+//! remaining balance by exactly the difference, and a removed client's history is kept in
+//! case it returns.
+
+mod balances;
+pub mod price;
+mod recover;
+mod session;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+pub use balances::{Account, Balances, Refused};
+pub use recover::{recover, Recovered};
+pub use session::{Closed, Session};
+
+use crate::config::model::{Client, Price};
+use crate::error::GatewayError;
+use crate::store::{now_ms, LedgerEntry, LedgerKind, Store, StoreError};
+use crate::telemetry;
+use session::Ledger;
+
+/// The process-wide billing state (one per gateway).
+pub struct Billing {
+    balances: Balances,
+    ledger: Arc<Ledger>,
+    unpriced_seen: ArcSwap<HashSet<String>>,
+}
+
+/// A client's account as the admin API shows it (micro-credits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountView {
+    /// `None`: unlimited.
+    pub quota: Option<i64>,
+    pub charged: i64,
+    pub refunded: i64,
+    /// `None`: unlimited.
+    pub remaining: Option<i64>,
+}
+
+impl Billing {
+    pub fn new(store: Store) -> Billing {
+        Billing {
+            balances: Balances::default(),
+            ledger: Arc::new(Ledger::new(store)),
+            unpriced_seen: ArcSwap::default(),
+        }
+    }
+
+    /// Refund dangling precharges and load balances from the ledger (start-up).
+    pub async fn recover(&self) -> Result<Recovered, StoreError> {
+        recover(self).await
+    }
+
+    /// Open the billing session of one request: debit the estimate (unless the client is
+    /// trusted or the model unpriced) and queue the precharge entry. `Err` is the 402 to
+    /// answer; no upstream may then be called.
+    pub async fn begin(
+        &self,
+        client: &Client,
+        pricing: &BTreeMap<String, Price>,
+        model: &str,
+        body: &[u8],
+        request_id: &str,
+    ) -> Result<Session, GatewayError> {
+        let estimate = price::estimate(body);
+        let account = self.balances.account(&client.name);
+        let id = format!("{request_id}/{:016x}", fastrand::u64(..));
+        let Some(p) = pricing.get(model).copied() else {
+            self.note_unpriced(model);
+            return Ok(Session::new(
+                self.ledger.clone(),
+                account,
+                id,
+                client.name.clone(),
+                None,
+                estimate,
+                0,
+            ));
+        };
+        let limit = client.quota.map(price::quota_micro);
+        let amount = if client.trusted {
+            0
+        } else {
+            price::cost(&p, &estimate.usage())
+        };
+        let refused = if client.trusted {
+            // No debit: only refuse a trusted client that has nothing left at all.
+            limit
+                .map(|l| l.saturating_sub(account.charged()))
+                .filter(|r| *r <= 0)
+                .map(|remaining| Refused { remaining })
+        } else {
+            account.try_debit(amount, limit).err()
+        };
+        if let Some(r) = refused {
+            metrics::counter!(telemetry::QUOTA_REJECTED).increment(1);
+            tracing::info!(client = %client.name, need_micro = amount,
+                remaining_micro = r.remaining, "request refused: quota exhausted");
+            return Err(GatewayError::quota_exceeded(
+                price::credits(amount),
+                price::credits(r.remaining.max(0)),
+            ));
+        }
+        if amount > 0 {
+            let entry = LedgerEntry {
+                request_id: id.clone(),
+                client: client.name.clone(),
+                kind: LedgerKind::Precharge,
+                amount,
+                ts_ms: now_ms(),
+            };
+            if let Err(e) = self.ledger.store.send_durable_async(entry).await {
+                tracing::error!(error = %e, session = %id, "precharge entry not queued");
+            }
+        }
+        Ok(Session::new(
+            self.ledger.clone(),
+            account,
+            id,
+            client.name.clone(),
+            Some(p),
+            estimate,
+            amount,
+        ))
+    }
+
+    /// The account of `client` with its live quota.
+    pub fn view(&self, client: &Client) -> AccountView {
+        let (charged, refunded) = self
+            .balances
+            .get(&client.name)
+            .map_or((0, 0), |a| (a.charged(), a.refunded()));
+        let quota = client.quota.map(price::quota_micro);
+        AccountView {
+            quota,
+            charged,
+            refunded,
+            remaining: quota.map(|q| q.saturating_sub(charged)),
+        }
+    }
+
+    fn note_unpriced(&self, model: &str) {
+        if self.unpriced_seen.load().contains(model) {
+            return;
+        }
+        let mut first = false;
+        self.unpriced_seen.rcu(|s| {
+            first = !s.contains(model);
+            let mut next = HashSet::clone(s);
+            next.insert(model.to_string());
+            next
+        });
+        if first {
+            tracing::warn!(model, "model has no `pricing` entry: its requests are free");
+        }
+    }
+}

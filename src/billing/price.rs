@@ -1,0 +1,133 @@
+//! Prices and amounts: credits ↔ micro-credits, the cost of a usage, and the pre-charge
+//! estimate of a request body (R11.1).
+//!
+//! A price is in credits per million tokens, so one credit per million tokens is exactly one
+//! micro-credit per token: `cost_micro = input × prompt_tokens + output × completion_tokens`,
+//! rounded to the nearest micro-credit once per request.
+
+use serde::Deserialize;
+
+use crate::config::model::Price;
+use crate::proxy::usage::Usage;
+
+/// Micro-credits in one credit.
+pub const MICRO: i64 = 1_000_000;
+
+/// Completion tokens assumed by the estimate when the body names no limit.
+pub const DEFAULT_MAX_TOKENS: u64 = 1024;
+
+/// Request body bytes per estimated prompt token.
+pub const BYTES_PER_TOKEN: u64 = 4;
+
+/// A configured quota (whole credits) in micro-credits, saturating.
+pub fn quota_micro(credits: u64) -> i64 {
+    i64::try_from(credits)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(MICRO)
+}
+
+/// Micro-credits as credits (for display only; amounts are always kept as integers).
+pub fn credits(micro: i64) -> f64 {
+    micro as f64 / MICRO as f64
+}
+
+/// The cost of `usage` at `price`, in micro-credits. Cached tokens are part of
+/// `prompt_tokens` and billed at the input price (no discount).
+pub fn cost(price: &Price, usage: &Usage) -> i64 {
+    let input = price.input.max(0.0) * usage.prompt_tokens as f64;
+    let output = price.output.max(0.0) * usage.completion_tokens as f64;
+    // `as` saturates on overflow and maps NaN to 0.
+    (input + output).round() as i64
+}
+
+/// What the pre-charge assumes a request will use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Estimate {
+    pub fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: 0,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Limits {
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    max_output_tokens: Option<u64>,
+}
+
+/// Prompt: body bytes / 4 (rounded up). Completion: `max_completion_tokens`, `max_tokens`
+/// or `max_output_tokens` from a JSON body, else [`DEFAULT_MAX_TOKENS`].
+pub fn estimate(body: &[u8]) -> Estimate {
+    let prompt_tokens = (body.len() as u64).div_ceil(BYTES_PER_TOKEN);
+    let completion_tokens = serde_json::from_slice::<Limits>(body)
+        .ok()
+        .and_then(|l| {
+            l.max_completion_tokens
+                .or(l.max_tokens)
+                .or(l.max_output_tokens)
+        })
+        .unwrap_or(DEFAULT_MAX_TOKENS);
+    Estimate {
+        prompt_tokens,
+        completion_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_is_tokens_times_price_per_million() {
+        let p = Price {
+            input: 1000.0,
+            output: 2000.0,
+        };
+        let u = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 3,
+            cached_tokens: 4,
+        };
+        assert_eq!(cost(&p, &u), 10 * 1000 + 3 * 2000);
+        let cheap = Price {
+            input: 0.27,
+            output: 1.1,
+        };
+        // 2.7 + 3.3 = 6.0 micro-credits
+        assert_eq!(cost(&cheap, &u), 6);
+    }
+
+    #[test]
+    fn estimate_reads_the_limit_fields() {
+        let b = br#"{"model":"m","max_tokens":7}"#;
+        assert_eq!(
+            estimate(b),
+            Estimate {
+                prompt_tokens: (b.len() as u64).div_ceil(4),
+                completion_tokens: 7
+            }
+        );
+        let b = br#"{"max_completion_tokens":9,"max_tokens":7}"#;
+        assert_eq!(estimate(b).completion_tokens, 9);
+        let b = br#"{"max_output_tokens":5}"#;
+        assert_eq!(estimate(b).completion_tokens, 5);
+        assert_eq!(estimate(b"not json").completion_tokens, DEFAULT_MAX_TOKENS);
+        assert_eq!(estimate(b"").prompt_tokens, 0);
+        assert_eq!(estimate(b"12345").prompt_tokens, 2);
+    }
+
+    #[test]
+    fn quota_conversion_saturates() {
+        assert_eq!(quota_micro(3), 3_000_000);
+        assert_eq!(quota_micro(u64::MAX), i64::MAX);
+    }
+}

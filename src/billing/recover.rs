@@ -1,0 +1,47 @@
+//! Start-up recovery (R11.2): refund every precharge the previous process left without a
+//! settle or refund, then rebuild the in-memory accounts from the ledger — before serving.
+
+use crate::store::{now_ms, LedgerEntry, LedgerKind, StoreError};
+
+use super::Billing;
+
+/// What recovery did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Clients with ledger history.
+    pub clients: usize,
+    /// Dangling precharges refunded now.
+    pub refunded: usize,
+    /// Micro-credits returned by those refunds.
+    pub refunded_micro: i64,
+}
+
+/// Refund dangling precharges (durably: the refunds are committed before this returns)
+/// and load every client's totals into memory.
+pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
+    let store = &billing.ledger.store;
+    let dangling = store.dangling_precharges().await?;
+    let mut totals = store.ledger_totals().await?;
+    let mut out = Recovered::default();
+    for p in dangling {
+        let t = totals.entry(p.client.clone()).or_default();
+        t.charged = t.charged.saturating_sub(p.amount);
+        t.refunded = t.refunded.saturating_add(p.amount);
+        tracing::info!(session = %p.request_id, client = %p.client, amount_micro = p.amount,
+            "refunding a precharge left open by the previous run");
+        out.refunded += 1;
+        out.refunded_micro = out.refunded_micro.saturating_add(p.amount);
+        store
+            .send_durable_async(LedgerEntry {
+                kind: LedgerKind::Refund,
+                ts_ms: now_ms(),
+                ..p
+            })
+            .await?;
+    }
+    store.flush().await?;
+    out.clients = totals.len();
+    billing.balances.load(totals);
+    billing.ledger.count_refunded(out.refunded_micro);
+    Ok(out)
+}

@@ -1,0 +1,307 @@
+//! The billing session of one request: pre-charged once before the attempt loop, then
+//! settled or refunded exactly once (R11.1). `settle` and `refund` consume the session; a
+//! session dropped without either (panic, early return, aborted task) refunds in `Drop`.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use super::balances::Account;
+use super::price::{self, Estimate};
+use crate::config::model::Price;
+use crate::proxy::usage::Usage;
+use crate::store::{now_ms, LedgerEntry, LedgerKind, Store};
+use crate::telemetry;
+
+/// Sends ledger entries through the store's durable path and counts credits for metrics.
+pub(crate) struct Ledger {
+    pub(crate) store: Store,
+    charged_micro: AtomicI64,
+    refunded_micro: AtomicI64,
+}
+
+impl Ledger {
+    pub(crate) fn new(store: Store) -> Ledger {
+        Ledger {
+            store,
+            charged_micro: AtomicI64::new(0),
+            refunded_micro: AtomicI64::new(0),
+        }
+    }
+
+    /// Queues `entry` without blocking the caller: from a runtime it is handed to a task
+    /// using `send_durable_async`; outside one it is sent blocking. Never dropped on a
+    /// full queue; an entry lost to a closed store is refunded by start-up recovery.
+    pub(crate) fn send(&self, entry: LedgerEntry) {
+        let store = self.store.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(async move {
+                    if let Err(e) = store.send_durable_async(entry).await {
+                        tracing::error!(error = %e, "ledger entry not queued");
+                    }
+                });
+            }
+            Err(_) => {
+                if let Err(e) = store.send_durable(entry) {
+                    tracing::error!(error = %e, "ledger entry not queued");
+                }
+            }
+        }
+    }
+
+    /// Adds `micro` to a running total and moves the whole-credit counter `name` on by
+    /// the credits crossed, so the counter never drifts from the exact micro sum.
+    fn count(total: &AtomicI64, name: &'static str, micro: i64) {
+        if micro <= 0 {
+            return;
+        }
+        let before = total.fetch_add(micro, Ordering::Relaxed);
+        let whole = (before.saturating_add(micro)) / price::MICRO - before / price::MICRO;
+        if whole > 0 {
+            metrics::counter!(name).increment(whole as u64);
+        }
+    }
+
+    pub(crate) fn count_charged(&self, micro: i64) {
+        Self::count(&self.charged_micro, telemetry::QUOTA_CHARGED, micro);
+    }
+
+    pub(crate) fn count_refunded(&self, micro: i64) {
+        Self::count(&self.refunded_micro, telemetry::QUOTA_REFUNDED, micro);
+    }
+}
+
+/// What an open session carries.
+struct Open {
+    ledger: Arc<Ledger>,
+    account: Arc<Account>,
+    /// Ledger key of this session (unique per request, see the module doc of `billing`).
+    id: String,
+    client: String,
+    /// `None`: unpriced model, nothing is charged or written.
+    price: Option<Price>,
+    estimate: Estimate,
+    /// Amount debited and written as a precharge entry (0 when none was written).
+    precharged: i64,
+}
+
+/// One request's billing; see the module doc.
+pub struct Session {
+    open: Option<Open>,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// Settled at this cost (micro-credits).
+    Settled(i64),
+    /// This pre-charged amount was returned.
+    Refunded(i64),
+}
+
+impl Session {
+    pub(crate) fn new(
+        ledger: Arc<Ledger>,
+        account: Arc<Account>,
+        id: String,
+        client: String,
+        price: Option<Price>,
+        estimate: Estimate,
+        precharged: i64,
+    ) -> Session {
+        Session {
+            open: Some(Open {
+                ledger,
+                account,
+                id,
+                client,
+                price,
+                estimate,
+                precharged,
+            }),
+        }
+    }
+
+    /// The ledger key of this session.
+    pub fn id(&self) -> &str {
+        self.open.as_ref().map_or("", |o| o.id.as_str())
+    }
+
+    /// Micro-credits pre-charged (0 for trusted clients and unpriced models).
+    pub fn precharged(&self) -> i64 {
+        self.open.as_ref().map_or(0, |o| o.precharged)
+    }
+
+    /// Success: charge the real usage. A usage with no tokens at all (the upstream reported
+    /// none) is charged as the estimated prompt with no completion. Returns the cost.
+    pub fn settle(mut self, usage: &Usage) -> Closed {
+        match self.open.take() {
+            Some(o) => o.settle(usage),
+            None => Closed::Settled(0),
+        }
+    }
+
+    /// Every attempt failed: return the pre-charge.
+    pub fn refund(mut self) -> Closed {
+        match self.open.take() {
+            Some(o) => o.refund(),
+            None => Closed::Refunded(0),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(o) = self.open.take() {
+            tracing::warn!(session = %o.id, client = %o.client,
+                "billing session ended without settle or refund: refunding");
+            o.refund();
+        }
+    }
+}
+
+impl Open {
+    fn entry(&self, kind: LedgerKind, amount: i64) -> LedgerEntry {
+        LedgerEntry {
+            request_id: self.id.clone(),
+            client: self.client.clone(),
+            kind,
+            amount,
+            ts_ms: now_ms(),
+        }
+    }
+
+    fn settle(self, usage: &Usage) -> Closed {
+        let Some(p) = self.price else {
+            return Closed::Settled(0);
+        };
+        let billed = if usage.is_zero() {
+            Usage {
+                prompt_tokens: self.estimate.prompt_tokens,
+                ..Usage::default()
+            }
+        } else {
+            *usage
+        };
+        let actual = price::cost(&p, &billed);
+        let delta = actual.saturating_sub(self.precharged);
+        self.account.adjust(delta);
+        // A session that wrote no precharge and costs nothing leaves no trace.
+        if self.precharged > 0 || actual > 0 {
+            self.ledger.send(self.entry(LedgerKind::Settle, delta));
+        }
+        self.ledger.count_charged(actual);
+        Closed::Settled(actual)
+    }
+
+    fn refund(self) -> Closed {
+        if self.precharged > 0 {
+            self.account.refund(self.precharged);
+            self.ledger
+                .send(self.entry(LedgerKind::Refund, self.precharged));
+            self.ledger.count_refunded(self.precharged);
+        }
+        Closed::Refunded(self.precharged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(precharged: i64) -> (Store, Arc<Ledger>, Arc<Account>, Session) {
+        let store = Store::open(":memory:").unwrap();
+        let ledger = Arc::new(Ledger::new(store.clone()));
+        let account = Arc::new(Account::default());
+        account.try_debit(precharged, Some(1_000_000)).unwrap();
+        let est = Estimate {
+            prompt_tokens: 5,
+            completion_tokens: 10,
+        };
+        let p = Price {
+            input: 100.0,
+            output: 1000.0,
+        };
+        let s = Session::new(
+            ledger.clone(),
+            account.clone(),
+            "req-1/0".into(),
+            "alice".into(),
+            Some(p),
+            est,
+            precharged,
+        );
+        (store, ledger, account, s)
+    }
+
+    async fn entries(store: &Store) -> Vec<(LedgerKind, i64)> {
+        store.flush().await.unwrap();
+        store
+            .ledger_for_request("req-1/0")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.amount))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn settle_charges_the_difference_once() {
+        let (store, _l, account, s) = fixture(10_500);
+        let usage = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 3,
+            cached_tokens: 4,
+        };
+        assert_eq!(s.settle(&usage), Closed::Settled(4_000));
+        assert_eq!(account.charged(), 4_000);
+        assert_eq!(account.refunded(), 0);
+        assert_eq!(entries(&store).await, vec![(LedgerKind::Settle, -6_500)]);
+    }
+
+    #[tokio::test]
+    async fn refund_returns_the_precharge_and_drop_refunds() {
+        let (store, _l, account, s) = fixture(10_500);
+        assert_eq!(s.refund(), Closed::Refunded(10_500));
+        assert_eq!((account.charged(), account.refunded()), (0, 10_500));
+        assert_eq!(entries(&store).await, vec![(LedgerKind::Refund, 10_500)]);
+
+        let (store, _l, account, s) = fixture(777);
+        drop(s);
+        assert_eq!((account.charged(), account.refunded()), (0, 777));
+        assert_eq!(entries(&store).await, vec![(LedgerKind::Refund, 777)]);
+    }
+
+    #[tokio::test]
+    async fn trusted_session_pays_everything_at_settle() {
+        let (store, _l, account, s) = fixture(0);
+        let usage = Usage {
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            cached_tokens: 0,
+        };
+        assert_eq!(s.settle(&usage), Closed::Settled(1_100));
+        assert_eq!(account.charged(), 1_100);
+        assert_eq!(entries(&store).await, vec![(LedgerKind::Settle, 1_100)]);
+        let (store, _l, account, s) = fixture(0);
+        assert_eq!(s.refund(), Closed::Refunded(0));
+        assert_eq!(account.refunded(), 0);
+        assert!(entries(&store).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn missing_usage_charges_the_estimated_prompt() {
+        let (_store, _l, account, s) = fixture(10_500);
+        assert_eq!(s.settle(&Usage::default()), Closed::Settled(500));
+        assert_eq!(account.charged(), 500);
+    }
+
+    #[test]
+    fn drop_outside_a_runtime_still_writes_the_refund() {
+        let (store, _l, account, s) = fixture(42);
+        drop(s);
+        assert_eq!(account.refunded(), 42);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        assert_eq!(rt.block_on(entries(&store)), vec![(LedgerKind::Refund, 42)]);
+    }
+}

@@ -1,0 +1,393 @@
+//! End-to-end quota and billing tests (R11): settle at the real usage, one charge across a
+//! failover, refund on total failure, refusal without an upstream call, the concurrent
+//! atomic debit, and a `kill -9` of the real binary mid-request.
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+use switchyard::mock::{CACHED_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+
+/// Credits per million tokens = micro-credits per token.
+const IN_PRICE: i64 = 1000;
+const OUT_PRICE: i64 = 2000;
+
+fn yaml(
+    chans: &[(&str, i64)],
+    m: &HashMap<String, MockUpstream>,
+    client: &str,
+    price: &str,
+) -> String {
+    let mut s = String::from("routing:\n  retry_times: 3\nchannels:\n");
+    for (n, p) in chans {
+        s.push_str(&channel(n, &format!("{{{n}}}"), *p, &["m"]));
+    }
+    s.push_str(&format!(
+        "clients:\n  alice:\n    key: {ALICE}\n{client}pricing:\n  m: {price}\n"
+    ));
+    fill(&s, m)
+}
+
+fn default_price() -> String {
+    format!("{{input: {IN_PRICE}, output: {OUT_PRICE}}}")
+}
+
+/// The real cost of one mock answer at the default price.
+fn mock_cost() -> i64 {
+    PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE
+}
+
+async fn account(gw: &Gw) -> serde_json::Value {
+    let (s, v) = gw.admin_get("/admin/clients/alice").await;
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
+async fn totals(gw: &Gw) -> switchyard::store::LedgerTotals {
+    gw.flush().await;
+    let store = &gw.running.as_ref().unwrap().gateway.store;
+    store
+        .ledger_totals()
+        .await
+        .unwrap()
+        .get("alice")
+        .copied()
+        .unwrap_or_default()
+}
+
+/// Settle charges exactly prompt × input + completion × output; cached tokens carry no
+/// discount and the ledger agrees with the in-memory account.
+#[tokio::test]
+async fn settle_charges_exactly_usage_times_price() {
+    let m = mocks(&["a"]).await;
+    let gw = start_gw(&yaml(
+        &[("a", 10)],
+        &m,
+        "    quota: 100\n",
+        &default_price(),
+    ))
+    .await;
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        body["usage"]["prompt_tokens_details"]["cached_tokens"],
+        CACHED_TOKENS
+    );
+    let a = account(&gw).await;
+    assert_eq!(a["charged_micro"], mock_cost());
+    assert_eq!(a["refunded_micro"], 0);
+    assert_eq!(a["remaining_micro"], 100_000_000 - mock_cost());
+    assert_eq!(a["quota"], 100);
+    let t = totals(&gw).await;
+    assert_eq!((t.charged, t.refunded), (mock_cost(), 0));
+    gw.stop().await;
+}
+
+/// A failover (first channel 503, second 200) precharges and settles once.
+#[tokio::test]
+async fn failover_charges_once() {
+    let m = mocks(&["a", "b"]).await;
+    m["a"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let gw = start_gw(&yaml(
+        &[("a", 10), ("b", 0)],
+        &m,
+        "    quota: 100\n",
+        &default_price(),
+    ))
+    .await;
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "a->b");
+    let t = totals(&gw).await;
+    assert_eq!((t.charged, t.refunded), (mock_cost(), 0));
+    assert_eq!(account(&gw).await["charged_micro"], mock_cost());
+    let store = &gw.running.as_ref().unwrap().gateway.store;
+    assert!(store.dangling_precharges().await.unwrap().is_empty());
+    gw.stop().await;
+}
+
+/// Every attempt failed: the precharge is refunded exactly once and the balance is whole.
+#[tokio::test]
+async fn total_failure_leaves_the_balance_unchanged() {
+    let m = mocks(&["a", "b"]).await;
+    for n in ["a", "b"] {
+        m[n].set_default(Behavior::Status {
+            code: 503,
+            body: None,
+        });
+    }
+    let gw = start_gw(&yaml(
+        &[("a", 10), ("b", 0)],
+        &m,
+        "    quota: 100\n",
+        &default_price(),
+    ))
+    .await;
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 503);
+    let a = account(&gw).await;
+    assert_eq!(a["charged_micro"], 0);
+    assert_eq!(a["remaining_micro"], 100_000_000);
+    let refunded = a["refunded_micro"].as_i64().unwrap();
+    assert!(refunded > 0, "{a}");
+    let t = totals(&gw).await;
+    assert_eq!((t.charged, t.refunded), (0, refunded));
+    gw.stop().await;
+}
+
+/// A key that cannot afford the estimate gets a 402 in its wire format, and no upstream
+/// is called; unlimited and unpriced requests pass.
+#[tokio::test]
+async fn exhausted_key_is_refused_without_an_upstream_call() {
+    let m = mocks(&["a"]).await;
+    // 1 credit per token: the default 1024-token estimate alone exceeds 1 credit.
+    let gw = start_gw(&yaml(
+        &[("a", 10)],
+        &m,
+        "    quota: 1\n",
+        "{input: 1000000, output: 1000000}",
+    ))
+    .await;
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 402);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "insufficient_quota", "{v}");
+    let r = gw
+        .post("/v1/messages", ALICE, json!({"model": "m", "max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]}))
+        .await;
+    assert_eq!(r.status(), 402);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "error", "Anthropic format: {v}");
+    assert_eq!(m["a"].calls(), 0);
+    let a = account(&gw).await;
+    assert_eq!(
+        (a["charged_micro"].as_i64(), a["remaining_micro"].as_i64()),
+        (Some(0), Some(1_000_000))
+    );
+    assert!(gw
+        .metrics()
+        .await
+        .contains("switchyard_quota_rejected_total"));
+    gw.stop().await;
+}
+
+/// 40 concurrent requests on a key that affords exactly 10 estimates: at most 10 reach
+/// the upstream and the balance never goes below zero (R11.3).
+#[tokio::test]
+async fn concurrent_requests_admit_only_what_the_quota_affords() {
+    let m = mocks(&["a"]).await;
+    m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(1500)));
+    // Input free; 10 completion tokens × 100 000 micro = exactly 1 credit per estimate.
+    let gw = start_gw(&yaml(
+        &[("a", 10)],
+        &m,
+        "    quota: 10\n",
+        "{input: 0, output: 100000}",
+    ))
+    .await;
+    let body =
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let reqs: Vec<_> = (0..40)
+        .map(|_| {
+            let (http, url, body) = (
+                gw.http.clone(),
+                format!("{}/v1/chat/completions", gw.base),
+                body.clone(),
+            );
+            tokio::spawn(async move {
+                http.post(url)
+                    .bearer_auth(ALICE)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mid = account(&gw).await;
+    assert!(mid["remaining_micro"].as_i64().unwrap() >= 0, "{mid}");
+    let mut codes = Vec::new();
+    for r in reqs {
+        codes.push(r.await.unwrap());
+    }
+    let ok = codes.iter().filter(|c| **c == 200).count();
+    let refused = codes.iter().filter(|c| **c == 402).count();
+    assert_eq!(ok, 10, "{codes:?}");
+    assert_eq!(refused, 30, "{codes:?}");
+    assert_eq!(m["a"].calls(), ok);
+    let a = account(&gw).await;
+    let cost = DEFAULT_CHUNKS as i64 * 100_000;
+    assert_eq!(a["charged_micro"], 10 * cost);
+    assert!(a["remaining_micro"].as_i64().unwrap() >= 0, "{a}");
+    let t = totals(&gw).await;
+    assert_eq!(t.charged, 10 * cost);
+    gw.stop().await;
+}
+
+/// A trusted key skips the precharge and pays the full cost at settle (R11.4).
+#[tokio::test]
+async fn trusted_key_pays_at_settle() {
+    let m = mocks(&["a"]).await;
+    let gw = start_gw(&yaml(
+        &[("a", 10)],
+        &m,
+        "    quota: 1\n    trusted: true\n",
+        &default_price(),
+    ))
+    .await;
+    // The estimate (1024 tokens × 2000) would exceed 1 credit; a trusted key is not asked.
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 200);
+    let t = totals(&gw).await;
+    assert_eq!((t.charged, t.refunded), (mock_cost(), 0));
+    assert_eq!(account(&gw).await["trusted"], true);
+    gw.stop().await;
+}
+
+mod killed {
+    //! `kill -9` of the real binary with one request in flight.
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn spawn(config: &std::path::Path) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .arg("--config")
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    async fn wait_ready(http: &reqwest::Client, admin: &str) {
+        for _ in 0..200 {
+            if let Ok(r) = http.get(format!("{admin}/readyz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("gateway did not become ready");
+    }
+
+    /// Rows of `kind` in the binary's ledger (read-only, through SQLite directly).
+    fn ledger_rows(db: &std::path::Path, kind: &str) -> i64 {
+        let Ok(c) =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        else {
+            return 0;
+        };
+        c.query_row("SELECT COUNT(*) FROM ledger WHERE kind = ?1", [kind], |r| {
+            r.get(0)
+        })
+        .unwrap_or(0)
+    }
+
+    async fn wait_rows(db: &std::path::Path, kind: &str, n: i64) {
+        for _ in 0..200 {
+            if ledger_rows(db, kind) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("ledger never reached {n} {kind} rows");
+    }
+
+    #[tokio::test]
+    async fn kill_9_mid_request_refunds_the_precharge_and_keeps_settled_charges() {
+        let up = MockUpstream::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("switchyard.db");
+        let (listen, admin_port) = (free_port(), free_port());
+        let config = dir.path().join("switchyard.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{listen}\nadmin:\n  listen: 127.0.0.1:{admin_port}\n  token: {ADMIN_TOKEN}\nstorage:\n  path: {}\nchannels:\n{}clients:\n  alice:\n    key: {ALICE}\n    quota: 100\npricing:\n  m: {}\n",
+                db.display(),
+                channel("a", &up.base_url(), 10, &["m"]),
+                default_price()
+            ),
+        )
+        .unwrap();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let (base, admin) = (
+            format!("http://127.0.0.1:{listen}"),
+            format!("http://127.0.0.1:{admin_port}"),
+        );
+        let chat = |stream: bool| {
+            http.post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(ALICE)
+                .json(&json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+        };
+        let alice = |http: reqwest::Client| {
+            let url = format!("{admin}/admin/clients/alice");
+            async move {
+                let r = http.get(url).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+                r.json::<serde_json::Value>().await.unwrap()
+            }
+        };
+
+        let mut child = spawn(&config);
+        wait_ready(&http, &admin).await;
+        for _ in 0..2 {
+            let r = chat(false).await.unwrap();
+            assert_eq!(r.status(), 200);
+        }
+        // Both settles committed before the kill.
+        wait_rows(&db, "settle", 2).await;
+        // A slow stream keeps the third request in flight with its precharge committed.
+        up.set_default(Behavior::Stream {
+            chunks: 1000,
+            delay: Duration::from_millis(50),
+        });
+        let mut inflight = chat(true).await.unwrap();
+        assert_eq!(inflight.status(), 200);
+        let _ = inflight.chunk().await;
+        wait_rows(&db, "precharge", 3).await;
+        let before = alice(http.clone()).await;
+        assert!(
+            before["charged_micro"].as_i64().unwrap() > 2 * mock_cost(),
+            "{before}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(inflight);
+
+        let mut child = spawn(&config);
+        wait_ready(&http, &admin).await;
+        let after = alice(http.clone()).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(after["charged_micro"], 2 * mock_cost(), "{after}");
+        assert_eq!(
+            after["remaining_micro"],
+            100_000_000 - 2 * mock_cost(),
+            "{after}"
+        );
+        assert_eq!(ledger_rows(&db, "refund"), 1);
+        assert_eq!(ledger_rows(&db, "settle"), 2);
+    }
+}
