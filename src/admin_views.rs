@@ -72,7 +72,7 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
     )
 }
 
-/// `GET /admin/explain?client=&model=[&path=]`.
+/// `GET /admin/explain?client=&model=[&path=][&key=]` (`key`: a sticky key value, R8.6).
 pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
     let snap = gw.snapshot();
     match explain_value(
@@ -81,7 +81,16 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
         q.get("model").map(String::as_str),
         q.get("path").map(String::as_str),
     ) {
-        Ok(v) => json_response(StatusCode::OK, v.to_string()),
+        Ok(mut v) => {
+            if let (Some(key), Some(c)) = (q.get("key"), q.get("client")) {
+                let group = snap.table.clients.iter().find(|x| &x.name == c);
+                let model = q.get("model").map_or("", String::as_str);
+                if let Some(cl) = group {
+                    v["affinity"] = crate::affinity::explain(&gw.bindings, &cl.group, model, key);
+                }
+            }
+            json_response(StatusCode::OK, v.to_string())
+        }
         Err(e) => error_response(
             &GatewayError::bad_request("bad_explain_query", e),
             WireFormat::OpenAi,
@@ -160,6 +169,7 @@ pub fn explain_value(
             key_count: &key_count,
             key_cursor: &key_start,
             available: &available,
+            preferred: None,
         },
         &mut rng,
     );

@@ -2,6 +2,7 @@
 //!
 //! - `config`: YAML/env loading, validation with key paths, resilience merge, explain text.
 //! - `routing`: the compiled `RouteTable`, weighted draw, attempt plans, the outcome classifier.
+//! - `affinity`: sticky keys and channel bindings that keep prompt caches warm (R8).
 //! - `state`: runtime state outside the table, keyed by channel name (survives reload).
 //! - `proxy`: listener, handler, attempt loop, upstream client, SSE relay.
 //! - `billing`: per-client balances, per-request billing sessions, ledger recovery (R11).
@@ -11,6 +12,7 @@
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
 //! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
 pub mod admin;
+pub mod affinity;
 pub mod admin_views;
 pub mod app;
 pub mod billing;

@@ -74,8 +74,14 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         refunded = recovered.refunded,
         "balances rebuilt from the ledger"
     );
+    crate::affinity::persist::restore(&gateway.bindings, &gateway.store).await;
     let (tx, rx) = watch::channel(false);
     let tasks = vec![
+        tokio::spawn(crate::affinity::persist::run(
+            gateway.bindings.clone(),
+            gateway.store.clone(),
+            rx.clone(),
+        )),
         tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
         tokio::spawn(crate::admin::serve(admin, gateway.clone(), rx.clone())),
         tokio::spawn(reload::watch(

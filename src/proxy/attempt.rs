@@ -50,6 +50,8 @@ pub struct Job {
     pub is_task: bool,
     pub request_id: HeaderValue,
     pub started: std::time::Instant,
+    /// The request's sticky key (R8).
+    pub sticky: Option<crate::affinity::StickyKey>,
 }
 
 /// The last failure, kept to answer the client if nothing succeeds.
@@ -76,6 +78,10 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |id: usize| snap.states[id].next_key_start(snap.table.channels[id].keys.len());
     let available = |id: usize| !snap.states[id].is_disabled();
+    let mut fin = Finish::new(gw, &job);
+    let mut sticky = job
+        .sticky
+        .map(|k| crate::affinity::Sticky::lookup(&gw.bindings, &snap, &routes, k));
     let mut plan = AttemptPlan::new(
         &PlanInput {
             groups: &routes,
@@ -85,13 +91,17 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             key_count: &key_count,
             key_cursor: &key_start,
             available: &available,
+            preferred: sticky.as_ref().and_then(|s| s.preferred),
         },
         &mut rng,
     );
+    if let Some(s) = sticky.as_mut() {
+        s.planned(plan.targets().first().map(|t| t.channel));
+        fin.sticky(s.key.kind.as_str(), s.hit);
+    }
     let budget = gw.budget();
     budget.record_first_attempt();
 
-    let mut fin = Finish::new(gw, &job);
     let rid = job.request_id.to_str().unwrap_or("");
     match gw
         .billing
@@ -160,6 +170,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     false,
                 ));
                 metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
+                if let Some(s) = &sticky {
+                    fin.fallback(s.succeeded(&gw.bindings, &ch.name));
+                }
                 let route = fin.chain();
                 let obs = LogObserver::new(
                     fin,
@@ -191,6 +204,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
                 if job.is_task && job.method == Method::POST {
                     super::task::bind_from_body(gw, &ch.name, &body);
+                }
+                if let Some(s) = &sticky {
+                    fin.fallback(s.succeeded(&gw.bindings, &ch.name));
                 }
                 let route = fin.chain();
                 fin.done(&ch.name, &step.upstream_model, status, usage, None);
@@ -244,7 +260,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             alternatives_left: plan.alternatives_left(),
             same_target_retries: step.same_target_retry,
             attempts_left: plan.attempts_left(),
-            affinity_skip_retry: false,
+            affinity_skip_retry: sticky
+                .as_ref()
+                .is_some_and(|s| s.skip_retry(step.channel, fin.attempts.len() == 1)),
         };
         let settings = Settings {
             routing: &cfg.routing,

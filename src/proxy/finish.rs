@@ -104,6 +104,17 @@ impl Finish {
         }
     }
 
+    /// Sticky key kind and whether the bound channel was planned first (R8.6).
+    pub fn sticky(&mut self, kind: &str, hit: bool) {
+        self.rec.sticky_kind = Some(kind.to_string());
+        self.rec.sticky_hit = Some(hit);
+    }
+
+    /// A binding existed and another channel answered (R8.6).
+    pub fn fallback(&mut self, fallback: bool) {
+        self.rec.fallback = fallback;
+    }
+
     /// The attempt chain `a->b->c` (R4.6).
     pub fn chain(&self) -> String {
         let names: Vec<&str> = self.attempts.iter().map(|a| a.channel.as_str()).collect();

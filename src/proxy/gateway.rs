@@ -18,6 +18,8 @@ use super::upstream::Upstream;
 
 pub struct Gateway {
     live: ArcSwap<Snapshot>,
+    /// Sticky bindings, keyed by key hash, valued by channel name (R8.3).
+    pub bindings: Arc<crate::affinity::Bindings>,
     pub registry: Registry,
     pub upstream: Upstream,
     pub store: Store,
@@ -44,6 +46,7 @@ impl Gateway {
         metrics::gauge!(telemetry::CONFIG_GENERATION).set(1.0);
         Ok(Arc::new(Gateway {
             live: ArcSwap::from_pointee(snap),
+            bindings: Arc::default(),
             registry,
             upstream: Upstream::new()?,
             billing: crate::billing::Billing::new(store.clone()),

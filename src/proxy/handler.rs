@@ -117,6 +117,15 @@ async fn route(
         "/v1/messages" => StreamFormat::Messages,
         _ => StreamFormat::Other,
     };
+    let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
+        affinity: &snap.table.config.affinity,
+        group: &client.group,
+        model: model.as_deref().unwrap_or(""),
+        path: &path,
+        client: &client.name,
+        headers: &parts.headers,
+        body: json.then_some(&body[..]),
+    });
     let job = Job {
         snap,
         client,
@@ -135,6 +144,7 @@ async fn route(
         is_task: task.is_task,
         request_id,
         started,
+        sticky,
     };
     Ok(attempt::run(gw, job).await)
 }

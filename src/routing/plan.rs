@@ -31,6 +31,9 @@ pub struct PlanInput<'a> {
     pub key_cursor: &'a dyn Fn(ChannelId) -> usize,
     /// Evaluated once per candidate at plan time (breaker, disabled, cooldown).
     pub available: &'a dyn Fn(ChannelId) -> bool,
+    /// A channel to try first when it is a candidate of the groups used (the sticky
+    /// binding, R8.3); it then appears once, at the front.
+    pub preferred: Option<ChannelId>,
 }
 
 /// One planned channel visit (for `/admin/explain` and tests).
@@ -104,6 +107,32 @@ fn pick(
     }
 }
 
+/// Move (or insert) the first visit of `p` to the front of `slots` (R8.3).
+fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], p: ChannelId) {
+    if let Some(pos) = slots.iter().position(|s| s.channel == p) {
+        let t = slots.remove(pos);
+        slots.insert(0, t);
+        return;
+    }
+    let found = groups.iter().find_map(|(g, tiers)| {
+        tiers
+            .iter()
+            .flatten()
+            .find(|c| c.0 == p)
+            .map(|c| (*g, c.1.clone()))
+    });
+    if let Some((group, upstream_model)) = found {
+        slots.insert(
+            0,
+            PlannedTarget {
+                group,
+                channel: p,
+                upstream_model,
+            },
+        );
+    }
+}
+
 impl AttemptPlan {
     pub fn new(input: &PlanInput, rng: &mut fastrand::Rng) -> Self {
         let max_steps = input.retry_times.saturating_add(1);
@@ -168,6 +197,9 @@ impl AttemptPlan {
                     }
                 }
             }
+        }
+        if let Some(p) = input.preferred {
+            prefer(&mut slots, &groups, p);
         }
         slots.truncate(cap);
         let mut keys = HashMap::new();

@@ -51,6 +51,7 @@ fn input<'a>(
         key_count: &one,
         key_cursor: &zero,
         available: &yes,
+        preferred: None,
     }
 }
 
@@ -314,4 +315,38 @@ fn exhaust_first_pick_follows_weights() {
         .count();
     let share = firsts as f64 / n as f64;
     assert!((share - 0.7).abs() < 0.03, "{share}");
+}
+
+#[test]
+fn r8_3_preferred_channel_goes_first_once() {
+    let r = route(&[&[(0, 1), (1, 1)], &[(2, 1)]]);
+    let groups = [("g", &r)];
+    for walk in [TierWalk::Exhaust, TierWalk::OnePerTier] {
+        for seed in 0..20 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut inp = input(&groups, walk, 2);
+            inp.preferred = Some(2);
+            let p = AttemptPlan::new(&inp, &mut rng);
+            let ch: Vec<ChannelId> = p.targets().iter().map(|t| t.channel).collect();
+            assert_eq!(ch[0], 2, "{walk:?} {ch:?}");
+            assert_eq!(p.targets()[0].upstream_model.as_ref(), "m2");
+            assert_eq!(ch.len(), 3, "{walk:?} {ch:?}");
+            if walk == TierWalk::Exhaust {
+                assert_eq!(ch.iter().filter(|&&c| c == 2).count(), 1, "{ch:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn r8_3_preferred_outside_the_candidates_is_ignored() {
+    let r = route(&[&[(0, 1), (1, 1)]]);
+    let groups = [("g", &r)];
+    let mut rng = fastrand::Rng::with_seed(3);
+    let mut inp = input(&groups, TierWalk::Exhaust, 5);
+    inp.preferred = Some(7);
+    let p = AttemptPlan::new(&inp, &mut rng);
+    let mut ch: Vec<ChannelId> = p.targets().iter().map(|t| t.channel).collect();
+    ch.sort();
+    assert_eq!(ch, vec![0, 1]);
 }

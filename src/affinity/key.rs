@@ -1,0 +1,234 @@
+//! Sticky key extraction: affinity rule match → key, else the sticky precedence of R8.2.
+//!
+//! The body is parsed only when a rule with a `body.` key matches or the sticky fields are
+//! needed, and then only shallowly: top-level values are kept as raw JSON slices and just
+//! the fields read here are decoded. The value is hashed at once; nothing raw is kept.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+use crate::config::model::{Affinity, AffinityKey};
+
+/// Number of buckets of the last sticky level (R8.2).
+pub const BUCKETS: u64 = 64;
+
+/// Which field a sticky key came from (a bounded metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StickyKind {
+    /// An `affinity.rules` entry matched (R8.1).
+    Rule,
+    Conversation,
+    Session,
+    /// A stable user id carried in the body.
+    User,
+    /// The authenticated client + the public model.
+    ClientModel,
+    /// Hash bucket of client + path, for follow-up turns without a model.
+    Bucket,
+}
+
+impl StickyKind {
+    pub const ALL: [StickyKind; 6] = [
+        StickyKind::Rule,
+        StickyKind::Conversation,
+        StickyKind::Session,
+        StickyKind::User,
+        StickyKind::ClientModel,
+        StickyKind::Bucket,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StickyKind::Rule => "rule",
+            StickyKind::Conversation => "conversation",
+            StickyKind::Session => "session",
+            StickyKind::User => "user",
+            StickyKind::ClientModel => "client_model",
+            StickyKind::Bucket => "bucket",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StickyKind> {
+        StickyKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// The sticky key of one request: a hash of (group, public model, kind, value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StickyKey {
+    pub kind: StickyKind,
+    pub hash: u128,
+    pub ttl: Duration,
+    /// `skip_retry_on_failure` of the matched rule (R8.4); false for the sticky levels.
+    pub skip_retry: bool,
+}
+
+/// What a sticky key is computed from.
+pub struct KeyInput<'a> {
+    pub affinity: &'a Affinity,
+    /// The client's group (`auto` for auto clients).
+    pub group: &'a str,
+    /// The public model ("" for pass-through paths).
+    pub model: &'a str,
+    pub path: &'a str,
+    /// Client name (the key id, never the key).
+    pub client: &'a str,
+    pub headers: &'a HeaderMap,
+    /// The JSON body, when the request has one.
+    pub body: Option<&'a [u8]>,
+}
+
+/// Header names that carry a conversation id.
+pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id"];
+/// Header names that carry a session id.
+pub const SESSION_HEADERS: &[&str] = &["x-session-id", "session_id"];
+
+/// Hash of (group, model, kind, value): the binding map key (R8.2: keys are stored hashed).
+pub fn key_hash(group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
+    let mut h = Sha256::new();
+    for part in [group, model, kind.as_str(), value] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    let d = h.finalize();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    u128::from_be_bytes(b)
+}
+
+type Fields<'a> = HashMap<String, &'a RawValue>;
+
+fn object(json: &str) -> Option<Fields<'_>> {
+    serde_json::from_str(json).ok()
+}
+
+/// A scalar JSON value as key text: strings decoded, numbers/bools as written;
+/// `{"id": ...}` objects give their `id`. Empty strings, null, arrays give nothing.
+fn scalar(raw: &RawValue) -> Option<String> {
+    let t = raw.get().trim();
+    let v = match t.as_bytes().first()? {
+        b'"' => serde_json::from_str::<String>(t).ok()?,
+        b'{' => return object(t)?.get("id").and_then(|r| scalar(r)),
+        b'n' | b'[' => return None,
+        _ => t.to_string(),
+    };
+    (!v.is_empty()).then_some(v)
+}
+
+fn body_path(body: &[u8], path: &[String]) -> Option<String> {
+    let mut cur: &str = std::str::from_utf8(body).ok()?;
+    for seg in path {
+        let raw = *object(cur)?.get(seg)?;
+        cur = raw.get();
+    }
+    let raw: &RawValue = serde_json::from_str(cur).ok()?;
+    scalar(raw)
+}
+
+fn header(h: &HeaderMap, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| {
+        h.get(*n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    })
+}
+
+fn field(f: &Fields, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| f.get(*n).and_then(|r| scalar(r)))
+}
+
+fn count(raw: Option<&&RawValue>) -> usize {
+    raw.and_then(|r| serde_json::from_str::<Vec<IgnoredAny>>(r.get()).ok())
+        .map_or(0, |v| v.len())
+}
+
+/// The request's sticky key, if any (R8.1 then R8.2). See the module doc of `affinity`
+/// for the fields read on each surface.
+pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
+    let mk = |kind, value: &str, ttl, skip_retry| StickyKey {
+        kind,
+        hash: key_hash(i.group, i.model, kind, value),
+        ttl,
+        skip_retry,
+    };
+    if let Some(rule) = i
+        .affinity
+        .rules
+        .iter()
+        .find(|r| r.path == i.path && r.model.is_match(i.model))
+    {
+        let value = match &rule.key {
+            AffinityKey::Body(p) => i.body.and_then(|b| body_path(b, p)),
+            AffinityKey::Header(h) => i
+                .headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        };
+        if let Some(v) = value {
+            return Some(mk(
+                StickyKind::Rule,
+                &v,
+                rule.ttl,
+                rule.skip_retry_on_failure,
+            ));
+        }
+    }
+    let st = &i.affinity.sticky;
+    if let Some(v) = header(i.headers, CONVERSATION_HEADERS) {
+        return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
+    }
+    let top = i
+        .body
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(object);
+    let meta = top
+        .as_ref()
+        .and_then(|t| t.get("metadata"))
+        .and_then(|m| object(m.get()));
+    let empty = Fields::new();
+    let top_f = top.as_ref().unwrap_or(&empty);
+    let meta_f = meta.as_ref().unwrap_or(&empty);
+    let conv = field(meta_f, &["conversation_id"])
+        .or_else(|| field(top_f, &["conversation_id", "conversation"]));
+    if let Some(v) = conv {
+        return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
+    }
+    let session = header(i.headers, SESSION_HEADERS)
+        .or_else(|| field(meta_f, &["session_id"]))
+        .or_else(|| field(top_f, &["session_id", "prompt_cache_key"]));
+    if let Some(v) = session {
+        return Some(mk(StickyKind::Session, &v, st.session_ttl, false));
+    }
+    if let Some(v) = field(meta_f, &["user_id"]).or_else(|| field(top_f, &["user"])) {
+        return Some(mk(StickyKind::User, &v, st.user_model_ttl, false));
+    }
+    let turns = count(top_f.get("messages")).max(count(top_f.get("input")));
+    if turns < 2 {
+        return None;
+    }
+    if !i.model.is_empty() {
+        return Some(mk(
+            StickyKind::ClientModel,
+            i.client,
+            st.user_model_ttl,
+            false,
+        ));
+    }
+    let b = key_hash(i.group, i.path, StickyKind::Bucket, i.client) % u128::from(BUCKETS);
+    let value = format!("{}#{b}", i.path);
+    Some(mk(StickyKind::Bucket, &value, st.bucket_ttl, false))
+}
+
+#[cfg(test)]
+#[path = "key_tests.rs"]
+mod tests;

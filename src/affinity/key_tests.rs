@@ -1,0 +1,236 @@
+//! Tests for sticky key extraction and the binding store (R8.1–R8.3).
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use super::*;
+use crate::affinity::store::Bindings;
+use crate::config::model::{Affinity, AffinityRule, Sticky};
+
+fn aff(rules: Vec<AffinityRule>) -> Affinity {
+    Affinity {
+        rules,
+        sticky: Sticky {
+            conversation_ttl: Duration::from_secs(7200),
+            session_ttl: Duration::from_secs(7000),
+            user_model_ttl: Duration::from_secs(1800),
+            bucket_ttl: Duration::from_secs(600),
+        },
+    }
+}
+
+fn key(a: &Affinity, model: &str, path: &str, h: &HeaderMap, body: &str) -> Option<StickyKey> {
+    sticky_key(&KeyInput {
+        affinity: a,
+        group: "default",
+        model,
+        path,
+        client: "alice",
+        headers: h,
+        body: Some(body.as_bytes()),
+    })
+}
+
+#[test]
+fn default_rules_match_model_and_path() {
+    let a = aff(crate::config::default_affinity_rules());
+    let h = HeaderMap::new();
+    let k = key(
+        &a,
+        "gpt-5",
+        "/v1/responses",
+        &h,
+        r#"{"prompt_cache_key":"abc"}"#,
+    )
+    .unwrap();
+    assert_eq!(k.kind, StickyKind::Rule);
+    assert_eq!(
+        k.hash,
+        key_hash("default", "gpt-5", StickyKind::Rule, "abc")
+    );
+    let k2 = key(
+        &a,
+        "gpt-5",
+        "/v1/responses",
+        &h,
+        r#"{"prompt_cache_key":"abd"}"#,
+    )
+    .unwrap();
+    assert_ne!(k.hash, k2.hash);
+    let m = key(
+        &a,
+        "claude-x",
+        "/v1/messages",
+        &h,
+        r#"{"metadata":{"user_id":"u\u0031"},"messages":[]}"#,
+    )
+    .unwrap();
+    assert_eq!(m.kind, StickyKind::Rule);
+    assert_eq!(
+        m.hash,
+        key_hash("default", "claude-x", StickyKind::Rule, "u1")
+    );
+    // Wrong path for the rule: prompt_cache_key still counts, as a session id.
+    let s = key(
+        &a,
+        "gpt-5",
+        "/v1/chat/completions",
+        &h,
+        r#"{"prompt_cache_key":"abc"}"#,
+    )
+    .unwrap();
+    assert_eq!(s.kind, StickyKind::Session);
+}
+
+#[test]
+fn header_rule_and_precedence() {
+    let mut h = HeaderMap::new();
+    h.insert("x-session-id", "s1".parse().unwrap());
+    let a = aff(vec![]);
+    let body = r#"{"user":"bob","metadata":{"conversation_id":"c9"}}"#;
+    let k = key(&a, "m", "/v1/chat/completions", &h, body).unwrap();
+    assert_eq!(k.kind, StickyKind::Conversation);
+    assert_eq!(k.ttl, Duration::from_secs(7200));
+    let k = key(&a, "m", "/v1/chat/completions", &h, r#"{"user":"bob"}"#).unwrap();
+    assert_eq!(
+        (k.kind, k.ttl),
+        (StickyKind::Session, Duration::from_secs(7000))
+    );
+    let k = key(
+        &a,
+        "m",
+        "/v1/chat/completions",
+        &HeaderMap::new(),
+        r#"{"user":"bob"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        (k.kind, k.ttl),
+        (StickyKind::User, Duration::from_secs(1800))
+    );
+    let k = key(
+        &a,
+        "m",
+        "/v1/responses",
+        &HeaderMap::new(),
+        r#"{"conversation":{"id":"cv"}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("default", "m", StickyKind::Conversation, "cv")
+    );
+}
+
+#[test]
+fn client_model_only_for_follow_up_turns() {
+    let a = aff(vec![]);
+    let h = HeaderMap::new();
+    assert!(key(
+        &a,
+        "m",
+        "/v1/chat/completions",
+        &h,
+        r#"{"messages":[{"a":1}]}"#
+    )
+    .is_none());
+    let k = key(
+        &a,
+        "m",
+        "/v1/chat/completions",
+        &h,
+        r#"{"messages":[{},{}]}"#,
+    )
+    .unwrap();
+    assert_eq!(k.kind, StickyKind::ClientModel);
+    assert_eq!(
+        k.hash,
+        key_hash("default", "m", StickyKind::ClientModel, "alice")
+    );
+    let b = key(&a, "", "/v1/custom", &h, r#"{"input":[1,2,3]}"#).unwrap();
+    assert_eq!(
+        (b.kind, b.ttl),
+        (StickyKind::Bucket, Duration::from_secs(600))
+    );
+    // Null, empty and array values are not keys.
+    assert!(key(
+        &a,
+        "m",
+        "/v1/chat/completions",
+        &h,
+        r#"{"user":"","session_id":null}"#
+    )
+    .is_none());
+}
+
+#[test]
+fn header_rule_key() {
+    let mut rules = crate::config::default_affinity_rules();
+    rules[0].key = crate::config::model::AffinityKey::Header("x-trace".parse().unwrap());
+    rules[0].skip_retry_on_failure = true;
+    let a = aff(rules);
+    let mut h = HeaderMap::new();
+    h.insert("x-trace", "t1".parse().unwrap());
+    let k = key(&a, "gpt-4o", "/v1/responses", &h, "{}").unwrap();
+    assert_eq!(k.kind, StickyKind::Rule);
+    assert!(k.skip_retry);
+}
+
+fn sk(hash: u128, ttl: u64) -> StickyKey {
+    StickyKey {
+        kind: StickyKind::Session,
+        hash,
+        ttl: Duration::from_secs(ttl),
+        skip_retry: false,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn bindings_expire_on_ttl() {
+    let b = Bindings::default();
+    b.bind(&sk(1, 60), "a");
+    assert_eq!(b.get(1).unwrap().channel.as_ref(), "a");
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(b.get(1).is_some());
+    b.bind(&sk(2, 10), "b");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(b.get(1).is_none(), "expired on read");
+    assert_eq!(b.len(), 1);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(b.sweep(), 1);
+    assert!(b.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_extends_and_cap_evicts_soonest_expiring() {
+    let b = Bindings::with_capacity(1, 3);
+    b.bind(&sk(1, 100), "a");
+    b.bind(&sk(2, 50), "a");
+    b.bind(&sk(3, 200), "a");
+    b.bind(&sk(2, 300), "b"); // refresh: no eviction, moves the binding
+    assert_eq!(b.len(), 3);
+    b.bind(&sk(4, 10), "c");
+    assert_eq!(b.len(), 3);
+    assert!(b.get(1).is_none(), "soonest-expiring evicted");
+    assert_eq!(b.get(2).unwrap().channel.as_ref(), "b");
+    assert!(b.get(3).is_some() && b.get(4).is_some());
+    // Expired entries go first when the shard is full.
+    tokio::time::advance(Duration::from_secs(11)).await;
+    b.bind(&sk(5, 10), "d");
+    assert!(b.get(3).is_some() && b.get(2).is_some() && b.get(5).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn dirty_bindings_round_trip_row_keys() {
+    let b = Bindings::default();
+    b.bind(&sk(0xabc, 60), "a");
+    let d = b.take_dirty();
+    assert_eq!(d.len(), 1);
+    assert!(b.take_dirty().is_empty());
+    let row = crate::affinity::persist::row_key(d[0].1.kind, d[0].0);
+    assert_eq!(
+        crate::affinity::persist::parse_row_key(&row),
+        Some((StickyKind::Session, 0xabc))
+    );
+    assert_eq!(crate::affinity::persist::parse_row_key("nope:zz"), None);
+}

@@ -1,0 +1,166 @@
+//! The binding store (R8.3): sticky key hash → channel name, sharded, bounded, TTL-expired.
+//!
+//! - `SHARDS` shards, each a `Mutex<HashMap>`; a key's shard is picked from its hash, so
+//!   concurrent requests rarely meet on a lock, and a lock is held only for one map operation.
+//! - Bounded: at most `PER_SHARD_CAP` entries per shard (32 × 32,768 = 1,048,576 in all).
+//!   Inserting a new key into a full shard first drops the shard's expired entries; if it
+//!   is still full, the entry that expires soonest is evicted.
+//! - Expiry by TTL on `tokio::time::Instant`: lazily on read, and by [`Bindings::sweep`],
+//!   which the snapshot task runs periodically.
+//! - Keyed by channel *name*, so a binding survives a reload for an unchanged name.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::time::Instant;
+
+use super::key::{StickyKey, StickyKind};
+
+pub const SHARDS: usize = 32;
+pub const PER_SHARD_CAP: usize = 32_768;
+
+/// One binding as seen from outside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub channel: Arc<str>,
+    pub kind: StickyKind,
+    pub expires: Instant,
+}
+
+#[derive(Debug)]
+struct Entry {
+    b: Binding,
+    /// Changed since the last snapshot.
+    dirty: bool,
+}
+
+type Shard = HashMap<u128, Entry>;
+
+#[derive(Debug)]
+pub struct Bindings {
+    shards: Vec<Mutex<Shard>>,
+    cap: usize,
+}
+
+impl Default for Bindings {
+    fn default() -> Self {
+        Bindings::with_capacity(SHARDS, PER_SHARD_CAP)
+    }
+}
+
+impl Bindings {
+    /// `shards` maps of at most `per_shard` entries each (both at least 1).
+    pub fn with_capacity(shards: usize, per_shard: usize) -> Self {
+        Bindings {
+            shards: (0..shards.max(1))
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            cap: per_shard.max(1),
+        }
+    }
+
+    fn shard(&self, key: u128) -> MutexGuard<'_, Shard> {
+        let i = (key % self.shards.len() as u128) as usize;
+        // A poisoned lock only means a panic mid-update of plain data; keep serving.
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The live binding of `key` (an expired one is removed and not returned).
+    pub fn get(&self, key: u128) -> Option<Binding> {
+        let mut s = self.shard(key);
+        match s.get(&key) {
+            Some(e) if e.b.expires > Instant::now() => Some(e.b.clone()),
+            Some(_) => {
+                s.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Write or refresh the binding of `key` to `channel` for `key.ttl` (call only after a
+    /// success, R8.3).
+    pub fn bind(&self, key: &StickyKey, channel: &str) {
+        let expires = Instant::now() + key.ttl;
+        self.put(key.hash, key.kind, channel, expires, true);
+    }
+
+    /// Insert with an explicit expiry; `dirty: false` for a binding already persisted
+    /// (restore at start-up).
+    pub fn put(&self, hash: u128, kind: StickyKind, channel: &str, expires: Instant, dirty: bool) {
+        let mut s = self.shard(hash);
+        if let Some(e) = s.get_mut(&hash) {
+            if &*e.b.channel != channel {
+                e.b.channel = Arc::from(channel);
+            }
+            e.b.kind = kind;
+            e.b.expires = expires;
+            e.dirty = dirty;
+            return;
+        }
+        if s.len() >= self.cap {
+            let now = Instant::now();
+            s.retain(|_, e| e.b.expires > now);
+            if s.len() >= self.cap {
+                if let Some(k) = s.iter().min_by_key(|(_, e)| e.b.expires).map(|(k, _)| *k) {
+                    s.remove(&k);
+                }
+            }
+        }
+        let b = Binding {
+            channel: Arc::from(channel),
+            kind,
+            expires,
+        };
+        s.insert(hash, Entry { b, dirty });
+    }
+
+    /// Drop the binding of `key` if it still points at `channel` (a removed channel).
+    pub fn forget(&self, key: u128, channel: &str) {
+        let mut s = self.shard(key);
+        if s.get(&key).is_some_and(|e| &*e.b.channel == channel) {
+            s.remove(&key);
+        }
+    }
+
+    /// Remove every expired binding; returns how many were removed.
+    pub fn sweep(&self) -> usize {
+        let now = Instant::now();
+        let mut n = 0;
+        for sh in &self.shards {
+            let mut s = sh.lock().unwrap_or_else(|e| e.into_inner());
+            let before = s.len();
+            s.retain(|_, e| e.b.expires > now);
+            n += before - s.len();
+        }
+        n
+    }
+
+    /// Live and expired-but-not-swept entries.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bindings changed since the last call (live ones only); clears their dirty mark.
+    pub fn take_dirty(&self) -> Vec<(u128, Binding)> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for sh in &self.shards {
+            let mut s = sh.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, e) in s.iter_mut().filter(|(_, e)| e.dirty) {
+                e.dirty = false;
+                if e.b.expires > now {
+                    out.push((*k, e.b.clone()));
+                }
+            }
+        }
+        out
+    }
+}

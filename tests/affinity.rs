@@ -1,0 +1,256 @@
+//! End-to-end affinity and sticky routing (R8): rule keys pin channels, bindings move only
+//! after a success, skip_retry_on_failure, explain, request log, restart.
+mod support;
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::json;
+use support::*;
+use switchyard::affinity::key::key_hash;
+use switchyard::affinity::StickyKind;
+
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+fn channels(kind: &str, model: &str, n: usize) -> String {
+    NAMES[..n]
+        .iter()
+        .map(|c| {
+            format!(
+                "  {c}:\n    kind: {kind}\n    base_url: {{{c}}}\n    keys: [\"sk-up-{c}\"]\n    models: [{model}]\n    priority: 10\n"
+            )
+        })
+        .collect()
+}
+
+fn config(
+    kind: &str,
+    model: &str,
+    n: usize,
+    extra: &str,
+    m: &HashMap<String, MockUpstream>,
+) -> String {
+    fill(
+        &format!(
+            "routing:\n  retry_times: 3\n{extra}channels:\n{}{CLIENTS}",
+            channels(kind, model, n)
+        ),
+        m,
+    )
+}
+
+async fn responses(gw: &Gw, cache_key: &str) -> reqwest::Response {
+    gw.http
+        .post(format!("{}/v1/responses", gw.base))
+        .bearer_auth(ALICE)
+        .header("idempotency-key", format!("idem-{}", fastrand::u64(..)))
+        .json(&json!({"model": "gpt-test", "input": "hi", "prompt_cache_key": cache_key}))
+        .send()
+        .await
+        .expect("sent")
+}
+
+fn served_by(r: &reqwest::Response) -> String {
+    r.headers()
+        .get("x-mock-name")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn binding(gw: &Gw, model: &str, value: &str) -> Option<switchyard::affinity::Binding> {
+    let hash = key_hash("default", model, StickyKind::Rule, value);
+    gw.running.as_ref()?.gateway.bindings.get(hash)
+}
+
+/// R8.1 default rule: one `prompt_cache_key` always lands on one channel; distinct keys spread.
+#[tokio::test]
+async fn prompt_cache_key_pins_a_channel_and_keys_spread() {
+    let m = mocks(&NAMES).await;
+    let gw = start_gw(&config("openai", "gpt-test", 3, "", &m)).await;
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        let r = responses(&gw, "conversation-one").await;
+        assert_eq!(r.status(), 200);
+        seen.insert(served_by(&r));
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let mut spread = HashSet::new();
+    for i in 0..20 {
+        let r = responses(&gw, &format!("key-{i}")).await;
+        assert_eq!(r.status(), 200);
+        spread.insert(served_by(&r));
+    }
+    assert!(spread.len() >= 2, "{spread:?}");
+    gw.flush().await;
+    let (_, log) = gw.admin_get("/admin/requests?limit=5").await;
+    let last = &log["requests"][0];
+    assert_eq!(last["sticky_kind"], "rule", "{last}");
+    assert_eq!(
+        last["sticky_hit"], false,
+        "a fresh key has no binding: {last}"
+    );
+    let hits = log["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["sticky_hit"] == true)
+        .count();
+    assert_eq!(hits, 0);
+    let (_, all) = gw.admin_get("/admin/requests?limit=40").await;
+    let hits = all["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["sticky_hit"] == true)
+        .count();
+    assert_eq!(hits, 19, "19 of the 20 same-key requests hit the binding");
+    gw.stop().await;
+}
+
+/// R8.1 default rule for Claude: `metadata.user_id` on `/v1/messages`.
+#[tokio::test]
+async fn claude_user_id_pins_a_channel_and_users_spread() {
+    let m = mocks(&NAMES).await;
+    let gw = start_gw(&config("anthropic", "claude-test", 3, "", &m)).await;
+    let send = |user: String| {
+        let body = json!({"model": "claude-test", "max_tokens": 8, "metadata": {"user_id": user},
+            "messages": [{"role": "user", "content": "hi"}]});
+        gw.post("/v1/messages", ALICE, body)
+    };
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        let r = send("user_abc_session_1".into()).await;
+        assert_eq!(r.status(), 200);
+        seen.insert(served_by(&r));
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let mut spread = HashSet::new();
+    for i in 0..20 {
+        let r = send(format!("user_{i}")).await;
+        assert_eq!(r.status(), 200);
+        spread.insert(served_by(&r));
+    }
+    assert!(spread.len() >= 2, "{spread:?}");
+    gw.stop().await;
+}
+
+/// R8.3: a failing bound channel is left; the binding moves only after the success
+/// elsewhere, and a failure neither moves nor refreshes it.
+#[tokio::test]
+async fn failing_bound_channel_is_left_and_binding_moves_after_success() {
+    let m = mocks(&NAMES[..2]).await;
+    let gw = start_gw(&config("openai", "gpt-test", 2, "", &m)).await;
+    let r = responses(&gw, "k1").await;
+    assert_eq!(r.status(), 200);
+    let first = served_by(&r);
+    let other = if first == "a" { "b" } else { "a" };
+    let b0 = binding(&gw, "gpt-test", "k1").expect("bound after success");
+    assert_eq!(&*b0.channel, first);
+
+    // Both fail: the request fails; the binding is neither moved nor refreshed.
+    for n in NAMES[..2].iter() {
+        m[*n].set_default(Behavior::Status {
+            code: 503,
+            body: None,
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let r = responses(&gw, "k1").await;
+    assert_eq!(r.status(), 503);
+    assert!(
+        route(&r).starts_with(&format!("{first}->{other}")),
+        "bound channel first: {}",
+        route(&r)
+    );
+    let b1 = binding(&gw, "gpt-test", "k1").expect("still bound");
+    assert_eq!(b1, b0, "a failure must not refresh or move the binding");
+
+    // The other recovers: fail over from the bound channel, then the binding moves.
+    m[other].set_default(Behavior::Ok);
+    let r = responses(&gw, "k1").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), format!("{first}->{other}"));
+    let b2 = binding(&gw, "gpt-test", "k1").expect("bound");
+    assert_eq!(&*b2.channel, other);
+    assert!(b2.expires > b0.expires);
+    for _ in 0..5 {
+        let r = responses(&gw, "k1").await;
+        assert_eq!(route(&r), other, "now straight to the new binding");
+    }
+    gw.flush().await;
+    let (_, log) = gw.admin_get("/admin/requests?limit=6").await;
+    let moved = &log["requests"][5];
+    assert_eq!(moved["fallback"], true, "{moved}");
+    assert_eq!(moved["sticky_hit"], true, "{moved}");
+    assert_eq!(log["requests"][0]["fallback"], false);
+
+    // /admin/explain shows the binding of a key value.
+    let (s, v) = gw
+        .admin_get("/admin/explain?client=alice&model=gpt-test&key=k1")
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let found = &v["affinity"]["bindings"][0];
+    assert_eq!(found["kind"], "rule", "{v}");
+    assert_eq!(found["channel"], other);
+    assert_eq!(found["key_hash"].as_str().map(str::len), Some(32));
+    assert!(
+        !v["affinity"].to_string().contains("k1"),
+        "raw key shown: {v}"
+    );
+    gw.stop().await;
+}
+
+/// R8.4: `skip_retry_on_failure` returns the bound channel's error instead of failing over.
+#[tokio::test]
+async fn skip_retry_on_failure_returns_the_bound_error() {
+    let m = mocks(&NAMES[..2]).await;
+    let rule = "affinity:\n  rules:\n    - name: strict\n      model: \"^gpt-.*$\"\n      path: /v1/responses\n      key: body.prompt_cache_key\n      ttl: 1h\n      skip_retry_on_failure: true\n";
+    let gw = start_gw(&config("openai", "gpt-test", 2, rule, &m)).await;
+    let r = responses(&gw, "strict-key").await;
+    assert_eq!(r.status(), 200);
+    let first = served_by(&r);
+    m[first.as_str()].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let other = if first == "a" { "b" } else { "a" };
+    let before = m[other].calls();
+    let r = responses(&gw, "strict-key").await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(route(&r), first, "no failover");
+    assert_eq!(m[other].calls(), before);
+    // A request without a binding still fails over normally.
+    let r = responses(&gw, "fresh-key").await;
+    assert_eq!(r.status(), 200);
+    gw.stop().await;
+}
+
+/// R8.3: bindings survive a restart (snapshot at shutdown, restore at start).
+#[tokio::test]
+async fn bindings_survive_a_restart() {
+    let m = mocks(&NAMES).await;
+    let yaml = config("openai", "gpt-test", 3, "", &m);
+    let mut gw = start_gw(&yaml).await;
+    let mut bound: HashMap<String, String> = HashMap::new();
+    for i in 0..6 {
+        let k = format!("restart-{i}");
+        let r = responses(&gw, &k).await;
+        assert_eq!(r.status(), 200);
+        bound.insert(k, served_by(&r));
+    }
+    if let Some(r) = gw.running.take() {
+        r.shutdown().await;
+    }
+    let gw = start_in(gw.dir, &yaml).await;
+    for (k, ch) in &bound {
+        let b = binding(&gw, "gpt-test", k).expect("restored");
+        assert_eq!(&*b.channel, ch.as_str());
+        let r = responses(&gw, k).await;
+        assert_eq!(&served_by(&r), ch);
+    }
+    let metrics = gw.metrics().await;
+    if !metrics.is_empty() {
+        assert!(metrics.contains("switchyard_sticky_total"), "{metrics}");
+    }
+    gw.stop().await;
+}
