@@ -239,7 +239,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             possibly_charged,
         ));
         metrics::counter!(crate::telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class).increment(1);
-        if refused {
+        if refused && snap.states[step.channel].is_disabled() {
+            last = LastFailure::Gateway(GatewayError::no_channel_available(&job.model));
+        } else if refused {
             last = LastFailure::Gateway(GatewayError::breaker_open(&ch.name));
         } else {
             visits.attempt(step.channel, step.key_index, &outcome, t0.elapsed());

@@ -115,9 +115,9 @@ pub struct KeyMap {
 }
 
 impl KeyMap {
-    pub fn new<'a>(
+    pub fn new(
         channels: impl IntoIterator<Item = ChannelId>,
-        table: &[Channel],
+        table: &[std::sync::Arc<Channel>],
         states: &[std::sync::Arc<ChannelState>],
     ) -> KeyMap {
         let mut enabled = HashMap::new();

@@ -148,12 +148,12 @@ async fn multi_key_disables_keys_then_the_channel() {
     assert!(!st.is_disabled());
     let km = KeyMap::new(
         [0],
-        std::slice::from_ref(&ch),
+        &[std::sync::Arc::new(ch.clone())],
         &[std::sync::Arc::new(ChannelState::new("x"))],
     );
     assert_eq!(km.count(0, 2), 2, "no disabled keys: identity");
     let states = [std::sync::Arc::new(st)];
-    let km = KeyMap::new([0, 0], std::slice::from_ref(&ch), &states);
+    let km = KeyMap::new([0, 0], &[std::sync::Arc::new(ch.clone())], &states);
     assert_eq!(km.count(0, 2), 1);
     assert_eq!(km.key(0, 0), 0);
     assert_eq!(

@@ -185,7 +185,12 @@ impl<'a> Visits<'a> {
         ) else {
             return Admission::Admitted;
         };
-        let a = admit(ch, st, self.model);
+        // A disabled channel is never called, even when the plan fell back to every candidate.
+        let a = if st.is_disabled() {
+            Admission::Refused
+        } else {
+            admit(ch, st, self.model)
+        };
         self.current = Some((channel, a));
         a
     }
