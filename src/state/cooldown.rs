@@ -95,3 +95,71 @@ impl Cooldown {
         *lock(&self.core) = Core::new(Instant::now());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::merge::default_resilience;
+
+    fn outcome(code: u16) -> Outcome {
+        Outcome::Status {
+            code,
+            error_code: None,
+            error_type: None,
+            message: String::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retryable_failures_in_a_row_cool_down_for_duration() {
+        let cfg = CooldownCfg {
+            consecutive_retryable_failures: 2,
+            duration: Duration::from_secs(600),
+        };
+        let c = Cooldown::default();
+        assert!(!c.record(&cfg, Verdict::Failure, Instant::now()));
+        assert!(!c.record(&cfg, Verdict::Success, Instant::now()), "reset");
+        assert!(!c.record(&cfg, Verdict::Failure, Instant::now()));
+        assert!(!c.is_cooled_down(&cfg, Instant::now()));
+        assert!(c.record(&cfg, Verdict::Failure, Instant::now()));
+        assert!(c.is_cooled_down(&cfg, Instant::now()));
+        tokio::time::advance(Duration::from_secs(599)).await;
+        assert!(c.is_cooled_down(&cfg, Instant::now()));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!c.is_cooled_down(&cfg, Instant::now()));
+        let off = CooldownCfg {
+            consecutive_retryable_failures: 0,
+            ..cfg.clone()
+        };
+        c.record(&cfg, Verdict::Failure, Instant::now());
+        assert!(
+            c.is_cooled_down(&cfg, Instant::now()),
+            "a failure after it re-cools"
+        );
+        assert!(!c.is_cooled_down(&off, Instant::now()), "0 = off");
+    }
+
+    #[test]
+    fn only_retryable_failures_count() {
+        let r = default_resilience();
+        let routing = crate::config::model::Routing {
+            retry_times: 3,
+            tier_walk: crate::config::model::TierWalk::Exhaust,
+            failover_on: crate::config::status_set::StatusSet::parse("401-407,409-503,505-523")
+                .unwrap(),
+            never_failover_on: crate::config::status_set::StatusSet::parse("504,524").unwrap(),
+            retry_budget: crate::config::model::RetryBudget {
+                ratio: 0.2,
+                min_per_second: 10,
+                ttl: Duration::from_secs(10),
+            },
+        };
+        let none = Default::default();
+        let v = |o: &Outcome| verdict(o, &none, &routing, &r.retry);
+        assert_eq!(v(&outcome(503)), Verdict::Failure);
+        assert_eq!(v(&outcome(504)), Verdict::Failure, "504 is in retry_on");
+        assert_eq!(v(&outcome(400)), Verdict::Neutral);
+        assert_eq!(v(&outcome(200)), Verdict::Success);
+        assert_eq!(v(&Outcome::ClientGone), Verdict::Neutral);
+    }
+}
