@@ -76,7 +76,9 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         .collect();
     // R7.1: the plan walks only enabled keys; `keys` maps its key positions back.
     let keys = KeyMap::new(
-        routes.iter().flat_map(|(_, r)| r.tiers.iter())
+        routes
+            .iter()
+            .flat_map(|(_, r)| r.tiers.iter())
             .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
         &snap.table.channels,
         &snap.states,
@@ -167,7 +169,12 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     false,
                 ));
                 metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
-                visits.attempt(step.channel, step.key_index, &Outcome::Success, t0.elapsed());
+                visits.attempt(
+                    step.channel,
+                    step.key_index,
+                    &Outcome::Success,
+                    t0.elapsed(),
+                );
                 let route = fin.chain();
                 let obs = LogObserver::new(
                     fin,
@@ -197,7 +204,12 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     false,
                 ));
                 metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
-                visits.attempt(step.channel, step.key_index, &Outcome::Success, t0.elapsed());
+                visits.attempt(
+                    step.channel,
+                    step.key_index,
+                    &Outcome::Success,
+                    t0.elapsed(),
+                );
                 let route = fin.chain();
                 fin.done(&ch.name, &step.upstream_model, status, usage, None);
                 return respond(
