@@ -12,15 +12,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::model::Breaker as BreakerCfg;
-use crate::routing::policy::{map_status, Outcome};
 
 /// At most this many model-scoped breakers per channel (R6.3).
 pub const MODEL_CAP: usize = 1024;
 /// Closed model-scoped breakers unused this long may be dropped (R6.3).
 pub const MODEL_IDLE: Duration = Duration::from_secs(600);
-
-/// Statuses the caller caused: never a breaker failure (R6.2).
-const CALLER_FAULT: &[u16] = &[400, 404, 413, 422];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,48 +80,6 @@ pub enum Verdict {
     /// Counts neither way (caller-caused 4xx, client cancel, statuses outside `failure_on`);
     /// only releases a held probe slot.
     Neutral,
-}
-
-/// R6.2: how an attempt's outcome counts for the channel breaker. `elapsed` is the time to
-/// response headers (non-stream) or to the first data event (streams).
-pub fn verdict(
-    outcome: &Outcome,
-    mapping: &std::collections::BTreeMap<u16, u16>,
-    elapsed: Duration,
-    cfg: &BreakerCfg,
-) -> Verdict {
-    let slow = !cfg.slow_call_threshold.is_zero() && elapsed > cfg.slow_call_threshold;
-    match outcome {
-        Outcome::Success => {
-            if slow {
-                Verdict::Failure
-            } else {
-                Verdict::Success
-            }
-        }
-        Outcome::Status { code, .. } => {
-            let code = map_status(*code, mapping);
-            if (200..300).contains(&code) {
-                if slow {
-                    Verdict::Failure
-                } else {
-                    Verdict::Success
-                }
-            } else if CALLER_FAULT.contains(&code) {
-                Verdict::Neutral
-            } else if cfg.failure_on.contains(code) {
-                Verdict::Failure
-            } else {
-                Verdict::Neutral
-            }
-        }
-        Outcome::Transport(_) => Verdict::Failure,
-        Outcome::ChannelError(_) => Verdict::Failure,
-        Outcome::ClientGone
-        | Outcome::LocalAdapter(_)
-        | Outcome::SkipRetry(_)
-        | Outcome::DeadlineExceeded => Verdict::Neutral,
-    }
 }
 
 /// Whether an attempt may go upstream.

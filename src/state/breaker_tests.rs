@@ -1,5 +1,7 @@
 //! State-machine tests of the breaker on paused tokio time (R6.1–R6.3, R2.5).
 use super::*;
+use crate::routing::policy::Outcome;
+use crate::state::outcome::verdict;
 use std::sync::Arc;
 
 fn lim(fail: u32, succ: u32, timeout_ms: u64) -> Limits {

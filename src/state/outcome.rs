@@ -7,11 +7,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::autodisable::{self, Applied};
-use super::breaker::{self, Admission, Limits, Scope, State, Transition, Verdict};
+use super::breaker::{Admission, Limits, Scope, State, Transition, Verdict};
 use super::channel::ChannelState;
 use super::cooldown;
+use crate::config::model::Breaker as BreakerCfg;
 use crate::config::model::{AutoDisable, BreakerScope, Channel, Routing};
-use crate::routing::policy::Outcome;
+use crate::routing::policy::{map_status, Outcome};
 use crate::store::Store;
 
 /// The breaker a call to `ch` for `model` uses: the provider breaker, or the model's
@@ -100,7 +101,7 @@ pub fn record_visit(
 ) {
     let now = Instant::now();
     let cb = &ch.resilience.circuit_breaker;
-    let v = breaker::verdict(outcome, &ch.status_code_mapping, elapsed, cb);
+    let v = verdict(outcome, &ch.status_code_mapping, elapsed, cb);
     let (t, state) = st
         .breakers
         .record(&limits(ch), scope(ch, model), v, probe, now);
@@ -325,4 +326,49 @@ pub fn view(ch: &Channel, st: &ChannelState) -> serde_json::Value {
         "window": {"seconds": super::health::WINDOW.as_secs(), "ok": counts.ok, "errors": counts.errors},
         "discovery": st.health.discovery(),
     })
+}
+
+/// Statuses the caller caused: never a breaker failure (R6.2).
+const CALLER_FAULT: &[u16] = &[400, 404, 413, 422];
+
+/// R6.2: how an attempt's outcome counts for the channel breaker. `elapsed` is the time to
+/// response headers (non-stream) or to the first data event (streams).
+pub fn verdict(
+    outcome: &Outcome,
+    mapping: &std::collections::BTreeMap<u16, u16>,
+    elapsed: Duration,
+    cfg: &BreakerCfg,
+) -> Verdict {
+    let slow = !cfg.slow_call_threshold.is_zero() && elapsed > cfg.slow_call_threshold;
+    match outcome {
+        Outcome::Success => {
+            if slow {
+                Verdict::Failure
+            } else {
+                Verdict::Success
+            }
+        }
+        Outcome::Status { code, .. } => {
+            let code = map_status(*code, mapping);
+            if (200..300).contains(&code) {
+                if slow {
+                    Verdict::Failure
+                } else {
+                    Verdict::Success
+                }
+            } else if CALLER_FAULT.contains(&code) {
+                Verdict::Neutral
+            } else if cfg.failure_on.contains(code) {
+                Verdict::Failure
+            } else {
+                Verdict::Neutral
+            }
+        }
+        Outcome::Transport(_) => Verdict::Failure,
+        Outcome::ChannelError(_) => Verdict::Failure,
+        Outcome::ClientGone
+        | Outcome::LocalAdapter(_)
+        | Outcome::SkipRetry(_)
+        | Outcome::DeadlineExceeded => Verdict::Neutral,
+    }
 }
