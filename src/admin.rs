@@ -173,8 +173,24 @@ fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
     });
     state.set_disabled(d);
     if enable {
+        // R7.2: enabling clears disabled keys (persisted), breakers, cooldown and health.
+        for k in state.disabled_keys() {
+            gw.store.try_send(crate::store::WriteOp::ChannelState(
+                crate::store::ChannelState {
+                    channel: name.to_string(),
+                    key_index: Some(k),
+                    disabled: false,
+                    reason: String::new(),
+                    ts_ms: crate::proxy::finish::now_ms(),
+                    auto: false,
+                },
+            ));
+        }
         state.clear_disabled_keys();
+        crate::state::outcome::reset(&state);
     }
+    metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => name.to_string())
+        .set(if enable { 0.0 } else { 1.0 });
     gw.store.try_send(crate::store::WriteOp::ChannelState(
         crate::store::ChannelState {
             channel: name.to_string(),
@@ -182,6 +198,7 @@ fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
             disabled: !enable,
             reason: "disabled by operator".into(),
             ts_ms: crate::proxy::finish::now_ms(),
+            auto: false,
         },
     ));
     json_response(

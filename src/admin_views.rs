@@ -45,6 +45,7 @@ fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -
         "weight": c.weight,
         "groups": c.groups,
         "models": c.models,
+        "health": crate::state::outcome::view(c, st),
     })
 }
 
@@ -159,7 +160,15 @@ pub fn explain_value(
     let mut rng = fastrand::Rng::new();
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |_id: usize| 0;
-    let available = |id: usize| !snap.states[id].is_disabled();
+    let now = tokio::time::Instant::now();
+    let available = |id: usize| {
+        crate::state::outcome::available(
+            &snap.table.channels[id],
+            &snap.states[id],
+            model.unwrap_or(""),
+            now,
+        )
+    };
     let mut plan = AttemptPlan::new(
         &PlanInput {
             groups: &refs,

@@ -87,8 +87,9 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         tokio::spawn(reload::watch(
             PathBuf::from(config_path),
             gateway.clone(),
-            rx,
+            rx.clone(),
         )),
+        tokio::spawn(crate::state::probe::run(gateway.clone(), rx)),
     ];
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {

@@ -27,6 +27,9 @@ use crate::routing::policy::{
 };
 use crate::routing::table::Route;
 use crate::secret::scrub;
+use crate::state::autodisable::KeyMap;
+use crate::state::breaker::Admission;
+use crate::state::outcome as health;
 use crate::state::Snapshot;
 
 /// Everything the loop needs about one client request.
@@ -75,9 +78,20 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         .iter()
         .map(|(g, r)| (g.as_str(), r.as_ref()))
         .collect();
-    let key_count = |id: usize| snap.table.channels[id].keys.len();
-    let key_start = |id: usize| snap.states[id].next_key_start(snap.table.channels[id].keys.len());
-    let available = |id: usize| !snap.states[id].is_disabled();
+    // R7.1: the plan walks only enabled keys; `keys` maps its key positions back.
+    let keys = KeyMap::new(
+        routes
+            .iter()
+            .flat_map(|(_, r)| r.tiers.iter())
+            .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
+        &snap.table.channels,
+        &snap.states,
+    );
+    let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
+    let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
+    let now = Instant::now();
+    let available =
+        |id: usize| health::available(&snap.table.channels[id], &snap.states[id], &job.model, now);
     let mut fin = Finish::new(gw, &job);
     let mut sticky = job
         .sticky
@@ -117,13 +131,15 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let mut last = LastFailure::None;
     let mut decision: Option<Decision> = None;
     let mut first_target: Option<(usize, Arc<str>)> = None;
+    let mut visits = health::Visits::new(&snap, &gw.store, &job.model);
     let header_timeout = if job.family == PathFamily::Images {
         cfg.timeouts.image_upstream_header
     } else {
         cfg.timeouts.upstream_header
     };
 
-    while let Some(step) = plan.next(decision.as_ref()) {
+    while let Some(mut step) = plan.next(decision.as_ref()) {
+        step.key_index = keys.key(step.channel, step.key_index);
         let ch = &snap.table.channels[step.channel];
         if !fin.attempts.is_empty() {
             if step.same_target_retry > 0 {
@@ -155,7 +171,18 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 &step.upstream_model,
             ),
         };
-        let outcome = match exchange(gw, &job, &step, ch, &gates).await {
+        // R6.1: the half-open probe is taken here; a refused attempt never reaches upstream.
+        let admission = visits.admit(step.channel, step.same_target_retry);
+        let refused = admission == Admission::Refused;
+        let ex = if refused {
+            Exchange::Failed {
+                outcome: health::refused_outcome(&ch.name),
+                answer: None,
+            }
+        } else {
+            exchange(gw, &job, &step, ch, &gates).await
+        };
+        let outcome = match ex {
             Exchange::Stream {
                 status,
                 headers,
@@ -173,6 +200,12 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 if let Some(s) = &sticky {
                     fin.fallback(s.succeeded(&gw.bindings, &ch.name));
                 }
+                visits.attempt(
+                    step.channel,
+                    step.key_index,
+                    &Outcome::Success,
+                    t0.elapsed(),
+                );
                 let route = fin.chain();
                 let obs = LogObserver::new(
                     fin,
@@ -208,6 +241,12 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 if let Some(s) = &sticky {
                     fin.fallback(s.succeeded(&gw.bindings, &ch.name));
                 }
+                visits.attempt(
+                    step.channel,
+                    step.key_index,
+                    &Outcome::Success,
+                    t0.elapsed(),
+                );
                 let route = fin.chain();
                 fin.done(&ch.name, &step.upstream_model, status, usage, None);
                 return respond(
@@ -234,15 +273,26 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             _ => None,
         };
         let possibly_charged = possibly_charged(&outcome, job.family);
+        let class = if refused {
+            "circuit_open"
+        } else {
+            error_class(&outcome)
+        };
         fin.attempts.push(attempt_record(
             ch,
             step.key_index,
             upstream_status,
-            error_class(&outcome),
+            class,
             t0,
             possibly_charged,
         ));
-
+        if refused && snap.states[step.channel].is_disabled() {
+            last = LastFailure::Gateway(GatewayError::no_channel_available(&job.model));
+        } else if refused {
+            last = LastFailure::Gateway(GatewayError::breaker_open(&ch.name));
+        } else {
+            visits.attempt(step.channel, step.key_index, &outcome, t0.elapsed());
+        }
         match &outcome {
             Outcome::Transport(k) => last = LastFailure::Gateway(transport_error(*k)),
             Outcome::DeadlineExceeded => {
@@ -270,7 +320,14 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             images: &cfg.images_failover,
             status_code_mapping: &ch.status_code_mapping,
         };
-        let d = classify(&outcome, &facts, &settings);
+        let mut d = classify(&outcome, &facts, &settings);
+        if matches!(d, Decision::RetrySame { .. }) && admission != Admission::Admitted {
+            // A refused target is not retried, and a half-open probe makes one attempt (R6.1).
+            d = Decision::Return;
+        }
+        if !matches!(d, Decision::RetrySame { .. }) {
+            visits.settle();
+        }
         if let (Outcome::Status { code, .. }, LastFailure::Upstream { status, .. }) =
             (&outcome, &mut last)
         {

@@ -173,6 +173,7 @@ fn models(snap: &Snapshot, group: &str) -> Resp {
         .collect();
     names.sort();
     names.dedup();
+    crate::state::outcome::hide_down_models(snap, &groups_for(snap, group), &mut names);
     let data: Vec<_> = names
         .iter()
         .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "switchyard"}))

@@ -23,6 +23,12 @@ pub struct ChannelState {
     key_cursor: AtomicUsize,
     disabled: Mutex<Option<Disabled>>,
     disabled_keys: Mutex<BTreeSet<u32>>,
+    /// Circuit breakers (R6.1–R6.3).
+    pub breakers: super::breaker::Breakers,
+    /// Route cooldown (R6.4).
+    pub cooldown: super::cooldown::Cooldown,
+    /// Sliding window of outcomes and the last model listing (R7.3).
+    pub health: super::health::Health,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -70,6 +76,13 @@ impl ChannelState {
     pub fn disable_key(&self, idx: usize) -> usize {
         let mut k = lock(&self.disabled_keys);
         k.insert(idx as u32);
+        k.len()
+    }
+
+    /// Enable one key again; returns the number of disabled keys afterwards.
+    pub fn enable_key(&self, idx: usize) -> usize {
+        let mut k = lock(&self.disabled_keys);
+        k.remove(&(idx as u32));
         k.len()
     }
 

@@ -3,7 +3,13 @@
 //! Architecture Invariant: nothing here is stored inside a `RouteTable`; a reload re-binds
 //! each table's channels to the same state objects by name, so breakers, disabled keys and
 //! key cursors survive for every channel whose name is unchanged.
+pub mod autodisable;
+pub mod breaker;
 pub mod channel;
+pub mod cooldown;
+pub mod health;
+pub mod outcome;
+pub mod probe;
 pub mod restore;
 
 pub use channel::{ChannelState, Registry};

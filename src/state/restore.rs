@@ -17,11 +17,12 @@ pub async fn restore(gw: &Gateway) {
         };
         match row.key_index {
             None => {
-                let auto = !row.reason.contains("operator");
+                metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => row.channel.clone())
+                    .set(1.0);
                 st.set_disabled(Some(Disabled {
                     reason: row.reason,
                     at_ms: row.ts_ms,
-                    auto,
+                    auto: row.auto,
                 }))
             }
             Some(k) => {

@@ -147,7 +147,7 @@ pub(crate) fn ledger_for_request(
 
 pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<ChannelState>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT channel, key_index, reason, ts_ms FROM channel_state ORDER BY channel, key_index",
+        "SELECT channel, key_index, reason, ts_ms, auto FROM channel_state ORDER BY channel, key_index",
     )?;
     let rows = stmt.query_map([], |r| {
         let key: i64 = r.get(1)?;
@@ -161,6 +161,7 @@ pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<ChannelState>, St
             disabled: true,
             reason: r.get(2)?,
             ts_ms: r.get(3)?,
+            auto: r.get(4)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -105,6 +105,9 @@ pub struct ChannelState {
     pub disabled: bool,
     pub reason: String,
     pub ts_ms: i64,
+    /// true: set by the auto-disable rules (a probe may lift it); false: by an operator.
+    #[serde(default)]
+    pub auto: bool,
 }
 
 /// Channel that accepted an async task; follow-ups are locked to it (R10.5).

@@ -71,6 +71,8 @@ const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL
     );
     CREATE INDEX affinity_binding_expires ON affinity_binding(expires_ms);",
+    // v2: auto (1) vs operator (0) disables (R7.2)
+    "ALTER TABLE channel_state ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Latest schema version this build knows.

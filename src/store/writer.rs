@@ -226,10 +226,10 @@ fn upsert_channel_state(tx: &Transaction<'_>, s: &ChannelState) -> Result<(), St
     let key = s.key_index.map_or(WHOLE_CHANNEL, i64::from);
     if s.disabled {
         tx.prepare_cached(
-            "INSERT INTO channel_state (channel, key_index, reason, ts_ms) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(channel, key_index) DO UPDATE SET reason = excluded.reason, ts_ms = excluded.ts_ms",
+            "INSERT INTO channel_state (channel, key_index, reason, ts_ms, auto) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(channel, key_index) DO UPDATE SET reason = excluded.reason, ts_ms = excluded.ts_ms, auto = excluded.auto",
         )?
-        .execute(params![s.channel, key, s.reason, s.ts_ms])?;
+        .execute(params![s.channel, key, s.reason, s.ts_ms, s.auto])?;
     } else {
         tx.prepare_cached("DELETE FROM channel_state WHERE channel = ?1 AND key_index = ?2")?
             .execute(params![s.channel, key])?;

@@ -66,6 +66,7 @@ pub(super) fn state(channel: &str, key: Option<u32>, disabled: bool, reason: &st
         disabled,
         reason: reason.into(),
         ts_ms: 42,
+        auto: false,
     }
 }
 
