@@ -420,3 +420,37 @@ async fn client_disconnect_closes_upstream_and_records_estimated_usage() {
     assert!(r0["prompt_tokens"].as_u64().unwrap() > 0, "{r0}");
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn client_leaving_before_the_first_byte_cancels_upstream() {
+    for (stream, fault) in [
+        (true, Behavior::StallAfterHeaders(Duration::from_secs(5))),
+        (
+            false,
+            Behavior::SlowBody {
+                delay: Duration::from_secs(5),
+            },
+        ),
+    ] {
+        let (gw, m) = pair("openai", "").await;
+        m["a"].set_default(fault);
+        let quick = reqwest::Client::builder()
+            .timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let sent = quick
+            .post(format!("{}/v1/chat/completions", gw.base))
+            .bearer_auth(ALICE)
+            .json(&body_for("/v1/chat/completions", stream))
+            .send()
+            .await;
+        assert!(sent.is_err(), "the client gave up");
+        let t = Instant::now();
+        while m["a"].disconnects() == 0 && t.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(m["a"].disconnects(), 1, "stream={stream}");
+        assert_eq!(m["b"].calls(), 0);
+        gw.stop().await;
+    }
+}
