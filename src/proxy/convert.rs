@@ -78,13 +78,6 @@ pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) 
     let (Some(d), Some(_)) = (dialect, peek) else {
         return out;
     };
-    let probe: Option<Probe> = serde_json::from_slice(&out.body).ok();
-    let opts = probe.as_ref().and_then(|p| p.stream_options);
-    out.client_include_usage = opts.is_some_and(|o| {
-        serde_json::from_str::<serde_json::Value>(o.get())
-            .ok()
-            .is_some_and(|v| v["include_usage"] == serde_json::Value::Bool(true))
-    });
     out.mode = match (policy, client_stream) {
         (StreamPolicy::ForceStream, false) => Mode::Assemble,
         (StreamPolicy::ForceNonStream, true) => Mode::Replay,
@@ -95,6 +88,16 @@ pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) 
         Mode::Assemble => true,
         Mode::Replay => false,
     };
+    if out.mode == Mode::Pass && !(d == Dialect::Chat && client_stream) {
+        return out;
+    }
+    let probe: Option<Probe> = serde_json::from_slice(&out.body).ok();
+    let opts = probe.as_ref().and_then(|p| p.stream_options);
+    out.client_include_usage = opts.is_some_and(|o| {
+        serde_json::from_str::<serde_json::Value>(o.get())
+            .ok()
+            .is_some_and(|v| v["include_usage"] == serde_json::Value::Bool(true))
+    });
     let mut body = out.body.clone();
     if d == Dialect::Chat && upstream_stream && !out.client_include_usage {
         body = with_include_usage(&body, opts.map(|o| span(&out.body, o)));
