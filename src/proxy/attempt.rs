@@ -207,12 +207,13 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     t0.elapsed(),
                 );
                 let route = fin.chain();
-                let obs = LogObserver::new(
+                let mut obs = LogObserver::new(
                     fin,
                     ch.name.clone(),
                     step.upstream_model.to_string(),
                     status,
                 );
+                obs.request_bytes = job.body.len();
                 let times = RelayTimes {
                     keepalive: cfg.timeouts.keepalive,
                     idle: cfg.timeouts.non_stream,

@@ -6,6 +6,7 @@ use http::header::{self, HeaderMap};
 use tokio::time::{timeout_at, Instant};
 
 use super::attempt::Job;
+use super::convert;
 use super::gateway::Gateway;
 use super::relay::{self, Primed};
 use super::request::rewrite_model;
@@ -58,6 +59,8 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
         (Some(p), false) => rewrite_model(&job.body, p, &step.upstream_model),
         _ => job.body.clone(),
     };
+    let plan = convert::plan(ch.stream_policy, &job.path, job.peek.as_ref(), body);
+    let body = plan.body.clone();
     let req = upstream::build(Outgoing {
         channel: ch,
         key: ch.keys.get(step.key_index),
@@ -101,22 +104,42 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    if is_sse {
-        return match relay::prime(inc, job.stream_format, cfg.timeouts.first_byte, g.deadline).await
-        {
-            Ok(primed) => Exchange::Stream {
-                status,
-                headers: parts.headers,
-                primed,
-            },
-            Err(o) => failed(o),
-        };
-    }
     let ns = if ch.non_stream_timeout.is_zero() {
         cfg.timeouts.non_stream
     } else {
         ch.non_stream_timeout
     };
+    if is_sse {
+        let t_ns = Instant::now() + ns;
+        return match relay::prime(inc, job.stream_format, cfg.timeouts.first_byte, g.deadline).await
+        {
+            Ok(primed) => match (plan.mode, plan.dialect) {
+                (convert::Mode::Assemble, Some(d)) => {
+                    match relay::assemble(primed, d, t_ns.min(g.deadline)).await {
+                        Ok((body, usage)) => Exchange::Full {
+                            status,
+                            headers: convert::with_content_type(parts.headers, false),
+                            body,
+                            usage,
+                        },
+                        Err(o) => failed(o),
+                    }
+                }
+                _ => {
+                    let mut primed = primed;
+                    if plan.hide_usage_chunk {
+                        primed.hide_usage_chunk();
+                    }
+                    Exchange::Stream {
+                        status,
+                        headers: parts.headers,
+                        primed,
+                    }
+                }
+            },
+            Err(o) => failed(o),
+        };
+    }
     match relay::read_full(&mut inc, (Instant::now() + ns).min(g.deadline)).await {
         Err(kind) => failed(Outcome::Transport(kind)),
         Ok(b) if b.is_empty() => failed(Outcome::Transport(TransportKind::EmptyBody)),
@@ -135,9 +158,10 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
             }
             None => {
                 let usage = Usage::from_body(&b).unwrap_or_default();
+                let (headers, b) = convert::replay_if_planned(&plan, parts.headers, b);
                 Exchange::Full {
                     status,
-                    headers: parts.headers,
+                    headers,
                     body: b,
                     usage,
                 }

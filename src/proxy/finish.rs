@@ -9,7 +9,7 @@ use super::attempt::Job;
 use super::gateway::Gateway;
 use super::relay::{StreamEnd, StreamObserver};
 use super::sse::Event;
-use super::usage::Usage;
+use super::usage::{StreamUsage, Usage};
 use crate::config::model::Channel;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
@@ -121,6 +121,11 @@ impl Finish {
         names.join("->")
     }
 
+    /// Mark the usage passed to `done` as estimated (R9.8).
+    pub fn set_usage_estimated(&mut self, estimated: bool) {
+        self.rec.usage_estimated = estimated;
+    }
+
     /// A successful answer (or a committed stream that ended).
     pub fn done(
         mut self,
@@ -190,7 +195,9 @@ pub struct LogObserver {
     channel: String,
     upstream_model: String,
     status: u16,
-    usage: Usage,
+    usage: StreamUsage,
+    /// Size of the client's request body, for estimating unreported prompt tokens (R9.8).
+    pub request_bytes: usize,
 }
 
 impl LogObserver {
@@ -201,7 +208,8 @@ impl LogObserver {
             channel,
             upstream_model,
             status,
-            usage: Usage::default(),
+            usage: StreamUsage::default(),
+            request_bytes: 0,
         }
     }
 }
@@ -217,12 +225,14 @@ impl StreamObserver for LogObserver {
 
     fn end(self: Box<Self>, end: StreamEnd) {
         metrics::counter!(telemetry::STREAMS, "outcome" => end.label()).increment(1);
-        let s = *self;
+        let mut s = *self;
+        let (usage, estimated) = s.usage.settle(s.request_bytes);
+        s.fin.set_usage_estimated(estimated);
         s.fin.done(
             &s.channel,
             &s.upstream_model,
             s.status,
-            s.usage,
+            usage,
             Some(end.label()),
         );
     }

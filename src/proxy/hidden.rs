@@ -19,7 +19,24 @@ pub fn embedded_error(v: &Value) -> Option<Option<u16>> {
         c.as_u64()
             .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
     });
-    Some(code.filter(|c| (100..=599).contains(c)).map(|c| c as u16))
+    let code = code.filter(|c| (100..=599).contains(c)).map(|c| c as u16);
+    Some(code.or_else(|| anthropic_status(err["type"].as_str()?)))
+}
+
+/// The status an Anthropic error type stands for (Anthropic error bodies carry no number).
+fn anthropic_status(ty: &str) -> Option<u16> {
+    Some(match ty {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
 }
 
 /// Check a complete non-stream body (R9.5).
@@ -47,6 +64,14 @@ mod tests {
             (r#"{"error":{"code":42,"message":"x"}}"#, Some(None)),
             (
                 r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#,
+                Some(Some(529)),
+            ),
+            (
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"x"}}"#,
+                Some(Some(429)),
+            ),
+            (
+                r#"{"type":"error","error":{"type":"something_new","message":"x"}}"#,
                 Some(None),
             ),
             (r#"{"id":"x","choices":[],"error":null}"#, None),

@@ -14,8 +14,11 @@ use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
 use super::body::ResponseBody;
+use super::convert;
 use super::sse::{self, Event, Framer, StreamFormat};
+use super::usage::Usage;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::telemetry;
 
 /// Largest upstream body read into memory (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 128 * 1024 * 1024;
@@ -75,13 +78,41 @@ pub async fn read_error(body: &mut Incoming, deadline: Instant) -> Bytes {
     read_body(body, d, MAX_ERROR_BODY).await.unwrap_or_default()
 }
 
-/// A stream whose first event arrived and is not an error: ready to commit.
+/// A stream whose first event arrived and is not an error: ready to commit. Only `prime`
+/// makes one (its fields are private), and only `commit` (relay to the client) or `assemble`
+/// (fold into one JSON answer before anything reached the client) consume it.
 pub struct Primed {
-    pub body: Incoming,
-    pub framer: Framer,
-    pub held: Vec<Event>,
-    pub ended: bool,
-    pub format: StreamFormat,
+    body: Incoming,
+    framer: Framer,
+    held: Vec<Event>,
+    format: StreamFormat,
+    hide_usage_chunk: bool,
+}
+
+impl Primed {
+    /// Drop the usage-only chat chunk on the way to the client (it was requested upstream on
+    /// the client's behalf); its usage is still observed.
+    pub fn hide_usage_chunk(&mut self) {
+        self.hide_usage_chunk = true;
+    }
+
+    pub fn format(&self) -> StreamFormat {
+        self.format
+    }
+
+    /// Relay (or hide) one event: the observer sees it either way.
+    async fn forward(
+        &self,
+        ev: Event,
+        tx: &mpsc::Sender<Bytes>,
+        obs: &mut dyn StreamObserver,
+    ) -> Result<bool, ()> {
+        obs.event(&ev);
+        if self.hide_usage_chunk && convert::is_usage_chunk(&ev) {
+            return Ok(false);
+        }
+        tx.send(ev.raw).await.map(|_| true).map_err(|_| ())
+    }
 }
 
 /// Read until the first data event, each read within `first_byte` (upstream keepalive comments
@@ -97,7 +128,11 @@ pub async fn prime(
         let gate = (Instant::now() + first_byte).min(deadline);
         let frame = match timeout_at(gate, body.frame()).await {
             Err(_) if gate == deadline => return Err(Outcome::DeadlineExceeded),
-            Err(_) => return Err(Outcome::Transport(TransportKind::FirstByteTimeout)),
+            Err(_) => {
+                metrics::counter!(telemetry::STREAMS, "outcome" => "first_byte_timeout")
+                    .increment(1);
+                return Err(Outcome::Transport(TransportKind::FirstByteTimeout));
+            }
             Ok(None) => return Err(Outcome::Transport(TransportKind::EmptyBody)),
             Ok(Some(Err(_))) => return Err(Outcome::Transport(TransportKind::Broken)),
             Ok(Some(Ok(f))) => f,
@@ -132,8 +167,8 @@ pub async fn prime(
                 body,
                 framer,
                 held: vec![ev],
-                ended: false,
                 format,
+                hide_usage_chunk: false,
             });
         }
     }
@@ -184,28 +219,39 @@ async fn relay(
     tx: mpsc::Sender<Bytes>,
     mut obs: Box<dyn StreamObserver>,
 ) {
+    let end = pump(&mut p, &times, &tx, obs.as_mut()).await;
+    // Dropping the upstream body here closes the upstream connection at once (R9.8).
+    drop(p);
+    obs.end(end);
+}
+
+async fn pump(
+    p: &mut Primed,
+    times: &RelayTimes,
+    tx: &mpsc::Sender<Bytes>,
+    obs: &mut dyn StreamObserver,
+) -> StreamEnd {
     let mut terminal = false;
     for ev in std::mem::take(&mut p.held) {
         terminal |= sse::is_terminal(p.format, &ev);
-        obs.event(&ev);
-        if tx.send(ev.raw).await.is_err() {
-            return obs.end(StreamEnd::ClientCancel);
+        if p.forward(ev, tx, obs).await.is_err() {
+            return StreamEnd::ClientCancel;
         }
     }
     let mut last_upstream = Instant::now();
     let mut last_client = Instant::now();
-    let end = loop {
+    loop {
         let wake = (last_client + times.keepalive).min(last_upstream + times.idle);
         tokio::select! {
             biased;
-            _ = tx.closed() => break StreamEnd::ClientCancel,
+            _ = tx.closed() => return StreamEnd::ClientCancel,
             frame = timeout_at(wake, p.body.frame()) => match frame {
                 Err(_) => {
                     if Instant::now() >= last_upstream + times.idle {
-                        break cut(&tx, p.format, terminal, "upstream went silent").await;
+                        return cut(tx, p.format, terminal, "upstream went silent").await;
                     }
                     if tx.send(sse::keepalive(p.format)).await.is_err() {
-                        break StreamEnd::ClientCancel;
+                        return StreamEnd::ClientCancel;
                     }
                     obs.keepalive();
                     last_client = Instant::now();
@@ -216,37 +262,82 @@ async fn relay(
                         p.framer.push(b"\n\n");
                         if let Some(ev) = p.framer.next_event() {
                             terminal |= sse::is_terminal(p.format, &ev);
-                            obs.event(&ev);
-                            if tx.send(ev.raw).await.is_err() {
-                                break StreamEnd::ClientCancel;
+                            if p.forward(ev, tx, obs).await.is_err() {
+                                return StreamEnd::ClientCancel;
                             }
                         }
                     }
-                    break cut(&tx, p.format, terminal, "upstream closed the stream").await;
+                    return cut(tx, p.format, terminal, "upstream closed the stream").await;
                 }
-                Ok(Some(Err(_))) => break cut(&tx, p.format, terminal, "upstream connection broke").await,
+                Ok(Some(Err(_))) => {
+                    return cut(tx, p.format, terminal, "upstream connection broke").await
+                }
                 Ok(Some(Ok(frame))) => {
                     last_upstream = Instant::now();
                     let Ok(data) = frame.into_data() else { continue };
                     p.framer.push(&data);
-                    let mut gone = false;
                     while let Some(ev) = p.framer.next_event() {
                         terminal |= sse::is_terminal(p.format, &ev);
-                        obs.event(&ev);
-                        if tx.send(ev.raw).await.is_err() {
-                            gone = true;
-                            break;
+                        match p.forward(ev, tx, obs).await {
+                            Err(()) => return StreamEnd::ClientCancel,
+                            Ok(true) => last_client = Instant::now(),
+                            Ok(false) => {}
                         }
-                        last_client = Instant::now();
-                    }
-                    if gone {
-                        break StreamEnd::ClientCancel;
                     }
                 }
             }
         }
+    }
+}
+
+/// `force_stream` (R9.6): read the primed stream to its end before `deadline` and fold it into
+/// one JSON answer. Nothing has reached the client, so a stream that breaks or ends before its
+/// terminal event is an ordinary failed attempt.
+pub async fn assemble(
+    mut p: Primed,
+    dialect: convert::Dialect,
+    deadline: Instant,
+) -> Result<(Bytes, Usage), Outcome> {
+    let mut asm = convert::assemble::Assembler::new(dialect);
+    let mut usage = Usage::default();
+    let mut terminal = false;
+    let format = p.format;
+    let mut take = |ev: &Event, terminal: &mut bool| {
+        *terminal |= sse::is_terminal(format, ev);
+        usage.observe(ev);
+        asm.event(ev);
     };
-    obs.end(end);
+    for ev in std::mem::take(&mut p.held) {
+        take(&ev, &mut terminal);
+    }
+    loop {
+        match timeout_at(deadline, p.body.frame()).await {
+            Err(_) => return Err(Outcome::Transport(TransportKind::BodyTimeout)),
+            Ok(Some(Err(_))) => return Err(Outcome::Transport(TransportKind::Broken)),
+            Ok(None) => break,
+            Ok(Some(Ok(frame))) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                p.framer.push(&data);
+                while let Some(ev) = p.framer.next_event() {
+                    take(&ev, &mut terminal);
+                }
+            }
+        }
+    }
+    if p.framer.pending() > 0 {
+        p.framer.push(b"\n\n");
+        while let Some(ev) = p.framer.next_event() {
+            take(&ev, &mut terminal);
+        }
+    }
+    if !terminal {
+        return Err(Outcome::Transport(TransportKind::Broken));
+    }
+    let body =
+        serde_json::to_vec(&asm.finish()).map_err(|_| Outcome::Transport(TransportKind::Broken))?;
+    Ok((Bytes::from(body), usage))
 }
 
 /// End of the upstream stream: complete when the terminal event was seen, else close with an

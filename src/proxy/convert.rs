@@ -1,0 +1,207 @@
+//! Stream policies per attempt (R9.6) and the upstream body edits they need: which way the
+//! upstream is asked to answer, the `stream` field, and `stream_options.include_usage` for chat
+//! streams (usage extraction, R8.5/R11).
+//!
+//! The body is edited byte-preservingly: only the `stream` value is replaced (or the field is
+//! inserted right after the opening brace) and `stream_options` is inserted or rewritten.
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::request::{self, Peek};
+use crate::config::model::StreamPolicy;
+
+#[path = "convert_assemble.rs"]
+pub mod assemble;
+#[path = "convert_replay.rs"]
+pub mod replay;
+
+/// How one attempt talks to its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The upstream answers the way the client asked.
+    Pass,
+    /// Client wants JSON; upstream is asked for a stream, assembled into one JSON answer.
+    Assemble,
+    /// Client wants a stream; upstream is asked for JSON, replayed as SSE.
+    Replay,
+}
+
+/// The two endpoints stream policies apply to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Chat,
+    Messages,
+}
+
+impl Dialect {
+    pub fn of_path(path: &str) -> Option<Dialect> {
+        match path {
+            "/v1/chat/completions" => Some(Dialect::Chat),
+            "/v1/messages" => Some(Dialect::Messages),
+            _ => None,
+        }
+    }
+}
+
+/// The upstream side of one attempt: mode, the body to send, and whether the client must not
+/// see the usage-only chunk (it was asked for on the client's behalf).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub mode: Mode,
+    pub dialect: Option<Dialect>,
+    pub body: Bytes,
+    pub hide_usage_chunk: bool,
+    /// The client asked for `stream_options.include_usage` (replayed streams carry usage then).
+    pub client_include_usage: bool,
+}
+
+#[derive(Deserialize)]
+struct Probe<'a> {
+    #[serde(borrow)]
+    stream_options: Option<&'a RawValue>,
+}
+
+/// Decide the attempt's mode for `policy` and prepare the upstream body (already model-rewritten).
+pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) -> Plan {
+    let dialect = Dialect::of_path(path);
+    let client_stream = peek.is_some_and(|p| p.stream);
+    let mut out = Plan {
+        mode: Mode::Pass,
+        dialect,
+        body,
+        hide_usage_chunk: false,
+        client_include_usage: false,
+    };
+    let (Some(d), Some(_)) = (dialect, peek) else {
+        return out;
+    };
+    out.mode = match (policy, client_stream) {
+        (StreamPolicy::ForceStream, false) => Mode::Assemble,
+        (StreamPolicy::ForceNonStream, true) => Mode::Replay,
+        _ => Mode::Pass,
+    };
+    let upstream_stream = match out.mode {
+        Mode::Pass => client_stream,
+        Mode::Assemble => true,
+        Mode::Replay => false,
+    };
+    if out.mode == Mode::Pass && !(d == Dialect::Chat && client_stream) {
+        return out;
+    }
+    let probe: Option<Probe> = serde_json::from_slice(&out.body).ok();
+    let opts = probe.as_ref().and_then(|p| p.stream_options);
+    out.client_include_usage = opts.is_some_and(|o| {
+        serde_json::from_str::<serde_json::Value>(o.get())
+            .ok()
+            .is_some_and(|v| v["include_usage"] == serde_json::Value::Bool(true))
+    });
+    let mut body = out.body.clone();
+    if d == Dialect::Chat && upstream_stream && !out.client_include_usage {
+        body = with_include_usage(&body, opts.map(|o| span(&out.body, o)));
+        out.hide_usage_chunk = out.mode == Mode::Pass;
+    }
+    if out.mode != Mode::Pass {
+        body = with_stream(&body, upstream_stream);
+    }
+    out.body = body;
+    out
+}
+
+fn span(body: &[u8], raw: &RawValue) -> (usize, usize) {
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    (start, start + raw.get().len())
+}
+
+/// Insert `"name":value` as the first member of the top-level object.
+fn insert_first(body: &Bytes, member: &str) -> Bytes {
+    let Some(open) = body.iter().position(|&c| c == b'{') else {
+        return body.clone();
+    };
+    let rest_empty = body[open + 1..]
+        .iter()
+        .find(|c| !c.is_ascii_whitespace())
+        .is_some_and(|&c| c == b'}');
+    let mut out = BytesMut::with_capacity(body.len() + member.len() + 1);
+    out.extend_from_slice(&body[..=open]);
+    out.extend_from_slice(member.as_bytes());
+    if !rest_empty {
+        out.extend_from_slice(b",");
+    }
+    out.extend_from_slice(&body[open + 1..]);
+    out.freeze()
+}
+
+/// The body with `"stream"` set to `on` (the value replaced in place, or the field inserted).
+pub fn with_stream(body: &Bytes, on: bool) -> Bytes {
+    let value: &[u8] = if on { b"true" } else { b"false" };
+    match request::peek(body).ok().and_then(|p| p.stream_span) {
+        Some(s) => request::splice(body, s, value),
+        None => insert_first(
+            body,
+            if on {
+                "\"stream\":true"
+            } else {
+                "\"stream\":false"
+            },
+        ),
+    }
+}
+
+/// The body with `stream_options.include_usage` true; `existing` is the span of the current
+/// `stream_options` value (its other members are kept).
+fn with_include_usage(body: &Bytes, existing: Option<(usize, usize)>) -> Bytes {
+    match existing {
+        None => insert_first(body, r#""stream_options":{"include_usage":true}"#),
+        Some(s) => {
+            let mut map: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&body[s.0..s.1]).unwrap_or_default();
+            map.insert("include_usage".into(), serde_json::Value::Bool(true));
+            let text = serde_json::Value::Object(map).to_string();
+            request::splice(body, s, text.as_bytes())
+        }
+    }
+}
+
+/// Upstream headers with the content type of the converted answer (SSE or JSON).
+pub fn with_content_type(mut h: HeaderMap, sse: bool) -> HeaderMap {
+    let ct = if sse {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    h.remove(header::CONTENT_LENGTH);
+    h
+}
+
+/// A complete upstream answer, replayed as SSE when the attempt's mode is `Replay` (R9.6);
+/// anything that is not a JSON answer of the dialect is returned unchanged.
+pub fn replay_if_planned(p: &Plan, headers: HeaderMap, body: Bytes) -> (HeaderMap, Bytes) {
+    let (Mode::Replay, Some(d)) = (p.mode, p.dialect) else {
+        return (headers, body);
+    };
+    match replay::replay(d, &body, p.client_include_usage) {
+        Some(sse) => (with_content_type(headers, true), sse),
+        None => (headers, body),
+    }
+}
+
+/// Is this chat event the usage-only chunk (empty `choices` and a `usage` object)?
+pub fn is_usage_chunk(ev: &super::sse::Event) -> bool {
+    let Some(d) = ev.data.as_deref() else {
+        return false;
+    };
+    if !d.contains("\"usage\"") {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(d).is_ok_and(|v| {
+        v["usage"].is_object() && v["choices"].as_array().is_some_and(|c| c.is_empty())
+    })
+}
+
+#[cfg(test)]
+#[path = "convert_tests.rs"]
+mod tests;

@@ -1,0 +1,166 @@
+//! `force_non_stream` (R9.6): replay one complete JSON answer as a well-formed SSE stream that
+//! ends with its terminal event — chat chunks then `data: [DONE]`, or Anthropic
+//! `message_start` … `message_stop`.
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::Dialect;
+
+fn data(out: &mut String, v: &Value) {
+    out.push_str("data: ");
+    out.push_str(&v.to_string());
+    out.push_str("\n\n");
+}
+
+fn event(out: &mut String, name: &str, v: &Value) {
+    out.push_str("event: ");
+    out.push_str(name);
+    out.push('\n');
+    data(out, v);
+}
+
+/// The SSE bytes for `body`, or `None` when it is not a JSON answer of `dialect`.
+pub fn replay(dialect: Dialect, body: &[u8], include_usage: bool) -> Option<Bytes> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let text = match dialect {
+        Dialect::Chat => chat(&v, include_usage)?,
+        Dialect::Messages => messages(&v)?,
+    };
+    Some(Bytes::from(text))
+}
+
+fn chat(v: &Value, include_usage: bool) -> Option<String> {
+    let choices = v["choices"].as_array()?;
+    let chunk = |choices: Value| {
+        let mut c = json!({
+            "id": v["id"],
+            "object": "chat.completion.chunk",
+            "created": v["created"],
+            "model": v["model"],
+            "choices": choices,
+        });
+        if v["system_fingerprint"].is_string() {
+            c["system_fingerprint"] = v["system_fingerprint"].clone();
+        }
+        c
+    };
+    let mut out = String::new();
+    for (n, c) in choices.iter().enumerate() {
+        let i = c["index"].as_u64().unwrap_or(n as u64);
+        let m = &c["message"];
+        let role = m["role"].as_str().unwrap_or("assistant");
+        let first =
+            json!([{"index": i, "delta": {"role": role, "content": ""}, "finish_reason": null}]);
+        data(&mut out, &chunk(first));
+        if let Some(r) = m["reasoning_content"].as_str().filter(|s| !s.is_empty()) {
+            let d = json!([{"index": i, "delta": {"reasoning_content": r}, "finish_reason": null}]);
+            data(&mut out, &chunk(d));
+        }
+        if let Some(t) = m["content"].as_str().filter(|s| !s.is_empty()) {
+            let d = json!([{"index": i, "delta": {"content": t}, "finish_reason": null}]);
+            data(&mut out, &chunk(d));
+        }
+        if let Some(calls) = m["tool_calls"].as_array().filter(|a| !a.is_empty()) {
+            let calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(k, t)| {
+                    let mut t = t.clone();
+                    t["index"] = json!(k);
+                    t
+                })
+                .collect();
+            let d = json!([{"index": i, "delta": {"tool_calls": calls}, "finish_reason": null}]);
+            data(&mut out, &chunk(d));
+        }
+        let reason = if c["finish_reason"].is_null() {
+            json!("stop")
+        } else {
+            c["finish_reason"].clone()
+        };
+        let d = json!([{"index": i, "delta": {}, "finish_reason": reason}]);
+        data(&mut out, &chunk(d));
+    }
+    if include_usage && v["usage"].is_object() {
+        let mut u = chunk(json!([]));
+        u["usage"] = v["usage"].clone();
+        data(&mut out, &u);
+    }
+    out.push_str("data: [DONE]\n\n");
+    Some(out)
+}
+
+fn messages(v: &Value) -> Option<String> {
+    let content = v["content"].as_array()?;
+    let usage = &v["usage"];
+    let mut start_usage = usage.clone();
+    if start_usage.is_object() {
+        start_usage["output_tokens"] = json!(0);
+    }
+    let mut out = String::new();
+    event(
+        &mut out,
+        "message_start",
+        &json!({"type": "message_start", "message": {
+            "id": v["id"], "type": "message", "role": v["role"].as_str().unwrap_or("assistant"),
+            "model": v["model"], "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": start_usage,
+        }}),
+    );
+    for (i, b) in content.iter().enumerate() {
+        let mut start = b.clone();
+        let delta = match b["type"].as_str().unwrap_or("") {
+            "text" => {
+                start["text"] = json!("");
+                vec![json!({"type": "text_delta", "text": b["text"]})]
+            }
+            "thinking" => {
+                start["thinking"] = json!("");
+                start["signature"] = json!("");
+                let mut d = vec![json!({"type": "thinking_delta", "thinking": b["thinking"]})];
+                if b["signature"].is_string() {
+                    d.push(json!({"type": "signature_delta", "signature": b["signature"]}));
+                }
+                d
+            }
+            "tool_use" | "server_tool_use" => {
+                start["input"] = json!({});
+                let partial = b["input"].to_string();
+                vec![json!({"type": "input_json_delta", "partial_json": partial})]
+            }
+            _ => Vec::new(),
+        };
+        event(
+            &mut out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": i, "content_block": start}),
+        );
+        for d in delta {
+            event(
+                &mut out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": i, "delta": d}),
+            );
+        }
+        event(
+            &mut out,
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": i}),
+        );
+    }
+    let stop_reason = if v["stop_reason"].is_null() {
+        json!("end_turn")
+    } else {
+        v["stop_reason"].clone()
+    };
+    event(
+        &mut out,
+        "message_delta",
+        &json!({"type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": v["stop_sequence"]},
+            "usage": {"output_tokens": usage["output_tokens"].as_u64().unwrap_or(0)}}),
+    );
+    event(&mut out, "message_stop", &json!({"type": "message_stop"}));
+    Some(out)
+}

@@ -1,0 +1,195 @@
+//! End-to-end stream-policy and usage tests (R9.6, R8.5, R11 inputs): `force_stream`,
+//! `force_non_stream`, and the `include_usage` asked for on the client's behalf.
+mod support;
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+use support::*;
+
+const FAST: &str = "timeouts:\n  first_byte: 300ms\n  keepalive: 100ms\n";
+
+/// Channel `name` of `kind` serving model `m`, with extra indented lines.
+fn ch(name: &str, kind: &str, priority: i64, extra: &str) -> String {
+    format!(
+        "  {name}:\n    kind: {kind}\n    base_url: {{{name}}}\n    keys: [\"sk-up-{name}\"]\n    models: [m]\n    priority: {priority}\n{extra}"
+    )
+}
+
+/// Gateway with channels `a` (priority 10, tried first) and `b` (priority 0) of `kind`.
+async fn pair(kind: &str, a_extra: &str) -> (Gw, HashMap<String, MockUpstream>) {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "{FAST}channels:\n{}{}{CLIENTS}",
+            ch("a", kind, 10, a_extra),
+            ch("b", kind, 0, "")
+        ),
+        &m,
+    );
+    (start_gw(&yaml).await, m)
+}
+
+fn body_for(path: &str, stream: bool) -> Value {
+    match path {
+        "/v1/messages" => {
+            json!({"model": "m", "max_tokens": 10, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+        }
+        "/v1/responses" => json!({"model": "m", "stream": stream, "input": "hi"}),
+        _ => {
+            json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+        }
+    }
+}
+
+async fn send(gw: &Gw, path: &str, stream: bool) -> reqwest::Response {
+    gw.post(path, ALICE, body_for(path, stream)).await
+}
+
+/// The newest request-log rows after the writer flushed.
+async fn requests(gw: &Gw) -> Vec<Value> {
+    gw.flush().await;
+    let (s, v) = gw.admin_get("/admin/requests?limit=10").await;
+    assert_eq!(s, 200);
+    v["requests"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn force_stream_assembles_one_json_answer() {
+    for (kind, path) in [
+        ("openai", "/v1/chat/completions"),
+        ("anthropic", "/v1/messages"),
+    ] {
+        let (gw, m) = pair(kind, "    stream_policy: force_stream\n").await;
+        let r = send(&gw, path, false).await;
+        assert_eq!(r.status(), 200);
+        assert!(r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"));
+        let v: Value = r.json().await.unwrap();
+        let sent = m["a"].requests()[0].json().unwrap();
+        assert_eq!(sent["stream"], true, "{path}");
+        if kind == "openai" {
+            assert_eq!(v["object"], "chat.completion");
+            assert_eq!(
+                v["choices"][0]["message"]["content"],
+                "chunk 0 chunk 1 chunk 2 "
+            );
+            assert_eq!(v["choices"][0]["finish_reason"], "stop");
+            assert_eq!(v["usage"]["completion_tokens"], 3);
+        } else {
+            assert_eq!(v["type"], "message");
+            assert_eq!(v["content"][0]["text"], "chunk 0 chunk 1 chunk 2 ");
+            assert_eq!(v["stop_reason"], "end_turn");
+            assert_eq!(
+                (
+                    v["usage"]["input_tokens"].as_u64(),
+                    v["usage"]["output_tokens"].as_u64()
+                ),
+                (Some(10), Some(3))
+            );
+        }
+        let rows = requests(&gw).await;
+        assert_eq!(
+            (
+                rows[0]["prompt_tokens"].as_u64(),
+                rows[0]["completion_tokens"].as_u64()
+            ),
+            (Some(10), Some(3))
+        );
+        gw.stop().await;
+    }
+    // An assembled stream that breaks is an ordinary failed attempt: it fails over.
+    let (gw, m) = pair("openai", "    stream_policy: force_stream\n").await;
+    m["a"].set_default(Behavior::CutMidStream { after_chunks: 1 });
+    let r = gw.chat("m", false).await;
+    assert_eq!(route(&r), "a->b");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["object"], "chat.completion");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn force_non_stream_replays_a_well_formed_stream() {
+    for (kind, path) in [
+        ("openai", "/v1/chat/completions"),
+        ("anthropic", "/v1/messages"),
+    ] {
+        let (gw, m) = pair(kind, "    stream_policy: force_non_stream\n").await;
+        let r = send(&gw, path, true).await;
+        assert_eq!(r.status(), 200);
+        assert!(r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        let text = r.text().await.unwrap();
+        let sent = m["a"].requests()[0].json().unwrap();
+        assert_eq!(sent["stream"], false, "{path}");
+        if kind == "openai" {
+            assert!(
+                text.contains("\"chat.completion.chunk\"")
+                    && text.contains("chunk 0 chunk 1 chunk 2 "),
+                "{text}"
+            );
+            assert!(text.contains("\"finish_reason\":\"stop\""), "{text}");
+            assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+            assert!(!text.contains("\"usage\""), "not asked for: {text}");
+        } else {
+            let names: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("event: "))
+                .collect();
+            assert_eq!(
+                names,
+                [
+                    "message_start",
+                    "content_block_start",
+                    "content_block_delta",
+                    "content_block_stop",
+                    "message_delta",
+                    "message_stop"
+                ],
+                "{text}"
+            );
+        }
+        gw.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn include_usage_is_asked_for_hidden_from_the_client_and_recorded() {
+    let (gw, m) = pair("openai", "").await;
+    let r = gw.chat("m", true).await;
+    let text = r.text().await.unwrap();
+    assert!(text.contains("data: [DONE]"), "{text}");
+    assert!(
+        !text.contains("\"usage\""),
+        "the client did not ask for usage: {text}"
+    );
+    let sent = m["a"].requests()[0].json().unwrap();
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+    let rows = requests(&gw).await;
+    let r0 = &rows[0];
+    assert_eq!(
+        (
+            r0["prompt_tokens"].as_u64(),
+            r0["completion_tokens"].as_u64(),
+            r0["cached_tokens"].as_u64()
+        ),
+        (Some(10), Some(3), Some(4)),
+        "{r0}"
+    );
+    assert_eq!(r0["usage_estimated"], false);
+    assert_eq!(r0["stream_outcome"], "complete");
+    // A client that asks sees the usage chunk.
+    let body = json!({"model": "m", "stream": true, "stream_options": {"include_usage": true}, "messages": []});
+    let text = gw
+        .post("/v1/chat/completions", ALICE, body)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("\"usage\""), "{text}");
+    gw.stop().await;
+}

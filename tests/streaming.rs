@@ -1,0 +1,316 @@
+//! End-to-end streaming tests (R9, R1.4, R8.5, R11 inputs): time gates, the commit point,
+//! `stream_incomplete`, hidden errors, stream policies, usage, client disconnect.
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use support::*;
+
+const FAST: &str = "timeouts:\n  first_byte: 300ms\n  keepalive: 100ms\n";
+
+/// Channel `name` of `kind` serving model `m`, with extra indented lines.
+fn ch(name: &str, kind: &str, priority: i64, extra: &str) -> String {
+    format!(
+        "  {name}:\n    kind: {kind}\n    base_url: {{{name}}}\n    keys: [\"sk-up-{name}\"]\n    models: [m]\n    priority: {priority}\n{extra}"
+    )
+}
+
+/// Gateway with channels `a` (priority 10, tried first) and `b` (priority 0) of `kind`.
+async fn pair(kind: &str, a_extra: &str) -> (Gw, HashMap<String, MockUpstream>) {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "{FAST}channels:\n{}{}{CLIENTS}",
+            ch("a", kind, 10, a_extra),
+            ch("b", kind, 0, "")
+        ),
+        &m,
+    );
+    (start_gw(&yaml).await, m)
+}
+
+fn body_for(path: &str, stream: bool) -> Value {
+    match path {
+        "/v1/messages" => {
+            json!({"model": "m", "max_tokens": 10, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+        }
+        "/v1/responses" => json!({"model": "m", "stream": stream, "input": "hi"}),
+        _ => {
+            json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+        }
+    }
+}
+
+async fn send(gw: &Gw, path: &str, stream: bool) -> reqwest::Response {
+    gw.post(path, ALICE, body_for(path, stream)).await
+}
+
+/// The newest request-log rows after the writer flushed.
+async fn requests(gw: &Gw) -> Vec<Value> {
+    gw.flush().await;
+    let (s, v) = gw.admin_get("/admin/requests?limit=10").await;
+    assert_eq!(s, 200);
+    v["requests"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn first_byte_timeout_fails_over_and_client_sees_only_the_healthy_stream() {
+    let (gw, m) = pair("openai", "").await;
+    m["a"].set_default(Behavior::StallAfterHeaders(Duration::from_secs(3)));
+    let t = Instant::now();
+    let r = gw.chat("m", true).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "a->b");
+    assert_eq!(r.headers()["x-mock-name"], "b");
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("data: [DONE]") && !text.contains("error"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("chatcmpl-mock").count(),
+        5,
+        "one stream only: {text}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics.contains("outcome=\"first_byte_timeout\""),
+        "{metrics}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn header_timeout_fails_over() {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "timeouts:\n  upstream_header: 300ms\nchannels:\n{}{}{CLIENTS}",
+            ch("a", "openai", 10, ""),
+            ch("b", "openai", 0, "")
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
+    let t = Instant::now();
+    for stream in [false, true] {
+        let r = gw.chat("m", stream).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(route(&r), "a->b");
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let rows = requests(&gw).await;
+    assert_eq!(rows[0]["attempts"][0]["error_class"], "header_timeout");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn upstream_keepalives_reset_the_first_byte_timer() {
+    let (gw, m) = pair("openai", "").await;
+    // 5 × 150 ms of comments: longer than first_byte (300 ms) in total, never silent for it.
+    m["a"].set_default(Behavior::KeepaliveThenOk {
+        keepalives: 5,
+        interval: Duration::from_millis(150),
+    });
+    let r = gw.chat("m", true).await;
+    assert_eq!(route(&r), "a");
+    let text = r.text().await.unwrap();
+    assert!(text.contains("data: [DONE]"), "{text}");
+    assert_eq!(m["b"].calls(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn keepalives_reach_a_raw_client_during_silence() {
+    for (kind, path, want) in [
+        ("openai", "/v1/chat/completions", ": keepalive\n\n"),
+        ("anthropic", "/v1/messages", "event: ping\n"),
+    ] {
+        let (gw, m) = pair(kind, "").await;
+        m["a"].set_default(Behavior::Stream {
+            chunks: 3,
+            delay: Duration::from_millis(350),
+        });
+        let r = send(&gw, path, true).await;
+        assert_eq!(r.status(), 200);
+        let mut s = r.bytes_stream();
+        let mut text = String::new();
+        while let Some(b) = s.next().await {
+            text.push_str(&String::from_utf8_lossy(&b.unwrap()));
+        }
+        assert!(text.matches(want).count() >= 3, "{path}: {text}");
+        assert!(
+            !text.contains("stream_incomplete") && !text.contains("\nid:"),
+            "{text}"
+        );
+        gw.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn early_end_and_hard_cut_close_with_stream_incomplete_and_never_retry() {
+    let cases = [
+        ("openai", "/v1/chat/completions"),
+        ("openai", "/v1/responses"),
+        ("anthropic", "/v1/messages"),
+    ];
+    for (kind, path) in cases {
+        for fault in [
+            Behavior::EndWithoutTerminal { chunks: 2 },
+            Behavior::CutMidStream { after_chunks: 2 },
+        ] {
+            let (gw, m) = pair(kind, "").await;
+            m["a"].set_default(fault.clone());
+            let r = send(&gw, path, true).await;
+            assert_eq!(r.status(), 200);
+            let text = r.text().await.unwrap();
+            let what = format!("{path} {fault:?}: {text}");
+            assert!(text.contains("chunk 1"), "relayed up to the cut: {what}");
+            assert!(text.contains("\"stream_incomplete\""), "{what}");
+            let last = text.trim_end().rsplit("\n\n").next().unwrap().to_string();
+            assert!(
+                last.contains("stream_incomplete"),
+                "the error is last: {what}"
+            );
+            match path {
+                "/v1/chat/completions" => {
+                    assert!(
+                        !text.contains("[DONE]") && last.starts_with("data: {\"error\""),
+                        "{what}"
+                    )
+                }
+                "/v1/responses" => assert!(last.starts_with("event: error\n"), "{what}"),
+                _ => {
+                    assert!(last.starts_with("event: error\n"), "{what}");
+                    let data: Value =
+                        serde_json::from_str(last.split("data: ").nth(1).unwrap()).unwrap();
+                    assert_eq!(data["type"], "error");
+                    assert_eq!(data["error"]["type"], "api_error");
+                }
+            }
+            // The first byte reached the client: the second channel is never tried (R9.3).
+            assert_eq!(m["b"].calls(), 0, "{what}");
+            let rows = requests(&gw).await;
+            assert_eq!(rows[0]["stream_outcome"], "incomplete", "{what}");
+            assert_eq!(rows[0]["chain"], "a");
+            let metrics = gw.metrics().await;
+            assert!(metrics.contains("outcome=\"incomplete\""), "{metrics}");
+            gw.stop().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn hidden_errors_fail_over_in_bodies_and_first_events() {
+    for (kind, path, stream) in [
+        ("openai", "/v1/chat/completions", false),
+        ("openai", "/v1/chat/completions", true),
+        ("anthropic", "/v1/messages", true),
+    ] {
+        let (gw, m) = pair(kind, "").await;
+        m["a"].set_default(Behavior::HiddenError { code: Some(429) });
+        let r = send(&gw, path, stream).await;
+        assert_eq!(r.status(), 200, "{path} {stream}");
+        assert_eq!(route(&r), "a->b");
+        let text = r.text().await.unwrap();
+        assert!(!text.contains("error"), "{text}");
+        let rows = requests(&gw).await;
+        assert_eq!(rows[0]["attempts"][0]["upstream_status"], 429, "{rows:?}");
+        gw.stop().await;
+    }
+    // Alone, a hidden error without an embedded status answers 502.
+    let m = mocks(&["a"]).await;
+    let gw = start_gw(&fill(
+        &format!("channels:\n{}{CLIENTS}", ch("a", "openai", 0, "")),
+        &m,
+    ))
+    .await;
+    m["a"].set_default(Behavior::HiddenError { code: None });
+    assert_eq!(gw.chat("m", false).await.status(), 502);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn channel_non_stream_timeout_fails_over() {
+    let (gw, m) = pair("openai", "    non_stream_timeout: 200ms\n").await;
+    m["a"].set_default(Behavior::SlowBody {
+        delay: Duration::from_secs(3),
+    });
+    let t = Instant::now();
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "a->b");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn client_disconnect_closes_upstream_and_records_estimated_usage() {
+    let (gw, m) = pair("openai", "").await;
+    m["a"].set_default(Behavior::Stream {
+        chunks: 100,
+        delay: Duration::from_millis(50),
+    });
+    let r = gw.chat("m", true).await;
+    let mut s = r.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("chunk 3") {
+        seen.push_str(&String::from_utf8_lossy(&s.next().await.unwrap().unwrap()));
+    }
+    assert_eq!(m["a"].open_streams(), 1);
+    drop(s);
+    let t = Instant::now();
+    while m["a"].open_streams() > 0 && t.elapsed() < Duration::from_secs(1) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(m["a"].open_streams(), 0, "upstream still open after 1 s");
+    assert!(m["a"].disconnects() >= 1);
+    // Let the relay task write its record.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let rows = requests(&gw).await;
+    let r0 = &rows[0];
+    assert_eq!(r0["stream_outcome"], "client_cancel", "{r0}");
+    assert_eq!(r0["usage_estimated"], true);
+    assert!(r0["completion_tokens"].as_u64().unwrap() >= 4, "{r0}");
+    assert!(r0["prompt_tokens"].as_u64().unwrap() > 0, "{r0}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn client_leaving_before_the_first_byte_cancels_upstream() {
+    for (stream, fault) in [
+        (true, Behavior::StallAfterHeaders(Duration::from_secs(5))),
+        (
+            false,
+            Behavior::SlowBody {
+                delay: Duration::from_secs(5),
+            },
+        ),
+    ] {
+        let (gw, m) = pair("openai", "").await;
+        m["a"].set_default(fault);
+        let quick = reqwest::Client::builder()
+            .timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let sent = quick
+            .post(format!("{}/v1/chat/completions", gw.base))
+            .bearer_auth(ALICE)
+            .json(&body_for("/v1/chat/completions", stream))
+            .send()
+            .await;
+        assert!(sent.is_err(), "the client gave up");
+        let t = Instant::now();
+        while m["a"].disconnects() == 0 && t.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(m["a"].disconnects(), 1, "stream={stream}");
+        assert_eq!(m["b"].calls(), 0);
+        gw.stop().await;
+    }
+}
