@@ -53,11 +53,16 @@ pub use store::{Binding, Bindings};
 use crate::routing::table::{ChannelId, Route};
 use crate::state::Snapshot;
 
-/// May the bound channel be tried first? Not when it is disabled (operator or auto).
-/// Breaker admission and cooldown belong here too.
-pub fn bound_channel_usable(snap: &Snapshot, id: ChannelId) -> bool {
-    snap.table.channels.get(id).is_some_and(|c| c.enabled)
-        && snap.states.get(id).is_some_and(|s| !s.is_disabled())
+/// May the bound channel be tried first? Not when it is disabled (operator or auto), its
+/// breaker would refuse a call, or it is cooling down (R6.4, R8.3).
+pub fn bound_channel_usable(snap: &Snapshot, id: ChannelId, model: &str) -> bool {
+    match (snap.table.channels.get(id), snap.states.get(id)) {
+        (Some(c), Some(s)) => {
+            c.enabled
+                && crate::state::outcome::available(c, s, model, tokio::time::Instant::now())
+        }
+        _ => false,
+    }
 }
 
 /// The affinity state of one request.
@@ -87,13 +92,14 @@ impl Sticky {
         snap: &Snapshot,
         routes: &[(&str, &Route)],
         key: StickyKey,
+        model: &str,
     ) -> Sticky {
         let mut bound = bindings.get(key.hash).map(|b| b.channel);
         let mut preferred = None;
         if let Some(name) = &bound {
             match snap.table.channels.iter().position(|c| c.name == **name) {
                 Some(id) => {
-                    if bound_channel_usable(snap, id) && is_candidate(routes, id) {
+                    if bound_channel_usable(snap, id, model) && is_candidate(routes, id) {
                         preferred = Some(id);
                     }
                 }

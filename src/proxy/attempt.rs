@@ -95,7 +95,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let mut fin = Finish::new(gw, &job);
     let mut sticky = job
         .sticky
-        .map(|k| crate::affinity::Sticky::lookup(&gw.bindings, &snap, &routes, k));
+        .map(|k| crate::affinity::Sticky::lookup(&gw.bindings, &snap, &routes, k, &job.model));
     let mut plan = AttemptPlan::new(
         &PlanInput {
             groups: &routes,
