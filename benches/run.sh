@@ -130,12 +130,11 @@ wait_port() { # PORT
 
 # cpu_ticks PID... : utime+stime of the processes, in clock ticks.
 cpu_ticks() {
-    local pid sum=0 f
+    local pid sum=0 t
     for pid in "$@"; do
-        f=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
         # after "pid (comm) ": state is field 1, utime 12, stime 13
-        set -- $f
-        sum=$((sum + ${12} + ${13}))
+        t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null) || continue
+        sum=$((sum + ${t:-0}))
     done
     echo "$sum"
 }
@@ -162,7 +161,7 @@ wait_port "$MOCK503_PORT"
 wait_port "$NGX_PROXY_PORT"
 wait_port "$NGX_STATIC_PORT"
 wait_http "http://127.0.0.1:$SY_ADMIN_PORT/readyz"
-ngx_pids() { echo "$NGX_PID" $(pgrep -P "$NGX_PID" || true); }
+ngx_pids() { echo "$NGX_PID"; pgrep -P "$NGX_PID" || true; }
 
 CHAT=/v1/chat/completions
 BODY='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}'
@@ -253,7 +252,7 @@ GEN0=$(gen)
 "$LG" open --url "${URL[switchyard]}" --header "$AUTH" --body "$BODY" --rate "$RELOAD_RATE" \
     --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s >"$TMP/reload.json" &
 LG_PID=$!
-PIDS+=($LG_PID)
+PIDS+=("$LG_PID")
 sleep 1.2
 gap=$(python3 -c "print(max(0.2, ($OPEN_DUR - 1) / $RELOADS))")
 for ((i = 1; i <= RELOADS; i++)); do
