@@ -28,7 +28,7 @@ def ratio(a, b):
 
 def fmt(v, unit=""):
     if v is None:
-        return "n/a"
+        return "n/a "
     if isinstance(v, float):
         return f"{v:,.2f}{unit}"
     return f"{v:,}{unit}"

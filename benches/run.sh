@@ -139,7 +139,7 @@ cpu_ticks() {
     echo "$sum"
 }
 
-record() { printf '{"key":"%s","value":%s}\n' "$1" "$2" >>"$RES"; }
+record() { printf '{"key":"%s","value":%s}\n' "$1" "${2:-null}" >>"$RES"; }
 
 log "starting mock upstreams, nginx, switchyard (tmp $TMP, nofile $NOFILE)"
 "$MOCK" --listen "127.0.0.1:$MOCK_PORT" >"$TMP/mock.log" 2>&1 &
@@ -148,7 +148,7 @@ MOCK_PID=$!
 "$MOCK" --listen "127.0.0.1:$MOCK503_PORT" --fault status=503 >"$TMP/mock503.log" 2>&1 &
 PIDS+=($!)
 fill benches/nginx.conf.tmpl "$TMP/nginx.conf"
-mkdir -p "$TMP"/ngx-{body,proxy,fastcgi,uwsgi,scgi}
+mkdir -p "$TMP"/ngx-{body,proxy,fastcgi,uwsgi,scgi} "$TMP/data"
 "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" >"$TMP/nginx.out" 2>&1 &
 PIDS+=($!)
 NGX_PID=$!
@@ -238,7 +238,7 @@ done
 # ---- cold start and idle RSS -----------------------------------------------------------
 log "cold start and idle RSS"
 fill benches/switchyard.yaml.tmpl "$TMP/coldstart.yaml" 100 "$CS_PORT" "$CS_ADMIN_PORT"
-sed -i "s|switchyard.db|coldstart.db|" "$TMP/coldstart.yaml"
+sed -i "s|data/switchyard.db|data/coldstart.db|" "$TMP/coldstart.yaml"
 record coldstart "$("$LG" coldstart --ready "http://127.0.0.1:$CS_ADMIN_PORT/readyz" --runs 5 \
     --settle 1s -- "$SY" --config "$TMP/coldstart.yaml" serve)"
 
@@ -274,7 +274,7 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$FO_ADMIN_PORT/readyz"
 record failover "$("$LG" open --url "http://127.0.0.1:$FO_PORT$CHAT" --header "$AUTH" \
     --body "$BODY" --rate "$FAILOVER_RATE" --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s \
-    --split-header x-switchyard-route --split-contains '->')"
+    --split-header x-switchyard-route --split-contains=-\>)"
 
 # ---- many concurrent streams -----------------------------------------------------------
 N=$STREAMS
@@ -290,4 +290,5 @@ record meta.end "{\"loadavg_end\":$(python3 -c 'import json; print(json.dumps(op
 
 # ---- report ----------------------------------------------------------------------------
 mkdir -p "$OUT"
+cp "$RES" "$OUT/latest-raw.jsonl"
 python3 benches/report.py "$RES" "$OUT"
