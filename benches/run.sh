@@ -80,28 +80,40 @@ RES=$TMP/results.jsonl
 : >"$RES"
 PIDS=()
 cleanup() {
-    local pid
+    local pid i
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    sleep 0.3
+    for ((i = 0; i < 30; i++)); do
+        kill -0 "${PIDS[@]}" 2>/dev/null || break
+        sleep 0.1
+    done
     for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
     rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-MOCK_PORT=$(free_port)
-MOCK503_PORT=$(free_port)
-NGX_PROXY_PORT=$(free_port)
-NGX_STATIC_PORT=$(free_port)
-SY_PORT=$(free_port)
-SY_ADMIN_PORT=$(free_port)
-FO_PORT=$(free_port)
-FO_ADMIN_PORT=$(free_port)
-CS_PORT=$(free_port)
-CS_ADMIN_PORT=$(free_port)
+# Ten distinct free ports below the ephemeral range: the many-streams run uses ~20k
+# ephemeral ports, and a later listener must not collide with one of those connections.
+read -r MOCK_PORT MOCK503_PORT NGX_PROXY_PORT NGX_STATIC_PORT SY_PORT SY_ADMIN_PORT \
+    FO_PORT FO_ADMIN_PORT CS_PORT CS_ADMIN_PORT < <(python3 - <<'PY'
+import random, socket
+got = []
+while len(got) < 10:
+    p = random.randint(20000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        if p not in got:
+            got.append(p)
+    except OSError:
+        pass
+    finally:
+        s.close()
+print(*got)
+PY
+)
+[ -n "$CS_ADMIN_PORT" ] || die "could not pick free ports"
 
 # fill TEMPLATE OUT [WEIGHT] [SY_PORT] [ADMIN_PORT]
 fill() {
