@@ -1,0 +1,216 @@
+"""The `make bench` report: reads the run's results (JSON lines), prints the tables and the
+target checks, writes <out>/<timestamp>.json and <out>/latest.json. Exit 1 on a hard failure
+(p50 stall through switchyard, failed requests across reloads, dropped streams)."""
+import json
+import sys
+import time
+
+res_path, out_dir = sys.argv[1], sys.argv[2]
+R = {}
+for line in open(res_path):
+    line = line.strip()
+    if line:
+        rec = json.loads(line)
+        R[rec["key"]] = rec["value"]
+
+STALL_US = 20_000  # a p50 above this through switchyard means a Nagle/delayed-ACK stall
+
+
+def ms(us):
+    return None if us is None else round(us / 1000.0, 3)
+
+
+def ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return round(a / b, 2)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "n/a "
+    if isinstance(v, float):
+        return f"{v:,.2f}{unit}"
+    return f"{v:,}{unit}"
+
+
+report = {"meta": {**R.get("meta", {}), **R.get("meta.end", {})}, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+checks = []  # (status, text) with status PASS / MISS / FAIL
+
+
+def check(ok, hard, text):
+    checks.append(("PASS" if ok else ("FAIL" if hard else "MISS"), text))
+
+
+# ---- closed loop ----------------------------------------------------------------------
+closed = {}
+for p in ["direct", "static", "nginx", "switchyard"]:
+    w, c = R.get(f"closed.{p}"), R.get(f"cpu.{p}")
+    if not w:
+        continue
+    secs = w["duration_us"] / 1e6
+    errs = sum(w["errors"].values())
+    cpu_us = c["ticks"] * 1e6 / c["hz"] / w["requests"] if c and w["requests"] else None
+    closed[p] = {
+        "rps": round(w["requests"] / secs, 1),
+        "requests": w["requests"],
+        "errors": errs,
+        "p50_us": w["latency"]["p50_us"],
+        "p90_us": w["latency"]["p90_us"],
+        "p99_us": w["latency"]["p99_us"],
+        "cpu_us_per_req": None if cpu_us is None else round(cpu_us, 1),
+    }
+d = closed.get("direct")
+for p, row in closed.items():
+    if d and p in ("nginx", "switchyard"):
+        row["added_p50_us"] = row["p50_us"] - d["p50_us"]
+        row["added_p99_us"] = row["p99_us"] - d["p99_us"]
+report["closed_loop"] = closed
+sy, ng = closed.get("switchyard"), closed.get("nginx")
+if sy and ng:
+    report["ratios_switchyard_over_nginx"] = r = {
+        "added_p50": ratio(sy.get("added_p50_us"), ng.get("added_p50_us")),
+        "added_p99": ratio(sy.get("added_p99_us"), ng.get("added_p99_us")),
+        "rps": ratio(sy["rps"], ng["rps"]),
+        "cpu_per_req": ratio(sy["cpu_us_per_req"], ng["cpu_us_per_req"]),
+    }
+    check(r["added_p50"] is not None and r["added_p50"] <= 1.5, False, f"added p50 <= 1.5x nginx (got {fmt(r['added_p50'])}x)")
+    check(r["added_p99"] is not None and r["added_p99"] <= 1.5, False, f"added p99 <= 1.5x nginx (got {fmt(r['added_p99'])}x)")
+    check(r["rps"] is not None and r["rps"] >= 0.8, False, f"RPS at {report['meta'].get('connections')} conns >= 0.8x nginx (got {fmt(r['rps'])}x)")
+    check(r["cpu_per_req"] is not None and r["cpu_per_req"] <= 1.5, False, f"CPU/request <= 1.5x nginx (got {fmt(r['cpu_per_req'])}x)")
+if sy:
+    check(sy["p50_us"] <= STALL_US, True, f"closed-loop p50 through switchyard <= 20 ms, no TCP_NODELAY stall (got {fmt(ms(sy['p50_us']))} ms)")
+    check(sy["errors"] == 0, False, f"closed loop through switchyard: 0 errors (got {sy['errors']})")
+
+# ---- open loop -----------------------------------------------------------------------
+opened = {}
+for k, v in R.items():
+    if k.startswith("open."):
+        _, rate, p = k.split(".", 2)
+        lat = v["latency"]
+        opened.setdefault(rate, {})[p] = {
+            "ok": v["ok"], "failed": v["failed"], "missing": v["missing"],
+            "p50_us": lat["p50_us"], "p90_us": lat["p90_us"], "p99_us": lat["p99_us"],
+            "p999_us": lat["p999_us"], "max_us": lat["max_us"],
+        }
+for rate, rows in opened.items():
+    d = rows.get("direct")
+    for p in ("nginx", "switchyard"):
+        if d and p in rows:
+            rows[p]["added_p50_us"] = rows[p]["p50_us"] - d["p50_us"]
+            rows[p]["added_p99_us"] = rows[p]["p99_us"] - d["p99_us"]
+    if "switchyard" in rows:
+        s = rows["switchyard"]
+        check(s["p50_us"] <= STALL_US, True, f"open loop {rate} rps: p50 through switchyard <= 20 ms (got {fmt(ms(s['p50_us']))} ms)")
+        if "nginx" in rows:
+            rows["ratios_switchyard_over_nginx"] = {
+                "added_p50": ratio(s.get("added_p50_us"), rows["nginx"].get("added_p50_us")),
+                "added_p99": ratio(s.get("added_p99_us"), rows["nginx"].get("added_p99_us")),
+            }
+report["open_loop"] = opened
+
+# ---- SSE -------------------------------------------------------------------------------
+report["sse_20_chunks"] = {
+    p: {"ttfb_p50_us": v["ttfb"]["p50_us"], "ttfb_p99_us": v["ttfb"]["p99_us"],
+        "ttlb_p50_us": v["ttlb"]["p50_us"], "ttlb_p99_us": v["ttlb"]["p99_us"],
+        "failed": v["failed"], "incomplete": v["incomplete"], "n": v["ttfb"]["n"]}
+    for p in ("direct", "nginx", "switchyard") if (v := R.get(f"sse.{p}"))
+}
+
+# ---- cold start ------------------------------------------------------------------------
+if cs := R.get("coldstart"):
+    report["coldstart"] = c = {
+        "ready_p50_ms": ms(cs["ready"]["p50_us"]), "ready_max_ms": ms(cs["ready"]["max_us"]),
+        "idle_rss_mib": round(cs["idle_rss"]["p50_kib"] / 1024, 1), "runs": cs["runs"],
+        "failures": cs["failures"],
+    }
+    check(c["ready_p50_ms"] is not None and c["ready_p50_ms"] <= 100, False, f"cold start exec -> /readyz 200 <= 100 ms (got {fmt(c['ready_p50_ms'])} ms)")
+    check(c["idle_rss_mib"] <= 30, False, f"idle RSS <= 30 MB (got {fmt(c['idle_rss_mib'])} MiB)")
+
+# ---- reload under load ------------------------------------------------------------------
+if (rb := R.get("reload.base")) and (rd := R.get("reload.during")):
+    g = R.get("reload.generations", {})
+    report["reload_under_load"] = rr = {
+        "rate": rd["rate"], "rewrites": g.get("rewrites"),
+        "generations_applied": (g.get("after", 0) - g.get("before", 0)) if g else None,
+        "failed": rd["failed"] + rd["missing"], "errors": rd["errors"],
+        "base": {k: rb["latency"][k] for k in ("p50_us", "p99_us", "p999_us", "max_us")},
+        "during": {k: rd["latency"][k] for k in ("p50_us", "p99_us", "p999_us", "max_us")},
+    }
+    check(rr["failed"] == 0, True, f"0 failed requests across {rr['rewrites']} reloads (got {rr['failed']}; {rr['generations_applied']} generations applied)")
+
+# ---- failover ----------------------------------------------------------------------------
+if fo := R.get("failover"):
+    pl, sp = fo["latency_plain"], fo["latency_split"]
+    report["failover"] = f = {
+        "rate": fo["rate"], "failed": fo["failed"] + fo["missing"],
+        "no_failover": {"n": pl["n"], "p50_us": pl["p50_us"], "p99_us": pl["p99_us"]},
+        "one_failover": {"n": sp["n"], "p50_us": sp["p50_us"], "p99_us": sp["p99_us"]},
+        "added_p50_us": sp["p50_us"] - pl["p50_us"] if sp["n"] and pl["n"] else None,
+        "added_p99_us": sp["p99_us"] - pl["p99_us"] if sp["n"] and pl["n"] else None,
+    }
+    check(f["failed"] == 0 and sp["n"] > 0, False, f"failover run: 0 failed, failovers seen (failed {f['failed']}, failovers {sp['n']})")
+
+# ---- many streams ----------------------------------------------------------------------
+if h := R.get("hold"):
+    asked = R.get("hold.asked", {})
+    report["many_streams"] = hs = {
+        "asked": asked.get("streams"), "streams": h["streams"], "nofile": asked.get("nofile"),
+        "completed": h["completed"], "dropped": h["dropped"], "peak_live": h["peak_live"],
+        "rss_before_mib": round(h["rss_before_kib"] / 1024, 1),
+        "rss_during_mib": round(h["rss_all_open_kib"] / 1024, 1),
+        "rss_peak_mib": round(h["rss_peak_kib"] / 1024, 1),
+        "bytes_per_stream": h["bytes_per_stream"], "all_open_after_s": h["all_open_after_s"],
+    }
+    check(hs["dropped"] == 0, True, f"{hs['streams']} concurrent streams: none dropped (dropped {hs['dropped']}, peak live {hs['peak_live']})")
+    check(hs["bytes_per_stream"] <= 64 * 1024, False, f"bytes per held stream bounded (<= 64 KiB; got {fmt(hs['bytes_per_stream'])})")
+
+report["checks"] = [{"status": s, "check": t} for s, t in checks]
+
+# ---- print -----------------------------------------------------------------------------
+P = print
+m = report["meta"]
+P(f"\nswitchyard bench  {report['time']}  commit {m.get('commit')}  {m.get('cpus')} cpus  load {m.get('loadavg_start')} -> {m.get('loadavg_end')}")
+P(f"closed loop: wrk -t{m.get('threads')} -c{m.get('connections')} -d{m.get('duration_s')}s (warm-up {m.get('warmup_s')}s), POST {{model, messages}}\n")
+P(f"{'path':<12}{'RPS':>10}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'CPU us/req':>12}{'errors':>8}")
+for p, r in closed.items():
+    P(f"{p:<12}{r['rps']:>10,.0f}{ms(r['p50_us']):>9.3f}{ms(r['p99_us']):>9.3f}"
+      f"{fmt(ms(r.get('added_p50_us'))):>9}{fmt(ms(r.get('added_p99_us'))):>9}{fmt(r['cpu_us_per_req']):>12}{r['errors']:>8}")
+if "ratios_switchyard_over_nginx" in report:
+    r = report["ratios_switchyard_over_nginx"]
+    P(f"switchyard/nginx: added p50 {fmt(r['added_p50'])}x  added p99 {fmt(r['added_p99'])}x  RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x")
+for rate, rows in opened.items():
+    P(f"\nopen loop {rate} rps (latency from scheduled start)")
+    P(f"{'path':<12}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'+p50 ms':>9}{'+p99 ms':>9}{'failed':>8}")
+    for p in ("direct", "nginx", "switchyard"):
+        if p in rows:
+            x = rows[p]
+            P(f"{p:<12}{ms(x['p50_us']):>9.3f}{ms(x['p99_us']):>9.3f}{ms(x['p999_us']):>10.3f}"
+              f"{fmt(ms(x.get('added_p50_us'))):>9}{fmt(ms(x.get('added_p99_us'))):>9}{x['failed'] + x['missing']:>8}")
+if report["sse_20_chunks"]:
+    P("\nSSE, 20 chunks, sequential")
+    P(f"{'path':<12}{'TTFB p50':>10}{'TTFB p99':>10}{'TTLB p50':>10}{'TTLB p99':>10}{'failed':>8}   (ms)")
+    for p, x in report["sse_20_chunks"].items():
+        P(f"{p:<12}{ms(x['ttfb_p50_us']):>10.3f}{ms(x['ttfb_p99_us']):>10.3f}{ms(x['ttlb_p50_us']):>10.3f}{ms(x['ttlb_p99_us']):>10.3f}{x['failed'] + x['incomplete']:>8}")
+if c := report.get("coldstart"):
+    P(f"\ncold start (exec -> /readyz 200): p50 {c['ready_p50_ms']} ms, max {c['ready_max_ms']} ms; idle RSS {c['idle_rss_mib']} MiB")
+if rr := report.get("reload_under_load"):
+    b, d = rr["base"], rr["during"]
+    P(f"reload under load ({rr['rate']:.0f} rps, {rr['rewrites']} rewrites, {rr['generations_applied']} applied): failed {rr['failed']}; "
+      f"p50/p99/p99.9 ms without {ms(b['p50_us'])}/{ms(b['p99_us'])}/{ms(b['p999_us'])}, during {ms(d['p50_us'])}/{ms(d['p99_us'])}/{ms(d['p999_us'])}")
+if f := report.get("failover"):
+    P(f"failover ({f['rate']:.0f} rps, 1 of 2 channels 503): no failover p50/p99 {ms(f['no_failover']['p50_us'])}/{ms(f['no_failover']['p99_us'])} ms (n={f['no_failover']['n']}), "
+      f"one failover {ms(f['one_failover']['p50_us'])}/{ms(f['one_failover']['p99_us'])} ms (n={f['one_failover']['n']}); added p50 {fmt(ms(f['added_p50_us']))} ms, p99 {fmt(ms(f['added_p99_us']))} ms; failed {f['failed']}")
+if hs := report.get("many_streams"):
+    P(f"many streams: {hs['streams']} held (asked {hs['asked']}, fd limit {hs['nofile']}), completed {hs['completed']}, dropped {hs['dropped']}, peak live {hs['peak_live']}; "
+      f"RSS {hs['rss_before_mib']} -> {hs['rss_during_mib']} MiB (peak {hs['rss_peak_mib']}), {fmt(hs['bytes_per_stream'])} bytes/stream")
+P("\nchecks")
+for s, t in checks:
+    P(f"  {s:<5}{t}")
+
+stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+for name in (f"{stamp}.json", "latest.json"):
+    with open(f"{out_dir}/{name}", "w") as fh:
+        json.dump(report, fh, indent=2)
+P(f"\nwrote {out_dir}/{stamp}.json and {out_dir}/latest.json")
+sys.exit(1 if any(s == "FAIL" for s, _ in checks) else 0)

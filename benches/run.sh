@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# `make bench`: what switchyard adds to one hop, measured against its floors in one run.
+#
+# Builds in release, then on 127.0.0.1 only:
+#   closed loop (wrk, 64 conns): direct to the mock upstream, a fixed-body nginx, nginx as a
+#     plain reverse proxy to the mock, and switchyard to the mock; proxy CPU per request;
+#   open loop (loadgen, fixed rates, latency from the scheduled start);
+#   SSE time to first / last byte; cold start and idle RSS; many held streams;
+#   reloads under load; failover cost; the TCP_NODELAY stall check.
+# Prints a table and writes target/bench/<timestamp>.json and target/bench/latest.json.
+# Every process it starts is stopped on exit. Knobs (env): BENCH_DURATION (s, default 10),
+# BENCH_WARMUP (2), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_OPEN_DURATION (10),
+# BENCH_RATES ("100 1000"), BENCH_STREAMS (10000), BENCH_SSE_COUNT (200), BENCH_RELOADS (10),
+# BENCH_RELOAD_RATE (500), BENCH_FAILOVER_RATE (500), BENCH_SKIP_BUILD (unset).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DUR=${BENCH_DURATION:-10}
+WARM=${BENCH_WARMUP:-2}
+CONNS=${BENCH_CONNS:-64}
+THREADS=${BENCH_THREADS:-2}
+OPEN_DUR=${BENCH_OPEN_DURATION:-10}
+RATES=${BENCH_RATES:-100 1000}
+STREAMS=${BENCH_STREAMS:-10000}
+SSE_COUNT=${BENCH_SSE_COUNT:-200}
+RELOADS=${BENCH_RELOADS:-10}
+RELOAD_RATE=${BENCH_RELOAD_RATE:-500}
+FAILOVER_RATE=${BENCH_FAILOVER_RATE:-500}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+REL=$TARGET_DIR/release
+OUT=$TARGET_DIR/bench
+HZ=$(getconf CLK_TCK)
+
+log() { printf '\n== %s\n' "$*" >&2; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+
+# ---- tools ---------------------------------------------------------------------------
+apt_install() {
+    [ "$(id -u)" = 0 ] || die "$1 is missing and installing it needs root"
+    # Packages only: no init script may start a system nginx.
+    local rc_made=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+        rc_made=1
+    fi
+    local ok=0
+    for pkg in "$@"; do
+        if DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >/dev/null 2>&1 ||
+            { apt-get update -q >/dev/null 2>&1 &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >/dev/null 2>&1; }; then
+            ok=1
+            break
+        fi
+    done
+    [ -n "$rc_made" ] && rm -f /usr/sbin/policy-rc.d
+    [ "$ok" = 1 ] || die "could not install any of: $*"
+}
+command -v wrk >/dev/null || { log "installing wrk"; apt_install wrk; }
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$NGINX" ] || { log "installing nginx"; apt_install nginx-light nginx; NGINX=/usr/sbin/nginx; }
+command -v python3 >/dev/null || die "python3 is needed for the report"
+
+# ---- build -----------------------------------------------------------------------------
+if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
+    log "building (release)"
+    cargo build --release --bin switchyard --example mock_upstream --example loadgen
+fi
+SY=$REL/switchyard
+MOCK=$REL/examples/mock_upstream
+LG=$REL/examples/loadgen
+for b in "$SY" "$MOCK" "$LG"; do [ -x "$b" ] || die "missing $b"; done
+
+# ---- processes -------------------------------------------------------------------------
+# Many streams need two descriptors per stream in the gateway; take the hard limit.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+
+TMP=$(mktemp -d /tmp/switchyard-bench.XXXXXX)
+RES=$TMP/results.jsonl
+: >"$RES"
+PIDS=()
+cleanup() {
+    local pid i
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for ((i = 0; i < 30; i++)); do
+        kill -0 "${PIDS[@]}" 2>/dev/null || break
+        sleep 0.1
+    done
+    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Ten distinct free ports below the ephemeral range: the many-streams run uses ~20k
+# ephemeral ports, and a later listener must not collide with one of those connections.
+read -r MOCK_PORT MOCK503_PORT NGX_PROXY_PORT NGX_STATIC_PORT SY_PORT SY_ADMIN_PORT \
+    FO_PORT FO_ADMIN_PORT CS_PORT CS_ADMIN_PORT < <(python3 - <<'PY'
+import random, socket
+got = []
+while len(got) < 10:
+    p = random.randint(20000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        if p not in got:
+            got.append(p)
+    except OSError:
+        pass
+    finally:
+        s.close()
+print(*got)
+PY
+)
+[ -n "$CS_ADMIN_PORT" ] || die "could not pick free ports"
+
+# fill TEMPLATE OUT [WEIGHT] [SY_PORT] [ADMIN_PORT]
+fill() {
+    sed -e "s|@TMP@|$TMP|g" -e "s|@MOCK_PORT@|$MOCK_PORT|g" -e "s|@MOCK503_PORT@|$MOCK503_PORT|g" \
+        -e "s|@NGX_PROXY_PORT@|$NGX_PROXY_PORT|g" -e "s|@NGX_STATIC_PORT@|$NGX_STATIC_PORT|g" \
+        -e "s|@WEIGHT@|${3:-100}|g" -e "s|@SY_PORT@|${4:-$SY_PORT}|g" \
+        -e "s|@SY_ADMIN_PORT@|${5:-$SY_ADMIN_PORT}|g" "$1" >"$2"
+}
+
+wait_http() { # URL [seconds]
+    local i
+    for ((i = 0; i < ${2:-10} * 50; i++)); do
+        curl -fs -o /dev/null "$1" 2>/dev/null && return 0
+        sleep 0.02
+    done
+    die "not ready: $1"
+}
+wait_port() { # PORT
+    local i
+    for ((i = 0; i < 500; i++)); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.02
+    done
+    die "nothing listens on port $1"
+}
+
+# cpu_ticks PID... : utime+stime of the processes, in clock ticks.
+cpu_ticks() {
+    local pid sum=0 t
+    for pid in "$@"; do
+        # after "pid (comm) ": state is field 1, utime 12, stime 13
+        t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null) || continue
+        sum=$((sum + ${t:-0}))
+    done
+    echo "$sum"
+}
+
+record() { printf '{"key":"%s","value":%s}\n' "$1" "${2:-null}" >>"$RES"; }
+
+log "starting mock upstreams, nginx, switchyard (tmp $TMP, nofile $NOFILE)"
+"$MOCK" --listen "127.0.0.1:$MOCK_PORT" >"$TMP/mock.log" 2>&1 &
+PIDS+=($!)
+MOCK_PID=$!
+"$MOCK" --listen "127.0.0.1:$MOCK503_PORT" --fault status=503 >"$TMP/mock503.log" 2>&1 &
+PIDS+=($!)
+fill benches/nginx.conf.tmpl "$TMP/nginx.conf"
+mkdir -p "$TMP"/ngx-{body,proxy,fastcgi,uwsgi,scgi} "$TMP/data"
+"$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" >"$TMP/nginx.out" 2>&1 &
+PIDS+=($!)
+NGX_PID=$!
+fill benches/switchyard.yaml.tmpl "$TMP/switchyard.yaml" 100
+"$SY" --config "$TMP/switchyard.yaml" serve >"$TMP/switchyard.log" 2>&1 &
+PIDS+=($!)
+SY_PID=$!
+wait_port "$MOCK_PORT"
+wait_port "$MOCK503_PORT"
+wait_port "$NGX_PROXY_PORT"
+wait_port "$NGX_STATIC_PORT"
+wait_http "http://127.0.0.1:$SY_ADMIN_PORT/readyz"
+ngx_pids() { echo "$NGX_PID"; pgrep -P "$NGX_PID" || true; }
+
+CHAT=/v1/chat/completions
+BODY='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}'
+SBODY='{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}'
+AUTH='Authorization: Bearer sk-bench-client'
+declare -A URL=(
+    [direct]="http://127.0.0.1:$MOCK_PORT$CHAT"
+    [static]="http://127.0.0.1:$NGX_STATIC_PORT$CHAT"
+    [nginx]="http://127.0.0.1:$NGX_PROXY_PORT$CHAT"
+    [switchyard]="http://127.0.0.1:$SY_PORT$CHAT"
+)
+# Sanity: every path answers 200 before anything is measured.
+for p in direct static nginx switchyard; do
+    code=$(curl -s -o "$TMP/probe.out" -w '%{http_code}' -H "$AUTH" \
+        -H 'content-type: application/json' -d "$BODY" "${URL[$p]}")
+    [ "$code" = 200 ] || die "$p answered $code: $(head -c 300 "$TMP/probe.out")"
+done
+
+record meta "$(python3 - "$DUR" "$WARM" "$CONNS" "$THREADS" "$NOFILE" <<'EOF'
+import json, os, platform, subprocess, sys
+def sh(c):
+    try: return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception: return ""
+cpu = next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+print(json.dumps({"duration_s": int(sys.argv[1]), "warmup_s": int(sys.argv[2]),
+  "connections": int(sys.argv[3]), "threads": int(sys.argv[4]), "nofile": int(sys.argv[5]),
+  "cpus": os.cpu_count(), "cpu_model": cpu, "kernel": platform.release(),
+  "loadavg_start": open("/proc/loadavg").read().split()[:3],
+  "commit": sh("git rev-parse --short HEAD"), "nginx": sh("nginx -v 2>&1"),
+  "wrk": sh("wrk -v 2>&1 | head -1")}))
+EOF
+)"
+
+# ---- closed loop -----------------------------------------------------------------------
+run_wrk() { # NAME PIDS...
+    local name=$1
+    shift
+    log "closed loop: $name (${CONNS} conns, ${DUR}s)"
+    wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s benches/post.lua "${URL[$name]}" >/dev/null
+    local t0 t1
+    t0=$(cpu_ticks "$@")
+    wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -s benches/post.lua "${URL[$name]}" >"$TMP/wrk-$name.txt"
+    t1=$(cpu_ticks "$@")
+    local json
+    json=$(sed -n 's/^BENCHJSON //p' "$TMP/wrk-$name.txt")
+    [ -n "$json" ] || die "wrk printed no summary for $name: $(cat "$TMP/wrk-$name.txt")"
+    record "closed.$name" "$json"
+    record "cpu.$name" "{\"ticks\":$((t1 - t0)),\"hz\":$HZ}"
+    sed -n 's/^BENCHJSON //p' "$TMP/wrk-$name.txt" >&2
+}
+run_wrk direct "$MOCK_PID"
+# shellcheck disable=SC2046
+run_wrk static $(ngx_pids)
+# shellcheck disable=SC2046
+run_wrk nginx $(ngx_pids)
+run_wrk switchyard "$SY_PID"
+
+# ---- open loop -------------------------------------------------------------------------
+for rate in $RATES; do
+    for p in direct nginx switchyard; do
+        log "open loop: $p at $rate rps (${OPEN_DUR}s)"
+        record "open.$rate.$p" "$("$LG" open --url "${URL[$p]}" --header "$AUTH" --body "$BODY" \
+            --rate "$rate" --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s)"
+    done
+done
+
+# ---- streaming: time to first and last byte --------------------------------------------
+for p in direct nginx switchyard; do
+    log "SSE 20 chunks: $p ($SSE_COUNT requests)"
+    record "sse.$p" "$("$LG" sse --url "${URL[$p]}" --header "$AUTH" --body "$SBODY" \
+        --header 'x-mock-fault: stream=20:0ms' --count "$SSE_COUNT" --timeout 10s)"
+done
+
+# ---- cold start and idle RSS -----------------------------------------------------------
+log "cold start and idle RSS"
+fill benches/switchyard.yaml.tmpl "$TMP/coldstart.yaml" 100 "$CS_PORT" "$CS_ADMIN_PORT"
+sed -i "s|data/switchyard.db|data/coldstart.db|" "$TMP/coldstart.yaml"
+record coldstart "$("$LG" coldstart --ready "http://127.0.0.1:$CS_ADMIN_PORT/readyz" --runs 5 \
+    --settle 1s -- "$SY" --config "$TMP/coldstart.yaml" serve)"
+
+# ---- reload under load -----------------------------------------------------------------
+log "reload under load: baseline at $RELOAD_RATE rps"
+record reload.base "$("$LG" open --url "${URL[switchyard]}" --header "$AUTH" --body "$BODY" \
+    --rate "$RELOAD_RATE" --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s)"
+log "reload under load: $RELOADS rewrites at $RELOAD_RATE rps"
+gen() { curl -fs "http://127.0.0.1:$SY_ADMIN_PORT/readyz" | python3 -c 'import json,sys; print(json.load(sys.stdin)["generation"])'; }
+GEN0=$(gen)
+"$LG" open --url "${URL[switchyard]}" --header "$AUTH" --body "$BODY" --rate "$RELOAD_RATE" \
+    --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s >"$TMP/reload.json" &
+LG_PID=$!
+PIDS+=("$LG_PID")
+sleep 1.2
+gap=$(python3 -c "print(max(0.2, ($OPEN_DUR - 1) / $RELOADS))")
+for ((i = 1; i <= RELOADS; i++)); do
+    fill benches/switchyard.yaml.tmpl "$TMP/switchyard.yaml.new" $((100 + i))
+    mv -f "$TMP/switchyard.yaml.new" "$TMP/switchyard.yaml"
+    sleep "$gap"
+done
+wait "$LG_PID"
+sleep 0.5
+GEN1=$(gen)
+record reload.during "$(cat "$TMP/reload.json")"
+record reload.generations "{\"before\":$GEN0,\"after\":$GEN1,\"rewrites\":$RELOADS}"
+
+# ---- failover cost ---------------------------------------------------------------------
+log "failover cost at $FAILOVER_RATE rps (one of two channels answers 503)"
+fill benches/switchyard-failover.yaml.tmpl "$TMP/failover.yaml" 100 "$FO_PORT" "$FO_ADMIN_PORT"
+"$SY" --config "$TMP/failover.yaml" serve >"$TMP/failover.log" 2>&1 &
+PIDS+=($!)
+wait_http "http://127.0.0.1:$FO_ADMIN_PORT/readyz"
+record failover "$("$LG" open --url "http://127.0.0.1:$FO_PORT$CHAT" --header "$AUTH" \
+    --body "$BODY" --rate "$FAILOVER_RATE" --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s \
+    --split-header x-switchyard-route --split-contains=-\>)"
+
+# ---- many concurrent streams -----------------------------------------------------------
+N=$STREAMS
+cap=$(((NOFILE - 256) / 2))
+[ "$N" -gt "$cap" ] && N=$cap
+log "holding $N concurrent slow streams through switchyard (asked $STREAMS, fd limit $NOFILE)"
+record hold "$("$LG" hold --url "${URL[switchyard]}" --header "$AUTH" --body "$SBODY" \
+    --header 'x-mock-fault: stream=15:1s' --streams "$N" --pid "$SY_PID" --timeout 60s \
+    --deadline 120s)"
+record hold.asked "{\"streams\":$STREAMS,\"nofile\":$NOFILE}"
+
+record meta.end "{\"loadavg_end\":$(python3 -c 'import json; print(json.dumps(open("/proc/loadavg").read().split()[:3]))')}"
+
+# ---- report ----------------------------------------------------------------------------
+mkdir -p "$OUT"
+cp "$RES" "$OUT/latest-raw.jsonl"
+python3 benches/report.py "$RES" "$OUT"
