@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, EventKind};
-use notify::RecursiveMode;
-use notify_debouncer_full::{new_debouncer, DebounceEventResult};
+use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
 use crate::config;
 use crate::proxy::gateway::Gateway;
 use crate::telemetry;
+
+/// How long file events settle before one reload.
+const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Reload once: parse, validate, compile, swap. Returns the new generation or the errors.
 pub fn reload_now(path: &Path, gw: &Gateway) -> Result<u64, String> {
@@ -58,25 +60,22 @@ pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receive
         .unwrap_or(Path::new("."))
         .to_path_buf();
     let tx_w = tx.clone();
-    let debouncer = new_debouncer(
-        Duration::from_millis(200),
-        None,
-        move |res: DebounceEventResult| {
-            let Ok(events) = res else { return };
-            let hit = events.iter().any(|e| {
-                relevant(&e.kind)
-                    && e.paths
-                        .iter()
-                        .any(|p| p.file_name().map(|f| f.to_os_string()) == file_name)
-            });
-            if hit {
-                let _ = tx_w.try_send(());
-            }
-        },
-    );
-    let _debouncer = match debouncer {
-        Ok(mut d) => match d.watch(&dir, RecursiveMode::NonRecursive) {
-            Ok(()) => Some(d),
+    // A raw watcher whose callback only compares a file name: the directory may also hold the
+    // SQLite files, whose every write raises an event, so the per-event cost must be tiny.
+    // Debouncing happens below, in one place for watcher and SIGHUP alike.
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(e) = res else { return };
+        if relevant(&e.kind)
+            && e.paths
+                .iter()
+                .any(|p| p.file_name() == file_name.as_deref())
+        {
+            let _ = tx_w.try_send(());
+        }
+    });
+    let _watcher = match watcher {
+        Ok(mut w) => match w.watch(&dir, RecursiveMode::NonRecursive) {
+            Ok(()) => Some(w),
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the config directory; reload with SIGHUP");
                 None
@@ -93,6 +92,9 @@ pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receive
             _ = shutdown.changed() => return,
             m = rx.recv() => {
                 if m.is_none() { return; }
+                // Debounce: editors write a file in several steps; settle, then reload once.
+                tokio::time::sleep(DEBOUNCE).await;
+                while rx.try_recv().is_ok() {}
                 let (p, g) = (path.clone(), gw.clone());
                 let _ = tokio::task::spawn_blocking(move || reload_now(&p, &g)).await;
             }

@@ -4,8 +4,8 @@
 //! This is the only place that sequences upstream attempts for a request.
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Response, StatusCode};
+use http::header::{HeaderMap, HeaderValue};
+use http::Method;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -16,6 +16,7 @@ use super::gateway::Gateway;
 use super::handler::{error_response, Resp};
 use super::relay::{self, RelayTimes};
 use super::request::Peek;
+use super::respond::{failure_response, respond, transport_error, with_route, LastFailure};
 use super::sse::StreamFormat;
 use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
@@ -23,10 +24,9 @@ use crate::routing::backoff::backoff;
 use crate::routing::family::{forward_idempotency_key, PathFamily};
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::{
-    classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings, TransportKind,
+    classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings,
 };
 use crate::routing::table::Route;
-use crate::secret::scrub;
 use crate::state::autodisable::KeyMap;
 use crate::state::breaker::Admission;
 use crate::state::outcome as health;
@@ -55,17 +55,6 @@ pub struct Job {
     pub started: std::time::Instant,
     /// The request's sticky key (R8).
     pub sticky: Option<crate::affinity::StickyKey>,
-}
-
-/// The last failure, kept to answer the client if nothing succeeds.
-enum LastFailure {
-    None,
-    Upstream {
-        status: u16,
-        headers: HeaderMap,
-        body: Bytes,
-    },
-    Gateway(GatewayError),
 }
 
 pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
@@ -339,81 +328,8 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         }
         decision = Some(d);
     }
-    let secrets: Vec<_> = snap
-        .table
-        .channels
-        .iter()
-        .flat_map(|c| c.keys.iter().cloned())
-        .collect();
     let route = fin.chain();
-    let resp = match last {
-        LastFailure::None => {
-            error_response(&GatewayError::no_channel_available(&job.model), job.format)
-        }
-        LastFailure::Gateway(e) => error_response(&e, job.format),
-        LastFailure::Upstream {
-            status,
-            headers,
-            body,
-        } => {
-            let text = String::from_utf8_lossy(&body);
-            let clean = Bytes::from(scrub(&text, &secrets));
-            let st = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            respond(st.as_u16(), &headers, ResponseBody::full(clean), false, "")
-        }
-    };
+    let resp = failure_response(last, &snap, &job);
     fin.failed(resp.status().as_u16());
     with_route(resp, cfg.debug_headers, &route)
-}
-
-fn transport_error(k: TransportKind) -> GatewayError {
-    match k {
-        TransportKind::HeaderTimeout
-        | TransportKind::FirstByteTimeout
-        | TransportKind::BodyTimeout => GatewayError::upstream_timeout(&format!("{k:?}")),
-        _ => GatewayError::upstream_unreachable(&format!("{k:?}")),
-    }
-}
-
-/// Response headers from upstream that are not relayed.
-fn skip_header(name: &str) -> bool {
-    matches!(
-        name,
-        "content-length"
-            | "transfer-encoding"
-            | "connection"
-            | "keep-alive"
-            | "set-cookie"
-            | "server"
-            | "date"
-            | "x-request-id"
-            | "alt-svc"
-            | "upgrade"
-    )
-}
-
-fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
-    let mut r = Response::new(body);
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    for (k, v) in up {
-        if !skip_header(k.as_str()) {
-            r.headers_mut().append(k.clone(), v.clone());
-        }
-    }
-    if !r.headers().contains_key(header::CONTENT_TYPE) {
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-    }
-    with_route(r, debug, route)
-}
-
-fn with_route(mut r: Resp, debug: bool, route: &str) -> Resp {
-    if debug && !route.is_empty() {
-        if let Ok(v) = HeaderValue::try_from(route) {
-            r.headers_mut().insert("x-switchyard-route", v);
-        }
-    }
-    r
 }

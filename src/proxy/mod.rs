@@ -10,6 +10,7 @@ pub mod handler;
 pub mod hidden;
 pub mod relay;
 pub mod request;
+pub mod respond;
 pub mod server;
 pub mod sse;
 pub mod task;

@@ -1,0 +1,104 @@
+//! Building the client's response from an upstream answer or from the last failure when every
+//! attempt failed (R1.4, R4.6, R14.4): header filtering, the route header, secret scrubbing.
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
+
+use super::attempt::Job;
+use super::body::ResponseBody;
+use super::handler::{error_response, Resp};
+use crate::error::GatewayError;
+use crate::routing::policy::TransportKind;
+use crate::secret::scrub;
+use crate::state::Snapshot;
+
+/// The last failure, kept to answer the client if nothing succeeds.
+pub enum LastFailure {
+    None,
+    Upstream {
+        status: u16,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    Gateway(GatewayError),
+}
+
+/// The answer when no attempt succeeded: the last upstream error (scrubbed of every configured
+/// upstream key) or the gateway's own error, in the caller's format.
+pub fn failure_response(last: LastFailure, snap: &Snapshot, job: &Job) -> Resp {
+    match last {
+        LastFailure::None => {
+            error_response(&GatewayError::no_channel_available(&job.model), job.format)
+        }
+        LastFailure::Gateway(e) => error_response(&e, job.format),
+        LastFailure::Upstream {
+            status,
+            headers,
+            body,
+        } => {
+            let secrets: Vec<_> = snap
+                .table
+                .channels
+                .iter()
+                .flat_map(|c| c.keys.iter().cloned())
+                .collect();
+            let text = String::from_utf8_lossy(&body);
+            let clean = Bytes::from(scrub(&text, &secrets));
+            let st = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            respond(st.as_u16(), &headers, ResponseBody::full(clean), false, "")
+        }
+    }
+}
+
+pub fn transport_error(k: TransportKind) -> GatewayError {
+    match k {
+        TransportKind::HeaderTimeout
+        | TransportKind::FirstByteTimeout
+        | TransportKind::BodyTimeout => GatewayError::upstream_timeout(&format!("{k:?}")),
+        _ => GatewayError::upstream_unreachable(&format!("{k:?}")),
+    }
+}
+
+/// Response headers from upstream that are not relayed.
+fn skip_header(name: &str) -> bool {
+    matches!(
+        name,
+        "content-length"
+            | "transfer-encoding"
+            | "connection"
+            | "keep-alive"
+            | "set-cookie"
+            | "server"
+            | "date"
+            | "x-request-id"
+            | "alt-svc"
+            | "upgrade"
+    )
+}
+
+pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
+    let mut r = Response::new(body);
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (k, v) in up {
+        if !skip_header(k.as_str()) {
+            r.headers_mut().append(k.clone(), v.clone());
+        }
+    }
+    if !r.headers().contains_key(header::CONTENT_TYPE) {
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    with_route(r, debug, route)
+}
+
+pub fn with_route(mut r: Resp, debug: bool, route: &str) -> Resp {
+    if debug && !route.is_empty() {
+        if let Ok(v) = HeaderValue::try_from(route) {
+            r.headers_mut().insert("x-switchyard-route", v);
+        }
+    }
+    r
+}
