@@ -12,8 +12,8 @@
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
 //! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
 pub mod admin;
-pub mod affinity;
 pub mod admin_views;
+pub mod affinity;
 pub mod app;
 pub mod billing;
 pub mod config;

@@ -58,8 +58,7 @@ use crate::state::Snapshot;
 pub fn bound_channel_usable(snap: &Snapshot, id: ChannelId, model: &str) -> bool {
     match (snap.table.channels.get(id), snap.states.get(id)) {
         (Some(c), Some(s)) => {
-            c.enabled
-                && crate::state::outcome::available(c, s, model, tokio::time::Instant::now())
+            c.enabled && crate::state::outcome::available(c, s, model, tokio::time::Instant::now())
         }
         _ => false,
     }
