@@ -2,57 +2,10 @@
 //! `force_non_stream`, and the `include_usage` asked for on the client's behalf.
 mod support;
 
-use std::collections::HashMap;
 
 use serde_json::{json, Value};
+use support::streams::*;
 use support::*;
-
-const FAST: &str = "timeouts:\n  first_byte: 300ms\n  keepalive: 100ms\n";
-
-/// Channel `name` of `kind` serving model `m`, with extra indented lines.
-fn ch(name: &str, kind: &str, priority: i64, extra: &str) -> String {
-    format!(
-        "  {name}:\n    kind: {kind}\n    base_url: {{{name}}}\n    keys: [\"sk-up-{name}\"]\n    models: [m]\n    priority: {priority}\n{extra}"
-    )
-}
-
-/// Gateway with channels `a` (priority 10, tried first) and `b` (priority 0) of `kind`.
-async fn pair(kind: &str, a_extra: &str) -> (Gw, HashMap<String, MockUpstream>) {
-    let m = mocks(&["a", "b"]).await;
-    let yaml = fill(
-        &format!(
-            "{FAST}channels:\n{}{}{CLIENTS}",
-            ch("a", kind, 10, a_extra),
-            ch("b", kind, 0, "")
-        ),
-        &m,
-    );
-    (start_gw(&yaml).await, m)
-}
-
-fn body_for(path: &str, stream: bool) -> Value {
-    match path {
-        "/v1/messages" => {
-            json!({"model": "m", "max_tokens": 10, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
-        }
-        "/v1/responses" => json!({"model": "m", "stream": stream, "input": "hi"}),
-        _ => {
-            json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
-        }
-    }
-}
-
-async fn send(gw: &Gw, path: &str, stream: bool) -> reqwest::Response {
-    gw.post(path, ALICE, body_for(path, stream)).await
-}
-
-/// The newest request-log rows after the writer flushed.
-async fn requests(gw: &Gw) -> Vec<Value> {
-    gw.flush().await;
-    let (s, v) = gw.admin_get("/admin/requests?limit=10").await;
-    assert_eq!(s, 200);
-    v["requests"].as_array().cloned().unwrap_or_default()
-}
 
 #[tokio::test]
 async fn force_stream_assembles_one_json_answer() {

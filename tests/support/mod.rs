@@ -2,6 +2,8 @@
 //! sockets) in front of scriptable mock upstreams.
 #![allow(dead_code, unused_imports)]
 
+pub mod streams;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
