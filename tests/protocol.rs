@@ -172,3 +172,43 @@ async fn the_connection_cap_answers_503() {
     assert!(served, "permits were not returned");
     gw.stop().await;
 }
+
+/// R14.5, CL + TE together: hyper follows RFC 9112 §6.1 instead of answering 400 — it drops
+/// the Content-Length, decodes the chunked body and closes the connection after the response.
+/// What matters for smuggling holds: bytes hidden behind the chunked body (a second request
+/// that a Content-Length reader would see) are never interpreted.
+#[tokio::test]
+async fn cl_and_te_together_cannot_smuggle_a_second_request() {
+    let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
+    let n = BODY.len();
+    let smuggled = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\n\r\n{BODY}"
+    );
+    for (first, second) in [
+        (
+            format!("content-length: {}", n + 8),
+            "transfer-encoding: chunked".to_string(),
+        ),
+        (
+            "transfer-encoding: chunked".to_string(),
+            format!("content-length: {}", n + 8),
+        ),
+    ] {
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}{first}\r\n{second}\r\n\r\n{n:x}\r\n{BODY}\r\n0\r\n\r\n{smuggled}"
+        );
+        let resp = exchange(&addr(&gw), req.as_bytes(), Duration::from_secs(3)).await;
+        assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "{resp}");
+        let st = status_of(&resp);
+        assert!(st == Some(200) || st == Some(400), "{resp}");
+        assert!(
+            resp.to_ascii_lowercase().contains("connection: close"),
+            "{resp}"
+        );
+    }
+    assert!(
+        m["a"].calls() <= 2,
+        "the smuggled request reached the upstream"
+    );
+    gw.stop().await;
+}
