@@ -473,3 +473,32 @@ async fn upstream_redirects_are_not_followed() {
     assert_eq!(m["target"].calls(), 0, "the redirect was followed");
     gw.stop().await;
 }
+
+/// R12.2: the README metric list and the Grafana dashboard name only metrics that
+/// `telemetry.rs` defines, and list every one of them.
+#[test]
+fn documented_metrics_match_telemetry() {
+    let src = include_str!("../src/telemetry.rs");
+    let re = regex::Regex::new(r#""(switchyard_[a-z_]+)""#).unwrap();
+    let defined: std::collections::BTreeSet<&str> = re
+        .captures_iter(src)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    assert!(defined.len() >= 20);
+    let readme = include_str!("../README.md");
+    let dash = include_str!("../examples/grafana-dashboard.json");
+    let used = regex::Regex::new(r"switchyard_[a-z_]+").unwrap();
+    for (doc, text) in [("README.md", readme), ("grafana-dashboard.json", dash)] {
+        for m in used.find_iter(text) {
+            let name = m
+                .as_str()
+                .trim_end_matches("_bucket")
+                .trim_end_matches("_sum")
+                .trim_end_matches("_count");
+            assert!(defined.contains(name), "{doc} names unknown metric {name}");
+        }
+    }
+    for name in &defined {
+        assert!(readme.contains(&format!("`{name}`")), "README lacks {name}");
+    }
+}
