@@ -156,8 +156,8 @@ proptest! {
             prop_assert!(!moves, "{:?}", d);
         }
         // A non-retryable family never replays unless image failover is on for images.
-        if !retryable(f.family, f.has_idempotency_key)
-            && !(f.family == PathFamily::Images && images_on)
+        let image_replay = f.family == PathFamily::Images && images_on;
+        if !retryable(f.family, f.has_idempotency_key) && !image_replay
         {
             prop_assert!(!moves, "{:?} {:?} {:?}", o, f, d);
         }
