@@ -167,6 +167,15 @@ impl Finish {
         self.rec.latency_ms = latency.as_millis() as u64;
         let n = self.attempts.len();
         self.rec.attempts = std::mem::take(&mut self.attempts);
+        // R12.4: one line per request; failures at info, successes at debug (hot path).
+        let r = &self.rec;
+        if (200..300).contains(&status) {
+            tracing::debug!(request_id = %r.id, client = %r.client, model = %r.public_model,
+                chain = %r.chain, status, latency_ms = r.latency_ms, "request finished");
+        } else {
+            tracing::info!(request_id = %r.id, client = %r.client, model = %r.public_model,
+                chain = %r.chain, status, latency_ms = r.latency_ms, "request failed");
+        }
         metrics::counter!(telemetry::REQUESTS, "status" => status_class(status)).increment(1);
         metrics::histogram!(telemetry::REQUEST_DURATION).record(latency.as_secs_f64());
         metrics::histogram!(telemetry::ATTEMPTS_PER_REQUEST).record(n as f64);

@@ -7,3 +7,7 @@ pub mod plan;
 pub mod policy;
 pub mod table;
 pub mod weighted;
+#[cfg(test)]
+mod policy_prop;
+#[cfg(test)]
+mod weighted_prop;

@@ -1,0 +1,3 @@
+//! libFuzzer entry for the `sse_framer` harness (see src/lib.rs).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| switchyard_fuzz::sse_framer(data));

@@ -1,0 +1,170 @@
+//! Property tests of the outcome classifier (R4.4, R4.5, R10): pure, 2xx is Done, no attempt
+//! after the last one, non-retryable families never replay unless image failover says so.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::family::{retryable, PathFamily};
+use super::policy::{classify, Decision, Facts, Outcome, Settings, TransportKind};
+use crate::config::model::{ImagesFailover, Retry, RetryBudget, Routing, TierWalk};
+use crate::config::status_set::StatusSet;
+
+fn set(codes: &[(u16, u16)]) -> StatusSet {
+    let mut s = StatusSet::empty();
+    for &(a, b) in codes {
+        for c in a..=b {
+            s.insert(c);
+        }
+    }
+    s
+}
+
+fn routing() -> Routing {
+    Routing {
+        retry_times: 3,
+        tier_walk: TierWalk::Exhaust,
+        failover_on: set(&[
+            (100, 199),
+            (300, 399),
+            (401, 407),
+            (409, 499),
+            (500, 503),
+            (505, 523),
+            (525, 599),
+        ]),
+        never_failover_on: set(&[(504, 504), (524, 524)]),
+        retry_budget: RetryBudget {
+            ratio: 0.2,
+            min_per_second: 10,
+            ttl: Duration::from_secs(10),
+        },
+    }
+}
+
+fn retry(max: u32) -> Retry {
+    Retry {
+        max_retries: max,
+        retry_on: set(&[(429, 429), (502, 504), (522, 522), (524, 524)]),
+        initial_backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(30),
+        backoff_factor: 2.0,
+        jitter_factor: 0.1,
+    }
+}
+
+const FAMILIES: &[PathFamily] = &[
+    PathFamily::Chat,
+    PathFamily::Completions,
+    PathFamily::Embeddings,
+    PathFamily::Moderations,
+    PathFamily::Messages,
+    PathFamily::Responses,
+    PathFamily::Images,
+    PathFamily::Audio,
+    PathFamily::Video,
+    PathFamily::Music,
+    PathFamily::Models,
+    PathFamily::Custom,
+];
+
+const KINDS: &[TransportKind] = &[
+    TransportKind::Connect,
+    TransportKind::Dns,
+    TransportKind::Tls,
+    TransportKind::Reset,
+    TransportKind::HeaderTimeout,
+    TransportKind::FirstByteTimeout,
+    TransportKind::BodyTimeout,
+    TransportKind::Broken,
+    TransportKind::EmptyBody,
+];
+
+fn outcome() -> impl Strategy<Value = Outcome> {
+    let marker = prop::sample::select(vec![
+        None,
+        Some("invalid_api_key".to_string()),
+        Some("x".to_string()),
+    ]);
+    prop_oneof![
+        Just(Outcome::Success),
+        (0u16..1000, marker.clone(), marker).prop_map(|(code, error_code, error_type)| {
+            Outcome::Status {
+                code,
+                error_code,
+                error_type,
+                message: String::new(),
+            }
+        }),
+        prop::sample::select(KINDS.to_vec()).prop_map(Outcome::Transport),
+        Just(Outcome::ChannelError("channel:no_available_key".into())),
+        Just(Outcome::SkipRetry("x".into())),
+        Just(Outcome::ClientGone),
+        Just(Outcome::LocalAdapter("x".into())),
+        Just(Outcome::DeadlineExceeded),
+    ]
+}
+
+fn facts() -> impl Strategy<Value = Facts> {
+    (
+        prop::sample::select(FAMILIES.to_vec()),
+        any::<[bool; 4]>(),
+        0u32..5,
+        0u32..4,
+    )
+        .prop_map(|(family, b, same_target_retries, attempts_left)| Facts {
+            family,
+            has_idempotency_key: b[0],
+            is_task: b[1],
+            alternatives_left: b[2],
+            same_target_retries,
+            attempts_left,
+            affinity_skip_retry: b[3],
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn classifier_properties(o in outcome(), f in facts(), images_on: bool, max in 0u32..4,
+                             map in prop::option::of((400u16..600, 200u16..600))) {
+        let routing = routing();
+        let retry = retry(max);
+        let images = ImagesFailover { enabled: images_on, include_ambiguous: true, include_uncertain: true, key_retry_budget: 1 };
+        let mut mapping = BTreeMap::new();
+        if let Some((from, to)) = map {
+            mapping.insert(from, to);
+        }
+        let s = Settings { routing: &routing, retry: &retry, images: &images, status_code_mapping: &mapping };
+        let d = classify(&o, &f, &s);
+        // Pure: the same inputs give the same decision.
+        prop_assert_eq!(d, classify(&o.clone(), &f, &s));
+        // 2xx (after mapping) is always Done.
+        if let Outcome::Status { code, .. } = &o {
+            let mapped = mapping.get(code).copied().unwrap_or(*code);
+            if (200..300).contains(&mapped) {
+                prop_assert_eq!(d, Decision::Done);
+            }
+        }
+        if o == Outcome::Success {
+            prop_assert_eq!(d, Decision::Done);
+        }
+        let moves = matches!(d, Decision::FailOver { .. } | Decision::RetrySame { .. });
+        // No attempt after the last one.
+        if f.attempts_left == 0 {
+            prop_assert!(!moves, "{:?}", d);
+        }
+        // A non-retryable family never replays unless image failover is on for images.
+        let image_replay = f.family == PathFamily::Images && images_on;
+        if !retryable(f.family, f.has_idempotency_key) && !image_replay
+        {
+            prop_assert!(!moves, "{:?} {:?} {:?}", o, f, d);
+        }
+        // Same-target retries respect the budget.
+        if let Decision::RetrySame { attempt } = d {
+            prop_assert!(attempt >= 1);
+            prop_assert!(f.same_target_retries < max.max(1) || f.is_task);
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Protocol abuse over raw TCP (R14.2, R14.5): slow headers, request-smuggling shapes,
+//! header floods and the connection cap, checked by what a client on the wire observes.
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn gateway(limits: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
+    let m = mocks(&["a"]).await;
+    let yaml = fill(
+        &format!(
+            "limits:\n{limits}channels:\n{}{CLIENTS}",
+            channel("a", "{a}", 0, &["m"])
+        ),
+        &m,
+    );
+    (start_gw(&yaml).await, m)
+}
+
+fn addr(gw: &Gw) -> String {
+    gw.base.trim_start_matches("http://").to_string()
+}
+
+/// Write `req`, then read until the peer closes or `wait` passes.
+async fn exchange(addr: &str, req: &[u8], wait: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(req).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status_of(resp: &str) -> Option<u16> {
+    resp.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+}
+
+const AUTH: &str = "authorization: Bearer sk-test-alice\r\ncontent-type: application/json\r\n";
+const BODY: &str = r#"{"model":"m","messages":[]}"#;
+
+/// R14.2: half a request line, then silence: the connection is cut by
+/// `limits.header_read_timeout` (hyper closes it, optionally after a 408).
+#[tokio::test]
+async fn slow_headers_are_cut_by_the_header_read_timeout() {
+    let (gw, m) = gateway("  header_read_timeout: 300ms\n").await;
+    let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
+    s.write_all(b"POST /v1/chat/comp").await.unwrap();
+    let t = Instant::now();
+    let mut out = Vec::new();
+    let r = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    assert!(r.is_ok(), "connection still open after 5 s");
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(2), "closed after {took:?}");
+    assert!(
+        took >= Duration::from_millis(200),
+        "closed too early: {took:?}"
+    );
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    assert_eq!(m["a"].calls(), 0);
+    gw.stop().await;
+}
+
+/// R14.5: smuggling shapes get 400 and never reach the upstream.
+#[tokio::test]
+async fn smuggling_shapes_get_400() {
+    let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
+    let a = addr(&gw);
+    let n = BODY.len();
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "Content-Length: +3",
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: +{n}\r\n\r\n{BODY}"),
+        ),
+        (
+            "Content-Length: -1",
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: -1\r\n\r\n{BODY}"),
+        ),
+        (
+            "two different Content-Lengths",
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\ncontent-length: 3\r\n\r\n{BODY}"),
+        ),
+        (
+            "oversized chunk size",
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}transfer-encoding: chunked\r\n\r\nffffffffffffffffff\r\n{BODY}\r\n0\r\n\r\n"),
+        ),
+        (
+            "TE other than chunked",
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}transfer-encoding: gzip\r\n\r\n{BODY}"),
+        ),
+    ];
+    for (what, req) in cases {
+        let resp = exchange(&a, req.as_bytes(), Duration::from_secs(3)).await;
+        assert_eq!(status_of(&resp), Some(400), "{what}: {resp:?}");
+    }
+    assert_eq!(m["a"].calls(), 0, "a smuggled request reached the upstream");
+    // A well-formed request on the same gateway works (the cases above were not vacuous).
+    let ok = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\nconnection: close\r\n\r\n{BODY}");
+    let resp = exchange(&a, ok.as_bytes(), Duration::from_secs(5)).await;
+    assert_eq!(status_of(&resp), Some(200), "{resp}");
+    gw.stop().await;
+}
+
+/// R14.2: too many headers, or too many header bytes, is 431 (or a closed connection with
+/// no request handled); the upstream is never called.
+#[tokio::test]
+async fn header_floods_get_431() {
+    let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
+    let a = addr(&gw);
+    let mut many = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}");
+    for i in 0..200 {
+        many.push_str(&format!("x-h{i}: v\r\n"));
+    }
+    many.push_str(&format!("content-length: {}\r\n\r\n{BODY}", BODY.len()));
+    let resp = exchange(&a, many.as_bytes(), Duration::from_secs(3)).await;
+    assert_eq!(status_of(&resp), Some(431), "200 headers: {resp:?}");
+
+    let mut big = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}");
+    for i in 0..30 {
+        big.push_str(&format!("x-big{i}: {}\r\n", "v".repeat(10 * 1024)));
+    }
+    big.push_str(&format!("content-length: {}\r\n\r\n{BODY}", BODY.len()));
+    let resp = exchange(&a, big.as_bytes(), Duration::from_secs(3)).await;
+    assert_eq!(status_of(&resp), Some(431), "300 KB of headers: {resp:?}");
+    assert_eq!(m["a"].calls(), 0);
+    gw.stop().await;
+}
+
+/// R14.2: with `max_connections: 4`, the 5th concurrent connection gets a 503 at once; after
+/// the 4 close, a new one is served again.
+#[tokio::test]
+async fn the_connection_cap_answers_503() {
+    let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections: 4\n").await;
+    let a = addr(&gw);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(&a).await.unwrap();
+        s.write_all(b"GET /v1/mod").await.unwrap(); // half a request: holds a permit
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = Instant::now();
+    let resp = exchange(
+        &a,
+        b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(status_of(&resp), Some(503), "{resp:?}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(resp.contains("overloaded_error"), "{resp}");
+    drop(held);
+    let mut served = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = exchange(
+            &a,
+            b"GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-test-alice\r\nconnection: close\r\n\r\n",
+            Duration::from_secs(3),
+        )
+        .await;
+        if status_of(&r) == Some(200) {
+            served = true;
+            break;
+        }
+    }
+    assert!(served, "permits were not returned");
+    gw.stop().await;
+}
+
+/// R14.5, CL + TE together: hyper follows RFC 9112 §6.1 instead of answering 400 — it drops
+/// the Content-Length, decodes the chunked body and closes the connection after the response.
+/// What matters for smuggling holds: bytes hidden behind the chunked body (a second request
+/// that a Content-Length reader would see) are never interpreted.
+#[tokio::test]
+async fn cl_and_te_together_cannot_smuggle_a_second_request() {
+    let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
+    let n = BODY.len();
+    let smuggled = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\n\r\n{BODY}"
+    );
+    for (first, second) in [
+        (
+            format!("content-length: {}", n + 8),
+            "transfer-encoding: chunked".to_string(),
+        ),
+        (
+            "transfer-encoding: chunked".to_string(),
+            format!("content-length: {}", n + 8),
+        ),
+    ] {
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}{first}\r\n{second}\r\n\r\n{n:x}\r\n{BODY}\r\n0\r\n\r\n{smuggled}"
+        );
+        let resp = exchange(&addr(&gw), req.as_bytes(), Duration::from_secs(3)).await;
+        assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "{resp}");
+        let st = status_of(&resp);
+        assert!(st == Some(200) || st == Some(400), "{resp}");
+        assert!(
+            resp.to_ascii_lowercase().contains("connection: close"),
+            "{resp}"
+        );
+    }
+    assert!(
+        m["a"].calls() <= 2,
+        "the smuggled request reached the upstream"
+    );
+    gw.stop().await;
+}
