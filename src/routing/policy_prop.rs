@@ -155,10 +155,10 @@ proptest! {
         if f.attempts_left == 0 {
             prop_assert!(!moves, "{:?}", d);
         }
-        // A non-retryable family never replays unless image failover is on for images.
+        // A non-retryable family never replays unless image failover is on for images, or the
+        // path is a configured task relay (the task rule of R10.5 decides those).
         let image_replay = f.family == PathFamily::Images && images_on;
-        if !retryable(f.family, f.has_idempotency_key) && !image_replay
-        {
+        if !retryable(f.family, f.has_idempotency_key) && !image_replay && !f.is_task {
             prop_assert!(!moves, "{:?} {:?} {:?}", o, f, d);
         }
         // Same-target retries respect the budget.
