@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -11,6 +11,11 @@ use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
 
 /// Pause before the single retry of a failed transaction.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// How long the writer keeps collecting after the first op of a batch, so that a busy
+/// gateway commits a few dozen rows per transaction instead of one or two (each commit
+/// rewrites the touched pages into the WAL). A flush or shutdown ends the wait at once.
+const LINGER: Duration = Duration::from_millis(5);
 
 /// What travels on the queue: public ops plus the internal stop signal.
 pub(crate) enum Msg {
@@ -54,6 +59,9 @@ pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, shared: &Shared, max_
         }
         let room = max_batch - batch.len();
         batch.extend(rx.try_iter().take(room));
+        if !stopping {
+            linger(&rx, &mut batch, max_batch);
+        }
         if batch.is_empty() {
             break; // stopping and fully drained
         }
@@ -76,6 +84,32 @@ pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, shared: &Shared, max_
         }
     }
     tracing::debug!("store writer stopped");
+}
+
+/// Keeps receiving into `batch` until `LINGER` has passed since the call, the batch is
+/// full, or it holds a flush or the shutdown signal (those must not wait).
+fn linger(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, max_batch: usize) {
+    let urgent = |m: &Msg| matches!(m, Msg::Shutdown | Msg::Op(WriteOp::Flush(_)));
+    if batch.iter().any(urgent) {
+        return;
+    }
+    let deadline = Instant::now() + LINGER;
+    while batch.len() < max_batch {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match rx.recv_timeout(left) {
+            Ok(m) => {
+                let stop = urgent(&m);
+                batch.push(m);
+                if stop {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 /// Writes one batch; on a failed transaction retries once, then drops and counts it.
