@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -14,7 +14,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// How long the writer keeps collecting after the first op of a batch, so that a busy
 /// gateway commits a few dozen rows per transaction instead of one or two (each commit
-/// rewrites the touched pages into the WAL). A flush or shutdown ends the wait at once.
+/// rewrites the touched pages into the WAL). A batch that holds a flush or the shutdown
+/// signal does not wait; one that arrives during the wait is answered after it.
 const LINGER: Duration = Duration::from_millis(5);
 
 /// What travels on the queue: public ops plus the internal stop signal.
@@ -86,30 +87,17 @@ pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, shared: &Shared, max_
     tracing::debug!("store writer stopped");
 }
 
-/// Keeps receiving into `batch` until `LINGER` has passed since the call, the batch is
-/// full, or it holds a flush or the shutdown signal (those must not wait).
+/// Sleeps out `LINGER` (unless the batch already holds a flush or the shutdown signal),
+/// then drains what arrived meanwhile. Sleeping rather than blocking in `recv` means the
+/// request path's sends do not each pay a futex wake-up of this thread.
 fn linger(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, max_batch: usize) {
     let urgent = |m: &Msg| matches!(m, Msg::Shutdown | Msg::Op(WriteOp::Flush(_)));
-    if batch.iter().any(urgent) {
+    if batch.len() >= max_batch || batch.iter().any(urgent) {
         return;
     }
-    let deadline = Instant::now() + LINGER;
-    while batch.len() < max_batch {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        match rx.recv_timeout(left) {
-            Ok(m) => {
-                let stop = urgent(&m);
-                batch.push(m);
-                if stop {
-                    return;
-                }
-            }
-            Err(_) => return,
-        }
-    }
+    std::thread::sleep(LINGER);
+    let room = max_batch - batch.len();
+    batch.extend(rx.try_iter().take(room));
 }
 
 /// Writes one batch; on a failed transaction retries once, then drops and counts it.
