@@ -209,7 +209,7 @@ fn request_id(h: &http::HeaderMap) -> HeaderValue {
     // ledger's id indexes grow at their right edge instead of touching random pages.
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u128 & ((1 << 48) - 1));
+        .map_or(0, |d| d.as_millis() & ((1 << 48) - 1));
     let id = format!(
         "req_{:032x}",
         (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1))
