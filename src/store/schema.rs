@@ -129,6 +129,13 @@ pub(crate) fn connect(target: &Target, busy_timeout: Duration) -> Result<Connect
                 )));
             }
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            // 16 MiB page cache (default 2 MiB): the request log's id and ts indexes
+            // outgrow the default quickly, and every miss re-reads a page and spills.
+            conn.pragma_update(None, "cache_size", -16384)?;
+            // Checkpoint every ~16 MiB of WAL instead of ~4 MiB: pages rewritten between
+            // checkpoints are copied back once; the WAL file is truncated back to 64 MiB.
+            conn.pragma_update(None, "wal_autocheckpoint", 4000)?;
+            conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         }
         Target::Memory(_) => {
             // Shared-cache readers would otherwise hit SQLITE_LOCKED (which ignores
