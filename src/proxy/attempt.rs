@@ -18,11 +18,11 @@ use super::relay::{self, RelayTimes};
 use super::request::Peek;
 use super::respond::{failure_response, respond, transport_error, with_route, LastFailure};
 use super::sse::StreamFormat;
-use crate::config::model::{Client, Config};
+use crate::config::model::{Channel, Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::backoff::backoff;
 use crate::routing::family::{forward_idempotency_key, PathFamily};
-use crate::routing::plan::{AttemptPlan, PlanInput};
+use crate::routing::plan::{AttemptPlan, PlanInput, Step};
 use crate::routing::policy::{
     classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings,
 };
@@ -177,23 +177,15 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 headers,
                 primed,
             } => {
-                fin.attempts.push(attempt_record(
+                succeeded(
+                    gw,
+                    &mut fin,
+                    &mut visits,
+                    sticky.as_ref(),
+                    &step,
                     ch,
-                    step.key_index,
-                    Some(status),
-                    "success",
+                    status,
                     t0,
-                    false,
-                ));
-                metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
-                if let Some(s) = &sticky {
-                    fin.fallback(s.succeeded(&gw.bindings, &ch.name));
-                }
-                visits.attempt(
-                    step.channel,
-                    step.key_index,
-                    &Outcome::Success,
-                    t0.elapsed(),
                 );
                 let route = fin.chain();
                 let mut obs = LogObserver::new(
@@ -216,26 +208,18 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 body,
                 usage,
             } => {
-                fin.attempts.push(attempt_record(
-                    ch,
-                    step.key_index,
-                    Some(status),
-                    "success",
-                    t0,
-                    false,
-                ));
-                metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone()).record(t0.elapsed().as_secs_f64());
                 if job.is_task && job.method == Method::POST {
                     super::task::bind_from_body(gw, &ch.name, &body);
                 }
-                if let Some(s) = &sticky {
-                    fin.fallback(s.succeeded(&gw.bindings, &ch.name));
-                }
-                visits.attempt(
-                    step.channel,
-                    step.key_index,
-                    &Outcome::Success,
-                    t0.elapsed(),
+                succeeded(
+                    gw,
+                    &mut fin,
+                    &mut visits,
+                    sticky.as_ref(),
+                    &step,
+                    ch,
+                    status,
+                    t0,
                 );
                 let route = fin.chain();
                 fin.done(&ch.name, &step.upstream_model, status, usage, None);
@@ -332,4 +316,38 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let resp = failure_response(last, &snap, &job);
     fin.failed(resp.status().as_u16());
     with_route(resp, cfg.debug_headers, &route)
+}
+
+/// Bookkeeping of a successful attempt: the attempt record, upstream latency, the affinity
+/// binding (written only after a success, R8.3) and the breaker/health visit.
+#[allow(clippy::too_many_arguments)]
+fn succeeded(
+    gw: &Gateway,
+    fin: &mut Finish,
+    visits: &mut health::Visits,
+    sticky: Option<&crate::affinity::Sticky>,
+    step: &Step,
+    ch: &Channel,
+    status: u16,
+    t0: Instant,
+) {
+    fin.attempts.push(attempt_record(
+        ch,
+        step.key_index,
+        Some(status),
+        "success",
+        t0,
+        false,
+    ));
+    metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone())
+        .record(t0.elapsed().as_secs_f64());
+    if let Some(s) = sticky {
+        fin.fallback(s.succeeded(&gw.bindings, &ch.name));
+    }
+    visits.attempt(
+        step.channel,
+        step.key_index,
+        &Outcome::Success,
+        t0.elapsed(),
+    );
 }
