@@ -28,21 +28,25 @@ impl Ledger {
         }
     }
 
-    /// Queues `entry` without blocking the caller: from a runtime it is handed to a task
-    /// using `send_durable_async`; outside one it is sent blocking. Never dropped on a
+    /// Queues `entry` without blocking the caller: at once when the writer queue has room
+    /// (so it is queued before the response is sent), else from a runtime it is handed to a
+    /// task using `send_durable_async`; outside one it is sent blocking. Never dropped on a
     /// full queue; an entry lost to a closed store is refunded by start-up recovery.
     pub(crate) fn send(&self, entry: LedgerEntry) {
+        let Some(op) = self.store.offer(entry) else {
+            return;
+        };
         let store = self.store.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
                 h.spawn(async move {
-                    if let Err(e) = store.send_durable_async(entry).await {
+                    if let Err(e) = store.send_durable_async(op).await {
                         tracing::error!(error = %e, "ledger entry not queued");
                     }
                 });
             }
             Err(_) => {
-                if let Err(e) = store.send_durable(entry) {
+                if let Err(e) = store.send_durable(op) {
                     tracing::error!(error = %e, "ledger entry not queued");
                 }
             }
@@ -235,6 +239,10 @@ mod tests {
     }
 
     async fn entries(store: &Store) -> Vec<(LedgerKind, i64)> {
+        // Ledger writes go out from spawned tasks: let them enqueue before flushing.
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
         store.flush().await.unwrap();
         store
             .ledger_for_request("req-1/0")

@@ -246,6 +246,30 @@ impl Store {
         }
     }
 
+    /// Queues `op` if the queue has room right now, in order with the caller's other sends.
+    /// A full queue hands the op back (the caller chooses how to wait for room); a closed
+    /// store counts it dropped and returns `None`.
+    pub fn offer(&self, op: impl Into<WriteOp>) -> Option<WriteOp> {
+        let op = op.into();
+        let shared = &self.inner.shared;
+        shared.queued.fetch_add(1, Ordering::Relaxed);
+        match self.inner.tx.try_send(Msg::Op(op)) {
+            Ok(()) => None,
+            Err(TrySendError::Full(Msg::Op(op))) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                Some(op)
+            }
+            Err(TrySendError::Full(msg) | TrySendError::Disconnected(msg)) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                if let Msg::Op(op) = msg {
+                    writer::report_closed(&op);
+                    shared.count_dropped(op.kind(), 1);
+                }
+                None
+            }
+        }
+    }
+
     /// Like [`Store::send_durable`] from async code: queues immediately when there is
     /// room, otherwise waits on a blocking task — never blocks a runtime worker.
     pub async fn send_durable_async(&self, op: impl Into<WriteOp>) -> Result<(), StoreError> {
