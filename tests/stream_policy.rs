@@ -2,7 +2,6 @@
 //! `force_non_stream`, and the `include_usage` asked for on the client's behalf.
 mod support;
 
-
 use serde_json::{json, Value};
 use support::streams::*;
 use support::*;

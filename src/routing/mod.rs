@@ -5,9 +5,9 @@ pub mod compile;
 pub mod family;
 pub mod plan;
 pub mod policy;
-pub mod table;
-pub mod weighted;
 #[cfg(test)]
 mod policy_prop;
+pub mod table;
+pub mod weighted;
 #[cfg(test)]
 mod weighted_prop;

@@ -53,4 +53,3 @@ pub async fn requests(gw: &Gw) -> Vec<Value> {
     assert_eq!(s, 200);
     v["requests"].as_array().cloned().unwrap_or_default()
 }
-
