@@ -12,6 +12,7 @@ pub mod relay;
 pub mod request;
 pub mod respond;
 pub mod server;
+pub mod sniff;
 pub mod sse;
 pub mod task;
 pub mod upstream;

@@ -19,6 +19,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::gateway::Gateway;
 use super::handler::handle;
+use super::sniff::Sniffed;
 use crate::telemetry;
 
 /// Build a TLS acceptor from PEM files (R13.4).
@@ -90,13 +91,15 @@ pub async fn serve(
         tokio::spawn(async move {
             match tls {
                 None => {
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    let io = TokioIo::new(Sniffed::new(stream));
+                    let conn = builder.serve_connection_with_upgrades(io, svc);
                     let _ = watcher.watch(conn.into_owned()).await;
                 }
                 Some(acc) => {
                     let handshake = tokio::time::timeout(header_timeout, acc.accept(stream)).await;
                     if let Ok(Ok(s)) = handshake {
-                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                        let io = TokioIo::new(Sniffed::new(s));
+                        let conn = builder.serve_connection_with_upgrades(io, svc);
                         let _ = watcher.watch(conn.into_owned()).await;
                     }
                 }

@@ -1,0 +1,65 @@
+//! Tests of the HTTP/1 framing tracker (R14.5).
+use super::*;
+
+fn feed_all(t: &mut Tracker, chunks: &[&[u8]]) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut rejected = false;
+    for c in chunks {
+        let mut b = c.to_vec();
+        rejected |= t.feed(&mut b);
+        out.extend_from_slice(&b);
+    }
+    (out, rejected)
+}
+
+#[test]
+fn cl_plus_te_is_neutralised() {
+    let req: &[u8] = b"POST /v1/x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    let (out, rejected) = feed_all(&mut Tracker::default(), &[req]);
+    assert!(rejected);
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("Transfer-Encoding: xxxxxxx\r\n"), "{text}");
+    assert_eq!(text.len(), req.len());
+}
+
+#[test]
+fn normal_keep_alive_traffic_is_untouched_and_tracked() {
+    let reqs: &[&[u8]] = &[
+        b"POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhel",
+        b"lo",
+        b"POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n",
+        // A body that looks like headers must not be read as a head.
+        b"POST /d HTTP/1.1\r\nContent-Length: 49\r\n\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST /e HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ];
+    let mut t = Tracker::default();
+    let all: Vec<u8> = reqs.concat();
+    let (out, rejected) = feed_all(&mut t, &reqs[..5]);
+    assert!(!rejected);
+    assert_eq!(out, reqs[..5].concat());
+    let (_, rejected) = feed_all(&mut t, &reqs[5..]);
+    assert!(rejected, "the real sixth head is caught");
+    assert!(all.len() > out.len());
+}
+
+#[test]
+fn byte_by_byte_split_refuses_when_it_cannot_rewrite() {
+    let req: &[u8] = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
+    let mut t = Tracker::default();
+    let chunks: Vec<&[u8]> = req.chunks(1).collect();
+    let (_, rejected) = feed_all(&mut t, &chunks);
+    assert!(rejected);
+    assert!(t.refuse);
+}
+
+#[test]
+fn h2_preface_and_tls_are_passed_through() {
+    let mut t = Tracker::default();
+    let mut b =
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    let copy = b.clone();
+    assert!(!t.feed(&mut b));
+    assert_eq!(b, copy);
+}
