@@ -264,6 +264,10 @@ async fn client_leaving_before_the_first_byte_cancels_upstream() {
         }
         assert_eq!(m["a"].disconnects(), 1, "stream={stream}");
         assert_eq!(m["b"].calls(), 0);
+        // The abandoned request is still in the request log (R12.1).
+        let rows = requests(&gw).await;
+        assert_eq!(rows[0]["final_status"], 499, "{rows:?}");
+        assert_eq!(rows[0]["error_code"], "client_cancelled");
         gw.stop().await;
     }
 }

@@ -23,6 +23,19 @@ pub struct Finish {
     pub attempts: Vec<AttemptRecord>,
     /// Settled in `done`, refunded in `failed` (R11.1).
     pub billing: Option<crate::billing::Session>,
+    /// The record went to the request log (by `done` or `failed`).
+    written: bool,
+}
+
+/// A request dropped before it answered (the client went away before the first byte) is
+/// still logged, as 499 `client_cancelled`; its billing session refunds on drop.
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if !self.written {
+            self.rec.error_code = Some("client_cancelled".into());
+            self.write(499);
+        }
+    }
 }
 
 pub fn attempt_record(
@@ -101,6 +114,7 @@ impl Finish {
             started: job.started,
             attempts: Vec::new(),
             billing: None,
+            written: false,
         }
     }
 
@@ -160,7 +174,8 @@ impl Finish {
         self.write(status);
     }
 
-    fn write(mut self, status: u16) {
+    fn write(&mut self, status: u16) {
+        self.written = true;
         let latency = self.started.elapsed();
         self.rec.chain = self.chain();
         self.rec.final_status = status;
@@ -179,7 +194,8 @@ impl Finish {
         metrics::counter!(telemetry::REQUESTS, "status" => status_class(status)).increment(1);
         metrics::histogram!(telemetry::REQUEST_DURATION).record(latency.as_secs_f64());
         metrics::histogram!(telemetry::ATTEMPTS_PER_REQUEST).record(n as f64);
-        self.store.try_send(WriteOp::RequestLog(Box::new(self.rec)));
+        let rec = std::mem::take(&mut self.rec);
+        self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
     }
 }
 

@@ -19,7 +19,7 @@ pub struct AttemptRecord {
 }
 
 /// One finished request as shown by the admin API (R12.1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub id: String,
     pub ts_ms: i64,
