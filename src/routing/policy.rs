@@ -326,7 +326,7 @@ fn task(outcome: &Outcome, code: Option<u16>, facts: &Facts, retry: &Retry) -> D
 
 #[cfg(test)]
 #[path = "policy_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 #[path = "safety_tests.rs"]

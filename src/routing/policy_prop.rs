@@ -1,55 +1,19 @@
 //! Property tests of the outcome classifier (R4.4, R4.5, R10): pure, 2xx is Done, no attempt
 //! after the last one, non-retryable families never replay unless image failover says so.
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use proptest::prelude::*;
 
 use super::family::{retryable, PathFamily};
 use super::policy::{classify, Decision, Facts, Outcome, Settings, TransportKind};
-use crate::config::model::{ImagesFailover, Retry, RetryBudget, Routing, TierWalk};
-use crate::config::status_set::StatusSet;
+use crate::config::model::{ImagesFailover, Retry};
 
-fn set(codes: &[(u16, u16)]) -> StatusSet {
-    let mut s = StatusSet::empty();
-    for &(a, b) in codes {
-        for c in a..=b {
-            s.insert(c);
-        }
-    }
-    s
-}
-
-fn routing() -> Routing {
-    Routing {
-        retry_times: 3,
-        tier_walk: TierWalk::Exhaust,
-        failover_on: set(&[
-            (100, 199),
-            (300, 399),
-            (401, 407),
-            (409, 499),
-            (500, 503),
-            (505, 523),
-            (525, 599),
-        ]),
-        never_failover_on: set(&[(504, 504), (524, 524)]),
-        retry_budget: RetryBudget {
-            ratio: 0.2,
-            min_per_second: 10,
-            ttl: Duration::from_secs(10),
-        },
-    }
-}
+use super::policy::tests::routing;
 
 fn retry(max: u32) -> Retry {
     Retry {
         max_retries: max,
-        retry_on: set(&[(429, 429), (502, 504), (522, 522), (524, 524)]),
-        initial_backoff: Duration::from_secs(1),
-        max_backoff: Duration::from_secs(30),
-        backoff_factor: 2.0,
-        jitter_factor: 0.1,
+        ..super::policy::tests::retry()
     }
 }
 

@@ -1,52 +1,21 @@
 //! Table tests for the outcome classifier (R4.4, R4.5, R10.1, R10.3, R10.5; seed 000 §6, §11).
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use super::*;
-use crate::config::model::{RetryBudget, TierWalk};
-use crate::config::status_set::StatusSet;
 
-pub(crate) fn set(ranges: &[(u16, u16)]) -> StatusSet {
-    let mut s = StatusSet::empty();
-    for &(a, b) in ranges {
-        for c in a..=b {
-            s.insert(c);
-        }
-    }
-    s
+/// The shipped defaults, from the config loader itself: the tables pin what users get.
+pub(crate) fn defaults() -> crate::config::model::Config {
+    let env = std::collections::HashMap::new();
+    crate::config::load_str("", std::path::Path::new("defaults.yaml"), &env)
+        .expect("an empty config loads with every default")
 }
 
-fn routing() -> Routing {
-    Routing {
-        retry_times: 3,
-        tier_walk: TierWalk::Exhaust,
-        failover_on: set(&[
-            (100, 199),
-            (300, 399),
-            (401, 407),
-            (409, 499),
-            (500, 503),
-            (505, 523),
-            (525, 599),
-        ]),
-        never_failover_on: set(&[(504, 504), (524, 524)]),
-        retry_budget: RetryBudget {
-            ratio: 0.2,
-            min_per_second: 10,
-            ttl: Duration::from_secs(10),
-        },
-    }
+pub(crate) fn routing() -> Routing {
+    defaults().routing
 }
 
-fn retry() -> Retry {
-    Retry {
-        max_retries: 3,
-        retry_on: set(&[(429, 429), (502, 504), (522, 522), (524, 524)]),
-        initial_backoff: Duration::from_secs(1),
-        max_backoff: Duration::from_secs(30),
-        backoff_factor: 2.0,
-        jitter_factor: 0.1,
-    }
+pub(crate) fn retry() -> Retry {
+    defaults().resilience.retry
 }
 
 fn images_cfg(enabled: bool, ambiguous: bool, uncertain: bool) -> ImagesFailover {
