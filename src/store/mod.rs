@@ -64,9 +64,9 @@ pub use schema::SCHEMA_VERSION;
 use writer::{Msg, Shared};
 
 /// Counter of ops lost (queue full, store closed, or failed writes). Label `op`.
-pub const STORE_DROPPED_TOTAL: &str = "switchyard_store_dropped_total";
+pub const STORE_DROPPED_TOTAL: &str = crate::telemetry::STORE_DROPPED;
 /// Counter of ops committed.
-pub const STORE_WRITTEN_TOTAL: &str = "switchyard_store_written_total";
+pub const STORE_WRITTEN_TOTAL: &str = crate::telemetry::STORE_WRITTEN;
 
 /// Store failures.
 #[derive(Debug, thiserror::Error)]
