@@ -129,3 +129,83 @@ fn describe() {
     describe_counter!(STICKY, "Sticky routing lookups by key kind and result.");
     describe_counter!(PROBES, "Health probes by result.");
 }
+
+/// The per-channel metric handles a successful request touches, registered once per
+/// channel name (kept in its `ChannelState`) instead of on every call: building a labelled
+/// key and looking it up in the registry costs more than the increment itself.
+pub struct ChannelMetrics {
+    pub attempts_success: metrics::Counter,
+    pub upstream_duration: metrics::Histogram,
+    pub prompt_tokens: metrics::Counter,
+    pub cached_tokens: metrics::Counter,
+    pub breaker_state: metrics::Gauge,
+}
+
+impl ChannelMetrics {
+    pub fn new(channel: &str) -> ChannelMetrics {
+        let ch = channel.to_string();
+        ChannelMetrics {
+            attempts_success: metrics::counter!(ATTEMPTS, "channel" => ch.clone(), "outcome" => "success"),
+            upstream_duration: metrics::histogram!(UPSTREAM_DURATION, "channel" => ch.clone()),
+            prompt_tokens: metrics::counter!(PROMPT_TOKENS, "channel" => ch.clone()),
+            cached_tokens: metrics::counter!(CACHED_TOKENS, "channel" => ch.clone()),
+            breaker_state: metrics::gauge!(BREAKER_STATE, "channel" => ch),
+        }
+    }
+}
+
+impl Default for ChannelMetrics {
+    fn default() -> Self {
+        ChannelMetrics {
+            attempts_success: metrics::Counter::noop(),
+            upstream_duration: metrics::Histogram::noop(),
+            prompt_tokens: metrics::Counter::noop(),
+            cached_tokens: metrics::Counter::noop(),
+            breaker_state: metrics::Gauge::noop(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ChannelMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChannelMetrics")
+    }
+}
+
+/// Request-level metric handles, registered once per gateway (see `ChannelMetrics`).
+#[derive(Debug)]
+pub struct RequestMetrics {
+    /// `REQUESTS` by status class: 2xx, 4xx, 5xx, other.
+    requests: [metrics::Counter; 4],
+    pub duration: metrics::Histogram,
+    pub attempts_per_request: metrics::Histogram,
+    pub ttfb: metrics::Histogram,
+}
+
+impl RequestMetrics {
+    pub fn new() -> RequestMetrics {
+        RequestMetrics {
+            requests: ["2xx", "4xx", "5xx", "other"]
+                .map(|class| metrics::counter!(REQUESTS, "status" => class)),
+            duration: metrics::histogram!(REQUEST_DURATION),
+            attempts_per_request: metrics::histogram!(ATTEMPTS_PER_REQUEST),
+            ttfb: metrics::histogram!(TTFB),
+        }
+    }
+
+    /// The `REQUESTS` counter of a final status.
+    pub fn requests(&self, status: u16) -> &metrics::Counter {
+        &self.requests[match status {
+            200..=299 => 0,
+            400..=499 => 1,
+            500..=599 => 2,
+            _ => 3,
+        }]
+    }
+}
+
+impl Default for RequestMetrics {
+    fn default() -> Self {
+        RequestMetrics::new()
+    }
+}

@@ -140,11 +140,56 @@ fn header(h: &HeaderMap, names: &[&str]) -> Option<String> {
     })
 }
 
-fn field(f: &Fields, names: &[&str]) -> Option<String> {
-    names.iter().find_map(|n| f.get(*n).and_then(|r| scalar(r)))
+/// The fields of the default key ladder (top level and `metadata`), borrowed; every other
+/// field is skipped without being copied or hashed. Not a JSON object: `None`.
+#[derive(serde::Deserialize, Default)]
+struct Known<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    conversation_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    conversation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    prompt_cache_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
 }
 
-fn count(raw: Option<&&RawValue>) -> usize {
+impl<'a> Known<'a> {
+    fn parse(json: &'a str) -> Option<Known<'a>> {
+        serde_json::from_str(json).ok()
+    }
+
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        match name {
+            "metadata" => self.metadata,
+            "conversation_id" => self.conversation_id,
+            "conversation" => self.conversation,
+            "session_id" => self.session_id,
+            "prompt_cache_key" => self.prompt_cache_key,
+            "user" => self.user,
+            "user_id" => self.user_id,
+            "messages" => self.messages,
+            "input" => self.input,
+            _ => None,
+        }
+    }
+}
+
+fn field(f: &Known, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| f.get(n).and_then(scalar))
+}
+
+fn count(raw: Option<&RawValue>) -> usize {
     raw.and_then(|r| serde_json::from_str::<Vec<IgnoredAny>>(r.get()).ok())
         .map_or(0, |v| v.len())
 }
@@ -190,14 +235,13 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     let top = i
         .body
         .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(object);
+        .and_then(Known::parse)
+        .unwrap_or_default();
     let meta = top
-        .as_ref()
-        .and_then(|t| t.get("metadata"))
-        .and_then(|m| object(m.get()));
-    let empty = Fields::new();
-    let top_f = top.as_ref().unwrap_or(&empty);
-    let meta_f = meta.as_ref().unwrap_or(&empty);
+        .metadata
+        .and_then(|m| Known::parse(m.get()))
+        .unwrap_or_default();
+    let (top_f, meta_f) = (&top, &meta);
     let conv = field(meta_f, &["conversation_id"])
         .or_else(|| field(top_f, &["conversation_id", "conversation"]));
     if let Some(v) = conv {

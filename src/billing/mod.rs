@@ -36,6 +36,11 @@
 //! per request by the caller's own `max_tokens`, or by the 1024-token default when the
 //! upstream honours it). A balance below any estimate refuses every later request.
 //!
+//! # Unlimited clients
+//! A client without a quota has nothing to protect, so it is not precharged: like a trusted
+//! client it pays the full cost at settle (one ledger entry per request instead of two) and
+//! a failed request leaves no entry at all.
+//!
 //! # Trusted clients (R11.4)
 //! `clients.<name>.trusted: true` skips the precharge and pays the full cost at settle. A
 //! trusted client with a quota is still refused once its balance is zero or below; its
@@ -138,7 +143,9 @@ impl Billing {
             ));
         };
         let limit = client.quota.map(price::quota_micro);
-        let amount = if client.trusted {
+        // Trusted and unlimited clients are not precharged: an unlimited one can never be
+        // refused, so a precharge would only cost a ledger row; both pay at settle.
+        let amount = if client.trusted || limit.is_none() {
             0
         } else {
             price::cost(&p, &estimate.usage())

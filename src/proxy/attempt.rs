@@ -179,6 +179,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             } => {
                 succeeded(
                     gw,
+                    &snap.states[step.channel],
                     &mut fin,
                     &mut visits,
                     sticky.as_ref(),
@@ -190,7 +191,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 let route = fin.chain();
                 let mut obs = LogObserver::new(
                     fin,
-                    ch.name.clone(),
+                    snap.states[step.channel].clone(),
                     step.upstream_model.to_string(),
                     status,
                 );
@@ -213,6 +214,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 }
                 succeeded(
                     gw,
+                    &snap.states[step.channel],
                     &mut fin,
                     &mut visits,
                     sticky.as_ref(),
@@ -222,7 +224,13 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     t0,
                 );
                 let route = fin.chain();
-                fin.done(&ch.name, &step.upstream_model, status, usage, None);
+                fin.done(
+                    &snap.states[step.channel],
+                    &step.upstream_model,
+                    status,
+                    usage,
+                    None,
+                );
                 return respond(
                     status,
                     &headers,
@@ -323,6 +331,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
 #[allow(clippy::too_many_arguments)]
 fn succeeded(
     gw: &Gateway,
+    st: &crate::state::ChannelState,
     fin: &mut Finish,
     visits: &mut health::Visits,
     sticky: Option<&crate::affinity::Sticky>,
@@ -339,7 +348,9 @@ fn succeeded(
         t0,
         false,
     ));
-    metrics::histogram!(crate::telemetry::UPSTREAM_DURATION, "channel" => ch.name.clone())
+    st.metrics.attempts_success.increment(1);
+    st.metrics
+        .upstream_duration
         .record(t0.elapsed().as_secs_f64());
     if let Some(s) = sticky {
         fin.fallback(s.succeeded(&gw.bindings, &ch.name));

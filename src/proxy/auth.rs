@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 use subtle::ConstantTimeEq;
 
-use crate::config::model::{Client, ClientKey};
+use crate::config::model::Client;
 use crate::routing::compile::hash_key;
 use crate::routing::table::RouteTable;
 
@@ -34,11 +34,9 @@ pub fn authenticate(table: &RouteTable, headers: &HeaderMap) -> Option<Arc<Clien
         return None;
     }
     let digest = hash_key(key);
-    let idx = *table.client_by_hash.get(&digest)?;
+    // The table is keyed by each client's key digest (hashed once at compile time), so the
+    // stored key is the expected digest; the final comparison is constant-time.
+    let (expected, &idx) = table.client_by_hash.get_key_value(&digest)?;
     let client = table.clients.get(idx)?;
-    let expected = match &client.key {
-        ClientKey::Plain(s) => hash_key(s.expose().as_bytes()),
-        ClientKey::Sha256(h) => *h,
-    };
     bool::from(expected.ct_eq(&digest)).then(|| client.clone())
 }

@@ -12,12 +12,14 @@ use super::sse::Event;
 use super::usage::{StreamUsage, Usage};
 use crate::config::model::Channel;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
 use crate::telemetry;
 
 /// A request's record in the making.
 pub struct Finish {
     store: Store,
+    metrics: Arc<telemetry::RequestMetrics>,
     rec: RequestRecord,
     started: std::time::Instant,
     pub attempts: Vec<AttemptRecord>,
@@ -46,8 +48,11 @@ pub fn attempt_record(
     t0: Instant,
     possibly_charged: bool,
 ) -> AttemptRecord {
-    metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class.to_string())
-        .increment(1);
+    // Successes are counted by the caller through the channel's pre-registered handle.
+    if class != "success" {
+        metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class.to_string())
+            .increment(1);
+    }
     AttemptRecord {
         channel: ch.name.clone(),
         key_index: key_index as u32,
@@ -110,6 +115,7 @@ impl Finish {
         };
         Finish {
             store: gw.store.clone(),
+            metrics: gw.request_metrics.clone(),
             rec,
             started: job.started,
             attempts: Vec::new(),
@@ -143,7 +149,7 @@ impl Finish {
     /// A successful answer (or a committed stream that ended).
     pub fn done(
         mut self,
-        channel: &str,
+        channel: &ChannelState,
         upstream_model: &str,
         status: u16,
         usage: Usage,
@@ -153,10 +159,8 @@ impl Finish {
             b.settle(&usage);
         }
         if !usage.is_zero() {
-            metrics::counter!(telemetry::PROMPT_TOKENS, "channel" => channel.to_string())
-                .increment(usage.prompt_tokens);
-            metrics::counter!(telemetry::CACHED_TOKENS, "channel" => channel.to_string())
-                .increment(usage.cached_tokens);
+            channel.metrics.prompt_tokens.increment(usage.prompt_tokens);
+            channel.metrics.cached_tokens.increment(usage.cached_tokens);
         }
         self.rec.upstream_model = upstream_model.to_string();
         self.rec.prompt_tokens = usage.prompt_tokens;
@@ -191,20 +195,11 @@ impl Finish {
             tracing::info!(request_id = %r.id, client = %r.client, model = %r.public_model,
                 chain = %r.chain, status, latency_ms = r.latency_ms, "request failed");
         }
-        metrics::counter!(telemetry::REQUESTS, "status" => status_class(status)).increment(1);
-        metrics::histogram!(telemetry::REQUEST_DURATION).record(latency.as_secs_f64());
-        metrics::histogram!(telemetry::ATTEMPTS_PER_REQUEST).record(n as f64);
+        self.metrics.requests(status).increment(1);
+        self.metrics.duration.record(latency.as_secs_f64());
+        self.metrics.attempts_per_request.record(n as f64);
         let rec = std::mem::take(&mut self.rec);
         self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
-    }
-}
-
-fn status_class(s: u16) -> &'static str {
-    match s {
-        200..=299 => "2xx",
-        400..=499 => "4xx",
-        500..=599 => "5xx",
-        _ => "other",
     }
 }
 
@@ -217,7 +212,7 @@ pub fn now_ms() -> i64 {
 /// Watches a committed stream: usage, keepalives, outcome; writes the log when it ends.
 pub struct LogObserver {
     fin: Finish,
-    channel: String,
+    channel: Arc<ChannelState>,
     upstream_model: String,
     status: u16,
     usage: StreamUsage,
@@ -226,8 +221,13 @@ pub struct LogObserver {
 }
 
 impl LogObserver {
-    pub fn new(fin: Finish, channel: String, upstream_model: String, status: u16) -> Self {
-        metrics::histogram!(telemetry::TTFB).record(fin.started.elapsed().as_secs_f64());
+    pub fn new(
+        fin: Finish,
+        channel: Arc<ChannelState>,
+        upstream_model: String,
+        status: u16,
+    ) -> Self {
+        fin.metrics.ttfb.record(fin.started.elapsed().as_secs_f64());
         LogObserver {
             fin,
             channel,

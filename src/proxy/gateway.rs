@@ -32,6 +32,8 @@ pub struct Gateway {
     generation: AtomicU64,
     /// Task id → accepting channel, in front of SQLite (R10.5).
     pub tasks: super::task::TaskCache,
+    /// Pre-registered request-level metric handles (hot path).
+    pub request_metrics: Arc<telemetry::RequestMetrics>,
 }
 
 impl Gateway {
@@ -56,6 +58,7 @@ impl Gateway {
             draining: AtomicBool::new(false),
             generation: AtomicU64::new(1),
             tasks: super::task::TaskCache::default(),
+            request_metrics: Arc::new(telemetry::RequestMetrics::new()),
         }))
     }
 

@@ -17,3 +17,4 @@ pub mod sse;
 pub mod task;
 pub mod upstream;
 pub mod usage;
+mod usage_scan;

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Where the tracker is in the byte stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Reading a request head; `line` holds the current line's start offset into `head`.
     Head,
@@ -86,7 +86,7 @@ impl Tracker {
         self.origin = None;
         let mut i = 0;
         while i < buf.len() {
-            match self.state.clone() {
+            match self.state {
                 State::Pass => return rejected,
                 State::Fixed(n) => {
                     let take = (n as usize).min(buf.len() - i);
@@ -110,23 +110,28 @@ impl Tracker {
                     };
                 }
                 State::Head | State::ChunkSize | State::Trailers => {
-                    let b = buf[i];
-                    if b == b'\n' {
-                        let line = std::mem::take(&mut self.line);
-                        let line = line.strip_suffix(b"\r").unwrap_or(&line);
-                        rejected |= self.line_done(line, buf);
-                        self.origin = None;
-                    } else {
-                        if self.line.len() >= MAX_LINE {
-                            self.state = State::Pass;
-                            continue;
-                        }
-                        if self.line.is_empty() {
-                            self.origin = Some(i);
-                        }
-                        self.line.push(b);
+                    let starts_here = self.line.is_empty();
+                    let nl = buf[i..].iter().position(|&c| c == b'\n');
+                    let end = nl.map_or(buf.len(), |p| i + p);
+                    if self.line.len() + (end - i) > MAX_LINE {
+                        self.state = State::Pass;
+                        continue;
                     }
-                    i += 1;
+                    self.line.extend_from_slice(&buf[i..end]);
+                    if starts_here && end > i {
+                        self.origin = Some(i);
+                    }
+                    if nl.is_none() {
+                        break; // the line goes on in the next read
+                    }
+                    // The scratch line keeps its capacity for the next one.
+                    let mut line = std::mem::take(&mut self.line);
+                    let l = line.strip_suffix(b"\r").unwrap_or(&line);
+                    rejected |= self.line_done(l, buf);
+                    line.clear();
+                    self.line = line;
+                    self.origin = None;
+                    i = end + 1;
                 }
             }
         }
@@ -166,23 +171,24 @@ impl Tracker {
             let Some(colon) = line.iter().position(|&c| c == b':') else {
                 return false; // request line
             };
-            let name = line[..colon].to_ascii_lowercase();
+            let name = &line[..colon];
             let value = &line[colon + 1..];
-            match name.as_slice() {
-                b"content-length" => {
+            let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+            match () {
+                _ if is(b"content-length") => {
                     self.cl = true;
                     self.cl_value = std::str::from_utf8(value)
                         .ok()
                         .and_then(|v| v.trim().parse().ok());
                 }
-                b"transfer-encoding" => {
+                _ if is(b"transfer-encoding") => {
                     self.te = true;
                     let v = String::from_utf8_lossy(value).to_ascii_lowercase();
                     self.chunked = v.trim_end().ends_with("chunked");
                     // The value's bytes in this buffer, when the whole line is in it.
                     self.te_span = self.origin.map(|o| (o + colon + 1, line.len() - colon - 1));
                 }
-                b"upgrade" => self.upgrade = true,
+                _ if is(b"upgrade") => self.upgrade = true,
                 _ => {}
             }
             return false;

@@ -63,3 +63,31 @@ fn h2_preface_and_tls_are_passed_through() {
     assert!(!t.feed(&mut b));
     assert_eq!(b, copy);
 }
+
+/// Every way of splitting a keep-alive stream into two reads tracks it the same: benign
+/// requests pass untouched, and a smuggling-shaped third request is always caught (rewritten
+/// when its TE line is whole in one read, else the connection is refused).
+#[test]
+fn every_two_way_split_tracks_the_same() {
+    let benign: &[u8] = b"POST /a HTTP/1.1\r\ncontent-length: 5\r\n\r\nhelloPOST /b HTTP/1.1\r\nTRANSFER-ENCODING: chunked\r\n\r\n3;x=1\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+    let evil: &[u8] =
+        b"POST /c HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    for k in 0..=benign.len() {
+        let mut t = Tracker::default();
+        let (out, rejected) = feed_all(&mut t, &[&benign[..k], &benign[k..]]);
+        assert!(!rejected, "split at {k}");
+        assert_eq!(out, benign, "split at {k}");
+        assert_eq!(t.state, State::Head, "split at {k}");
+    }
+    let stream = [benign, evil].concat();
+    for k in 0..=stream.len() {
+        let mut t = Tracker::default();
+        let (out, rejected) = feed_all(&mut t, &[&stream[..k], &stream[k..]]);
+        assert!(rejected, "split at {k}");
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            t.refuse || text.contains("Transfer-Encoding: xxxxxxx\r\n"),
+            "split at {k}: {text}"
+        );
+    }
+}

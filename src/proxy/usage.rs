@@ -35,20 +35,9 @@ impl Usage {
         }
     }
 
-    /// Usage from a complete non-stream body.
+    /// Usage from a complete non-stream body (typed reading; skips everything else).
     pub fn from_body(body: &[u8]) -> Option<Usage> {
-        let v: Value = serde_json::from_slice(body).ok()?;
-        let u = if v["usage"].is_object() {
-            &v["usage"]
-        } else {
-            &v["response"]["usage"]
-        };
-        if !u.is_object() {
-            return None;
-        }
-        let mut out = Usage::default();
-        out.absorb(u);
-        Some(out)
+        super::usage_scan::from_body(body)
     }
 
     /// Fold the usage carried by a stream event, if any.

@@ -29,6 +29,8 @@ pub struct ChannelState {
     pub cooldown: super::cooldown::Cooldown,
     /// Sliding window of outcomes and the last model listing (R7.3).
     pub health: super::health::Health,
+    /// Pre-registered metric handles of this channel (hot path).
+    pub metrics: crate::telemetry::ChannelMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -40,6 +42,7 @@ impl ChannelState {
     pub fn new(name: &str) -> Self {
         ChannelState {
             name: name.to_string(),
+            metrics: crate::telemetry::ChannelMetrics::new(name),
             ..Default::default()
         }
     }

@@ -109,8 +109,7 @@ pub fn record_visit(
         report(&ch.name, t, state);
     } else if v != Verdict::Neutral && cb.enabled && cb.failure_threshold > 0 {
         // Model scope: the channel gauge follows the breaker of the latest finished call.
-        metrics::gauge!(crate::telemetry::BREAKER_STATE, "channel" => ch.name.clone())
-            .set(state.gauge());
+        st.metrics.breaker_state.set(state.gauge());
     }
     let cv = cooldown::verdict(
         outcome,

@@ -350,7 +350,7 @@ impl Store {
         .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
-    /// Most recent requests, newest first.
+    /// Most recent requests, the last written (finished) first.
     pub async fn recent_requests(&self, limit: usize) -> Result<Vec<RequestRecord>, StoreError> {
         self.read(move |c| queries::recent_requests(c, limit)).await
     }

@@ -59,8 +59,7 @@ pub(crate) fn recent_requests(
     limit: usize,
 ) -> Result<Vec<RequestRecord>, StoreError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut stmt =
-        conn.prepare_cached("SELECT * FROM request_log ORDER BY ts_ms DESC, seq DESC LIMIT ?1")?;
+    let mut stmt = conn.prepare_cached("SELECT * FROM request_log ORDER BY seq DESC LIMIT ?1")?;
     let rows = stmt.query_map(params![limit], request_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
@@ -115,7 +114,7 @@ pub(crate) fn dangling_precharges(conn: &Connection) -> Result<Vec<LedgerEntry>,
         "SELECT * FROM ledger p
          WHERE p.kind = 'precharge'
            AND NOT EXISTS (SELECT 1 FROM ledger t
-                           WHERE t.request_id = p.request_id AND t.kind IN ('settle', 'refund'))
+                           WHERE t.request_id = p.request_id AND t.kind <> 'precharge')
          ORDER BY p.ts_ms, p.rowid",
     )?;
     let rows = stmt.query_map([], ledger_from_row)?;

@@ -9,7 +9,7 @@ use super::StoreError;
 
 /// Ordered migrations; index + 1 is the schema version. Never edit a shipped entry,
 /// append a new one.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE request_log (
         seq               INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -73,6 +73,55 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX affinity_binding_expires ON affinity_binding(expires_ms);",
     // v2: auto (1) vs operator (0) disables (R7.2)
     "ALTER TABLE channel_state ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;",
+    // v3: fewer b-trees touched per hot-path insert (issue 9 profile). request_log loses
+    // AUTOINCREMENT (a sqlite_sequence read + write per row; `seq` stays the rowid, still
+    // increasing) and its ts index (the admin list orders by seq). ledger's CHECK used
+    // `IN (...)`, which builds an ephemeral table on every insert; the same check as ORs.
+    // ledger_client was only read by start-up recovery, which scans the table anyway.
+    "CREATE TABLE request_log_v3 (
+        seq               INTEGER PRIMARY KEY,
+        id                TEXT    NOT NULL,
+        ts_ms             INTEGER NOT NULL,
+        client            TEXT    NOT NULL,
+        grp               TEXT    NOT NULL,
+        public_model      TEXT    NOT NULL,
+        upstream_model    TEXT    NOT NULL,
+        path              TEXT    NOT NULL,
+        stream            INTEGER NOT NULL,
+        attempts          TEXT    NOT NULL,
+        chain             TEXT    NOT NULL,
+        final_status      INTEGER NOT NULL,
+        error_code        TEXT,
+        sticky_kind       TEXT,
+        sticky_hit        INTEGER,
+        fallback          INTEGER NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cached_tokens     INTEGER NOT NULL,
+        usage_estimated   INTEGER NOT NULL,
+        stream_outcome    TEXT,
+        latency_ms        INTEGER NOT NULL
+    );
+    INSERT INTO request_log_v3 SELECT * FROM request_log ORDER BY seq;
+    DROP TABLE request_log;
+    ALTER TABLE request_log_v3 RENAME TO request_log;
+    DELETE FROM sqlite_sequence WHERE name = 'request_log';
+    CREATE INDEX request_log_id ON request_log(id);
+
+    CREATE TABLE ledger_v3 (
+        request_id TEXT    NOT NULL,
+        client     TEXT    NOT NULL,
+        kind       TEXT    NOT NULL
+                   CHECK (kind = 'precharge' OR kind = 'settle' OR kind = 'refund'),
+        amount     INTEGER NOT NULL,
+        ts_ms      INTEGER NOT NULL,
+        UNIQUE (request_id, kind)
+    );
+    INSERT INTO ledger_v3 SELECT * FROM ledger ORDER BY rowid;
+    DROP TABLE ledger;
+    ALTER TABLE ledger_v3 RENAME TO ledger;
+    -- At most one terminal entry (settle or refund) per request: the first one wins.
+    CREATE UNIQUE INDEX ledger_terminal ON ledger(request_id) WHERE kind <> 'precharge';",
 ];
 
 /// Latest schema version this build knows.

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, Transaction, TransactionBehavior};
+use rusqlite::{params, CachedStatement, Connection, Transaction, TransactionBehavior};
 
 use super::records::{AffinityBinding, ChannelState, LedgerEntry, RequestRecord, WriteOp};
 use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
@@ -16,7 +16,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// gateway commits a few dozen rows per transaction instead of one or two (each commit
 /// rewrites the touched pages into the WAL). A batch that holds a flush or the shutdown
 /// signal does not wait; one that arrives during the wait is answered after it.
-const LINGER: Duration = Duration::from_millis(5);
+const LINGER: Duration = Duration::from_millis(20);
 
 /// What travels on the queue: public ops plus the internal stop signal.
 pub(crate) enum Msg {
@@ -148,8 +148,10 @@ fn write_once(
 ) -> Result<Vec<(usize, StoreError)>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut rejected = Vec::new();
+    // The two hot statements are fetched from the cache once per batch, not once per row.
+    let mut hot = Hot::default();
     for (i, op) in ops.iter().enumerate() {
-        if let Err(err) = apply(&tx, op) {
+        if let Err(err) = apply(&tx, &mut hot, op) {
             if tx.is_autocommit() {
                 // SQLite rolled the whole transaction back (I/O error, full disk, ...).
                 return Err(err);
@@ -157,14 +159,33 @@ fn write_once(
             rejected.push((i, err));
         }
     }
+    drop(hot);
     tx.commit()?;
     Ok(rejected)
 }
 
-fn apply(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), StoreError> {
+/// The request-log and ledger inserts of one batch, prepared on first use.
+#[derive(Default)]
+struct Hot<'c> {
+    request: Option<CachedStatement<'c>>,
+    ledger: Option<CachedStatement<'c>>,
+}
+
+fn cached<'c, 's>(
+    tx: &'c Transaction<'_>,
+    slot: &'s mut Option<CachedStatement<'c>>,
+    sql: &str,
+) -> Result<&'s mut CachedStatement<'c>, StoreError> {
+    if slot.is_none() {
+        *slot = Some(tx.prepare_cached(sql)?);
+    }
+    slot.as_mut().ok_or(StoreError::Closed)
+}
+
+fn apply<'c>(tx: &'c Transaction<'_>, hot: &mut Hot<'c>, op: &WriteOp) -> Result<(), StoreError> {
     match op {
-        WriteOp::RequestLog(r) => insert_request(tx, r),
-        WriteOp::Ledger(e) => insert_ledger(tx, e),
+        WriteOp::RequestLog(r) => insert_request(cached(tx, &mut hot.request, INSERT_REQUEST)?, r),
+        WriteOp::Ledger(e) => insert_ledger(cached(tx, &mut hot.ledger, INSERT_LEDGER)?, e),
         WriteOp::ChannelState(s) => upsert_channel_state(tx, s),
         WriteOp::TaskBinding(t) => {
             tx.prepare_cached(
@@ -184,17 +205,16 @@ pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn insert_request(tx: &Transaction<'_>, r: &RequestRecord) -> Result<(), StoreError> {
+const INSERT_REQUEST: &str = "INSERT INTO request_log (id, ts_ms, client, grp, public_model,
+    upstream_model, path, stream, attempts, chain, final_status, error_code, sticky_kind,
+    sticky_hit, fallback, prompt_tokens, completion_tokens, cached_tokens, usage_estimated,
+    stream_outcome, latency_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+    ?19, ?20, ?21)";
+
+fn insert_request(st: &mut CachedStatement<'_>, r: &RequestRecord) -> Result<(), StoreError> {
     let attempts = serde_json::to_string(&r.attempts)?;
-    tx.prepare_cached(
-        "INSERT INTO request_log (id, ts_ms, client, grp, public_model, upstream_model, path,
-            stream, attempts, chain, final_status, error_code, sticky_kind, sticky_hit, fallback,
-            prompt_tokens, completion_tokens, cached_tokens, usage_estimated, stream_outcome,
-            latency_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21)",
-    )?
-    .execute(params![
+    st.execute(params![
         r.id,
         r.ts_ms,
         r.client,
@@ -222,19 +242,17 @@ fn insert_request(tx: &Transaction<'_>, r: &RequestRecord) -> Result<(), StoreEr
 
 /// `INSERT OR IGNORE`: a replayed entry of the same kind, or a second terminal entry
 /// (settle after refund or the reverse), is ignored — the first one wins.
-fn insert_ledger(tx: &Transaction<'_>, e: &LedgerEntry) -> Result<(), StoreError> {
-    let n = tx
-        .prepare_cached(
-            "INSERT OR IGNORE INTO ledger (request_id, client, kind, amount, ts_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
-            e.request_id,
-            e.client,
-            e.kind.as_str(),
-            e.amount,
-            e.ts_ms
-        ])?;
+const INSERT_LEDGER: &str = "INSERT OR IGNORE INTO ledger (request_id, client, kind, amount, ts_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5)";
+
+fn insert_ledger(st: &mut CachedStatement<'_>, e: &LedgerEntry) -> Result<(), StoreError> {
+    let n = st.execute(params![
+        e.request_id,
+        e.client,
+        e.kind.as_str(),
+        e.amount,
+        e.ts_ms
+    ])?;
     if n == 0 {
         tracing::debug!(request_id = %e.request_id, kind = e.kind.as_str(), "duplicate ledger entry ignored");
     }

@@ -4,6 +4,7 @@ use rusqlite::Connection;
 
 use super::*;
 
+mod migrate;
 mod writer;
 
 pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
@@ -117,8 +118,9 @@ async fn recent_requests_newest_first_with_limit() {
         .into_iter()
         .map(|r| r.id)
         .collect();
-    // Equal timestamps: the later insert comes first.
-    assert_eq!(ids, ["r4", "r2", "r3"]);
+    // Newest first means the most recently written (finished) request first, whatever
+    // its start timestamp.
+    assert_eq!(ids, ["r5", "r4", "r3"]);
     assert_eq!(store.recent_requests(100).await.unwrap().len(), 5);
     assert!(store.recent_requests(0).await.unwrap().is_empty());
 }

@@ -1,0 +1,154 @@
+//! Typed, allocation-free reading of `usage` from a complete upstream body: every other
+//! field is skipped without being built, unlike a full `serde_json::Value` (R11, issue 9).
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use super::usage::Usage;
+
+/// A number that is kept only when it is a u64; any other JSON value reads as `None`
+/// instead of failing the whole body (the same leniency as `Value::as_u64`).
+#[derive(Default, Clone, Copy)]
+struct Lenient(Option<u64>);
+
+impl<'de> Deserialize<'de> for Lenient {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Lenient;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Lenient, E> {
+                Ok(Lenient(Some(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Lenient, E> {
+                Ok(Lenient(u64::try_from(v).ok()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_unit<E>(self) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_none<E>(self) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Lenient, D2::Error> {
+                Lenient::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Lenient, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Lenient(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Lenient, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Lenient(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Lenient,
+}
+
+/// The fields `Usage::absorb` reads, for every dialect.
+#[derive(Deserialize, Default)]
+struct RawUsage {
+    #[serde(default)]
+    prompt_tokens: Lenient,
+    #[serde(default)]
+    input_tokens: Lenient,
+    #[serde(default)]
+    completion_tokens: Lenient,
+    #[serde(default)]
+    output_tokens: Lenient,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+    #[serde(default)]
+    input_tokens_details: Option<Details>,
+    #[serde(default)]
+    cache_read_input_tokens: Lenient,
+}
+
+#[derive(Deserialize)]
+struct Inner {
+    #[serde(default)]
+    usage: Option<RawUsage>,
+}
+
+#[derive(Deserialize)]
+struct Body {
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    response: Option<Inner>,
+}
+
+/// `usage` (or `response.usage`) of a complete body; `None` when there is none or the body
+/// is not a JSON object.
+pub fn from_body(body: &[u8]) -> Option<Usage> {
+    let b: Body = serde_json::from_slice(body).ok()?;
+    let u = b.usage.or_else(|| b.response.and_then(|r| r.usage))?;
+    let cached = |d: &Option<Details>| d.as_ref().and_then(|d| d.cached_tokens.0);
+    Some(Usage {
+        prompt_tokens: u.prompt_tokens.0.or(u.input_tokens.0).unwrap_or(0),
+        completion_tokens: u.completion_tokens.0.or(u.output_tokens.0).unwrap_or(0),
+        cached_tokens: cached(&u.prompt_tokens_details)
+            .or_else(|| cached(&u.input_tokens_details))
+            .or(u.cache_read_input_tokens.0)
+            .unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// The reference reading: a full `Value` parse folded by `Usage::absorb`.
+    fn reference(body: &[u8]) -> Option<Usage> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        let u = if v["usage"].is_object() {
+            &v["usage"]
+        } else {
+            &v["response"]["usage"]
+        };
+        if !u.is_object() {
+            return None;
+        }
+        let mut out = Usage::default();
+        out.absorb(u);
+        Some(out)
+    }
+
+    #[test]
+    fn agrees_with_the_value_reading() {
+        let bodies: &[&str] = &[
+            r#"{"id":"x","choices":[{"message":{"content":"hi \"usage\""}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+            r#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
+            r#"{"response":{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":1}}}}"#,
+            r#"{"usage":{"prompt_tokens":1.5,"completion_tokens":"7","extra":[1,{"a":2}]}}"#,
+            r#"{"usage":{"prompt_tokens":-3,"completion_tokens":null}}"#,
+            r#"{"usage":{}}"#,
+            r#"{"id":"no usage","choices":[]}"#,
+            "{}",
+            "[1,2]",
+            "not json",
+            "",
+        ];
+        for b in bodies {
+            assert_eq!(from_body(b.as_bytes()), reference(b.as_bytes()), "{b}");
+        }
+    }
+}
