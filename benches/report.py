@@ -44,7 +44,7 @@ def check(ok, hard, text):
 
 # ---- closed loop ----------------------------------------------------------------------
 closed = {}
-for p in ["direct", "static", "nginx", "switchyard"]:
+for p in ["direct", "static", "nginx", "hyper", "switchyard"]:
     w, c = R.get(f"closed.{p}"), R.get(f"cpu.{p}")
     if not w:
         continue
@@ -62,7 +62,7 @@ for p in ["direct", "static", "nginx", "switchyard"]:
     }
 d = closed.get("direct")
 for p, row in closed.items():
-    if d and p in ("nginx", "switchyard"):
+    if d and p in ("nginx", "hyper", "switchyard"):
         row["added_p50_us"] = row["p50_us"] - d["p50_us"]
         row["added_p99_us"] = row["p99_us"] - d["p99_us"]
 report["closed_loop"] = closed

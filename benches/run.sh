@@ -3,7 +3,8 @@
 #
 # Builds in release, then on 127.0.0.1 only:
 #   closed loop (wrk, 64 conns): direct to the mock upstream, a fixed-body nginx, nginx as a
-#     plain reverse proxy to the mock, and switchyard to the mock; proxy CPU per request;
+#     plain reverse proxy to the mock, a bare hyper hop (examples/bare_hop: the same HTTP
+#     stack with none of the logic), and switchyard to the mock; proxy CPU per request;
 #   open loop (loadgen, fixed rates, latency from the scheduled start);
 #   SSE time to first / last byte; cold start and idle RSS; many held streams;
 #   reloads under load; failover cost; the TCP_NODELAY stall check.
@@ -63,12 +64,14 @@ command -v python3 >/dev/null || die "python3 is needed for the report"
 # ---- build -----------------------------------------------------------------------------
 if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
     log "building (release)"
-    cargo build --release --bin switchyard --example mock_upstream --example loadgen
+    cargo build --release --bin switchyard --example mock_upstream --example loadgen \
+        --example bare_hop
 fi
 SY=$REL/switchyard
 MOCK=$REL/examples/mock_upstream
 LG=$REL/examples/loadgen
-for b in "$SY" "$MOCK" "$LG"; do [ -x "$b" ] || die "missing $b"; done
+HOP=$REL/examples/bare_hop
+for b in "$SY" "$MOCK" "$LG" "$HOP"; do [ -x "$b" ] || die "missing $b"; done
 
 # ---- processes -------------------------------------------------------------------------
 # Many streams need two descriptors per stream in the gateway; take the hard limit.
@@ -93,13 +96,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Ten distinct free ports below the ephemeral range: the many-streams run uses ~20k
+# Eleven distinct free ports below the ephemeral range: the many-streams run uses ~20k
 # ephemeral ports, and a later listener must not collide with one of those connections.
 read -r MOCK_PORT MOCK503_PORT NGX_PROXY_PORT NGX_STATIC_PORT SY_PORT SY_ADMIN_PORT \
-    FO_PORT FO_ADMIN_PORT CS_PORT CS_ADMIN_PORT < <(python3 - <<'PY'
+    FO_PORT FO_ADMIN_PORT CS_PORT CS_ADMIN_PORT HOP_PORT < <(python3 - <<'PY'
 import random, socket
 got = []
-while len(got) < 10:
+while len(got) < 11:
     p = random.randint(20000, 32000)
     s = socket.socket()
     try:
@@ -113,7 +116,7 @@ while len(got) < 10:
 print(*got)
 PY
 )
-[ -n "$CS_ADMIN_PORT" ] || die "could not pick free ports"
+[ -n "$HOP_PORT" ] || die "could not pick free ports"
 
 # fill TEMPLATE OUT [WEIGHT] [SY_PORT] [ADMIN_PORT]
 fill() {
@@ -164,6 +167,9 @@ mkdir -p "$TMP"/ngx-{body,proxy,fastcgi,uwsgi,scgi} "$TMP/data"
 "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" >"$TMP/nginx.out" 2>&1 &
 PIDS+=($!)
 NGX_PID=$!
+"$HOP" --listen "127.0.0.1:$HOP_PORT" --upstream "127.0.0.1:$MOCK_PORT" >"$TMP/hop.log" 2>&1 &
+PIDS+=($!)
+HOP_PID=$!
 fill benches/switchyard.yaml.tmpl "$TMP/switchyard.yaml" 100
 "$SY" --config "$TMP/switchyard.yaml" serve >"$TMP/switchyard.log" 2>&1 &
 PIDS+=($!)
@@ -172,6 +178,7 @@ wait_port "$MOCK_PORT"
 wait_port "$MOCK503_PORT"
 wait_port "$NGX_PROXY_PORT"
 wait_port "$NGX_STATIC_PORT"
+wait_port "$HOP_PORT"
 wait_http "http://127.0.0.1:$SY_ADMIN_PORT/readyz"
 ngx_pids() { echo "$NGX_PID"; pgrep -P "$NGX_PID" || true; }
 
@@ -183,10 +190,11 @@ declare -A URL=(
     [direct]="http://127.0.0.1:$MOCK_PORT$CHAT"
     [static]="http://127.0.0.1:$NGX_STATIC_PORT$CHAT"
     [nginx]="http://127.0.0.1:$NGX_PROXY_PORT$CHAT"
+    [hyper]="http://127.0.0.1:$HOP_PORT$CHAT"
     [switchyard]="http://127.0.0.1:$SY_PORT$CHAT"
 )
 # Sanity: every path answers 200 before anything is measured.
-for p in direct static nginx switchyard; do
+for p in direct static nginx hyper switchyard; do
     code=$(curl -s -o "$TMP/probe.out" -w '%{http_code}' -H "$AUTH" \
         -H 'content-type: application/json' -d "$BODY" "${URL[$p]}")
     [ "$code" = 200 ] || die "$p answered $code: $(head -c 300 "$TMP/probe.out")"
@@ -229,6 +237,7 @@ run_wrk direct "$MOCK_PID"
 run_wrk static $(ngx_pids)
 # shellcheck disable=SC2046
 run_wrk nginx $(ngx_pids)
+run_wrk hyper "$HOP_PID"
 run_wrk switchyard "$SY_PID"
 
 # ---- open loop -------------------------------------------------------------------------

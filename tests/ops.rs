@@ -360,3 +360,33 @@ async fn binary_reloads_on_sighup_and_drains_streams_on_sigterm() {
         "listener closed after shutdown"
     );
 }
+
+/// A SIGHUP arriving the moment the gateway reports ready (before any request) reloads it;
+/// it never meets the default action and ends the process (R2.4, R13).
+#[tokio::test]
+async fn sighup_right_after_start_reloads_and_never_kills() {
+    let m = mocks(&["up"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("switchyard.yaml");
+    std::fs::write(
+        &cfg,
+        format!("{}{}", head(dir.path()), one_channel(&m, &["m1"])),
+    )
+    .unwrap();
+    for _ in 0..5 {
+        let (child, base, _admin) = spawn(&cfg);
+        let mut reap = Reap(Some(child));
+        signal(reap.0.as_ref().unwrap(), "-HUP");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let alive = reap.0.as_mut().unwrap().try_wait().unwrap().is_none();
+        assert!(alive, "the gateway exited on an early SIGHUP");
+        let r = reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(ALICE)
+            .json(&json!({"model": "m1", "messages": []}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+}

@@ -44,6 +44,9 @@ impl Running {
 
 /// Load the config, open storage, bind both listeners and start serving.
 pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
+    // First of all, before any listener is bound: a SIGHUP must never meet the default
+    // action (exit) once a client can connect.
+    let hup = reload::hangup();
     let cfg = config::load(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
     let metrics = crate::telemetry::install();
     let store = Store::open(&cfg.storage.path)
@@ -87,6 +90,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         tokio::spawn(reload::watch(
             PathBuf::from(config_path),
             gateway.clone(),
+            hup,
             rx.clone(),
         )),
         tokio::spawn(crate::state::probe::run(gateway.clone(), rx)),
@@ -102,9 +106,11 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
 
 /// `switchyard serve`: run until SIGTERM/SIGINT.
 pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
+    // Listen for SIGTERM before serving, so a stop during start-up still drains.
+    let stop = stop_signal();
     let running = start(config_path).await?;
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    wait_for_stop().await;
+    wait_for_stop(stop).await;
     tracing::info!("shutting down: draining in-flight requests");
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     running.shutdown().await;
@@ -112,9 +118,22 @@ pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
 }
 
 #[cfg(unix)]
-async fn wait_for_stop() {
+type StopSignal = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type StopSignal = ();
+
+#[cfg(unix)]
+fn stop_signal() -> StopSignal {
     use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
+    signal(SignalKind::terminate()).ok()
+}
+
+#[cfg(not(unix))]
+fn stop_signal() -> StopSignal {}
+
+#[cfg(unix)]
+async fn wait_for_stop(term: StopSignal) {
+    let Some(mut term) = term else {
         let _ = tokio::signal::ctrl_c().await;
         return;
     };
@@ -125,6 +144,6 @@ async fn wait_for_stop() {
 }
 
 #[cfg(not(unix))]
-async fn wait_for_stop() {
+async fn wait_for_stop(_term: StopSignal) {
     let _ = tokio::signal::ctrl_c().await;
 }

@@ -50,8 +50,29 @@ fn relevant(kind: &EventKind) -> bool {
     }
 }
 
+/// The SIGHUP listener. It is installed by `start` before anything is served: until a
+/// listener exists, a SIGHUP takes its default action and ends the process.
+#[cfg(unix)]
+pub type Hangup = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+pub type Hangup = ();
+
+#[cfg(unix)]
+pub fn hangup() -> Hangup {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::hangup()).ok()
+}
+
+#[cfg(not(unix))]
+pub fn hangup() -> Hangup {}
+
 /// Run the watcher and the SIGHUP handler until shutdown.
-pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
+pub async fn watch(
+    path: PathBuf,
+    gw: Arc<Gateway>,
+    hup: Hangup,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let (tx, mut rx) = mpsc::channel::<()>(8);
     let file_name = path.file_name().map(|f| f.to_os_string());
     let dir = path
@@ -86,7 +107,7 @@ pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receive
             None
         }
     };
-    spawn_sighup(tx);
+    spawn_sighup(tx, hup);
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
@@ -103,12 +124,12 @@ pub async fn watch(path: PathBuf, gw: Arc<Gateway>, mut shutdown: watch::Receive
 }
 
 #[cfg(unix)]
-fn spawn_sighup(tx: mpsc::Sender<()>) {
-    use tokio::signal::unix::{signal, SignalKind};
+fn spawn_sighup(tx: mpsc::Sender<()>, hup: Hangup) {
+    let Some(mut hup) = hup else {
+        tracing::warn!("cannot listen for SIGHUP; the file watcher still reloads");
+        return;
+    };
     tokio::spawn(async move {
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading config");
             let _ = tx.send(()).await;
@@ -117,4 +138,4 @@ fn spawn_sighup(tx: mpsc::Sender<()>) {
 }
 
 #[cfg(not(unix))]
-fn spawn_sighup(_tx: mpsc::Sender<()>) {}
+fn spawn_sighup(_tx: mpsc::Sender<()>, _hup: Hangup) {}

@@ -30,6 +30,7 @@ pub struct Gateway {
     /// Set on SIGTERM: new connections are refused, in-flight ones finish.
     pub draining: AtomicBool,
     generation: AtomicU64,
+    swapping: std::sync::Mutex<()>,
     /// Task id → accepting channel, in front of SQLite (R10.5).
     pub tasks: super::task::TaskCache,
     /// Pre-registered request-level metric handles (hot path).
@@ -57,6 +58,7 @@ impl Gateway {
             metrics,
             draining: AtomicBool::new(false),
             generation: AtomicU64::new(1),
+            swapping: std::sync::Mutex::new(()),
             tasks: super::task::TaskCache::default(),
             request_metrics: Arc::new(telemetry::RequestMetrics::new()),
         }))
@@ -74,7 +76,10 @@ impl Gateway {
     /// Compile `config` and swap it in; in-flight requests keep the snapshot they loaded.
     /// Returns the new generation.
     pub fn swap(&self, config: Config) -> u64 {
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        // Swaps are serialised, and the generation is published only after the new
+        // snapshot is live: whoever sees generation N is served by table N or newer.
+        let _one_at_a_time = self.swapping.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = self.generation.load(Ordering::SeqCst) + 1;
         let old = self.live.load();
         let rb = &config.routing.retry_budget;
         let ob = &old.table.config.routing.retry_budget;
@@ -83,6 +88,7 @@ impl Gateway {
         }
         let snap = Snapshot::new(compile(Arc::new(config), generation), &self.registry);
         self.live.store(Arc::new(snap));
+        self.generation.store(generation, Ordering::SeqCst);
         metrics::gauge!(telemetry::CONFIG_GENERATION).set(generation as f64);
         generation
     }

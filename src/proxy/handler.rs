@@ -210,9 +210,45 @@ fn request_id(h: &http::HeaderMap) -> HeaderValue {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() & ((1 << 48) - 1));
-    let id = format!(
-        "req_{:032x}",
-        (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1))
-    );
-    HeaderValue::try_from(id).unwrap_or(HeaderValue::from_static("req_unknown"))
+    let n = (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1));
+    let mut id = *b"req_00000000000000000000000000000000";
+    for (k, d) in id[4..].iter_mut().enumerate() {
+        *d = b"0123456789abcdef"[((n >> (124 - 4 * k)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&id).unwrap_or(HeaderValue::from_static("req_unknown"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_id;
+
+    /// Generated ids: `req_` + 32 hex digits, the first 12 the unix-ms time, so they sort
+    /// by creation time; a valid client id is kept, an invalid one replaced.
+    #[test]
+    fn request_ids_are_time_ordered_hex() {
+        let none = http::HeaderMap::new();
+        let a = request_id(&none);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = request_id(&none);
+        for id in [&a, &b] {
+            let s = id.to_str().unwrap();
+            assert_eq!(s.len(), 36, "{s}");
+            assert!(s.starts_with("req_"));
+            assert!(s[4..]
+                .bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        }
+        assert!(a.to_str().unwrap()[..16] < b.to_str().unwrap()[..16]);
+        let ms = u64::from_str_radix(&a.to_str().unwrap()[4..16], 16).unwrap() as u128;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        assert!(now - ms < 10_000, "{ms} vs {now}");
+        let mut h = http::HeaderMap::new();
+        h.insert("x-request-id", "client-abc".parse().unwrap());
+        assert_eq!(request_id(&h), "client-abc");
+        h.insert("x-request-id", "has space".parse().unwrap());
+        assert!(request_id(&h).to_str().unwrap().starts_with("req_"));
+    }
 }

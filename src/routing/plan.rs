@@ -9,7 +9,7 @@
 //! fail fast (an open breaker answers 503 at once, R6.1) and the client gets that
 //! answer rather than a bare "no channel".
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::policy::Decision;
@@ -163,13 +163,17 @@ impl AttemptPlan {
         let mut slots = Vec::new();
         match input.tier_walk {
             TierWalk::Exhaust => {
-                let mut seen = HashSet::new();
                 for (g, tiers) in &groups {
                     for tier in tiers {
                         let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
                         for i in weighted_order(&w, rng) {
                             let (ch, model, _) = &tier[i];
-                            if seen.insert((*ch, model.clone())) {
+                            // A target is planned once; plans are short, so a scan beats
+                            // hashing every (channel, model) pair.
+                            let seen = slots.iter().any(|s: &PlannedTarget| {
+                                s.channel == *ch && s.upstream_model == *model
+                            });
+                            if !seen {
                                 slots.push(PlannedTarget {
                                     group: *g,
                                     channel: *ch,

@@ -77,7 +77,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // AUTOINCREMENT (a sqlite_sequence read + write per row; `seq` stays the rowid, still
     // increasing) and its ts index (the admin list orders by seq). ledger's CHECK used
     // `IN (...)`, which builds an ephemeral table on every insert; the same check as ORs.
-    // ledger_client was only read by start-up recovery, which scans the table anyway.
+    // ledger_client was only read by start-up recovery, which scans the table anyway, and
+    // the two unique rules share one index.
     "CREATE TABLE request_log_v3 (
         seq               INTEGER PRIMARY KEY,
         id                TEXT    NOT NULL,
@@ -114,14 +115,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         kind       TEXT    NOT NULL
                    CHECK (kind = 'precharge' OR kind = 'settle' OR kind = 'refund'),
         amount     INTEGER NOT NULL,
-        ts_ms      INTEGER NOT NULL,
-        UNIQUE (request_id, kind)
+        ts_ms      INTEGER NOT NULL
     );
     INSERT INTO ledger_v3 SELECT * FROM ledger ORDER BY rowid;
     DROP TABLE ledger;
     ALTER TABLE ledger_v3 RENAME TO ledger;
-    -- At most one terminal entry (settle or refund) per request: the first one wins.
-    CREATE UNIQUE INDEX ledger_terminal ON ledger(request_id) WHERE kind <> 'precharge';",
+    -- One index for both rules: at most one precharge and at most one terminal entry
+    -- (settle or refund) per session; with INSERT OR IGNORE the first one wins.
+    CREATE UNIQUE INDEX ledger_once ON ledger(request_id, kind <> 'precharge');",
 ];
 
 /// Latest schema version this build knows.
@@ -185,6 +186,10 @@ pub(crate) fn connect(target: &Target, busy_timeout: Duration) -> Result<Connect
             // checkpoints are copied back once; the WAL file is truncated back to 64 MiB.
             conn.pragma_update(None, "wal_autocheckpoint", 4000)?;
             conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+            // Read database pages through a mapping instead of one pread per page miss
+            // (checkpoints and index descents); SQLite falls back silently where mmap is
+            // unavailable.
+            conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
         }
         Target::Memory(_) => {
             // Shared-cache readers would otherwise hit SQLITE_LOCKED (which ignores

@@ -90,4 +90,42 @@ fn hot_inserts_touch_no_extra_tables() {
     );
     let opens = log.iter().filter(|o| o.starts_with("Open")).count();
     assert_eq!(opens, 2, "table + id index only: {log:?}");
+    let opens = ledger.iter().filter(|o| o.starts_with("Open")).count();
+    assert_eq!(opens, 2, "table + one unique index: {ledger:?}");
+}
+
+/// The one ledger index keeps both rules: a second precharge and a second terminal entry
+/// of a session are ignored, whatever their kind.
+#[tokio::test]
+async fn one_precharge_and_one_terminal_per_session() {
+    let store = Store::open(":memory:").unwrap();
+    for e in [
+        entry("s1", "alice", LedgerKind::Precharge, 10),
+        entry("s1", "alice", LedgerKind::Precharge, 99),
+        entry("s1", "alice", LedgerKind::Refund, 10),
+        entry("s1", "alice", LedgerKind::Settle, 5),
+        entry("s2", "alice", LedgerKind::Settle, 7),
+        entry("s2", "alice", LedgerKind::Settle, 8),
+    ] {
+        store.send_durable(e).unwrap();
+    }
+    store.flush().await.unwrap();
+    let rows = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .ledger_for_request(id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.kind, e.amount))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        rows("s1").await,
+        [(LedgerKind::Precharge, 10), (LedgerKind::Refund, 10)]
+    );
+    assert_eq!(rows("s2").await, [(LedgerKind::Settle, 7)]);
+    assert!(store.dangling_precharges().await.unwrap().is_empty());
 }
