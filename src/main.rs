@@ -11,6 +11,24 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc (v3) commits its arenas eagerly on Linux by default, which measured here as
+/// +10 MiB idle RSS and ~75 instead of ~48 KB per held stream; committing on demand costs
+/// no measurable CPU (make bench). The option is read when the allocator initialises, at
+/// the first allocation — before `main` — so it is set from an ELF constructor, which runs
+/// before the Rust runtime allocates anything. `mi_option_arena_eager_commit` is 4 in
+/// mimalloc's `mi_option_e`.
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static LAZY_COMMIT: extern "C" fn() = lazy_commit;
+
+#[cfg(target_os = "linux")]
+extern "C" fn lazy_commit() {
+    const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+    // SAFETY: a plain option setter of the linked allocator; any value is valid.
+    unsafe { libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0) }
+}
+
 #[derive(Parser)]
 #[command(
     name = "switchyard",

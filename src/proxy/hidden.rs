@@ -41,7 +41,7 @@ fn anthropic_status(ty: &str) -> Option<u16> {
 
 /// Check a complete non-stream body (R9.5).
 pub fn body_hidden_error(body: &[u8]) -> Option<Option<u16>> {
-    if body.len() > 64 * 1024 || !body.windows(7).any(|w| w == b"\"error\"") {
+    if body.len() > 64 * 1024 || memchr::memmem::find(body, b"\"error\"").is_none() {
         return None;
     }
     let v: Value = serde_json::from_slice(body).ok()?;

@@ -98,6 +98,8 @@ struct Body {
 /// `usage` (or `response.usage`) of a complete body; `None` when there is none or the body
 /// is not a JSON object.
 pub fn from_body(body: &[u8]) -> Option<Usage> {
+    // Most bodies that carry usage say so near their end; none without the key at all.
+    memchr::memmem::rfind(body, b"\"usage\"")?;
     let b: Body = serde_json::from_slice(body).ok()?;
     let u = b.usage.or_else(|| b.response.and_then(|r| r.usage))?;
     let cached = |d: &Option<Details>| d.as_ref().and_then(|d| d.cached_tokens.0);
