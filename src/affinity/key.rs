@@ -81,6 +81,41 @@ pub struct KeyInput<'a> {
     pub headers: &'a HeaderMap,
     /// The JSON body, when the request has one.
     pub body: Option<&'a [u8]>,
+    /// The default ladder's top-level fields, when the body was already parsed
+    /// (`proxy::request::peek`); `None` parses `body` here.
+    pub top: Option<&'a TopFields>,
+}
+
+/// Byte ranges (into the body) of the top-level fields the default key ladder reads, and
+/// the number of turns (`messages` or `input` elements), found by the request's one parse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopFields {
+    pub metadata: Option<(usize, usize)>,
+    pub conversation_id: Option<(usize, usize)>,
+    pub conversation: Option<(usize, usize)>,
+    pub session_id: Option<(usize, usize)>,
+    pub prompt_cache_key: Option<(usize, usize)>,
+    pub user: Option<(usize, usize)>,
+    pub turns: usize,
+}
+
+impl TopFields {
+    /// The fields as borrowed JSON values of `text` (the body they were found in).
+    fn known<'a>(&self, text: &'a str) -> Known<'a> {
+        let raw = |s: Option<(usize, usize)>| {
+            s.and_then(|(a, b)| text.get(a..b))
+                .and_then(|t| serde_json::from_str::<&RawValue>(t).ok())
+        };
+        Known {
+            metadata: raw(self.metadata),
+            conversation_id: raw(self.conversation_id),
+            conversation: raw(self.conversation),
+            session_id: raw(self.session_id),
+            prompt_cache_key: raw(self.prompt_cache_key),
+            user: raw(self.user),
+            ..Known::default()
+        }
+    }
 }
 
 /// Header names that carry a conversation id.
@@ -232,11 +267,15 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     if let Some(v) = header(i.headers, CONVERSATION_HEADERS) {
         return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
     }
-    let top = i
-        .body
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(Known::parse)
-        .unwrap_or_default();
+    let text = i.body.and_then(|b| std::str::from_utf8(b).ok());
+    let (top, turns) = match (i.top, text) {
+        (Some(f), Some(t)) => (f.known(t), f.turns),
+        _ => {
+            let k = text.and_then(Known::parse).unwrap_or_default();
+            let turns = count(k.messages).max(count(k.input));
+            (k, turns)
+        }
+    };
     let meta = top
         .metadata
         .and_then(|m| Known::parse(m.get()))
@@ -256,7 +295,6 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     if let Some(v) = field(meta_f, &["user_id"]).or_else(|| field(top_f, &["user"])) {
         return Some(mk(StickyKind::User, &v, st.user_model_ttl, false));
     }
-    let turns = count(top_f.get("messages")).max(count(top_f.get("input")));
     if turns < 2 {
         return None;
     }

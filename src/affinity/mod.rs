@@ -47,7 +47,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-pub use key::{sticky_key, KeyInput, StickyKey, StickyKind};
+pub use key::{sticky_key, KeyInput, StickyKey, StickyKind, TopFields};
 pub use store::{Binding, Bindings};
 
 use crate::routing::table::{ChannelId, Route};

@@ -124,10 +124,9 @@ impl Billing {
         client: &Client,
         pricing: &BTreeMap<String, Price>,
         model: &str,
-        body: &[u8],
+        estimate: price::Estimate,
         request_id: &str,
     ) -> Result<Session, GatewayError> {
-        let estimate = price::estimate(body);
         let account = self.balances.account(&client.name);
         let id = format!("{request_id}/{:016x}", fastrand::u64(..));
         let Some(p) = pricing.get(model).copied() else {

@@ -48,6 +48,16 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// Prompt: `body_len` / 4 (rounded up). Completion: the request's own limit
+    /// (`max_completion_tokens`, `max_tokens` or `max_output_tokens`), else
+    /// [`DEFAULT_MAX_TOKENS`].
+    pub fn new(body_len: usize, completion_limit: Option<u64>) -> Estimate {
+        Estimate {
+            prompt_tokens: (body_len as u64).div_ceil(BYTES_PER_TOKEN),
+            completion_tokens: completion_limit.unwrap_or(DEFAULT_MAX_TOKENS),
+        }
+    }
+
     pub fn usage(&self) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens,
@@ -64,22 +74,14 @@ struct Limits {
     max_output_tokens: Option<u64>,
 }
 
-/// Prompt: body bytes / 4 (rounded up). Completion: `max_completion_tokens`, `max_tokens`
-/// or `max_output_tokens` from a JSON body, else [`DEFAULT_MAX_TOKENS`].
+/// [`Estimate::new`] for a body that was not parsed yet: its limits are read here.
 pub fn estimate(body: &[u8]) -> Estimate {
-    let prompt_tokens = (body.len() as u64).div_ceil(BYTES_PER_TOKEN);
-    let completion_tokens = serde_json::from_slice::<Limits>(body)
-        .ok()
-        .and_then(|l| {
-            l.max_completion_tokens
-                .or(l.max_tokens)
-                .or(l.max_output_tokens)
-        })
-        .unwrap_or(DEFAULT_MAX_TOKENS);
-    Estimate {
-        prompt_tokens,
-        completion_tokens,
-    }
+    let limit = serde_json::from_slice::<Limits>(body).ok().and_then(|l| {
+        l.max_completion_tokens
+            .or(l.max_tokens)
+            .or(l.max_output_tokens)
+    });
+    Estimate::new(body.len(), limit)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use super::relay::{self, RelayTimes};
 use super::request::Peek;
 use super::respond::{failure_response, respond, transport_error, with_route, LastFailure};
 use super::sse::StreamFormat;
+use crate::billing::price;
 use crate::config::model::{Channel, Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::backoff::backoff;
@@ -108,7 +109,16 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let rid = job.request_id.to_str().unwrap_or("");
     match gw
         .billing
-        .begin(&job.client, &cfg.pricing, &job.model, &job.body, rid)
+        .begin(
+            &job.client,
+            &cfg.pricing,
+            &job.model,
+            price::Estimate::new(
+                job.body.len(),
+                job.peek.as_ref().and_then(|p| p.completion_hint),
+            ),
+            rid,
+        )
         .await
     {
         Ok(session) => fin.billing = Some(session),

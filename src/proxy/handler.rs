@@ -125,6 +125,7 @@ async fn route(
         client: &client.name,
         headers: &parts.headers,
         body: json.then_some(&body[..]),
+        top: peek.as_ref().map(|p| &p.top),
     });
     let job = Job {
         snap,

@@ -8,6 +8,7 @@ pub mod finish;
 pub mod gateway;
 pub mod handler;
 pub mod hidden;
+mod lenient;
 pub mod relay;
 pub mod request;
 pub mod respond;

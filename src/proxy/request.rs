@@ -7,6 +7,8 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::lenient::{Count, Lenient};
+pub use crate::affinity::TopFields;
 use crate::error::GatewayError;
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes — without reading further.
@@ -37,7 +39,8 @@ pub async fn read_limited(
     Ok(buf.freeze())
 }
 
-/// The few fields the gateway reads from a JSON request body.
+/// The few fields the gateway reads from a JSON request body, all taken in one parse
+/// (routing, the billing estimate and the sticky key used to scan the body three times).
 #[derive(Debug, Clone)]
 pub struct Peek {
     pub model: Option<String>,
@@ -46,6 +49,10 @@ pub struct Peek {
     pub stream: bool,
     /// Byte range of the `stream` value token, when present.
     pub stream_span: Option<(usize, usize)>,
+    /// `max_completion_tokens`, `max_tokens` or `max_output_tokens`, for the estimate (R11.1).
+    pub completion_hint: Option<u64>,
+    /// The top-level fields of the default sticky-key ladder (R8.2).
+    pub top: TopFields,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +61,28 @@ struct RawPeek<'a> {
     model: Option<&'a RawValue>,
     #[serde(borrow)]
     stream: Option<&'a RawValue>,
+    #[serde(default)]
+    max_completion_tokens: Lenient,
+    #[serde(default)]
+    max_tokens: Lenient,
+    #[serde(default)]
+    max_output_tokens: Lenient,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    conversation_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    conversation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    prompt_cache_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user: Option<&'a RawValue>,
+    #[serde(default)]
+    messages: Count,
+    #[serde(default)]
+    input: Count,
 }
 
 fn span_of(body: &[u8], raw: &RawValue) -> (usize, usize) {
@@ -61,7 +90,8 @@ fn span_of(body: &[u8], raw: &RawValue) -> (usize, usize) {
     (start, start + raw.get().len())
 }
 
-/// Parse the body enough to route it. Bodies that are not a JSON object are a 400.
+/// Parse the body enough to route, bill and pin it. Bodies that are not a JSON object are
+/// a 400.
 pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
     if body.trim_ascii_start().first() != Some(&b'{') {
         return Err(GatewayError::bad_json("expected a JSON object"));
@@ -80,11 +110,26 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         Some(s) => (s.get() == "true", Some(span_of(body, s))),
         None => (false, None),
     };
+    let span = |r: Option<&RawValue>| r.map(|r| span_of(body, r));
     Ok(Peek {
         model,
         model_span,
         stream,
         stream_span,
+        completion_hint: raw
+            .max_completion_tokens
+            .0
+            .or(raw.max_tokens.0)
+            .or(raw.max_output_tokens.0),
+        top: TopFields {
+            metadata: span(raw.metadata),
+            conversation_id: span(raw.conversation_id),
+            conversation: span(raw.conversation),
+            session_id: span(raw.session_id),
+            prompt_cache_key: span(raw.prompt_cache_key),
+            user: span(raw.user),
+            turns: raw.messages.0.max(raw.input.0),
+        },
     })
 }
 
@@ -145,5 +190,30 @@ mod tests {
     fn escaped_model_name_is_decoded() {
         let p = peek(br#"{"model":"a\u0062c"}"#).unwrap();
         assert_eq!(p.model.as_deref(), Some("abc"));
+    }
+    /// One parse gives routing, billing and sticky-key facts: the completion limit by
+    /// precedence (wrong types skipped), the sticky fields' exact spans, the turn count of
+    /// `messages` or `input` (0 for a string `input`).
+    #[test]
+    fn peek_collects_billing_and_sticky_facts() {
+        let body = br#"{"model":"m","max_tokens":50,"max_completion_tokens":"x","max_output_tokens":70,
+            "metadata":{"user_id":"u1"},"user":"bob","messages":[{"role":"user"},{"role":"assistant"},{}],
+            "input":"text","prompt_cache_key":"k1"}"#;
+        let p = peek(body).unwrap();
+        assert_eq!(p.completion_hint, Some(50));
+        let text = std::str::from_utf8(body).unwrap();
+        let at = |s: Option<(usize, usize)>| s.map(|(a, b)| &text[a..b]);
+        assert_eq!(at(p.top.metadata), Some(r#"{"user_id":"u1"}"#));
+        assert_eq!(at(p.top.user), Some(r#""bob""#));
+        assert_eq!(at(p.top.prompt_cache_key), Some(r#""k1""#));
+        assert_eq!(p.top.conversation_id, None);
+        assert_eq!(p.top.turns, 3);
+        let p = peek(br#"{"model":"m","input":[1,2],"max_output_tokens":9}"#).unwrap();
+        assert_eq!((p.completion_hint, p.top.turns), (Some(9), 2));
+        let p = peek(br#"{"model":"m"}"#).unwrap();
+        assert_eq!((p.completion_hint, p.top.turns), (None, 0));
+        // Still a clear 400 for what is not a JSON object.
+        assert!(peek(b"[1]").is_err());
+        assert!(peek(br#"{"model":"m","messages":[}"#).is_err());
     }
 }

@@ -1,60 +1,10 @@
 //! Typed, allocation-free reading of `usage` from a complete upstream body: every other
 //! field is skipped without being built, unlike a full `serde_json::Value` (R11, issue 9).
 
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use super::lenient::Lenient;
 use super::usage::Usage;
-
-/// A number that is kept only when it is a u64; any other JSON value reads as `None`
-/// instead of failing the whole body (the same leniency as `Value::as_u64`).
-#[derive(Default, Clone, Copy)]
-struct Lenient(Option<u64>);
-
-impl<'de> Deserialize<'de> for Lenient {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Lenient;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Lenient, E> {
-                Ok(Lenient(Some(v)))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Lenient, E> {
-                Ok(Lenient(u64::try_from(v).ok()))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Lenient, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Lenient, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Lenient, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_unit<E>(self) -> Result<Lenient, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_none<E>(self) -> Result<Lenient, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Lenient, D2::Error> {
-                Lenient::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Lenient, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Lenient(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Lenient, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Lenient(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
 
 #[derive(Deserialize, Default)]
 struct Details {
