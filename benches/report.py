@@ -44,7 +44,7 @@ def check(ok, hard, text):
 
 # ---- closed loop ----------------------------------------------------------------------
 closed = {}
-for p in ["direct", "static", "nginx", "hyper", "switchyard"]:
+for p in ["direct", "static", "nginx", "hyper", "switchyard", "nginx_long", "hyper_long", "switchyard_long"]:
     w, c = R.get(f"closed.{p}"), R.get(f"cpu.{p}")
     if not w:
         continue
@@ -78,6 +78,13 @@ if sy and ng:
     check(r["added_p99"] is not None and r["added_p99"] <= 1.5, False, f"added p99 <= 1.5x nginx (got {fmt(r['added_p99'])}x)")
     check(r["rps"] is not None and r["rps"] >= 0.8, False, f"RPS at {report['meta'].get('connections')} conns >= 0.8x nginx (got {fmt(r['rps'])}x)")
     check(r["cpu_per_req"] is not None and r["cpu_per_req"] <= 1.5, False, f"CPU/request <= 1.5x nginx (got {fmt(r['cpu_per_req'])}x)")
+syl, ngl = closed.get("switchyard_long"), closed.get("nginx_long")
+if syl and ngl:
+    report["ratios_long_body_switchyard_over_nginx"] = {
+        "rps": ratio(syl["rps"], ngl["rps"]),
+        "cpu_per_req": ratio(syl["cpu_us_per_req"], ngl["cpu_us_per_req"]),
+        "p50": ratio(syl["p50_us"], ngl["p50_us"]),
+    }
 if sy:
     check(sy["p50_us"] <= STALL_US, True, f"closed-loop p50 through switchyard <= 20 ms, no TCP_NODELAY stall (got {fmt(ms(sy['p50_us']))} ms)")
     check(sy["errors"] == 0, False, f"closed loop through switchyard: 0 errors (got {sy['errors']})")
@@ -172,13 +179,16 @@ P = print
 m = report["meta"]
 P(f"\nswitchyard bench  {report['time']}  commit {m.get('commit')}  {m.get('cpus')} cpus  load {m.get('loadavg_start')} -> {m.get('loadavg_end')}")
 P(f"closed loop: wrk -t{m.get('threads')} -c{m.get('connections')} -d{m.get('duration_s')}s (warm-up {m.get('warmup_s')}s), POST {{model, messages}}\n")
-P(f"{'path':<12}{'RPS':>10}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'CPU us/req':>12}{'errors':>8}")
+P(f"{'path':<16}{'RPS':>10}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'CPU us/req':>12}{'errors':>8}")
 for p, r in closed.items():
-    P(f"{p:<12}{r['rps']:>10,.0f}{ms(r['p50_us']):>9.3f}{ms(r['p99_us']):>9.3f}"
+    P(f"{p:<16}{r['rps']:>10,.0f}{ms(r['p50_us']):>9.3f}{ms(r['p99_us']):>9.3f}"
       f"{fmt(ms(r.get('added_p50_us'))):>9}{fmt(ms(r.get('added_p99_us'))):>9}{fmt(r['cpu_us_per_req']):>12}{r['errors']:>8}")
 if "ratios_switchyard_over_nginx" in report:
     r = report["ratios_switchyard_over_nginx"]
     P(f"switchyard/nginx: added p50 {fmt(r['added_p50'])}x  added p99 {fmt(r['added_p99'])}x  RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x")
+if "ratios_long_body_switchyard_over_nginx" in report:
+    r = report["ratios_long_body_switchyard_over_nginx"]
+    P(f"*_long = 60-turn (~62 KB) body; switchyard/nginx: RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x  p50 {fmt(r['p50'])}x")
 for rate, rows in opened.items():
     P(f"\nopen loop {rate} rps (latency from scheduled start)")
     P(f"{'path':<12}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'+p50 ms':>9}{'+p99 ms':>9}{'failed':>8}")

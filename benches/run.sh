@@ -5,6 +5,7 @@
 #   closed loop (wrk, 64 conns): direct to the mock upstream, a fixed-body nginx, nginx as a
 #     plain reverse proxy to the mock, a bare hyper hop (examples/bare_hop: the same HTTP
 #     stack with none of the logic), and switchyard to the mock; proxy CPU per request;
+#     then nginx, the bare hop and switchyard again with a 60-turn (~62 KB) conversation;
 #   open loop (loadgen, fixed rates, latency from the scheduled start);
 #   SSE time to first / last byte; cold start and idle RSS; many held streams;
 #   reloads under load; failover cost; the TCP_NODELAY stall check.
@@ -220,10 +221,13 @@ run_wrk() { # NAME PIDS...
     local name=$1
     shift
     log "closed loop: $name (${CONNS} conns, ${DUR}s)"
-    wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s benches/post.lua "${URL[$name]}" >/dev/null
+    # NAME_long: the same path with a long conversation as the body.
+    local script=benches/post.lua url=${URL[${name%_long}]}
+    [ "$name" != "${name%_long}" ] && script=$TMP/post-long.lua
+    wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s "$script" "$url" >/dev/null
     local t0 t1
     t0=$(cpu_ticks "$@")
-    wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -s benches/post.lua "${URL[$name]}" >"$TMP/wrk-$name.txt"
+    wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -s "$script" "$url" >"$TMP/wrk-$name.txt"
     t1=$(cpu_ticks "$@")
     local json
     json=$(sed -n 's/^BENCHJSON //p' "$TMP/wrk-$name.txt")
@@ -239,6 +243,20 @@ run_wrk static $(ngx_pids)
 run_wrk nginx $(ngx_pids)
 run_wrk hyper "$HOP_PID"
 run_wrk switchyard "$SY_PID"
+# A long conversation (60 turns, ~62 KB): what chat bodies look like once a session runs.
+python3 - benches/post.lua "$TMP/post-long.lua" <<'PY'
+import json, sys
+src = open(sys.argv[1]).read()
+msgs = [{"role": ("user", "assistant")[i % 2], "content": "word " * 200} for i in range(60)]
+body = json.dumps({"model": "gpt-4o-mini", "messages": msgs, "max_tokens": 100})
+head, done = src.split("\ndone = function", 1)
+head = "\n".join(l for l in head.splitlines() if not l.startswith("wrk.body"))
+open(sys.argv[2], "w").write(f"{head}\nwrk.body = [==[{body}]==]\n\ndone = function{done}")
+PY
+# shellcheck disable=SC2046
+run_wrk nginx_long $(ngx_pids)
+run_wrk hyper_long "$HOP_PID"
+run_wrk switchyard_long "$SY_PID"
 
 # ---- open loop -------------------------------------------------------------------------
 for rate in $RATES; do
