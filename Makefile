@@ -5,7 +5,7 @@
 #   make test         build everything, Rust tests, Python SDK tests, fmt + clippy
 #   make check        validate config.example.yaml with `switchyard check`
 #   make lint         cargo fmt --check, cargo clippy -D warnings, shellcheck
-#   make bench        load benchmarks (benches/run.sh)
+#   make bench        load benchmarks (benches/run.sh); PEERS=litellm adds LiteLLM's proxy
 #   make fuzz         fuzzers (fuzz/run.sh)
 #   make clean        remove build output, the Python venv and the demo database
 
@@ -101,7 +101,7 @@ shellcheck:
 ## Benchmarks and fuzzing --------------------------------------------------
 
 bench:
-	bash benches/run.sh
+	PEERS="$(PEERS)" bash benches/run.sh
 
 fuzz:
 	@if [ -f fuzz/run.sh ]; then \

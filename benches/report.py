@@ -44,7 +44,7 @@ def check(ok, hard, text):
 
 # ---- closed loop ----------------------------------------------------------------------
 closed = {}
-for p in ["direct", "static", "nginx", "hyper", "switchyard", "nginx_long", "hyper_long", "switchyard_long"]:
+for p in ["direct", "static", "nginx", "hyper", "switchyard", "nginx_long", "hyper_long", "switchyard_long", "litellm"]:
     w, c = R.get(f"closed.{p}"), R.get(f"cpu.{p}")
     if not w:
         continue
@@ -62,7 +62,7 @@ for p in ["direct", "static", "nginx", "hyper", "switchyard", "nginx_long", "hyp
     }
 d = closed.get("direct")
 for p, row in closed.items():
-    if d and p in ("nginx", "hyper", "switchyard"):
+    if d and p in ("nginx", "hyper", "switchyard", "litellm"):
         row["added_p50_us"] = row["p50_us"] - d["p50_us"]
         row["added_p99_us"] = row["p99_us"] - d["p99_us"]
 report["closed_loop"] = closed
@@ -186,6 +186,8 @@ for p, r in closed.items():
 if "ratios_switchyard_over_nginx" in report:
     r = report["ratios_switchyard_over_nginx"]
     P(f"switchyard/nginx: added p50 {fmt(r['added_p50'])}x  added p99 {fmt(r['added_p99'])}x  RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x")
+if (ll := closed.get("litellm")) and ng:
+    P(f"litellm (peer): RPS {fmt(ratio(ll['rps'], ng['rps']))}x nginx's, CPU/req {fmt(ratio(ll['cpu_us_per_req'], ng['cpu_us_per_req']))}x")
 if "ratios_long_body_switchyard_over_nginx" in report:
     r = report["ratios_long_body_switchyard_over_nginx"]
     P(f"*_long = 60-turn (~62 KB) body; switchyard/nginx: RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x  p50 {fmt(r['p50'])}x")

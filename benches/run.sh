@@ -13,7 +13,8 @@
 # Every process it starts is stopped on exit. Knobs (env): BENCH_DURATION (s, default 10),
 # BENCH_WARMUP (2), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_OPEN_DURATION (10),
 # BENCH_RATES ("100 1000"), BENCH_STREAMS (10000), BENCH_SSE_COUNT (200), BENCH_RELOADS (10),
-# BENCH_RELOAD_RATE (500), BENCH_FAILOVER_RATE (500), BENCH_SKIP_BUILD (unset).
+# BENCH_RELOAD_RATE (500), BENCH_FAILOVER_RATE (500), BENCH_SKIP_BUILD (unset),
+# PEERS ("litellm": the closed loop also through LiteLLM's proxy, installed into a venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,7 @@ SSE_COUNT=${BENCH_SSE_COUNT:-200}
 RELOADS=${BENCH_RELOADS:-10}
 RELOAD_RATE=${BENCH_RELOAD_RATE:-500}
 FAILOVER_RATE=${BENCH_FAILOVER_RATE:-500}
+PEERS=${PEERS:-}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 REL=$TARGET_DIR/release
 OUT=$TARGET_DIR/bench
@@ -257,6 +259,34 @@ PY
 run_wrk nginx_long $(ngx_pids)
 run_wrk hyper_long "$HOP_PID"
 run_wrk switchyard_long "$SY_PID"
+
+# ---- peers (optional) ------------------------------------------------------------------
+# LiteLLM's proxy in front of the same mock, started offline (local cost map), with the
+# bench client key as its master key so the same wrk script authenticates.
+if [[ " $PEERS " == *" litellm "* ]]; then
+    VENV=${BENCH_LITELLM_VENV:-$OUT/litellm-venv}
+    if [ ! -x "$VENV/bin/litellm" ]; then
+        log "installing LiteLLM's proxy into $VENV"
+        python3 -m venv "$VENV"
+        "$VENV/bin/pip" install -q --disable-pip-version-check 'litellm[proxy]'
+    fi
+    LL_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    printf '%s\n' 'model_list:' '  - model_name: gpt-4o-mini' '    litellm_params:' \
+        '      model: openai/gpt-4o-mini' "      api_base: http://127.0.0.1:$MOCK_PORT/v1" \
+        '      api_key: sk-mock-upstream' 'general_settings:' '  master_key: sk-bench-client' \
+        >"$TMP/litellm.yaml"
+    LITELLM_LOCAL_MODEL_COST_MAP=True "$VENV/bin/litellm" --config "$TMP/litellm.yaml" \
+        --host 127.0.0.1 --port "$LL_PORT" >"$TMP/litellm.log" 2>&1 &
+    PIDS+=($!)
+    LL_PID=$!
+    wait_http "http://127.0.0.1:$LL_PORT/health/liveliness" 180
+    URL[litellm]="http://127.0.0.1:$LL_PORT$CHAT"
+    code=$(curl -s -o "$TMP/probe.out" -w '%{http_code}' -H "$AUTH" \
+        -H 'content-type: application/json' -d "$BODY" "${URL[litellm]}")
+    [ "$code" = 200 ] || die "litellm answered $code: $(head -c 300 "$TMP/probe.out")"
+    # shellcheck disable=SC2046
+    run_wrk litellm "$LL_PID" $(pgrep -P "$LL_PID" || true)
+fi
 
 # ---- open loop -------------------------------------------------------------------------
 for rate in $RATES; do
