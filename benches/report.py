@@ -187,7 +187,9 @@ if "ratios_switchyard_over_nginx" in report:
     r = report["ratios_switchyard_over_nginx"]
     P(f"switchyard/nginx: added p50 {fmt(r['added_p50'])}x  added p99 {fmt(r['added_p99'])}x  RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x")
 if (ll := closed.get("litellm")) and ng:
-    P(f"litellm (peer): RPS {fmt(ratio(ll['rps'], ng['rps']))}x nginx's, CPU/req {fmt(ratio(ll['cpu_us_per_req'], ng['cpu_us_per_req']))}x")
+    rps_x = ll["rps"] / ng["rps"] if ng["rps"] else None
+    P(f"litellm (peer): RPS {'n/a' if rps_x is None else f'{rps_x:.2g}'}x nginx's, CPU/req {fmt(ratio(ll['cpu_us_per_req'], ng['cpu_us_per_req']))}x")
+    report["ratios_litellm_over_nginx"] = {"rps": rps_x, "cpu_per_req": ratio(ll["cpu_us_per_req"], ng["cpu_us_per_req"])}
 if "ratios_long_body_switchyard_over_nginx" in report:
     r = report["ratios_long_body_switchyard_over_nginx"]
     P(f"*_long = 60-turn (~62 KB) body; switchyard/nginx: RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x  p50 {fmt(r['p50'])}x")
