@@ -182,6 +182,12 @@ pub struct RequestMetrics {
     pub ttfb: metrics::Histogram,
 }
 
+impl Default for RequestMetrics {
+    fn default() -> Self {
+        RequestMetrics::new()
+    }
+}
+
 impl RequestMetrics {
     pub fn new() -> RequestMetrics {
         RequestMetrics {
@@ -201,11 +207,5 @@ impl RequestMetrics {
             500..=599 => 2,
             _ => 3,
         }]
-    }
-}
-
-impl Default for RequestMetrics {
-    fn default() -> Self {
-        RequestMetrics::new()
     }
 }

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use http::HeaderMap;
-use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -81,8 +80,8 @@ pub struct KeyInput<'a> {
     pub headers: &'a HeaderMap,
     /// The JSON body, when the request has one.
     pub body: Option<&'a [u8]>,
-    /// The default ladder's top-level fields, when the body was already parsed
-    /// (`proxy::request::peek`); `None` parses `body` here.
+    /// The default ladder's top-level fields, found by the request's one parse of the body
+    /// (`proxy::request::peek`); `None` when the body is not a JSON object.
     pub top: Option<&'a TopFields>,
 }
 
@@ -113,7 +112,7 @@ impl TopFields {
             session_id: raw(self.session_id),
             prompt_cache_key: raw(self.prompt_cache_key),
             user: raw(self.user),
-            ..Known::default()
+            user_id: None,
         }
     }
 }
@@ -175,8 +174,9 @@ fn header(h: &HeaderMap, names: &[&str]) -> Option<String> {
     })
 }
 
-/// The fields of the default key ladder (top level and `metadata`), borrowed; every other
-/// field is skipped without being copied or hashed. Not a JSON object: `None`.
+/// The fields of the default key ladder, borrowed: the top level's come from the request's
+/// spans (`TopFields`), `metadata`'s from parsing that one object, skipping every other
+/// field without copying or hashing it.
 #[derive(serde::Deserialize, Default)]
 struct Known<'a> {
     #[serde(borrow, default)]
@@ -193,10 +193,6 @@ struct Known<'a> {
     user: Option<&'a RawValue>,
     #[serde(borrow, default)]
     user_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    messages: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    input: Option<&'a RawValue>,
 }
 
 impl<'a> Known<'a> {
@@ -213,8 +209,6 @@ impl<'a> Known<'a> {
             "prompt_cache_key" => self.prompt_cache_key,
             "user" => self.user,
             "user_id" => self.user_id,
-            "messages" => self.messages,
-            "input" => self.input,
             _ => None,
         }
     }
@@ -222,11 +216,6 @@ impl<'a> Known<'a> {
 
 fn field(f: &Known, names: &[&str]) -> Option<String> {
     names.iter().find_map(|n| f.get(n).and_then(scalar))
-}
-
-fn count(raw: Option<&RawValue>) -> usize {
-    raw.and_then(|r| serde_json::from_str::<Vec<IgnoredAny>>(r.get()).ok())
-        .map_or(0, |v| v.len())
 }
 
 /// The request's sticky key, if any (R8.1 then R8.2). See the module doc of `affinity`
@@ -270,11 +259,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     let text = i.body.and_then(|b| std::str::from_utf8(b).ok());
     let (top, turns) = match (i.top, text) {
         (Some(f), Some(t)) => (f.known(t), f.turns),
-        _ => {
-            let k = text.and_then(Known::parse).unwrap_or_default();
-            let turns = count(k.messages).max(count(k.input));
-            (k, turns)
-        }
+        _ => (Known::default(), 0),
     };
     let meta = top
         .metadata

@@ -5,8 +5,6 @@
 //! micro-credit per token: `cost_micro = input × prompt_tokens + output × completion_tokens`,
 //! rounded to the nearest micro-credit once per request.
 
-use serde::Deserialize;
-
 use crate::config::model::Price;
 use crate::proxy::usage::Usage;
 
@@ -67,23 +65,6 @@ impl Estimate {
     }
 }
 
-#[derive(Deserialize)]
-struct Limits {
-    max_tokens: Option<u64>,
-    max_completion_tokens: Option<u64>,
-    max_output_tokens: Option<u64>,
-}
-
-/// [`Estimate::new`] for a body that was not parsed yet: its limits are read here.
-pub fn estimate(body: &[u8]) -> Estimate {
-    let limit = serde_json::from_slice::<Limits>(body).ok().and_then(|l| {
-        l.max_completion_tokens
-            .or(l.max_tokens)
-            .or(l.max_output_tokens)
-    });
-    Estimate::new(body.len(), limit)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +87,15 @@ mod tests {
         };
         // 2.7 + 3.3 = 6.0 micro-credits
         assert_eq!(cost(&cheap, &u), 6);
+    }
+
+    /// The estimate of a body as the gateway makes it: the limit comes from the request's
+    /// one parse (`proxy::request::peek`).
+    fn estimate(body: &[u8]) -> Estimate {
+        let limit = crate::proxy::request::peek(body)
+            .ok()
+            .and_then(|p| p.completion_hint);
+        Estimate::new(body.len(), limit)
     }
 
     #[test]

@@ -270,6 +270,8 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         } else {
             error_class(&outcome)
         };
+        metrics::counter!(crate::telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class)
+            .increment(1);
         fin.attempts.push(attempt_record(
             ch,
             step.key_index,

@@ -48,11 +48,6 @@ pub fn attempt_record(
     t0: Instant,
     possibly_charged: bool,
 ) -> AttemptRecord {
-    // Successes are counted by the caller through the channel's pre-registered handle.
-    if class != "success" {
-        metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class.to_string())
-            .increment(1);
-    }
     AttemptRecord {
         channel: ch.name.clone(),
         key_index: key_index as u32,
