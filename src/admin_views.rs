@@ -11,7 +11,7 @@ use crate::proxy::gateway::Gateway;
 use crate::proxy::handler::{error_response, json_response, Resp};
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::Decision;
-use crate::routing::table::Route;
+use crate::routing::table::{ModelMatch, Route};
 use crate::state::Snapshot;
 
 /// `GET /admin/channels`.
@@ -119,14 +119,21 @@ pub fn explain_value(
         vec![c.group.clone()]
     };
     let mut routes: Vec<(String, Arc<Route>)> = Vec::new();
+    // (channel, pattern) for candidates found through a model pattern (`claude-*`).
+    let mut patterns: Vec<(usize, Arc<str>)> = Vec::new();
     for g in &groups {
         let r = match (model, path) {
-            (Some(m), _) => snap.table.routes.get(&(g.clone(), m.to_string())),
-            (None, Some(p)) => snap.table.paths.get(&(g.clone(), p.to_string())),
+            (Some(m), _) => snap.table.model_route(g, m).map(|(r, how)| {
+                if let ModelMatch::Pattern(p) = how {
+                    patterns.extend(p);
+                }
+                r
+            }),
+            (None, Some(p)) => snap.table.paths.get(&(g.clone(), p.to_string())).cloned(),
             (None, None) => return Err("`model` or `path` is required".into()),
         };
         if let Some(r) = r {
-            routes.push((g.clone(), r.clone()));
+            routes.push((g.clone(), r));
         }
     }
     let tiers: Vec<Value> = routes
@@ -144,6 +151,8 @@ pub fn explain_value(
                             let mut v = channel_view(snap, cd.channel, ch);
                             v["upstream_model"] = json!(cd.upstream_model.as_ref());
                             v["effective_weight"] = json!(cd.weight);
+                            let pat = patterns.iter().find(|(c, _)| *c == cd.channel);
+                            v["matched_pattern"] = json!(pat.map(|(_, p)| p.as_ref()));
                             v
                         })
                         .collect();

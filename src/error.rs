@@ -88,6 +88,22 @@ impl GatewayError {
         )
     }
 
+    pub fn invalid_path(why: &str) -> Self {
+        Self::bad_request(
+            "invalid_path",
+            format!("{why}; send the endpoint's path as it is documented, without `.`/`..` segments or encoded separators"),
+        )
+    }
+
+    pub fn upgrade_required() -> Self {
+        Self::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "upgrade_not_supported",
+            "invalid_request_error",
+            "this gateway does not relay WebSocket or other protocol upgrades; send the request over plain HTTP (streaming uses server-sent events)",
+        )
+    }
+
     pub fn payload_too_large(limit: u64) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -207,7 +223,8 @@ impl GatewayError {
 /// Anthropic's error types are fixed; map ours onto theirs.
 fn anthropic_type(status: StatusCode, kind: &str) -> &'static str {
     match status.as_u16() {
-        400 | 413 | 405 => "invalid_request_error",
+        400 | 405 | 426 => "invalid_request_error",
+        413 => "request_too_large",
         401 => "authentication_error",
         402 => "billing_error",
         403 => "permission_error",
@@ -228,6 +245,20 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&e.body(WireFormat::OpenAi)).unwrap();
         assert_eq!(v["error"]["code"], "model_not_found");
         assert!(v["error"]["message"].as_str().unwrap().contains("gpt-x"));
+    }
+
+    #[test]
+    fn anthropic_types_follow_the_status() {
+        for (e, t) in [
+            (GatewayError::payload_too_large(1), "request_too_large"),
+            (GatewayError::upgrade_required(), "invalid_request_error"),
+            (GatewayError::path_not_found("/v1/x"), "not_found_error"),
+            (GatewayError::invalid_path("x"), "invalid_request_error"),
+        ] {
+            let v: serde_json::Value =
+                serde_json::from_slice(&e.body(WireFormat::Anthropic)).unwrap();
+            assert_eq!(v["error"]["type"], t, "{e}");
+        }
     }
 
     #[test]

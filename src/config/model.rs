@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue};
+use http::HeaderName;
 use regex::Regex;
 
 use super::status_set::StatusSet;
@@ -64,6 +64,10 @@ pub struct Limits {
     pub max_body_bytes: u64,
     pub header_read_timeout: Duration,
     pub max_connections: usize,
+    /// A connection with nothing in flight is closed after this long (HTTP/2 gets a GOAWAY).
+    pub idle_timeout: Duration,
+    /// Concurrent connections from one client address; 0 = no per-address cap.
+    pub max_connections_per_ip: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -203,7 +207,12 @@ pub struct Channel {
     pub stream_policy: StreamPolicy,
     /// Zero = `timeouts.non_stream`.
     pub non_stream_timeout: Duration,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Extra upstream headers; values are secrets (Azure `api-key`, custom auth) and are
+    /// scrubbed from relayed error bodies like `keys`.
+    pub headers: Vec<(HeaderName, Secret)>,
+    /// Forward the client's `OpenAI-Organization` / `OpenAI-Project` headers (default false:
+    /// a client cannot pick an organization or project of the operator's account).
+    pub forward_organization: bool,
     /// Effective: global resilience overlaid with this channel's block (R2.2).
     pub resilience: Resilience,
 }
@@ -276,6 +285,13 @@ pub struct Client {
 pub struct Price {
     pub input: f64,
     pub output: f64,
+}
+
+impl Channel {
+    /// Every secret of the channel: its keys and its header values (R14.4).
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.keys.iter().chain(self.headers.iter().map(|(_, v)| v))
+    }
 }
 
 /// Async task relay (R10.5): which `/v1/*` paths are task submissions / follow-ups.

@@ -33,6 +33,8 @@ pub(crate) struct RawLimits {
     pub max_body_bytes: Option<u64>,
     pub header_read_timeout: Dur,
     pub max_connections: Option<u64>,
+    pub idle_timeout: Dur,
+    pub max_connections_per_ip: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -142,6 +144,7 @@ pub(crate) struct RawChannel {
     pub stream_policy: Option<String>,
     pub non_stream_timeout: Dur,
     pub headers: Option<BTreeMap<String, String>>,
+    pub forward_organization: Option<bool>,
     pub resilience: Option<RawResilience>,
 }
 

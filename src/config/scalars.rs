@@ -87,6 +87,18 @@ pub(crate) fn choice<T: Copy>(
     }
 }
 
+/// A `models` entry holding `*` is a pattern (`claude-*`, `gpt-5*`): `*` matches any run of
+/// characters, everything else itself.
+pub fn is_pattern(model: &str) -> bool {
+    model.contains('*')
+}
+
+/// The anchored regex of a `*` pattern (`None` only past the regex size limit).
+pub fn glob_regex(pattern: &str) -> Option<regex::Regex> {
+    let body: Vec<String> = pattern.split('*').map(regex::escape).collect();
+    regex::Regex::new(&format!("^{}$", body.join(".*"))).ok()
+}
+
 /// A `/v1/...` path.
 pub(crate) fn v1_path(c: &mut Collector, key: &str, p: &str) -> bool {
     if !p.starts_with("/v1/") || p.len() <= 4 || p.contains(char::is_whitespace) {

@@ -198,7 +198,7 @@ fn missing_variable_is_reported_with_line() {
     // comments are not interpolated; $${ is a literal
     let ok = format!("# ${{NOT_NEEDED}}\n{CH}    headers: {{x-tpl: \"$${{x}}\"}}\n");
     let cfg = load(&ok).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(cfg.channels[0].headers[0].1.to_str().unwrap(), "${x}");
+    assert_eq!(cfg.channels[0].headers[0].1.expose(), "${x}");
 }
 
 #[test]

@@ -75,6 +75,13 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         ),
         max_connections: positive(c, "limits.max_connections", lim.max_connections, 10_000)
             as usize,
+        idle_timeout: dur_nonzero(
+            c,
+            "limits.idle_timeout",
+            &lim.idle_timeout,
+            Duration::from_secs(120),
+        ),
+        max_connections_per_ip: lim.max_connections_per_ip.unwrap_or(0) as usize,
     };
     let t = &raw.timeouts;
     let s = Duration::from_secs;

@@ -9,7 +9,7 @@ use super::error::Collector;
 use super::merge::overlay;
 use super::model::*;
 use super::raw::{RawChannel, RawClient, RawVirtualModel};
-use super::scalars::{choice, dur, names, v1_path};
+use super::scalars::{choice, dur, glob_regex, is_pattern, names, v1_path};
 use crate::secret::Secret;
 
 const FORBIDDEN_HEADERS: &[&str] = &["host", "content-length", "transfer-encoding", "connection"];
@@ -97,6 +97,11 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
     }
     let mut models: BTreeSet<String> = names(c, &k("models"), &r.models, &[]).into_iter().collect();
     models.extend(mapping.keys().cloned());
+    for m in models.iter().filter(|m| is_pattern(m)) {
+        if glob_regex(m).is_none() {
+            c.push(k("models"), format!("pattern {m:?} is too long"));
+        }
+    }
     let mut paths = Vec::new();
     for (i, p) in r.paths.iter().flatten().enumerate() {
         if v1_path(c, &format!("{}[{i}]", k("paths")), p) {
@@ -152,7 +157,7 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
             continue;
         }
         match HeaderValue::from_str(hv) {
-            Ok(v) => headers.push((name, v)),
+            Ok(_) => headers.push((name, Secret::new(hv.as_str()))),
             Err(_) => c.push(key, "not a valid header value"),
         }
     }
@@ -187,6 +192,7 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
         stream_policy,
         non_stream_timeout,
         headers,
+        forward_organization: r.forward_organization.unwrap_or(false),
         resilience,
     })
 }

@@ -107,24 +107,23 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     budget.record_first_attempt();
 
     let rid = job.request_id.to_str().unwrap_or("");
-    match gw
-        .billing
-        .begin(
-            &job.client,
-            &cfg.pricing,
-            &job.model,
-            price::Estimate::new(
-                job.body.len(),
-                job.peek.as_ref().and_then(|p| p.completion_hint),
-            ),
-            rid,
-        )
-        .await
-    {
-        Ok(session) => fin.billing = Some(session),
-        Err(e) => {
-            fin.failed(e.status.as_u16());
-            return error_response(&e, job.format);
+    // Token counting is free upstream: never precharged, never billed (R11.1).
+    if job.family.billed() {
+        let estimate = price::Estimate::new(
+            job.body.len(),
+            job.peek.as_ref().and_then(|p| p.completion_hint),
+        );
+        match gw
+            .billing
+            .begin(&job.client, &cfg.pricing, &job.model, estimate, rid)
+            .await
+        {
+            Ok(session) => fin.billing = Some(session),
+            Err(e) => {
+                fin.set_error_code(e.code);
+                fin.failed(e.status.as_u16());
+                return error_response(&e, job.format);
+            }
         }
     }
     let mut last = LastFailure::None;

@@ -136,6 +136,11 @@ impl Finish {
         names.join("->")
     }
 
+    /// The gateway's own error code for a request it refused (e.g. `insufficient_quota`).
+    pub fn set_error_code(&mut self, code: &str) {
+        self.rec.error_code = Some(code.to_string());
+    }
+
     /// Mark the usage passed to `done` as estimated (R9.8).
     pub fn set_usage_estimated(&mut self, estimated: bool) {
         self.rec.usage_estimated = estimated;
@@ -196,6 +201,55 @@ impl Finish {
         let rec = std::mem::take(&mut self.rec);
         self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
     }
+}
+
+/// A request the gateway refused before any upstream attempt (400, 401, 404, 413, 426, …).
+pub struct Rejected<'a> {
+    pub request_id: &'a str,
+    /// The authenticated client, or "" when authentication is what failed.
+    pub client: &'a str,
+    pub model: &'a str,
+    /// The path without its query string (which may carry credentials).
+    pub path: &'a str,
+    pub status: u16,
+    pub code: &'a str,
+    pub started: std::time::Instant,
+}
+
+/// Count, log (one line, no secrets) and write to the request log a refused request, like
+/// any other request (R12.1, issue 16). Client-chosen strings are cut to a bounded length.
+pub fn rejected(gw: &Gateway, r: Rejected<'_>) {
+    let latency = r.started.elapsed();
+    let latency_ms = latency.as_millis() as u64;
+    let model = bounded(r.model, 128);
+    let path = bounded(r.path, 256);
+    tracing::info!(request_id = %r.request_id, client = %r.client, model = %model, path = %path,
+        status = r.status, code = %r.code, latency_ms, "request rejected");
+    gw.request_metrics.requests(r.status).increment(1);
+    gw.request_metrics.duration.record(latency.as_secs_f64());
+    let rec = RequestRecord {
+        id: r.request_id.to_string(),
+        ts_ms: now_ms(),
+        client: r.client.to_string(),
+        public_model: model.to_string(),
+        path: path.to_string(),
+        final_status: r.status,
+        error_code: Some(r.code.to_string()),
+        latency_ms,
+        ..RequestRecord::default()
+    };
+    gw.store.try_send(WriteOp::RequestLog(Box::new(rec)));
+}
+
+fn bounded(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 pub fn now_ms() -> i64 {

@@ -1,5 +1,6 @@
-//! The request entry point: request id, path dispatch, auth, body limits, routing lookup —
-//! then hands the request to the attempt loop (R1.1, R1.4, R14.1, R14.2).
+//! The request entry point: request id, path hygiene, protocol upgrades, auth, body limits,
+//! route lookup — then hands the request to the attempt loop (R1.1, R1.4, R14.1, R14.2).
+//! A request refused here is still counted, logged and written to the request log.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,42 +12,111 @@ use hyper::body::Incoming;
 use super::attempt::{self, Job};
 use super::auth;
 use super::body::ResponseBody;
+use super::finish::{self, Rejected};
 use super::gateway::Gateway;
-use super::request;
+use super::headers::ANTHROPIC_REQUEST_ID;
+use super::lookup::{self, groups_for, Wanted};
 use super::sse::StreamFormat;
-use super::task;
+use super::{local, path, request, task};
 use crate::error::{GatewayError, WireFormat};
-use crate::routing::family::{classify_path, valid_idempotency_key, PathFamily};
-use crate::routing::table::Route;
-use crate::state::Snapshot;
+use crate::routing::family::{classify, valid_idempotency_key};
 
 pub type Resp = Response<ResponseBody>;
 
+/// What is known about a request so far: enough to answer and record it if it is refused.
+struct Ctx {
+    request_id: HeaderValue,
+    started: Instant,
+    /// The normalised path, or `Err` when the raw path was refused.
+    path: Result<String, path::PathError>,
+    raw_path: String,
+    format: WireFormat,
+    client: Option<String>,
+    model: Option<String>,
+}
+
 /// Handle one client request. Never panics on request content; every failure is a response.
 pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
-    let started = Instant::now();
-    let request_id = request_id(req.headers());
-    let format = if req.uri().path() == "/v1/messages" {
+    let raw_path = req.uri().path().to_string();
+    let path = path::normalise(&raw_path);
+    let mut ctx = Ctx {
+        request_id: request_id(req.headers()),
+        started: Instant::now(),
+        format: wire_format(
+            path.as_deref().unwrap_or(&raw_path),
+            req.headers().contains_key("anthropic-version"),
+        ),
+        path,
+        raw_path,
+        client: None,
+        model: None,
+    };
+    let head = req.method() == Method::HEAD;
+    let mut resp = match route(&gw, req, &mut ctx).await {
+        Ok(r) => r,
+        Err(e) => {
+            finish::rejected(
+                &gw,
+                Rejected {
+                    request_id: ctx.request_id.to_str().unwrap_or(""),
+                    client: ctx.client.as_deref().unwrap_or(""),
+                    model: ctx.model.as_deref().unwrap_or(""),
+                    path: ctx.path.as_deref().unwrap_or(&ctx.raw_path),
+                    status: e.status.as_u16(),
+                    code: e.code,
+                    started: ctx.started,
+                },
+            );
+            error_response(&e, ctx.format)
+        }
+    };
+    if ctx.format == WireFormat::Anthropic {
+        resp.headers_mut()
+            .insert(ANTHROPIC_REQUEST_ID, ctx.request_id.clone());
+    }
+    resp.headers_mut().insert("x-request-id", ctx.request_id);
+    if head {
+        // A HEAD answer has no body on any protocol (hyper omits it on HTTP/1 only).
+        *resp.body_mut() = ResponseBody::full(bytes::Bytes::new());
+        resp.headers_mut().remove(header::CONTENT_LENGTH);
+    }
+    resp
+}
+
+/// The caller's wire format (R1.4): Anthropic's for every `/v1/messages*` path and for
+/// `/v1/models*` asked with `anthropic-version` (the Anthropic SDK), else OpenAI's.
+fn wire_format(path: &str, anthropic_version: bool) -> WireFormat {
+    if path.starts_with("/v1/messages") || (anthropic_version && path.starts_with("/v1/models")) {
         WireFormat::Anthropic
     } else {
         WireFormat::OpenAi
-    };
-    let mut resp = match route(&gw, req, started, request_id.clone(), format).await {
-        Ok(r) => r,
-        Err(e) => error_response(&e, format),
-    };
-    resp.headers_mut().insert("x-request-id", request_id);
-    resp
+    }
 }
 
 async fn route(
     gw: &Arc<Gateway>,
     req: Request<Incoming>,
-    started: Instant,
-    request_id: HeaderValue,
-    format: WireFormat,
+    ctx: &mut Ctx,
 ) -> Result<Resp, GatewayError> {
-    let path = req.uri().path();
+    // An upgrade the gateway does not relay (WebSocket) is refused at once, so clients that
+    // try one first (Codex) fall back to HTTP without waiting.
+    if req.headers().contains_key(header::UPGRADE) {
+        return Err(GatewayError::upgrade_required());
+    }
+    let anthropic = ctx.format == WireFormat::Anthropic;
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+    let model_id = ctx.raw_path.strip_prefix("/v1/models/").map(str::to_string);
+    if let (true, Some(rest)) = (safe, model_id) {
+        let snap = gw.snapshot();
+        let client = authenticate(&snap, req.headers(), ctx)?;
+        let id = path::model_id(&rest).ok_or_else(|| GatewayError::model_not_found(&rest))?;
+        ctx.model = Some(id.clone());
+        return local::model(&snap, &client.group, &id, anthropic);
+    }
+    let path = ctx.path.clone().map_err(GatewayError::invalid_path)?;
+    if path == "/" && req.method() == Method::HEAD {
+        return Ok(local::head_root());
+    }
     if !path.starts_with("/v1/") {
         return Err(GatewayError::new(
             StatusCode::NOT_FOUND,
@@ -56,17 +126,37 @@ async fn route(
         ));
     }
     let snap = gw.snapshot();
-    let client =
-        auth::authenticate(&snap.table, req.headers()).ok_or_else(GatewayError::unauthorized)?;
-    if path == "/v1/models" && req.method() == Method::GET {
-        return Ok(models(&snap, &client.group));
+    let client = authenticate(&snap, req.headers(), ctx)?;
+    if path == "/v1/models" && safe {
+        return Ok(local::models(&snap, &client.group, anthropic));
     }
+    relay(gw, snap, client, req, path, ctx).await
+}
+
+fn authenticate(
+    snap: &crate::state::Snapshot,
+    headers: &http::HeaderMap,
+    ctx: &mut Ctx,
+) -> Result<Arc<crate::config::model::Client>, GatewayError> {
+    let client = auth::authenticate(&snap.table, headers).ok_or_else(GatewayError::unauthorized)?;
+    ctx.client = Some(client.name.clone());
+    Ok(client)
+}
+
+/// Read the body, find the routes and run the attempt loop.
+async fn relay(
+    gw: &Arc<Gateway>,
+    snap: Arc<crate::state::Snapshot>,
+    client: Arc<crate::config::model::Client>,
+    req: Request<Incoming>,
+    path: String,
+    ctx: &mut Ctx,
+) -> Result<Resp, GatewayError> {
     let (parts, body) = req.into_parts();
-    let path = parts.uri.path().to_string();
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or(path.clone(), |p| p.as_str().to_string());
+    let path_and_query = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.clone(),
+    };
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -74,7 +164,7 @@ async fn route(
     let limit = snap.table.config.limits.max_body_bytes;
     let body = request::read_limited(body, declared, limit).await?;
     let groups = groups_for(&snap, &client.group);
-    let family = classify_path(&path);
+    let family = classify(&path, &parts.method);
     let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
     let peek = if json {
         Some(request::peek(&body)?)
@@ -82,30 +172,23 @@ async fn route(
         None
     };
     let model = peek.as_ref().and_then(|p| p.model.clone());
+    ctx.model.clone_from(&model);
     // A task follow-up is locked to the channel that accepted the task (R10.5).
     let task = task::facts(gw, &snap, &parts.method, &path, &groups).await?;
-    // Routes: by (group, model) for model requests, by (group, path) for pass-through paths.
-    let mut routes: Vec<(String, Arc<Route>)> = task.locked.iter().cloned().collect();
-    for g in groups.iter().filter(|_| task.locked.is_none()) {
-        let found = match &model {
-            Some(m) => snap
-                .table
-                .routes
-                .get(&(g.clone(), m.clone()))
-                .or_else(|| snap.table.paths.get(&(g.clone(), path.clone()))),
-            None => snap.table.paths.get(&(g.clone(), path.clone())),
-        };
-        if let Some(r) = found {
-            routes.push((g.clone(), r.clone()));
-        }
-    }
-    if routes.is_empty() {
-        return Err(match (&model, json) {
-            (Some(m), _) => GatewayError::model_not_found(m),
-            (None, true) if family != PathFamily::Custom => GatewayError::missing_model(),
-            _ => GatewayError::path_not_found(&path),
-        });
-    }
+    let routes = match task.locked.clone() {
+        Some(locked) => vec![locked],
+        None => lookup::routes(
+            &snap,
+            &groups,
+            &Wanted {
+                family,
+                model: model.as_deref(),
+                path: &path,
+                json,
+                task_path: task.is_task,
+            },
+        )?,
+    };
     let idempotency_key = parts
         .headers
         .get("idempotency-key")
@@ -139,12 +222,12 @@ async fn route(
         peek,
         model: model.unwrap_or_default(),
         family,
-        format,
+        format: ctx.format,
         stream_format,
         idempotency_key,
         is_task: task.is_task,
-        request_id,
-        started,
+        request_id: ctx.request_id.clone(),
+        started: ctx.started,
         sticky,
     };
     Ok(attempt::run(gw, job).await)
@@ -154,35 +237,6 @@ fn is_json(h: &http::HeaderMap) -> bool {
     h.get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_none_or(|ct| ct.contains("json"))
-}
-
-/// The groups a client's requests may use, in order (R5.1).
-fn groups_for(snap: &Snapshot, group: &str) -> Vec<String> {
-    if group == "auto" {
-        snap.table.config.auto_groups.clone()
-    } else {
-        vec![group.to_string()]
-    }
-}
-
-/// `GET /v1/models` from the routing table (R1.1).
-fn models(snap: &Snapshot, group: &str) -> Resp {
-    let mut names: Vec<&String> = groups_for(snap, group)
-        .iter()
-        .filter_map(|g| snap.table.models_by_group.get(g))
-        .flatten()
-        .collect();
-    names.sort();
-    names.dedup();
-    crate::state::outcome::hide_down_models(snap, &groups_for(snap, group), &mut names);
-    let data: Vec<_> = names
-        .iter()
-        .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "switchyard"}))
-        .collect();
-    json_response(
-        StatusCode::OK,
-        serde_json::json!({"object": "list", "data": data}).to_string(),
-    )
 }
 
 pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {

@@ -41,7 +41,7 @@ pub fn failure_response(last: LastFailure, snap: &Snapshot, job: &Job) -> Resp {
                 .table
                 .channels
                 .iter()
-                .flat_map(|c| c.keys.iter().cloned())
+                .flat_map(|c| c.secrets().cloned())
                 .collect();
             let text = String::from_utf8_lossy(&body);
             let clean = Bytes::from(scrub(&text, &secrets));
@@ -60,31 +60,10 @@ pub fn transport_error(k: TransportKind) -> GatewayError {
     }
 }
 
-/// Response headers from upstream that are not relayed.
-fn skip_header(name: &str) -> bool {
-    matches!(
-        name,
-        "content-length"
-            | "transfer-encoding"
-            | "connection"
-            | "keep-alive"
-            | "set-cookie"
-            | "server"
-            | "date"
-            | "x-request-id"
-            | "alt-svc"
-            | "upgrade"
-    )
-}
-
 pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
     let mut r = Response::new(body);
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    for (k, v) in up {
-        if !skip_header(k.as_str()) {
-            r.headers_mut().append(k.clone(), v.clone());
-        }
-    }
+    super::headers::to_client(up, r.headers_mut());
     if !r.headers().contains_key(header::CONTENT_TYPE) {
         r.headers_mut().insert(
             header::CONTENT_TYPE,

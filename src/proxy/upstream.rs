@@ -83,28 +83,6 @@ fn classify_error(e: &hyper_util::client::legacy::Error) -> TransportKind {
     }
 }
 
-/// Client headers never forwarded upstream (hop-by-hop, auth, framing, encoding).
-fn is_dropped(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "host"
-            | "authorization"
-            | "x-api-key"
-            | "content-length"
-            | "connection"
-            | "keep-alive"
-            | "proxy-authorization"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "accept-encoding"
-            | "idempotency-key"
-            | "cookie"
-    )
-}
-
 /// What one upstream attempt sends.
 pub struct Outgoing<'a> {
     pub channel: &'a Channel,
@@ -135,11 +113,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, String> {
         .map_err(|e| format!("invalid upstream uri: {e}"))?;
     let mut b = Request::builder().method(o.method).uri(uri);
     let headers = b.headers_mut().ok_or("request builder failed")?;
-    for (name, value) in o.client_headers {
-        if !is_dropped(name) {
-            headers.append(name.clone(), value.clone());
-        }
-    }
+    super::headers::to_upstream(o.client_headers, headers, ch.forward_organization);
     match (ch.kind, o.key) {
         (ChannelKind::OpenAi, Some(k)) => {
             let v = HeaderValue::try_from(format!("Bearer {}", k.expose()))
@@ -166,9 +140,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, String> {
         HeaderName::from_static("x-request-id"),
         o.request_id.clone(),
     );
-    for (name, value) in &ch.headers {
-        headers.insert(name.clone(), value.clone());
-    }
+    super::headers::channel_headers(ch, headers)?;
     if !o.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(
             header::CONTENT_TYPE,

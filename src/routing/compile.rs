@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::table::{Candidate, ChannelId, Route, RouteTable, Tier};
+use super::table::{Candidate, ChannelId, PatternEntry, Route, RouteTable, Tier};
 use super::weighted::effective_weights;
 use crate::config::model::{ClientKey, Config};
+use crate::config::scalars::{glob_regex, is_pattern};
 
 /// Raw (priority → candidates with raw weights) for one route while building.
 type Building = BTreeMap<i64, Vec<(ChannelId, Arc<str>, u32)>>;
@@ -26,12 +27,30 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
 
     let mut routes: HashMap<(String, String), Building> = HashMap::new();
     let mut paths: HashMap<(String, String), Building> = HashMap::new();
+    let mut patterns: HashMap<String, Vec<PatternEntry>> = HashMap::new();
     for (id, ch) in channels.iter().enumerate() {
         if !ch.enabled {
             continue;
         }
         for group in &ch.groups {
-            for model in &ch.models {
+            for model in ch.models.iter().filter(|m| is_pattern(m)) {
+                // Validation compiled every pattern once already; none fails here.
+                let Some(regex) = glob_regex(model) else {
+                    continue;
+                };
+                patterns
+                    .entry(group.clone())
+                    .or_default()
+                    .push(PatternEntry {
+                        pattern: model.as_str().into(),
+                        regex,
+                        channel: id,
+                        priority: ch.priority,
+                        weight: ch.weight,
+                        upstream: ch.model_mapping.get(model).map(|u| u.as_str().into()),
+                    });
+            }
+            for model in ch.models.iter().filter(|m| !is_pattern(m)) {
                 let upstream: Arc<str> =
                     ch.model_mapping.get(model).unwrap_or(model).as_str().into();
                 routes
@@ -102,8 +121,22 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
             .into_iter()
             .map(|(g, s)| (g, s.into_iter().collect()))
             .collect(),
+        patterns,
         config,
     }
+}
+
+/// The route of a model served through patterns: the matched channels in priority tiers,
+/// each sending the mapped upstream name or the client's model unchanged.
+pub fn pattern_route(matched: &[&PatternEntry], model: &str) -> Route {
+    let mut b: Building = BTreeMap::new();
+    for e in matched {
+        let up = e.upstream.clone().unwrap_or_else(|| model.into());
+        b.entry(e.priority)
+            .or_default()
+            .push((e.channel, up, e.weight));
+    }
+    route_of(b)
 }
 
 /// SHA-256 of a client key, the lookup key of `client_by_hash`.
@@ -114,29 +147,31 @@ pub fn hash_key(key: &[u8]) -> [u8; 32] {
 fn finish(b: HashMap<(String, String), Building>) -> HashMap<(String, String), Arc<Route>> {
     b.into_iter()
         .filter(|(_, tiers)| !tiers.is_empty())
-        .map(|(k, tiers)| {
-            let tiers = tiers
+        .map(|(k, tiers)| (k, Arc::new(route_of(tiers))))
+        .collect()
+}
+
+fn route_of(tiers: Building) -> Route {
+    let tiers = tiers
+        .into_iter()
+        .rev() // highest priority first
+        .map(|(priority, cands)| {
+            let raw: Vec<u32> = cands.iter().map(|c| c.2).collect();
+            let eff = effective_weights(&raw);
+            let candidates = cands
                 .into_iter()
-                .rev() // highest priority first
-                .map(|(priority, cands)| {
-                    let raw: Vec<u32> = cands.iter().map(|c| c.2).collect();
-                    let eff = effective_weights(&raw);
-                    let candidates = cands
-                        .into_iter()
-                        .zip(eff)
-                        .map(|((channel, upstream_model, _), weight)| Candidate {
-                            channel,
-                            upstream_model,
-                            weight,
-                        })
-                        .collect();
-                    Tier {
-                        priority,
-                        candidates,
-                    }
+                .zip(eff)
+                .map(|((channel, upstream_model, _), weight)| Candidate {
+                    channel,
+                    upstream_model,
+                    weight,
                 })
                 .collect();
-            (k, Arc::new(Route { tiers }))
+            Tier {
+                priority,
+                candidates,
+            }
         })
-        .collect()
+        .collect();
+    Route { tiers }
 }

@@ -11,19 +11,69 @@ pub enum PathFamily {
     Embeddings,
     Moderations,
     Messages,
+    /// `/v1/messages/count_tokens`, `/v1/responses/input_tokens`: free, never billed.
+    TokenCount,
     Responses,
     Images,
     Audio,
     Video,
     Music,
     Models,
+    /// Any other path, asked with GET, HEAD, OPTIONS or PUT (safe to replay, seed 004).
     Custom,
+    /// Any other path, asked with another method (POST, PATCH, DELETE): replayed only
+    /// with an `Idempotency-Key` (seed 004 "透传").
+    CustomWrite,
+}
+
+impl PathFamily {
+    /// R1.1: the endpoint families routed by the `model` of the body. Every other path
+    /// reaches only channels that declare it (`channels.*.paths`, `tasks.paths`).
+    pub fn routed_by_model(self) -> bool {
+        matches!(
+            self,
+            PathFamily::Chat
+                | PathFamily::Completions
+                | PathFamily::Embeddings
+                | PathFamily::Moderations
+                | PathFamily::Messages
+                | PathFamily::TokenCount
+                | PathFamily::Responses
+                | PathFamily::Images
+                | PathFamily::Audio
+        )
+    }
+
+    /// Whether requests of this family are charged to the client's quota (R11.1): token
+    /// counting is free at every provider, so it is neither precharged nor billed.
+    pub fn billed(self) -> bool {
+        self != PathFamily::TokenCount
+    }
+}
+
+/// Classify a request by its (normalised) path and method: [`classify_path`], with
+/// pass-through paths split by whether the method is safe to replay (seed 004).
+pub fn classify(path: &str, method: &http::Method) -> PathFamily {
+    match classify_path(path) {
+        PathFamily::Custom if !safe_method(method) => PathFamily::CustomWrite,
+        f => f,
+    }
+}
+
+/// GET, HEAD, OPTIONS and PUT: the methods a pass-through request may be replayed with.
+pub fn safe_method(m: &http::Method) -> bool {
+    matches!(
+        *m,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::PUT
+    )
 }
 
 /// Classify a request path (query string ignored; the `/v1` prefix is optional).
 ///
 /// `/v1/chat/completions` → Chat, `/v1/images/generations` → Images,
-/// `/v1/videos/...` and `/v1/video/...` → Video, anything unknown → Custom.
+/// `/v1/videos/...` and `/v1/video/...` → Video, `/v1/messages/count_tokens` → TokenCount.
+/// Chat, completions, embeddings, moderations and messages are exact paths; anything else
+/// (`/v1/chat/completions/{id}`, `/v1/messages/batches`) → Custom.
 pub fn classify_path(path: &str) -> PathFamily {
     let path = path.split(['?', '#']).next().unwrap_or("");
     let rest = path.trim_start_matches('/');
@@ -33,18 +83,23 @@ pub fn classify_path(path: &str) -> PathFamily {
     };
     let mut segs = rest.split('/');
     let first = segs.next().unwrap_or("");
-    match first {
-        "chat" => PathFamily::Chat,
-        "completions" => PathFamily::Completions,
-        "embeddings" => PathFamily::Embeddings,
-        "moderations" => PathFamily::Moderations,
-        "messages" => PathFamily::Messages,
-        "responses" => PathFamily::Responses,
-        "images" => PathFamily::Images,
-        "audio" => PathFamily::Audio,
-        "videos" | "video" => PathFamily::Video,
-        "music" => PathFamily::Music,
-        "models" => PathFamily::Models,
+    let second = segs.next();
+    let exact = segs.next().is_none();
+    match (first, second) {
+        ("chat", Some("completions")) if exact => PathFamily::Chat,
+        ("completions", None) => PathFamily::Completions,
+        ("embeddings", None) => PathFamily::Embeddings,
+        ("moderations", None) => PathFamily::Moderations,
+        ("messages", None) => PathFamily::Messages,
+        ("messages", Some("count_tokens")) | ("responses", Some("input_tokens")) if exact => {
+            PathFamily::TokenCount
+        }
+        ("responses", _) => PathFamily::Responses,
+        ("images", _) => PathFamily::Images,
+        ("audio", _) => PathFamily::Audio,
+        ("videos" | "video", _) => PathFamily::Video,
+        ("music", _) => PathFamily::Music,
+        ("models", _) => PathFamily::Models,
         _ => PathFamily::Custom,
     }
 }
@@ -53,14 +108,17 @@ pub fn classify_path(path: &str) -> PathFamily {
 pub fn retryable(family: PathFamily, has_idempotency_key: bool) -> bool {
     match family {
         PathFamily::Images => false,
-        PathFamily::Audio | PathFamily::Video | PathFamily::Music | PathFamily::Responses => {
-            has_idempotency_key
-        }
+        PathFamily::Audio
+        | PathFamily::Video
+        | PathFamily::Music
+        | PathFamily::Responses
+        | PathFamily::CustomWrite => has_idempotency_key,
         PathFamily::Chat
         | PathFamily::Completions
         | PathFamily::Embeddings
         | PathFamily::Moderations
         | PathFamily::Messages
+        | PathFamily::TokenCount
         | PathFamily::Models
         | PathFamily::Custom => true,
     }
@@ -103,6 +161,13 @@ mod tests {
             ("/v1/moderations", Moderations),
             ("/v1/messages", Messages),
             ("/v1/messages?beta=true", Messages),
+            ("/v1/messages/count_tokens", TokenCount),
+            ("/v1/responses/input_tokens", TokenCount),
+            ("/v1/messages/batches", Custom),
+            ("/v1/chat/other", Custom),
+            ("/v1/chat", Custom),
+            ("/v1/chat/completions/chatcmpl-1", Custom),
+            ("/v1/embeddings/x", Custom),
             ("/v1/responses", Responses),
             ("/v1/responses/resp_1/cancel", Responses),
             ("/v1/images/generations", Images),
@@ -138,13 +203,58 @@ mod tests {
             (Embeddings, true, true),
             (Moderations, true, true),
             (Messages, true, true),
+            (TokenCount, true, true),
             (Models, true, true),
             (Custom, true, true),
+            (CustomWrite, false, true),
         ];
         for &(f, plain, keyed) in table {
             assert_eq!(retryable(f, false), plain, "{f:?} default");
             assert_eq!(retryable(f, true), keyed, "{f:?} keyed");
         }
+    }
+
+    /// Seed 004: pass-through requests replay only with a safe method or a key.
+    #[test]
+    fn pass_through_retries_follow_the_method() {
+        use http::Method;
+        for (m, fam) in [
+            (Method::GET, Custom),
+            (Method::HEAD, Custom),
+            (Method::OPTIONS, Custom),
+            (Method::PUT, Custom),
+            (Method::POST, CustomWrite),
+            (Method::PATCH, CustomWrite),
+            (Method::DELETE, CustomWrite),
+        ] {
+            assert_eq!(classify("/v1/assistants", &m), fam, "{m}");
+        }
+        // Known families keep their own rule whatever the method.
+        assert_eq!(classify("/v1/chat/completions", &Method::POST), Chat);
+        assert!(!retryable(CustomWrite, false));
+        assert!(retryable(CustomWrite, true));
+    }
+
+    #[test]
+    fn only_the_r1_1_families_route_by_model() {
+        for f in [
+            Chat,
+            Completions,
+            Embeddings,
+            Moderations,
+            Messages,
+            TokenCount,
+            Responses,
+            Images,
+            Audio,
+        ] {
+            assert!(f.routed_by_model(), "{f:?}");
+        }
+        for f in [Video, Music, Models, Custom, CustomWrite] {
+            assert!(!f.routed_by_model(), "{f:?}");
+        }
+        assert!(!TokenCount.billed());
+        assert!(Messages.billed());
     }
 
     #[test]

@@ -30,6 +30,8 @@ const FAMILIES: &[PathFamily] = &[
     PathFamily::Music,
     PathFamily::Models,
     PathFamily::Custom,
+    PathFamily::CustomWrite,
+    PathFamily::TokenCount,
 ];
 
 const KINDS: &[TransportKind] = &[

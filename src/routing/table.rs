@@ -55,4 +55,64 @@ pub struct RouteTable {
     pub clients: Vec<Arc<Client>>,
     /// group → sorted public model names reachable in it (for `GET /v1/models`).
     pub models_by_group: HashMap<String, Vec<String>>,
+    /// group → model patterns (`claude-*`) served in it, one entry per (channel, pattern).
+    pub patterns: HashMap<String, Vec<PatternEntry>>,
+}
+
+/// One channel's model pattern in one group (`channels.*.models` entries holding `*`).
+#[derive(Debug, Clone)]
+pub struct PatternEntry {
+    /// The pattern as written, e.g. `claude-*`.
+    pub pattern: Arc<str>,
+    pub regex: regex::Regex,
+    pub channel: ChannelId,
+    pub priority: i64,
+    pub weight: u32,
+    /// `model_mapping[pattern]`; `None` sends the client's model name unchanged.
+    pub upstream: Option<Arc<str>>,
+}
+
+/// How a requested model found its route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelMatch {
+    /// A configured name (or a virtual model): exact names always win over patterns.
+    Exact,
+    /// Through patterns: (channel, the pattern that matched) for each candidate.
+    Pattern(Vec<(ChannelId, Arc<str>)>),
+}
+
+impl RouteTable {
+    /// The route of `model` in `group`: the exact name when some channel or virtual model
+    /// serves it, else every channel of the group whose pattern matches it (R3, issue 16).
+    pub fn model_route(&self, group: &str, model: &str) -> Option<(Arc<Route>, ModelMatch)> {
+        if let Some(r) = self.routes.get(&(group.to_string(), model.to_string())) {
+            return Some((r.clone(), ModelMatch::Exact));
+        }
+        let entries = self.patterns.get(group)?;
+        let mut matched: Vec<&PatternEntry> = Vec::new();
+        for e in entries {
+            if !matched.iter().any(|m| m.channel == e.channel) && e.regex.is_match(model) {
+                matched.push(e);
+            }
+        }
+        if matched.is_empty() {
+            return None;
+        }
+        let why = matched
+            .iter()
+            .map(|e| (e.channel, e.pattern.clone()))
+            .collect();
+        let route = super::compile::pattern_route(&matched, model);
+        Some((Arc::new(route), ModelMatch::Pattern(why)))
+    }
+
+    /// Whether `model` is served to `group`, exactly or by a pattern.
+    pub fn serves(&self, group: &str, model: &str) -> bool {
+        self.routes
+            .contains_key(&(group.to_string(), model.to_string()))
+            || self
+                .patterns
+                .get(group)
+                .is_some_and(|es| es.iter().any(|e| e.regex.is_match(model)))
+    }
 }

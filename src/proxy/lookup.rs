@@ -1,0 +1,104 @@
+//! Which routes a request may use (R1.1, R3.1, R5.1; issue 15 "only declared endpoints reach
+//! upstream"): the R1.1 endpoint families are routed by the body's `model` (exact names, then
+//! model patterns); every other path reaches only channels that declare it in `paths` (or a
+//! `tasks.paths` prefix), and is answered 404 otherwise — whatever model the body names.
+
+use std::sync::Arc;
+
+use crate::error::GatewayError;
+use crate::routing::family::PathFamily;
+use crate::routing::table::{Route, Tier};
+use crate::state::Snapshot;
+
+/// The groups a client's requests may use, in order (R5.1).
+pub fn groups_for(snap: &Snapshot, group: &str) -> Vec<String> {
+    if group == "auto" {
+        snap.table.config.auto_groups.clone()
+    } else {
+        vec![group.to_string()]
+    }
+}
+
+/// What the lookup needs to know about the request.
+pub struct Wanted<'a> {
+    pub family: PathFamily,
+    pub model: Option<&'a str>,
+    /// The normalised path.
+    pub path: &'a str,
+    /// The body is a JSON object (a missing `model` is then the client's mistake).
+    pub json: bool,
+    /// The path lies under a `tasks.paths` prefix: declared by the operator.
+    pub task_path: bool,
+}
+
+/// (group, route) for each group that can serve the request, in group order.
+pub fn routes(
+    snap: &Snapshot,
+    groups: &[String],
+    w: &Wanted<'_>,
+) -> Result<Vec<(String, Arc<Route>)>, GatewayError> {
+    let by_model = w.family.routed_by_model() || w.task_path;
+    let mut out = Vec::new();
+    for g in groups {
+        let declared = snap.table.paths.get(&(g.clone(), w.path.to_string()));
+        let model_route = || {
+            w.model
+                .and_then(|m| snap.table.model_route(g, m))
+                .map(|(r, _)| r)
+        };
+        let found = if by_model {
+            model_route().or_else(|| declared.cloned())
+        } else {
+            declared.map(|d| match model_route() {
+                Some(m) => narrow(d, &m),
+                None => d.clone(),
+            })
+        };
+        if let Some(r) = found {
+            out.push((g.clone(), r));
+        }
+    }
+    if !out.is_empty() {
+        return Ok(out);
+    }
+    Err(match (w.model, by_model) {
+        (Some(m), true) => GatewayError::model_not_found(m),
+        (None, true) if w.json => GatewayError::missing_model(),
+        _ => GatewayError::path_not_found(w.path),
+    })
+}
+
+/// A declared path whose request names a model: the declaring channels that also serve the
+/// model (with its upstream name); all declaring channels when none does.
+fn narrow(declared: &Arc<Route>, by_model: &Route) -> Arc<Route> {
+    let upstream = |ch: usize| {
+        by_model
+            .tiers
+            .iter()
+            .flat_map(|t| t.candidates.iter())
+            .find(|c| c.channel == ch)
+            .map(|c| c.upstream_model.clone())
+    };
+    let tiers: Vec<Tier> = declared
+        .tiers
+        .iter()
+        .map(|t| Tier {
+            priority: t.priority,
+            candidates: t
+                .candidates
+                .iter()
+                .filter_map(|c| {
+                    let mut c = c.clone();
+                    c.upstream_model = upstream(c.channel)?;
+                    Some(c)
+                })
+                .collect(),
+        })
+        .filter(|t| !t.candidates.is_empty())
+        .collect();
+    if tiers.is_empty() {
+        declared.clone()
+    } else {
+        Arc::new(Route { tiers })
+    }
+}
