@@ -2,6 +2,7 @@
 pub mod attempt;
 pub mod auth;
 pub mod body;
+pub mod conn;
 pub mod convert;
 pub mod exchange;
 pub mod finish;

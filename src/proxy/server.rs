@@ -1,5 +1,6 @@
-//! The client listener: accept loop, connection cap, TCP_NODELAY, optional TLS, header read
-//! timeout, HTTP/1.1 + h2c, and graceful drain on shutdown (R13.2, R13.4, R14.2).
+//! The client listener: accept loop, connection caps (total and per address), TCP_NODELAY,
+//! optional TLS, HTTP/1.1 + h2c with keep-alive pings, the first-head and idle watchdog of
+//! `conn.rs`, and graceful drain on shutdown (R13.2, R13.4, R14.2).
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -9,14 +10,15 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::conn::{Activity, Expired, PerIp, Tracked};
 use super::gateway::Gateway;
 use super::handler::handle;
 use super::sniff::Sniffed;
@@ -40,6 +42,12 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
 }
 
 const OVERLOADED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 105\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"the gateway is at its connection limit; retry shortly\",\"type\":\"overloaded_error\"}}\r\n";
+const PER_IP: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: 116\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"too many open connections from your address; reuse connections\",\"type\":\"rate_limit_error\"}}\r\n";
+
+/// HTTP/2 keep-alive pings on a connection silent this long; no answer within
+/// `H2_PING_TIMEOUT` closes it (a peer that vanished holds no slot).
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`.
 pub async fn serve(
@@ -50,9 +58,9 @@ pub async fn serve(
 ) {
     let max = gw.snapshot().table.config.limits.max_connections;
     let permits = Arc::new(Semaphore::new(max));
-    let graceful = GracefulShutdown::new();
+    let per_ip = PerIp::default();
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -63,54 +71,38 @@ pub async fn serve(
             },
             _ = shutdown.changed() => break,
         };
+        let accepted = Instant::now();
         let _ = stream.set_nodelay(true);
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let limits = gw.snapshot().table.config.limits.clone();
+        let Some(ip_slot) = per_ip.acquire(peer.ip(), limits.max_connections_per_ip) else {
             metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
-            tokio::spawn(reject(stream));
+            tokio::spawn(reject(stream, PER_IP));
             continue;
         };
-        let gw2 = gw.clone();
-        let header_timeout = gw.snapshot().table.config.limits.header_read_timeout;
-        let svc = service_fn(move |req| {
-            let gw = gw2.clone();
-            async move { Ok::<_, Infallible>(handle(gw, req).await) }
-        });
-        let mut builder = Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .max_buf_size(256 * 1024);
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .max_header_list_size(64 * 1024);
-        let watcher = graceful.watcher();
-        let tls = tls.clone();
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
+            tokio::spawn(reject(stream, OVERLOADED));
+            continue;
+        };
+        let conn = Conn {
+            gw: gw.clone(),
+            tls: tls.clone(),
+            shutdown: shutdown.clone(),
+            accepted,
+            limits,
+        };
         metrics::gauge!(telemetry::CONNECTIONS).increment(1.0);
         tokio::spawn(async move {
-            match tls {
-                None => {
-                    let io = TokioIo::new(Sniffed::new(stream));
-                    let conn = builder.serve_connection_with_upgrades(io, svc);
-                    let _ = watcher.watch(conn.into_owned()).await;
-                }
-                Some(acc) => {
-                    let handshake = tokio::time::timeout(header_timeout, acc.accept(stream)).await;
-                    if let Ok(Ok(s)) = handshake {
-                        let io = TokioIo::new(Sniffed::new(s));
-                        let conn = builder.serve_connection_with_upgrades(io, svc);
-                        let _ = watcher.watch(conn.into_owned()).await;
-                    }
-                }
-            }
+            conn.run(stream).await;
             metrics::gauge!(telemetry::CONNECTIONS).decrement(1.0);
-            drop(permit);
+            drop((permit, ip_slot));
         });
     }
     drop(listener);
     let drain = gw.snapshot().table.config.timeouts.drain;
-    if tokio::time::timeout(drain, graceful.shutdown())
+    // Every connection holds a permit until it ends: all permits back = drained.
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(drain, permits.acquire_many(all))
         .await
         .is_err()
     {
@@ -121,7 +113,88 @@ pub async fn serve(
     }
 }
 
-async fn reject(mut s: TcpStream) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(OVERLOADED)).await;
+/// One accepted connection and what it needs.
+struct Conn {
+    gw: Arc<Gateway>,
+    tls: Option<TlsAcceptor>,
+    shutdown: watch::Receiver<bool>,
+    accepted: Instant,
+    limits: crate::config::model::Limits,
+}
+
+impl Conn {
+    async fn run(self, stream: TcpStream) {
+        let activity = Activity::default();
+        let header = self.limits.header_read_timeout;
+        match self.tls.clone() {
+            None => {
+                self.serve(TokioIo::new(Sniffed::new(stream)), &activity)
+                    .await
+            }
+            Some(acc) => {
+                let deadline = self.accepted + header;
+                if let Ok(Ok(s)) = tokio::time::timeout_at(deadline, acc.accept(stream)).await {
+                    self.serve(TokioIo::new(Sniffed::new(s)), &activity).await;
+                }
+            }
+        }
+    }
+
+    /// Serve HTTP/1.1 or HTTP/2 on `io` until the client leaves, the watchdog ends the
+    /// connection, or the gateway drains.
+    async fn serve<I>(mut self, io: TokioIo<I>, activity: &Activity)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let gw = self.gw.clone();
+        let act = activity.clone();
+        let svc = service_fn(move |req| {
+            let gw = gw.clone();
+            let guard = act.begin();
+            async move {
+                let resp = handle(gw, req).await;
+                Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, guard)))
+            }
+        });
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.limits.header_read_timeout)
+            .max_buf_size(256 * 1024);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(H2_PING_INTERVAL)
+            .keep_alive_timeout(H2_PING_TIMEOUT)
+            .max_header_list_size(64 * 1024);
+        let conn = builder.serve_connection_with_upgrades(io, svc);
+        tokio::pin!(conn);
+        let (header, idle) = (self.limits.header_read_timeout, self.limits.idle_timeout);
+        // After a graceful shutdown starts, the connection gets this long to finish.
+        let mut closing: Option<Instant> = None;
+        loop {
+            let hard = closing.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = self.shutdown.changed(), if closing.is_none() => {
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now() + self.gw.snapshot().table.config.timeouts.drain);
+                }
+                why = activity.expired(self.accepted, header, idle), if closing.is_none() => {
+                    if why == Expired::FirstHead {
+                        return; // dropping the connection closes the socket
+                    }
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now() + header);
+                }
+                _ = tokio::time::sleep_until(hard), if closing.is_some() => return,
+            }
+        }
+    }
+}
+
+async fn reject(mut s: TcpStream, answer: &'static [u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(answer)).await;
     let _ = s.shutdown().await;
 }

@@ -33,9 +33,9 @@ STOP_TIMEOUT_S = 10.0
 
 CLIENT_KEY = "sk-test-client"
 ADMIN_TOKEN = "test-admin-token"
-CHAT_MODEL = "gpt-4o-mini"
+CHAT_MODEL = "gpt-5.4-mini"
 EMBED_MODEL = "text-embedding-3-small"
-CLAUDE_MODEL = "claude-sonnet-4-5"
+CLAUDE_MODEL = "claude-sonnet-5-5"
 VIRTUAL_MODEL = "resilient-chat"
 # Served only to the "vip" group; the test client is in "default".
 VIP_ONLY_MODEL = "vip-only-model"

@@ -22,6 +22,18 @@ def test_messages_non_stream(anthropic_client: anthropic.Anthropic) -> None:
     assert msg.usage.output_tokens > 0
 
 
+def test_request_id_and_no_deprecation_warning(anthropic_client: anthropic.Anthropic) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        msg = anthropic_client.messages.create(model=CLAUDE_MODEL, max_tokens=64, messages=MESSAGES)
+    assert msg._request_id, "the gateway sent no request-id header"
+    models = anthropic_client.models.list()
+    assert CLAUDE_MODEL in {m.id for m in models.data}
+    assert anthropic_client.models.retrieve(CLAUDE_MODEL).id == CLAUDE_MODEL
+
+
 def test_messages_with_sdk_default_auth(anthropic_bearer_client: anthropic.Anthropic) -> None:
     msg = anthropic_bearer_client.messages.create(
         model=CLAUDE_MODEL, max_tokens=64, messages=MESSAGES

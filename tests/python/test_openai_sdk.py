@@ -105,6 +105,13 @@ def test_models_list(openai_client: openai.OpenAI) -> None:
     assert VIP_ONLY_MODEL not in ids
 
 
+def test_models_retrieve(openai_client: openai.OpenAI) -> None:
+    model = openai_client.models.retrieve(CHAT_MODEL)
+    assert model.id == CHAT_MODEL and model.object == "model"
+    with pytest.raises(openai.NotFoundError):
+        openai_client.models.retrieve(VIP_ONLY_MODEL)
+
+
 def test_wrong_key_is_rejected(gateway: Gateway) -> None:
     client = openai.OpenAI(
         base_url=gateway.openai_base_url, api_key="sk-not-a-client", max_retries=0, timeout=30.0

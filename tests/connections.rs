@@ -1,0 +1,247 @@
+//! Connections (issue 15 item 2; R14.2): silent connections cannot hold slots. The first
+//! request head must arrive within `limits.header_read_timeout` on HTTP/1 and HTTP/2 alike,
+//! idle connections are closed after `limits.idle_timeout`, and
+//! `limits.max_connections_per_ip` caps one address — shown over real sockets, and with the
+//! real binary at `max_connections: 4`.
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty SETTINGS frame: length 0, type 4, flags 0, stream 0.
+const SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+
+/// What each silent socket sends before going quiet.
+fn silent_openers() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("nothing", vec![]),
+        ("half the h2 preface", PREFACE[..10].to_vec()),
+        ("the h2 preface", PREFACE.to_vec()),
+        ("the h2 preface and SETTINGS", [PREFACE, SETTINGS].concat()),
+        ("half an HTTP/1 head", b"GET /v1/mod".to_vec()),
+    ]
+}
+
+async fn gateway(limits: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
+    let m = mocks(&["a"]).await;
+    let yaml = fill(
+        &format!(
+            "limits:\n{limits}channels:\n{}{CLIENTS}",
+            channel("a", "{a}", 0, &["m"])
+        ),
+        &m,
+    );
+    (start_gw(&yaml).await, m)
+}
+
+fn addr(gw: &Gw) -> String {
+    gw.base.trim_start_matches("http://").to_string()
+}
+
+/// Time until the gateway closes a socket that sent `opener` and then nothing (None: still
+/// open after `wait`).
+async fn closed_after(addr: &str, opener: &[u8], wait: Duration) -> Option<Duration> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(opener).await.unwrap();
+    let t = Instant::now();
+    let mut buf = Vec::new();
+    match tokio::time::timeout(wait, s.read_to_end(&mut buf)).await {
+        Ok(_) => Some(t.elapsed()),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn silent_and_preface_only_connections_are_cut_by_the_header_read_timeout() {
+    let (gw, m) = gateway("  header_read_timeout: 400ms\n").await;
+    let a = addr(&gw);
+    let mut waits = Vec::new();
+    for (what, opener) in silent_openers() {
+        let a = a.clone();
+        waits.push(tokio::spawn(async move {
+            (
+                what,
+                closed_after(&a, &opener, Duration::from_secs(5)).await,
+            )
+        }));
+    }
+    for w in waits {
+        let (what, took) = w.await.unwrap();
+        let took = took.unwrap_or_else(|| panic!("{what}: still open after 5 s"));
+        assert!(
+            took < Duration::from_secs(3),
+            "{what}: closed after {took:?}"
+        );
+    }
+    assert_eq!(m["a"].calls(), 0);
+    gw.stop().await;
+}
+
+/// HTTP/2 client over a raw socket (prior knowledge): one request, then the connection
+/// future resolves when the gateway closes the connection.
+async fn h2_one_request(addr: &str, path: &str) -> (u16, tokio::task::JoinHandle<Instant>) {
+    let io = TokioIo::new(TcpStream::connect(addr).await.unwrap());
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        .await
+        .unwrap();
+    let done = tokio::spawn(async move {
+        let _ = conn.await;
+        Instant::now()
+    });
+    let req = http::Request::get(format!("http://x{path}"))
+        .header("authorization", format!("Bearer {ALICE}"))
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let _ = resp.into_body().collect().await;
+    (status, done)
+}
+
+/// `limits.idle_timeout`: an HTTP/2 or keep-alive HTTP/1 connection with nothing in flight is
+/// closed; a slow stream in flight for longer than the idle timeout is not cut.
+#[tokio::test]
+async fn idle_connections_are_closed_and_busy_ones_are_not() {
+    let (gw, m) = gateway("  header_read_timeout: 10s\n  idle_timeout: 500ms\n").await;
+    let a = addr(&gw);
+    let (status, done) = h2_one_request(&a, "/v1/models").await;
+    assert_eq!(status, 200);
+    let t = Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(4), done)
+        .await
+        .expect("idle h2 connection still open after 4 s")
+        .unwrap();
+    assert!(closed.duration_since(t) < Duration::from_secs(3));
+    // HTTP/1 keep-alive: the same, well before the 10 s head timeout.
+    let req =
+        format!("GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ALICE}\r\n\r\n");
+    let took = closed_after(&a, req.as_bytes(), Duration::from_secs(4)).await;
+    assert!(took.is_some_and(|d| d < Duration::from_secs(3)), "{took:?}");
+    // A stream that takes 1.5 s (three times the idle timeout) completes.
+    m["a"].set_default(Behavior::Stream {
+        chunks: 6,
+        delay: Duration::from_millis(250),
+    });
+    let r = gw.chat("m", true).await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("[DONE]"), "{text}");
+    gw.stop().await;
+}
+
+/// `limits.max_connections_per_ip`: one address cannot take more; others are still served.
+#[tokio::test]
+async fn one_address_cannot_hold_more_than_its_share() {
+    let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections_per_ip: 2\n").await;
+    let a = addr(&gw);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&a).await.unwrap();
+        s.write_all(b"GET /v1/mod").await.unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut s = TcpStream::connect(&a).await.unwrap();
+    let _ = s
+        .write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 429"), "{text}");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = gw
+        .http
+        .get(format!("{}/v1/models", gw.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    gw.stop().await;
+}
+
+/// The issue's demonstration with the real binary: `max_connections: 4`,
+/// `header_read_timeout: 1s`, four silent or preface-only sockets; a real client is served
+/// within a few seconds.
+#[tokio::test]
+async fn real_binary_serves_a_client_past_four_silent_sockets() {
+    let m = mocks(&["a"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("switchyard.yaml");
+    let yaml = fill(
+        &format!(
+            "limits:\n  max_connections: 4\n  header_read_timeout: 1s\nchannels:\n{}{CLIENTS}",
+            channel("a", "{a}", 0, &["m"])
+        ),
+        &m,
+    );
+    std::fs::write(&cfg, format!("{}{yaml}", head(dir.path()))).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("serve")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(l)) = err.next_line().await {
+            if l.contains("switchyard ready") {
+                return l;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("binary became ready");
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let re = regex::Regex::new(r"127\.0\.0\.1:\d+").unwrap();
+    let listen = re
+        .find(&ready)
+        .expect("listen address")
+        .as_str()
+        .to_string();
+    let mut silent = Vec::new();
+    for (_, opener) in silent_openers().into_iter().take(4) {
+        let mut s = TcpStream::connect(&listen).await.unwrap();
+        s.write_all(&opener).await.unwrap();
+        silent.push(s);
+    }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let mut served = None;
+    while t.elapsed() < Duration::from_secs(6) {
+        let r = http
+            .post(format!("http://{listen}/v1/chat/completions"))
+            .bearer_auth(ALICE)
+            .json(
+                &serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+            )
+            .send()
+            .await;
+        if r.is_ok_and(|r| r.status() == 200) {
+            served = Some(t.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = served.expect("no client served within 6 s while four silent sockets were open");
+    assert!(took < Duration::from_secs(4), "served after {took:?}");
+    drop(silent);
+    let _ = child.kill().await;
+}
