@@ -86,12 +86,15 @@ async fn canary_setup() -> Canaries {
     mock.require_key(Some("sk-the-only-valid-key".into()));
     let raw = echo_in_200_upstream().await;
     let (k1, k2, k3) = (canary("oai"), canary("anth"), canary("raw"));
+    // Not upstream keys: a wrong client key and a credential in a query string, sent with
+    // requests the gateway rejects (they must not reach the rejected-request log line).
+    let (k4, k5) = (canary("client"), canary("query"));
     let yaml = format!(
         "routing:\n  retry_times: 0\nchannels:\n  echo:\n    kind: openai\n    base_url: {m}\n    keys: [\"{k1}\"]\n    models: [gpt-echo]\n  anth:\n    kind: anthropic\n    base_url: {m}\n    keys: [\"{k2}\"]\n    models: [claude-echo]\n  hidden:\n    kind: openai\n    base_url: {raw}\n    keys: [\"{k3}\"]\n    models: [gpt-hidden]\n{CLIENTS}",
         m = mock.base_url()
     );
     Canaries {
-        keys: vec![k1, k2, k3],
+        keys: vec![k1, k2, k3, k4, k5],
         yaml,
         _mock: mock,
     }
@@ -233,6 +236,24 @@ async fn run_binary(c: &Canaries, json_logs: bool) -> (String, Vec<u8>, Vec<(Str
         assert!(status >= 400, "{what}: {status}");
         seen.push((what, text));
     }
+    // Rejected before any upstream attempt (issue 16 item 4): a wrong client key, and an
+    // undeclared path whose query string carries a credential.
+    let r = http
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(&c.keys[3])
+        .json(&serde_json::json!({"model": "gpt-echo", "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .post(format!("{base}/v1/undeclared?api_key={}", c.keys[4]))
+        .bearer_auth(ALICE)
+        .json(&serde_json::json!({"model": "gpt-echo"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
     tokio::time::sleep(Duration::from_millis(300)).await; // let the writer commit
     seen.extend(admin_texts(&http, &admin).await);
     let pid = child.id().unwrap().to_string();
@@ -271,6 +292,23 @@ async fn canary_keys_never_reach_logs_metrics_or_storage() {
         assert!(log.contains("switchyard ready"), "{log}");
         // The per-request line (R12.4) is there and carries the chain.
         assert!(log.contains("request failed"), "{log}");
+        // Rejected requests have their own line, with status and code.
+        let rejected: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("request rejected"))
+            .collect();
+        assert!(
+            rejected
+                .iter()
+                .any(|l| l.contains("401") && l.contains("invalid_api_key")),
+            "{log}"
+        );
+        assert!(
+            rejected
+                .iter()
+                .any(|l| l.contains("/v1/undeclared") && l.contains("path_not_found")),
+            "{log}"
+        );
         if json_logs {
             let line = log
                 .lines()

@@ -189,17 +189,8 @@ async fn relay(
             },
         )?,
     };
-    let idempotency_key = parts
-        .headers
-        .get("idempotency-key")
-        .filter(|v| valid_idempotency_key(v.as_bytes()))
-        .cloned();
-    let stream_format = match path.as_str() {
-        "/v1/chat/completions" | "/v1/completions" => StreamFormat::Chat,
-        "/v1/responses" => StreamFormat::Responses,
-        "/v1/messages" => StreamFormat::Messages,
-        _ => StreamFormat::Other,
-    };
+    let stream_format = stream_format(&path);
+    let idempotency_key = idempotency_key(&parts.headers);
     let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
         affinity: &snap.table.config.affinity,
         group: &client.group,
@@ -231,6 +222,22 @@ async fn relay(
         sticky,
     };
     Ok(attempt::run(gw, job).await)
+}
+
+/// R10.2: the client's `Idempotency-Key`, when it is valid.
+fn idempotency_key(h: &http::HeaderMap) -> Option<HeaderValue> {
+    h.get("idempotency-key")
+        .filter(|v| valid_idempotency_key(v.as_bytes()))
+        .cloned()
+}
+
+fn stream_format(path: &str) -> StreamFormat {
+    match path {
+        "/v1/chat/completions" | "/v1/completions" => StreamFormat::Chat,
+        "/v1/responses" => StreamFormat::Responses,
+        "/v1/messages" => StreamFormat::Messages,
+        _ => StreamFormat::Other,
+    }
 }
 
 fn is_json(h: &http::HeaderMap) -> bool {
