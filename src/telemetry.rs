@@ -111,7 +111,7 @@ fn describe() {
     describe_gauge!(CONNECTIONS, "Open client connections.");
     describe_counter!(
         CONNECTIONS_REJECTED,
-        "Client connections refused at the connection cap."
+        "Client connections refused at the connection cap (total or per address)."
     );
     describe_counter!(
         STORE_DROPPED,
