@@ -61,13 +61,18 @@
 //! and Anthropic `anthropic-ratelimit-*-reset` into a wait; [`KeyCooldowns`] holds that key
 //! (by channel name and key fingerprint) back until then, bounded by a configured maximum.
 pub mod cell;
+pub mod cooldowns;
+pub mod duration;
 pub mod limiter;
 pub mod local;
 pub mod refusal;
 pub mod store;
 pub mod subject;
+pub mod upstream;
 pub mod window;
 
+#[cfg(test)]
+mod cooldowns_tests;
 #[cfg(test)]
 mod limiter_tests;
 #[cfg(test)]
@@ -75,8 +80,11 @@ mod permit_tests;
 #[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
+mod upstream_tests;
+#[cfg(test)]
 mod window_tests;
 
+pub use cooldowns::KeyCooldowns;
 pub use limiter::{Admission, Limiter};
 pub use local::{Bounds, Local, LocalGrant};
 pub use refusal::{Kind, Numbers, Refusal, Report, Room};
