@@ -63,6 +63,7 @@
 pub mod cell;
 pub mod cooldowns;
 pub mod duration;
+pub mod headers;
 pub mod limiter;
 pub mod local;
 pub mod refusal;
@@ -73,6 +74,8 @@ pub mod window;
 
 #[cfg(test)]
 mod cooldowns_tests;
+#[cfg(test)]
+mod headers_tests;
 #[cfg(test)]
 mod limiter_tests;
 #[cfg(test)]
@@ -85,6 +88,7 @@ mod upstream_tests;
 mod window_tests;
 
 pub use cooldowns::KeyCooldowns;
+pub use headers::{refusal_headers, report_headers, HeaderFormat};
 pub use limiter::{Admission, Limiter};
 pub use local::{Bounds, Local, LocalGrant};
 pub use refusal::{Kind, Numbers, Refusal, Report, Room};
