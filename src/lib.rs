@@ -5,6 +5,7 @@
 //! - `affinity`: sticky keys and channel bindings that keep prompt caches warm (R8).
 //! - `state`: runtime state outside the table, keyed by channel name (survives reload).
 //! - `proxy`: listener, handler, attempt loop, upstream client, SSE relay.
+//! - `limits`: rate limits per client and per upstream key, upstream reset learning (R15).
 //! - `billing`: per-client balances, per-request billing sessions, ledger recovery (R11).
 //! - `store`: SQLite writer thread (request log, ledger, disabled state, bindings).
 //! - `admin`, `admin_views`: the admin listener and its JSON views.
@@ -18,6 +19,7 @@ pub mod app;
 pub mod billing;
 pub mod config;
 pub mod error;
+pub mod limits;
 pub mod mock;
 pub mod proxy;
 pub mod routing;

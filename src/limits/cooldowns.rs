@@ -1,0 +1,129 @@
+//! Upstream key cool-downs learned from rate-limit answers (R15.3): channel name + key
+//! fingerprint → "cooling until", bounded by a configured maximum, sharded, bounded in size,
+//! expired lazily and by `sweep`. One key cools; its channel and model do not.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::subject::{OwnedSubject, Subject, SubjectView};
+
+const SHARDS: usize = 16;
+/// Keys tracked at most (they come from config; this bounds a pathological one).
+pub const MAX_KEYS: usize = 65_536;
+
+type Shard = HashMap<OwnedSubject, Instant>;
+
+/// Cooling upstream keys.
+#[derive(Debug)]
+pub struct KeyCooldowns {
+    shards: Box<[RwLock<Shard>]>,
+    per_shard: usize,
+    hasher: RandomState,
+}
+
+impl Default for KeyCooldowns {
+    fn default() -> Self {
+        KeyCooldowns::with_capacity(MAX_KEYS)
+    }
+}
+
+impl KeyCooldowns {
+    /// A store of at most `max_keys` cooling keys.
+    pub fn with_capacity(max_keys: usize) -> Self {
+        KeyCooldowns {
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            per_shard: max_keys.div_ceil(SHARDS).max(1),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn shard_of(&self, s: &Subject<'_>) -> usize {
+        (self.hasher.hash_one(s as &dyn SubjectView) % SHARDS as u64) as usize
+    }
+
+    fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
+        self.shards[i].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
+        self.shards[i].write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Cool `key` of `channel` for `wait`, at most `max`, from `now`. A later deadline already
+    /// set is kept (a shorter hint never shortens a cool-down). Returns the deadline in force,
+    /// or `None` when the bounded wait is zero.
+    pub fn cool(
+        &self,
+        channel: &str,
+        key: &str,
+        wait: Duration,
+        max: Duration,
+        now: Instant,
+    ) -> Option<Instant> {
+        let wait = wait.min(max);
+        if wait.is_zero() {
+            return None;
+        }
+        let until = now.checked_add(wait)?;
+        let s = Subject::Key { channel, key };
+        let i = self.shard_of(&s);
+        let mut shard = self.write(i);
+        if let Some(d) = shard.get_mut(&s as &dyn SubjectView) {
+            *d = (*d).max(until);
+            return Some(*d);
+        }
+        if shard.len() >= self.per_shard {
+            shard.retain(|_, d| *d > now);
+            if shard.len() >= self.per_shard {
+                let soonest = shard
+                    .iter()
+                    .min_by_key(|(_, d)| **d)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = soonest {
+                    shard.remove(&k);
+                }
+            }
+        }
+        shard.insert(s.to_owned_key(), until);
+        Some(until)
+    }
+
+    /// Until when `key` of `channel` is cooling, if it is at `now`.
+    pub fn cooling_until(&self, channel: &str, key: &str, now: Instant) -> Option<Instant> {
+        let s = Subject::Key { channel, key };
+        let d = *self.read(self.shard_of(&s)).get(&s as &dyn SubjectView)?;
+        (d > now).then_some(d)
+    }
+
+    /// End a key's cool-down (an operator re-enabled it, or the key was removed).
+    pub fn clear(&self, channel: &str, key: &str) {
+        let s = Subject::Key { channel, key };
+        self.write(self.shard_of(&s)).remove(&s as &dyn SubjectView);
+    }
+
+    /// Drop expired entries; returns how many.
+    pub fn sweep(&self, now: Instant) -> usize {
+        let mut n = 0;
+        for i in 0..SHARDS {
+            let mut s = self.write(i);
+            let before = s.len();
+            s.retain(|_, d| *d > now);
+            n += before - s.len();
+        }
+        n
+    }
+
+    /// Entries held (expired ones not yet swept included).
+    pub fn len(&self) -> usize {
+        (0..SHARDS).map(|i| self.read(i).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

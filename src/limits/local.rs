@@ -1,0 +1,258 @@
+//! The single-process store (R15, default): one cell per subject in a sharded, bounded map.
+//! No global lock — a shard's read lock for the lookup, then the cell's own mutex for one
+//! transition. Synchronous and allocation-free once a subject's cell exists.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::future::{ready, Future};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tokio::time::Instant;
+
+use super::cell::{CellState, Taken};
+use super::refusal::{Refusal, Report};
+use super::store::{Ask, Grant, Peek, Store};
+use super::subject::{OwnedSubject, Subject, SubjectView};
+
+/// How much state a `Local` store may keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Subjects (clients and upstream keys) tracked at most; a cell is ≤ 1.7 KB.
+    pub max_subjects: usize,
+    /// Map shards (contention spreads across them).
+    pub shards: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            max_subjects: 32_768,
+            shards: 32,
+        }
+    }
+}
+
+/// A subject's cell, shared by the map and by the admissions it granted.
+#[derive(Debug, Default)]
+pub struct Cell {
+    state: Mutex<CellState>,
+}
+
+impl Cell {
+    /// The cell's state. A poisoned lock only means a panic mid-update of plain counters.
+    pub fn lock(&self) -> MutexGuard<'_, CellState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+type Shard = HashMap<OwnedSubject, Arc<Cell>>;
+
+/// Local limit state.
+#[derive(Debug)]
+pub struct Local {
+    epoch: Instant,
+    shards: Box<[RwLock<Shard>]>,
+    per_shard: usize,
+    hasher: RandomState,
+}
+
+impl Default for Local {
+    fn default() -> Self {
+        Local::new(Bounds::default())
+    }
+}
+
+/// Milliseconds from `epoch` to `now` (0 before it).
+fn ms_since(epoch: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(epoch).as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Local {
+    /// An empty store whose clock starts now.
+    pub fn new(bounds: Bounds) -> Self {
+        let n = bounds.shards.max(1);
+        Local {
+            epoch: Instant::now(),
+            shards: (0..n).map(|_| RwLock::new(HashMap::new())).collect(),
+            per_shard: bounds.max_subjects.div_ceil(n).max(1),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn ms(&self, now: Instant) -> u64 {
+        ms_since(self.epoch, now)
+    }
+
+    fn shard_of(&self, s: &Subject<'_>) -> usize {
+        (self.hasher.hash_one(s as &dyn SubjectView) % self.shards.len() as u64) as usize
+    }
+
+    fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
+        self.shards[i].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
+        self.shards[i].write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The subject's cell, if it has one.
+    pub fn existing(&self, s: Subject<'_>) -> Option<Arc<Cell>> {
+        self.read(self.shard_of(&s))
+            .get(&s as &dyn SubjectView)
+            .cloned()
+    }
+
+    /// The subject's cell, created on first use (the only allocation of the path).
+    fn cell(&self, s: Subject<'_>, now_ms: u64) -> Arc<Cell> {
+        let i = self.shard_of(&s);
+        if let Some(c) = self.read(i).get(&s as &dyn SubjectView) {
+            return c.clone();
+        }
+        let mut shard = self.write(i);
+        if let Some(c) = shard.get(&s as &dyn SubjectView) {
+            return c.clone();
+        }
+        if shard.len() >= self.per_shard {
+            make_room(&mut shard, self.per_shard, now_ms);
+        }
+        let c = Arc::new(Cell::default());
+        shard.insert(s.to_owned_key(), c.clone());
+        c
+    }
+
+    /// Subjects tracked now.
+    pub fn len(&self) -> usize {
+        (0..self.shards.len()).map(|i| self.read(i).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The synchronous admission (what the `Store` future wraps).
+    pub fn admit_now(
+        &self,
+        subject: Subject<'_>,
+        ask: &Ask,
+        now: Instant,
+    ) -> Result<LocalGrant, Refusal> {
+        let now_ms = self.ms(now);
+        let cell = self.cell(subject, now_ms);
+        let (taken, report) = {
+            let mut st = cell.lock();
+            let taken = st.admit(ask, now_ms)?;
+            (taken, st.report(ask, now_ms))
+        };
+        Ok(LocalGrant {
+            cell: Some(cell),
+            taken,
+            report,
+            epoch: self.epoch,
+        })
+    }
+}
+
+/// Unheld cells that count nothing any more cannot matter.
+fn evictable(c: &Arc<Cell>, now_ms: u64) -> bool {
+    Arc::strong_count(c) == 1 && c.lock().is_idle(now_ms)
+}
+
+/// A full shard: drop idle cells; if none, the least recently used unheld one (its counts
+/// are lost — the price of the bound, reached only with far more subjects than configured).
+fn make_room(shard: &mut Shard, cap: usize, now_ms: u64) {
+    shard.retain(|_, c| !evictable(c, now_ms));
+    if shard.len() < cap {
+        return;
+    }
+    let lru = shard
+        .iter()
+        .filter(|(_, c)| Arc::strong_count(c) == 1)
+        .min_by_key(|(_, c)| c.lock().last_ms())
+        .map(|(k, _)| k.clone());
+    if let Some(k) = lru {
+        shard.remove(&k);
+    }
+}
+
+impl Store for Local {
+    type Grant = LocalGrant;
+
+    fn admit(
+        &self,
+        subject: Subject<'_>,
+        ask: &Ask,
+        now: Instant,
+    ) -> impl Future<Output = Result<LocalGrant, Refusal>> + Send {
+        ready(self.admit_now(subject, ask, now))
+    }
+
+    fn peek(&self, subject: Subject<'_>, ask: &Ask, now: Instant) -> Peek {
+        let now_ms = self.ms(now);
+        match self.existing(subject) {
+            Some(c) => {
+                let st = c.lock();
+                Peek {
+                    room: st.room(ask, now_ms),
+                    report: st.report(ask, now_ms),
+                }
+            }
+            None => {
+                let st = CellState::default();
+                Peek {
+                    room: st.room(ask, now_ms),
+                    report: st.report(ask, now_ms),
+                }
+            }
+        }
+    }
+
+    fn sweep(&self, now: Instant) -> usize {
+        let now_ms = self.ms(now);
+        let mut n = 0;
+        for i in 0..self.shards.len() {
+            let mut s = self.write(i);
+            let before = s.len();
+            s.retain(|_, c| !evictable(c, now_ms));
+            n += before - s.len();
+        }
+        n
+    }
+}
+
+/// A local admission's hold on its cell. Drop releases the permit (and keeps the token
+/// reservation as the charge); `settle` / `cancel` reconcile first.
+#[derive(Debug)]
+pub struct LocalGrant {
+    cell: Option<Arc<Cell>>,
+    taken: Taken,
+    report: Report,
+    epoch: Instant,
+}
+
+impl Grant for LocalGrant {
+    fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn settle(mut self, actual_tokens: u64, now: Instant) {
+        if let Some(c) = self.cell.take() {
+            c.lock()
+                .settle(&self.taken, actual_tokens, ms_since(self.epoch, now));
+        }
+    }
+
+    fn cancel(mut self, now: Instant) {
+        if let Some(c) = self.cell.take() {
+            c.lock().cancel(&self.taken, ms_since(self.epoch, now));
+        }
+    }
+}
+
+impl Drop for LocalGrant {
+    fn drop(&mut self) {
+        if let Some(c) = self.cell.take() {
+            c.lock().release();
+        }
+    }
+}
