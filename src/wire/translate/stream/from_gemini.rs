@@ -43,11 +43,12 @@ impl FromGemini {
         if data.is_empty() {
             return Ok(());
         }
-        let r: GResponse =
-            serde_json::from_str(data).map_err(|e| UpstreamError::bad_answer(Format::Gemini, e))?;
+        let r: GResponse = match serde_json::from_str(data) {
+            Ok(r) => r,
+            Err(e) => return Err(unreadable(data, e)),
+        };
         if r.error.is_some() && r.candidates.is_empty() {
-            let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
-            return Err(UpstreamError::from_value(Format::Gemini, 0, &v));
+            return Err(unreadable(data, "an error object"));
         }
         if let Some(reason) = r
             .prompt_feedback
@@ -107,5 +108,17 @@ impl FromGemini {
             emit.finish(stop, None, &self.usage.unwrap_or_default(), out);
         }
         Ok(())
+    }
+}
+
+/// An event that is not a `GenerateContentResponse`: the error it carries (Gemini may wrap it
+/// in an array), else a bad answer.
+fn unreadable(data: &str, detail: impl std::fmt::Display) -> UpstreamError {
+    let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
+    let first = v.as_array().and_then(|a| a.first()).unwrap_or(&v);
+    if first.get("error").is_some() {
+        UpstreamError::from_value(Format::Gemini, 0, first)
+    } else {
+        UpstreamError::bad_answer(Format::Gemini, detail)
     }
 }

@@ -27,5 +27,5 @@ fixture!(request_refusals, "refusals.txt", 24);
 fixture!(answers, "answers.txt", 18);
 fixture!(stream_anthropic_to_openai, "stream_anthropic_openai.txt", 4);
 fixture!(stream_openai_to_anthropic, "stream_openai_anthropic.txt", 4);
-fixture!(stream_gemini, "stream_gemini.txt", 5);
+fixture!(stream_gemini, "stream_gemini.txt", 6);
 fixture!(errors, "errors.txt", 14);

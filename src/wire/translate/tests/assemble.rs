@@ -1,0 +1,434 @@
+//! Test helpers for the stream property: one abstract answer rendered as each upstream format
+//! (non-stream body, and stream events split at given points), and the client side put back
+//! together (from a non-stream body or from stream events, checking the event grammar).
+
+use serde_json::{json, Value};
+
+use super::harness::sse_events;
+
+/// An answer in the shape every format can carry: reasoning, text, then tool calls.
+#[derive(Debug, Clone)]
+pub struct Ans {
+    pub thinking: Option<String>,
+    pub text: Option<String>,
+    pub calls: Vec<(String, Value)>,
+    pub max_tokens: bool,
+    /// (input incl. cache reads, cache reads, output)
+    pub usage: (u64, u64, u64),
+}
+
+/// `s` cut into pieces at the char positions `cuts` (taken modulo its length).
+pub fn split(s: &str, cuts: &[usize]) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut at: Vec<usize> = cuts.iter().map(|c| c % (chars.len() + 1)).collect();
+    at.push(0);
+    at.push(chars.len());
+    at.sort_unstable();
+    at.dedup();
+    at.windows(2)
+        .map(|w| chars[w[0]..w[1]].iter().collect())
+        .collect()
+}
+
+impl Ans {
+    fn stop(&self, tool: &'static str, max: &'static str, end: &'static str) -> &'static str {
+        if !self.calls.is_empty() {
+            tool
+        } else if self.max_tokens {
+            max
+        } else {
+            end
+        }
+    }
+
+    pub fn anthropic_body(&self) -> String {
+        let mut content = Vec::new();
+        if let Some(t) = &self.thinking {
+            content.push(json!({"type": "thinking", "thinking": t, "signature": "sig"}));
+        }
+        if let Some(t) = &self.text {
+            content.push(json!({"type": "text", "text": t}));
+        }
+        for (i, (name, args)) in self.calls.iter().enumerate() {
+            content.push(json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": args}));
+        }
+        let (input, cached, out) = self.usage;
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "up", "content": content,
+            "stop_reason": self.stop("tool_use", "max_tokens", "end_turn"), "stop_sequence": null,
+            "usage": {"input_tokens": input - cached, "cache_read_input_tokens": cached, "output_tokens": out}})
+        .to_string()
+    }
+
+    pub fn anthropic_stream(&self, cuts: &[usize], pings: bool) -> Vec<String> {
+        let (input, cached, out) = self.usage;
+        let mut ev = vec![
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+            "model": "up", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": input - cached, "cache_read_input_tokens": cached, "output_tokens": 1}}}),
+        ];
+        let mut index = 0;
+        let mut block = |ev: &mut Vec<Value>, start: Value, ty: &str, key: &str, s: &str| {
+            ev.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+            for piece in split(s, cuts) {
+                if pings {
+                    ev.push(json!({"type": "ping"}));
+                }
+                ev.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": ty, key: piece}}));
+            }
+            ev.push(json!({"type": "content_block_stop", "index": index}));
+            index += 1;
+        };
+        if let Some(t) = &self.thinking {
+            block(
+                &mut ev,
+                json!({"type": "thinking", "thinking": ""}),
+                "thinking_delta",
+                "thinking",
+                t,
+            );
+        }
+        if let Some(t) = &self.text {
+            block(
+                &mut ev,
+                json!({"type": "text", "text": ""}),
+                "text_delta",
+                "text",
+                t,
+            );
+        }
+        for (i, (name, args)) in self.calls.iter().enumerate() {
+            let start =
+                json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": {}});
+            block(
+                &mut ev,
+                start,
+                "input_json_delta",
+                "partial_json",
+                &args.to_string(),
+            );
+        }
+        ev.push(json!({"type": "message_delta", "delta": {"stop_reason": self.stop("tool_use", "max_tokens", "end_turn"),
+            "stop_sequence": null}, "usage": {"output_tokens": out}}));
+        ev.push(json!({"type": "message_stop"}));
+        ev.iter().map(Value::to_string).collect()
+    }
+
+    pub fn openai_body(&self) -> String {
+        let calls: Vec<Value> = self.calls.iter().enumerate().map(|(i, (name, args))| {
+            json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+        }).collect();
+        let mut msg = json!({"role": "assistant", "content": self.text});
+        if let Some(t) = &self.thinking {
+            msg["reasoning_content"] = t.as_str().into();
+        }
+        if !calls.is_empty() {
+            msg["tool_calls"] = calls.into();
+        }
+        let (input, cached, out) = self.usage;
+        json!({"id": "c1", "object": "chat.completion", "created": 5, "model": "up",
+            "choices": [{"index": 0, "message": msg, "finish_reason": self.stop("tool_calls", "length", "stop")}],
+            "usage": {"prompt_tokens": input, "completion_tokens": out, "prompt_tokens_details": {"cached_tokens": cached}}})
+        .to_string()
+    }
+
+    pub fn openai_stream(&self, cuts: &[usize]) -> Vec<String> {
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": "c1", "object": "chat.completion.chunk", "created": 5, "model": "up",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string()
+        };
+        let mut ev = vec![chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
+        for p in self.thinking.iter().flat_map(|t| split(t, cuts)) {
+            ev.push(chunk(json!({"reasoning_content": p}), Value::Null));
+        }
+        for p in self.text.iter().flat_map(|t| split(t, cuts)) {
+            ev.push(chunk(json!({"content": p}), Value::Null));
+        }
+        for (i, (name, args)) in self.calls.iter().enumerate() {
+            let pieces = split(&args.to_string(), cuts);
+            for (j, p) in pieces.into_iter().enumerate() {
+                let tc = if j == 0 {
+                    json!({"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": p}})
+                } else {
+                    json!({"index": i, "function": {"arguments": p}})
+                };
+                ev.push(chunk(json!({"tool_calls": [tc]}), Value::Null));
+            }
+        }
+        ev.push(chunk(
+            json!({}),
+            self.stop("tool_calls", "length", "stop").into(),
+        ));
+        let (input, cached, out) = self.usage;
+        ev.push(json!({"id": "c1", "object": "chat.completion.chunk", "created": 5, "model": "up", "choices": [],
+            "usage": {"prompt_tokens": input, "completion_tokens": out, "prompt_tokens_details": {"cached_tokens": cached}}}).to_string());
+        ev.push("[DONE]".to_string());
+        ev
+    }
+
+    fn gemini_usage(&self) -> Value {
+        let (input, cached, out) = self.usage;
+        json!({"promptTokenCount": input, "cachedContentTokenCount": cached, "candidatesTokenCount": out})
+    }
+
+    fn gemini_calls(&self) -> Vec<Value> {
+        self.calls
+            .iter()
+            .map(|(name, args)| json!({"functionCall": {"name": name, "args": args}}))
+            .collect()
+    }
+
+    pub fn gemini_body(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = &self.thinking {
+            parts.push(json!({"text": t, "thought": true}));
+        }
+        if let Some(t) = &self.text {
+            parts.push(json!({"text": t}));
+        }
+        parts.extend(self.gemini_calls());
+        json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": self.stop("STOP", "MAX_TOKENS", "STOP"), "index": 0}],
+            "usageMetadata": self.gemini_usage(), "modelVersion": "up", "responseId": "r1"}).to_string()
+    }
+
+    pub fn gemini_stream(&self, cuts: &[usize]) -> Vec<String> {
+        let event = |parts: Vec<Value>| {
+            json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+            "modelVersion": "up", "responseId": "r1"})
+        };
+        let mut ev: Vec<Value> = Vec::new();
+        for p in self.thinking.iter().flat_map(|t| split(t, cuts)) {
+            ev.push(event(vec![json!({"text": p, "thought": true})]));
+        }
+        for p in self.text.iter().flat_map(|t| split(t, cuts)) {
+            ev.push(event(vec![json!({"text": p})]));
+        }
+        let mut last = event(self.gemini_calls());
+        last["candidates"][0]["finishReason"] = self.stop("STOP", "MAX_TOKENS", "STOP").into();
+        last["usageMetadata"] = self.gemini_usage();
+        ev.push(last);
+        ev.iter().map(Value::to_string).collect()
+    }
+}
+
+/// A client-side answer, whichever way it arrived.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Got {
+    pub text: String,
+    pub reasoning: String,
+    pub calls: Vec<(String, String, Value)>,
+    pub stop: String,
+    pub usage: Option<(u64, u64, u64)>,
+}
+
+fn args_value(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("tool arguments are not JSON ({e}): {s}"))
+}
+
+pub fn from_openai_body(body: &[u8]) -> Got {
+    let v: Value = serde_json::from_slice(body).unwrap();
+    let m = &v["choices"][0]["message"];
+    let calls = m["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_string(),
+                c["function"]["name"].as_str().unwrap().to_string(),
+                args_value(c["function"]["arguments"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    Got {
+        text: m["content"].as_str().unwrap_or("").to_string(),
+        reasoning: m["reasoning_content"].as_str().unwrap_or("").to_string(),
+        calls,
+        stop: v["choices"][0]["finish_reason"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        usage: openai_usage(&v["usage"]),
+    }
+}
+
+fn openai_usage(u: &Value) -> Option<(u64, u64, u64)> {
+    u.is_object().then(|| {
+        (
+            u["prompt_tokens"].as_u64().unwrap(),
+            u["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap(),
+            u["completion_tokens"].as_u64().unwrap(),
+        )
+    })
+}
+
+/// Rebuild an OpenAI client's answer from chunks, asserting the chunk grammar on the way.
+pub fn from_openai_stream(sse: &str) -> Got {
+    let events = sse_events(sse);
+    let (last, chunks) = events.split_last().expect("events");
+    assert_eq!(last.1, "[DONE]", "{sse}");
+    let mut g = Got::default();
+    let mut args: Vec<String> = Vec::new();
+    for (_, data) in chunks {
+        let v: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(v["object"], "chat.completion.chunk", "{data}");
+        if v["choices"].as_array().is_some_and(Vec::is_empty) {
+            g.usage = openai_usage(&v["usage"]);
+            continue;
+        }
+        let c = &v["choices"][0];
+        let d = &c["delta"];
+        g.text.push_str(d["content"].as_str().unwrap_or(""));
+        g.reasoning
+            .push_str(d["reasoning_content"].as_str().unwrap_or(""));
+        for tc in d["tool_calls"].as_array().cloned().unwrap_or_default() {
+            let i = tc["index"].as_u64().unwrap() as usize;
+            if i == g.calls.len() {
+                // The first fragment of an index, and only it, names the call.
+                let id = tc["id"]
+                    .as_str()
+                    .expect("id in the first fragment")
+                    .to_string();
+                let name = tc["function"]["name"]
+                    .as_str()
+                    .expect("name in the first fragment")
+                    .to_string();
+                assert_eq!(tc["type"], "function");
+                g.calls.push((id, name, Value::Null));
+                args.push(String::new());
+            } else {
+                assert!(
+                    tc.get("id").is_none() && tc["function"].get("name").is_none(),
+                    "{data}"
+                );
+            }
+            args[i].push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
+        }
+        if let Some(f) = c["finish_reason"].as_str() {
+            g.stop = f.to_string();
+        }
+    }
+    for (call, a) in g.calls.iter_mut().zip(&args) {
+        call.2 = args_value(a);
+    }
+    g
+}
+
+pub fn from_anthropic_body(body: &[u8]) -> Got {
+    let v: Value = serde_json::from_slice(body).unwrap();
+    let mut g = Got {
+        stop: v["stop_reason"].as_str().unwrap().to_string(),
+        ..Got::default()
+    };
+    for b in v["content"].as_array().unwrap() {
+        match b["type"].as_str().unwrap() {
+            "text" => g.text.push_str(b["text"].as_str().unwrap()),
+            "thinking" => g.reasoning.push_str(b["thinking"].as_str().unwrap()),
+            "tool_use" => g.calls.push((
+                b["id"].as_str().unwrap().into(),
+                b["name"].as_str().unwrap().into(),
+                b["input"].clone(),
+            )),
+            t => panic!("block {t}"),
+        }
+    }
+    g.usage = anthropic_usage(&v["usage"]);
+    g
+}
+
+fn anthropic_usage(u: &Value) -> Option<(u64, u64, u64)> {
+    let n = |k: &str| u[k].as_u64().unwrap_or(0);
+    let cached = n("cache_read_input_tokens");
+    Some((
+        n("input_tokens") + cached + n("cache_creation_input_tokens"),
+        cached,
+        n("output_tokens"),
+    ))
+}
+
+/// Rebuild an Anthropic client's answer from events, asserting the event grammar: one open
+/// block at a time, indices in order, deltas to the open block, message_stop last.
+pub fn from_anthropic_stream(sse: &str) -> Got {
+    let events = sse_events(sse);
+    assert_eq!(
+        events.first().and_then(|e| e.0.as_deref()),
+        Some("message_start"),
+        "{sse}"
+    );
+    assert_eq!(
+        events.last().and_then(|e| e.0.as_deref()),
+        Some("message_stop"),
+        "{sse}"
+    );
+    let mut g = Got::default();
+    let (mut open, mut next): (Option<(u64, String)>, u64) = (None, 0);
+    let mut args = String::new();
+    for (name, data) in &events {
+        let v: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(
+            v["type"].as_str(),
+            name.as_deref(),
+            "event name matches type"
+        );
+        let idx = v["index"].as_u64();
+        match name.as_deref().unwrap() {
+            "content_block_start" => {
+                assert!(open.is_none(), "a block is still open: {sse}");
+                assert_eq!(idx, Some(next), "{sse}");
+                next += 1;
+                let b = &v["content_block"];
+                let ty = b["type"].as_str().unwrap().to_string();
+                if ty == "tool_use" {
+                    g.calls.push((
+                        b["id"].as_str().unwrap().into(),
+                        b["name"].as_str().unwrap().into(),
+                        Value::Null,
+                    ));
+                    args.clear();
+                }
+                open = Some((idx.unwrap(), ty));
+            }
+            "content_block_delta" => {
+                let (i, ty) = open.clone().expect("delta outside a block");
+                assert_eq!(idx, Some(i), "{sse}");
+                let d = &v["delta"];
+                match (ty.as_str(), d["type"].as_str().unwrap()) {
+                    ("text", "text_delta") => g.text.push_str(d["text"].as_str().unwrap()),
+                    ("thinking", "thinking_delta") => {
+                        g.reasoning.push_str(d["thinking"].as_str().unwrap())
+                    }
+                    ("tool_use", "input_json_delta") => {
+                        args.push_str(d["partial_json"].as_str().unwrap())
+                    }
+                    other => panic!("delta {other:?}"),
+                }
+            }
+            "content_block_stop" => {
+                let (i, ty) = open.take().expect("stop outside a block");
+                assert_eq!(idx, Some(i));
+                if ty == "tool_use" {
+                    let call = g.calls.last_mut().unwrap();
+                    call.2 = if args.is_empty() {
+                        json!({})
+                    } else {
+                        args_value(&args)
+                    };
+                }
+            }
+            "message_delta" => {
+                assert!(open.is_none());
+                g.stop = v["delta"]["stop_reason"].as_str().unwrap().to_string();
+                g.usage = anthropic_usage(&v["usage"]);
+            }
+            "message_start" | "message_stop" | "ping" => {}
+            other => panic!("event {other}"),
+        }
+    }
+    g
+}
