@@ -15,6 +15,7 @@
 //!    `feed(event_name, data, &mut out)` per upstream SSE event and `finish(&mut out)` at the
 //!    end of the upstream body; each `Step` says whether the event bore content (commit point),
 //!    was terminal, or was an error (before any content: a hidden error, fail over).
+#![doc = include_str!("README.md")]
 
 pub mod answer;
 mod answer_read;

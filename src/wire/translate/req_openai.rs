@@ -53,6 +53,13 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
         }
     }
     req.max_tokens = max_completion.or(max_tokens);
+    if req.n.is_some() && req.stream {
+        // A Gemini stream interleaves candidates; the translated stream carries one choice.
+        return Err(TranslateError::unsupported(
+            "n",
+            "more than one choice in a stream cannot be translated from Gemini; send `n: 1` or `stream: false`",
+        ));
+    }
     let messages = messages.ok_or_else(|| TranslateError::invalid("messages", "is required"))?;
     super::req_openai_msgs::read(messages, &mut req, target)?;
     Ok(req)

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::super::errors::UpstreamError;
 use super::super::ir::Stop;
-use super::super::shapes::{ABlock, AEvent};
+use super::super::shapes::{ABlock, ADelta, AEvent};
 use super::super::stop;
 use super::super::usage::{AnthropicUsage, Usage};
 use super::super::Format;
@@ -45,12 +45,8 @@ impl FromAnthropic {
                 if let Some(u) = m.as_ref().and_then(|m| m.usage.as_ref()) {
                     self.absorb(u);
                 }
-                let (id, model) = m.as_ref().map_or(("", ""), |m| {
-                    (
-                        m.id.as_deref().unwrap_or(""),
-                        m.model.as_deref().unwrap_or(""),
-                    )
-                });
+                let id = m.as_ref().and_then(|m| m.id.as_deref()).unwrap_or("");
+                let model = m.as_ref().and_then(|m| m.model.as_deref()).unwrap_or("");
                 emit.start(id, model, &self.usage.usage(), out);
             }
             "content_block_start" => {
@@ -59,20 +55,8 @@ impl FromAnthropic {
                 }
             }
             "content_block_delta" => {
-                let Some(d) = ev.delta else { return Ok(()) };
-                match d.ty.as_deref() {
-                    Some("text_delta") => emit.text(d.text.as_deref().unwrap_or(""), out),
-                    Some("thinking_delta") => {
-                        emit.thinking(d.thinking.as_deref().unwrap_or(""), out)
-                    }
-                    Some("input_json_delta") => {
-                        let index = ev.index.unwrap_or(0);
-                        if let Some(&(_, k)) = self.tools.iter().find(|(i, _)| *i == index) {
-                            emit.tool_args(k, d.partial_json.as_deref().unwrap_or(""), out);
-                        }
-                    }
-                    // signature_delta, citations_delta: nothing the client format carries.
-                    _ => {}
+                if let Some(d) = ev.delta {
+                    self.block_delta(ev.index.unwrap_or(0), d, emit, out);
                 }
             }
             "message_delta" => {
@@ -80,9 +64,7 @@ impl FromAnthropic {
                     if let Some(r) = d.stop_reason {
                         self.stop = Some(stop::from_anthropic(&r));
                     }
-                    if let Some(s) = d.stop_sequence {
-                        self.stop_sequence = Some(s.into_owned());
-                    }
+                    self.stop_sequence = d.stop_sequence.map(|s| s.into_owned());
                 }
                 if let Some(u) = ev.usage.as_ref() {
                     self.absorb(u);
@@ -90,24 +72,33 @@ impl FromAnthropic {
             }
             "message_stop" => {
                 let stop = self.stop.unwrap_or(Stop::EndTurn);
-                emit.finish(
-                    stop,
-                    self.stop_sequence.as_deref(),
-                    &self.usage.usage(),
-                    out,
-                );
+                let usage = self.usage.usage();
+                emit.finish(stop, self.stop_sequence.as_deref(), &usage, out);
             }
             "error" => {
                 let v = ev
                     .error
-                    .map(|e| serde_json::json!({ "error": e }))
-                    .unwrap_or(Value::Null);
+                    .map_or(Value::Null, |e| serde_json::json!({ "error": e }));
                 return Err(UpstreamError::from_value(Format::Anthropic, 0, &v));
             }
             // ping, content_block_stop, and event types added later.
             _ => {}
         }
         Ok(())
+    }
+
+    fn block_delta(&mut self, index: u64, d: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
+        match d.ty.as_deref() {
+            Some("text_delta") => emit.text(d.text.as_deref().unwrap_or(""), out),
+            Some("thinking_delta") => emit.thinking(d.thinking.as_deref().unwrap_or(""), out),
+            Some("input_json_delta") => {
+                if let Some(&(_, k)) = self.tools.iter().find(|(i, _)| *i == index) {
+                    emit.tool_args(k, d.partial_json.as_deref().unwrap_or(""), out);
+                }
+            }
+            // signature_delta, citations_delta: nothing the client format carries.
+            _ => {}
+        }
     }
 
     fn absorb(&mut self, u: &AnthropicUsage) {

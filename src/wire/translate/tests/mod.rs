@@ -1,6 +1,7 @@
 //! Tests of the translation: fixture tables per direction, refusals, flags and properties.
 
 mod assemble;
+mod collect;
 mod fixtures_tests;
 mod harness;
 mod prop_nopanic;

@@ -7,7 +7,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::super::{translate_answer, AnswerOptions, Format, StreamTranslator};
-use super::assemble::{self, Ans, Got};
+use super::assemble::Ans;
+use super::collect::{self, Got};
 
 const OPTS: AnswerOptions<'static> = AnswerOptions {
     created: 9,
@@ -68,8 +69,8 @@ fn non_stream(from: Format, to: Format, body: &str) -> Got {
     let a = translate_answer(from, to, body.as_bytes(), &OPTS)
         .unwrap_or_else(|e| panic!("{e:?}\n{body}"));
     match to {
-        Format::Anthropic => assemble::from_anthropic_body(&a.body),
-        _ => assemble::from_openai_body(&a.body),
+        Format::Anthropic => collect::from_anthropic_body(&a.body),
+        _ => collect::from_openai_body(&a.body),
     }
 }
 
@@ -94,8 +95,8 @@ proptest! {
                 }
                 let sse = stream(*from, to, events);
                 let got = match to {
-                    Format::Anthropic => assemble::from_anthropic_stream(&sse),
-                    _ => assemble::from_openai_stream(&sse),
+                    Format::Anthropic => collect::from_anthropic_stream(&sse),
+                    _ => collect::from_openai_stream(&sse),
                 };
                 let want = non_stream(*from, to, body);
                 prop_assert_eq!(&got, &want, "{:?} -> {:?}\n{}", from, to, sse);
