@@ -1,6 +1,10 @@
 //! `Convo`: builds the neutral message list while a reader walks the client's messages —
-//! neighbours with the same role are merged, and each tool result learns the name of the call
-//! it answers (Gemini matches results to calls by name).
+//! neighbours with the same role are merged, and for Gemini each tool result learns the name
+//! of the call it answers (Gemini matches results to calls by name, not id).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
 
 use super::error::{Path, Result, TranslateError};
 use super::ir::{Message, Part, Role};
@@ -9,6 +13,8 @@ use super::Format;
 pub(super) struct Convo {
     pub messages: Vec<Message>,
     target: Format,
+    /// Tool-call id → name, kept only for Gemini (the latest call with an id wins).
+    names: HashMap<String, String>,
 }
 
 impl Convo {
@@ -16,6 +22,7 @@ impl Convo {
         Convo {
             messages: Vec::with_capacity(capacity),
             target,
+            names: HashMap::new(),
         }
     }
 
@@ -31,17 +38,13 @@ impl Convo {
         &mut self.messages[last].parts
     }
 
-    /// The name of the tool call `id`, searched from the latest assistant turn backwards.
-    pub fn call_name(&self, id: &str) -> Option<String> {
-        self.messages
-            .iter()
-            .rev()
-            .filter(|m| m.role == Role::Assistant)
-            .flat_map(|m| m.parts.iter())
-            .find_map(|part| match part {
-                Part::ToolCall { id: i, name, .. } if i == id => Some(name.clone()),
-                _ => None,
-            })
+    /// Add an assistant's tool call to the current assistant turn.
+    pub fn tool_call(&mut self, id: String, name: String, args: Value) {
+        if self.target == Format::Gemini {
+            self.names.insert(id.clone(), name.clone());
+        }
+        self.open(Role::Assistant)
+            .push(Part::ToolCall { id, name, args });
     }
 
     /// Add a tool result to the current user turn.
@@ -52,16 +55,23 @@ impl Convo {
         is_error: bool,
         p: Path,
     ) -> Result<()> {
-        let name = self.call_name(&id);
-        if name.is_none() && self.target == Format::Gemini {
-            return Err(TranslateError::invalid(
-                p,
-                format!(
-                    "`{id}` answers no tool call of an earlier assistant turn; Gemini matches \
-                     tool results to calls by the call's name, so the call must be in the history"
-                ),
-            ));
-        }
+        let name = if self.target == Format::Gemini {
+            match self.names.get(&id) {
+                Some(n) => Some(n.clone()),
+                None => {
+                    return Err(TranslateError::invalid(
+                        p,
+                        format!(
+                            "`{id}` answers no tool call of an earlier assistant turn; Gemini \
+                             matches tool results to calls by the call's name, so the call must \
+                             be in the history"
+                        ),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
         self.open(Role::User).push(Part::ToolResult {
             id,
             name,

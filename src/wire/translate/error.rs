@@ -5,8 +5,7 @@ use std::fmt;
 
 /// Why a request could not be translated. Rendered by the gateway as a 400 in the client's
 /// wire format; `field` is the JSON path in the client's request (`messages[2].content[0]`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{field}` {reason}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranslateError {
     pub kind: TranslateErrorKind,
     /// JSON path of the offending field in the client's request body ("" for the body).
@@ -14,6 +13,18 @@ pub struct TranslateError {
     /// What is wrong and what to do, e.g. "is not supported by Anthropic Messages; remove it".
     pub reason: String,
 }
+
+impl fmt::Display for TranslateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "`{}` {}", self.field, self.reason)
+        }
+    }
+}
+
+impl std::error::Error for TranslateError {}
 
 /// The two ways a request fails translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,5 +134,7 @@ mod tests {
             "`messages[2].content[0].image_url` is refused"
         );
         assert_eq!(e.code(), "untranslatable_field");
+        let body = TranslateError::invalid("", "request body is not valid JSON");
+        assert_eq!(body.to_string(), "request body is not valid JSON");
     }
 }

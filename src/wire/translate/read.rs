@@ -96,7 +96,8 @@ pub(super) fn refuse(p: Path, target: Format, what: &str) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
-            "{what} cannot be expressed in {}; remove it or use a channel that speaks the client's format",
+            "{what} cannot be expressed in {}; remove it or use a channel that speaks \
+             the client's format",
             target.name()
         ),
     )
@@ -107,7 +108,8 @@ pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
-            "is not a field the translation to {} knows; remove it or use a channel that speaks the client's format",
+            "is not a field the translation to {} knows; remove it or use a channel that \
+             speaks the client's format",
             target.name()
         ),
     )

@@ -81,7 +81,7 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
                     ))
                 }
             };
-            convo.open(role).push(Part::ToolCall { id, name, args });
+            convo.tool_call(id, name, args);
         }
         ("tool_result", Role::User) => return tool_result(m, p, convo, target),
         // Earlier turns' reasoning: Anthropic's signature means nothing elsewhere (README.md).

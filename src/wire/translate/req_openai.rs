@@ -57,7 +57,8 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
         // A Gemini stream interleaves candidates; the translated stream carries one choice.
         return Err(TranslateError::unsupported(
             "n",
-            "more than one choice in a stream cannot be translated from Gemini; send `n: 1` or `stream: false`",
+            "more than one choice in a stream cannot be translated from Gemini; send `n: 1` \
+             or `stream: false`",
         ));
     }
     let messages = messages.ok_or_else(|| TranslateError::invalid("messages", "is required"))?;
@@ -114,7 +115,10 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
                 if super::emit_gemini::effort_budget(&s).is_none() {
                     return Err(TranslateError::unsupported(
                         p,
-                        format!("`{s}` has no Gemini thinking budget; use none, minimal, low, medium or high"),
+                        format!(
+                            "`{s}` has no Gemini thinking budget; use none, minimal, low, \
+                             medium or high"
+                        ),
                     ));
                 }
                 req.reasoning_effort = Some(s);

@@ -156,6 +156,7 @@ fn user_part(v: Value, p: Path, target: Format) -> Result<Part> {
 
 fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
     let mut parts = Vec::new();
+    let mut calls_out = Vec::new();
     let pc = p.key("content");
     match m.remove("content") {
         None | Some(Value::Null) => {}
@@ -183,7 +184,7 @@ fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Form
     if let Some(calls) = m.remove("tool_calls").filter(|c| !c.is_null()) {
         let pt = p.key("tool_calls");
         for (i, call) in read::array(calls, pt)?.into_iter().enumerate() {
-            parts.push(tool_call(call, pt.idx(i), target)?);
+            calls_out.push(tool_call(call, pt.idx(i), target)?);
         }
     }
     if m.contains_key("audio") {
@@ -197,6 +198,9 @@ fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Form
     }
     read::no_more(&m, p, target, ASSISTANT_IGNORED)?;
     convo.open(Role::Assistant).extend(parts);
+    for (id, name, args) in calls_out {
+        convo.tool_call(id, name, args);
+    }
     Ok(())
 }
 
@@ -213,7 +217,7 @@ fn assistant_part(v: Value, p: Path) -> Result<Part> {
     }
 }
 
-fn tool_call(v: Value, p: Path, target: Format) -> Result<Part> {
+fn tool_call(v: Value, p: Path, target: Format) -> Result<(String, String, Value)> {
     let mut m = read::object(v, p)?;
     let id = read::req_str(&mut m, "id", p)?;
     if read::opt_str(&mut m, "type", p)?.is_some_and(|t| t != "function") {
@@ -247,7 +251,7 @@ fn tool_call(v: Value, p: Path, target: Format) -> Result<Part> {
         }
     };
     read::no_more(&f, pf, target, &[])?;
-    Ok(Part::ToolCall { id, name, args })
+    Ok((id, name, args))
 }
 
 fn tool(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {

@@ -21,6 +21,15 @@ pub(crate) trait Emit {
     fn counters(&self) -> Counters;
 }
 
+/// Most tool calls one streamed answer may make; past it the stream is an unreadable answer
+/// (bounds the per-fragment lookups a hostile upstream could make quadratic).
+pub(crate) const MAX_TOOL_CALLS: usize = 1024;
+
+/// The error for an answer with more than `MAX_TOOL_CALLS` tool calls.
+pub(crate) fn too_many_calls(from: super::super::Format) -> UpstreamError {
+    UpstreamError::bad_answer(from, format!("more than {MAX_TOOL_CALLS} tool calls"))
+}
+
 /// What has been written so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counters {

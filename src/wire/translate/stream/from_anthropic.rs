@@ -11,7 +11,7 @@ use super::super::shapes::{ABlock, ADelta, AEvent};
 use super::super::stop;
 use super::super::usage::{AnthropicUsage, Usage};
 use super::super::Format;
-use super::emit::Emit;
+use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
 
 #[derive(Default)]
 pub(crate) struct FromAnthropic {
@@ -51,7 +51,7 @@ impl FromAnthropic {
             }
             "content_block_start" => {
                 if let Some(b) = ev.content_block {
-                    self.block_start(ev.index.unwrap_or(0), b, emit, out);
+                    self.block_start(ev.index.unwrap_or(0), b, emit, out)?;
                 }
             }
             "content_block_delta" => {
@@ -92,7 +92,12 @@ impl FromAnthropic {
             Some("text_delta") => emit.text(d.text.as_deref().unwrap_or(""), out),
             Some("thinking_delta") => emit.thinking(d.thinking.as_deref().unwrap_or(""), out),
             Some("input_json_delta") => {
-                if let Some(&(_, k)) = self.tools.iter().find(|(i, _)| *i == index) {
+                // Deltas go to the latest block; look there first.
+                let found = match self.tools.last() {
+                    Some(&(i, k)) if i == index => Some(k),
+                    _ => self.tools.iter().find(|(i, _)| *i == index).map(|t| t.1),
+                };
+                if let Some(k) = found {
                     emit.tool_args(k, d.partial_json.as_deref().unwrap_or(""), out);
                 }
             }
@@ -106,12 +111,21 @@ impl FromAnthropic {
         self.usage_seen = true;
     }
 
-    fn block_start(&mut self, index: u64, b: ABlock, emit: &mut dyn Emit, out: &mut Vec<u8>) {
+    fn block_start(
+        &mut self,
+        index: u64,
+        b: ABlock,
+        emit: &mut dyn Emit,
+        out: &mut Vec<u8>,
+    ) -> Result<(), UpstreamError> {
         match b.ty.as_ref() {
             "text" => emit.text(b.text.as_deref().unwrap_or(""), out),
             "thinking" => emit.thinking(b.thinking.as_deref().unwrap_or(""), out),
             "tool_use" => {
                 let k = self.tools.len();
+                if k == MAX_TOOL_CALLS {
+                    return Err(too_many_calls(Format::Anthropic));
+                }
                 self.tools.push((index, k));
                 let id = b.id.as_deref().unwrap_or("");
                 emit.tool_start(k, id, b.name.as_deref().unwrap_or(""), out);
@@ -124,6 +138,7 @@ impl FromAnthropic {
             // redacted_thinking and server-tool blocks: nothing the client format carries.
             _ => {}
         }
+        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@ use super::super::shapes::{GCandidate, GResponse};
 use super::super::stop;
 use super::super::usage::Usage;
 use super::super::Format;
-use super::emit::Emit;
+use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
 
 pub(crate) struct FromGemini {
     ids: IdGen,
@@ -87,6 +87,9 @@ impl FromGemini {
             }
             if let Some(f) = p.function_call {
                 let k = self.calls;
+                if k == MAX_TOOL_CALLS {
+                    return Err(too_many_calls(Format::Gemini));
+                }
                 self.calls += 1;
                 let sig = p.thought_signature.as_deref().unwrap_or("");
                 let id = self.ids.call_id(f.id.as_deref().unwrap_or(""), sig, k);

@@ -10,7 +10,7 @@ use super::super::shapes::{OCompletion, OToolCall};
 use super::super::stop;
 use super::super::usage::Usage;
 use super::super::Format;
-use super::emit::Emit;
+use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
 
 /// One upstream tool call being streamed.
 struct Call {
@@ -92,7 +92,7 @@ impl FromOpenAi {
                 emit.text(r, out);
             }
             for (pos, tc) in d.tool_calls.into_iter().enumerate() {
-                self.tool_fragment(pos, tc, emit, out);
+                self.tool_fragment(pos, tc, emit, out)?;
             }
         }
         if let Some(f) = ch.finish_reason {
@@ -101,12 +101,26 @@ impl FromOpenAi {
         Ok(())
     }
 
-    fn tool_fragment(&mut self, pos: usize, tc: OToolCall, emit: &mut dyn Emit, out: &mut Vec<u8>) {
+    fn tool_fragment(
+        &mut self,
+        pos: usize,
+        tc: OToolCall,
+        emit: &mut dyn Emit,
+        out: &mut Vec<u8>,
+    ) -> Result<(), UpstreamError> {
         let index = tc.index.unwrap_or(pos as u64);
-        let at = match self.calls.iter().position(|c| c.index == index) {
+        // Fragments continue the latest call; look there first.
+        let at = match self.calls.last() {
+            Some(c) if c.index == index => Some(c.k),
+            _ => self.calls.iter().position(|c| c.index == index),
+        };
+        let at = match at {
             Some(at) => at,
             None => {
                 let k = self.calls.len();
+                if k == MAX_TOOL_CALLS {
+                    return Err(too_many_calls(Format::OpenAi));
+                }
                 self.calls.push(Call {
                     index,
                     k,
@@ -136,6 +150,7 @@ impl FromOpenAi {
         } else if let Some(a) = args.as_deref() {
             emit.tool_args(call.k, a, out);
         }
+        Ok(())
     }
 
     /// `[DONE]` (or the end of the body after a `finish_reason`): close the answer.

@@ -166,3 +166,30 @@ fn gemini_usage_is_the_last_reported() {
     };
     assert_eq!(t.usage(), Some(want));
 }
+
+#[test]
+fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
+    let mut t = StreamTranslator::new(Format::OpenAi, Format::Anthropic, &OPTS, false);
+    let mut out = Vec::new();
+    let mut last = Step::default();
+    for i in 0..1100 {
+        let d = format!(
+            r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},"id":"c{i}","function":{{"name":"f","arguments":"{{}}"}}}}]}}}}]}}"#
+        );
+        last = t.feed(None, &d, &mut out);
+        if last.terminal {
+            assert_eq!(i, 1024, "the 1025th call ends it");
+            break;
+        }
+    }
+    let e = last.error.expect("an error");
+    assert_eq!(
+        (e.kind, e.client_status(Format::Anthropic)),
+        (ErrorKind::Api, 502)
+    );
+    assert!(
+        e.message.contains("more than 1024 tool calls"),
+        "{}",
+        e.message
+    );
+}
