@@ -163,7 +163,7 @@ fn part(p: Part) -> Value {
                     _ => None,
                 })
                 .collect::<Vec<_>>()
-                .join("\n");
+                .join(super::emit_openai::TEXT_JOINER);
             // Google's documented keys: `output` for a result, `error` for a failure.
             let key = if is_error { "error" } else { "output" };
             let mut response = Map::new();

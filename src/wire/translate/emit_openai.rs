@@ -12,7 +12,7 @@ pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
     out.insert("model".into(), opts.model.into());
     out.insert(
         "messages".into(),
-        Value::Array(messages(req.system, req.messages)),
+        Value::Array(messages(req.system, req.messages, opts.join_text_parts)),
     );
     if let Some(n) = req.max_tokens {
         let key = match opts.max_tokens_field {
@@ -84,28 +84,27 @@ fn tool_choice(c: ToolChoice) -> Value {
     }
 }
 
-fn messages(system: Vec<String>, msgs: Vec<Message>) -> Vec<Value> {
+fn messages(system: Vec<String>, msgs: Vec<Message>, join: bool) -> Vec<Value> {
     let mut out = Vec::with_capacity(msgs.len() + 1);
     if !system.is_empty() {
-        out.push(json!({"role": "system", "content": text_content(system)}));
+        out.push(json!({"role": "system", "content": text_content(system, join)}));
     }
     for m in msgs {
         match m.role {
-            Role::User => user(m.parts, &mut out),
-            Role::Assistant => out.push(assistant(m.parts)),
+            Role::User => user(m.parts, join, &mut out),
+            Role::Assistant => out.push(assistant(m.parts, join)),
         }
     }
     out
 }
 
-/// One text is a string; several are text parts.
-fn text_content(texts: Vec<String>) -> Value {
-    if texts.len() == 1 {
-        return texts
-            .into_iter()
-            .next()
-            .map(Value::from)
-            .unwrap_or_default();
+/// What separates text blocks joined into one string.
+pub(super) const TEXT_JOINER: &str = "\n\n";
+
+/// One text is a string; several are one string (`join`) or text parts.
+fn text_content(texts: Vec<String>, join: bool) -> Value {
+    if texts.len() == 1 || join {
+        return Value::from(texts.join(TEXT_JOINER));
     }
     texts
         .into_iter()
@@ -115,7 +114,7 @@ fn text_content(texts: Vec<String>) -> Value {
 
 /// Tool results go first, as `tool` messages right after the assistant's calls; the rest of
 /// the turn follows as one user message.
-fn user(parts: Vec<Part>, out: &mut Vec<Value>) {
+fn user(parts: Vec<Part>, join: bool, out: &mut Vec<Value>) {
     let mut rest = Vec::new();
     for part in parts {
         match part {
@@ -130,7 +129,7 @@ fn user(parts: Vec<Part>, out: &mut Vec<Value>) {
                 let content = if texts.is_empty() {
                     Value::from("")
                 } else {
-                    text_content(texts)
+                    text_content(texts, join)
                 };
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
             }
@@ -140,11 +139,13 @@ fn user(parts: Vec<Part>, out: &mut Vec<Value>) {
     if rest.is_empty() {
         return;
     }
-    let content = if let [Part::Text(_)] = rest.as_slice() {
-        match rest.pop() {
-            Some(Part::Text(t)) => Value::from(t),
-            _ => Value::Null,
-        }
+    let only_text = rest.iter().all(|p| matches!(p, Part::Text(_)));
+    let content = if only_text && (join || rest.len() == 1) {
+        let texts = rest.into_iter().filter_map(|p| match p {
+            Part::Text(t) => Some(t),
+            _ => None,
+        });
+        Value::from(texts.collect::<Vec<_>>().join(TEXT_JOINER))
     } else {
         rest.into_iter().filter_map(user_part).collect()
     };
@@ -165,7 +166,7 @@ fn user_part(p: Part) -> Option<Value> {
     }
 }
 
-fn assistant(parts: Vec<Part>) -> Value {
+fn assistant(parts: Vec<Part>, join: bool) -> Value {
     let mut texts = Vec::new();
     let mut calls = Vec::new();
     for p in parts {
@@ -183,7 +184,7 @@ fn assistant(parts: Vec<Part>) -> Value {
     m.insert("role".into(), "assistant".into());
     // OpenAI requires content when there are no tool calls (a turn that held only thinking).
     let content = match (texts.is_empty(), calls.is_empty()) {
-        (false, _) => text_content(texts),
+        (false, _) => text_content(texts, join),
         (true, false) => Value::Null,
         (true, true) => Value::from(""),
     };

@@ -100,6 +100,10 @@ pub struct RequestOptions<'a> {
     /// `max_tokens` for Anthropic when the client gave none.
     pub default_max_tokens: u64,
     pub max_tokens_field: MaxTokensField,
+    /// Text-only content goes to an OpenAI-format upstream as one string, blocks joined by a
+    /// blank line: OpenAI-compatible servers such as DeepSeek refuse content arrays. `false`
+    /// sends text parts as the OpenAI reference allows.
+    pub join_text_parts: bool,
 }
 
 impl<'a> RequestOptions<'a> {
@@ -108,6 +112,7 @@ impl<'a> RequestOptions<'a> {
             model,
             default_max_tokens: DEFAULT_MAX_TOKENS,
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            join_text_parts: true,
         }
     }
 }

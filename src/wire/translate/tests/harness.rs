@@ -11,7 +11,8 @@
 //!
 //! Instead of `--- expect`: `--- refuse <field path>` (a request the target cannot express)
 //! or `--- error <status> <type>` (an answer that is an error for the client).
-//! Options: `include_usage`, `status=<n>`, `model=<name>`.
+//! Options: `include_usage`, `status=<n>`, `model=<name>`, `keep_parts` (text parts are not
+//! joined for OpenAI).
 
 use serde_json::Value;
 
@@ -121,12 +122,11 @@ fn json(s: &str, what: &str) -> Value {
 }
 
 fn run_request(c: &Case) {
-    let r = translate_request(
-        c.from,
-        c.to,
-        c.input.as_bytes(),
-        &RequestOptions::new("upstream-model"),
-    );
+    let opts = RequestOptions {
+        join_text_parts: c.opt("keep_parts").is_none(),
+        ..RequestOptions::new("upstream-model")
+    };
+    let r = translate_request(c.from, c.to, c.input.as_bytes(), &opts);
     let (h, body) = &c.outcome;
     match h[0].as_str() {
         "expect" => {
