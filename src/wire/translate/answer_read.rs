@@ -103,6 +103,10 @@ fn openai_choice(ch: OChoice) -> Choice {
             parts.push(AnswerPart::Text(r.into_owned()));
             stop = Stop::ContentFilter;
         }
+        // Servers that say `stop` after tool calls (vLLM, Ollama) mean `tool_calls`.
+        if has_calls && stop == Stop::EndTurn {
+            stop = Stop::ToolUse;
+        }
         for call in m.tool_calls {
             let f = call.function;
             let (name, args) = f.map_or((None, None), |f| (f.name, f.arguments));

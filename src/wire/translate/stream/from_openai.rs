@@ -160,6 +160,8 @@ impl FromOpenAi {
         }
         let stop = match self.finish {
             _ if self.refusal => Stop::ContentFilter,
+            // Servers that say `stop` after tool calls (vLLM, Ollama) mean `tool_calls`.
+            Some(Stop::EndTurn) | None if !self.calls.is_empty() => Stop::ToolUse,
             Some(s) => s,
             None => Stop::EndTurn,
         };

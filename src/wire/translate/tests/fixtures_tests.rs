@@ -24,7 +24,7 @@ fixture!(
 );
 fixture!(request_to_gemini, "request_gemini.txt", 4);
 fixture!(request_refusals, "refusals.txt", 25);
-fixture!(answers, "answers.txt", 18);
+fixture!(answers, "answers.txt", 19);
 fixture!(stream_anthropic_to_openai, "stream_anthropic_openai.txt", 4);
 fixture!(stream_openai_to_anthropic, "stream_openai_anthropic.txt", 4);
 fixture!(stream_gemini, "stream_gemini.txt", 6);
