@@ -12,6 +12,7 @@
 //! - `app`: start-up, reload, signals, systemd notification.
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
 //! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
+//! - `wire`: pure wire-format code; `wire::translate` converts between provider formats (R16).
 pub mod admin;
 pub mod admin_views;
 pub mod affinity;
@@ -27,6 +28,7 @@ pub mod secret;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod wire;
 
 use std::path::Path;
 

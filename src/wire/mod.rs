@@ -1,0 +1,4 @@
+//! The pure wire layer: code that reads and writes the providers' wire formats, with no I/O
+//! and no gateway state. `translate` converts requests, answers, streams and errors between
+//! OpenAI Chat Completions, Anthropic Messages and Gemini `generateContent` (R16.1).
+pub mod translate;

@@ -1,0 +1,54 @@
+//! Non-stream answers: an upstream's 200 body (Anthropic, OpenAI or Gemini) → the client's
+//! format (OpenAI `chat.completion` or Anthropic message), with its usage.
+
+use super::errors::UpstreamError;
+use super::ids::IdGen;
+use super::usage::Usage;
+use super::{answer_read, answer_write, Format};
+
+/// What the caller decides about an answer (shared with `StreamTranslator`).
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerOptions<'a> {
+    /// Unix seconds for OpenAI's `created` (the translator has no clock).
+    pub created: u64,
+    /// Unique per request (the gateway's request id): made-up tool-call and message ids
+    /// derive from it (letters and digits are kept).
+    pub id_seed: &'a str,
+    /// The model name the client sees; `None` keeps the upstream's.
+    pub model: Option<&'a str>,
+}
+
+/// A translated answer and the usage it reported (`None`: the upstream reported none).
+#[derive(Debug, Clone)]
+pub struct TranslatedAnswer {
+    pub body: Vec<u8>,
+    pub usage: Option<Usage>,
+}
+
+/// Translate a 200 answer body of format `from` for a client of format `to`. An error object
+/// in a 200 (R9.5), a Gemini block and an answer that cannot be read are `UpstreamError`s.
+pub fn translate_answer(
+    from: Format,
+    to: Format,
+    body: &[u8],
+    opts: &AnswerOptions,
+) -> Result<TranslatedAnswer, UpstreamError> {
+    let ids = IdGen::new(to, opts.id_seed);
+    let mut a = match from {
+        Format::Anthropic => answer_read::anthropic(body)?,
+        Format::OpenAi => answer_read::openai(body)?,
+        Format::Gemini => answer_read::gemini(body, &ids)?,
+    };
+    if let Some(m) = opts.model {
+        a.model = m.to_string();
+    }
+    let usage = a.usage;
+    let v = match to {
+        Format::Anthropic => answer_write::anthropic(a, &ids, from)?,
+        Format::OpenAi | Format::Gemini => answer_write::openai(a, opts.created, &ids),
+    };
+    Ok(TranslatedAnswer {
+        body: v.to_string().into_bytes(),
+        usage,
+    })
+}

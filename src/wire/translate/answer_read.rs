@@ -1,0 +1,222 @@
+//! Reading non-stream upstream answers (Anthropic message, OpenAI `chat.completion`, Gemini
+//! `GenerateContentResponse`) into the neutral `Answer`; a 200 that is only an error object,
+//! a Gemini prompt block or a safety finish becomes an `UpstreamError`.
+
+use serde_json::Value;
+
+use super::errors::UpstreamError;
+use super::ids::IdGen;
+use super::ir::{Answer, AnswerPart, Choice, Stop};
+use super::shapes::{AMessage, GCandidate, GResponse, OChoice, OCompletion};
+use super::{stop, Format};
+
+/// Anthropic message → neutral answer.
+pub(super) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
+    let m: AMessage = parse(Format::Anthropic, body)?;
+    if m.ty.as_deref() == Some("error") || (m.error.is_some() && m.content.is_empty()) {
+        return Err(hidden(Format::Anthropic, body));
+    }
+    let mut parts = Vec::with_capacity(m.content.len());
+    for b in m.content {
+        parts.push(match b.ty.as_ref() {
+            "text" => AnswerPart::Text(b.text.unwrap_or_default().into_owned()),
+            "thinking" => AnswerPart::Thinking {
+                text: b.thinking.unwrap_or_default().into_owned(),
+                signature: b.signature.unwrap_or_default().into_owned(),
+            },
+            "redacted_thinking" => {
+                AnswerPart::RedactedThinking(b.data.unwrap_or_default().into_owned())
+            }
+            "tool_use" => AnswerPart::ToolCall {
+                id: b.id.unwrap_or_default().into_owned(),
+                name: b.name.unwrap_or_default().into_owned(),
+                args: b
+                    .input
+                    .map_or_else(|| "{}".to_string(), |r| r.get().to_string()),
+            },
+            other => {
+                return Err(UpstreamError::bad_answer(
+                    Format::Anthropic,
+                    format!("a `{other}` content block has no counterpart"),
+                ))
+            }
+        });
+    }
+    Ok(Answer {
+        id: m.id.unwrap_or_default().into_owned(),
+        model: m.model.unwrap_or_default().into_owned(),
+        choices: vec![Choice {
+            parts,
+            stop: stop::from_anthropic(m.stop_reason.as_deref().unwrap_or("end_turn")),
+            stop_sequence: m.stop_sequence.map(|s| s.into_owned()),
+        }],
+        usage: m.usage.map(|u| u.usage()),
+    })
+}
+
+/// OpenAI `chat.completion` → neutral answer.
+pub(super) fn openai(body: &[u8]) -> Result<Answer, UpstreamError> {
+    let c: OCompletion = parse(Format::OpenAi, body)?;
+    if c.error.is_some() && c.choices.is_empty() {
+        return Err(hidden(Format::OpenAi, body));
+    }
+    if c.choices.is_empty() {
+        return Err(UpstreamError::bad_answer(
+            Format::OpenAi,
+            "the answer has no choices",
+        ));
+    }
+    let mut choices: Vec<(u64, Choice)> = c
+        .choices
+        .into_iter()
+        .enumerate()
+        .map(|(i, ch)| (ch.index.unwrap_or(i as u64), openai_choice(ch)))
+        .collect();
+    choices.sort_by_key(|(i, _)| *i);
+    Ok(Answer {
+        id: c.id.unwrap_or_default().into_owned(),
+        model: c.model.unwrap_or_default().into_owned(),
+        choices: choices.into_iter().map(|(_, ch)| ch).collect(),
+        usage: c.usage.map(|u| u.usage()),
+    })
+}
+
+fn openai_choice(ch: OChoice) -> Choice {
+    let mut parts = Vec::new();
+    let mut stop = stop::from_openai(ch.finish_reason.as_deref().unwrap_or("stop"));
+    if let Some(m) = ch.message {
+        if let Some(r) = m
+            .reasoning_content
+            .or(m.reasoning)
+            .filter(|r| !r.is_empty())
+        {
+            parts.push(AnswerPart::Thinking {
+                text: r.into_owned(),
+                signature: String::new(),
+            });
+        }
+        let has_calls = !m.tool_calls.is_empty();
+        if let Some(t) = m.content.filter(|t| !(t.is_empty() && has_calls)) {
+            parts.push(AnswerPart::Text(t.into_owned()));
+        }
+        if let Some(r) = m.refusal {
+            parts.push(AnswerPart::Text(r.into_owned()));
+            stop = Stop::ContentFilter;
+        }
+        // Servers that say `stop` after tool calls (vLLM, Ollama) mean `tool_calls`.
+        if has_calls && stop == Stop::EndTurn {
+            stop = Stop::ToolUse;
+        }
+        for call in m.tool_calls {
+            let f = call.function;
+            let (name, args) = f.map_or((None, None), |f| (f.name, f.arguments));
+            parts.push(AnswerPart::ToolCall {
+                id: call.id.unwrap_or_default().into_owned(),
+                name: name.unwrap_or_default().into_owned(),
+                args: args.unwrap_or_default().into_owned(),
+            });
+        }
+    }
+    Choice {
+        parts,
+        stop,
+        stop_sequence: None,
+    }
+}
+
+/// Gemini `GenerateContentResponse` → neutral answer.
+pub(super) fn gemini(body: &[u8], ids: &IdGen) -> Result<Answer, UpstreamError> {
+    let r: GResponse = parse(Format::Gemini, body)?;
+    if r.error.is_some() && r.candidates.is_empty() {
+        return Err(hidden(Format::Gemini, body));
+    }
+    if let Some(reason) = r
+        .prompt_feedback
+        .as_ref()
+        .and_then(|f| f.block_reason.as_deref())
+    {
+        return Err(stop::gemini_block(reason));
+    }
+    if r.candidates.is_empty() {
+        return Err(UpstreamError::bad_answer(
+            Format::Gemini,
+            "the answer has no candidates",
+        ));
+    }
+    let mut choices = Vec::with_capacity(r.candidates.len());
+    let mut calls = 0;
+    for cand in r.candidates {
+        choices.push(gemini_choice(cand, &mut calls, ids)?);
+    }
+    Ok(Answer {
+        id: r.response_id.unwrap_or_default().into_owned(),
+        model: r.model_version.unwrap_or_default().into_owned(),
+        choices,
+        usage: r.usage_metadata.map(|u| u.usage()),
+    })
+}
+
+fn gemini_choice(
+    cand: GCandidate,
+    calls: &mut usize,
+    ids: &IdGen,
+) -> Result<Choice, UpstreamError> {
+    let mut parts = Vec::new();
+    for p in cand.content.map(|c| c.parts).unwrap_or_default() {
+        if let Some(kind) = p.foreign_kind() {
+            return Err(UpstreamError::bad_answer(
+                Format::Gemini,
+                format!("a `{kind}` part has no counterpart in a chat answer"),
+            ));
+        }
+        if let Some(f) = p.function_call {
+            let id = f.id.map(|i| i.into_owned()).unwrap_or_default();
+            let sig = p.thought_signature.as_deref().unwrap_or("");
+            parts.push(AnswerPart::ToolCall {
+                id: ids.call_id(&id, sig, *calls),
+                name: f.name.unwrap_or_default().into_owned(),
+                args: f
+                    .args
+                    .map_or_else(|| "{}".to_string(), |a| a.get().to_string()),
+            });
+            *calls += 1;
+        } else if let Some(t) = p.text {
+            parts.push(match p.thought {
+                Some(true) => AnswerPart::Thinking {
+                    text: t.into_owned(),
+                    signature: String::new(),
+                },
+                _ => AnswerPart::Text(t.into_owned()),
+            });
+        }
+    }
+    let has_calls = parts
+        .iter()
+        .any(|p| matches!(p, AnswerPart::ToolCall { .. }));
+    let stop = stop::from_gemini(cand.finish_reason.as_deref().unwrap_or("STOP"), has_calls)?;
+    Ok(Choice {
+        parts,
+        stop,
+        stop_sequence: None,
+    })
+}
+
+fn parse<'a, T: serde::Deserialize<'a>>(from: Format, body: &'a [u8]) -> Result<T, UpstreamError> {
+    serde_json::from_slice(body).map_err(|e| UpstreamError::bad_answer(from, e))
+}
+
+/// A 200 whose body is an error object (R9.5): its embedded status (a status code, or an
+/// Anthropic error type), else 502.
+fn hidden(from: Format, body: &[u8]) -> UpstreamError {
+    let v: Value = serde_json::from_slice(body).unwrap_or_default();
+    let e = UpstreamError::from_value(from, 0, &v);
+    let typed = from == Format::Anthropic
+        && e.code
+            .as_deref()
+            .is_some_and(super::errors::is_anthropic_type);
+    if typed || super::errors::has_embedded_status(&v) {
+        e
+    } else {
+        UpstreamError::from_value(from, 502, &v)
+    }
+}

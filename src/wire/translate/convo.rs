@@ -1,0 +1,83 @@
+//! `Convo`: builds the neutral message list while a reader walks the client's messages —
+//! neighbours with the same role are merged, and for Gemini each tool result learns the name
+//! of the call it answers (Gemini matches results to calls by name, not id).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::error::{Path, Result, TranslateError};
+use super::ir::{Message, Part, Role};
+use super::Format;
+
+pub(super) struct Convo {
+    pub messages: Vec<Message>,
+    target: Format,
+    /// Tool-call id → name, kept only for Gemini (the latest call with an id wins).
+    names: HashMap<String, String>,
+}
+
+impl Convo {
+    pub fn new(target: Format, capacity: usize) -> Self {
+        Convo {
+            messages: Vec::with_capacity(capacity),
+            target,
+            names: HashMap::new(),
+        }
+    }
+
+    /// Continue the last message if it has `role`, else start one.
+    pub fn open(&mut self, role: Role) -> &mut Vec<Part> {
+        if self.messages.last().is_none_or(|m| m.role != role) {
+            self.messages.push(Message {
+                role,
+                parts: Vec::new(),
+            });
+        }
+        let last = self.messages.len() - 1;
+        &mut self.messages[last].parts
+    }
+
+    /// Add an assistant's tool call to the current assistant turn.
+    pub fn tool_call(&mut self, id: String, name: String, args: Value) {
+        if self.target == Format::Gemini {
+            self.names.insert(id.clone(), name.clone());
+        }
+        self.open(Role::Assistant)
+            .push(Part::ToolCall { id, name, args });
+    }
+
+    /// Add a tool result to the current user turn.
+    pub fn tool_result(
+        &mut self,
+        id: String,
+        content: Vec<Part>,
+        is_error: bool,
+        p: Path,
+    ) -> Result<()> {
+        let name = if self.target == Format::Gemini {
+            match self.names.get(&id) {
+                Some(n) => Some(n.clone()),
+                None => {
+                    return Err(TranslateError::invalid(
+                        p,
+                        format!(
+                            "`{id}` answers no tool call of an earlier assistant turn; Gemini \
+                             matches tool results to calls by the call's name, so the call must \
+                             be in the history"
+                        ),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        self.open(Role::User).push(Part::ToolResult {
+            id,
+            name,
+            content,
+            is_error,
+        });
+        Ok(())
+    }
+}

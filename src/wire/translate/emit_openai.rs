@@ -1,0 +1,196 @@
+//! Writing the neutral request as an OpenAI Chat Completions body: the system prompt first,
+//! each tool result as a `tool` message ahead of the rest of its user turn, assistant text
+//! and `tool_calls` with their ids.
+
+use serde_json::{json, Map, Value};
+
+use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
+use super::{MaxTokensField, RequestOptions};
+
+pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
+    let mut out = Map::new();
+    out.insert("model".into(), opts.model.into());
+    out.insert(
+        "messages".into(),
+        Value::Array(messages(req.system, req.messages, opts.join_text_parts)),
+    );
+    if let Some(n) = req.max_tokens {
+        let key = match opts.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        };
+        out.insert(key.into(), n.into());
+    }
+    put(&mut out, "temperature", req.temperature.map(Value::from));
+    put(&mut out, "top_p", req.top_p.map(Value::from));
+    if !req.stop.is_empty() {
+        out.insert("stop".into(), req.stop.into());
+    }
+    if req.stream {
+        out.insert("stream".into(), true.into());
+        // Usage is reported in a stream only on request; the translated answer needs it.
+        out.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if !req.tools.is_empty() {
+        let tools = req.tools.into_iter().map(|t| {
+            let mut f = Map::new();
+            f.insert("name".into(), t.name.into());
+            put(&mut f, "description", t.description.map(Value::from));
+            let schema = t
+                .schema
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+            f.insert("parameters".into(), schema);
+            json!({"type": "function", "function": f})
+        });
+        out.insert("tools".into(), tools.collect());
+    }
+    put(&mut out, "tool_choice", req.tool_choice.map(tool_choice));
+    put(
+        &mut out,
+        "parallel_tool_calls",
+        req.parallel_tool_calls.map(Value::from),
+    );
+    put(&mut out, "user", req.user.map(Value::from));
+    if let Some(ResponseFormat::JsonSchema {
+        name,
+        schema,
+        strict,
+    }) = req.response_format
+    {
+        let mut j = json!({"name": name, "schema": schema});
+        if let Some(s) = strict {
+            j["strict"] = s.into();
+        }
+        out.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": j}),
+        );
+    }
+    Value::Object(out)
+}
+
+pub(super) fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
+    if let Some(v) = v {
+        m.insert(k.into(), v);
+    }
+}
+
+fn tool_choice(c: ToolChoice) -> Value {
+    match c {
+        ToolChoice::Auto => "auto".into(),
+        ToolChoice::None => "none".into(),
+        ToolChoice::Required => "required".into(),
+        ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
+    }
+}
+
+fn messages(system: Vec<String>, msgs: Vec<Message>, join: bool) -> Vec<Value> {
+    let mut out = Vec::with_capacity(msgs.len() + 1);
+    if !system.is_empty() {
+        out.push(json!({"role": "system", "content": text_content(system, join)}));
+    }
+    for m in msgs {
+        match m.role {
+            Role::User => user(m.parts, join, &mut out),
+            Role::Assistant => out.push(assistant(m.parts, join)),
+        }
+    }
+    out
+}
+
+/// What separates text blocks joined into one string.
+pub(super) const TEXT_JOINER: &str = "\n\n";
+
+/// One text is a string; several are one string (`join`) or text parts.
+fn text_content(texts: Vec<String>, join: bool) -> Value {
+    if texts.len() == 1 || join {
+        return Value::from(texts.join(TEXT_JOINER));
+    }
+    texts
+        .into_iter()
+        .map(|t| json!({"type": "text", "text": t}))
+        .collect()
+}
+
+/// Tool results go first, as `tool` messages right after the assistant's calls; the rest of
+/// the turn follows as one user message.
+fn user(parts: Vec<Part>, join: bool, out: &mut Vec<Value>) {
+    let mut rest = Vec::new();
+    for part in parts {
+        match part {
+            Part::ToolResult { id, content, .. } => {
+                let texts = content
+                    .into_iter()
+                    .filter_map(|p| match p {
+                        Part::Text(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>();
+                let content = if texts.is_empty() {
+                    Value::from("")
+                } else {
+                    text_content(texts, join)
+                };
+                out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+            }
+            other => rest.push(other),
+        }
+    }
+    if rest.is_empty() {
+        return;
+    }
+    let only_text = rest.iter().all(|p| matches!(p, Part::Text(_)));
+    let content = if only_text && (join || rest.len() == 1) {
+        let texts = rest.into_iter().filter_map(|p| match p {
+            Part::Text(t) => Some(t),
+            _ => None,
+        });
+        Value::from(texts.collect::<Vec<_>>().join(TEXT_JOINER))
+    } else {
+        rest.into_iter().filter_map(user_part).collect()
+    };
+    out.push(json!({"role": "user", "content": content}));
+}
+
+fn user_part(p: Part) -> Option<Value> {
+    match p {
+        Part::Text(t) => Some(json!({"type": "text", "text": t})),
+        Part::Image(Image::Url(url)) => {
+            Some(json!({"type": "image_url", "image_url": {"url": url}}))
+        }
+        Part::Image(Image::Base64 { media_type, data }) => {
+            let url = format!("data:{media_type};base64,{data}");
+            Some(json!({"type": "image_url", "image_url": {"url": url}}))
+        }
+        Part::ToolCall { .. } | Part::ToolResult { .. } => None,
+    }
+}
+
+fn assistant(parts: Vec<Part>, join: bool) -> Value {
+    let mut texts = Vec::new();
+    let mut calls = Vec::new();
+    for p in parts {
+        match p {
+            Part::Text(t) => texts.push(t),
+            Part::ToolCall { id, name, args } => calls.push(json!({
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": args.to_string()},
+            })),
+            Part::Image(_) | Part::ToolResult { .. } => {}
+        }
+    }
+    let mut m = Map::new();
+    m.insert("role".into(), "assistant".into());
+    // OpenAI requires content when there are no tool calls (a turn that held only thinking).
+    let content = match (texts.is_empty(), calls.is_empty()) {
+        (false, _) => text_content(texts, join),
+        (true, false) => Value::Null,
+        (true, true) => Value::from(""),
+    };
+    m.insert("content".into(), content);
+    if !calls.is_empty() {
+        m.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(m)
+}

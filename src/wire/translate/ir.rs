@@ -1,0 +1,149 @@
+//! The neutral request representation every client format is read into and every upstream
+//! format is written from. It holds only what at least two formats can express; anything
+//! else is refused or ignored (with the path) while reading.
+
+use serde_json::Value;
+
+/// One chat request, format-neutral. `system` is the leading system prompt, `messages` strictly
+/// alternate in the sense that two neighbours never share a role (readers merge them).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    pub system: Vec<String>,
+    pub messages: Vec<Message>,
+    pub tools: Vec<Tool>,
+    pub tool_choice: Option<ToolChoice>,
+    /// `Some(false)`: at most one tool call per turn (`parallel_tool_calls: false`,
+    /// `disable_parallel_tool_use: true`).
+    pub parallel_tool_calls: Option<bool>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    /// The client asked for a usage report at the end of its stream.
+    pub include_usage: bool,
+    pub response_format: Option<ResponseFormat>,
+    /// End-user id: OpenAI `user`, Anthropic `metadata.user_id`.
+    pub user: Option<String>,
+    /// Anthropic `thinking: {type: enabled, budget_tokens}`.
+    pub thinking_budget: Option<u64>,
+    /// OpenAI `reasoning_effort`.
+    pub reasoning_effort: Option<String>,
+    /// Number of answers (only > 1 is stored).
+    pub n: Option<u64>,
+    pub seed: Option<i64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    Image(Image),
+    /// An assistant's tool call; `args` is always a JSON object.
+    ToolCall {
+        id: String,
+        name: String,
+        args: Value,
+    },
+    /// A user turn's tool result; `name` is the called tool's name when the call is in the
+    /// history (Gemini needs it: it matches results by name, not id).
+    ToolResult {
+        id: String,
+        name: Option<String>,
+        content: Vec<Part>,
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Image {
+    Url(String),
+    Base64 { media_type: String, data: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (an object schema).
+    pub schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    Auto,
+    None,
+    /// Some tool must be called (OpenAI `required`, Anthropic `any`, Gemini `ANY`).
+    Required,
+    Named(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// Any JSON object (OpenAI `json_object`).
+    JsonObject,
+    JsonSchema {
+        name: String,
+        schema: Value,
+        strict: Option<bool>,
+    },
+}
+
+/// Why generation stopped, format-neutral.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    EndTurn,
+    MaxTokens,
+    StopSequence,
+    ToolUse,
+    /// Refused or filtered (Anthropic `refusal`, OpenAI `content_filter`).
+    ContentFilter,
+    /// Anthropic `pause_turn` (a long server-tool turn paused).
+    PauseTurn,
+}
+
+/// One non-stream answer, format-neutral.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Answer {
+    pub id: String,
+    pub model: String,
+    pub choices: Vec<Choice>,
+    pub usage: Option<super::usage::Usage>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub parts: Vec<AnswerPart>,
+    pub stop: Stop,
+    pub stop_sequence: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnswerPart {
+    Text(String),
+    Thinking {
+        text: String,
+        signature: String,
+    },
+    RedactedThinking(String),
+    /// `args` is the arguments' JSON text.
+    ToolCall {
+        id: String,
+        name: String,
+        args: String,
+    },
+}

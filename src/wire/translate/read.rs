@@ -1,0 +1,199 @@
+//! Helpers shared by the request readers: typed access to JSON values with the field's path in
+//! every error, image sources (data URLs, Anthropic `source`), and the per-target checks that
+//! both client formats need (image kinds, tool-result lookup).
+
+use serde_json::{Map, Value};
+
+use super::error::{Path, Result, TranslateError};
+use super::ir::{Image, Part};
+use super::Format;
+
+pub(super) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Ok(m),
+        other => Err(TranslateError::invalid(
+            p,
+            format!("must be a JSON object, not {}", kind(&other)),
+        )),
+    }
+}
+
+pub(super) fn array(v: Value, p: Path) -> Result<Vec<Value>> {
+    match v {
+        Value::Array(a) => Ok(a),
+        other => Err(TranslateError::invalid(
+            p,
+            format!("must be an array, not {}", kind(&other)),
+        )),
+    }
+}
+
+pub(super) fn string(v: Value, p: Path) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(TranslateError::invalid(
+            p,
+            format!("must be a string, not {}", kind(&other)),
+        )),
+    }
+}
+
+pub(super) fn boolean(v: &Value, p: Path) -> Result<bool> {
+    v.as_bool().ok_or_else(|| {
+        TranslateError::invalid(p, format!("must be true or false, not {}", kind(v)))
+    })
+}
+
+pub(super) fn number(v: &Value, p: Path) -> Result<f64> {
+    v.as_f64()
+        .ok_or_else(|| TranslateError::invalid(p, format!("must be a number, not {}", kind(v))))
+}
+
+pub(super) fn count(v: &Value, p: Path) -> Result<u64> {
+    v.as_u64().ok_or_else(|| {
+        TranslateError::invalid(
+            p,
+            format!("must be a non-negative integer, not {}", kind(v)),
+        )
+    })
+}
+
+pub(super) fn integer(v: &Value, p: Path) -> Result<i64> {
+    v.as_i64()
+        .ok_or_else(|| TranslateError::invalid(p, format!("must be an integer, not {}", kind(v))))
+}
+
+/// A short name of the JSON type of `v`, for error messages.
+pub(super) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Take a required string field out of `m`.
+pub(super) fn req_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<String> {
+    match m.remove(key) {
+        Some(v) if !v.is_null() => string(v, p.key(key)),
+        _ => Err(TranslateError::invalid(p.key(key), "is required")),
+    }
+}
+
+/// Take an optional string field out of `m` (`null` counts as absent).
+pub(super) fn opt_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<Option<String>> {
+    match m.remove(key) {
+        Some(v) if !v.is_null() => string(v, p.key(key)).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The error for a field `target` cannot express.
+pub(super) fn refuse(p: Path, target: Format, what: &str) -> TranslateError {
+    TranslateError::unsupported(
+        p,
+        format!(
+            "{what} cannot be expressed in {}; remove it or use a channel that speaks \
+             the client's format",
+            target.name()
+        ),
+    )
+}
+
+/// The error for a field this reader does not know.
+pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
+    TranslateError::unsupported(
+        p,
+        format!(
+            "is not a field the translation to {} knows; remove it or use a channel that \
+             speaks the client's format",
+            target.name()
+        ),
+    )
+}
+
+/// Refuse any key left in `m` (every known key was taken out already); `ignored` keys pass.
+pub(super) fn no_more(
+    m: &Map<String, Value>,
+    p: Path,
+    target: Format,
+    ignored: &[&str],
+) -> Result<()> {
+    match m.keys().find(|k| !ignored.contains(&k.as_str())) {
+        Some(k) => Err(unknown(p.key(k), target)),
+        None => Ok(()),
+    }
+}
+
+/// An image from an OpenAI `image_url.url`: a `data:` URL with base64 data, or a URL.
+pub(super) fn image_from_url(url: String, p: Path) -> Result<Image> {
+    let Some(rest) = url.strip_prefix("data:") else {
+        return Ok(Image::Url(url));
+    };
+    let Some((meta, data)) = rest.split_once(',') else {
+        return Err(TranslateError::invalid(p, "is a data URL without a `,`"));
+    };
+    let Some(media_type) = meta.strip_suffix(";base64") else {
+        return Err(TranslateError::unsupported(
+            p,
+            "is a data URL that is not base64-encoded; send `data:<type>;base64,<data>`",
+        ));
+    };
+    Ok(Image::Base64 {
+        media_type: media_type.to_string(),
+        data: data.to_string(),
+    })
+}
+
+/// Media types Anthropic accepts for base64 images.
+const ANTHROPIC_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// URLs Gemini's `fileData.fileUri` accepts: files uploaded with its Files API.
+pub(super) const GEMINI_FILES_PREFIX: &str = "https://generativelanguage.googleapis.com/";
+
+/// Refuse an image `target` cannot take in this form.
+pub(super) fn check_image(img: &Image, p: Path, target: Format) -> Result<()> {
+    match (img, target) {
+        (Image::Base64 { media_type, .. }, Format::Anthropic)
+            if !ANTHROPIC_IMAGE_TYPES.contains(&media_type.as_str()) =>
+        {
+            Err(TranslateError::unsupported(
+                p,
+                format!(
+                    "has media type `{media_type}`; Anthropic Messages accepts only {}",
+                    ANTHROPIC_IMAGE_TYPES.join(", ")
+                ),
+            ))
+        }
+        (Image::Url(u), Format::Gemini) if !u.starts_with(GEMINI_FILES_PREFIX) => {
+            Err(TranslateError::unsupported(
+                p,
+                "is an image URL; Gemini takes images inline (base64) or as Files API uploads, \
+                 and the gateway does not fetch URLs: send the image as a base64 data URL",
+            ))
+        }
+        (Image::Url(u), Format::OpenAi | Format::Anthropic)
+            if !(u.starts_with("https://") || u.starts_with("http://")) =>
+        {
+            Err(TranslateError::invalid(
+                p,
+                "must be an http(s) URL or a base64 data URL",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuse tool-result content `target` cannot carry (only text goes into OpenAI `tool`
+/// messages and Gemini `functionResponse`).
+pub(super) fn check_tool_result_part(part: &Part, p: Path, target: Format) -> Result<()> {
+    match part {
+        Part::Image(_) if target != Format::Anthropic => {
+            Err(refuse(p, target, "an image in a tool result"))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,290 @@
+//! Reading an OpenAI Chat Completions request into the neutral form: every top-level field is
+//! mapped, ignored (listed in `IGNORED`) or refused with its path. Messages: `req_openai_msgs`.
+
+use serde_json::{Map, Value};
+
+use super::error::{Path, Result, TranslateError};
+use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
+use super::read::{self, refuse};
+use super::Format;
+
+/// Fields that change nothing a translated upstream could honour, dropped on purpose
+/// (README.md says why for each).
+const IGNORED: &[&str] = &[
+    "model",
+    "metadata",
+    "store",
+    "service_tier",
+    "prompt_cache_key",
+    "prediction",
+    "verbosity",
+];
+
+pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
+    let map = read::object(v, Path::ROOT)?;
+    let mut req = ChatRequest::default();
+    let mut messages = None;
+    let (mut max_tokens, mut max_completion) = (None, None);
+    for (k, v) in map {
+        if v.is_null() || IGNORED.contains(&k.as_str()) {
+            continue;
+        }
+        let root = Path::ROOT;
+        let p = root.key(&k);
+        match k.as_str() {
+            "messages" => messages = Some(v),
+            "max_tokens" => max_tokens = Some(read::count(&v, p)?),
+            "max_completion_tokens" => max_completion = Some(read::count(&v, p)?),
+            "stream" => req.stream = read::boolean(&v, p)?,
+            "stream_options" => stream_options(v, p, &mut req, target)?,
+            "stop" => req.stop = stop(v, p, target)?,
+            "tools" => req.tools = tools(v, p, target)?,
+            "tool_choice" => req.tool_choice = Some(tool_choice(v, p, target)?),
+            "parallel_tool_calls" => parallel(&v, p, &mut req, target)?,
+            "response_format" => req.response_format = response_format(v, p, target)?,
+            "user" | "safety_identifier" => {
+                let s = read::string(v, p)?;
+                // `user` wins over `safety_identifier` whatever the key order.
+                if k == "user" || req.user.is_none() {
+                    req.user = Some(s);
+                }
+            }
+            _ => sampling(&k, v, p, &mut req, target)?,
+        }
+    }
+    req.max_tokens = max_completion.or(max_tokens);
+    if req.n.is_some() && req.stream {
+        // A Gemini stream interleaves candidates; the translated stream carries one choice.
+        return Err(TranslateError::unsupported(
+            "n",
+            "more than one choice in a stream cannot be translated from Gemini; send `n: 1` \
+             or `stream: false`",
+        ));
+    }
+    let messages = messages.ok_or_else(|| TranslateError::invalid("messages", "is required"))?;
+    super::req_openai_msgs::read(messages, &mut req, target)?;
+    Ok(req)
+}
+
+/// Sampling and output-shape fields, each mapped or refused per target.
+fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+    let gemini = target == Format::Gemini;
+    match k {
+        "temperature" => {
+            let t = read::number(&v, p)?;
+            if target == Format::Anthropic && t > 1.0 {
+                return Err(TranslateError::unsupported(
+                    p,
+                    format!("is {t}; Anthropic Messages accepts 0 to 1"),
+                ));
+            }
+            req.temperature = Some(t);
+        }
+        "top_p" => req.top_p = Some(read::number(&v, p)?),
+        "n" => match read::count(&v, p)? {
+            1 => {}
+            n if gemini => req.n = Some(n),
+            _ => return Err(refuse(p, target, "more than one choice (`n` > 1)")),
+        },
+        "seed" if gemini => req.seed = Some(read::integer(&v, p)?),
+        // Best-effort determinism only, in OpenAI too: ignorable.
+        "seed" => {}
+        "presence_penalty" | "frequency_penalty" => {
+            let x = read::number(&v, p)?;
+            match (x == 0.0, gemini, k) {
+                (true, _, _) => {}
+                (false, true, "presence_penalty") => req.presence_penalty = Some(x),
+                (false, true, _) => req.frequency_penalty = Some(x),
+                (false, false, _) => return Err(refuse(p, target, "a non-zero penalty")),
+            }
+        }
+        "logprobs" => {
+            if read::boolean(&v, p)? {
+                return Err(refuse(p, target, "`logprobs: true`"));
+            }
+        }
+        "top_logprobs" => return Err(refuse(p, target, "`top_logprobs`")),
+        "logit_bias" => {
+            if !v.as_object().is_some_and(Map::is_empty) {
+                return Err(refuse(p, target, "`logit_bias`"));
+            }
+        }
+        "reasoning_effort" => {
+            let s = read::string(v, p)?;
+            if gemini {
+                if super::emit_gemini::effort_budget(&s).is_none() {
+                    return Err(TranslateError::unsupported(
+                        p,
+                        format!(
+                            "`{s}` has no Gemini thinking budget; use none, minimal, low, \
+                             medium or high"
+                        ),
+                    ));
+                }
+                req.reasoning_effort = Some(s);
+            }
+        }
+        "modalities" => {
+            let only_text = v.as_array().is_some_and(|a| a.iter().all(|m| m == "text"));
+            if !only_text {
+                return Err(refuse(p, target, "an output modality other than text"));
+            }
+        }
+        "audio" => return Err(refuse(p, target, "audio output")),
+        "web_search_options" => return Err(refuse(p, target, "OpenAI's web search")),
+        "functions" | "function_call" => {
+            return Err(TranslateError::unsupported(
+                p,
+                "is the deprecated function-calling API; send `tools` and `tool_choice`",
+            ))
+        }
+        _ => return Err(read::unknown(p, target)),
+    }
+    Ok(())
+}
+
+fn stream_options(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+    let mut m = read::object(v, p)?;
+    if let Some(u) = m.remove("include_usage").filter(|u| !u.is_null()) {
+        req.include_usage = read::boolean(&u, p.key("include_usage"))?;
+    }
+    read::no_more(&m, p, target, &["include_obfuscation"])
+}
+
+fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
+    let stops = match v {
+        Value::String(s) => vec![s],
+        Value::Array(a) => a
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| read::string(s, p.idx(i)))
+            .collect::<Result<_>>()?,
+        other => {
+            return Err(TranslateError::invalid(
+                p,
+                format!(
+                    "must be a string or an array of strings, not {}",
+                    read::kind(&other)
+                ),
+            ))
+        }
+    };
+    if target == Format::Gemini && stops.len() > 5 {
+        return Err(TranslateError::unsupported(
+            p,
+            "has more than 5 sequences; Gemini accepts at most 5",
+        ));
+    }
+    Ok(stops)
+}
+
+fn tools(v: Value, p: Path, target: Format) -> Result<Vec<Tool>> {
+    let list = read::array(v, p)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, t) in list.into_iter().enumerate() {
+        let pi = p.idx(i);
+        let mut m = read::object(t, pi)?;
+        let ty = read::opt_str(&mut m, "type", pi)?;
+        if ty.as_deref().is_some_and(|t| t != "function") {
+            return Err(refuse(
+                pi.key("type"),
+                target,
+                "a tool that is not a function",
+            ));
+        }
+        let pf = pi.key("function");
+        let mut f = read::object(m.remove("function").unwrap_or(Value::Null), pf)?;
+        read::no_more(&m, pi, target, &[])?;
+        let name = read::req_str(&mut f, "name", pf)?;
+        let description = read::opt_str(&mut f, "description", pf)?;
+        let schema = f.remove("parameters").filter(|s| !s.is_null());
+        // `strict` asks OpenAI to enforce the schema; the others follow it without a
+        // guarantee (README.md: ignored).
+        read::no_more(&f, pf, target, &["strict"])?;
+        out.push(Tool {
+            name,
+            description,
+            schema,
+        });
+    }
+    Ok(out)
+}
+
+fn tool_choice(v: Value, p: Path, target: Format) -> Result<ToolChoice> {
+    match v {
+        Value::String(s) => match s.as_str() {
+            "auto" => Ok(ToolChoice::Auto),
+            "none" => Ok(ToolChoice::None),
+            "required" => Ok(ToolChoice::Required),
+            _ => Err(TranslateError::invalid(
+                p,
+                format!("`{s}` is not auto, none or required"),
+            )),
+        },
+        other => {
+            let mut m = read::object(other, p)?;
+            let ty = read::opt_str(&mut m, "type", p)?;
+            if ty.as_deref() != Some("function") {
+                return Err(refuse(
+                    p.key("type"),
+                    target,
+                    "a tool choice other than a function",
+                ));
+            }
+            let pf = p.key("function");
+            let mut f = read::object(m.remove("function").unwrap_or(Value::Null), pf)?;
+            Ok(ToolChoice::Named(read::req_str(&mut f, "name", pf)?))
+        }
+    }
+}
+
+fn parallel(v: &Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+    let b = read::boolean(v, p)?;
+    if !b && target == Format::Gemini {
+        return Err(refuse(p, target, "`parallel_tool_calls: false`"));
+    }
+    req.parallel_tool_calls = Some(b);
+    Ok(())
+}
+
+fn response_format(v: Value, p: Path, target: Format) -> Result<Option<ResponseFormat>> {
+    let mut m = read::object(v, p)?;
+    let ty = read::req_str(&mut m, "type", p)?;
+    let rf = match ty.as_str() {
+        "text" => return Ok(None),
+        "json_object" => ResponseFormat::JsonObject,
+        "json_schema" => {
+            let pj = p.key("json_schema");
+            let mut j = read::object(m.remove("json_schema").unwrap_or(Value::Null), pj)?;
+            let name = read::req_str(&mut j, "name", pj)?;
+            let schema = j
+                .remove("schema")
+                .filter(|s| !s.is_null())
+                .unwrap_or_else(|| serde_json::json!({}));
+            let strict = match j.remove("strict") {
+                Some(s) if !s.is_null() => Some(read::boolean(&s, pj.key("strict"))?),
+                _ => None,
+            };
+            read::no_more(&j, pj, target, &["description"])?;
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            }
+        }
+        _ => {
+            return Err(TranslateError::invalid(
+                p.key("type"),
+                format!("`{ty}` is not text, json_object or json_schema"),
+            ))
+        }
+    };
+    if target == Format::Anthropic && rf == ResponseFormat::JsonObject {
+        return Err(TranslateError::unsupported(
+            p.key("type"),
+            "`json_object` cannot be expressed in Anthropic Messages, which constrains JSON \
+             only by a schema: send `json_schema`",
+        ));
+    }
+    Ok(Some(rf))
+}

@@ -1,0 +1,265 @@
+//! Reading OpenAI `messages` into neutral turns: leading system/developer messages become the
+//! system prompt, `tool` messages become tool results of the following user turn, assistant
+//! `tool_calls` become tool calls with their ids kept.
+
+use serde_json::{Map, Value};
+
+use super::convo::Convo;
+use super::error::{Path, Result, TranslateError};
+use super::ir::{ChatRequest, Part, Role};
+use super::read::{self, refuse};
+use super::Format;
+
+/// Assistant fields that carry earlier turns' reasoning: neither Anthropic (which requires its
+/// own signature) nor Gemini takes them back as input (README.md).
+const ASSISTANT_IGNORED: &[&str] = &[
+    "reasoning_content",
+    "reasoning",
+    "thinking_blocks",
+    "annotations",
+];
+
+pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()> {
+    let root = Path::ROOT;
+    let p = root.key("messages");
+    let list = read::array(v, p)?;
+    let mut convo = Convo::new(target, list.len());
+    for (i, m) in list.into_iter().enumerate() {
+        let pi = p.idx(i);
+        let mut m = read::object(m, pi)?;
+        let role = read::req_str(&mut m, "role", pi)?;
+        if m.remove("name").is_some_and(|n| !n.is_null()) {
+            return Err(refuse(pi.key("name"), target, "a participant name"));
+        }
+        match role.as_str() {
+            "system" | "developer" => {
+                if !convo.messages.is_empty() {
+                    return Err(TranslateError::unsupported(
+                        pi.key("role"),
+                        format!(
+                            "is a system message after the conversation started; {} has one \
+                             system prompt before all turns: move it to the start",
+                            target.name()
+                        ),
+                    ));
+                }
+                req.system
+                    .extend(text_content(m.remove("content"), pi.key("content"))?);
+                read::no_more(&m, pi, target, &[])?;
+            }
+            "user" => user(m, pi, &mut convo, target)?,
+            "assistant" => assistant(m, pi, &mut convo, target)?,
+            "tool" => tool(m, pi, &mut convo, target)?,
+            "function" => {
+                return Err(TranslateError::unsupported(
+                    pi.key("role"),
+                    "`function` is the deprecated function-calling API; send `tool` messages",
+                ))
+            }
+            other => {
+                return Err(TranslateError::invalid(
+                    pi.key("role"),
+                    format!("`{other}` is not system, developer, user, assistant or tool"),
+                ))
+            }
+        }
+    }
+    req.messages = convo.messages;
+    Ok(())
+}
+
+/// A string, or an array of `{type: text, text}` parts (system and tool messages).
+fn text_content(v: Option<Value>, p: Path) -> Result<Vec<String>> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s]),
+        Some(Value::Array(parts)) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let pi = p.idx(i);
+                let mut m = read::object(part, pi)?;
+                let ty = read::req_str(&mut m, "type", pi)?;
+                if ty != "text" {
+                    return Err(TranslateError::unsupported(
+                        pi.key("type"),
+                        format!("`{ty}` here; only text parts are allowed"),
+                    ));
+                }
+                read::req_str(&mut m, "text", pi)
+            })
+            .collect(),
+        Some(other) => Err(TranslateError::invalid(
+            p,
+            format!(
+                "must be a string or an array of parts, not {}",
+                read::kind(&other)
+            ),
+        )),
+    }
+}
+
+fn user(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
+    let pc = p.key("content");
+    let parts = match m.remove("content") {
+        Some(Value::String(s)) => vec![Part::Text(s)],
+        Some(Value::Array(list)) => {
+            let mut parts = Vec::with_capacity(list.len());
+            for (i, part) in list.into_iter().enumerate() {
+                parts.push(user_part(part, pc.idx(i), target)?);
+            }
+            parts
+        }
+        Some(other) => {
+            return Err(TranslateError::invalid(
+                pc,
+                format!(
+                    "must be a string or an array of parts, not {}",
+                    read::kind(&other)
+                ),
+            ))
+        }
+        None => return Err(TranslateError::invalid(pc, "is required")),
+    };
+    read::no_more(&m, p, target, &[])?;
+    convo.open(Role::User).extend(parts);
+    Ok(())
+}
+
+fn user_part(v: Value, p: Path, target: Format) -> Result<Part> {
+    let mut m = read::object(v, p)?;
+    let ty = read::req_str(&mut m, "type", p)?;
+    let part = match ty.as_str() {
+        "text" => Part::Text(read::req_str(&mut m, "text", p)?),
+        "image_url" => {
+            let pu = p.key("image_url");
+            let mut u = read::object(m.remove("image_url").unwrap_or(Value::Null), pu)?;
+            let url = read::req_str(&mut u, "url", pu)?;
+            // `detail` picks OpenAI's image resolution; the others choose their own (README.md).
+            read::no_more(&u, pu, target, &["detail"])?;
+            let img = read::image_from_url(url, pu.key("url"))?;
+            read::check_image(&img, pu.key("url"), target)?;
+            Part::Image(img)
+        }
+        "input_audio" => return Err(refuse(p, target, "audio input")),
+        "file" => return Err(refuse(p, target, "a file part")),
+        other => {
+            return Err(TranslateError::unsupported(
+                p.key("type"),
+                format!("`{other}` is not a content part the translation knows"),
+            ))
+        }
+    };
+    read::no_more(&m, p, target, &[])?;
+    Ok(part)
+}
+
+fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
+    let mut parts = Vec::new();
+    let mut calls_out = Vec::new();
+    let pc = p.key("content");
+    match m.remove("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => parts.push(Part::Text(s)),
+        Some(Value::Array(list)) => {
+            for (i, part) in list.into_iter().enumerate() {
+                parts.push(assistant_part(part, pc.idx(i))?);
+            }
+        }
+        Some(other) => {
+            return Err(TranslateError::invalid(
+                pc,
+                format!(
+                    "must be a string, an array of parts or null, not {}",
+                    read::kind(&other)
+                ),
+            ))
+        }
+    }
+    if let Some(r) = read::opt_str(&mut m, "refusal", p)? {
+        parts.push(Part::Text(r));
+    }
+    // Nothing to say in an empty text next to tool calls; Anthropic refuses empty text blocks.
+    parts.retain(|part| !matches!(part, Part::Text(t) if t.is_empty()));
+    if let Some(calls) = m.remove("tool_calls").filter(|c| !c.is_null()) {
+        let pt = p.key("tool_calls");
+        for (i, call) in read::array(calls, pt)?.into_iter().enumerate() {
+            calls_out.push(tool_call(call, pt.idx(i), target)?);
+        }
+    }
+    if m.contains_key("audio") {
+        return Err(refuse(p.key("audio"), target, "assistant audio"));
+    }
+    if m.contains_key("function_call") {
+        return Err(TranslateError::unsupported(
+            p.key("function_call"),
+            "is the deprecated function-calling API; send `tool_calls`",
+        ));
+    }
+    read::no_more(&m, p, target, ASSISTANT_IGNORED)?;
+    convo.open(Role::Assistant).extend(parts);
+    for (id, name, args) in calls_out {
+        convo.tool_call(id, name, args);
+    }
+    Ok(())
+}
+
+fn assistant_part(v: Value, p: Path) -> Result<Part> {
+    let mut m = read::object(v, p)?;
+    let ty = read::req_str(&mut m, "type", p)?;
+    match ty.as_str() {
+        "text" => Ok(Part::Text(read::req_str(&mut m, "text", p)?)),
+        "refusal" => Ok(Part::Text(read::req_str(&mut m, "refusal", p)?)),
+        other => Err(TranslateError::unsupported(
+            p.key("type"),
+            format!("`{other}` in an assistant message; only text and refusal parts are allowed"),
+        )),
+    }
+}
+
+fn tool_call(v: Value, p: Path, target: Format) -> Result<(String, String, Value)> {
+    let mut m = read::object(v, p)?;
+    let id = read::req_str(&mut m, "id", p)?;
+    if read::opt_str(&mut m, "type", p)?.is_some_and(|t| t != "function") {
+        return Err(refuse(
+            p.key("type"),
+            target,
+            "a tool call that is not a function call",
+        ));
+    }
+    let pf = p.key("function");
+    let mut f = read::object(m.remove("function").unwrap_or(Value::Null), pf)?;
+    // `index`: clients that rebuild history from streamed deltas keep it; it means nothing here.
+    read::no_more(&m, p, target, &["index"])?;
+    let name = read::req_str(&mut f, "name", pf)?;
+    let pa = pf.key("arguments");
+    let raw = read::opt_str(&mut f, "arguments", pf)?.unwrap_or_default();
+    let args = if raw.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        match serde_json::from_str::<Value>(&raw) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Err(TranslateError::unsupported(
+                    pa,
+                    format!(
+                        "is not a JSON object; {} needs tool arguments as an object",
+                        target.name()
+                    ),
+                ))
+            }
+        }
+    };
+    read::no_more(&f, pf, target, &[])?;
+    Ok((id, name, args))
+}
+
+fn tool(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
+    let id = read::req_str(&mut m, "tool_call_id", p)?;
+    let content = text_content(m.remove("content"), p.key("content"))?
+        .into_iter()
+        .map(Part::Text)
+        .collect();
+    read::no_more(&m, p, target, &[])?;
+    convo.tool_result(id, content, false, p.key("tool_call_id"))
+}

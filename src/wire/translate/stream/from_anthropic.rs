@@ -1,0 +1,148 @@
+//! Reading an Anthropic Messages stream: `message_start` (id, model, input and cache usage),
+//! content blocks (text, thinking, tool_use with `input_json_delta`), `message_delta` (stop
+//! reason, cumulative usage), `message_stop`; `ping` and unknown events are skipped, `error`
+//! ends the stream.
+
+use serde_json::Value;
+
+use super::super::errors::UpstreamError;
+use super::super::ir::Stop;
+use super::super::shapes::{ABlock, ADelta, AEvent};
+use super::super::stop;
+use super::super::usage::{AnthropicUsage, Usage};
+use super::super::Format;
+use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
+
+#[derive(Default)]
+pub(crate) struct FromAnthropic {
+    usage: AnthropicUsage,
+    usage_seen: bool,
+    /// (block index, tool call number) of each tool_use block.
+    tools: Vec<(u64, usize)>,
+    stop: Option<Stop>,
+    stop_sequence: Option<String>,
+}
+
+impl FromAnthropic {
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage_seen.then(|| self.usage.usage())
+    }
+
+    pub fn feed(
+        &mut self,
+        data: &str,
+        emit: &mut dyn Emit,
+        out: &mut Vec<u8>,
+    ) -> Result<(), UpstreamError> {
+        if data.trim().is_empty() {
+            return Ok(());
+        }
+        let ev: AEvent = serde_json::from_str(data)
+            .map_err(|e| UpstreamError::bad_answer(Format::Anthropic, e))?;
+        match ev.ty.as_ref() {
+            "message_start" => {
+                let m = ev.message;
+                if let Some(u) = m.as_ref().and_then(|m| m.usage.as_ref()) {
+                    self.absorb(u);
+                }
+                let id = m.as_ref().and_then(|m| m.id.as_deref()).unwrap_or("");
+                let model = m.as_ref().and_then(|m| m.model.as_deref()).unwrap_or("");
+                emit.start(id, model, &self.usage.usage(), out);
+            }
+            "content_block_start" => {
+                if let Some(b) = ev.content_block {
+                    self.block_start(ev.index.unwrap_or(0), b, emit, out)?;
+                }
+            }
+            "content_block_delta" => {
+                if let Some(d) = ev.delta {
+                    self.block_delta(ev.index.unwrap_or(0), d, emit, out);
+                }
+            }
+            "message_delta" => {
+                if let Some(d) = ev.delta {
+                    if let Some(r) = d.stop_reason {
+                        self.stop = Some(stop::from_anthropic(&r));
+                    }
+                    self.stop_sequence = d.stop_sequence.map(|s| s.into_owned());
+                }
+                if let Some(u) = ev.usage.as_ref() {
+                    self.absorb(u);
+                }
+            }
+            "message_stop" => {
+                let stop = self.stop.unwrap_or(Stop::EndTurn);
+                let usage = self.usage.usage();
+                emit.finish(stop, self.stop_sequence.as_deref(), &usage, out);
+            }
+            "error" => {
+                let v = ev
+                    .error
+                    .map_or(Value::Null, |e| serde_json::json!({ "error": e }));
+                return Err(UpstreamError::from_value(Format::Anthropic, 0, &v));
+            }
+            // ping, content_block_stop, and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn block_delta(&mut self, index: u64, d: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
+        match d.ty.as_deref() {
+            Some("text_delta") => emit.text(d.text.as_deref().unwrap_or(""), out),
+            Some("thinking_delta") => emit.thinking(d.thinking.as_deref().unwrap_or(""), out),
+            Some("input_json_delta") => {
+                // Deltas go to the latest block; look there first.
+                let found = match self.tools.last() {
+                    Some(&(i, k)) if i == index => Some(k),
+                    _ => self.tools.iter().find(|(i, _)| *i == index).map(|t| t.1),
+                };
+                if let Some(k) = found {
+                    emit.tool_args(k, d.partial_json.as_deref().unwrap_or(""), out);
+                }
+            }
+            // signature_delta, citations_delta: nothing the client format carries.
+            _ => {}
+        }
+    }
+
+    fn absorb(&mut self, u: &AnthropicUsage) {
+        self.usage.absorb(u);
+        self.usage_seen = true;
+    }
+
+    fn block_start(
+        &mut self,
+        index: u64,
+        b: ABlock,
+        emit: &mut dyn Emit,
+        out: &mut Vec<u8>,
+    ) -> Result<(), UpstreamError> {
+        match b.ty.as_ref() {
+            "text" => emit.text(b.text.as_deref().unwrap_or(""), out),
+            "thinking" => emit.thinking(b.thinking.as_deref().unwrap_or(""), out),
+            "tool_use" => {
+                let k = self.tools.len();
+                if k == MAX_TOOL_CALLS {
+                    return Err(too_many_calls(Format::Anthropic));
+                }
+                self.tools.push((index, k));
+                let id = b.id.as_deref().unwrap_or("");
+                emit.tool_start(k, id, b.name.as_deref().unwrap_or(""), out);
+                // The reference sends `input: {}` here and the arguments as deltas; an input
+                // given whole is passed whole.
+                if let Some(input) = b.input.map(|r| r.get()).filter(|s| !is_empty_object(s)) {
+                    emit.tool_args(k, input, out);
+                }
+            }
+            // redacted_thinking and server-tool blocks: nothing the client format carries.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn is_empty_object(s: &str) -> bool {
+    let t = s.trim();
+    t.starts_with('{') && t.ends_with('}') && t[1..t.len() - 1].trim().is_empty()
+}

@@ -1,0 +1,10 @@
+//! Tests of the translation: fixture tables per direction, refusals, flags and properties.
+
+mod assemble;
+mod collect;
+mod fixtures_tests;
+mod harness;
+mod prop_nopanic;
+mod prop_request;
+mod prop_stream;
+mod stream_tests;
