@@ -58,7 +58,7 @@ fn served_by(r: &reqwest::Response) -> String {
 }
 
 fn binding(gw: &Gw, model: &str, value: &str) -> Option<switchyard::affinity::Binding> {
-    let hash = key_hash("default", model, StickyKind::Rule, value);
+    let hash = key_hash("alice", "default", model, StickyKind::Rule, value);
     gw.running.as_ref()?.gateway.bindings.get(hash)
 }
 

@@ -57,7 +57,7 @@ impl StickyKind {
     }
 }
 
-/// The sticky key of one request: a hash of (group, public model, kind, value).
+/// The sticky key of one request: a hash of (client, group, public model, kind, value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StickyKey {
     pub kind: StickyKind,
@@ -122,10 +122,12 @@ pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id"];
 /// Header names that carry a session id.
 pub const SESSION_HEADERS: &[&str] = &["x-session-id", "session_id"];
 
-/// Hash of (group, model, kind, value): the binding map key (R8.2: keys are stored hashed).
-pub fn key_hash(group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
+/// Hash of (client, group, model, kind, value): the binding map key (R8.2: keys are stored
+/// hashed). The client is part of it, so two tenants sending the same id (`user: "1"`)
+/// have two bindings and neither can steer the other's (issue 15).
+pub fn key_hash(client: &str, group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
     let mut h = Sha256::new();
-    for part in [group, model, kind.as_str(), value] {
+    for part in [client, group, model, kind.as_str(), value] {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
@@ -223,7 +225,7 @@ fn field(f: &Known, names: &[&str]) -> Option<String> {
 pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     let mk = |kind, value: &str, ttl, skip_retry| StickyKey {
         kind,
-        hash: key_hash(i.group, i.model, kind, value),
+        hash: key_hash(i.client, i.group, i.model, kind, value),
         ttl,
         skip_retry,
     };
@@ -291,7 +293,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
             false,
         ));
     }
-    let b = key_hash(i.group, i.path, StickyKind::Bucket, i.client) % u128::from(BUCKETS);
+    let b = key_hash(i.client, i.group, i.path, StickyKind::Bucket, "") % u128::from(BUCKETS);
     let value = format!("{}#{b}", i.path);
     Some(mk(StickyKind::Bucket, &value, st.bucket_ttl, false))
 }

@@ -50,7 +50,7 @@ fn default_rules_match_model_and_path() {
     assert_eq!(k.kind, StickyKind::Rule);
     assert_eq!(
         k.hash,
-        key_hash("default", "gpt-5", StickyKind::Rule, "abc")
+        key_hash("alice", "default", "gpt-5", StickyKind::Rule, "abc")
     );
     let k2 = key(
         &a,
@@ -72,7 +72,7 @@ fn default_rules_match_model_and_path() {
     assert_eq!(m.kind, StickyKind::Rule);
     assert_eq!(
         m.hash,
-        key_hash("default", "claude-x", StickyKind::Rule, "u1")
+        key_hash("alice", "default", "claude-x", StickyKind::Rule, "u1")
     );
     // Wrong path for the rule: prompt_cache_key still counts, as a session id.
     let s = key(
@@ -122,7 +122,7 @@ fn header_rule_and_precedence() {
     .unwrap();
     assert_eq!(
         k.hash,
-        key_hash("default", "m", StickyKind::Conversation, "cv")
+        key_hash("alice", "default", "m", StickyKind::Conversation, "cv")
     );
 }
 
@@ -149,7 +149,7 @@ fn client_model_only_for_follow_up_turns() {
     assert_eq!(k.kind, StickyKind::ClientModel);
     assert_eq!(
         k.hash,
-        key_hash("default", "m", StickyKind::ClientModel, "alice")
+        key_hash("alice", "default", "m", StickyKind::ClientModel, "alice")
     );
     let b = key(&a, "", "/v1/custom", &h, r#"{"input":[1,2,3]}"#).unwrap();
     assert_eq!(
@@ -178,6 +178,30 @@ fn header_rule_key() {
     let k = key(&a, "gpt-4o", "/v1/responses", &h, "{}").unwrap();
     assert_eq!(k.kind, StickyKind::Rule);
     assert!(k.skip_retry);
+}
+
+/// Issue 15: the same id from two clients is two keys.
+#[test]
+fn keys_are_scoped_by_client() {
+    let a = aff(vec![]);
+    let h = HeaderMap::new();
+    let body = r#"{"user":"1"}"#;
+    let peek = crate::proxy::request::peek(body.as_bytes()).ok();
+    let for_client = |client: &str| {
+        sticky_key(&KeyInput {
+            affinity: &a,
+            group: "default",
+            model: "m",
+            path: "/v1/chat/completions",
+            client,
+            headers: &h,
+            body: Some(body.as_bytes()),
+            top: peek.as_ref().map(|p| &p.top),
+        })
+        .unwrap()
+        .hash
+    };
+    assert_ne!(for_client("alice"), for_client("bob"));
 }
 
 fn sk(hash: u128, ttl: u64) -> StickyKey {

@@ -83,7 +83,7 @@ async fn route(
     };
     let model = peek.as_ref().and_then(|p| p.model.clone());
     // A task follow-up is locked to the channel that accepted the task (R10.5).
-    let task = task::facts(gw, &snap, &parts.method, &path, &groups).await?;
+    let task = task::facts(gw, &snap, &parts.method, &path, &client.name, &groups).await?;
     // Routes: by (group, model) for model requests, by (group, path) for pass-through paths.
     let mut routes: Vec<(String, Arc<Route>)> = task.locked.iter().cloned().collect();
     for g in groups.iter().filter(|_| task.locked.is_none()) {
