@@ -117,10 +117,16 @@ impl TopFields {
     }
 }
 
-/// Header names that carry a conversation id.
-pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id"];
-/// Header names that carry a session id.
-pub const SESSION_HEADERS: &[&str] = &["x-session-id", "session_id"];
+/// Header names that carry a conversation id (`thread-id`: Codex).
+pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id", "thread-id"];
+/// Header names that carry a session id (`session-id`: Codex; `x-claude-code-session-id`:
+/// Claude Code).
+pub const SESSION_HEADERS: &[&str] = &[
+    "x-session-id",
+    "session_id",
+    "session-id",
+    "x-claude-code-session-id",
+];
 
 /// Hash of (client, group, model, kind, value): the binding map key (R8.2: keys are stored
 /// hashed). The client is part of it, so two tenants sending the same id (`user: "1"`)
@@ -220,6 +226,55 @@ fn field(f: &Known, names: &[&str]) -> Option<String> {
     names.iter().find_map(|n| f.get(n).and_then(scalar))
 }
 
+/// The parts of a Claude Code `metadata.user_id` that identify a session and a device.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ClaudeIdentity {
+    pub session: Option<String>,
+    pub device: Option<String>,
+}
+
+/// Claude Code's `metadata.user_id`: today a JSON string
+/// `{"device_id", "account_uuid", "session_id"}`, before that
+/// `user_<hash>_account_<uuid>_session_<uuid>`. `None` for any other value.
+pub fn claude_identity(user_id: &str) -> Option<ClaudeIdentity> {
+    #[derive(serde::Deserialize)]
+    struct Json {
+        #[serde(default)]
+        session_id: Option<String>,
+        #[serde(default)]
+        device_id: Option<String>,
+    }
+    let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+    if user_id.trim_start().starts_with('{') {
+        let j: Json = serde_json::from_str(user_id).ok()?;
+        let id = ClaudeIdentity {
+            session: non_empty(j.session_id),
+            device: non_empty(j.device_id),
+        };
+        return (id.session.is_some() || id.device.is_some()).then_some(id);
+    }
+    let rest = user_id.strip_prefix("user_")?;
+    let (device, session) = rest.split_once("_account_")?;
+    let (_, session) = session.split_once("_session_")?;
+    Some(ClaudeIdentity {
+        session: non_empty(Some(session.to_string())),
+        device: non_empty(Some(format!("user_{device}"))),
+    })
+}
+
+/// A rule's key value: a Claude Code identity keys on its session, else its device.
+fn rule_value(v: String) -> String {
+    match claude_identity(&v) {
+        Some(ClaudeIdentity {
+            session: Some(s), ..
+        }) => s,
+        Some(ClaudeIdentity {
+            device: Some(d), ..
+        }) if v.trim_start().starts_with('{') => d,
+        _ => v,
+    }
+}
+
 /// The request's sticky key, if any (R8.1 then R8.2). See the module doc of `affinity`
 /// for the fields read on each surface.
 pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
@@ -245,7 +300,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
         };
-        if let Some(v) = value {
+        if let Some(v) = value.map(rule_value) {
             return Some(mk(
                 StickyKind::Rule,
                 &v,
@@ -273,13 +328,23 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     if let Some(v) = conv {
         return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
     }
+    let user_id = field(meta_f, &["user_id"]);
+    let claude = user_id
+        .as_deref()
+        .and_then(claude_identity)
+        .unwrap_or_default();
     let session = header(i.headers, SESSION_HEADERS)
         .or_else(|| field(meta_f, &["session_id"]))
+        .or(claude.session)
         .or_else(|| field(top_f, &["session_id", "prompt_cache_key"]));
     if let Some(v) = session {
         return Some(mk(StickyKind::Session, &v, st.session_ttl, false));
     }
-    if let Some(v) = field(meta_f, &["user_id"]).or_else(|| field(top_f, &["user"])) {
+    let user = claude
+        .device
+        .or(user_id)
+        .or_else(|| field(top_f, &["user"]));
+    if let Some(v) = user {
         return Some(mk(StickyKind::User, &v, st.user_model_ttl, false));
     }
     if turns < 2 {

@@ -180,6 +180,97 @@ fn header_rule_key() {
     assert!(k.skip_retry);
 }
 
+/// Claude Code's `metadata.user_id` in today's JSON form and the older `user_…_session_…`
+/// form (issue 16 item 17).
+#[test]
+fn claude_code_identities() {
+    let j = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
+    assert_eq!(
+        claude_identity(j),
+        Some(ClaudeIdentity {
+            session: Some("s-1".into()),
+            device: Some("dev1".into())
+        })
+    );
+    let no_session = r#"{"device_id":"dev1","account_uuid":"","session_id":""}"#;
+    assert_eq!(claude_identity(no_session).unwrap().session, None);
+    assert_eq!(
+        claude_identity("user_abc_account_9f_session_77").unwrap(),
+        ClaudeIdentity {
+            session: Some("77".into()),
+            device: Some("user_abc".into())
+        }
+    );
+    assert_eq!(claude_identity("plain-user"), None);
+    assert_eq!(claude_identity("{not json"), None);
+    assert_eq!(claude_identity(r#"{"other":1}"#), None);
+}
+
+fn claude_body(user_id: &str) -> String {
+    serde_json::json!({"model": "x", "metadata": {"user_id": user_id}, "messages": []}).to_string()
+}
+
+/// The default Claude rule keys on the session inside `metadata.user_id`, else the device;
+/// without a rule the session is a session-level key and matches Claude Code's
+/// `x-claude-code-session-id` header.
+#[test]
+fn claude_code_keys_on_its_session() {
+    let a = aff(crate::config::default_affinity_rules());
+    let h = HeaderMap::new();
+    let one = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
+    let other_acc = r#"{"device_id":"dev2","account_uuid":"","session_id":"s-1"}"#;
+    let k = key(&a, "claude-x", "/v1/messages", &h, &claude_body(one)).unwrap();
+    assert_eq!(k.kind, StickyKind::Rule);
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "claude-x", StickyKind::Rule, "s-1")
+    );
+    let k2 = key(&a, "claude-x", "/v1/messages", &h, &claude_body(other_acc)).unwrap();
+    assert_eq!(k.hash, k2.hash, "one session, one key");
+    let dev = r#"{"device_id":"dev1","account_uuid":"acc","session_id":""}"#;
+    let k = key(&a, "claude-x", "/v1/messages", &h, &claude_body(dev)).unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "claude-x", StickyKind::Rule, "dev1")
+    );
+
+    // No rule for this model: the ladder.
+    let k = key(&a, "sonnet", "/v1/messages", &h, &claude_body(one)).unwrap();
+    assert_eq!(
+        (k.kind, k.ttl),
+        (StickyKind::Session, Duration::from_secs(7000))
+    );
+    let mut hh = HeaderMap::new();
+    hh.insert("x-claude-code-session-id", "s-1".parse().unwrap());
+    let by_header = key(&a, "sonnet", "/v1/messages", &hh, r#"{"messages":[]}"#).unwrap();
+    assert_eq!(by_header.hash, k.hash, "header and metadata agree");
+    let k = key(&a, "sonnet", "/v1/messages", &h, &claude_body(dev)).unwrap();
+    assert_eq!(k.kind, StickyKind::User);
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "sonnet", StickyKind::User, "dev1")
+    );
+}
+
+/// Codex sends `session-id` and `thread-id` headers (plus `prompt_cache_key`).
+#[test]
+fn codex_headers() {
+    let a = aff(vec![]);
+    let mut h = HeaderMap::new();
+    h.insert("session-id", "sess".parse().unwrap());
+    let k = key(&a, "gpt-5", "/v1/responses", &h, r#"{"input":"hi"}"#).unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "gpt-5", StickyKind::Session, "sess")
+    );
+    h.insert("thread-id", "th".parse().unwrap());
+    let k = key(&a, "gpt-5", "/v1/responses", &h, r#"{"input":"hi"}"#).unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "gpt-5", StickyKind::Conversation, "th")
+    );
+}
+
 /// Issue 15: the same id from two clients is two keys.
 #[test]
 fn keys_are_scoped_by_client() {

@@ -11,9 +11,9 @@
 //!
 //! | level | fields (first present) | TTL |
 //! |---|---|---|
-//! | conversation | header `x-conversation-id`; body `metadata.conversation_id`, `conversation_id`, `conversation` (a string or an object's `id`; the Responses API) | `conversation_ttl` (2h) |
-//! | session | headers `x-session-id`, `session_id`; body `metadata.session_id`, `session_id`, `prompt_cache_key` (chat and responses) | `session_ttl` (2h) |
-//! | user | body `metadata.user_id` (the Messages API), `user` (chat and responses) | `user_model_ttl` (30m) |
+//! | conversation | headers `x-conversation-id`, `thread-id` (Codex); body `metadata.conversation_id`, `conversation_id`, `conversation` (a string or an object's `id`; the Responses API) | `conversation_ttl` (2h) |
+//! | session | headers `x-session-id`, `session_id`, `session-id` (Codex), `x-claude-code-session-id`; body `metadata.session_id`, the session of a Claude Code `metadata.user_id`, `session_id`, `prompt_cache_key` (chat and responses) | `session_ttl` (2h) |
+//! | user | body `metadata.user_id` (the Messages API; a Claude Code one gives its `device_id`), `user` (chat and responses) | `user_model_ttl` (30m) |
 //! | client_model | the client + public model — only for a follow-up turn (`messages` or `input` with ≥ 2 items) | `user_model_ttl` (30m) |
 //! | bucket | one of [`key::BUCKETS`] (64) buckets of hash(client, path) — follow-up turns on pass-through paths without a model | `bucket_ttl` (10m) |
 //!
@@ -21,7 +21,10 @@
 //! client's traffic is not glued to one channel. `previous_response_id` is not a key (it
 //! changes every turn). Values are hashed at once with the client, its group, the public
 //! model and the level (SHA-256, 128 bits); raw ids never reach memory maps, SQLite or
-//! metrics, and two tenants' equal ids are two keys (issue 15).
+//! metrics, and two tenants' equal ids are two keys (issue 15). Claude Code's
+//! `metadata.user_id` (a JSON string `{"device_id", "account_uuid", "session_id"}` today,
+//! `user_<hash>_account_<uuid>_session_<uuid>` before) keys on its session, else its
+//! device — for a rule on that field too ([`key::claude_identity`]).
 //!
 //! # Bindings
 //! The binding records the channel (by name) that last succeeded for the key (R8.3). The
