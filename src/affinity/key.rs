@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
-use crate::config::model::{Affinity, AffinityKey};
+use crate::config::model::{Affinity, AffinityKey, AffinityRule};
 
 /// Number of buckets of the last sticky level (R8.2).
 pub const BUCKETS: u64 = 64;
@@ -275,6 +275,26 @@ fn rule_value(v: String) -> String {
     }
 }
 
+/// The value of the first matching affinity rule (R8.1), when its field is present.
+fn rule_key<'a>(i: &KeyInput<'a>) -> Option<(String, &'a AffinityRule)> {
+    let rule = i
+        .affinity
+        .rules
+        .iter()
+        .find(|r| r.path == i.path && r.model.is_match(i.model))?;
+    let value = match &rule.key {
+        AffinityKey::Body(p) => i.body.and_then(|b| body_path(b, p)),
+        AffinityKey::Header(h) => i
+            .headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    };
+    Some((rule_value(value?), rule))
+}
+
 /// The request's sticky key, if any (R8.1 then R8.2). See the module doc of `affinity`
 /// for the fields read on each surface.
 pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
@@ -284,30 +304,13 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
         ttl,
         skip_retry,
     };
-    if let Some(rule) = i
-        .affinity
-        .rules
-        .iter()
-        .find(|r| r.path == i.path && r.model.is_match(i.model))
-    {
-        let value = match &rule.key {
-            AffinityKey::Body(p) => i.body.and_then(|b| body_path(b, p)),
-            AffinityKey::Header(h) => i
-                .headers
-                .get(h)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
-        };
-        if let Some(v) = value.map(rule_value) {
-            return Some(mk(
-                StickyKind::Rule,
-                &v,
-                rule.ttl,
-                rule.skip_retry_on_failure,
-            ));
-        }
+    if let Some((v, rule)) = rule_key(i) {
+        return Some(mk(
+            StickyKind::Rule,
+            &v,
+            rule.ttl,
+            rule.skip_retry_on_failure,
+        ));
     }
     let st = &i.affinity.sticky;
     if let Some(v) = header(i.headers, CONVERSATION_HEADERS) {
