@@ -17,11 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
 use http::{HeaderMap, HeaderValue, Method};
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-use futures_util::stream::{self, StreamExt};
 
 use super::breaker::{Limits, State};
 use super::channel::ChannelState;
@@ -168,13 +167,16 @@ async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp])
     // R7.2: every auto-disabled key is re-tested with itself, not only the whole channel.
     let others = auto_disabled_keys(st, fps, key);
     let lifted: Vec<usize> = stream::iter(others)
-        .map(|i| async move { is_ok(list_models(gw, ch, i).await).then_some(i) })
+        .map(|i| async move {
+            let ok = is_ok(list_models(gw, ch, i).await);
+            count(if ok { "ok" } else { "failed" });
+            ok.then_some(i)
+        })
         .buffer_unordered(KEY_PROBES_IN_FLIGHT)
         .filter_map(|r| async move { r })
         .collect()
         .await;
     for i in &lifted {
-        count("ok");
         lift_key(gw, ch, st, fps, *i);
     }
     let some_key_on = fps.len() <= 1 || fps.iter().any(|f| !st.key_disabled(f));
