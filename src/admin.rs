@@ -23,7 +23,6 @@ use crate::error::{GatewayError, WireFormat};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::gateway::Gateway;
 use crate::proxy::handler::{error_response, json_response, Resp};
-use crate::state::channel::Disabled;
 
 /// (method, path pattern, needs the admin token). `{name}` matches one path segment.
 pub const ROUTES: &[(&str, &str, bool)] = &[
@@ -166,41 +165,7 @@ fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
             WireFormat::OpenAi,
         );
     };
-    let d = (!enable).then(|| Disabled {
-        reason: "disabled by operator".into(),
-        at_ms: crate::proxy::finish::now_ms(),
-        auto: false,
-    });
-    state.set_disabled(d);
-    if enable {
-        // R7.2: enabling clears disabled keys (persisted), breakers, cooldown and health.
-        for k in state.disabled_keys() {
-            gw.store.try_send(crate::store::WriteOp::ChannelState(
-                crate::store::ChannelState {
-                    channel: name.to_string(),
-                    key_index: Some(k),
-                    disabled: false,
-                    reason: String::new(),
-                    ts_ms: crate::proxy::finish::now_ms(),
-                    auto: false,
-                },
-            ));
-        }
-        state.clear_disabled_keys();
-        crate::state::outcome::reset(&state);
-    }
-    metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => name.to_string())
-        .set(if enable { 0.0 } else { 1.0 });
-    gw.store.try_send(crate::store::WriteOp::ChannelState(
-        crate::store::ChannelState {
-            channel: name.to_string(),
-            key_index: None,
-            disabled: !enable,
-            reason: "disabled by operator".into(),
-            ts_ms: crate::proxy::finish::now_ms(),
-            auto: false,
-        },
-    ));
+    crate::state::operator::set_enabled(&gw.store, &state, enable);
     json_response(
         StatusCode::OK,
         json!({"channel": name, "enabled": enable}).to_string(),

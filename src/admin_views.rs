@@ -33,6 +33,7 @@ pub fn channels(gw: &Gateway) -> Resp {
 fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
     let st = snap.state(id);
     let disabled = st.disabled();
+    let (disabled_keys, key_details) = disabled_keys(snap, id);
     json!({
         "name": c.name,
         "kind": format!("{:?}", c.kind).to_lowercase(),
@@ -40,13 +41,34 @@ fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -
         "configured_enabled": c.enabled,
         "disabled": disabled,
         "keys": c.keys.len(),
-        "disabled_keys": st.disabled_keys(),
+        "disabled_keys": disabled_keys,
+        "disabled_key_details": key_details,
         "priority": c.priority,
         "weight": c.weight,
         "groups": c.groups,
         "models": c.models,
         "health": crate::state::outcome::view(c, st),
     })
+}
+
+/// A channel's disabled keys: the positions of configured ones (in this table's key list),
+/// and for every disabled key its fingerprint (first 12 hex digits; never the key), its
+/// position (`null` once it is no longer configured) and why.
+fn disabled_keys(snap: &Snapshot, id: usize) -> (Vec<usize>, Vec<Value>) {
+    let fps = snap.key_fps.get(id).map(|f| &f[..]).unwrap_or_default();
+    let mut positions = Vec::new();
+    let details = snap
+        .state(id)
+        .disabled_keys()
+        .into_iter()
+        .map(|(fp, d)| {
+            let index = fps.iter().position(|f| *f == fp);
+            positions.extend(index);
+            json!({"index": index, "fingerprint": fp.short(), "reason": d.reason, "at_ms": d.at_ms, "auto": d.auto})
+        })
+        .collect();
+    positions.sort_unstable();
+    (positions, details)
 }
 
 /// `GET /admin/clients/{name}`.
@@ -87,7 +109,8 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
                 let group = snap.table.clients.iter().find(|x| &x.name == c);
                 let model = q.get("model").map_or("", String::as_str);
                 if let Some(cl) = group {
-                    v["affinity"] = crate::affinity::explain(&gw.bindings, &cl.group, model, key);
+                    v["affinity"] =
+                        crate::affinity::explain(&gw.bindings, &cl.name, &cl.group, model, key);
                 }
             }
             json_response(StatusCode::OK, v.to_string())
@@ -170,13 +193,8 @@ pub fn explain_value(
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |_id: usize| 0;
     let now = tokio::time::Instant::now();
-    let available = |id: usize| {
-        crate::state::outcome::available(
-            &snap.table.channels[id],
-            &snap.states[id],
-            model.unwrap_or(""),
-            now,
-        )
+    let available = |id: usize, upstream: &str| {
+        crate::state::outcome::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
     let mut plan = AttemptPlan::new(
         &PlanInput {

@@ -58,7 +58,7 @@ fn served_by(r: &reqwest::Response) -> String {
 }
 
 fn binding(gw: &Gw, model: &str, value: &str) -> Option<switchyard::affinity::Binding> {
-    let hash = key_hash("default", model, StickyKind::Rule, value);
+    let hash = key_hash("alice", "default", model, StickyKind::Rule, value);
     gw.running.as_ref()?.gateway.bindings.get(hash)
 }
 
@@ -252,5 +252,68 @@ async fn bindings_survive_a_restart() {
     if !metrics.is_empty() {
         assert!(metrics.contains("switchyard_sticky_total"), "{metrics}");
     }
+    gw.stop().await;
+}
+
+async fn last_logged(gw: &Gw) -> serde_json::Value {
+    gw.flush().await;
+    let (_, log) = gw.admin_get("/admin/requests?limit=1").await;
+    log["requests"][0].clone()
+}
+
+/// Issue 16 item 17: Claude Code's `metadata.user_id` is a JSON string today; the key is its
+/// `session_id`, so a later request of the session whose JSON differs (a new field, another
+/// account) still lands on the bound channel.
+#[tokio::test]
+async fn claude_code_json_user_id_sticks_by_session() {
+    let m = mocks(&NAMES).await;
+    let gw = start_gw(&config("anthropic", "claude-test", 3, "", &m)).await;
+    let send = |user_id: &str| {
+        let body = json!({"model": "claude-test", "max_tokens": 8, "metadata": {"user_id": user_id},
+            "messages": [{"role": "user", "content": "hi"}]});
+        gw.post("/v1/messages", ALICE, body)
+    };
+    let first = send(r#"{"device_id":"d1","account_uuid":"acc-1","session_id":"sess-9"}"#).await;
+    assert_eq!(first.status(), 200);
+    let bound = served_by(&first);
+    let later =
+        send(r#"{"device_id":"d1","account_uuid":"","session_id":"sess-9","future":true}"#).await;
+    assert_eq!(later.status(), 200);
+    assert_eq!(served_by(&later), bound);
+    let log = last_logged(&gw).await;
+    assert_eq!(
+        (&log["sticky_kind"], &log["sticky_hit"]),
+        (&json!("rule"), &json!(true)),
+        "{log}"
+    );
+    gw.stop().await;
+}
+
+/// Issue 16 item 17: Codex's `session-id` header is a session key on any surface.
+#[tokio::test]
+async fn codex_session_header_sticks() {
+    let m = mocks(&NAMES).await;
+    let gw = start_gw(&config("openai", "gpt-test", 3, "", &m)).await;
+    let send = || {
+        gw.http
+            .post(format!("{}/v1/responses", gw.base))
+            .bearer_auth(ALICE)
+            .header("idempotency-key", format!("idem-{}", fastrand::u64(..)))
+            .header("session-id", "codex-session-1")
+            .json(&json!({"model": "gpt-test", "input": "hi"}))
+            .send()
+    };
+    let first = send().await.expect("sent");
+    let bound = served_by(&first);
+    for _ in 0..3 {
+        let r = send().await.expect("sent");
+        assert_eq!(served_by(&r), bound);
+    }
+    let log = last_logged(&gw).await;
+    assert_eq!(
+        (&log["sticky_kind"], &log["sticky_hit"]),
+        (&json!("session"), &json!(true)),
+        "{log}"
+    );
     gw.stop().await;
 }

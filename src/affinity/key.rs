@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
-use crate::config::model::{Affinity, AffinityKey};
+use crate::config::model::{Affinity, AffinityKey, AffinityRule};
 
 /// Number of buckets of the last sticky level (R8.2).
 pub const BUCKETS: u64 = 64;
@@ -57,7 +57,7 @@ impl StickyKind {
     }
 }
 
-/// The sticky key of one request: a hash of (group, public model, kind, value).
+/// The sticky key of one request: a hash of (client, group, public model, kind, value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StickyKey {
     pub kind: StickyKind,
@@ -117,15 +117,23 @@ impl TopFields {
     }
 }
 
-/// Header names that carry a conversation id.
-pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id"];
-/// Header names that carry a session id.
-pub const SESSION_HEADERS: &[&str] = &["x-session-id", "session_id"];
+/// Header names that carry a conversation id (`thread-id`: Codex).
+pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id", "thread-id"];
+/// Header names that carry a session id (`session-id`: Codex; `x-claude-code-session-id`:
+/// Claude Code).
+pub const SESSION_HEADERS: &[&str] = &[
+    "x-session-id",
+    "session_id",
+    "session-id",
+    "x-claude-code-session-id",
+];
 
-/// Hash of (group, model, kind, value): the binding map key (R8.2: keys are stored hashed).
-pub fn key_hash(group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
+/// Hash of (client, group, model, kind, value): the binding map key (R8.2: keys are stored
+/// hashed). The client is part of it, so two tenants sending the same id (`user: "1"`)
+/// have two bindings and neither can steer the other's (issue 15).
+pub fn key_hash(client: &str, group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
     let mut h = Sha256::new();
-    for part in [group, model, kind.as_str(), value] {
+    for part in [client, group, model, kind.as_str(), value] {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
@@ -218,39 +226,91 @@ fn field(f: &Known, names: &[&str]) -> Option<String> {
     names.iter().find_map(|n| f.get(n).and_then(scalar))
 }
 
+/// The parts of a Claude Code `metadata.user_id` that identify a session and a device.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ClaudeIdentity {
+    pub session: Option<String>,
+    pub device: Option<String>,
+}
+
+/// Claude Code's `metadata.user_id`: today a JSON string
+/// `{"device_id", "account_uuid", "session_id"}`, before that
+/// `user_<hash>_account_<uuid>_session_<uuid>`. `None` for any other value.
+pub fn claude_identity(user_id: &str) -> Option<ClaudeIdentity> {
+    #[derive(serde::Deserialize)]
+    struct Json {
+        #[serde(default)]
+        session_id: Option<String>,
+        #[serde(default)]
+        device_id: Option<String>,
+    }
+    let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+    if user_id.trim_start().starts_with('{') {
+        let j: Json = serde_json::from_str(user_id).ok()?;
+        let id = ClaudeIdentity {
+            session: non_empty(j.session_id),
+            device: non_empty(j.device_id),
+        };
+        return (id.session.is_some() || id.device.is_some()).then_some(id);
+    }
+    let rest = user_id.strip_prefix("user_")?;
+    let (device, session) = rest.split_once("_account_")?;
+    let (_, session) = session.split_once("_session_")?;
+    Some(ClaudeIdentity {
+        session: non_empty(Some(session.to_string())),
+        device: non_empty(Some(format!("user_{device}"))),
+    })
+}
+
+/// A rule's key value: a Claude Code identity keys on its session, else its device.
+fn rule_value(v: String) -> String {
+    match claude_identity(&v) {
+        Some(ClaudeIdentity {
+            session: Some(s), ..
+        }) => s,
+        Some(ClaudeIdentity {
+            device: Some(d), ..
+        }) if v.trim_start().starts_with('{') => d,
+        _ => v,
+    }
+}
+
+/// The value of the first matching affinity rule (R8.1), when its field is present.
+fn rule_key<'a>(i: &KeyInput<'a>) -> Option<(String, &'a AffinityRule)> {
+    let rule = i
+        .affinity
+        .rules
+        .iter()
+        .find(|r| r.path == i.path && r.model.is_match(i.model))?;
+    let value = match &rule.key {
+        AffinityKey::Body(p) => i.body.and_then(|b| body_path(b, p)),
+        AffinityKey::Header(h) => i
+            .headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    };
+    Some((rule_value(value?), rule))
+}
+
 /// The request's sticky key, if any (R8.1 then R8.2). See the module doc of `affinity`
 /// for the fields read on each surface.
 pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     let mk = |kind, value: &str, ttl, skip_retry| StickyKey {
         kind,
-        hash: key_hash(i.group, i.model, kind, value),
+        hash: key_hash(i.client, i.group, i.model, kind, value),
         ttl,
         skip_retry,
     };
-    if let Some(rule) = i
-        .affinity
-        .rules
-        .iter()
-        .find(|r| r.path == i.path && r.model.is_match(i.model))
-    {
-        let value = match &rule.key {
-            AffinityKey::Body(p) => i.body.and_then(|b| body_path(b, p)),
-            AffinityKey::Header(h) => i
-                .headers
-                .get(h)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
-        };
-        if let Some(v) = value {
-            return Some(mk(
-                StickyKind::Rule,
-                &v,
-                rule.ttl,
-                rule.skip_retry_on_failure,
-            ));
-        }
+    if let Some((v, rule)) = rule_key(i) {
+        return Some(mk(
+            StickyKind::Rule,
+            &v,
+            rule.ttl,
+            rule.skip_retry_on_failure,
+        ));
     }
     let st = &i.affinity.sticky;
     if let Some(v) = header(i.headers, CONVERSATION_HEADERS) {
@@ -271,13 +331,23 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     if let Some(v) = conv {
         return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
     }
+    let user_id = field(meta_f, &["user_id"]);
+    let claude = user_id
+        .as_deref()
+        .and_then(claude_identity)
+        .unwrap_or_default();
     let session = header(i.headers, SESSION_HEADERS)
         .or_else(|| field(meta_f, &["session_id"]))
+        .or(claude.session)
         .or_else(|| field(top_f, &["session_id", "prompt_cache_key"]));
     if let Some(v) = session {
         return Some(mk(StickyKind::Session, &v, st.session_ttl, false));
     }
-    if let Some(v) = field(meta_f, &["user_id"]).or_else(|| field(top_f, &["user"])) {
+    let user = claude
+        .device
+        .or(user_id)
+        .or_else(|| field(top_f, &["user"]));
+    if let Some(v) = user {
         return Some(mk(StickyKind::User, &v, st.user_model_ttl, false));
     }
     if turns < 2 {
@@ -291,7 +361,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
             false,
         ));
     }
-    let b = key_hash(i.group, i.path, StickyKind::Bucket, i.client) % u128::from(BUCKETS);
+    let b = key_hash(i.client, i.group, i.path, StickyKind::Bucket, "") % u128::from(BUCKETS);
     let value = format!("{}#{b}", i.path);
     Some(mk(StickyKind::Bucket, &value, st.bucket_ttl, false))
 }

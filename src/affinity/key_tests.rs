@@ -50,7 +50,7 @@ fn default_rules_match_model_and_path() {
     assert_eq!(k.kind, StickyKind::Rule);
     assert_eq!(
         k.hash,
-        key_hash("default", "gpt-5", StickyKind::Rule, "abc")
+        key_hash("alice", "default", "gpt-5", StickyKind::Rule, "abc")
     );
     let k2 = key(
         &a,
@@ -72,7 +72,7 @@ fn default_rules_match_model_and_path() {
     assert_eq!(m.kind, StickyKind::Rule);
     assert_eq!(
         m.hash,
-        key_hash("default", "claude-x", StickyKind::Rule, "u1")
+        key_hash("alice", "default", "claude-x", StickyKind::Rule, "u1")
     );
     // Wrong path for the rule: prompt_cache_key still counts, as a session id.
     let s = key(
@@ -122,7 +122,7 @@ fn header_rule_and_precedence() {
     .unwrap();
     assert_eq!(
         k.hash,
-        key_hash("default", "m", StickyKind::Conversation, "cv")
+        key_hash("alice", "default", "m", StickyKind::Conversation, "cv")
     );
 }
 
@@ -149,7 +149,7 @@ fn client_model_only_for_follow_up_turns() {
     assert_eq!(k.kind, StickyKind::ClientModel);
     assert_eq!(
         k.hash,
-        key_hash("default", "m", StickyKind::ClientModel, "alice")
+        key_hash("alice", "default", "m", StickyKind::ClientModel, "alice")
     );
     let b = key(&a, "", "/v1/custom", &h, r#"{"input":[1,2,3]}"#).unwrap();
     assert_eq!(
@@ -178,6 +178,121 @@ fn header_rule_key() {
     let k = key(&a, "gpt-4o", "/v1/responses", &h, "{}").unwrap();
     assert_eq!(k.kind, StickyKind::Rule);
     assert!(k.skip_retry);
+}
+
+/// Claude Code's `metadata.user_id` in today's JSON form and the older `user_…_session_…`
+/// form (issue 16 item 17).
+#[test]
+fn claude_code_identities() {
+    let j = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
+    assert_eq!(
+        claude_identity(j),
+        Some(ClaudeIdentity {
+            session: Some("s-1".into()),
+            device: Some("dev1".into())
+        })
+    );
+    let no_session = r#"{"device_id":"dev1","account_uuid":"","session_id":""}"#;
+    assert_eq!(claude_identity(no_session).unwrap().session, None);
+    assert_eq!(
+        claude_identity("user_abc_account_9f_session_77").unwrap(),
+        ClaudeIdentity {
+            session: Some("77".into()),
+            device: Some("user_abc".into())
+        }
+    );
+    assert_eq!(claude_identity("plain-user"), None);
+    assert_eq!(claude_identity("{not json"), None);
+    assert_eq!(claude_identity(r#"{"other":1}"#), None);
+}
+
+fn claude_body(user_id: &str) -> String {
+    serde_json::json!({"model": "x", "metadata": {"user_id": user_id}, "messages": []}).to_string()
+}
+
+/// The default Claude rule keys on the session inside `metadata.user_id`, else the device;
+/// without a rule the session is a session-level key and matches Claude Code's
+/// `x-claude-code-session-id` header.
+#[test]
+fn claude_code_keys_on_its_session() {
+    let a = aff(crate::config::default_affinity_rules());
+    let h = HeaderMap::new();
+    let one = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
+    let other_acc = r#"{"device_id":"dev2","account_uuid":"","session_id":"s-1"}"#;
+    let k = key(&a, "claude-x", "/v1/messages", &h, &claude_body(one)).unwrap();
+    assert_eq!(k.kind, StickyKind::Rule);
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "claude-x", StickyKind::Rule, "s-1")
+    );
+    let k2 = key(&a, "claude-x", "/v1/messages", &h, &claude_body(other_acc)).unwrap();
+    assert_eq!(k.hash, k2.hash, "one session, one key");
+    let dev = r#"{"device_id":"dev1","account_uuid":"acc","session_id":""}"#;
+    let k = key(&a, "claude-x", "/v1/messages", &h, &claude_body(dev)).unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "claude-x", StickyKind::Rule, "dev1")
+    );
+
+    // No rule for this model: the ladder.
+    let k = key(&a, "sonnet", "/v1/messages", &h, &claude_body(one)).unwrap();
+    assert_eq!(
+        (k.kind, k.ttl),
+        (StickyKind::Session, Duration::from_secs(7000))
+    );
+    let mut hh = HeaderMap::new();
+    hh.insert("x-claude-code-session-id", "s-1".parse().unwrap());
+    let by_header = key(&a, "sonnet", "/v1/messages", &hh, r#"{"messages":[]}"#).unwrap();
+    assert_eq!(by_header.hash, k.hash, "header and metadata agree");
+    let k = key(&a, "sonnet", "/v1/messages", &h, &claude_body(dev)).unwrap();
+    assert_eq!(k.kind, StickyKind::User);
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "sonnet", StickyKind::User, "dev1")
+    );
+}
+
+/// Codex sends `session-id` and `thread-id` headers (plus `prompt_cache_key`).
+#[test]
+fn codex_headers() {
+    let a = aff(vec![]);
+    let mut h = HeaderMap::new();
+    h.insert("session-id", "sess".parse().unwrap());
+    let k = key(&a, "gpt-5", "/v1/responses", &h, r#"{"input":"hi"}"#).unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "gpt-5", StickyKind::Session, "sess")
+    );
+    h.insert("thread-id", "th".parse().unwrap());
+    let k = key(&a, "gpt-5", "/v1/responses", &h, r#"{"input":"hi"}"#).unwrap();
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "gpt-5", StickyKind::Conversation, "th")
+    );
+}
+
+/// Issue 15: the same id from two clients is two keys.
+#[test]
+fn keys_are_scoped_by_client() {
+    let a = aff(vec![]);
+    let h = HeaderMap::new();
+    let body = r#"{"user":"1"}"#;
+    let peek = crate::proxy::request::peek(body.as_bytes()).ok();
+    let for_client = |client: &str| {
+        sticky_key(&KeyInput {
+            affinity: &a,
+            group: "default",
+            model: "m",
+            path: "/v1/chat/completions",
+            client,
+            headers: &h,
+            body: Some(body.as_bytes()),
+            top: peek.as_ref().map(|p| &p.top),
+        })
+        .unwrap()
+        .hash
+    };
+    assert_ne!(for_client("alice"), for_client("bob"));
 }
 
 fn sk(hash: u128, ttl: u64) -> StickyKey {

@@ -11,17 +11,20 @@
 //!
 //! | level | fields (first present) | TTL |
 //! |---|---|---|
-//! | conversation | header `x-conversation-id`; body `metadata.conversation_id`, `conversation_id`, `conversation` (a string or an object's `id`; the Responses API) | `conversation_ttl` (2h) |
-//! | session | headers `x-session-id`, `session_id`; body `metadata.session_id`, `session_id`, `prompt_cache_key` (chat and responses) | `session_ttl` (2h) |
-//! | user | body `metadata.user_id` (the Messages API), `user` (chat and responses) | `user_model_ttl` (30m) |
+//! | conversation | headers `x-conversation-id`, `thread-id` (Codex); body `metadata.conversation_id`, `conversation_id`, `conversation` (a string or an object's `id`; the Responses API) | `conversation_ttl` (2h) |
+//! | session | headers `x-session-id`, `session_id`, `session-id` (Codex), `x-claude-code-session-id`; body `metadata.session_id`, the session of a Claude Code `metadata.user_id`, `session_id`, `prompt_cache_key` (chat and responses) | `session_ttl` (2h) |
+//! | user | body `metadata.user_id` (the Messages API; a Claude Code one gives its `device_id`), `user` (chat and responses) | `user_model_ttl` (30m) |
 //! | client_model | the client + public model — only for a follow-up turn (`messages` or `input` with ≥ 2 items) | `user_model_ttl` (30m) |
 //! | bucket | one of [`key::BUCKETS`] (64) buckets of hash(client, path) — follow-up turns on pass-through paths without a model | `bucket_ttl` (10m) |
 //!
 //! A first turn without any id is not pinned: it is balanced by weight as usual, so one
 //! client's traffic is not glued to one channel. `previous_response_id` is not a key (it
-//! changes every turn). Values are hashed at once with the client's group, the public
+//! changes every turn). Values are hashed at once with the client, its group, the public
 //! model and the level (SHA-256, 128 bits); raw ids never reach memory maps, SQLite or
-//! metrics.
+//! metrics, and two tenants' equal ids are two keys (issue 15). Claude Code's
+//! `metadata.user_id` (a JSON string `{"device_id", "account_uuid", "session_id"}` today,
+//! `user_<hash>_account_<uuid>_session_<uuid>` before) keys on its session, else its
+//! device — for a rule on that field too ([`key::claude_identity`]).
 //!
 //! # Bindings
 //! The binding records the channel (by name) that last succeeded for the key (R8.3). The
@@ -53,15 +56,21 @@ pub use store::{Binding, Bindings};
 use crate::routing::table::{ChannelId, Route};
 use crate::state::Snapshot;
 
-/// May the bound channel be tried first? Not when it is disabled (operator or auto), its
-/// breaker would refuse a call, or it is cooling down (R6.4, R8.3).
-pub fn bound_channel_usable(snap: &Snapshot, id: ChannelId, model: &str) -> bool {
-    match (snap.table.channels.get(id), snap.states.get(id)) {
-        (Some(c), Some(s)) => {
-            c.enabled && crate::state::outcome::available(c, s, model, tokio::time::Instant::now())
-        }
-        _ => false,
-    }
+/// May the bound channel be tried first? Only when it is a candidate of this request with
+/// a target — (channel, upstream model) — that is available: not disabled (operator or
+/// auto), admitted by its breaker, not cooling down (R6.4, R8.3), not "model not found".
+pub fn bound_channel_usable(snap: &Snapshot, routes: &[(&str, &Route)], id: ChannelId) -> bool {
+    let (Some(c), Some(s)) = (snap.table.channels.get(id), snap.states.get(id)) else {
+        return false;
+    };
+    let now = tokio::time::Instant::now();
+    c.enabled
+        && routes
+            .iter()
+            .flat_map(|(_, r)| r.tiers.iter())
+            .flat_map(|t| t.candidates.iter())
+            .filter(|cd| cd.channel == id)
+            .any(|cd| crate::state::outcome::available(c, s, &cd.upstream_model, now))
 }
 
 /// The affinity state of one request.
@@ -76,14 +85,6 @@ pub struct Sticky {
     pub hit: bool,
 }
 
-fn is_candidate(routes: &[(&str, &Route)], id: ChannelId) -> bool {
-    routes
-        .iter()
-        .flat_map(|(_, r)| r.tiers.iter())
-        .flat_map(|t| t.candidates.iter())
-        .any(|c| c.channel == id)
-}
-
 impl Sticky {
     /// Look up the binding of `key` in the request's snapshot.
     pub fn lookup(
@@ -91,14 +92,13 @@ impl Sticky {
         snap: &Snapshot,
         routes: &[(&str, &Route)],
         key: StickyKey,
-        model: &str,
     ) -> Sticky {
         let mut bound = bindings.get(key.hash).map(|b| b.channel);
         let mut preferred = None;
         if let Some(name) = &bound {
             match snap.table.channels.iter().position(|c| c.name == **name) {
                 Some(id) => {
-                    if bound_channel_usable(snap, id, model) && is_candidate(routes, id) {
+                    if bound_channel_usable(snap, routes, id) {
                         preferred = Some(id);
                     }
                 }
@@ -149,13 +149,14 @@ fn count(kind: StickyKind, result: &'static str) {
         .increment(1);
 }
 
-/// `/admin/explain` detail: the live bindings of `value` for (group, model) at every level.
-pub fn explain(bindings: &Bindings, group: &str, model: &str, value: &str) -> Value {
+/// `/admin/explain` detail: the live bindings of `value` for (client, group, model) at
+/// every level.
+pub fn explain(bindings: &Bindings, client: &str, group: &str, model: &str, value: &str) -> Value {
     let now = tokio::time::Instant::now();
     let found: Vec<Value> = StickyKind::ALL
         .into_iter()
         .filter_map(|kind| {
-            let hash = key::key_hash(group, model, kind, value);
+            let hash = key::key_hash(client, group, model, kind, value);
             bindings.get(hash).map(|b| {
                 json!({
                     "kind": kind.as_str(),

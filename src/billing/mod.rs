@@ -84,6 +84,9 @@ use crate::store::{now_ms, LedgerEntry, LedgerKind, Store, StoreError};
 use crate::telemetry;
 use session::Ledger;
 
+/// Most unpriced model names remembered for the once-per-model warning.
+pub const UNPRICED_NOTES: usize = 256;
+
 /// The process-wide billing state (one per gateway).
 pub struct Billing {
     balances: Balances,
@@ -205,13 +208,26 @@ impl Billing {
         }
     }
 
+    /// Unpriced model names remembered so far (at most [`UNPRICED_NOTES`]).
+    pub fn unpriced_noted(&self) -> usize {
+        self.unpriced_seen.load().len()
+    }
+
+    /// Warn once per unpriced model name. The names can come from clients (a pass-through
+    /// path routes any `model` string), so at most [`UNPRICED_NOTES`] are remembered; past
+    /// that nothing more is stored or logged (issue 15: no client-grown memory).
     fn note_unpriced(&self, model: &str) {
-        if self.unpriced_seen.load().contains(model) {
+        let seen = self.unpriced_seen.load();
+        if seen.contains(model) || seen.len() >= UNPRICED_NOTES {
             return;
         }
+        drop(seen);
         let mut first = false;
         self.unpriced_seen.rcu(|s| {
-            first = !s.contains(model);
+            first = !s.contains(model) && s.len() < UNPRICED_NOTES;
+            if !first {
+                return HashSet::clone(s);
+            }
             let mut next = HashSet::clone(s);
             next.insert(model.to_string());
             next

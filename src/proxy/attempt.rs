@@ -74,18 +74,19 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             .iter()
             .flat_map(|(_, r)| r.tiers.iter())
             .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
-        &snap.table.channels,
-        &snap.states,
+        &snap,
     );
     let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
     let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
     let now = Instant::now();
-    let available =
-        |id: usize| health::available(&snap.table.channels[id], &snap.states[id], &job.model, now);
+    // Availability is per (channel, upstream model): a virtual model's targets are separate.
+    let available = |id: usize, upstream: &str| {
+        health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
+    };
     let mut fin = Finish::new(gw, &job);
     let mut sticky = job
         .sticky
-        .map(|k| crate::affinity::Sticky::lookup(&gw.bindings, &snap, &routes, k, &job.model));
+        .map(|k| crate::affinity::Sticky::lookup(&gw.bindings, &snap, &routes, k));
     let mut plan = AttemptPlan::new(
         &PlanInput {
             groups: &routes,
@@ -129,7 +130,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let mut last = LastFailure::None;
     let mut decision: Option<Decision> = None;
     let mut first_target: Option<(usize, Arc<str>)> = None;
-    let mut visits = health::Visits::new(&snap, &gw.store, &job.model);
+    let mut visits = health::Visits::new(&snap, &gw.store);
     let header_timeout = if job.family == PathFamily::Images {
         cfg.timeouts.image_upstream_header
     } else {
@@ -170,7 +171,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             ),
         };
         // R6.1: the half-open probe is taken here; a refused attempt never reaches upstream.
-        let admission = visits.admit(step.channel, step.same_target_retry);
+        let admission = visits.admit(step.channel, &step.upstream_model, step.same_target_retry);
         let refused = admission == Admission::Refused;
         let ex = if refused {
             Exchange::Failed {
@@ -219,7 +220,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 usage,
             } => {
                 if job.is_task && job.method == Method::POST {
-                    super::task::bind_from_body(gw, &ch.name, &body);
+                    super::task::bind_from_body(gw, &job.client.name, &ch.name, &body);
                 }
                 succeeded(
                     gw,

@@ -174,7 +174,7 @@ async fn relay(
     let model = peek.as_ref().and_then(|p| p.model.clone());
     ctx.model.clone_from(&model);
     // A task follow-up is locked to the channel that accepted the task (R10.5).
-    let task = task::facts(gw, &snap, &parts.method, &path, &groups).await?;
+    let task = task::facts(gw, &snap, &parts.method, &path, &client.name, &groups).await?;
     let routes = match task.locked.clone() {
         Some(locked) => vec![locked],
         None => lookup::routes(

@@ -6,16 +6,26 @@
 //!   `<prefix>/{id}...` (any method) follows up on task `{id}`. Both are classified with
 //!   the task rule (`Facts::is_task`), which replaces the R10.1 family matrix for them.
 //! - A successful `POST` task call whose JSON answer carries a task id (`id`, `task_id`,
-//!   `data.id` or `data.task_id`) binds that id to the answering channel: in a bounded
-//!   in-memory cache at once and in SQLite (`task_binding`) through the writer.
-//! - A follow-up is routed to the bound channel only — one candidate, so every retry
-//!   (next key, same-target retry) stays on it, whatever the priorities or breakers say now.
+//!   `data.id` or `data.task_id`) binds (client, task id, channel): in a bounded in-memory
+//!   cache at once and in SQLite (`task_binding`) through the writer, durably.
+//! - Tenants stay apart (issue 15): a binding belongs to the client that submitted the
+//!   task. Another client — even one in the same group — gets `404 task_not_found` for it,
+//!   and equal ids from two channels (providers number their tasks independently) are two
+//!   bindings that never overwrite each other.
+//! - A follow-up is routed to the client's bound channels only, newest binding first (one
+//!   tier each), so every retry (next key, same-target retry) stays on them whatever the
+//!   priorities or breakers say now. One binding is the common case; with the same id on
+//!   two channels, a follow-up the newest one rejects (its 404 fails over under the task
+//!   rule) reaches the older one.
 //! - An unknown task id is answered `404 task_not_found`: sending it to an arbitrary
 //!   upstream could only fail there and would hand the id to another provider. The same
-//!   answer covers a bound channel that is gone from the config or outside the client's
+//!   answer covers bound channels that are gone from the config or outside the client's
 //!   groups.
-//! - Reads go to the cache first; only a miss reads SQLite (the reader connection, never
-//!   the writer queue). A bound channel that is disabled in the config still answers its
+//! - Bindings stored before schema v4 have no known owner (client `''`); they stay usable
+//!   by any client whose groups hold the channel, as before, after the client's own.
+//! - Reads go to the cache first; only a miss (or an entry created by a new binding, which
+//!   may not hold older ones yet) reads SQLite (the reader connection, never the writer
+//!   queue). A bound channel that is disabled in the config still answers its
 //!   follow-ups, so accepted tasks stay retrievable; a removed one gives 404.
 //! - The lock is to the channel, not the key: a follow-up may use any key of it
 //!   (`task_binding` stores the channel only).
@@ -102,25 +112,41 @@ pub fn task_id(body: &[u8]) -> Option<String> {
     id.filter(|s| valid_id(s))
 }
 
-/// Bounded task id → channel name cache (oldest insert evicted first). It also remembers
-/// ids SQLite does not know (`None`), so repeated polls of a bogus id cost one read; a
-/// later binding overwrites such an entry.
+/// Bounded (client, task id) → channels cache (oldest insert evicted first). It also
+/// remembers ids SQLite does not know for a client (no channels), so repeated polls of a
+/// bogus id cost one read; a later binding is added to such an entry.
 #[derive(Debug)]
 pub struct TaskCache {
     inner: Mutex<Inner>,
     cap: usize,
 }
 
+/// (client, task id).
+type Key = (String, String);
+
+/// A cached lookup: the bound channels, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub channels: Vec<String>,
+    /// SQLite was read for this key: `channels` is every binding. False for an entry made
+    /// by a new binding, which may not hold older bindings of the same id.
+    pub complete: bool,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    map: HashMap<String, Option<String>>,
-    order: VecDeque<String>,
+    map: HashMap<Key, Entry>,
+    order: VecDeque<Key>,
 }
 
 impl Default for TaskCache {
     fn default() -> Self {
         TaskCache::new(TASK_CACHE_CAP)
     }
+}
+
+fn key(client: &str, id: &str) -> Key {
+    (client.to_string(), id.to_string())
 }
 
 impl TaskCache {
@@ -135,26 +161,59 @@ impl TaskCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `Some(Some(ch))`: bound; `Some(None)`: known to be unbound; `None`: not cached.
-    pub fn get(&self, id: &str) -> Option<Option<String>> {
-        self.lock().map.get(id).cloned()
+    pub fn get(&self, client: &str, id: &str) -> Option<Entry> {
+        self.lock().map.get(&key(client, id)).cloned()
     }
 
-    pub fn insert(&self, id: &str, channel: &str) {
-        self.put(id, Some(channel.to_string()));
-    }
-
-    /// Remember that `id` has no binding.
-    pub fn insert_unknown(&self, id: &str) {
-        self.put(id, None);
-    }
-
-    fn put(&self, id: &str, channel: Option<String>) {
+    /// `channel` accepted `client`'s task `id` just now: it goes first.
+    pub fn bind(&self, client: &str, id: &str, channel: &str) {
         let mut g = self.lock();
-        if g.map.insert(id.to_string(), channel).is_none() {
-            g.order.push_back(id.to_string());
+        let k = key(client, id);
+        match g.map.get_mut(&k) {
+            Some(e) => {
+                e.channels.retain(|c| c != channel);
+                e.channels.insert(0, channel.to_string());
+            }
+            None => {
+                let e = Entry {
+                    channels: vec![channel.to_string()],
+                    complete: false,
+                };
+                Self::insert(&mut g, self.cap, k, e);
+            }
         }
-        while g.order.len() > self.cap {
+    }
+
+    /// Merge what SQLite holds for (client, id) behind the cached (newer) bindings; the
+    /// entry is complete afterwards. Returns the merged channels.
+    pub fn fill(&self, client: &str, id: &str, stored: Vec<String>) -> Vec<String> {
+        let mut g = self.lock();
+        let k = key(client, id);
+        let mut channels = g
+            .map
+            .get(&k)
+            .map(|e| e.channels.clone())
+            .unwrap_or_default();
+        for c in stored {
+            if !channels.contains(&c) {
+                channels.push(c);
+            }
+        }
+        let e = Entry {
+            channels: channels.clone(),
+            complete: true,
+        };
+        match g.map.get_mut(&k) {
+            Some(old) => *old = e,
+            None => Self::insert(&mut g, self.cap, k, e),
+        }
+        channels
+    }
+
+    fn insert(g: &mut Inner, cap: usize, k: Key, e: Entry) {
+        g.order.push_back(k.clone());
+        g.map.insert(k, e);
+        while g.order.len() > cap {
             if let Some(old) = g.order.pop_front() {
                 g.map.remove(&old);
             }
@@ -170,35 +229,33 @@ impl TaskCache {
     }
 }
 
-/// The channel a task is bound to: cache first, then SQLite (which refills the cache).
-pub async fn bound_channel(gw: &Gateway, id: &str) -> Option<String> {
-    if let Some(hit) = gw.tasks.get(id) {
-        return hit;
+/// The channels `client`'s task `id` is bound to, newest first: cache first, then SQLite
+/// (which completes the cache entry).
+pub async fn bound_channels(gw: &Gateway, client: &str, id: &str) -> Vec<String> {
+    let cached = gw.tasks.get(client, id);
+    if let Some(e) = &cached {
+        if e.complete {
+            return e.channels.clone();
+        }
     }
-    match gw.store.task_channel(id).await {
-        Ok(Some(ch)) => {
-            gw.tasks.insert(id, &ch);
-            Some(ch)
-        }
-        Ok(None) => {
-            gw.tasks.insert_unknown(id);
-            None
-        }
+    match gw.store.task_channels(client, id).await {
+        Ok(stored) => gw.tasks.fill(client, id, stored),
         Err(e) => {
             tracing::warn!(error = %e, "task binding lookup failed");
-            None
+            cached.map(|e| e.channels).unwrap_or_default()
         }
     }
 }
 
-/// Record that `channel` accepted the task in `body` (a successful POST task call).
-pub fn bind_from_body(gw: &Gateway, channel: &str, body: &[u8]) {
+/// Record that `channel` accepted `client`'s task in `body` (a successful POST task call).
+pub fn bind_from_body(gw: &Gateway, client: &str, channel: &str, body: &[u8]) {
     let Some(id) = task_id(body) else {
         tracing::debug!(channel, "task call answered without a task id");
         return;
     };
-    gw.tasks.insert(&id, channel);
+    gw.tasks.bind(client, &id, channel);
     let op = TaskBinding {
+        client: client.to_string(),
         task_id: id,
         channel: channel.to_string(),
         ts_ms: now_ms(),
@@ -213,12 +270,14 @@ pub fn bind_from_body(gw: &Gateway, channel: &str, body: &[u8]) {
     });
 }
 
-/// The task facts of a request (the handler's only task hook).
+/// The task facts of a request (the handler's only task hook). `client` is the caller's
+/// name: a follow-up reaches only that client's bindings.
 pub async fn facts(
     gw: &Gateway,
     snap: &Snapshot,
     method: &Method,
     path: &str,
+    client: &str,
     groups: &[String],
 ) -> Result<TaskFacts, GatewayError> {
     match task_call(&snap.table.config.tasks.paths, method, path) {
@@ -228,11 +287,8 @@ pub async fn facts(
             locked: None,
         }),
         Some(TaskCall::FollowUp { id }) => {
-            let locked = match bound_channel(gw, id).await {
-                Some(ch) => locked_route(snap, &ch, groups),
-                None => None,
-            };
-            match locked {
+            let bound = bound_channels(gw, client, id).await;
+            match locked_route(snap, &bound, groups) {
                 Some(l) => Ok(TaskFacts {
                     is_task: true,
                     locked: Some(l),
@@ -243,28 +299,37 @@ pub async fn facts(
     }
 }
 
-/// A one-candidate route for the channel a task is locked to, in the first of the
-/// client's groups that channel serves.
+/// The route of a follow-up: one tier per bound channel (newest first) that is still
+/// configured and in one of the client's groups, under the group of the first of them.
 pub fn locked_route(
     snap: &Snapshot,
-    channel: &str,
+    channels: &[String],
     groups: &[String],
 ) -> Option<(String, Arc<Route>)> {
     let chans = &snap.table.channels;
-    let id = chans.iter().position(|c| c.name == channel)?;
-    let ch = &chans[id];
-    let group = groups.iter().find(|g| ch.groups.contains(g))?;
-    let route = Route {
-        tiers: vec![Tier {
-            priority: ch.priority,
+    let usable: Vec<(usize, &String)> = channels
+        .iter()
+        .filter_map(|name| {
+            let id = chans.iter().position(|c| &c.name == name)?;
+            let group = groups.iter().find(|g| chans[id].groups.contains(g))?;
+            Some((id, group))
+        })
+        .collect();
+    let group = usable.first()?.1.clone();
+    let n = usable.len() as i64;
+    let tiers = usable
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| Tier {
+            priority: n - i as i64,
             candidates: vec![Candidate {
-                channel: id,
+                channel: *id,
                 upstream_model: Arc::from(""),
                 weight: 1,
             }],
-        }],
-    };
-    Some((group.clone(), Arc::new(route)))
+        })
+        .collect();
+    Some((group, Arc::new(Route { tiers })))
 }
 
 fn task_not_found(id: &str) -> GatewayError {
@@ -277,86 +342,5 @@ fn task_not_found(id: &str) -> GatewayError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_calls() {
-        let p = vec!["/v1/videos".to_string(), "/v1/mj/submit".to_string()];
-        let post = Method::POST;
-        let get = Method::GET;
-        let rows: &[(&Method, &str, Option<TaskCall>)] = &[
-            (&post, "/v1/videos", Some(TaskCall::Submit)),
-            (&post, "/v1/videos/", Some(TaskCall::Submit)),
-            (&get, "/v1/videos", None),
-            (
-                &get,
-                "/v1/videos/task_1",
-                Some(TaskCall::FollowUp { id: "task_1" }),
-            ),
-            (
-                &get,
-                "/v1/videos/task_1/content",
-                Some(TaskCall::FollowUp { id: "task_1" }),
-            ),
-            (
-                &post,
-                "/v1/videos/task_1/remix",
-                Some(TaskCall::FollowUp { id: "task_1" }),
-            ),
-            (&post, "/v1/videosx", None),
-            (&post, "/v1/chat/completions", None),
-            (&post, "/v1/mj/submit", Some(TaskCall::Submit)),
-            (&get, "/v1/videos//x", None),
-        ];
-        for (m, path, want) in rows {
-            assert_eq!(task_call(&p, m, path), *want, "{m} {path}");
-        }
-        assert_eq!(task_call(&[], &post, "/v1/videos"), None);
-    }
-
-    #[test]
-    fn task_ids() {
-        let rows: &[(&str, Option<&str>)] = &[
-            (r#"{"id":"task_1","status":"queued"}"#, Some("task_1")),
-            (r#"{"task_id":"t2"}"#, Some("t2")),
-            (r#"{"code":0,"data":{"id":"d3"}}"#, Some("d3")),
-            (r#"{"data":{"task_id":"d4"}}"#, Some("d4")),
-            (r#"{"data":"d5"}"#, None),
-            (r#"{"id":12345}"#, Some("12345")),
-            (r#"{"id":"has space"}"#, None),
-            (r#"{"id":""}"#, None),
-            (r#"{"id":null,"task_id":"t6"}"#, Some("t6")),
-            ("not json", None),
-            ("", None),
-        ];
-        for (body, want) in rows {
-            assert_eq!(task_id(body.as_bytes()).as_deref(), *want, "{body}");
-        }
-        let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_TASK_ID + 1));
-        assert_eq!(task_id(long.as_bytes()), None);
-    }
-
-    #[test]
-    fn cache_is_bounded_and_evicts_oldest() {
-        let c = TaskCache::new(3);
-        for i in 0..5 {
-            c.insert(&format!("t{i}"), &format!("ch{i}"));
-        }
-        assert_eq!(c.len(), 3);
-        assert_eq!(c.get("t0"), None);
-        assert_eq!(c.get("t1"), None);
-        assert_eq!(c.get("t4"), Some(Some("ch4".into())));
-        // Re-binding updates in place without growing.
-        c.insert("t4", "other");
-        assert_eq!(c.len(), 3);
-        assert_eq!(c.get("t4"), Some(Some("other".into())));
-        assert_eq!(c.get("t2"), Some(Some("ch2".into())));
-        // A known-unknown id is cached, and a later binding replaces it.
-        c.insert_unknown("t2");
-        assert_eq!(c.get("t2"), Some(None));
-        c.insert("t2", "late");
-        assert_eq!(c.get("t2"), Some(Some("late".into())));
-        assert_eq!(c.len(), 3);
-    }
-}
+#[path = "task_tests.rs"]
+mod tests;

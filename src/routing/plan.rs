@@ -29,8 +29,9 @@ pub struct PlanInput<'a> {
     pub key_count: &'a dyn Fn(ChannelId) -> usize,
     /// The key index this request starts at on a channel (taken modulo the count).
     pub key_cursor: &'a dyn Fn(ChannelId) -> usize,
-    /// Evaluated once per candidate at plan time (breaker, disabled, cooldown).
-    pub available: &'a dyn Fn(ChannelId) -> bool,
+    /// Evaluated once per candidate — (channel, upstream model) — at plan time (breaker,
+    /// disabled, cooldown, model not found).
+    pub available: &'a dyn Fn(ChannelId, &str) -> bool,
     /// A channel to try first when it is a candidate of the groups used (the sticky
     /// binding, R8.3); it then appears once, at the front.
     pub preferred: Option<ChannelId>,
@@ -78,14 +79,14 @@ pub struct AttemptPlan {
 
 type Tiers = Vec<Vec<(ChannelId, Arc<str>, u64)>>;
 
-fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId) -> bool) -> Tiers {
+fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId, &str) -> bool) -> Tiers {
     route
         .tiers
         .iter()
         .map(|t| {
             t.candidates
                 .iter()
-                .filter(|c| keep(c.channel))
+                .filter(|c| keep(c.channel, &c.upstream_model))
                 .map(|c| (c.channel, c.upstream_model.clone(), c.weight))
                 .collect::<Vec<_>>()
         })
@@ -149,7 +150,7 @@ impl AttemptPlan {
                 .groups
                 .iter()
                 .enumerate()
-                .map(|(i, (_, r))| (i, tiers_of(r, &|_| true)))
+                .map(|(i, (_, r))| (i, tiers_of(r, &|_, _| true)))
                 .filter(|(_, t)| !t.is_empty())
                 .collect()
         } else {

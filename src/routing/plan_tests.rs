@@ -34,7 +34,7 @@ fn one(_: ChannelId) -> usize {
 fn zero(_: ChannelId) -> usize {
     0
 }
-fn yes(_: ChannelId) -> bool {
+fn yes(_: ChannelId, _: &str) -> bool {
     true
 }
 
@@ -249,7 +249,7 @@ fn r4_8_availability_evaluated_once() {
     let groups = [("g", &r)];
     let calls = Cell::new(0);
     let down = Cell::new(1usize);
-    let avail = |c: ChannelId| {
+    let avail = |c: ChannelId, _: &str| {
         calls.set(calls.get() + 1);
         c != down.get()
     };
@@ -272,7 +272,7 @@ fn r4_8_availability_evaluated_once() {
 fn all_unavailable_falls_back_to_every_candidate() {
     let r = route(&[&[(0, 1)], &[(1, 1)]]);
     let groups = [("g", &r)];
-    let none = |_: ChannelId| false;
+    let none = |_: ChannelId, _: &str| false;
     let mut i = input(&groups, TierWalk::Exhaust, 3);
     i.available = &none;
     let mut rng = fastrand::Rng::with_seed(4);

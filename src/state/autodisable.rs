@@ -2,17 +2,22 @@
 //! applying a verdict to a channel or one of its keys (persisted with reason and time).
 //!
 //! Multi-key channels lose only the offending key; when every key is disabled the channel is
-//! disabled. Disabled keys are skipped through [`KeyMap`]: the plan walks the *enabled* keys
+//! disabled. A key is identified by its fingerprint ([`KeyFp`]), never by its position, so
+//! removing or reordering keys in the config moves no state onto another key. The rules
+//! see the status after the channel's `status_code_mapping`. Disabled keys are skipped
+//! through [`KeyMap`]: the plan walks the *enabled* keys
 //! of each channel (its `key_count`/`key_cursor` callbacks see only them) and the loop maps
 //! the plan's key position back to the real key index.
 
 use std::collections::HashMap;
 
+use super::keys::KeyFp;
+use super::Snapshot;
 use crate::config::model::{AutoDisable, Channel};
 use crate::routing::policy::Outcome;
 use crate::routing::table::ChannelId;
 use crate::state::channel::{ChannelState, Disabled};
-use crate::store::{Store, WriteOp};
+use crate::store::{StateKey, Store};
 
 /// Why `outcome` should disable the channel (or key), or `None`. Respects
 /// `auto_disable.enabled`; the channel's `auto_ban` is checked by [`apply`]. 429 never
@@ -65,11 +70,14 @@ pub enum Applied {
     Channel,
 }
 
-/// Disable `key` of the channel, or the whole channel, for `reason`; persist it.
+/// Disable the key with fingerprint `key` (`None`: unknown key), or the whole channel, for
+/// `reason`; persist it (durably). `fps` are the channel's key fingerprints in the request's
+/// table.
 pub fn apply(
     store: &Store,
     ch: &Channel,
     st: &ChannelState,
+    fps: &[KeyFp],
     key: usize,
     reason: &str,
     now_ms: i64,
@@ -77,31 +85,23 @@ pub fn apply(
     if !ch.auto_ban || st.is_disabled() {
         return Applied::Nothing;
     }
-    let persist = |key_index: Option<u32>| {
-        store.try_send(WriteOp::ChannelState(crate::store::ChannelState {
-            channel: ch.name.clone(),
-            key_index,
-            disabled: true,
-            reason: reason.to_string(),
-            ts_ms: now_ms,
-            auto: true,
-        }));
-    };
-    if ch.keys.len() > 1 {
-        st.disable_key(key);
-        persist(Some(key as u32));
-        let all = (0..ch.keys.len()).all(|i| st.key_disabled(i));
-        if !all {
-            tracing::warn!(channel = %ch.name, key_index = key, reason, "key auto-disabled");
-            return Applied::Key(key);
-        }
-    }
-    st.set_disabled(Some(Disabled {
+    let d = Disabled {
         reason: reason.to_string(),
         at_ms: now_ms,
         auto: true,
-    }));
-    persist(None);
+    };
+    if ch.keys.len() > 1 {
+        if let Some(fp) = fps.get(key) {
+            st.disable_key(*fp, d.clone());
+            st.save(store, StateKey::Key(fp.hex()), Some(&d));
+            if !fps.iter().all(|f| st.key_disabled(f)) {
+                tracing::warn!(channel = %ch.name, key_index = key, key = %fp, reason, "key auto-disabled");
+                return Applied::Key(key);
+            }
+        }
+    }
+    st.set_disabled(Some(d.clone()));
+    st.save(store, StateKey::Channel, Some(&d));
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(1.0);
     tracing::warn!(channel = %ch.name, reason, "channel auto-disabled");
     Applied::Channel
@@ -115,25 +115,25 @@ pub struct KeyMap {
 }
 
 impl KeyMap {
-    pub fn new(
-        channels: impl IntoIterator<Item = ChannelId>,
-        table: &[std::sync::Arc<Channel>],
-        states: &[std::sync::Arc<ChannelState>],
-    ) -> KeyMap {
+    pub fn new(channels: impl IntoIterator<Item = ChannelId>, snap: &Snapshot) -> KeyMap {
         let mut enabled = HashMap::new();
         for id in channels {
             if enabled.contains_key(&id) {
                 continue;
             }
-            let (Some(ch), Some(st)) = (table.get(id), states.get(id)) else {
+            let (Some(ch), Some(st), Some(fps)) = (
+                snap.table.channels.get(id),
+                snap.states.get(id),
+                snap.key_fps.get(id),
+            ) else {
                 continue;
             };
-            let off = st.disabled_keys();
-            if off.is_empty() || ch.keys.len() <= 1 {
+            if ch.keys.len() <= 1 || !st.has_disabled_keys() {
                 continue;
             }
+            let off = st.disabled_keys();
             let on: Vec<usize> = (0..ch.keys.len())
-                .filter(|i| !off.contains(&(*i as u32)))
+                .filter(|i| fps.get(*i).is_none_or(|fp| !off.contains_key(fp)))
                 .collect();
             if !on.is_empty() {
                 enabled.insert(id, on);

@@ -115,7 +115,7 @@ fn status_set_429_listed_still_never_disables() {
     assert_eq!(should_disable(&status(429, None, None, ""), &c), None);
 }
 
-fn channel(keys: usize, auto_ban: bool) -> Channel {
+fn snapshot(keys: usize, auto_ban: bool) -> Snapshot {
     let yaml = format!(
         "listen: 127.0.0.1:0\nadmin:\n  listen: 127.0.0.1:0\nstorage:\n  path: \":memory:\"\nchannels:\n  c:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n    keys: [{}]\n    models: [m]\n    auto_ban: {auto_ban}\nclients:\n  a:\n    key: sk-a\n",
         (0..keys).map(|i| format!("\"k{i}\"")).collect::<Vec<_>>().join(", ")
@@ -124,57 +124,67 @@ fn channel(keys: usize, auto_ban: bool) -> Channel {
     let p = dir.path().join("c.yaml");
     std::fs::write(&p, yaml).unwrap();
     let cfg = crate::config::load(&p).unwrap();
-    cfg.channels[0].clone()
+    let table = crate::routing::compile::compile(std::sync::Arc::new(cfg), 1);
+    Snapshot::new(table, &crate::state::Registry::default())
 }
 
 #[tokio::test]
 async fn auto_ban_false_never_disables() {
     let store = Store::open(":memory:").unwrap();
-    let ch = channel(1, false);
-    let st = ChannelState::new("c");
-    assert_eq!(apply(&store, &ch, &st, 0, "r", 1), Applied::Nothing);
+    let s = snapshot(1, false);
+    let (ch, st) = (&s.table.channels[0], &s.states[0]);
+    assert_eq!(
+        apply(&store, ch, st, &s.key_fps[0], 0, "r", 1),
+        Applied::Nothing
+    );
     assert!(!st.is_disabled());
 }
 
 #[tokio::test]
 async fn multi_key_disables_keys_then_the_channel() {
     let store = Store::open(":memory:").unwrap();
-    let ch = channel(2, true);
-    let st = ChannelState::new("c");
+    let s = snapshot(2, true);
+    let (ch, st, fps) = (&s.table.channels[0], &s.states[0], &s.key_fps[0]);
+    let km = KeyMap::new([0], &s);
+    assert_eq!(km.count(0, 2), 2, "no disabled keys: identity");
     assert_eq!(
-        apply(&store, &ch, &st, 1, "upstream status 401", 1),
+        apply(&store, ch, st, fps, 1, "upstream status 401", 1),
         Applied::Key(1)
     );
     assert!(!st.is_disabled());
-    let km = KeyMap::new(
-        [0],
-        &[std::sync::Arc::new(ch.clone())],
-        &[std::sync::Arc::new(ChannelState::new("x"))],
-    );
-    assert_eq!(km.count(0, 2), 2, "no disabled keys: identity");
-    let states = [std::sync::Arc::new(st)];
-    let km = KeyMap::new([0, 0], &[std::sync::Arc::new(ch.clone())], &states);
+    assert!(st.key_disabled(&fps[1]) && !st.key_disabled(&fps[0]));
+    let km = KeyMap::new([0, 0], &s);
     assert_eq!(km.count(0, 2), 1);
     assert_eq!(km.key(0, 0), 0);
     assert_eq!(
-        apply(&store, &ch, &states[0], 0, "upstream status 401", 2),
+        apply(&store, ch, st, fps, 0, "upstream status 401", 2),
         Applied::Channel
     );
-    let d = states[0].disabled().unwrap();
+    let d = st.disabled().unwrap();
     assert!(d.auto);
     assert_eq!(d.reason, "upstream status 401");
     store.flush().await.unwrap();
     let rows = store.disabled_states().await.unwrap();
     assert_eq!(rows.len(), 3, "two keys and the channel: {rows:?}");
     assert!(rows.iter().all(|r| r.auto));
+    let keys: Vec<_> = rows.iter().map(|r| r.key.clone()).collect();
+    assert!(keys.contains(&crate::store::StateKey::Key(fps[0].hex())));
+    assert!(keys.contains(&crate::store::StateKey::Key(fps[1].hex())));
+    assert!(
+        !format!("{rows:?}").contains("k0"),
+        "the key itself is never stored"
+    );
 }
 
 #[tokio::test]
 async fn single_key_channel_is_disabled_whole() {
     let store = Store::open(":memory:").unwrap();
-    let ch = channel(1, true);
-    let st = ChannelState::new("c");
-    assert_eq!(apply(&store, &ch, &st, 0, "r", 1), Applied::Channel);
+    let s = snapshot(1, true);
+    let (ch, st) = (&s.table.channels[0], &s.states[0]);
+    assert_eq!(
+        apply(&store, ch, st, &s.key_fps[0], 0, "r", 1),
+        Applied::Channel
+    );
     assert!(st.disabled_keys().is_empty());
     assert!(st.is_disabled());
 }

@@ -367,9 +367,13 @@ impl Breakers {
     }
 }
 
-/// Drop expired idle closed breakers; at the cap, drop the oldest idle closed one.
-/// Returns false when the map is full of protected (open / half-open) breakers.
+/// Room for one more model breaker. Below the cap nothing is scanned; at the cap, drop the
+/// idle closed breakers, and if none is idle the oldest closed one. Returns false when the
+/// map is full of protected (open / half-open) breakers.
 fn make_room(map: &mut HashMap<String, Core>, lim: &Limits, now: Instant) -> bool {
+    if map.len() < MODEL_CAP {
+        return true;
+    }
     map.retain(|_, c| {
         !(c.state(lim, now) == State::Closed && now.duration_since(c.last_used) >= MODEL_IDLE)
     });

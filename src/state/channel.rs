@@ -1,10 +1,13 @@
-//! `ChannelState` (per channel name: key cursor, disabled flags) and the `Registry` that owns them.
+//! `ChannelState` (per channel name: key cursor, disabled flags, breakers, health) and the
+//! `Registry` that owns them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::keys::KeyFp;
 use crate::routing::table::RouteTable;
+use crate::store::{StateKey, Store};
 
 /// Why a channel (or key) is disabled.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -22,7 +25,12 @@ pub struct ChannelState {
     /// Where the next request starts in the channel's key list (round robin).
     key_cursor: AtomicUsize,
     disabled: Mutex<Option<Disabled>>,
-    disabled_keys: Mutex<BTreeSet<u32>>,
+    /// Disabled keys by fingerprint (R7.1): the state follows the key, not its position.
+    disabled_keys: Mutex<BTreeMap<KeyFp, Disabled>>,
+    /// Upstream models this channel answered "model not found" for (issue 14).
+    pub missing_models: super::models::MissingModels,
+    /// Disabled/enabled changes on their way to SQLite (durable, ordered).
+    pub persist: super::persist::Persister,
     /// Circuit breakers (R6.1–R6.3).
     pub breakers: super::breaker::Breakers,
     /// Route cooldown (R6.4).
@@ -67,30 +75,52 @@ impl ChannelState {
         *lock(&self.disabled) = d;
     }
 
-    pub fn disabled_keys(&self) -> BTreeSet<u32> {
+    /// Disabled keys (configured or not) with why and when.
+    pub fn disabled_keys(&self) -> BTreeMap<KeyFp, Disabled> {
         lock(&self.disabled_keys).clone()
     }
 
-    pub fn key_disabled(&self, idx: usize) -> bool {
-        lock(&self.disabled_keys).contains(&(idx as u32))
+    pub fn has_disabled_keys(&self) -> bool {
+        !lock(&self.disabled_keys).is_empty()
     }
 
-    /// Disable one key; returns the number of disabled keys afterwards.
-    pub fn disable_key(&self, idx: usize) -> usize {
+    pub fn key_disabled(&self, fp: &KeyFp) -> bool {
+        lock(&self.disabled_keys).contains_key(fp)
+    }
+
+    /// The disable of one key, if it is disabled.
+    pub fn key_disabled_why(&self, fp: &KeyFp) -> Option<Disabled> {
+        lock(&self.disabled_keys).get(fp).cloned()
+    }
+
+    pub fn disable_key(&self, fp: KeyFp, d: Disabled) {
+        lock(&self.disabled_keys).insert(fp, d);
+    }
+
+    /// Enable one key again; true when it was disabled.
+    pub fn enable_key(&self, fp: &KeyFp) -> bool {
+        lock(&self.disabled_keys).remove(fp).is_some()
+    }
+
+    /// Enable every key; returns the keys that were disabled.
+    pub fn clear_disabled_keys(&self) -> Vec<KeyFp> {
         let mut k = lock(&self.disabled_keys);
-        k.insert(idx as u32);
-        k.len()
+        let out = k.keys().copied().collect();
+        k.clear();
+        out
     }
 
-    /// Enable one key again; returns the number of disabled keys afterwards.
-    pub fn enable_key(&self, idx: usize) -> usize {
-        let mut k = lock(&self.disabled_keys);
-        k.remove(&(idx as u32));
-        k.len()
-    }
-
-    pub fn clear_disabled_keys(&self) {
-        lock(&self.disabled_keys).clear();
+    /// Persist (durably, in order) that `key` of this channel is now `state` (None: enabled).
+    pub fn save(&self, store: &Store, key: StateKey, state: Option<&Disabled>) {
+        let row = crate::store::ChannelState {
+            channel: self.name.clone(),
+            key,
+            disabled: state.is_some(),
+            reason: state.map(|d| d.reason.clone()).unwrap_or_default(),
+            ts_ms: state.map_or_else(crate::store::now_ms, |d| d.at_ms),
+            auto: state.is_none_or(|d| d.auto),
+        };
+        self.persist.send(store, row);
     }
 }
 

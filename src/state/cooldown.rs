@@ -1,5 +1,6 @@
 //! Route cooldown (R6.4, seed 002): the breaker mechanism with the logical-group preset —
-//! `consecutive_retryable_failures` in a row cool the channel down for `duration`.
+//! `consecutive_retryable_failures` upstream faults in a row (5xx, 429, 408, transport; see
+//! [`verdict`]) cool the channel down for `duration`.
 //!
 //! A cooled-down channel is left out of new plans and new affinity bindings; unlike an open
 //! breaker it never refuses an attempt that the plan still makes (when every channel is
@@ -11,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::breaker::{Core, Limits, State, Verdict};
-use crate::config::model::{Cooldown as CooldownCfg, Retry, Routing};
+use crate::config::model::Cooldown as CooldownCfg;
 use crate::routing::policy::{map_status, Outcome};
 
 /// The breaker thresholds of the cooldown preset.
@@ -23,24 +24,18 @@ pub fn limits(cfg: &CooldownCfg) -> Limits {
     }
 }
 
-/// How an outcome counts for the cooldown: retryable failures (statuses that fail over or are
-/// in `retry_on`, transport errors) count; successes reset; everything else is neutral.
-pub fn verdict(
-    outcome: &Outcome,
-    mapping: &std::collections::BTreeMap<u16, u16>,
-    routing: &Routing,
-    retry: &Retry,
-) -> Verdict {
+/// How an outcome counts for the cooldown: only upstream faults count — a 5xx, 429 or 408
+/// (after `status_code_mapping`), a transport error, a `channel:*` error. A caller's 4xx
+/// (400, 404, 413, 422, ...) is neutral: two bad requests from one client must not cool a
+/// channel down for everyone. Successes reset.
+pub fn verdict(outcome: &Outcome, mapping: &std::collections::BTreeMap<u16, u16>) -> Verdict {
     match outcome {
         Outcome::Success => Verdict::Success,
         Outcome::Status { code, .. } => {
             let code = map_status(*code, mapping);
             if (200..300).contains(&code) {
                 Verdict::Success
-            } else if (routing.failover_on.contains(code)
-                && !routing.never_failover_on.contains(code))
-                || retry.retry_on.contains(code)
-            {
+            } else if (500..=599).contains(&code) || code == 429 || code == 408 {
                 Verdict::Failure
             } else {
                 Verdict::Neutral
@@ -99,7 +94,6 @@ impl Cooldown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::merge::default_resilience;
 
     fn outcome(code: u16) -> Outcome {
         Outcome::Status {
@@ -139,27 +133,46 @@ mod tests {
         assert!(!c.is_cooled_down(&off, Instant::now()), "0 = off");
     }
 
+    /// Issue 15 item 8: only upstream faults count; a caller's 4xx never cools a channel,
+    /// whatever `failover_on` says; the status is read after `status_code_mapping`.
     #[test]
-    fn only_retryable_failures_count() {
-        let r = default_resilience();
-        let routing = crate::config::model::Routing {
-            retry_times: 3,
-            tier_walk: crate::config::model::TierWalk::Exhaust,
-            failover_on: crate::config::status_set::StatusSet::parse("401-407,409-503,505-523")
-                .unwrap(),
-            never_failover_on: crate::config::status_set::StatusSet::parse("504,524").unwrap(),
-            retry_budget: crate::config::model::RetryBudget {
-                ratio: 0.2,
-                min_per_second: 10,
-                ttl: Duration::from_secs(10),
-            },
-        };
+    fn only_upstream_faults_count() {
         let none = Default::default();
-        let v = |o: &Outcome| verdict(o, &none, &routing, &r.retry);
-        assert_eq!(v(&outcome(503)), Verdict::Failure);
-        assert_eq!(v(&outcome(504)), Verdict::Failure, "504 is in retry_on");
-        assert_eq!(v(&outcome(400)), Verdict::Neutral);
+        let v = |o: &Outcome| verdict(o, &none);
+        for code in [500, 502, 503, 504, 524, 529, 429, 408] {
+            assert_eq!(v(&outcome(code)), Verdict::Failure, "{code}");
+        }
+        for code in [400, 401, 403, 404, 409, 413, 422, 451] {
+            assert_eq!(v(&outcome(code)), Verdict::Neutral, "{code}");
+        }
         assert_eq!(v(&outcome(200)), Verdict::Success);
         assert_eq!(v(&Outcome::ClientGone), Verdict::Neutral);
+        assert_eq!(
+            v(&Outcome::Transport(
+                crate::routing::policy::TransportKind::Reset
+            )),
+            Verdict::Failure
+        );
+        let mapping = [(400u16, 503u16), (502, 400)].into_iter().collect();
+        assert_eq!(verdict(&outcome(400), &mapping), Verdict::Failure, "mapped");
+        assert_eq!(verdict(&outcome(502), &mapping), Verdict::Neutral, "mapped");
+    }
+
+    /// Two bad requests in a row (400, 422) never start a cooldown.
+    #[tokio::test(start_paused = true)]
+    async fn caller_errors_never_cool_a_channel() {
+        let cfg = CooldownCfg {
+            consecutive_retryable_failures: 2,
+            duration: Duration::from_secs(600),
+        };
+        let c = Cooldown::default();
+        let none = Default::default();
+        for code in [400, 422, 404, 401] {
+            assert!(!c.record(&cfg, verdict(&outcome(code), &none), Instant::now()));
+        }
+        assert!(!c.is_cooled_down(&cfg, Instant::now()));
+        c.record(&cfg, verdict(&outcome(503), &none), Instant::now());
+        assert!(c.record(&cfg, verdict(&outcome(429), &none), Instant::now()));
+        assert!(c.is_cooled_down(&cfg, Instant::now()));
     }
 }

@@ -1,7 +1,14 @@
-//! The attempt loop's hooks into channel health: plan-time availability, attempt admission
-//! (the half-open probe is taken here) and recording outcomes into the breaker, cooldown,
-//! health window and auto-disable rules (R6, R7).
+//! The attempt loop's hooks into channel health: plan-time availability of a (channel,
+//! upstream model) target, attempt admission (the half-open probe is taken here) and
+//! recording outcomes into the breaker, cooldown, health window, "model not found" marks
+//! and auto-disable rules (R6, R7). Every rule sees the status after the channel's
+//! `status_code_mapping`.
+//!
+//! `model` is always the *upstream* model of the candidate (from the config; "" on
+//! pass-through paths), never the client's string: a virtual model's targets on one
+//! channel are separate targets, each with its own model breaker (seed 004).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -10,13 +17,17 @@ use super::autodisable::{self, Applied};
 use super::breaker::{Admission, Limits, Scope, State, Transition, Verdict};
 use super::channel::ChannelState;
 use super::cooldown;
+use super::keys::KeyFp;
 use crate::config::model::Breaker as BreakerCfg;
-use crate::config::model::{AutoDisable, BreakerScope, Channel, Routing};
+use crate::config::model::{AutoDisable, BreakerScope, Channel};
 use crate::routing::policy::{map_status, Outcome};
 use crate::store::Store;
 
-/// The breaker a call to `ch` for `model` uses: the provider breaker, or the model's
-/// breaker under `scope: model` (R6.1). An empty model uses the provider breaker.
+pub use super::view::{hide_down_models, view};
+pub use super::visits::Visits;
+
+/// The breaker a call to `ch` for upstream `model` uses: the provider breaker, or the
+/// model's breaker under `scope: model` (R6.1). An empty model uses the provider breaker.
 pub fn scope<'a>(ch: &Channel, model: &'a str) -> Scope<'a> {
     match ch.resilience.circuit_breaker.scope {
         BreakerScope::Model if !model.is_empty() => Some(model),
@@ -24,15 +35,17 @@ pub fn scope<'a>(ch: &Channel, model: &'a str) -> Scope<'a> {
     }
 }
 
-fn limits(ch: &Channel) -> Limits {
+pub(crate) fn limits(ch: &Channel) -> Limits {
     Limits::of(&ch.resilience.circuit_breaker)
 }
 
-/// Plan-time availability: not disabled, breaker would admit, not cooled down. Non-mutating.
+/// Plan-time availability of (channel, upstream model): not disabled, breaker would admit,
+/// not cooled down, not marked "model not found". Non-mutating.
 pub fn available(ch: &Channel, st: &ChannelState, model: &str, now: Instant) -> bool {
     !st.is_disabled()
         && st.breakers.would_admit(&limits(ch), scope(ch, model), now)
         && !st.cooldown.is_cooled_down(&ch.resilience.cooldown, now)
+        && !st.missing_models.is_missing(model, now)
 }
 
 /// Is the channel cooling down (R6.4)? For affinity: a cooled-down channel gets no new
@@ -66,21 +79,59 @@ fn report(channel: &str, t: Transition, now: State) {
     );
 }
 
-/// Record one attempt right away: the health window and the auto-disable rules (R7.1, R7.3).
+/// `outcome` with the channel's `status_code_mapping` applied to its status.
+pub fn mapped<'a>(
+    outcome: &'a Outcome,
+    mapping: &std::collections::BTreeMap<u16, u16>,
+) -> Cow<'a, Outcome> {
+    match outcome {
+        Outcome::Status {
+            code,
+            error_code,
+            error_type,
+            message,
+        } if mapping.contains_key(code) => Cow::Owned(Outcome::Status {
+            code: map_status(*code, mapping),
+            error_code: error_code.clone(),
+            error_type: error_type.clone(),
+            message: message.clone(),
+        }),
+        o => Cow::Borrowed(o),
+    }
+}
+
+/// One attempt's target: the channel, its key fingerprints, the key used and the upstream
+/// model.
+pub struct Target<'a> {
+    pub ch: &'a Channel,
+    pub st: &'a ChannelState,
+    pub fps: &'a [KeyFp],
+    pub key: usize,
+    pub model: &'a str,
+}
+
+/// Record one attempt right away: the health window, a "model not found" mark and the
+/// auto-disable rules (R7.1, R7.3; issue 14), on the mapped status.
 pub fn record_attempt(
     store: &Store,
     rules: &AutoDisable,
-    ch: &Channel,
-    st: &ChannelState,
-    key: usize,
+    t: &Target,
     outcome: &Outcome,
 ) -> Applied {
-    if let Some(err) = super::health::is_error(outcome) {
-        st.health.record(err, Instant::now());
+    let (ch, st) = (t.ch, t.st);
+    let outcome = mapped(outcome, &ch.status_code_mapping);
+    let now = Instant::now();
+    if let Some(err) = super::health::is_error(&outcome) {
+        st.health.record(err, now);
     }
-    match autodisable::should_disable(outcome, rules) {
+    if !t.model.is_empty() && super::models::is_model_not_found(&outcome) {
+        let d = ch.resilience.cooldown.duration;
+        st.missing_models.mark(t.model, now + d, now);
+        tracing::info!(channel = %ch.name, model = t.model, duration = ?d, "upstream does not serve the model");
+    }
+    match autodisable::should_disable(&outcome, rules) {
         Some(reason) => {
-            autodisable::apply(store, ch, st, key, &reason, crate::proxy::finish::now_ms())
+            autodisable::apply(store, ch, st, t.fps, t.key, &reason, crate::store::now_ms())
         }
         None => Applied::Nothing,
     }
@@ -89,9 +140,7 @@ pub fn record_attempt(
 /// Record the end of one target visit (a whole same-target retry sequence counts once, R6.2)
 /// into the breaker and the cooldown. `elapsed` is the last attempt's time to headers / to
 /// the first stream event.
-#[allow(clippy::too_many_arguments)]
 pub fn record_visit(
-    routing: &Routing,
     ch: &Channel,
     st: &ChannelState,
     model: &str,
@@ -111,21 +160,29 @@ pub fn record_visit(
         // Model scope: the channel gauge follows the breaker of the latest finished call.
         st.metrics.breaker_state.set(state.gauge());
     }
-    let cv = cooldown::verdict(
-        outcome,
-        &ch.status_code_mapping,
-        routing,
-        &ch.resilience.retry,
-    );
+    let cv = cooldown::verdict(outcome, &ch.status_code_mapping);
     if st.cooldown.record(&ch.resilience.cooldown, cv, now) {
         tracing::info!(channel = %ch.name, duration = ?ch.resilience.cooldown.duration, "channel cooling down");
     }
 }
 
-/// Operator enable: clear breakers, cooldown and the health window.
+/// A half-open probe whose attempt never finished (the request was cancelled) frees its
+/// slot at once, counting neither way.
+pub fn release_probe(ch: &Channel, st: &ChannelState, model: &str) {
+    st.breakers.record(
+        &limits(ch),
+        scope(ch, model),
+        Verdict::Neutral,
+        true,
+        Instant::now(),
+    );
+}
+
+/// Operator enable: clear breakers, cooldown, "model not found" marks and the health window.
 pub fn reset(st: &ChannelState) {
     st.breakers.reset();
     st.cooldown.reset();
+    st.missing_models.clear();
     st.health.reset();
 }
 
@@ -138,193 +195,6 @@ pub fn refused_outcome(channel: &str) -> Outcome {
         error_type: Some("api_error".into()),
         message: format!("circuit breaker is open - provider {channel} temporarily unavailable"),
     }
-}
-
-struct Pending {
-    channel: usize,
-    outcome: Outcome,
-    elapsed: Duration,
-    probe: bool,
-}
-
-/// One request's bookkeeping of target visits: admission per visit, per-attempt recording,
-/// and one breaker/cooldown result per visit, settled when the loop moves off the target
-/// (or when this is dropped, i.e. the loop ended).
-pub struct Visits<'a> {
-    snap: &'a super::Snapshot,
-    store: &'a Store,
-    model: &'a str,
-    current: Option<(usize, Admission)>,
-    pending: Option<Pending>,
-}
-
-impl<'a> Visits<'a> {
-    pub fn new(snap: &'a super::Snapshot, store: &'a Store, model: &'a str) -> Self {
-        Visits {
-            snap,
-            store,
-            model,
-            current: None,
-            pending: None,
-        }
-    }
-
-    /// Admission for an attempt on `channel`; a same-target retry keeps its visit's admission.
-    pub fn admit(&mut self, channel: usize, same_target_retry: u32) -> Admission {
-        if same_target_retry > 0 {
-            if let Some((c, a)) = self.current {
-                if c == channel {
-                    return a;
-                }
-            }
-        }
-        self.settle();
-        let (Some(ch), Some(st)) = (
-            self.snap.table.channels.get(channel),
-            self.snap.states.get(channel),
-        ) else {
-            return Admission::Admitted;
-        };
-        // A disabled channel is never called, even when the plan fell back to every candidate.
-        let a = if st.is_disabled() {
-            Admission::Refused
-        } else {
-            admit(ch, st, self.model)
-        };
-        self.current = Some((channel, a));
-        a
-    }
-
-    /// Record one attempt's outcome (not for refused attempts). Returns what auto-disable did.
-    pub fn attempt(
-        &mut self,
-        channel: usize,
-        key: usize,
-        outcome: &Outcome,
-        elapsed: Duration,
-    ) -> Applied {
-        let (Some(ch), Some(st)) = (
-            self.snap.table.channels.get(channel),
-            self.snap.states.get(channel),
-        ) else {
-            return Applied::Nothing;
-        };
-        let Some((c, a)) = self.current else {
-            return Applied::Nothing;
-        };
-        if c != channel || a == Admission::Refused {
-            return Applied::Nothing;
-        }
-        self.pending = Some(Pending {
-            channel,
-            outcome: outcome.clone(),
-            elapsed,
-            probe: a == Admission::Probe,
-        });
-        record_attempt(
-            self.store,
-            &self.snap.table.config.auto_disable,
-            ch,
-            st,
-            key,
-            outcome,
-        )
-    }
-
-    /// The loop moves off the current target: its visit counts now.
-    pub fn settle(&mut self) {
-        self.current = None;
-        let Some(p) = self.pending.take() else {
-            return;
-        };
-        let (Some(ch), Some(st)) = (
-            self.snap.table.channels.get(p.channel),
-            self.snap.states.get(p.channel),
-        ) else {
-            return;
-        };
-        record_visit(
-            &self.snap.table.config.routing,
-            ch,
-            st,
-            self.model,
-            &p.outcome,
-            p.elapsed,
-            p.probe,
-        );
-    }
-}
-
-impl Drop for Visits<'_> {
-    fn drop(&mut self) {
-        self.settle();
-    }
-}
-
-/// Is the channel down for `model`: disabled, or its breaker refuses (R7.3)?
-fn down(ch: &Channel, st: &ChannelState, model: &str, now: Instant) -> bool {
-    st.is_disabled() || !st.breakers.would_admit(&limits(ch), scope(ch, model), now)
-}
-
-/// `/v1/models`: leave out models whose every channel is down — unless that would leave out
-/// every model (seed 004: when everything is down, list everything).
-pub fn hide_down_models(snap: &super::Snapshot, groups: &[String], names: &mut Vec<&String>) {
-    let now = Instant::now();
-    let up = |m: &str| {
-        groups
-            .iter()
-            .filter_map(|g| snap.table.routes.get(&(g.clone(), m.to_string())))
-            .flat_map(|r| r.tiers.iter())
-            .flat_map(|t| t.candidates.iter())
-            .any(|c| {
-                match (
-                    snap.table.channels.get(c.channel),
-                    snap.states.get(c.channel),
-                ) {
-                    (Some(ch), Some(st)) => !down(ch, st, m, now),
-                    _ => false,
-                }
-            })
-    };
-    let kept: Vec<&String> = names.iter().copied().filter(|m| up(m)).collect();
-    if !kept.is_empty() {
-        *names = kept;
-    }
-}
-
-/// The health part of a channel's admin view (R6.5, R7.2, R7.3).
-pub fn view(ch: &Channel, st: &ChannelState) -> serde_json::Value {
-    let now = Instant::now();
-    let lim = limits(ch);
-    let cb = st.breakers.provider();
-    let state = if lim.failure_threshold == 0 {
-        State::Closed
-    } else {
-        cb.state(&lim, now)
-    };
-    let models = st.breakers.models_not_closed(&lim, now);
-    let counts = st.health.counts(now);
-    let status = if st.is_disabled() || state == State::Open {
-        "offline"
-    } else if counts.degraded() || state == State::HalfOpen || !models.is_empty() {
-        "degraded"
-    } else {
-        "ok"
-    };
-    let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
-    serde_json::json!({
-        "status": status,
-        "breaker": {
-            "enabled": lim.failure_threshold > 0,
-            "state": state.name(),
-            "consecutive_failures": cb.consecutive_failures(),
-            "open_remaining_ms": ms(cb.open_remaining(&lim, now)),
-            "models": models.iter().map(|(m, s)| serde_json::json!({"model": m, "state": s.name()})).collect::<Vec<_>>(),
-        },
-        "cooldown_remaining_ms": ms(st.cooldown.remaining(&ch.resilience.cooldown, now)),
-        "window": {"seconds": super::health::WINDOW.as_secs(), "ok": counts.ok, "errors": counts.errors},
-        "discovery": st.health.discovery(),
-    })
 }
 
 /// Statuses the caller caused: never a breaker failure (R6.2).

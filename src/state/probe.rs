@@ -1,16 +1,23 @@
 //! Background probes (R7.2, R7.3): every `auto_disable.probe_interval` list each channel's
-//! models (`GET {base_url}/models` with its key through the upstream client) — failing
-//! channels are rechecked four times as often — and, with `auto_enable`, re-enable an
-//! auto-disabled channel whose probe answers 2xx (persisted).
+//! models (`GET {base_url}/models` with its first enabled key through the upstream client)
+//! — failing channels are rechecked four times as often — and, with `auto_enable`:
 //!
-//! Bounded: one probe per channel in flight, each within 10 s; the first round runs one
-//! interval after start. Operator disables are never lifted here.
+//! - re-test each auto-disabled *key* of the channel with that key, and lift the key when
+//!   the upstream answers 2xx (a channel with dead and live keys is not "failing", so its
+//!   dead keys would otherwise stay disabled for good);
+//! - re-enable an auto-disabled channel when a probe with one of its keys answers 2xx (the
+//!   key is lifted with it).
+//!
+//! Every lift is persisted durably. Bounded: one probe task per channel in flight, each
+//! request within 10 s, at most [`KEY_PROBES_IN_FLIGHT`] keys of a channel at once; the
+//! first round runs one interval after start. Operator disables are never lifted here.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
 use http::{HeaderMap, HeaderValue, Method};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -18,13 +25,16 @@ use tokio::time::Instant;
 use super::breaker::{Limits, State};
 use super::channel::ChannelState;
 use super::health::Discovery;
+use super::keys::KeyFp;
 use crate::config::model::Channel;
 use crate::proxy::gateway::Gateway;
 use crate::proxy::upstream::{self, Outgoing};
-use crate::store::WriteOp;
+use crate::store::StateKey;
 
 /// A probe gives up after this long.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Disabled keys of one channel re-tested at once.
+pub const KEY_PROBES_IN_FLIGHT: usize = 4;
 const MIN_TICK: Duration = Duration::from_millis(50);
 
 /// Run until `shutdown` turns true.
@@ -53,9 +63,14 @@ pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
             if !lock(&busy).insert(ch.name.clone()) {
                 continue;
             }
+            let fps = snap
+                .key_fps
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| Arc::from([]));
             let (gw, st, ch, busy) = (gw.clone(), st.clone(), ch.clone(), busy.clone());
             tokio::spawn(async move {
-                probe_one(&gw, &ch, &st).await;
+                probe_one(&gw, &ch, &st, &fps).await;
                 lock(&busy).remove(&ch.name);
             });
         }
@@ -86,10 +101,16 @@ fn due(
 }
 
 /// The key a probe uses: the first enabled key, else (every key disabled) the first key.
-fn probe_key(ch: &Channel, st: &ChannelState) -> usize {
-    (0..ch.keys.len())
-        .find(|i| !st.key_disabled(*i))
-        .unwrap_or(0)
+fn probe_key(st: &ChannelState, fps: &[KeyFp]) -> usize {
+    fps.iter().position(|f| !st.key_disabled(f)).unwrap_or(0)
+}
+
+/// Keys of the channel that are auto-disabled, other than `except`.
+fn auto_disabled_keys(st: &ChannelState, fps: &[KeyFp], except: usize) -> Vec<usize> {
+    (0..fps.len())
+        .filter(|i| *i != except)
+        .filter(|i| st.key_disabled_why(&fps[*i]).is_some_and(|d| d.auto))
+        .collect()
 }
 
 /// `GET {base}/models`: Some(status), or None on a transport failure / timeout.
@@ -117,51 +138,79 @@ pub async fn list_models(gw: &Gateway, ch: &Channel, key: usize) -> Option<u16> 
     Some(status)
 }
 
-async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState) {
-    let key = probe_key(ch, st);
+fn count(result: &'static str) {
+    metrics::counter!(crate::telemetry::PROBES, "result" => result).increment(1);
+}
+
+fn is_ok(status: Option<u16>) -> bool {
+    status.is_some_and(|s| (200..300).contains(&s))
+}
+
+async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp]) {
+    let key = probe_key(st, fps);
     let status = list_models(gw, ch, key).await;
-    let ok = status.is_some_and(|s| (200..300).contains(&s));
-    metrics::counter!(crate::telemetry::PROBES, "result" => if ok { "ok" } else { "failed" })
-        .increment(1);
+    let ok = is_ok(status);
+    count(if ok { "ok" } else { "failed" });
     st.health.set_discovery(Discovery {
         ok,
         status,
-        at_ms: crate::proxy::finish::now_ms(),
+        at_ms: crate::store::now_ms(),
         at: Instant::now(),
     });
     let auto_enable = gw.snapshot().table.config.auto_disable.auto_enable;
-    if ok && auto_enable {
+    if !auto_enable || st.disabled().is_some_and(|d| !d.auto) {
+        return;
+    }
+    if ok {
+        lift_key(gw, ch, st, fps, key);
+    }
+    // R7.2: every auto-disabled key is re-tested with itself, not only the whole channel.
+    let others = auto_disabled_keys(st, fps, key);
+    let lifted: Vec<usize> = stream::iter(others)
+        .map(|i| async move {
+            let ok = is_ok(list_models(gw, ch, i).await);
+            count(if ok { "ok" } else { "failed" });
+            ok.then_some(i)
+        })
+        .buffer_unordered(KEY_PROBES_IN_FLIGHT)
+        .filter_map(|r| async move { r })
+        .collect()
+        .await;
+    for i in &lifted {
+        lift_key(gw, ch, st, fps, *i);
+    }
+    let some_key_on = fps.len() <= 1 || fps.iter().any(|f| !st.key_disabled(f));
+    if (ok || !lifted.is_empty()) && some_key_on {
         reenable(gw, ch, st, key);
     }
 }
 
-/// Lift an auto-disable after a successful probe with key `key` (R7.2).
-fn reenable(gw: &Gateway, ch: &Channel, st: &ChannelState, key: usize) {
-    let persist = |key_index: Option<u32>| {
-        gw.store
-            .try_send(WriteOp::ChannelState(crate::store::ChannelState {
-                channel: ch.name.clone(),
-                key_index,
-                disabled: false,
-                reason: String::new(),
-                ts_ms: crate::proxy::finish::now_ms(),
-                auto: true,
-            }));
+/// Lift the auto-disable of key `key` after a successful probe with it (R7.2).
+fn lift_key(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp], key: usize) {
+    let Some(fp) = fps.get(key) else {
+        return;
     };
+    if !st.key_disabled_why(fp).is_some_and(|d| d.auto) {
+        return;
+    }
+    st.enable_key(fp);
+    st.save(&gw.store, StateKey::Key(fp.hex()), None);
+    count("key_reenabled");
+    tracing::info!(channel = %ch.name, key_index = key, key = %fp, "key re-enabled by probe");
+}
+
+/// Lift an auto-disable of the channel after a successful probe with key `key` (R7.2).
+fn reenable(gw: &Gateway, ch: &Channel, st: &ChannelState, key: usize) {
     let Some(d) = st.disabled() else {
         return;
     };
     if !d.auto {
         return;
     }
-    if st.key_disabled(key) {
-        st.enable_key(key);
-        persist(Some(key as u32));
-    }
     st.set_disabled(None);
     super::outcome::reset(st);
-    persist(None);
+    st.save(&gw.store, StateKey::Channel, None);
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(0.0);
-    metrics::counter!(crate::telemetry::PROBES, "result" => "reenabled").increment(1);
+    count("reenabled");
     tracing::info!(channel = %ch.name, key_index = key, "channel re-enabled by probe");
 }

@@ -1,7 +1,16 @@
-//! Restore persisted runtime state at start-up: disabled channels and keys (R7.2).
+//! Restore persisted disabled state at start-up (R7.2): whole channels, and keys by their
+//! fingerprint.
+//!
+//! Rows stored by key *position* before schema v4 are resolved against the keys configured
+//! now — the first start after the upgrade is expected to run the key list of the last run
+//! before it — and rewritten by fingerprint, so later edits of the list no longer move
+//! them. A position the channel no longer has cannot be resolved and is dropped (logged);
+//! rows of channels that are not configured are left untouched.
 
 use crate::proxy::gateway::Gateway;
 use crate::state::channel::Disabled;
+use crate::state::keys::KeyFp;
+use crate::store::{ChannelState as Row, StateKey};
 
 pub async fn restore(gw: &Gateway) {
     let rows = match gw.store.disabled_states().await {
@@ -11,23 +20,59 @@ pub async fn restore(gw: &Gateway) {
             return;
         }
     };
+    let snap = gw.snapshot();
     for row in rows {
-        let Some(st) = gw.registry.get(&row.channel) else {
+        let Some(id) = snap
+            .table
+            .channels
+            .iter()
+            .position(|c| c.name == row.channel)
+        else {
             continue;
         };
-        match row.key_index {
-            None => {
+        let (st, fps) = (&snap.states[id], &snap.key_fps[id]);
+        let d = Disabled {
+            reason: row.reason.clone(),
+            at_ms: row.ts_ms,
+            auto: row.auto,
+        };
+        match &row.key {
+            StateKey::Channel => {
                 metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => row.channel.clone())
                     .set(1.0);
-                st.set_disabled(Some(Disabled {
-                    reason: row.reason,
-                    at_ms: row.ts_ms,
-                    auto: row.auto,
-                }))
+                st.set_disabled(Some(d));
             }
-            Some(k) => {
-                st.disable_key(k as usize);
-            }
+            StateKey::Key(hex) => match KeyFp::parse(hex) {
+                Some(fp) => st.disable_key(fp, d),
+                None => {
+                    tracing::warn!(channel = %row.channel, "unreadable key fingerprint skipped")
+                }
+            },
+            StateKey::LegacyIndex(n) => migrate_legacy(gw, st, fps, &row, *n, d),
         }
     }
+}
+
+/// A pre-v4 row (key by position): disable the key configured at that position now and
+/// store it by fingerprint instead.
+fn migrate_legacy(
+    gw: &Gateway,
+    st: &crate::state::ChannelState,
+    fps: &[KeyFp],
+    row: &Row,
+    n: u32,
+    d: Disabled,
+) {
+    let fp = usize::try_from(n).ok().and_then(|i| fps.get(i)).copied();
+    match fp {
+        Some(fp) => {
+            st.disable_key(fp, d.clone());
+            st.save(&gw.store, StateKey::Key(fp.hex()), Some(&d));
+            tracing::info!(channel = %row.channel, key_index = n, key = %fp, "disabled key migrated from its position to its fingerprint");
+        }
+        None => {
+            tracing::info!(channel = %row.channel, key_index = n, "disabled key position no longer configured: dropped")
+        }
+    }
+    st.save(&gw.store, row.key.clone(), None);
 }

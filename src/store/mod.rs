@@ -1,5 +1,5 @@
-//! SQLite persistence: request log (R12.1), billing ledger (R11.2), disabled channel
-//! states (R7.2), task bindings (R10.5) and affinity bindings, behind one writer thread.
+//! SQLite persistence: request log (R12.1), billing ledger (R11.2), disabled channel and
+//! key states (R7.2), task bindings (R10.5) and affinity bindings, behind one writer thread.
 //!
 //! # Writing
 //! One dedicated `std::thread` owns the write connection. It `recv()`s one op, drains
@@ -10,11 +10,11 @@
 //!
 //! * [`Store::try_send`] never blocks and is never awaited: when the bounded queue is
 //!   full the op is dropped and counted in `switchyard_store_dropped_total`. Use it for
-//!   droppable data (request log, bindings, states that are also held in memory).
-//! * Ledger entries are NOT droppable: send them with [`Store::send_durable`] (blocks
-//!   the calling thread while the queue is full — only off the async hot path, e.g. in
-//!   `spawn_blocking`) or [`Store::send_durable_async`] (falls back to a blocking task
-//!   only when the queue is full).
+//!   droppable data (request log, affinity bindings).
+//! * Ledger entries, task bindings and disabled/enabled states are NOT droppable: use
+//!   [`Store::send_durable`] (blocks while the queue is full: only off the async hot
+//!   path), [`Store::send_durable_async`] (a blocking task only when the queue is full)
+//!   or [`Store::offer`] (hands the op back when the queue is full).
 //! * [`Store::flush`] resolves once everything sent before it is committed.
 //! * [`Store::close`] / dropping the last handle writes everything queued and joins.
 //!
@@ -57,7 +57,7 @@ use tokio::sync::oneshot;
 
 pub use records::{
     AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
-    RequestRecord, TaskBinding, WriteOp,
+    RequestRecord, StateKey, TaskBinding, WriteOp,
 };
 pub use schema::SCHEMA_VERSION;
 
@@ -385,10 +385,11 @@ impl Store {
         self.read(queries::disabled_states).await
     }
 
-    /// Channel that accepted `task_id`, if known.
-    pub async fn task_channel(&self, task_id: &str) -> Result<Option<String>, StoreError> {
-        let id = task_id.to_owned();
-        self.read(move |c| queries::task_channel(c, &id)).await
+    /// Channels of `client`'s task `id`, newest first, then pre-v4 ones (owner unknown).
+    pub async fn task_channels(&self, client: &str, id: &str) -> Result<Vec<String>, StoreError> {
+        let (client, id) = (client.to_owned(), id.to_owned());
+        self.read(move |c| queries::task_channels(c, &client, &id))
+            .await
     }
 
     /// Affinity bindings that have not expired at `now_ms`.

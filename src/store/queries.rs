@@ -7,9 +7,8 @@ use rusqlite::{params, Connection, Row};
 
 use super::records::{
     AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
-    RequestRecord,
+    RequestRecord, StateKey,
 };
-use super::writer::WHOLE_CHANNEL;
 use super::StoreError;
 
 /// SQLite INTEGER → u64, negative values read as 0.
@@ -144,19 +143,24 @@ pub(crate) fn ledger_for_request(
     Ok(out)
 }
 
+/// The `key_fp` column back to a [`StateKey`] (inverse of `writer::key_column`).
+fn state_key(col: &str) -> StateKey {
+    match col.strip_prefix('#').map(str::parse::<u32>) {
+        _ if col.is_empty() => StateKey::Channel,
+        Some(Ok(n)) => StateKey::LegacyIndex(n),
+        _ => StateKey::Key(col.to_owned()),
+    }
+}
+
 pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<ChannelState>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT channel, key_index, reason, ts_ms, auto FROM channel_state ORDER BY channel, key_index",
+        "SELECT channel, key_fp, reason, ts_ms, auto FROM channel_state ORDER BY channel, key_fp",
     )?;
     let rows = stmt.query_map([], |r| {
-        let key: i64 = r.get(1)?;
+        let key: String = r.get(1)?;
         Ok(ChannelState {
             channel: r.get(0)?,
-            key_index: if key == WHOLE_CHANNEL {
-                None
-            } else {
-                u32::try_from(key).ok()
-            },
+            key: state_key(&key),
             disabled: true,
             reason: r.get(2)?,
             ts_ms: r.get(3)?,
@@ -166,13 +170,19 @@ pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<ChannelState>, St
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub(crate) fn task_channel(conn: &Connection, task_id: &str) -> Result<Option<String>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT channel FROM task_binding WHERE task_id = ?1")?;
-    let mut rows = stmt.query(params![task_id])?;
-    match rows.next()? {
-        Some(r) => Ok(Some(r.get(0)?)),
-        None => Ok(None),
-    }
+/// `client`'s bindings of `task_id`, newest first, then those stored before schema v4
+/// (client `''`, owner unknown).
+pub(crate) fn task_channels(
+    conn: &Connection,
+    client: &str,
+    task_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT channel FROM task_binding WHERE client IN (?1, '') AND task_id = ?2
+         ORDER BY client = '', ts_ms DESC, channel",
+    )?;
+    let rows = stmt.query_map(params![client, task_id], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// Bindings with `expires_ms > now_ms`.

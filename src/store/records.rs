@@ -95,12 +95,24 @@ pub struct LedgerTotals {
     pub refunded: i64,
 }
 
+/// Which part of a channel a [`ChannelState`] row is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateKey {
+    /// The whole channel.
+    Channel,
+    /// One key, by its fingerprint (hex; never the key itself).
+    Key(String),
+    /// One key by its position in the channel's list, as stored before schema v4; start-up
+    /// resolves it against the configured keys and rewrites it as [`StateKey::Key`].
+    LegacyIndex(u32),
+}
+
 /// Persisted disabled state of a channel or one of its keys (R7.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelState {
     pub channel: String,
-    /// `None`: the whole channel; `Some(i)`: key `i` of the channel.
-    pub key_index: Option<u32>,
+    pub key: StateKey,
     /// `false` deletes the stored row (the channel/key is enabled again).
     pub disabled: bool,
     pub reason: String,
@@ -110,9 +122,12 @@ pub struct ChannelState {
     pub auto: bool,
 }
 
-/// Channel that accepted an async task; follow-ups are locked to it (R10.5).
+/// Channel that accepted an async task for a client; that client's follow-ups are
+/// locked to it (R10.5). A binding is identified by (client, task id, channel).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskBinding {
+    /// Client name (the key id, never the key).
+    pub client: String,
     pub task_id: String,
     pub channel: String,
     pub ts_ms: i64,

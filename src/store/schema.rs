@@ -3,15 +3,31 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, Transaction};
 
 use super::StoreError;
 
+/// One schema step: plain SQL, or a function for a step that is more than one batch.
+pub(crate) enum Migration {
+    Sql(&'static str),
+    Step(fn(&Transaction<'_>) -> Result<(), StoreError>),
+}
+
+impl Migration {
+    pub(crate) fn apply(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+        match self {
+            Migration::Sql(sql) => Ok(tx.execute_batch(sql)?),
+            Migration::Step(f) => f(tx),
+        }
+    }
+}
+
 /// Ordered migrations; index + 1 is the schema version. Never edit a shipped entry,
 /// append a new one.
-pub(crate) const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[Migration] = &[
     // v1
-    "CREATE TABLE request_log (
+    Migration::Sql(
+        "CREATE TABLE request_log (
         seq               INTEGER PRIMARY KEY AUTOINCREMENT,
         id                TEXT    NOT NULL,
         ts_ms             INTEGER NOT NULL,
@@ -71,15 +87,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL
     );
     CREATE INDEX affinity_binding_expires ON affinity_binding(expires_ms);",
+    ),
     // v2: auto (1) vs operator (0) disables (R7.2)
-    "ALTER TABLE channel_state ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;",
+    Migration::Sql("ALTER TABLE channel_state ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;"),
     // v3: fewer b-trees touched per hot-path insert (issue 9 profile). request_log loses
     // AUTOINCREMENT (a sqlite_sequence read + write per row; `seq` stays the rowid, still
     // increasing) and its ts index (the admin list orders by seq). ledger's CHECK used
     // `IN (...)`, which builds an ephemeral table on every insert; the same check as ORs.
     // ledger_client was only read by start-up recovery, which scans the table anyway, and
     // the two unique rules share one index.
-    "CREATE TABLE request_log_v3 (
+    Migration::Sql(
+        "CREATE TABLE request_log_v3 (
         seq               INTEGER PRIMARY KEY,
         id                TEXT    NOT NULL,
         ts_ms             INTEGER NOT NULL,
@@ -123,7 +141,46 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     -- One index for both rules: at most one precharge and at most one terminal entry
     -- (settle or refund) per session; with INSERT OR IGNORE the first one wins.
     CREATE UNIQUE INDEX ledger_once ON ledger(request_id, kind <> 'precharge');",
+    ),
+    // v4: state that follows identity (issue 15)
+    Migration::Step(v4_identity),
 ];
+
+/// v4: a disabled key is stored by its fingerprint, not its position (a key removed from
+/// the list must not shift its state onto the next one); rows stored by position become
+/// `#<n>` and are resolved against the configured keys at the next start. A task binding
+/// belongs to (client, task id, channel): another client never reaches it, and equal ids
+/// from two channels are two rows. Bindings stored before have client `''` (owner unknown).
+fn v4_identity(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "CREATE TABLE channel_state_v4 (
+            channel TEXT    NOT NULL,
+            key_fp  TEXT    NOT NULL, -- '': whole channel; hex: key fingerprint; '#<n>': pre-v4 position
+            reason  TEXT    NOT NULL,
+            ts_ms   INTEGER NOT NULL,
+            auto    INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (channel, key_fp)
+        ) WITHOUT ROWID;
+        INSERT INTO channel_state_v4
+            SELECT channel, CASE WHEN key_index < 0 THEN '' ELSE '#' || key_index END,
+                   reason, ts_ms, auto
+            FROM channel_state;
+        DROP TABLE channel_state;
+        ALTER TABLE channel_state_v4 RENAME TO channel_state;
+
+        CREATE TABLE task_binding_v4 (
+            client  TEXT    NOT NULL, -- '': stored before v4, owner unknown
+            task_id TEXT    NOT NULL,
+            channel TEXT    NOT NULL,
+            ts_ms   INTEGER NOT NULL,
+            PRIMARY KEY (client, task_id, channel)
+        ) WITHOUT ROWID;
+        INSERT INTO task_binding_v4 SELECT '', task_id, channel, ts_ms FROM task_binding;
+        DROP TABLE task_binding;
+        ALTER TABLE task_binding_v4 RENAME TO task_binding;",
+    )?;
+    Ok(())
+}
 
 /// Latest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -223,14 +280,14 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
                 "database schema version {current} is newer than this build ({SCHEMA_VERSION})"
             )));
         }
-        let Some(sql) = usize::try_from(current)
+        let Some(step) = usize::try_from(current)
             .ok()
             .and_then(|i| MIGRATIONS.get(i))
         else {
             break;
         };
         let version = current + 1;
-        tx.execute_batch(sql)?;
+        step.apply(&tx)?;
         tx.execute(
             "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)",
             rusqlite::params![version, super::now_ms()],

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use rusqlite::{params, CachedStatement, Connection, Transaction, TransactionBehavior};
 
-use super::records::{AffinityBinding, ChannelState, LedgerEntry, RequestRecord, WriteOp};
+use super::records::{
+    AffinityBinding, ChannelState, LedgerEntry, RequestRecord, StateKey, WriteOp,
+};
 use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
 
 /// Pause before the single retry of a failed transaction.
@@ -189,10 +191,10 @@ fn apply<'c>(tx: &'c Transaction<'_>, hot: &mut Hot<'c>, op: &WriteOp) -> Result
         WriteOp::ChannelState(s) => upsert_channel_state(tx, s),
         WriteOp::TaskBinding(t) => {
             tx.prepare_cached(
-                "INSERT INTO task_binding (task_id, channel, ts_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(task_id) DO UPDATE SET channel = excluded.channel, ts_ms = excluded.ts_ms",
+                "INSERT INTO task_binding (client, task_id, channel, ts_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(client, task_id, channel) DO UPDATE SET ts_ms = excluded.ts_ms",
             )?
-            .execute(params![t.task_id, t.channel, t.ts_ms])?;
+            .execute(params![t.client, t.task_id, t.channel, t.ts_ms])?;
             Ok(())
         }
         WriteOp::AffinityBinding(a) => upsert_affinity(tx, a),
@@ -259,19 +261,26 @@ fn insert_ledger(st: &mut CachedStatement<'_>, e: &LedgerEntry) -> Result<(), St
     Ok(())
 }
 
-/// Key index stored for a channel-wide state (NULL would defeat the primary key).
-pub(crate) const WHOLE_CHANNEL: i64 = -1;
+/// The `key_fp` column of a state row: `''` for the whole channel, the key's fingerprint,
+/// or `#<n>` for a row stored by key position before schema v4.
+pub(crate) fn key_column(k: &StateKey) -> String {
+    match k {
+        StateKey::Channel => String::new(),
+        StateKey::Key(fp) => fp.clone(),
+        StateKey::LegacyIndex(n) => format!("#{n}"),
+    }
+}
 
 fn upsert_channel_state(tx: &Transaction<'_>, s: &ChannelState) -> Result<(), StoreError> {
-    let key = s.key_index.map_or(WHOLE_CHANNEL, i64::from);
+    let key = key_column(&s.key);
     if s.disabled {
         tx.prepare_cached(
-            "INSERT INTO channel_state (channel, key_index, reason, ts_ms, auto) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(channel, key_index) DO UPDATE SET reason = excluded.reason, ts_ms = excluded.ts_ms, auto = excluded.auto",
+            "INSERT INTO channel_state (channel, key_fp, reason, ts_ms, auto) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(channel, key_fp) DO UPDATE SET reason = excluded.reason, ts_ms = excluded.ts_ms, auto = excluded.auto",
         )?
         .execute(params![s.channel, key, s.reason, s.ts_ms, s.auto])?;
     } else {
-        tx.prepare_cached("DELETE FROM channel_state WHERE channel = ?1 AND key_index = ?2")?
+        tx.prepare_cached("DELETE FROM channel_state WHERE channel = ?1 AND key_fp = ?2")?
             .execute(params![s.channel, key])?;
     }
     Ok(())

@@ -5,6 +5,17 @@ use rusqlite::Connection;
 use super::super::schema::MIGRATIONS;
 use super::*;
 
+/// Applies migrations v1..=`version` to a fresh database, as an older build would have.
+pub(super) fn apply_up_to(c: &Connection, version: usize) {
+    for (i, m) in MIGRATIONS[..version].iter().enumerate() {
+        let tx = c.unchecked_transaction().unwrap();
+        m.apply(&tx).unwrap();
+        tx.execute("INSERT INTO schema_version VALUES (?1, 0)", [i as i64 + 1])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
 /// A database at schema v2 with a request-log row and a dangling precharge.
 fn v2_database(path: &str) {
     let c = Connection::open(path).unwrap();
@@ -12,11 +23,7 @@ fn v2_database(path: &str) {
         "CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);",
     )
     .unwrap();
-    for (i, sql) in MIGRATIONS[..2].iter().enumerate() {
-        c.execute_batch(sql).unwrap();
-        c.execute("INSERT INTO schema_version VALUES (?1, 0)", [i as i64 + 1])
-            .unwrap();
-    }
+    apply_up_to(&c, 2);
     c.execute_batch(
         "INSERT INTO request_log (id, ts_ms, client, grp, public_model, upstream_model, path,
             stream, attempts, chain, final_status, fallback, prompt_tokens, completion_tokens,

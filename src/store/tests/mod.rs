@@ -5,6 +5,7 @@ use rusqlite::Connection;
 use super::*;
 
 mod migrate;
+mod migrate_v4;
 mod writer;
 
 pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
@@ -60,10 +61,15 @@ pub(super) fn entry(request_id: &str, client: &str, kind: LedgerKind, amount: i6
     }
 }
 
-pub(super) fn state(channel: &str, key: Option<u32>, disabled: bool, reason: &str) -> ChannelState {
+pub(super) fn state(
+    channel: &str,
+    key: Option<&str>,
+    disabled: bool,
+    reason: &str,
+) -> ChannelState {
     ChannelState {
         channel: channel.into(),
-        key_index: key,
+        key: key.map_or(StateKey::Channel, |k| StateKey::Key(k.into())),
         disabled,
         reason: reason.into(),
         ts_ms: 42,
@@ -204,7 +210,7 @@ async fn dangling_precharges_are_found() {
 async fn channel_states_upsert_and_enable_deletes() {
     let store = Store::open(":memory:").unwrap();
     assert!(store.try_send(state("a", None, true, "401 from upstream")));
-    assert!(store.try_send(state("a", Some(2), true, "quota exhausted")));
+    assert!(store.try_send(state("a", Some("f2"), true, "quota exhausted")));
     assert!(store.try_send(state("b", None, true, "manual")));
     assert!(store.try_send(state("a", None, true, "manual")));
     assert!(store.try_send(state("b", None, false, "")));
@@ -214,32 +220,46 @@ async fn channel_states_upsert_and_enable_deletes() {
         store.disabled_states().await.unwrap(),
         vec![
             state("a", None, true, "manual"),
-            state("a", Some(2), true, "quota exhausted"),
+            state("a", Some("f2"), true, "quota exhausted"),
         ]
     );
 }
 
+/// A binding is (client, task id, channel): another client's equal id, or the same id
+/// from a second channel, is a row of its own (issue 15).
 #[tokio::test]
-async fn task_bindings_round_trip() {
+async fn task_bindings_are_per_client_and_channel() {
     let store = Store::open(":memory:").unwrap();
-    let bind = |task: &str, ch: &str| TaskBinding {
+    let bind = |client: &str, task: &str, ch: &str, ts_ms| TaskBinding {
+        client: client.into(),
         task_id: task.into(),
         channel: ch.into(),
-        ts_ms: 1,
+        ts_ms,
     };
-    assert!(store.try_send(bind("t1", "a")));
-    assert!(store.try_send(bind("t2", "c")));
-    assert!(store.try_send(bind("t1", "b")));
+    assert!(store.try_send(bind("alice", "t1", "a", 1)));
+    assert!(store.try_send(bind("alice", "t2", "c", 2)));
+    assert!(store.try_send(bind("bob", "t1", "b", 3)));
+    assert!(store.try_send(bind("alice", "t1", "d", 4)));
     store.flush().await.unwrap();
     assert_eq!(
-        store.task_channel("t1").await.unwrap().as_deref(),
-        Some("b")
+        store.task_channels("alice", "t1").await.unwrap(),
+        ["d", "a"]
     );
+    assert_eq!(store.task_channels("bob", "t1").await.unwrap(), ["b"]);
+    assert_eq!(store.task_channels("alice", "t2").await.unwrap(), ["c"]);
+    assert!(store.task_channels("bob", "t2").await.unwrap().is_empty());
+    assert!(store
+        .task_channels("alice", "nope")
+        .await
+        .unwrap()
+        .is_empty());
+    // Re-binding the same triple refreshes it instead of adding a row.
+    assert!(store.try_send(bind("alice", "t1", "a", 5)));
+    store.flush().await.unwrap();
     assert_eq!(
-        store.task_channel("t2").await.unwrap().as_deref(),
-        Some("c")
+        store.task_channels("alice", "t1").await.unwrap(),
+        ["a", "d"]
     );
-    assert_eq!(store.task_channel("nope").await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -275,7 +295,7 @@ async fn data_survives_reopen() {
     store
         .send_durable(entry("q1", "alice", LedgerKind::Precharge, 9))
         .unwrap();
-    assert!(store.try_send(state("a", Some(0), true, "401")));
+    assert!(store.try_send(state("a", Some("f0"), true, "401")));
     store.flush().await.unwrap();
     store.shutdown().await.unwrap();
 
@@ -287,7 +307,7 @@ async fn data_survives_reopen() {
     assert_eq!(store.dangling_precharges().await.unwrap().len(), 1);
     assert_eq!(
         store.disabled_states().await.unwrap(),
-        vec![state("a", Some(0), true, "401")]
+        vec![state("a", Some("f0"), true, "401")]
     );
     let c = Connection::open(&path).unwrap();
     let versions: i64 = c

@@ -1,0 +1,93 @@
+//! Task calls, task ids and the (client, task id) cache (R10.5, issue 15).
+use super::*;
+
+#[test]
+fn task_calls() {
+    let p = vec!["/v1/videos".to_string(), "/v1/mj/submit".to_string()];
+    let post = Method::POST;
+    let get = Method::GET;
+    let rows: &[(&Method, &str, Option<TaskCall>)] = &[
+        (&post, "/v1/videos", Some(TaskCall::Submit)),
+        (&post, "/v1/videos/", Some(TaskCall::Submit)),
+        (&get, "/v1/videos", None),
+        (
+            &get,
+            "/v1/videos/task_1",
+            Some(TaskCall::FollowUp { id: "task_1" }),
+        ),
+        (
+            &get,
+            "/v1/videos/task_1/content",
+            Some(TaskCall::FollowUp { id: "task_1" }),
+        ),
+        (
+            &post,
+            "/v1/videos/task_1/remix",
+            Some(TaskCall::FollowUp { id: "task_1" }),
+        ),
+        (&post, "/v1/videosx", None),
+        (&post, "/v1/chat/completions", None),
+        (&post, "/v1/mj/submit", Some(TaskCall::Submit)),
+        (&get, "/v1/videos//x", None),
+    ];
+    for (m, path, want) in rows {
+        assert_eq!(task_call(&p, m, path), *want, "{m} {path}");
+    }
+    assert_eq!(task_call(&[], &post, "/v1/videos"), None);
+}
+
+#[test]
+fn task_ids() {
+    let rows: &[(&str, Option<&str>)] = &[
+        (r#"{"id":"task_1","status":"queued"}"#, Some("task_1")),
+        (r#"{"task_id":"t2"}"#, Some("t2")),
+        (r#"{"code":0,"data":{"id":"d3"}}"#, Some("d3")),
+        (r#"{"data":{"task_id":"d4"}}"#, Some("d4")),
+        (r#"{"data":"d5"}"#, None),
+        (r#"{"id":12345}"#, Some("12345")),
+        (r#"{"id":"has space"}"#, None),
+        (r#"{"id":""}"#, None),
+        (r#"{"id":null,"task_id":"t6"}"#, Some("t6")),
+        ("not json", None),
+        ("", None),
+    ];
+    for (body, want) in rows {
+        assert_eq!(task_id(body.as_bytes()).as_deref(), *want, "{body}");
+    }
+    let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_TASK_ID + 1));
+    assert_eq!(task_id(long.as_bytes()), None);
+}
+
+#[test]
+fn cache_is_bounded_and_evicts_oldest() {
+    let c = TaskCache::new(3);
+    for i in 0..5 {
+        c.bind("alice", &format!("t{i}"), &format!("ch{i}"));
+    }
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.get("alice", "t0"), None);
+    assert_eq!(c.get("alice", "t1"), None);
+    let e = c.get("alice", "t4").unwrap();
+    assert_eq!(
+        (e.channels.as_slice(), e.complete),
+        (&["ch4".to_string()][..], false)
+    );
+    // A second channel for the same id goes first; the first stays (no overwrite).
+    c.bind("alice", "t4", "other");
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.get("alice", "t4").unwrap().channels, ["other", "ch4"]);
+    // Another client's equal id is a separate entry.
+    assert_eq!(c.get("bob", "t4"), None);
+    // SQLite's older bindings come after the cached ones; the entry is then complete.
+    assert_eq!(
+        c.fill("alice", "t4", vec!["ch4".into(), "old".into()]),
+        ["other", "ch4", "old"]
+    );
+    assert!(c.get("alice", "t4").unwrap().complete);
+    // A known-unknown id is cached, and a later binding is added to it.
+    assert!(c.fill("bob", "t2", vec![]).is_empty());
+    assert_eq!(c.get("bob", "t2").unwrap().channels.len(), 0);
+    c.bind("bob", "t2", "late");
+    assert_eq!(c.get("bob", "t2").unwrap().channels, ["late"]);
+    assert_eq!(c.len(), 3);
+}

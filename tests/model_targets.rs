@@ -1,0 +1,94 @@
+//! Targets are (channel, upstream model) (issue 14): model-scope breakers are keyed by the
+//! upstream model, so a virtual model's two targets on one channel fail independently
+//! (seed 004), and a 404 "model not found" takes just that (channel, model) out of new plans
+//! for the cooldown time (seed 002) instead of costing every request a failed attempt.
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn models_sent(m: &MockUpstream) -> Vec<String> {
+    m.requests()
+        .iter()
+        .filter_map(|r| r.json())
+        .filter_map(|v| v["model"].as_str().map(String::from))
+        .collect()
+}
+
+/// Seed 004's example: `resilient-chat` → vm/model1, vm/model2 on one channel with
+/// `scope: model`. model1's breaker opening must not refuse model2.
+#[tokio::test]
+async fn a_virtual_models_targets_on_one_channel_have_their_own_breakers() {
+    let m = mocks(&["vm"]).await;
+    let body = fill(
+        &format!(
+            "resilience:\n  retry:\n    max_retries: 0\n  circuit_breaker:\n    scope: model\n    failure_threshold: 1\n    timeout: 60s\nchannels:\n{}virtual_models:\n  resilient-chat:\n    targets: [vm/model1, vm/model2]\n{CLIENTS}",
+            channel("vm", "{vm}", 0, &["model1", "model2"])
+        ),
+        &m,
+    );
+    let gw = start_gw(&body).await;
+    m["vm"].push(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let r = gw.chat("resilient-chat", false).await;
+    assert_eq!(r.status(), 200, "model2 answers after model1's 503");
+    assert_eq!(route(&r), "vm->vm");
+    assert_eq!(models_sent(&m["vm"]), ["model1", "model2"]);
+
+    // model1's breaker is open: the plan goes straight to model2.
+    let r = gw.chat("resilient-chat", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "vm");
+    assert_eq!(models_sent(&m["vm"]), ["model1", "model2", "model2"]);
+    let (_, v) = gw.admin_get("/admin/channels").await;
+    let models = &v["channels"][0]["health"]["breaker"]["models"];
+    assert_eq!(
+        models,
+        &serde_json::json!([{"model": "model1", "state": "open"}]),
+        "{v}"
+    );
+    // The public name model2 is served directly too.
+    assert_eq!(gw.chat("model2", false).await.status(), 200);
+    gw.stop().await;
+}
+
+/// A 404 "model not found" marks (channel, model) unusable: the next requests go straight
+/// to the backup, while the channel's other models are still served by it.
+#[tokio::test]
+async fn model_not_found_takes_the_channel_model_pair_out() {
+    let m = mocks(&["p", "b"]).await;
+    let body = fill(
+        &format!(
+            "channels:\n{}{}{CLIENTS}",
+            channel("p", "{p}", 10, &["m", "m2"]),
+            channel("b", "{b}", 0, &["m"])
+        ),
+        &m,
+    );
+    let gw = start_gw(&body).await;
+    m["p"].push(Behavior::Status {
+        code: 404,
+        body: Some(r#"{"error":{"message":"The model `m` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#.into()),
+    });
+    let r = gw.chat("m", false).await;
+    assert_eq!((r.status().as_u16(), route(&r)), (200, "p->b".to_string()));
+    for _ in 0..3 {
+        let r = gw.chat("m", false).await;
+        assert_eq!((r.status().as_u16(), route(&r)), (200, "b".to_string()));
+    }
+    assert_eq!(models_sent(&m["p"]), ["m"], "p asked for m once");
+    let r = gw.chat("m2", false).await;
+    assert_eq!((r.status().as_u16(), route(&r)), (200, "p".to_string()));
+    let (_, v) = gw.admin_get("/admin/channels").await;
+    let p: &Value = v["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "p")
+        .unwrap();
+    assert_eq!(p["health"]["models_not_found"][0]["model"], "m", "{p}");
+    assert_eq!(p["enabled"], true, "the channel itself stays up");
+    gw.stop().await;
+}
