@@ -166,6 +166,16 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
         &r.non_stream_timeout,
         std::time::Duration::ZERO,
     );
+    let protocol = choice(
+        c,
+        &k("protocol"),
+        &r.protocol,
+        &[
+            ("http1", UpstreamProtocol::Http1),
+            ("http2", UpstreamProtocol::Http2),
+        ],
+        UpstreamProtocol::Http1,
+    );
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -188,6 +198,8 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
         non_stream_timeout,
         headers,
         resilience,
+        protocol,
+        include_usage: r.include_usage.unwrap_or(kind == ChannelKind::OpenAi),
     })
 }
 

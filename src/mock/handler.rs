@@ -6,12 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::header::{
+    HeaderName, HeaderValue, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE,
+    LOCATION,
+};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::behavior::Behavior;
+use super::behavior::{Behavior, Wire, CHAOS};
 use super::body::{MockBody, Step};
 use super::json::{self, DEFAULT_CHUNKS};
 use super::request::{Endpoint, ReqInfo};
@@ -21,6 +24,7 @@ use super::{RecordedRequest, Shared};
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
 const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
+const GZIP: HeaderValue = HeaderValue::from_static("gzip");
 const MOCK_NAME: HeaderName = HeaderName::from_static("x-mock-name");
 const MOCK_FAULT: &str = "x-mock-fault";
 /// The bytes `/v1/audio/speech` answers with.
@@ -131,6 +135,19 @@ async fn respond(
         let b = json::status_error(404, false);
         return plain(StatusCode::NOT_FOUND, b.into());
     }
+    let (behavior, mut wire) = behavior.split();
+    let behavior = match behavior {
+        Behavior::Chaos => {
+            let pick = CHAOS[fastrand::usize(..CHAOS.len())];
+            let (b, w) = pick.parse::<Behavior>().unwrap_or_default().split();
+            wire.coalesce |= w.coalesce;
+            if wire.split.is_empty() {
+                wire.split = w.split;
+            }
+            b
+        }
+        b => b,
+    };
     let n = match behavior {
         Behavior::Stream { chunks, .. } => chunks,
         Behavior::CutMidStream { after_chunks } => after_chunks,
@@ -161,7 +178,20 @@ async fn respond(
         _ => {}
     }
     let payload = render(shared, ep, parts, info, n);
-    shape(shared, ep, payload, behavior)
+    if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
+        // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
+        if ctype == JSON {
+            tokio::time::sleep(delay.saturating_mul(u32::try_from(*chunks).unwrap_or(u32::MAX)))
+                .await;
+        }
+    }
+    let gzip_ok = parts
+        .headers
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().starts_with("gzip")));
+    shape(shared, ep, payload, behavior, &wire, gzip_ok)
 }
 
 /// The endpoint's normal answer with `n` content chunks.
@@ -208,50 +238,112 @@ fn render(
     Payload::Full(body.into(), JSON)
 }
 
-/// Turns the normal answer into the response the behaviour asks for.
-fn shape(shared: &Arc<Shared>, ep: Endpoint, payload: Payload, b: Behavior) -> Response<MockBody> {
-    match payload {
-        Payload::Full(bytes, ctype) => {
-            let half = || bytes.slice(..bytes.len() / 2);
-            let steps = match b {
-                Behavior::Stream { chunks, delay } => {
-                    vec![
-                        Step::Sleep(delay.saturating_mul(chunks as u32)),
-                        Step::Data(bytes),
-                    ]
-                }
-                Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {
-                    vec![Step::Sleep(d), Step::Data(bytes)]
-                }
-                Behavior::CutMidStream { .. } => vec![Step::Data(half()), Step::Cut],
-                Behavior::EndWithoutTerminal { .. } => vec![Step::Data(half())],
-                Behavior::KeepaliveThenOk {
-                    keepalives,
-                    interval,
-                } => {
-                    let mut v = Vec::with_capacity(keepalives * 2 + 1);
-                    for _ in 0..keepalives {
-                        v.push(Step::Data(Bytes::from_static(b"\n")));
-                        v.push(Step::Sleep(interval));
-                    }
-                    v.push(Step::Data(bytes));
-                    v
-                }
-                Behavior::HiddenError { code } => {
-                    let body = json::hidden_error(code, ep.anthropic());
-                    return with_type(MockBody::full(body), JSON);
-                }
-                _ => return with_type(MockBody::full(bytes), ctype),
-            };
-            with_type(MockBody::script(steps, false, shared.clone()), ctype)
-        }
-        Payload::Sse(parts) => {
-            let steps = sse_steps(ep, parts, b);
-            let mut r = with_type(MockBody::script(steps, true, shared.clone()), EVENT_STREAM);
-            r.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
-            r
-        }
+/// Static filler for `flood` and `pad`.
+static XS: [u8; 65536] = [b'x'; 65536];
+static SPACES: [u8; 65536] = [b' '; 65536];
+
+fn filler(fill: &'static [u8], mut bytes: usize, out: &mut Vec<Step>) {
+    while bytes > 0 {
+        let n = bytes.min(fill.len());
+        out.push(Step::Data(Bytes::from_static(&fill[..n])));
+        bytes -= n;
     }
+}
+
+/// The steps of a whole (non-SSE) answer for the behaviour.
+fn full_steps(ep: Endpoint, bytes: Bytes, json: bool, b: &Behavior) -> Vec<Step> {
+    let half = || bytes.slice(..bytes.len() / 2);
+    match b {
+        Behavior::Stream { chunks, delay } if !json => {
+            // A file download: pieces as they are produced.
+            let n = (*chunks).max(1);
+            let size = bytes.len().div_ceil(n).max(1);
+            let mut v = Vec::new();
+            for (i, piece) in bytes.chunks(size).enumerate() {
+                if i > 0 {
+                    v.push(Step::Sleep(*delay));
+                }
+                v.push(Step::Data(bytes.slice_ref(piece)));
+            }
+            v
+        }
+        Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {
+            vec![Step::Sleep(*d), Step::Data(bytes)]
+        }
+        Behavior::CutMidStream { .. } => vec![Step::Data(half()), Step::Cut],
+        Behavior::EndWithoutTerminal { .. } => vec![Step::Data(half())],
+        Behavior::KeepaliveThenOk {
+            keepalives,
+            interval,
+        } => {
+            let mut v = Vec::with_capacity(keepalives * 2 + 1);
+            for _ in 0..*keepalives {
+                v.push(Step::Data(Bytes::from_static(b"\n")));
+                v.push(Step::Sleep(*interval));
+            }
+            v.push(Step::Data(bytes));
+            v
+        }
+        Behavior::HiddenError { code } => {
+            vec![Step::Data(json::hidden_error(*code, ep.anthropic()).into())]
+        }
+        Behavior::Pad { bytes: pad } if json && bytes.first() == Some(&b'{') => {
+            let mut v = vec![Step::Data(bytes.slice(..1))];
+            filler(&SPACES, *pad, &mut v);
+            v.push(Step::Data(bytes.slice(1..)));
+            v
+        }
+        _ => vec![Step::Data(bytes)],
+    }
+}
+
+/// Turns the normal answer into the response the behaviour and the wire shape ask for.
+fn shape(
+    shared: &Arc<Shared>,
+    ep: Endpoint,
+    payload: Payload,
+    b: Behavior,
+    wire: &Wire,
+    gzip_ok: bool,
+) -> Response<MockBody> {
+    let (steps, ctype, is_stream, gzip) = match payload {
+        Payload::Full(bytes, ctype) => {
+            let json = ctype == JSON || matches!(b, Behavior::HiddenError { .. });
+            let steps = full_steps(ep, bytes, json, &b);
+            let ctype = if json { JSON } else { ctype };
+            (steps, ctype, false, wire.gzip || (gzip_ok && json))
+        }
+        Payload::Sse(parts) => (sse_steps(ep, parts, b), EVENT_STREAM, true, wire.gzip),
+    };
+    let plain_write = !gzip && wire == &Wire::default();
+    let mut r = match steps.as_slice() {
+        [Step::Data(one)] if plain_write && !is_stream => {
+            with_type(MockBody::full(one.clone()), ctype)
+        }
+        _ => {
+            let steps = if gzip {
+                super::wire::gzip(steps)
+            } else {
+                steps
+            };
+            let steps = super::wire::rechunk(steps, wire);
+            let cut = steps.iter().any(|s| matches!(s, Step::Cut));
+            // A cut `Content-Length` body declares more than it sends.
+            let len = super::wire::length(&steps) + if cut { 1024 } else { 0 };
+            let mut body = MockBody::script(steps, is_stream, shared.clone());
+            if wire.content_length {
+                body = body.with_length(len);
+            }
+            with_type(body, ctype)
+        }
+    };
+    if gzip {
+        r.headers_mut().insert(CONTENT_ENCODING, GZIP);
+    }
+    if is_stream {
+        r.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
+    }
+    r
 }
 
 fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
@@ -275,6 +367,22 @@ fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
         }
         Behavior::EndWithoutTerminal { .. } => v.extend(data(head).chain(data(chunks))),
         Behavior::HiddenError { code } => v.push(Step::Data(sse::hidden_error(ep, code))),
+        Behavior::ErrorAfterStart { code } => {
+            v.extend(data(sse::error_after_start(ep, head, code)))
+        }
+        Behavior::Drip { interval } => {
+            v.push(Step::Data(Bytes::from_static(b"data: {\"choices\":[")));
+            let steps = (600_000 / interval.as_millis().max(1)).min(600_000) as usize;
+            for _ in 0..steps {
+                v.push(Step::Sleep(interval));
+                v.push(Step::Data(Bytes::from_static(b" ")));
+            }
+        }
+        Behavior::Flood { bytes } => {
+            v.extend(data(head));
+            v.push(Step::Data(Bytes::from_static(b"data: ")));
+            filler(&XS, bytes, &mut v);
+        }
         other => {
             match other {
                 Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {

@@ -22,6 +22,8 @@ pub struct Finish {
     metrics: Arc<telemetry::RequestMetrics>,
     rec: RequestRecord,
     started: std::time::Instant,
+    /// Size of the client's request body (usage estimates, R9.8).
+    request_bytes: usize,
     pub attempts: Vec<AttemptRecord>,
     /// Settled in `done`, refunded in `failed` (R11.1).
     pub billing: Option<crate::billing::Session>,
@@ -113,6 +115,7 @@ impl Finish {
             metrics: gw.request_metrics.clone(),
             rec,
             started: job.started,
+            request_bytes: job.body.len(),
             attempts: Vec::new(),
             billing: None,
             written: false,
@@ -134,6 +137,10 @@ impl Finish {
     pub fn chain(&self) -> String {
         let names: Vec<&str> = self.attempts.iter().map(|a| a.channel.as_str()).collect();
         names.join("->")
+    }
+
+    pub fn request_bytes(&self) -> usize {
+        self.request_bytes
     }
 
     /// Mark the usage passed to `done` as estimated (R9.8).
