@@ -51,6 +51,9 @@ pub enum Behavior {
     Chaos,
     /// `base` written with the wire shape `wire`.
     Shaped(Box<Behavior>, Wire),
+    /// 200 with this content type and body, as given (not in the `x-mock-fault` vocabulary):
+    /// for answers of odd shapes. `text/event-stream` bodies are written one event per write.
+    Raw { content_type: String, body: String },
 }
 
 /// How the bytes of an answer reach the wire. The default is one write per SSE event (and

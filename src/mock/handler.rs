@@ -175,6 +175,29 @@ async fn respond(
             return r;
         }
         Behavior::HangBeforeHeaders(d) => tokio::time::sleep(d).await,
+        Behavior::Raw { content_type, body } => {
+            let sse = content_type.starts_with("text/event-stream");
+            let ctype = HeaderValue::from_str(&content_type).unwrap_or(JSON);
+            let events: Vec<Bytes> = if sse {
+                body.split_inclusive("\n\n")
+                    .map(|e| Bytes::from(e.to_string()))
+                    .collect()
+            } else {
+                vec![Bytes::from(body)]
+            };
+            let payload = if sse {
+                Payload::Sse(SseParts {
+                    head: events,
+                    chunks: Vec::new(),
+                    tail: Vec::new(),
+                })
+            } else {
+                Payload::Full(events.into_iter().next().unwrap_or_default(), ctype.clone())
+            };
+            let mut r = shape(shared, ep, payload, Behavior::Ok, &wire, false);
+            r.headers_mut().insert(CONTENT_TYPE, ctype);
+            return r;
+        }
         _ => {}
     }
     let payload = render(shared, ep, parts, info, n);
