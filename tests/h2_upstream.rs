@@ -55,7 +55,10 @@ async fn five_hundred_streams_to_one_http2_host_neither_queue_nor_fail() {
     let results = join_all(calls).await;
     for (chain, text) in &results {
         assert_eq!(chain, "a");
-        assert!(text.contains("data: [DONE]") && !text.contains("error"), "{text}");
+        assert!(
+            text.contains("data: [DONE]") && !text.contains("error"),
+            "{text}"
+        );
     }
     assert_eq!(m["b"].calls(), 0);
     // Every stream was in flight at once: none waited for another to end.
@@ -63,6 +66,10 @@ async fn five_hundred_streams_to_one_http2_host_neither_queue_nor_fail() {
     assert_eq!(arrived.len(), STREAMS);
     let first = arrived.iter().min().copied().unwrap();
     let last = arrived.iter().max().copied().unwrap();
-    assert!(last - first < Duration::from_millis(2500), "{:?}", last - first);
+    assert!(
+        last - first < Duration::from_millis(2500),
+        "{:?}",
+        last - first
+    );
     gw.stop().await;
 }

@@ -71,6 +71,8 @@ pub struct Wire {
     pub content_length: bool,
     /// `Content-Encoding: gzip` whatever the request accepts, streams included (`gzip`).
     pub gzip: bool,
+    /// SSE lines end in `\r\n` (`crlf`), as Gemini's do.
+    pub crlf: bool,
 }
 
 /// The faults `chaos` draws from, in the `x-mock-fault` vocabulary.
@@ -138,6 +140,7 @@ impl Wire {
             "coalesce" => self.coalesce = true,
             "cl" => self.content_length = true,
             "gzip" => self.gzip = true,
+            "crlf" => self.crlf = true,
             "gap" => self.gap = dur(val.ok_or_else(|| bad(whole))?, whole)?,
             "split" => {
                 let v = val.ok_or_else(|| bad(whole))?;
@@ -197,7 +200,7 @@ impl FromStr for Behavior {
     /// `keepalive=3:100ms`, `hidden`, `hidden=429`, `empty`, `slow=1s`,
     /// `redirect=http://...`, `error_after_start=529`, `drip=100ms`, `flood=20MiB`,
     /// `pad=9MiB`, `chaos` — and wire modifiers: `coalesce`, `split=3/7/1`, `gap=1ms`, `cl`,
-    /// `gzip`. `ok,coalesce` is a normal answer written in one piece.
+    /// `gzip`, `crlf`. `ok,coalesce` is a normal answer written in one piece.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut base = None;
         let mut wire = Wire::default();

@@ -344,6 +344,11 @@ fn shape(
             with_type(MockBody::full(one.clone()), ctype)
         }
         _ => {
+            let steps = if wire.crlf && is_stream {
+                super::wire::crlf(steps)
+            } else {
+                steps
+            };
             let steps = if gzip {
                 super::wire::gzip(steps)
             } else {

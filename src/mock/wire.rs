@@ -75,6 +75,29 @@ pub(crate) fn rechunk(steps: Vec<Step>, w: &Wire) -> Vec<Step> {
     out
 }
 
+/// Every `\n` of the data written as `\r\n`.
+pub(crate) fn crlf(steps: Vec<Step>) -> Vec<Step> {
+    steps
+        .into_iter()
+        .map(|s| match s {
+            Step::Data(b) => {
+                let mut out = BytesMut::with_capacity(b.len() + 16);
+                for line in b.split_inclusive(|&c| c == b'\n') {
+                    match line.strip_suffix(b"\n") {
+                        Some(l) => {
+                            out.extend_from_slice(l);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        None => out.extend_from_slice(line),
+                    }
+                }
+                Step::Data(out.freeze())
+            }
+            other => other,
+        })
+        .collect()
+}
+
 /// Total bytes of the data steps (the `Content-Length` of a `cl` answer).
 pub(crate) fn length(steps: &[Step]) -> u64 {
     steps
