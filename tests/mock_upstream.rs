@@ -9,6 +9,8 @@ use switchyard::mock::{
 
 #[path = "mock_upstream/faults.rs"]
 mod faults;
+#[path = "mock_upstream/wire.rs"]
+mod wire;
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
