@@ -190,3 +190,22 @@ async fn unbuildable_key_fails_over_and_counts_for_auto_disable() {
     assert_eq!(a["enabled"], false, "{v}");
     gw.stop().await;
 }
+
+/// A JSON answer cut short with a clean end of body (half an object, then the chunked
+/// terminator) is a broken answer that fails over, not a 200 with half a document.
+#[tokio::test]
+async fn truncated_json_answer_fails_over() {
+    let (gw, m) = pair("openai", "").await;
+    m["a"].set_default(Behavior::EndWithoutTerminal { chunks: 3 });
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "a->b");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "chunk 0 chunk 1 chunk 2 "
+    );
+    let rows = requests(&gw).await;
+    assert_eq!(rows[0]["attempts"][0]["error_class"], "broken");
+    gw.stop().await;
+}

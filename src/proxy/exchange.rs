@@ -250,7 +250,15 @@ async fn whole(
             }),
         };
     }
-    let usage = Usage::from_body(&b).unwrap_or_default();
+    let usage = match Usage::from_body(&b) {
+        Some(u) => u,
+        // A JSON answer that does not parse was cut short (or is not JSON at all): a broken
+        // answer, never a success.
+        None if serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_err() => {
+            return failed(Outcome::Transport(TransportKind::Broken));
+        }
+        None => Usage::default(),
+    };
     let (headers, b) = convert::replay_if_planned(plan, headers, b);
     Exchange::Full {
         status,
