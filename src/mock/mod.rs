@@ -9,6 +9,7 @@ mod body;
 mod handler;
 mod json;
 mod request;
+mod shape;
 mod sse;
 mod wire;
 

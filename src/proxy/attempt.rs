@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::body::ResponseBody;
 use super::exchange::{exchange, non_stream_timeout, Exchange, Gates};
-use super::finish::{attempt_record, error_class, Finish, LogObserver};
+use super::finish::{attempt_record, error_class, observer, succeeded, Finish};
 use super::gateway::Gateway;
 use super::handler::{error_response, Resp};
 use super::passthrough;
@@ -20,11 +20,11 @@ use super::request::Peek;
 use super::respond::{failure_response, respond, transport_error, with_route, LastFailure};
 use super::sse::StreamFormat;
 use crate::billing::price;
-use crate::config::model::{Channel, Client, Config};
+use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::backoff::backoff;
 use crate::routing::family::{forward_idempotency_key, PathFamily};
-use crate::routing::plan::{AttemptPlan, PlanInput, Step};
+use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::{
     classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings,
 };
@@ -361,63 +361,4 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let resp = failure_response(last, &snap, &job);
     fin.failed(resp.status().as_u16());
     with_route(resp, cfg.debug_headers, &route)
-}
-
-/// A committed answer's bookkeeping and the observer that finishes its request when the relay
-/// ends; with the route header.
-#[allow(clippy::too_many_arguments)]
-fn observer(
-    gw: &Gateway,
-    st: &Arc<crate::state::ChannelState>,
-    mut fin: Finish,
-    visits: &mut health::Visits,
-    sticky: Option<&crate::affinity::Sticky>,
-    step: &Step,
-    ch: &Channel,
-    status: u16,
-    t0: Instant,
-) -> (LogObserver, String) {
-    succeeded(gw, st, &mut fin, visits, sticky, step, ch, status, t0);
-    let route = fin.chain();
-    let request_bytes = fin.request_bytes();
-    let mut obs = LogObserver::new(fin, st.clone(), step.upstream_model.to_string(), status);
-    obs.request_bytes = request_bytes;
-    (obs, route)
-}
-
-/// Bookkeeping of a successful attempt: the attempt record, upstream latency, the affinity
-/// binding (written only after a success, R8.3) and the breaker/health visit.
-#[allow(clippy::too_many_arguments)]
-fn succeeded(
-    gw: &Gateway,
-    st: &crate::state::ChannelState,
-    fin: &mut Finish,
-    visits: &mut health::Visits,
-    sticky: Option<&crate::affinity::Sticky>,
-    step: &Step,
-    ch: &Channel,
-    status: u16,
-    t0: Instant,
-) {
-    fin.attempts.push(attempt_record(
-        ch,
-        step.key_index,
-        Some(status),
-        "success",
-        t0,
-        false,
-    ));
-    st.metrics.attempts_success.increment(1);
-    st.metrics
-        .upstream_duration
-        .record(t0.elapsed().as_secs_f64());
-    if let Some(s) = sticky {
-        fin.fallback(s.succeeded(&gw.bindings, &ch.name));
-    }
-    visits.attempt(
-        step.channel,
-        step.key_index,
-        &Outcome::Success,
-        t0.elapsed(),
-    );
 }
