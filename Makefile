@@ -6,6 +6,7 @@
 #   make check        validate config.example.yaml with `switchyard check`
 #   make lint         cargo fmt --check, cargo clippy -D warnings, shellcheck
 #   make bench        load benchmarks (benches/run.sh); PEERS=litellm adds LiteLLM's proxy
+#   make soak         chaos soak of the real binary (SOAK_DURATION=60s, SOAK_CONCURRENCY=32)
 #   make fuzz         fuzzers (fuzz/run.sh)
 #   make clean        remove build output, the Python venv and the demo database
 
@@ -25,10 +26,10 @@ PYTEST_ARGS ?=
 
 export CARGO_TERM_COLOR ?= auto
 
-.PHONY: help build build-bins run check test test-rust test-python lint fmt clippy shellcheck bench fuzz clean
+.PHONY: help build build-bins run check test test-rust test-python lint fmt clippy shellcheck bench soak fuzz clean
 
 help:
-	@sed -n '3,11s/^# \{0,1\}//p' Makefile
+	@sed -n '3,12s/^# \{0,1\}//p' Makefile
 
 ## Build -------------------------------------------------------------------
 
@@ -102,6 +103,14 @@ shellcheck:
 
 bench:
 	PEERS="$(PEERS)" bash benches/run.sh
+
+# Not part of `make test`: a bounded load against faulty mock channels; one summary line.
+SOAK_DURATION    ?= 60s
+SOAK_CONCURRENCY ?= 32
+soak:
+	$(CARGO) build --bin switchyard --example soak
+	$(TARGET_DIR)/debug/examples/soak --gateway $(GATEWAY_BIN) \
+	  --duration $(SOAK_DURATION) --concurrency $(SOAK_CONCURRENCY)
 
 fuzz:
 	@if [ -f fuzz/run.sh ]; then \

@@ -3,10 +3,14 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use switchyard::mock::{Behavior, MockUpstream, CACHED_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+use switchyard::mock::{
+    Behavior, MockUpstream, CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS,
+};
 
 #[path = "mock_upstream/faults.rs"]
 mod faults;
+#[path = "mock_upstream/wire.rs"]
+mod wire;
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -133,9 +137,17 @@ async fn anthropic_messages_formats() {
     .unwrap();
     assert_eq!(v["type"], "message");
     assert_eq!(v["model"], "claude-x");
-    assert_eq!(v["usage"]["input_tokens"], PROMPT_TOKENS);
+    // Anthropic's convention: input_tokens excludes the cache reads and writes.
+    assert_eq!(
+        v["usage"]["input_tokens"],
+        PROMPT_TOKENS - CACHED_TOKENS - CACHE_WRITE_TOKENS
+    );
     assert_eq!(v["usage"]["output_tokens"], 3);
     assert_eq!(v["usage"]["cache_read_input_tokens"], CACHED_TOKENS);
+    assert_eq!(
+        v["usage"]["cache_creation_input_tokens"],
+        CACHE_WRITE_TOKENS
+    );
 
     let r = post(&m, "messages", json!({"model": "claude-x", "stream": true})).await;
     let text = r.text().await.unwrap();

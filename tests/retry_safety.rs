@@ -328,7 +328,7 @@ async fn timed_out_image_is_marked_possibly_charged() {
     m["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
     let yaml = fill(
         &format!(
-            "timeouts:\n  upstream_header: 200ms\n  image_upstream_header: 200ms\nchannels:\n{}{CLIENTS}",
+            "timeouts:\n  upstream_header: 200ms\n  image_upstream_header: 200ms\n  non_stream: 200ms\nchannels:\n{}{CLIENTS}",
             channel("slow", "{slow}", 0, &["img", "m"])
         ),
         &m,

@@ -7,8 +7,11 @@
 //! * Every amount is kept as an integer number of **micro-credits** (`i64`): a price of one
 //!   credit per million tokens is one micro-credit per token, so a request costs
 //!   `input × prompt_tokens + output × completion_tokens` micro-credits, rounded once.
-//! * Cached prompt tokens are part of `prompt_tokens` and billed at the input price: no
-//!   discount.
+//! * Usage is normalised per wire format (`proxy::usage`): `prompt_tokens` counts every input
+//!   token, cache reads and cache writes included (Anthropic's `input_tokens` excludes them,
+//!   OpenAI's `prompt_tokens` includes its cached tokens). Cache reads cost
+//!   `pricing.<model>.cache_read` and cache writes `cache_write` per million when given,
+//!   else the input price.
 //! * A model without a `pricing` entry is free: nothing is debited or written, and the
 //!   first request for it is logged at warn level.
 //!

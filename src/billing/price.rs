@@ -2,8 +2,11 @@
 //! estimate of a request body (R11.1).
 //!
 //! A price is in credits per million tokens, so one credit per million tokens is exactly one
-//! micro-credit per token: `cost_micro = input × prompt_tokens + output × completion_tokens`,
-//! rounded to the nearest micro-credit once per request.
+//! micro-credit per token:
+//! `cost_micro = input × uncached prompt + cache_read × cache reads + cache_write × cache
+//! writes + output × completion_tokens`, rounded to the nearest micro-credit once per request.
+//! Usage is normalised first (`proxy::usage`): prompt tokens count every input token, cache
+//! reads and writes included, whatever the wire format.
 
 use crate::config::model::Price;
 use crate::proxy::usage::Usage;
@@ -29,11 +32,18 @@ pub fn credits(micro: i64) -> f64 {
     micro as f64 / MICRO as f64
 }
 
-/// The cost of `usage` at `price`, in micro-credits. Cached tokens are part of
-/// `prompt_tokens` and billed at the input price (no discount).
+/// The cost of `usage` at `price`, in micro-credits. Cache reads and writes are part of
+/// `prompt_tokens`; they cost `cache_read` / `cache_write` when the price names them, else
+/// the input price.
 pub fn cost(price: &Price, usage: &Usage) -> i64 {
-    let input = price.input.max(0.0) * usage.prompt_tokens as f64;
-    let output = price.output.max(0.0) * usage.completion_tokens as f64;
+    let p = |x: f64| x.max(0.0);
+    let read = usage.cached_tokens.min(usage.prompt_tokens);
+    let write = usage.cache_write_tokens.min(usage.prompt_tokens - read);
+    let plain = usage.prompt_tokens - read - write;
+    let input = p(price.input) * plain as f64
+        + p(price.cache_read.unwrap_or(price.input)) * read as f64
+        + p(price.cache_write.unwrap_or(price.input)) * write as f64;
+    let output = p(price.output) * usage.completion_tokens as f64;
     // `as` saturates on overflow and maps NaN to 0.
     (input + output).round() as i64
 }
@@ -60,7 +70,7 @@ impl Estimate {
         Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
-            cached_tokens: 0,
+            ..Usage::default()
         }
     }
 }
@@ -74,19 +84,50 @@ mod tests {
         let p = Price {
             input: 1000.0,
             output: 2000.0,
+            cache_read: None,
+            cache_write: None,
         };
         let u = Usage {
             prompt_tokens: 10,
             completion_tokens: 3,
             cached_tokens: 4,
+            cache_write_tokens: 0,
         };
         assert_eq!(cost(&p, &u), 10 * 1000 + 3 * 2000);
         let cheap = Price {
             input: 0.27,
             output: 1.1,
+            cache_read: None,
+            cache_write: None,
         };
         // 2.7 + 3.3 = 6.0 micro-credits
         assert_eq!(cost(&cheap, &u), 6);
+    }
+
+    #[test]
+    fn cache_reads_and_writes_at_their_own_prices() {
+        let p = Price {
+            input: 3.0,
+            output: 15.0,
+            cache_read: Some(0.3),
+            cache_write: Some(3.75),
+        };
+        // 100 plain + 100 000 read + 1 000 written input tokens, 10 output.
+        let u = Usage {
+            prompt_tokens: 101_100,
+            completion_tokens: 10,
+            cached_tokens: 100_000,
+            cache_write_tokens: 1_000,
+        };
+        assert_eq!(cost(&p, &u), 300 + 30_000 + 3_750 + 150);
+        // Counts that do not add up never go below zero or bill a token twice.
+        let odd = Usage {
+            prompt_tokens: 5,
+            completion_tokens: 0,
+            cached_tokens: 4,
+            cache_write_tokens: 9,
+        };
+        assert_eq!(cost(&p, &odd), (4.0f64 * 0.3 + 3.75).round() as i64);
     }
 
     /// The estimate of a body as the gateway makes it: the limit comes from the request's

@@ -225,6 +225,8 @@ mod tests {
         let p = Price {
             input: 100.0,
             output: 1000.0,
+            cache_read: None,
+            cache_write: None,
         };
         let s = Session::new(
             ledger.clone(),
@@ -260,6 +262,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 3,
             cached_tokens: 4,
+            cache_write_tokens: 0,
         };
         assert_eq!(s.settle(&usage), Closed::Settled(4_000));
         assert_eq!(account.charged(), 4_000);
@@ -287,6 +290,7 @@ mod tests {
             prompt_tokens: 1,
             completion_tokens: 1,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         };
         assert_eq!(s.settle(&usage), Closed::Settled(1_100));
         assert_eq!(account.charged(), 1_100);

@@ -215,6 +215,19 @@ pub struct Channel {
     pub forward_organization: bool,
     /// Effective: global resilience overlaid with this channel's block (R2.2).
     pub resilience: Resilience,
+    /// HTTP version spoken to the upstream.
+    pub protocol: UpstreamProtocol,
+    /// Add `stream_options.include_usage` to streaming chat requests (OpenAI kinds).
+    pub include_usage: bool,
+}
+
+/// `channels.*.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1, a pooled connection per concurrent request.
+    Http1,
+    /// HTTP/2: several connections per host, each with a stream cap.
+    Http2,
 }
 
 #[derive(Debug, Clone)]
@@ -285,6 +298,10 @@ pub struct Client {
 pub struct Price {
     pub input: f64,
     pub output: f64,
+    /// Per million cache-read prompt tokens; `None` = the input price.
+    pub cache_read: Option<f64>,
+    /// Per million cache-write (cache creation) prompt tokens; `None` = the input price.
+    pub cache_write: Option<f64>,
 }
 
 impl Channel {

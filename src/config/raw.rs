@@ -146,6 +146,8 @@ pub(crate) struct RawChannel {
     pub headers: Option<BTreeMap<String, String>>,
     pub forward_organization: Option<bool>,
     pub resilience: Option<RawResilience>,
+    pub protocol: Option<String>,
+    pub include_usage: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -198,6 +200,8 @@ pub(crate) struct RawClient {
 pub(crate) struct RawPrice {
     pub input: f64,
     pub output: f64,
+    pub cache_read: Option<f64>,
+    pub cache_write: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -252,7 +252,29 @@ fn pricing(raw: &[(String, Option<RawPrice>)], c: &mut Collector) -> BTreeMap<St
             f64::INFINITY,
             0.0,
         );
-        out.insert(model.clone(), Price { input, output });
+        let mut cache = |name: &str, v: Option<f64>| {
+            v.map(|v| {
+                float_in(
+                    c,
+                    &format!("{key}.{name}"),
+                    Some(v),
+                    0.0,
+                    f64::INFINITY,
+                    0.0,
+                )
+            })
+        };
+        let cache_read = cache("cache_read", p.cache_read);
+        let cache_write = cache("cache_write", p.cache_write);
+        out.insert(
+            model.clone(),
+            Price {
+                input,
+                output,
+                cache_read,
+                cache_write,
+            },
+        );
     }
     out
 }

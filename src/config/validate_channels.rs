@@ -171,6 +171,16 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
         &r.non_stream_timeout,
         std::time::Duration::ZERO,
     );
+    let protocol = choice(
+        c,
+        &k("protocol"),
+        &r.protocol,
+        &[
+            ("http1", UpstreamProtocol::Http1),
+            ("http2", UpstreamProtocol::Http2),
+        ],
+        UpstreamProtocol::Http1,
+    );
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -194,6 +204,8 @@ fn channel(name: &str, r: &RawChannel, global: &Resilience, c: &mut Collector) -
         headers,
         forward_organization: r.forward_organization.unwrap_or(false),
         resilience,
+        protocol,
+        include_usage: r.include_usage.unwrap_or(kind == ChannelKind::OpenAi),
     })
 }
 

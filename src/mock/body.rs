@@ -53,6 +53,8 @@ struct Script {
     finished: bool,
     cut_armed: bool,
     counts_as_stream: bool,
+    /// `Content-Length` framing: the declared length.
+    length: Option<u64>,
     shared: Arc<Shared>,
 }
 
@@ -82,9 +84,18 @@ impl MockBody {
                 finished: false,
                 cut_armed: false,
                 counts_as_stream: is_stream,
+                length: None,
                 shared,
             })),
         }
+    }
+
+    /// Declare `len` as the body's `Content-Length` (a scripted body only).
+    pub(crate) fn with_length(mut self, len: u64) -> Self {
+        if let Kind::Script(s) = &mut self.kind {
+            s.length = Some(len);
+        }
+        self
     }
 }
 
@@ -124,7 +135,9 @@ impl Body for MockBody {
         match &self.kind {
             Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
-            Kind::Script(_) => SizeHint::default(),
+            Kind::Script(s) => s
+                .length
+                .map_or_else(SizeHint::default, SizeHint::with_exact),
         }
     }
 }

@@ -3,31 +3,32 @@
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::header::{HeaderName, HeaderValue, ACCEPT_ENCODING, CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::behavior::Behavior;
-use super::body::{MockBody, Step};
+use super::behavior::{Behavior, CHAOS};
+use super::body::MockBody;
 use super::json::{self, DEFAULT_CHUNKS};
 use super::request::{Endpoint, ReqInfo};
-use super::sse::{self, SseParts, KEEPALIVE};
+use super::shape::shape;
+use super::sse::{self, SseParts};
 use super::{RecordedRequest, Shared};
 
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
-const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
-const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
+pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
+pub(crate) const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
+pub(crate) const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
+pub(crate) const GZIP: HeaderValue = HeaderValue::from_static("gzip");
 const MOCK_NAME: HeaderName = HeaderName::from_static("x-mock-name");
 const MOCK_FAULT: &str = "x-mock-fault";
 /// The bytes `/v1/audio/speech` answers with.
 const SPEECH: &[u8] = b"ID3\x04\x00\x00\x00\x00\x00\x00mock-audio";
 
 /// A rendered normal answer before shaping.
-enum Payload {
+pub(crate) enum Payload {
     Full(Bytes, HeaderValue),
     Sse(SseParts),
 }
@@ -131,6 +132,19 @@ async fn respond(
         let b = json::status_error(404, false);
         return plain(StatusCode::NOT_FOUND, b.into());
     }
+    let (behavior, mut wire) = behavior.split();
+    let behavior = match behavior {
+        Behavior::Chaos => {
+            let pick = CHAOS[fastrand::usize(..CHAOS.len())];
+            let (b, w) = pick.parse::<Behavior>().unwrap_or_default().split();
+            wire.coalesce |= w.coalesce;
+            if wire.split.is_empty() {
+                wire.split = w.split;
+            }
+            b
+        }
+        b => b,
+    };
     let n = match behavior {
         Behavior::Stream { chunks, .. } => chunks,
         Behavior::CutMidStream { after_chunks } => after_chunks,
@@ -158,10 +172,46 @@ async fn respond(
             return r;
         }
         Behavior::HangBeforeHeaders(d) => tokio::time::sleep(d).await,
+        Behavior::Raw { content_type, body } => {
+            let sse = content_type.starts_with("text/event-stream");
+            let ctype = HeaderValue::from_str(&content_type).unwrap_or(JSON);
+            let events: Vec<Bytes> = if sse {
+                body.split_inclusive("\n\n")
+                    .map(|e| Bytes::from(e.to_string()))
+                    .collect()
+            } else {
+                vec![Bytes::from(body)]
+            };
+            let payload = if sse {
+                Payload::Sse(SseParts {
+                    head: events,
+                    chunks: Vec::new(),
+                    tail: Vec::new(),
+                })
+            } else {
+                Payload::Full(events.into_iter().next().unwrap_or_default(), ctype.clone())
+            };
+            let mut r = shape(shared, ep, payload, Behavior::Ok, &wire, false);
+            r.headers_mut().insert(CONTENT_TYPE, ctype);
+            return r;
+        }
         _ => {}
     }
     let payload = render(shared, ep, parts, info, n);
-    shape(shared, ep, payload, behavior)
+    if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
+        // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
+        if ctype == JSON {
+            tokio::time::sleep(delay.saturating_mul(u32::try_from(*chunks).unwrap_or(u32::MAX)))
+                .await;
+        }
+    }
+    let gzip_ok = parts
+        .headers
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().starts_with("gzip")));
+    shape(shared, ep, payload, behavior, &wire, gzip_ok)
 }
 
 /// The endpoint's normal answer with `n` content chunks.
@@ -208,96 +258,7 @@ fn render(
     Payload::Full(body.into(), JSON)
 }
 
-/// Turns the normal answer into the response the behaviour asks for.
-fn shape(shared: &Arc<Shared>, ep: Endpoint, payload: Payload, b: Behavior) -> Response<MockBody> {
-    match payload {
-        Payload::Full(bytes, ctype) => {
-            let half = || bytes.slice(..bytes.len() / 2);
-            let steps = match b {
-                Behavior::Stream { chunks, delay } => {
-                    vec![
-                        Step::Sleep(delay.saturating_mul(chunks as u32)),
-                        Step::Data(bytes),
-                    ]
-                }
-                Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {
-                    vec![Step::Sleep(d), Step::Data(bytes)]
-                }
-                Behavior::CutMidStream { .. } => vec![Step::Data(half()), Step::Cut],
-                Behavior::EndWithoutTerminal { .. } => vec![Step::Data(half())],
-                Behavior::KeepaliveThenOk {
-                    keepalives,
-                    interval,
-                } => {
-                    let mut v = Vec::with_capacity(keepalives * 2 + 1);
-                    for _ in 0..keepalives {
-                        v.push(Step::Data(Bytes::from_static(b"\n")));
-                        v.push(Step::Sleep(interval));
-                    }
-                    v.push(Step::Data(bytes));
-                    v
-                }
-                Behavior::HiddenError { code } => {
-                    let body = json::hidden_error(code, ep.anthropic());
-                    return with_type(MockBody::full(body), JSON);
-                }
-                _ => return with_type(MockBody::full(bytes), ctype),
-            };
-            with_type(MockBody::script(steps, false, shared.clone()), ctype)
-        }
-        Payload::Sse(parts) => {
-            let steps = sse_steps(ep, parts, b);
-            let mut r = with_type(MockBody::script(steps, true, shared.clone()), EVENT_STREAM);
-            r.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
-            r
-        }
-    }
-}
-
-fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
-    let SseParts { head, chunks, tail } = p;
-    let data = |v: Vec<Bytes>| v.into_iter().map(Step::Data);
-    let mut v: Vec<Step> = Vec::with_capacity(head.len() + chunks.len() * 2 + tail.len() + 1);
-    match b {
-        Behavior::Stream { delay, .. } => {
-            v.extend(data(head));
-            for (i, c) in chunks.into_iter().enumerate() {
-                if i > 0 && delay > Duration::ZERO {
-                    v.push(Step::Sleep(delay));
-                }
-                v.push(Step::Data(c));
-            }
-            v.extend(data(tail));
-        }
-        Behavior::CutMidStream { .. } => {
-            v.extend(data(head).chain(data(chunks)));
-            v.push(Step::Cut);
-        }
-        Behavior::EndWithoutTerminal { .. } => v.extend(data(head).chain(data(chunks))),
-        Behavior::HiddenError { code } => v.push(Step::Data(sse::hidden_error(ep, code))),
-        other => {
-            match other {
-                Behavior::StallAfterHeaders(d) | Behavior::SlowBody { delay: d } => {
-                    v.push(Step::Sleep(d))
-                }
-                Behavior::KeepaliveThenOk {
-                    keepalives,
-                    interval,
-                } => {
-                    for _ in 0..keepalives {
-                        v.push(Step::Data(Bytes::from_static(KEEPALIVE)));
-                        v.push(Step::Sleep(interval));
-                    }
-                }
-                _ => {}
-            }
-            v.extend(data(head).chain(data(chunks)).chain(data(tail)));
-        }
-    }
-    v
-}
-
-fn with_type(body: MockBody, ctype: HeaderValue) -> Response<MockBody> {
+pub(crate) fn with_type(body: MockBody, ctype: HeaderValue) -> Response<MockBody> {
     let mut r = Response::new(body);
     r.headers_mut().insert(CONTENT_TYPE, ctype);
     r

@@ -1,11 +1,14 @@
 //! Whole (non-stream) JSON answers of the mock upstream, per endpoint, and its error bodies.
 use std::fmt::Write as _;
 
-/// Prompt tokens reported in every usage block.
+/// Prompt tokens of every answer, all input counted (OpenAI `prompt_tokens`, Responses
+/// `input_tokens`; for Anthropic the sum of its three input counts).
 pub const PROMPT_TOKENS: u64 = 10;
-/// Cached prompt tokens reported (`prompt_tokens_details.cached_tokens`,
-/// `cache_read_input_tokens`, `input_tokens_details.cached_tokens`).
+/// Of those, tokens read from the prompt cache (`prompt_tokens_details.cached_tokens`,
+/// `input_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`).
 pub const CACHED_TOKENS: u64 = 4;
+/// Of those, tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
+pub const CACHE_WRITE_TOKENS: u64 = 2;
 /// Content chunks of a normal answer; completion tokens equal the chunk count.
 pub const DEFAULT_CHUNKS: usize = 3;
 pub(crate) const CREATED: u64 = 1_700_000_000;
@@ -145,15 +148,18 @@ pub(crate) fn responses_object(m: &str, n: usize, status: &str, with_output: boo
     )
 }
 
+/// Anthropic's usage convention: `input_tokens` excludes both cache counts, so a prompt of
+/// `input` tokens in all reports `input - cache reads - cache writes` there.
 pub(crate) fn anthropic_usage(input: u64, output: usize) -> String {
     format!(
         concat!(
-            r#"{{"input_tokens":{i},"output_tokens":{o},"#,
-            r#""cache_creation_input_tokens":0,"cache_read_input_tokens":{c}}}"#
+            r#"{{"input_tokens":{i},"cache_creation_input_tokens":{w},"#,
+            r#""cache_read_input_tokens":{c},"output_tokens":{o}}}"#
         ),
-        i = input,
+        i = input.saturating_sub(CACHED_TOKENS + CACHE_WRITE_TOKENS),
+        w = CACHE_WRITE_TOKENS,
+        c = CACHED_TOKENS,
         o = output,
-        c = CACHED_TOKENS
     )
 }
 

@@ -9,11 +9,13 @@ mod body;
 mod handler;
 mod json;
 mod request;
+mod shape;
 mod sse;
+mod wire;
 
-pub use behavior::{Behavior, ParseFaultError};
+pub use behavior::{Behavior, ParseFaultError, Wire, CHAOS};
 pub use body::{MockBody, MockCut};
-pub use json::{CACHED_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+pub use json::{CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
 pub use request::DEFAULT_MODEL;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -29,6 +31,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+/// `SETTINGS_MAX_CONCURRENT_STREAMS` of the mock's HTTP/2 connections.
+pub const MAX_CONCURRENT_STREAMS: u32 = 100;
 
 /// Models `GET /v1/models` always lists (followed by the models seen in requests).
 pub const FIXED_MODELS: &[&str] = &["mock-model", "gpt-4o-mini", "claude-3-5-haiku-latest"];
@@ -304,7 +309,12 @@ async fn stopped(rx: &mut watch::Receiver<bool>) {
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut rx: watch::Receiver<bool>) {
-    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Real HTTP/2 upstreams cap concurrent streams per connection (100–250).
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS);
+    let builder = Arc::new(builder);
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,

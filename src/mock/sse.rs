@@ -151,6 +151,7 @@ fn messages(m: &str, n: usize) -> SseParts {
             "content_block_start",
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
         ),
+        event("ping", r#"{"type": "ping"}"#),
     ];
     let chunks = (0..n)
         .map(|i| {
@@ -186,4 +187,25 @@ pub(crate) fn hidden_error(ep: Endpoint, code: Option<u16>) -> Bytes {
         Endpoint::Messages | Endpoint::Responses => event("error", &body),
         _ => data(&body),
     }
+}
+
+/// The events of an `ErrorAfterStart`: the stream's opening (Anthropic `message_start` and a
+/// `ping`, the Responses `response.created`, the chat role chunk), then an error event.
+pub(crate) fn error_after_start(ep: Endpoint, head: Vec<Bytes>, code: u16) -> Vec<Bytes> {
+    let mut v: Vec<Bytes> = head.into_iter().take(1).collect();
+    match ep {
+        Endpoint::Messages => {
+            v.push(event("ping", r#"{"type": "ping"}"#));
+            let kind = json::anthropic_type(code);
+            v.push(event("error", &json::anthropic_error(kind, "Overloaded")));
+        }
+        Endpoint::Responses => v.push(event(
+            "error",
+            r#"{"type":"error","code":"server_error","message":"mock upstream error after start","param":null}"#,
+        )),
+        _ => v.push(data(&format!(
+            r#"{{"error":{{"message":"mock upstream error after start","type":"server_error","code":"{code}"}}}}"#
+        ))),
+    }
+    v
 }

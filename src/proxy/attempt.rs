@@ -10,20 +10,21 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::body::ResponseBody;
-use super::exchange::{exchange, Exchange, Gates};
-use super::finish::{attempt_record, error_class, Finish, LogObserver};
+use super::exchange::{exchange, non_stream_timeout, Exchange, Gates};
+use super::finish::{attempt_record, error_class, observer, succeeded, Finish};
 use super::gateway::Gateway;
 use super::handler::{error_response, Resp};
+use super::passthrough;
 use super::relay::{self, RelayTimes};
 use super::request::Peek;
 use super::respond::{failure_response, respond, transport_error, with_route, LastFailure};
 use super::sse::StreamFormat;
 use crate::billing::price;
-use crate::config::model::{Channel, Client, Config};
+use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::routing::backoff::backoff;
 use crate::routing::family::{forward_idempotency_key, PathFamily};
-use crate::routing::plan::{AttemptPlan, PlanInput, Step};
+use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::{
     classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings,
 };
@@ -131,10 +132,11 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let mut decision: Option<Decision> = None;
     let mut first_target: Option<(usize, Arc<str>)> = None;
     let mut visits = health::Visits::new(&snap, &gw.store);
-    let header_timeout = if job.family == PathFamily::Images {
-        cfg.timeouts.image_upstream_header
+    let (header_timeout, non_stream_header_cap) = if job.family == PathFamily::Images {
+        let t = cfg.timeouts.image_upstream_header;
+        (t, Some(t))
     } else {
-        cfg.timeouts.upstream_header
+        (cfg.timeouts.upstream_header, None)
     };
 
     while let Some(mut step) = plan.next(decision.as_ref()) {
@@ -163,12 +165,16 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         let t0 = Instant::now();
         let gates = Gates {
             header_timeout,
+            non_stream_header_cap,
             deadline,
-            send_idempotency_key: forward_idempotency_key(
-                (first.0, &*first.1),
-                step.channel,
-                &step.upstream_model,
-            ),
+            // R10.2: the first target's attempts, and every same-target retry of any target
+            // (a retry after a failover repeats that target's request).
+            send_idempotency_key: step.same_target_retry > 0
+                || forward_idempotency_key(
+                    (first.0, &*first.1),
+                    step.channel,
+                    &step.upstream_model,
+                ),
         };
         // R6.1: the half-open probe is taken here; a refused attempt never reaches upstream.
         let admission = visits.admit(step.channel, &step.upstream_model, step.same_target_retry);
@@ -187,10 +193,11 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 headers,
                 primed,
             } => {
-                succeeded(
+                let st = &snap.states[step.channel];
+                let (obs, route) = observer(
                     gw,
-                    &snap.states[step.channel],
-                    &mut fin,
+                    st,
+                    fin,
                     &mut visits,
                     sticky.as_ref(),
                     &step,
@@ -198,19 +205,33 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     status,
                     t0,
                 );
-                let route = fin.chain();
-                let mut obs = LogObserver::new(
-                    fin,
-                    snap.states[step.channel].clone(),
-                    step.upstream_model.to_string(),
-                    status,
-                );
-                obs.request_bytes = job.body.len();
                 let times = RelayTimes {
                     keepalive: cfg.timeouts.keepalive,
-                    idle: cfg.timeouts.non_stream,
+                    idle: non_stream_timeout(cfg, ch),
                 };
                 let body = relay::commit(primed, times, Box::new(obs));
+                return respond(status, &headers, body, cfg.debug_headers, &route);
+            }
+            Exchange::Passthrough {
+                status,
+                headers,
+                head,
+                body,
+            } => {
+                let st = &snap.states[step.channel];
+                let (obs, route) = observer(
+                    gw,
+                    st,
+                    fin,
+                    &mut visits,
+                    sticky.as_ref(),
+                    &step,
+                    ch,
+                    status,
+                    t0,
+                );
+                let idle = non_stream_timeout(cfg, ch);
+                let body = passthrough::commit(head, body, idle, Box::new(obs));
                 return respond(status, &headers, body, cfg.debug_headers, &route);
             }
             Exchange::Full {
@@ -292,7 +313,11 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
             Outcome::DeadlineExceeded => {
                 last = LastFailure::Gateway(GatewayError::deadline_exceeded())
             }
-            Outcome::LocalAdapter(m) | Outcome::ChannelError(m) | Outcome::SkipRetry(m) => {
+            Outcome::ChannelError(m) => {
+                let detail = format!("channel {} cannot send this request ({m})", ch.name);
+                last = LastFailure::Gateway(GatewayError::upstream_unreachable(&detail))
+            }
+            Outcome::LocalAdapter(m) | Outcome::SkipRetry(m) => {
                 last = LastFailure::Gateway(GatewayError::internal(m.clone()))
             }
             _ => {}
@@ -336,41 +361,4 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
     let resp = failure_response(last, &snap, &job);
     fin.failed(resp.status().as_u16());
     with_route(resp, cfg.debug_headers, &route)
-}
-
-/// Bookkeeping of a successful attempt: the attempt record, upstream latency, the affinity
-/// binding (written only after a success, R8.3) and the breaker/health visit.
-#[allow(clippy::too_many_arguments)]
-fn succeeded(
-    gw: &Gateway,
-    st: &crate::state::ChannelState,
-    fin: &mut Finish,
-    visits: &mut health::Visits,
-    sticky: Option<&crate::affinity::Sticky>,
-    step: &Step,
-    ch: &Channel,
-    status: u16,
-    t0: Instant,
-) {
-    fin.attempts.push(attempt_record(
-        ch,
-        step.key_index,
-        Some(status),
-        "success",
-        t0,
-        false,
-    ));
-    st.metrics.attempts_success.increment(1);
-    st.metrics
-        .upstream_duration
-        .record(t0.elapsed().as_secs_f64());
-    if let Some(s) = sticky {
-        fin.fallback(s.succeeded(&gw.bindings, &ch.name));
-    }
-    visits.attempt(
-        step.channel,
-        step.key_index,
-        &Outcome::Success,
-        t0.elapsed(),
-    );
 }

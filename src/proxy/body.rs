@@ -12,9 +12,23 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Body of every response switchyard writes.
 pub enum ResponseBody {
     Full(Option<Bytes>),
-    /// Frames pushed by a relay task; dropping the body tells the task the client left.
-    Channel(mpsc::Receiver<Bytes>),
+    /// Frames pushed by a relay task; dropping the body tells the task the client left. An
+    /// `Err` aborts the response (the connection is closed without a clean end of body), so a
+    /// client never takes a truncated pass-through body for a whole one.
+    Channel(mpsc::Receiver<Result<Bytes, Aborted>>),
 }
+
+/// The upstream body broke after the response was committed.
+#[derive(Debug)]
+pub struct Aborted;
+
+impl std::fmt::Display for Aborted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("upstream body ended early")
+    }
+}
+
+impl std::error::Error for Aborted {}
 
 impl ResponseBody {
     pub fn full(b: impl Into<Bytes>) -> Self {
@@ -36,7 +50,9 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Channel(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Channel(rx) => rx
+                .poll_recv(cx)
+                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
         }
     }
 

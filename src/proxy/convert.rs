@@ -11,12 +11,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::request::{self, Peek};
-use crate::config::model::StreamPolicy;
+use crate::config::model::{Channel, StreamPolicy};
 
 #[path = "convert_assemble.rs"]
 pub mod assemble;
 #[path = "convert_replay.rs"]
 pub mod replay;
+#[path = "convert_replay_responses.rs"]
+mod replay_responses;
 
 /// How one attempt talks to its upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +31,12 @@ pub enum Mode {
     Replay,
 }
 
-/// The two endpoints stream policies apply to.
+/// The endpoints stream policies apply to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     Chat,
     Messages,
+    Responses,
 }
 
 impl Dialect {
@@ -41,6 +44,7 @@ impl Dialect {
         match path {
             "/v1/chat/completions" => Some(Dialect::Chat),
             "/v1/messages" => Some(Dialect::Messages),
+            "/v1/responses" => Some(Dialect::Responses),
             _ => None,
         }
     }
@@ -56,6 +60,9 @@ pub struct Plan {
     pub hide_usage_chunk: bool,
     /// The client asked for `stream_options.include_usage` (replayed streams carry usage then).
     pub client_include_usage: bool,
+    /// The upstream is asked for a stream: the streaming gates apply (R9.2), else the
+    /// non-stream timeout governs the whole exchange (R9.7).
+    pub upstream_stream: bool,
 }
 
 #[derive(Deserialize)]
@@ -64,8 +71,21 @@ struct Probe<'a> {
     stream_options: Option<&'a RawValue>,
 }
 
-/// Decide the attempt's mode for `policy` and prepare the upstream body (already model-rewritten).
-pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) -> Plan {
+/// Decide the attempt's mode for the channel's `stream_policy` and prepare the upstream body
+/// (already model-rewritten): `stream` for a converted mode, `stream_options.include_usage`
+/// for chat streams when the channel's `include_usage` is on.
+pub fn plan(ch: &Channel, path: &str, peek: Option<&Peek>, body: Bytes) -> Plan {
+    plan_with(ch.stream_policy, ch.include_usage, path, peek, body)
+}
+
+/// [`plan`] from the two channel settings it reads.
+pub fn plan_with(
+    policy: StreamPolicy,
+    include_usage: bool,
+    path: &str,
+    peek: Option<&Peek>,
+    body: Bytes,
+) -> Plan {
     let dialect = Dialect::of_path(path);
     let client_stream = peek.is_some_and(|p| p.stream);
     let mut out = Plan {
@@ -74,6 +94,7 @@ pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) 
         body,
         hide_usage_chunk: false,
         client_include_usage: false,
+        upstream_stream: client_stream,
     };
     let (Some(d), Some(_)) = (dialect, peek) else {
         return out;
@@ -88,6 +109,7 @@ pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) 
         Mode::Assemble => true,
         Mode::Replay => false,
     };
+    out.upstream_stream = upstream_stream;
     if out.mode == Mode::Pass && !(d == Dialect::Chat && client_stream) {
         return out;
     }
@@ -99,7 +121,7 @@ pub fn plan(policy: StreamPolicy, path: &str, peek: Option<&Peek>, body: Bytes) 
             .is_some_and(|v| v["include_usage"] == serde_json::Value::Bool(true))
     });
     let mut body = out.body.clone();
-    if d == Dialect::Chat && upstream_stream && !out.client_include_usage {
+    if d == Dialect::Chat && upstream_stream && !out.client_include_usage && include_usage {
         body = with_include_usage(&body, opts.map(|o| span(&out.body, o)));
         out.hide_usage_chunk = out.mode == Mode::Pass;
     }

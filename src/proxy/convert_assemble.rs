@@ -1,6 +1,7 @@
 //! `force_stream` (R9.6): fold an upstream SSE stream into one complete JSON answer — a chat
-//! `chat.completion` (content, tool calls from deltas, finish_reason, usage) or an Anthropic
-//! `message` (content blocks, stop_reason, usage).
+//! `chat.completion` (content, tool calls from deltas, finish_reason, usage), an Anthropic
+//! `message` (content blocks, stop_reason, usage) or a Responses `response` (the object of
+//! its terminal event). Unexpected JSON shapes are skipped, never a panic.
 
 use serde_json::{json, Map, Value};
 
@@ -18,6 +19,8 @@ pub struct Assembler {
     blocks: Vec<(Value, String)>,
     usage: Map<String, Value>,
     stop: Map<String, Value>,
+    /// Responses: the `response` object of the latest event that carried one.
+    response: Value,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +67,7 @@ impl Assembler {
             blocks: Vec::new(),
             usage: Map::new(),
             stop: Map::new(),
+            response: Value::Null,
         }
     }
 
@@ -75,6 +79,11 @@ impl Assembler {
         match self.dialect {
             Dialect::Chat => self.chat(&v),
             Dialect::Messages => self.messages(&v),
+            Dialect::Responses => {
+                if v["response"].is_object() {
+                    self.response = v["response"].clone();
+                }
+            }
         }
     }
 
@@ -102,7 +111,8 @@ impl Assembler {
             }
             push_str(&mut ch.content, &delta["content"]);
             push_str(&mut ch.reasoning, &delta["reasoning_content"]);
-            for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            let calls = delta["tool_calls"].as_array().into_iter().flatten();
+            for tc in calls.filter(|t| t.is_object()) {
                 let ti = index(&tc["index"]).unwrap_or(0);
                 let slot = at(&mut ch.tool_calls, ti);
                 if slot.is_null() {
@@ -138,12 +148,19 @@ impl Assembler {
                         self.blocks
                             .resize_with(i + 1, || (Value::Null, String::new()));
                     }
-                    self.blocks[i].0 = v["content_block"].clone();
+                    // A block that is not an object cannot be filled in: it is dropped.
+                    let b = &v["content_block"];
+                    self.blocks[i].0 = if b.is_object() {
+                        b.clone()
+                    } else {
+                        Value::Null
+                    };
                 }
             }
             "content_block_delta" => {
                 let Some(i) = index(&v["index"]) else { return };
-                let Some((block, json_buf)) = self.blocks.get_mut(i) else {
+                let Some((block, json_buf)) = self.blocks.get_mut(i).filter(|b| b.0.is_object())
+                else {
                     return;
                 };
                 let d = &v["delta"];
@@ -186,6 +203,7 @@ impl Assembler {
         match self.dialect {
             Dialect::Chat => self.finish_chat(),
             Dialect::Messages => self.finish_messages(),
+            Dialect::Responses => self.response,
         }
     }
 

@@ -1,6 +1,7 @@
 //! `force_non_stream` (R9.6): replay one complete JSON answer as a well-formed SSE stream that
-//! ends with its terminal event — chat chunks then `data: [DONE]`, or Anthropic
-//! `message_start` … `message_stop`.
+//! ends with its terminal event — chat chunks then `data: [DONE]`, Anthropic
+//! `message_start` … `message_stop`, or Responses `response.created` … `response.completed`.
+//! Unexpected JSON shapes are skipped, never a panic.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -26,6 +27,7 @@ pub fn replay(dialect: Dialect, body: &[u8], include_usage: bool) -> Option<Byte
     let text = match dialect {
         Dialect::Chat => chat(&v, include_usage)?,
         Dialect::Messages => messages(&v)?,
+        Dialect::Responses => super::replay_responses::responses(&v)?,
     };
     Some(Bytes::from(text))
 }
@@ -64,6 +66,7 @@ fn chat(v: &Value, include_usage: bool) -> Option<String> {
         if let Some(calls) = m["tool_calls"].as_array().filter(|a| !a.is_empty()) {
             let calls: Vec<Value> = calls
                 .iter()
+                .filter(|t| t.is_object())
                 .enumerate()
                 .map(|(k, t)| {
                     let mut t = t.clone();
@@ -108,7 +111,7 @@ fn messages(v: &Value) -> Option<String> {
             "usage": start_usage,
         }}),
     );
-    for (i, b) in content.iter().enumerate() {
+    for (i, b) in content.iter().filter(|b| b.is_object()).enumerate() {
         let mut start = b.clone();
         let delta = match b["type"].as_str().unwrap_or("") {
             "text" => {

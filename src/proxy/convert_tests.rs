@@ -11,7 +11,7 @@ fn peeked(body: &str) -> (Bytes, Peek) {
 
 fn plan_for(policy: StreamPolicy, path: &str, body: &str) -> Plan {
     let (b, p) = peeked(body);
-    plan(policy, path, Some(&p), b)
+    plan_with(policy, true, path, Some(&p), b)
 }
 
 fn json(b: &[u8]) -> serde_json::Value {
@@ -39,8 +39,9 @@ fn modes_per_policy_and_client() {
         let body = format!(r#"{{"model":"m","stream":{stream}}}"#);
         assert_eq!(plan_for(policy, "/v1/chat/completions", &body).mode, want);
         assert_eq!(plan_for(policy, "/v1/messages", &body).mode, want);
+        assert_eq!(plan_for(policy, "/v1/responses", &body).mode, want);
         // Other paths pass through untouched.
-        let p = plan_for(policy, "/v1/responses", &body);
+        let p = plan_for(policy, "/v1/completions", &body);
         assert_eq!((p.mode, &p.body[..]), (Mode::Pass, body.as_bytes()));
     }
 }

@@ -3,16 +3,19 @@
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap};
+use http::Method;
 use tokio::time::{timeout_at, Instant};
 
 use super::attempt::Job;
 use super::convert;
 use super::gateway::Gateway;
+use super::passthrough;
 use super::relay::{self, Primed};
 use super::request::rewrite_model;
+use super::upbody::{Coding, UpBody};
 use super::upstream::{self, Outgoing};
 use super::usage::Usage;
-use crate::config::model::Channel;
+use crate::config::model::{Channel, Config};
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
 
@@ -25,7 +28,7 @@ pub struct UpstreamFailure {
 
 /// What one exchange produced.
 pub enum Exchange {
-    /// A stream whose first event arrived: ready to commit.
+    /// A stream that reached its commit point: ready to commit.
     Stream {
         status: u16,
         headers: HeaderMap,
@@ -38,6 +41,14 @@ pub enum Exchange {
         body: Bytes,
         usage: Usage,
     },
+    /// A non-SSE body to stream through (not JSON, or JSON too large to inspect): `head` is
+    /// what was read, the rest follows from `body`.
+    Passthrough {
+        status: u16,
+        headers: HeaderMap,
+        head: Bytes,
+        body: UpBody,
+    },
     /// A failure for the classifier, with the upstream answer when there was one.
     Failed {
         outcome: Outcome,
@@ -47,10 +58,23 @@ pub enum Exchange {
 
 /// Per-exchange knobs computed by the loop.
 pub struct Gates {
+    /// Response headers of a streaming request (R9.2).
     pub header_timeout: std::time::Duration,
+    /// A bound on a non-stream request's wait for headers below its non-stream timeout
+    /// (`timeouts.image_upstream_header` for images).
+    pub non_stream_header_cap: Option<std::time::Duration>,
     pub deadline: Instant,
     /// Whether the client's Idempotency-Key goes on this exchange (R10.2).
     pub send_idempotency_key: bool,
+}
+
+/// The non-stream timeout of `ch` (R9.7): its own value, or the global one when 0.
+pub fn non_stream_timeout(cfg: &Config, ch: &Channel) -> std::time::Duration {
+    if ch.non_stream_timeout.is_zero() {
+        cfg.timeouts.non_stream
+    } else {
+        ch.non_stream_timeout
+    }
 }
 
 pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Gates) -> Exchange {
@@ -59,15 +83,14 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
         (Some(p), false) => rewrite_model(&job.body, p, &step.upstream_model),
         _ => job.body.clone(),
     };
-    let plan = convert::plan(ch.stream_policy, &job.path, job.peek.as_ref(), body);
-    let body = plan.body.clone();
+    let plan = convert::plan(ch, &job.path, job.peek.as_ref(), body);
     let req = upstream::build(Outgoing {
         channel: ch,
         key: ch.keys.get(step.key_index),
         method: job.method.clone(),
         path_and_query: &job.path_and_query,
         client_headers: &job.headers,
-        body,
+        body: plan.body.clone(),
         idempotency_key: job
             .idempotency_key
             .as_ref()
@@ -76,17 +99,39 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
     });
     let req = match req {
         Ok(r) => r,
-        Err(e) => return failed(Outcome::LocalAdapter(e)),
+        Err(e) => return failed(Outcome::ChannelError(e.code.to_string())),
     };
-    let gate = (Instant::now() + g.header_timeout).min(g.deadline);
-    let resp = match timeout_at(gate, gw.upstream.send(req)).await {
+    // Seed 001: the header gate is for streaming requests. A non-stream answer sends its
+    // headers when generation is done, so its whole exchange — send to last byte — is
+    // governed by the non-stream timeout (R9.7), capped by the request deadline.
+    let sent = Instant::now();
+    let t_ns = (sent + non_stream_timeout(cfg, ch)).min(g.deadline);
+    let (gate, timeout_kind) = if plan.upstream_stream {
+        (sent + g.header_timeout, TransportKind::HeaderTimeout)
+    } else {
+        let cap = g.non_stream_header_cap.map_or(t_ns, |c| t_ns.min(sent + c));
+        let kind = if cap < t_ns {
+            TransportKind::HeaderTimeout
+        } else {
+            TransportKind::BodyTimeout
+        };
+        (cap, kind)
+    };
+    let gate = gate.min(g.deadline);
+    let resp = match timeout_at(gate, gw.upstream.send_for(ch, req)).await {
         Err(_) if gate == g.deadline => return failed(Outcome::DeadlineExceeded),
-        Err(_) => return failed(Outcome::Transport(TransportKind::HeaderTimeout)),
+        Err(_) => return failed(Outcome::Transport(timeout_kind)),
         Ok(Err(kind)) => return failed(Outcome::Transport(kind)),
         Ok(Ok(r)) => r,
     };
-    let (parts, mut inc) = resp.into_parts();
+    let (mut parts, mut inc) = resp.into_parts();
     let status = parts.status.as_u16();
+    let coding = Coding::of(&parts.headers);
+    if coding == Coding::Gzip {
+        inc.gunzip();
+        parts.headers.remove(header::CONTENT_ENCODING);
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
     if !(200..300).contains(&status) {
         let body = relay::read_error(&mut inc, g.deadline).await;
         let outcome = relay::status_outcome(status, &body);
@@ -99,74 +144,127 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
             }),
         };
     }
+    // An answer that is empty by definition is a success, not an empty body (R9.5).
+    if matches!(status, 204 | 205) || job.method == Method::HEAD {
+        return Exchange::Full {
+            status,
+            headers: parts.headers,
+            body: Bytes::new(),
+            usage: Usage::default(),
+        };
+    }
     let is_sse = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    let ns = if ch.non_stream_timeout.is_zero() {
-        cfg.timeouts.non_stream
-    } else {
-        ch.non_stream_timeout
-    };
-    if is_sse {
-        let t_ns = Instant::now() + ns;
-        return match relay::prime(inc, job.stream_format, cfg.timeouts.first_byte, g.deadline).await
-        {
-            Ok(primed) => match (plan.mode, plan.dialect) {
-                (convert::Mode::Assemble, Some(d)) => {
-                    match relay::assemble(primed, d, t_ns.min(g.deadline)).await {
-                        Ok((body, usage)) => Exchange::Full {
-                            status,
-                            headers: convert::with_content_type(parts.headers, false),
-                            body,
-                            usage,
-                        },
-                        Err(o) => failed(o),
-                    }
-                }
-                _ => {
-                    let mut primed = primed;
-                    if plan.hide_usage_chunk {
-                        primed.hide_usage_chunk();
-                    }
-                    Exchange::Stream {
-                        status,
-                        headers: parts.headers,
-                        primed,
-                    }
-                }
+    let inspectable = coding != Coding::Other;
+    if is_sse && inspectable {
+        return stream(job, &plan, cfg, status, parts.headers, inc, t_ns, g).await;
+    }
+    if inspectable && passthrough::is_json(&parts.headers) {
+        return whole(&plan, status, parts.headers, inc, t_ns).await;
+    }
+    match passthrough::first_chunk(&mut inc, t_ns).await {
+        Err(kind) => failed(Outcome::Transport(kind)),
+        Ok(None) => failed(Outcome::Transport(TransportKind::EmptyBody)),
+        Ok(Some(head)) => Exchange::Passthrough {
+            status,
+            headers: parts.headers,
+            head,
+            body: inc,
+        },
+    }
+}
+
+/// An SSE answer: prime it to its commit point, then relay it or assemble it (R9.6).
+#[allow(clippy::too_many_arguments)]
+async fn stream(
+    job: &Job,
+    plan: &convert::Plan,
+    cfg: &Config,
+    status: u16,
+    headers: HeaderMap,
+    inc: UpBody,
+    t_ns: Instant,
+    g: &Gates,
+) -> Exchange {
+    let mut primed =
+        match relay::prime(inc, job.stream_format, cfg.timeouts.first_byte, g.deadline).await {
+            Ok(p) => p,
+            Err(o) => return failed(o),
+        };
+    if let (convert::Mode::Assemble, Some(d)) = (plan.mode, plan.dialect) {
+        return match relay::assemble(primed, d, t_ns).await {
+            Ok((body, usage)) => Exchange::Full {
+                status,
+                headers: convert::with_content_type(headers, false),
+                body,
+                usage,
             },
             Err(o) => failed(o),
         };
     }
-    match relay::read_full(&mut inc, (Instant::now() + ns).min(g.deadline)).await {
-        Err(kind) => failed(Outcome::Transport(kind)),
-        Ok(b) if b.is_empty() => failed(Outcome::Transport(TransportKind::EmptyBody)),
-        Ok(b) => match super::hidden::body_hidden_error(&b) {
-            Some(code) => {
-                let code = code.unwrap_or(502);
-                let outcome = relay::status_outcome(code, &b);
-                Exchange::Failed {
-                    outcome,
-                    answer: Some(UpstreamFailure {
-                        status: code,
-                        headers: parts.headers,
-                        body: b,
-                    }),
-                }
+    if plan.hide_usage_chunk {
+        primed.hide_usage_chunk();
+    }
+    Exchange::Stream {
+        status,
+        headers,
+        primed,
+    }
+}
+
+/// A JSON answer: read whole (bounded) and inspected, or streamed through when too large.
+async fn whole(
+    plan: &convert::Plan,
+    status: u16,
+    headers: HeaderMap,
+    mut inc: UpBody,
+    t_ns: Instant,
+) -> Exchange {
+    let b = match passthrough::read_json(&mut inc, t_ns).await {
+        Err(kind) => return failed(Outcome::Transport(kind)),
+        Ok(passthrough::Read::TooLarge(head)) => {
+            return Exchange::Passthrough {
+                status,
+                headers,
+                head,
+                body: inc,
             }
-            None => {
-                let usage = Usage::from_body(&b).unwrap_or_default();
-                let (headers, b) = convert::replay_if_planned(&plan, parts.headers, b);
-                Exchange::Full {
-                    status,
-                    headers,
-                    body: b,
-                    usage,
-                }
-            }
-        },
+        }
+        Ok(passthrough::Read::Whole(b)) => b,
+    };
+    if b.is_empty() {
+        return failed(Outcome::Transport(TransportKind::EmptyBody));
+    }
+    if let Some(code) = super::hidden::body_hidden_error(&b) {
+        let code = code.unwrap_or(502);
+        let outcome = relay::status_outcome(code, &b);
+        return Exchange::Failed {
+            outcome,
+            answer: Some(UpstreamFailure {
+                status: code,
+                headers,
+                body: b,
+            }),
+        };
+    }
+    let usage = match Usage::from_body(&b) {
+        Some(u) => u,
+        // A JSON answer that does not parse was cut short (or is not JSON at all): a broken
+        // answer, never a success.
+        None if serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_err() => {
+            return failed(Outcome::Transport(TransportKind::Broken));
+        }
+        None => Usage::default(),
+    };
+    let (headers, b) = convert::replay_if_planned(plan, headers, b);
+    Exchange::Full {
+        status,
+        headers,
+        body: b,
+        usage,
     }
 }
 

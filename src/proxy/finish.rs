@@ -11,7 +11,9 @@ use super::relay::{StreamEnd, StreamObserver};
 use super::sse::Event;
 use super::usage::{StreamUsage, Usage};
 use crate::config::model::Channel;
+use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::state::outcome as health;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
 use crate::telemetry;
@@ -22,6 +24,8 @@ pub struct Finish {
     metrics: Arc<telemetry::RequestMetrics>,
     rec: RequestRecord,
     started: std::time::Instant,
+    /// Size of the client's request body (usage estimates, R9.8).
+    request_bytes: usize,
     pub attempts: Vec<AttemptRecord>,
     /// Settled in `done`, refunded in `failed` (R11.1).
     pub billing: Option<crate::billing::Session>,
@@ -113,6 +117,7 @@ impl Finish {
             metrics: gw.request_metrics.clone(),
             rec,
             started: job.started,
+            request_bytes: job.body.len(),
             attempts: Vec::new(),
             billing: None,
             written: false,
@@ -139,6 +144,10 @@ impl Finish {
     /// The gateway's own error code for a request it refused (e.g. `insufficient_quota`).
     pub fn set_error_code(&mut self, code: &str) {
         self.rec.error_code = Some(code.to_string());
+    }
+
+    pub fn request_bytes(&self) -> usize {
+        self.request_bytes
     }
 
     /// Mark the usage passed to `done` as estimated (R9.8).
@@ -310,4 +319,63 @@ impl StreamObserver for LogObserver {
             Some(end.label()),
         );
     }
+}
+
+/// A committed answer's bookkeeping and the observer that finishes its request when the relay
+/// ends; with the route header.
+#[allow(clippy::too_many_arguments)]
+pub fn observer(
+    gw: &Gateway,
+    st: &Arc<crate::state::ChannelState>,
+    mut fin: Finish,
+    visits: &mut health::Visits,
+    sticky: Option<&crate::affinity::Sticky>,
+    step: &Step,
+    ch: &Channel,
+    status: u16,
+    t0: Instant,
+) -> (LogObserver, String) {
+    succeeded(gw, st, &mut fin, visits, sticky, step, ch, status, t0);
+    let route = fin.chain();
+    let request_bytes = fin.request_bytes();
+    let mut obs = LogObserver::new(fin, st.clone(), step.upstream_model.to_string(), status);
+    obs.request_bytes = request_bytes;
+    (obs, route)
+}
+
+/// Bookkeeping of a successful attempt: the attempt record, upstream latency, the affinity
+/// binding (written only after a success, R8.3) and the breaker/health visit.
+#[allow(clippy::too_many_arguments)]
+pub fn succeeded(
+    gw: &Gateway,
+    st: &crate::state::ChannelState,
+    fin: &mut Finish,
+    visits: &mut health::Visits,
+    sticky: Option<&crate::affinity::Sticky>,
+    step: &Step,
+    ch: &Channel,
+    status: u16,
+    t0: Instant,
+) {
+    fin.attempts.push(attempt_record(
+        ch,
+        step.key_index,
+        Some(status),
+        "success",
+        t0,
+        false,
+    ));
+    st.metrics.attempts_success.increment(1);
+    st.metrics
+        .upstream_duration
+        .record(t0.elapsed().as_secs_f64());
+    if let Some(s) = sticky {
+        fin.fallback(s.succeeded(&gw.bindings, &ch.name));
+    }
+    visits.attempt(
+        step.channel,
+        step.key_index,
+        &Outcome::Success,
+        t0.elapsed(),
+    );
 }

@@ -3,7 +3,8 @@
 use serde_json::Value;
 
 /// `Some(status)` when `v` is an error-only object: the status embedded in `error.code`
-/// (or `error.status`) when it is a valid HTTP status, else `None` (the caller maps it to 502).
+/// (or `error.status`) when it is an HTTP error status (400–599), else `None` (the caller
+/// maps it to 502).
 /// Returns `None` (outer) when `v` is not an error-only object.
 pub fn embedded_error(v: &Value) -> Option<Option<u16>> {
     let obj = v.as_object()?;
@@ -19,7 +20,9 @@ pub fn embedded_error(v: &Value) -> Option<Option<u16>> {
         c.as_u64()
             .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
     });
-    let code = code.filter(|c| (100..=599).contains(c)).map(|c| c as u16);
+    // Only an error status may become the client's status: a `code` of 200 or 302 inside an
+    // error object is not a reason to answer 200 or redirect.
+    let code = code.filter(|c| (400..=599).contains(c)).map(|c| c as u16);
     Some(code.or_else(|| anthropic_status(err["type"].as_str()?)))
 }
 
@@ -62,6 +65,8 @@ mod tests {
                 Some(None),
             ),
             (r#"{"error":{"code":42,"message":"x"}}"#, Some(None)),
+            (r#"{"error":{"code":200,"message":"x"}}"#, Some(None)),
+            (r#"{"error":{"code":"302","message":"x"}}"#, Some(None)),
             (
                 r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#,
                 Some(Some(529)),

@@ -1,35 +1,40 @@
-//! One attempt's response: read errors and full bodies within their time gates, prime a stream
-//! up to its first event, then commit and relay it event by event (R9.1–R9.5, R9.8).
+//! One attempt's response: read errors within their time gates, prime a stream up to its
+//! commit point, then commit and relay it event by event (R9.1–R9.5, R9.8).
 //!
 //! Architecture Invariant (commit point, R9.3): a `Primed` stream is the only way to produce a
 //! streaming response, and `commit` consumes it: after `commit` the attempt loop has returned,
 //! so nothing can be retried once a byte has reached the client.
+//!
+//! Every event received is relayed, in order, as soon as it is complete, whatever the read
+//! boundaries were: the framer is drained before each read and at the end of the upstream.
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body::Body;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
-use super::body::ResponseBody;
+use super::body::{Aborted, ResponseBody};
 use super::convert;
 use super::sse::{self, Event, Framer, StreamFormat};
+use super::upbody::UpBody;
 use super::usage::Usage;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::telemetry;
 
-/// Largest upstream body read into memory (non-stream answers and error bodies).
-const MAX_UPSTREAM_BODY: usize = 128 * 1024 * 1024;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Read an upstream body completely, before `deadline` and within `max` bytes.
-pub async fn read_body(
-    body: &mut Incoming,
+pub async fn read_body<B>(
+    body: &mut B,
     deadline: Instant,
     max: usize,
-) -> Result<Bytes, TransportKind> {
+) -> Result<Bytes, TransportKind>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
     let mut buf = bytes::BytesMut::new();
     loop {
         match timeout_at(deadline, body.frame()).await {
@@ -46,11 +51,6 @@ pub async fn read_body(
             }
         }
     }
-}
-
-/// Read a non-stream success body (R9.7).
-pub async fn read_full(body: &mut Incoming, deadline: Instant) -> Result<Bytes, TransportKind> {
-    read_body(body, deadline, MAX_UPSTREAM_BODY).await
 }
 
 /// Turn an upstream error status and body into the classifier's outcome.
@@ -73,20 +73,26 @@ pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
 }
 
 /// Read an error body (bounded) for classification and for relaying to the client.
-pub async fn read_error(body: &mut Incoming, deadline: Instant) -> Bytes {
+pub async fn read_error<B>(body: &mut B, deadline: Instant) -> Bytes
+where
+    B: Body<Data = Bytes> + Unpin,
+{
     let d = deadline.min(Instant::now() + Duration::from_secs(10));
     read_body(body, d, MAX_ERROR_BODY).await.unwrap_or_default()
 }
 
-/// A stream whose first event arrived and is not an error: ready to commit. Only `prime`
-/// makes one (its fields are private), and only `commit` (relay to the client) or `assemble`
-/// (fold into one JSON answer before anything reached the client) consume it.
+/// A stream that reached its commit point (its first content-bearing or terminal event) without
+/// an error: ready to commit. Only `prime` makes one (its fields are private), and only
+/// `commit` (relay to the client) or `assemble` (fold into one JSON answer before anything
+/// reached the client) consume it.
 pub struct Primed {
-    body: Incoming,
+    body: UpBody,
     framer: Framer,
     held: Vec<Event>,
     format: StreamFormat,
     hide_usage_chunk: bool,
+    /// The upstream body already ended (the framer holds the rest of the stream).
+    ended: bool,
 }
 
 impl Primed {
@@ -104,72 +110,97 @@ impl Primed {
     async fn forward(
         &self,
         ev: Event,
-        tx: &mpsc::Sender<Bytes>,
+        tx: &mpsc::Sender<Result<Bytes, Aborted>>,
         obs: &mut dyn StreamObserver,
     ) -> Result<bool, ()> {
         obs.event(&ev);
         if self.hide_usage_chunk && convert::is_usage_chunk(&ev) {
             return Ok(false);
         }
-        tx.send(ev.raw).await.map(|_| true).map_err(|_| ())
+        tx.send(Ok(ev.raw)).await.map(|_| true).map_err(|_| ())
+    }
+
+    /// Read the next upstream chunk into the framer before `deadline`; `Ok(false)` at the end.
+    async fn read(&mut self, deadline: Instant) -> Result<(), Option<TransportKind>> {
+        match timeout_at(deadline, self.body.frame()).await {
+            Err(_) => Err(None),
+            Ok(None) => {
+                self.framer.finish();
+                self.ended = true;
+                Ok(())
+            }
+            Ok(Some(Err(_))) => Err(Some(TransportKind::Broken)),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(d) = frame.into_data() {
+                    self.framer.push(&d);
+                }
+                Ok(())
+            }
+        }
     }
 }
 
-/// Read until the first data event, each read within `first_byte` (upstream keepalive comments
-/// reset the timer, R9.2). Failure here is an ordinary failed attempt.
+/// The failure a pre-commit error event stands for.
+fn error_outcome(code: u16, ev: &Event) -> Outcome {
+    status_outcome(code, ev.data.as_deref().unwrap_or("").as_bytes())
+}
+
+/// Read up to the commit point: the first content-bearing or terminal event. The preamble
+/// (`message_start`, `ping`, `response.created`, …) is held, not relayed, so an error event
+/// that follows it is still an ordinary failed attempt (R9.3). From the headers to the commit
+/// point every complete event — upstream keepalives included — must come within
+/// `first_byte` of the previous one (R9.2); bytes that do not complete an event do not count.
 pub async fn prime(
-    mut body: Incoming,
+    body: UpBody,
     format: StreamFormat,
     first_byte: Duration,
     deadline: Instant,
 ) -> Result<Primed, Outcome> {
-    let mut framer = Framer::new(format != StreamFormat::Messages && format != StreamFormat::Other);
+    let strip = format != StreamFormat::Messages && format != StreamFormat::Other;
+    let mut p = Primed {
+        body,
+        framer: Framer::new(strip),
+        held: Vec::new(),
+        format,
+        hide_usage_chunk: false,
+        ended: false,
+    };
+    let mut gate = (Instant::now() + first_byte).min(deadline);
     loop {
-        let gate = (Instant::now() + first_byte).min(deadline);
-        let frame = match timeout_at(gate, body.frame()).await {
-            Err(_) if gate == deadline => return Err(Outcome::DeadlineExceeded),
-            Err(_) => {
+        while let Some(ev) = p.framer.next_event() {
+            gate = (Instant::now() + first_byte).min(deadline);
+            if ev.comment_only {
+                continue;
+            }
+            if let Some(code) = sse::pre_commit_error(format, &ev) {
+                return Err(error_outcome(code, &ev));
+            }
+            let commit = !sse::is_preamble(format, &ev);
+            p.held.push(ev);
+            if commit {
+                return Ok(p);
+            }
+        }
+        if p.ended {
+            let kind = if p.held.is_empty() {
+                TransportKind::EmptyBody
+            } else {
+                TransportKind::Broken
+            };
+            return Err(Outcome::Transport(kind));
+        }
+        if p.framer.overflowed() {
+            return Err(Outcome::Transport(TransportKind::Broken));
+        }
+        match p.read(gate).await {
+            Ok(()) => {}
+            Err(Some(kind)) => return Err(Outcome::Transport(kind)),
+            Err(None) if gate == deadline => return Err(Outcome::DeadlineExceeded),
+            Err(None) => {
                 metrics::counter!(telemetry::STREAMS, "outcome" => "first_byte_timeout")
                     .increment(1);
                 return Err(Outcome::Transport(TransportKind::FirstByteTimeout));
             }
-            Ok(None) => return Err(Outcome::Transport(TransportKind::EmptyBody)),
-            Ok(Some(Err(_))) => return Err(Outcome::Transport(TransportKind::Broken)),
-            Ok(Some(Ok(f))) => f,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        framer.push(&data);
-        while let Some(ev) = framer.next_event() {
-            if ev.comment_only {
-                continue;
-            }
-            if let Some(code) = sse::hidden_error(&ev) {
-                let code = code.unwrap_or(502);
-                let Outcome::Status {
-                    error_code,
-                    error_type,
-                    message,
-                    ..
-                } = status_outcome(code, ev.data.as_deref().unwrap_or("").as_bytes())
-                else {
-                    unreachable!("status_outcome returns Status")
-                };
-                return Err(Outcome::Status {
-                    code,
-                    error_code,
-                    error_type,
-                    message,
-                });
-            }
-            return Ok(Primed {
-                body,
-                framer,
-                held: vec![ev],
-                format,
-                hide_usage_chunk: false,
-            });
         }
     }
 }
@@ -216,7 +247,7 @@ pub fn commit(p: Primed, times: RelayTimes, observer: Box<dyn StreamObserver>) -
 async fn relay(
     mut p: Primed,
     times: RelayTimes,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Result<Bytes, Aborted>>,
     mut obs: Box<dyn StreamObserver>,
 ) {
     let end = pump(&mut p, &times, &tx, obs.as_mut()).await;
@@ -228,7 +259,7 @@ async fn relay(
 async fn pump(
     p: &mut Primed,
     times: &RelayTimes,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
     obs: &mut dyn StreamObserver,
 ) -> StreamEnd {
     let mut terminal = false;
@@ -241,49 +272,39 @@ async fn pump(
     let mut last_upstream = Instant::now();
     let mut last_client = Instant::now();
     loop {
+        // Every complete event is relayed before the next read.
+        while let Some(ev) = p.framer.next_event() {
+            terminal |= sse::is_terminal(p.format, &ev);
+            match p.forward(ev, tx, obs).await {
+                Err(()) => return StreamEnd::ClientCancel,
+                Ok(true) => last_client = Instant::now(),
+                Ok(false) => {}
+            }
+        }
+        if p.ended {
+            return cut(tx, p.format, terminal, "upstream closed the stream").await;
+        }
+        if p.framer.overflowed() {
+            return cut(tx, p.format, terminal, "upstream event too large").await;
+        }
         let wake = (last_client + times.keepalive).min(last_upstream + times.idle);
         tokio::select! {
             biased;
             _ = tx.closed() => return StreamEnd::ClientCancel,
-            frame = timeout_at(wake, p.body.frame()) => match frame {
-                Err(_) => {
+            r = p.read(wake) => match r {
+                Ok(()) => last_upstream = Instant::now(),
+                Err(Some(_)) => {
+                    return cut(tx, p.format, terminal, "upstream connection broke").await
+                }
+                Err(None) => {
                     if Instant::now() >= last_upstream + times.idle {
                         return cut(tx, p.format, terminal, "upstream went silent").await;
                     }
-                    if tx.send(sse::keepalive(p.format)).await.is_err() {
+                    if tx.send(Ok(sse::keepalive(p.format))).await.is_err() {
                         return StreamEnd::ClientCancel;
                     }
                     obs.keepalive();
                     last_client = Instant::now();
-                }
-                Ok(None) => {
-                    // Flush a final event that lacked its blank line.
-                    if p.framer.pending() > 0 {
-                        p.framer.push(b"\n\n");
-                        if let Some(ev) = p.framer.next_event() {
-                            terminal |= sse::is_terminal(p.format, &ev);
-                            if p.forward(ev, tx, obs).await.is_err() {
-                                return StreamEnd::ClientCancel;
-                            }
-                        }
-                    }
-                    return cut(tx, p.format, terminal, "upstream closed the stream").await;
-                }
-                Ok(Some(Err(_))) => {
-                    return cut(tx, p.format, terminal, "upstream connection broke").await
-                }
-                Ok(Some(Ok(frame))) => {
-                    last_upstream = Instant::now();
-                    let Ok(data) = frame.into_data() else { continue };
-                    p.framer.push(&data);
-                    while let Some(ev) = p.framer.next_event() {
-                        terminal |= sse::is_terminal(p.format, &ev);
-                        match p.forward(ev, tx, obs).await {
-                            Err(()) => return StreamEnd::ClientCancel,
-                            Ok(true) => last_client = Instant::now(),
-                            Ok(false) => {}
-                        }
-                    }
                 }
             }
         }
@@ -311,25 +332,19 @@ pub async fn assemble(
         take(&ev, &mut terminal);
     }
     loop {
-        match timeout_at(deadline, p.body.frame()).await {
-            Err(_) => return Err(Outcome::Transport(TransportKind::BodyTimeout)),
-            Ok(Some(Err(_))) => return Err(Outcome::Transport(TransportKind::Broken)),
-            Ok(None) => break,
-            Ok(Some(Ok(frame))) => {
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                p.framer.push(&data);
-                while let Some(ev) = p.framer.next_event() {
-                    take(&ev, &mut terminal);
-                }
-            }
-        }
-    }
-    if p.framer.pending() > 0 {
-        p.framer.push(b"\n\n");
         while let Some(ev) = p.framer.next_event() {
             take(&ev, &mut terminal);
+        }
+        if p.ended {
+            break;
+        }
+        if p.framer.overflowed() {
+            return Err(Outcome::Transport(TransportKind::Broken));
+        }
+        match p.read(deadline).await {
+            Ok(()) => {}
+            Err(None) => return Err(Outcome::Transport(TransportKind::BodyTimeout)),
+            Err(Some(kind)) => return Err(Outcome::Transport(kind)),
         }
     }
     if !terminal {
@@ -343,7 +358,7 @@ pub async fn assemble(
 /// End of the upstream stream: complete when the terminal event was seen, else close with an
 /// explicit `stream_incomplete` error in the endpoint's format (R9.4).
 async fn cut(
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
     format: StreamFormat,
     terminal: bool,
     why: &str,
@@ -351,6 +366,6 @@ async fn cut(
     if terminal || format == StreamFormat::Other {
         return StreamEnd::Complete;
     }
-    let _ = tx.send(sse::incomplete_event(format, why)).await;
+    let _ = tx.send(Ok(sse::incomplete_event(format, why))).await;
     StreamEnd::Incomplete
 }

@@ -70,7 +70,19 @@ pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, rou
             HeaderValue::from_static("application/json"),
         );
     }
+    if is_event_stream(r.headers()) {
+        // Seed 001: front proxies must not cache or buffer a stream.
+        let h = r.headers_mut();
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    }
     with_route(r, debug, route)
+}
+
+fn is_event_stream(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().starts_with("text/event-stream"))
 }
 
 pub fn with_route(mut r: Resp, debug: bool, route: &str) -> Resp {

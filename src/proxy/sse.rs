@@ -32,21 +32,28 @@ pub struct Event {
     pub comment_only: bool,
 }
 
-/// Incremental splitter: push upstream chunks, pull complete events.
+/// Largest incomplete event the framer holds (bytes): an upstream that sends more without
+/// ending an event is hostile or broken, and its stream fails instead of growing memory.
+pub const MAX_PENDING: usize = 16 * 1024 * 1024;
+
+/// Incremental splitter: push upstream chunks, pull complete events. Read boundaries are not
+/// event boundaries: a chunk may hold several events or part of one, split anywhere (inside a
+/// UTF-8 character, between `\r` and `\n`). Lines end in `\n`, `\r\n` or `\r`.
 #[derive(Debug, Default)]
 pub struct Framer {
     buf: BytesMut,
-    /// Where to resume looking for the end of the current event.
+    /// Next byte to examine; everything before it is scanned.
     scan: usize,
+    /// Start of the line being scanned.
+    line_start: usize,
     strip_ids: bool,
 }
 
 impl Framer {
     pub fn new(strip_ids: bool) -> Self {
         Framer {
-            buf: BytesMut::new(),
-            scan: 0,
             strip_ids,
+            ..Framer::default()
         }
     }
 
@@ -59,74 +66,103 @@ impl Framer {
         self.buf.len()
     }
 
+    /// The incomplete event held is larger than [`MAX_PENDING`].
+    pub fn overflowed(&self) -> bool {
+        self.buf.len() > MAX_PENDING
+    }
+
+    /// The upstream ended: complete a final event that lacked its blank line, so the next
+    /// calls to [`Framer::next_event`] return every event received.
+    pub fn finish(&mut self) {
+        match self.buf.last() {
+            None => {}
+            Some(_) if self.buf.iter().all(|c| matches!(c, b'\n' | b'\r')) => self.clear(),
+            Some(b'\n') => self.buf.extend_from_slice(b"\n"),
+            Some(_) => self.buf.extend_from_slice(b"\n\n"),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.scan = 0;
+        self.line_start = 0;
+    }
+
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<Event> {
         let end = self.find_event_end()?;
         let raw = self.buf.split_to(end).freeze();
         self.scan = 0;
+        self.line_start = 0;
         Some(parse_event(raw, self.strip_ids))
     }
 
-    /// Find the end (exclusive) of the first event: the byte after an empty line.
+    /// Find the end (exclusive) of the first event: the byte after an empty line. Each byte
+    /// is examined once however the event was split into chunks.
     fn find_event_end(&mut self) -> Option<usize> {
         let b = &self.buf[..];
         let mut i = self.scan;
-        let mut line_start = if i == 0 { 0 } else { usize::MAX };
-        // Re-scan from the start of the line we stopped in, to keep the logic simple.
-        if line_start == usize::MAX {
-            line_start = b[..i]
-                .iter()
-                .rposition(|&c| c == b'\n' || c == b'\r')
-                .map_or(0, |p| p + 1);
-            i = line_start;
-        }
         while i < b.len() {
-            let c = b[i];
-            if c == b'\n' || c == b'\r' {
-                let mut next = i + 1;
-                if c == b'\r' {
-                    if next >= b.len() {
-                        // A CR at the very end: wait for a possible LF.
-                        self.scan = line_start;
-                        return None;
-                    }
-                    if b[next] == b'\n' {
-                        next += 1;
-                    }
+            let Some(p) = memchr::memchr2(b'\n', b'\r', &b[i..]) else {
+                i = b.len();
+                break;
+            };
+            i += p;
+            let mut next = i + 1;
+            if b[i] == b'\r' {
+                if next >= b.len() {
+                    // A CR at the very end: wait for a possible LF.
+                    break;
                 }
-                if i == line_start {
-                    return Some(next);
+                if b[next] == b'\n' {
+                    next += 1;
                 }
-                line_start = next;
-                i = next;
-            } else {
-                i += 1;
             }
+            if i == self.line_start {
+                return Some(next);
+            }
+            self.line_start = next;
+            i = next;
         }
-        self.scan = line_start.min(b.len());
+        self.scan = i;
         None
     }
 }
 
+/// The lines of `raw` with their terminators (`\n`, `\r\n` or `\r`): (line, line + terminator).
+fn lines(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut rest = raw;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (line_len, full) = match memchr::memchr2(b'\n', b'\r', rest) {
+            None => (rest.len(), rest.len()),
+            Some(p) if rest[p] == b'\r' && rest.get(p + 1) == Some(&b'\n') => (p, p + 2),
+            Some(p) => (p, p + 1),
+        };
+        let out = (&rest[..line_len], &rest[..full]);
+        rest = &rest[full..];
+        Some(out)
+    })
+}
+
 fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
-    let text = String::from_utf8_lossy(&raw);
     let mut name = None;
     let mut data: Option<String> = None;
     let mut has_id = false;
     let mut comment_only = true;
-    for line in text
-        .split(['\n'])
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-    {
-        if line.is_empty() || line.starts_with(':') {
+    for (line, _) in lines(&raw) {
+        if line.is_empty() || line[0] == b':' {
             continue;
         }
+        let line = String::from_utf8_lossy(line);
         let (field, value) = match line.find(':') {
             Some(p) => (
                 &line[..p],
                 line[p + 1..].strip_prefix(' ').unwrap_or(&line[p + 1..]),
             ),
-            None => (line, ""),
+            None => (&line[..], ""),
         };
         match field {
             "event" => {
@@ -162,9 +198,9 @@ fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
 
 fn strip_id_lines(raw: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(raw.len());
-    for line in raw.split_inclusive(|&c| c == b'\n') {
-        if !(line.starts_with(b"id:") || line == b"id\n" || line == b"id\r\n") {
-            out.extend_from_slice(line);
+    for (line, full) in lines(raw) {
+        if !(line.starts_with(b"id:") || line == b"id") {
+            out.extend_from_slice(full);
         }
     }
     out.freeze()
@@ -224,6 +260,42 @@ pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
     }
     let v: serde_json::Value = serde_json::from_str(data).ok()?;
     crate::proxy::hidden::embedded_error(&v)
+}
+
+/// An event that opens a stream without content: held back until the first content-bearing
+/// (or terminal) event, so an error that follows it can still fail over (R9.3). Anthropic
+/// sends `message_start` and `ping`; the Responses API `response.created` and
+/// `response.in_progress`.
+pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
+    let ty = || {
+        ev.name
+            .clone()
+            .or_else(|| json_type(ev.data.as_deref().unwrap_or("")))
+    };
+    match format {
+        StreamFormat::Messages => matches!(ty().as_deref(), Some("message_start" | "ping")),
+        StreamFormat::Responses => matches!(
+            ty().as_deref(),
+            Some("response.created" | "response.in_progress")
+        ),
+        StreamFormat::Chat | StreamFormat::Other => false,
+    }
+}
+
+/// An event before the commit point that fails the attempt: a hidden error (R9.5), or a
+/// Responses `error` / `response.failed` event. The status to classify it with.
+pub fn pre_commit_error(format: StreamFormat, ev: &Event) -> Option<u16> {
+    if let Some(code) = hidden_error(ev) {
+        return Some(code.unwrap_or(502));
+    }
+    if format != StreamFormat::Responses {
+        return None;
+    }
+    let ty = ev
+        .name
+        .clone()
+        .or_else(|| json_type(ev.data.as_deref().unwrap_or("")));
+    matches!(ty.as_deref(), Some("error" | "response.failed")).then_some(502)
 }
 
 /// The keepalive to inject after silence (R9.2): a comment, or Anthropic's native ping.

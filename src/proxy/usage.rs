@@ -1,4 +1,15 @@
-//! Token usage extraction from upstream bodies and stream events (R8.5, R11).
+//! Token usage extraction from upstream bodies and stream events (R8.5, R11), normalised
+//! across wire formats:
+//!
+//! | normalised | OpenAI chat / completions | OpenAI Responses | Anthropic Messages |
+//! |---|---|---|---|
+//! | `prompt_tokens` (all input) | `prompt_tokens` | `input_tokens` | `input_tokens` + `cache_read_input_tokens` + `cache_creation_input_tokens` |
+//! | `cached_tokens` (cache reads, part of prompt) | `prompt_tokens_details.cached_tokens` | `input_tokens_details.cached_tokens` | `cache_read_input_tokens` |
+//! | `cache_write_tokens` (part of prompt) | 0 | 0 | `cache_creation_input_tokens` |
+//! | `completion_tokens` | `completion_tokens` | `output_tokens` | `output_tokens` |
+//!
+//! OpenAI's prompt count already includes its cached tokens; Anthropic's `input_tokens`
+//! excludes both cache counts, so they are added. `cached_tokens <= prompt_tokens` always.
 
 use serde_json::Value;
 
@@ -6,9 +17,13 @@ use super::sse::Event;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
+    /// Every input token, cache reads and writes included.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Input tokens read from the provider's prompt cache (part of `prompt_tokens`).
     pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (part of `prompt_tokens`).
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -21,17 +36,39 @@ impl Usage {
     /// `message_start` and output at `message_delta`).
     pub fn absorb(&mut self, u: &Value) {
         let n = |v: &Value| v.as_u64();
-        if let Some(p) = n(&u["prompt_tokens"]).or_else(|| n(&u["input_tokens"])) {
-            self.prompt_tokens = p;
-        }
-        if let Some(c) = n(&u["completion_tokens"]).or_else(|| n(&u["output_tokens"])) {
+        self.fold(Raw {
+            prompt: n(&u["prompt_tokens"]),
+            input: n(&u["input_tokens"]),
+            completion: n(&u["completion_tokens"]).or_else(|| n(&u["output_tokens"])),
+            cached: n(&u["prompt_tokens_details"]["cached_tokens"])
+                .or_else(|| n(&u["input_tokens_details"]["cached_tokens"])),
+            cache_read: n(&u["cache_read_input_tokens"]),
+            cache_write: n(&u["cache_creation_input_tokens"]),
+        });
+    }
+
+    /// Fold one report's raw fields in, normalising (see the module table).
+    pub(crate) fn fold(&mut self, r: Raw) {
+        if let Some(c) = r.completion {
             self.completion_tokens = c;
         }
-        let cached = n(&u["prompt_tokens_details"]["cached_tokens"])
-            .or_else(|| n(&u["input_tokens_details"]["cached_tokens"]))
-            .or_else(|| n(&u["cache_read_input_tokens"]));
-        if let Some(c) = cached {
-            self.cached_tokens = c;
+        if let Some(p) = r.prompt {
+            self.prompt_tokens = p;
+            self.cached_tokens = r.cached.unwrap_or(0).min(p);
+            self.cache_write_tokens = 0;
+        } else if let Some(i) = r.input {
+            if r.cache_read.is_some() || r.cache_write.is_some() {
+                // Anthropic: input excludes both cache counts.
+                let read = r.cache_read.unwrap_or(0);
+                let write = r.cache_write.unwrap_or(0);
+                self.prompt_tokens = i.saturating_add(read).saturating_add(write);
+                self.cached_tokens = read;
+                self.cache_write_tokens = write;
+            } else {
+                self.prompt_tokens = i;
+                self.cached_tokens = r.cached.unwrap_or(0).min(i);
+                self.cache_write_tokens = 0;
+            }
         }
     }
 
@@ -55,6 +92,20 @@ impl Usage {
             }
         }
     }
+}
+
+/// The usage fields of one report, as sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Raw {
+    pub prompt: Option<u64>,
+    pub input: Option<u64>,
+    pub completion: Option<u64>,
+    /// OpenAI `*_tokens_details.cached_tokens` (included in the prompt count).
+    pub cached: Option<u64>,
+    /// Anthropic `cache_read_input_tokens` (excluded from `input_tokens`).
+    pub cache_read: Option<u64>,
+    /// Anthropic `cache_creation_input_tokens` (excluded from `input_tokens`).
+    pub cache_write: Option<u64>,
 }
 
 /// Characters per token used when usage has to be estimated (R9.8): the common rule of thumb
@@ -143,7 +194,8 @@ mod tests {
             Usage {
                 prompt_tokens: 10,
                 completion_tokens: 5,
-                cached_tokens: 4
+                cached_tokens: 4,
+                cache_write_tokens: 0
             }
         );
         let u = Usage::from_body(
@@ -153,9 +205,10 @@ mod tests {
         assert_eq!(
             u,
             Usage {
-                prompt_tokens: 7,
+                prompt_tokens: 9,
                 completion_tokens: 3,
-                cached_tokens: 2
+                cached_tokens: 2,
+                cache_write_tokens: 0
             }
         );
         assert!(Usage::from_body(b"{}").is_none());
@@ -183,7 +236,7 @@ mod tests {
                 Usage {
                     prompt_tokens: 3,
                     completion_tokens: 2,
-                    cached_tokens: 0
+                    ..Usage::default()
                 },
                 false
             )
@@ -239,7 +292,7 @@ mod tests {
             Usage {
                 prompt_tokens: 9,
                 completion_tokens: 12,
-                cached_tokens: 0
+                ..Usage::default()
             }
         );
     }

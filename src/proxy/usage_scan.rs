@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::lenient::Lenient;
-use super::usage::Usage;
+use super::usage::{Raw, Usage};
 
 #[derive(Deserialize, Default)]
 struct Details {
@@ -29,6 +29,8 @@ struct RawUsage {
     input_tokens_details: Option<Details>,
     #[serde(default)]
     cache_read_input_tokens: Lenient,
+    #[serde(default)]
+    cache_creation_input_tokens: Lenient,
 }
 
 #[derive(Deserialize)]
@@ -53,14 +55,16 @@ pub fn from_body(body: &[u8]) -> Option<Usage> {
     let b: Body = serde_json::from_slice(body).ok()?;
     let u = b.usage.or_else(|| b.response.and_then(|r| r.usage))?;
     let cached = |d: &Option<Details>| d.as_ref().and_then(|d| d.cached_tokens.0);
-    Some(Usage {
-        prompt_tokens: u.prompt_tokens.0.or(u.input_tokens.0).unwrap_or(0),
-        completion_tokens: u.completion_tokens.0.or(u.output_tokens.0).unwrap_or(0),
-        cached_tokens: cached(&u.prompt_tokens_details)
-            .or_else(|| cached(&u.input_tokens_details))
-            .or(u.cache_read_input_tokens.0)
-            .unwrap_or(0),
-    })
+    let mut out = Usage::default();
+    out.fold(Raw {
+        prompt: u.prompt_tokens.0,
+        input: u.input_tokens.0,
+        completion: u.completion_tokens.0.or(u.output_tokens.0),
+        cached: cached(&u.prompt_tokens_details).or_else(|| cached(&u.input_tokens_details)),
+        cache_read: u.cache_read_input_tokens.0,
+        cache_write: u.cache_creation_input_tokens.0,
+    });
+    Some(out)
 }
 
 #[cfg(test)]
@@ -89,6 +93,8 @@ mod tests {
         let bodies: &[&str] = &[
             r#"{"id":"x","choices":[{"message":{"content":"hi \"usage\""}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#,
             r#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
+            r#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":90000,"cache_creation_input_tokens":500}}"#,
+            r#"{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":40}}}"#,
             r#"{"response":{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":1}}}}"#,
             r#"{"usage":{"prompt_tokens":1.5,"completion_tokens":"7","extra":[1,{"a":2}]}}"#,
             r#"{"usage":{"prompt_tokens":-3,"completion_tokens":null}}"#,
