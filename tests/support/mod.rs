@@ -2,6 +2,7 @@
 //! sockets) in front of scriptable mock upstreams.
 #![allow(dead_code, unused_imports)]
 
+pub mod external;
 pub mod streams;
 
 use std::collections::HashMap;
