@@ -1,9 +1,11 @@
 //! Configuration: raw YAML/env tree, validation with key paths, resilience merge, explain.
 //!
-//! [`load`] = read the file → `${VAR}` interpolation → YAML (figment + serde-saphyr) →
-//! seed env aliases → `SWITCHYARD_*` overrides → section-by-section deserialization →
-//! validation. Every problem is collected and returned, each with its key path.
+//! [`load`] = read the file → `${VAR}` interpolation → YAML (serde-saphyr, keeping each
+//! key's line) → seed env aliases → `SWITCHYARD_*` overrides (merged by figment) →
+//! section-by-section deserialization → validation. Every problem is collected and
+//! returned, each with its key path and its line, or the variable it came from.
 //! Precedence, lowest first: built-in defaults < YAML < seed aliases < `SWITCHYARD_*`.
+mod env;
 pub mod error;
 pub mod explain;
 mod lenient;
@@ -16,11 +18,14 @@ pub mod source;
 pub mod status_set;
 mod validate;
 mod validate_channels;
+mod yaml;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_env;
+#[cfg(test)]
+mod tests_errors;
 
 use std::collections::HashMap;
 use std::path::Path;

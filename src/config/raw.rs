@@ -1,7 +1,7 @@
 //! The raw tree as written: every field optional (defaults are applied in validation),
 //! unknown keys rejected. Durations and status sets stay strings until validation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -227,4 +227,7 @@ pub(crate) struct RawConfig {
     pub clients: Vec<(String, Option<RawClient>)>,
     pub pricing: Vec<(String, Option<RawPrice>)>,
     pub tasks: RawTasks,
+    /// Groups declared by channels and virtual models as written (broken entries included);
+    /// `None` when they cannot be told, and groups are then not cross-checked.
+    pub declared_groups: Option<BTreeSet<String>>,
 }

@@ -183,7 +183,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
     let vms = virtual_models(&raw.virtual_models, &raw.channels, &chans, c);
     let cls = clients(&raw.clients, c);
     let auto_groups = names(c, "auto_groups", &raw.auto_groups, &[]);
-    cross_check(&raw.channels, &vms, &cls, &auto_groups, c);
+    cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, c);
     let mut tasks = Tasks::default();
     for (i, p) in raw.tasks.paths.iter().flatten().enumerate() {
         if v1_path(c, &format!("tasks.paths[{i}]"), p) {
