@@ -48,19 +48,17 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     // action (exit) once a client can connect.
     let hup = reload::hangup();
     let cfg = config::load(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let metrics = crate::telemetry::install();
-    let store = Store::open(&cfg.storage.path)
-        .map_err(|e| anyhow::anyhow!("storage {}: {e}", cfg.storage.path))?;
+    // Both listeners are bound before anything is written: a port in use is reported
+    // before the database (or any other file) is created.
+    let listener = bind("listen", cfg.listen).await?;
+    let admin = bind("admin.listen", cfg.admin.listen).await?;
     let tls = match &cfg.tls {
         Some(t) => Some(server::tls_acceptor(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
         None => None,
     };
-    let listener = TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
-    let admin = TcpListener::bind(cfg.admin.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("admin.listen {}: {e}", cfg.admin.listen))?;
+    let metrics = crate::telemetry::install();
+    let store = Store::open(&cfg.storage.path)
+        .map_err(|e| anyhow::anyhow!("storage.path {}: {e}", cfg.storage.path))?;
     let bound = Bound {
         listen: listener.local_addr()?,
         admin: admin.local_addr()?,
@@ -101,6 +99,22 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         bound,
         shutdown: tx,
         tasks,
+    })
+}
+
+/// Bind `addr` for the setting `key`, with an error that says what to do.
+async fn bind(key: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "{key} {addr}: the address is already in use (is another switchyard running?); stop what holds it or change `{key}`"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
+            "{key} {addr}: no network interface has this address; change `{key}`"
+        ),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "{key} {addr}: permission denied (ports below 1024 need CAP_NET_BIND_SERVICE); change `{key}`"
+        ),
+        _ => anyhow::anyhow!("{key} {addr}: cannot listen: {e}"),
     })
 }
 

@@ -83,6 +83,16 @@ pub enum TierWalk {
     OnePerTier,
 }
 
+impl TierWalk {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierWalk::Exhaust => "exhaust",
+            TierWalk::OnePerTier => "one_per_tier",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Routing {
     pub retry_times: u32,
@@ -120,6 +130,16 @@ pub struct Retry {
 pub enum BreakerScope {
     Provider,
     Model,
+}
+
+impl BreakerScope {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerScope::Provider => "provider",
+            BreakerScope::Model => "model",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -166,12 +186,33 @@ pub enum ChannelKind {
     Anthropic,
 }
 
+impl ChannelKind {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::OpenAi => "openai",
+            ChannelKind::Anthropic => "anthropic",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamPolicy {
     /// "" — the client decides.
     Passthrough,
     ForceStream,
     ForceNonStream,
+}
+
+impl StreamPolicy {
+    /// As written in the config (`""` for pass-through).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamPolicy::Passthrough => "",
+            StreamPolicy::ForceStream => "force_stream",
+            StreamPolicy::ForceNonStream => "force_non_stream",
+        }
+    }
 }
 
 /// An upstream base URL split once at load time: `https://api.x.com/v1` →
