@@ -19,6 +19,7 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::app::status::ConfigStatus;
 use crate::error::{GatewayError, WireFormat};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::gateway::Gateway;
@@ -36,9 +37,15 @@ pub const ROUTES: &[(&str, &str, bool)] = &[
     ("GET", "/admin/requests", true),
     ("GET", "/admin/clients/{name}", true),
     ("GET", "/admin/explain", true),
+    ("GET", "/admin/config", true),
 ];
 
-pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    gw: Arc<Gateway>,
+    status: Arc<ConfigStatus>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r { Ok((s, _)) => s, Err(_) => continue },
@@ -46,10 +53,11 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, mut shutdown: watch:
         };
         let _ = stream.set_nodelay(true);
         let gw = gw.clone();
+        let status = status.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
-                let gw = gw.clone();
-                async move { Ok::<_, Infallible>(dispatch(&gw, req).await) }
+                let (gw, status) = (gw.clone(), status.clone());
+                async move { Ok::<_, Infallible>(dispatch(&gw, &status, req).await) }
             });
             let mut b = Builder::new(TokioExecutor::new());
             b.http1()
@@ -81,7 +89,7 @@ fn not_found() -> Resp {
     )
 }
 
-pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
+pub async fn dispatch(gw: &Arc<Gateway>, status: &ConfigStatus, req: Request<Incoming>) -> Resp {
     let path = req.uri().path().to_string();
     if path.starts_with("/admin") && !authorized(gw, &req) {
         let e = GatewayError::new(
@@ -127,6 +135,9 @@ pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
         }
         (Method::GET, ["admin", "clients", name]) => crate::admin_views::client(gw, name),
         (Method::GET, ["admin", "explain"]) => crate::admin_views::explain(gw, &query),
+        (Method::GET, ["admin", "config"]) => {
+            json_response(StatusCode::OK, status.view().to_string())
+        }
         _ => not_found(),
     }
 }

@@ -22,6 +22,10 @@ pub const BREAKER_TRANSITIONS: &str = "switchyard_circuit_breaker_transitions_to
 pub const CHANNEL_DISABLED: &str = "switchyard_channel_disabled";
 pub const CONFIG_RELOADS: &str = "switchyard_config_reload_total";
 pub const CONFIG_GENERATION: &str = "switchyard_config_generation";
+/// The names Prometheus uses for its own config.
+pub const CONFIG_LAST_RELOAD_OK: &str = "switchyard_config_last_reload_successful";
+pub const CONFIG_LAST_RELOAD_SUCCESS_TS: &str =
+    "switchyard_config_last_reload_success_timestamp_seconds";
 pub const CONNECTIONS: &str = "switchyard_connections";
 pub const CONNECTIONS_REJECTED: &str = "switchyard_connections_rejected_total";
 pub const STORE_DROPPED: &str = "switchyard_store_dropped_total";
@@ -103,7 +107,19 @@ fn describe() {
         CHANNEL_DISABLED,
         "1 when a channel is disabled (manually or automatically)."
     );
-    describe_counter!(CONFIG_RELOADS, "Config reloads by result (ok, error).");
+    describe_counter!(
+        CONFIG_RELOADS,
+        "Config reloads by result: ok (applied), unchanged (file equals the live config), error (rejected)."
+    );
+    describe_gauge!(
+        CONFIG_LAST_RELOAD_OK,
+        "1 when the last config load (start-up or reload) succeeded, 0 when it was rejected."
+    );
+    describe_gauge!(
+        CONFIG_LAST_RELOAD_SUCCESS_TS,
+        Unit::Seconds,
+        "Unix time of the last successful config load (start-up or reload)."
+    );
     describe_gauge!(
         CONFIG_GENERATION,
         "Generation number of the live routing table."
@@ -128,6 +144,30 @@ fn describe() {
     describe_counter!(PROMPT_TOKENS, "Prompt tokens reported by upstreams.");
     describe_counter!(STICKY, "Sticky routing lookups by key kind and result.");
     describe_counter!(PROBES, "Health probes by result.");
+}
+
+/// Results of `CONFIG_RELOADS`.
+pub const RELOAD_RESULTS: &[&str] = &["ok", "unchanged", "error"];
+
+/// Count one reload by its result (`RELOAD_RESULTS`).
+pub fn config_reload(result: &'static str) {
+    metrics::counter!(CONFIG_RELOADS, "result" => result).increment(1);
+}
+
+/// Export every reload result at 0 from the first scrape, so `increase()` and absence
+/// alerts work before the first reload.
+pub fn register_reload_results() {
+    for r in RELOAD_RESULTS {
+        metrics::counter!(CONFIG_RELOADS, "result" => *r).increment(0);
+    }
+}
+
+/// The last config load's outcome; a success also moves the success timestamp.
+pub fn config_reload_result(ok: bool, now_ms: i64) {
+    metrics::gauge!(CONFIG_LAST_RELOAD_OK).set(if ok { 1.0 } else { 0.0 });
+    if ok {
+        metrics::gauge!(CONFIG_LAST_RELOAD_SUCCESS_TS).set(now_ms as f64 / 1000.0);
+    }
 }
 
 /// The per-channel metric handles a successful request touches, registered once per

@@ -1,12 +1,14 @@
 //! Start-up order, signals (SIGHUP reload, SIGTERM drain) and systemd notification (R13).
 pub mod reload;
+pub mod status;
+pub mod tls;
+pub mod watch;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::config;
 use crate::proxy::gateway::Gateway;
@@ -24,7 +26,9 @@ pub struct Bound {
 pub struct Running {
     pub gateway: Arc<Gateway>,
     pub bound: Bound,
-    shutdown: watch::Sender<bool>,
+    /// Generation, last reload and its error (`GET /admin/config`).
+    pub status: Arc<status::ConfigStatus>,
+    shutdown: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -47,14 +51,18 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     // First of all, before any listener is bound: a SIGHUP must never meet the default
     // action (exit) once a client can connect.
     let hup = reload::hangup();
-    let cfg = config::load(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = config::read(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cfg = config::load_text(&text, config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
     // Both listeners are bound before anything is written: a port in use is reported
     // before the database (or any other file) is created.
     let listener = bind("listen", cfg.listen).await?;
     let admin = bind("admin.listen", cfg.admin.listen).await?;
-    let tls = match &cfg.tls {
-        Some(t) => Some(server::tls_acceptor(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
-        None => None,
+    let (certs, tls) = match &cfg.tls {
+        Some(t) => {
+            let (store, acceptor) = tls::CertStore::open(t).map_err(|e| anyhow::anyhow!(e))?;
+            (Some(store), Some(acceptor))
+        }
+        None => (None, None),
     };
     let metrics = crate::telemetry::install();
     let store = Store::open(&cfg.storage.path)
@@ -76,7 +84,15 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         "balances rebuilt from the ledger"
     );
     crate::affinity::persist::restore(&gateway.bindings, &gateway.store).await;
-    let (tx, rx) = watch::channel(false);
+    let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));
+    let reloader = Arc::new(reload::Reloader::new(
+        config_path,
+        gateway.clone(),
+        status.clone(),
+        certs,
+        reload::fingerprint(&text),
+    ));
+    let (tx, rx) = tokio::sync::watch::channel(false);
     let tasks = vec![
         tokio::spawn(crate::affinity::persist::run(
             gateway.bindings.clone(),
@@ -84,19 +100,20 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
             rx.clone(),
         )),
         tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
-        tokio::spawn(crate::admin::serve(admin, gateway.clone(), rx.clone())),
-        tokio::spawn(reload::watch(
-            PathBuf::from(config_path),
+        tokio::spawn(crate::admin::serve(
+            admin,
             gateway.clone(),
-            hup,
+            status.clone(),
             rx.clone(),
         )),
+        tokio::spawn(watch::run(reloader, hup, rx.clone())),
         tokio::spawn(crate::state::probe::run(gateway.clone(), rx)),
     ];
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
         gateway,
         bound,
+        status,
         shutdown: tx,
         tasks,
     })

@@ -39,20 +39,28 @@ use model::Config;
 
 /// Load and validate `path`, interpolating from the process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    load_text(&read(path)?, path)
+}
+
+/// The text of `path` (one read, for a reload that fingerprints what it loads), or the error
+/// [`load`] reports.
+pub fn read(path: &Path) -> Result<String, ConfigErrors> {
+    std::fs::read_to_string(path).map_err(|e| {
+        let mut c = Collector::new(path);
+        c.push("", format!("cannot read config file: {e}"));
+        c.finish()
+    })
+}
+
+/// Validate `text` read from `path`, interpolating from the process environment.
+pub fn load_text(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     let env: HashMap<String, String> = std::env::vars().collect();
-    load_with_env(path, &env)
+    load_str(text, path, &env)
 }
 
 /// Load and validate `path` with an explicit environment.
 pub fn load_with_env(path: &Path, env: &HashMap<String, String>) -> Result<Config, ConfigErrors> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => load_str(&text, path, env),
-        Err(e) => {
-            let mut c = Collector::new(path);
-            c.push("", format!("cannot read config file: {e}"));
-            Err(c.finish())
-        }
-    }
+    load_str(&read(path)?, path, env)
 }
 
 /// Validate YAML text as if read from `source_name`.
