@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{Method, Request, Response, StatusCode};
@@ -47,8 +48,8 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r { Ok((s, _)) => s, Err(_) => continue },
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
             _ = shutdown.changed() => return,
         };
         let _ = stream.set_nodelay(true);
@@ -57,7 +58,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let (gw, status) = (gw.clone(), status.clone());
-                async move { Ok::<_, Infallible>(dispatch(&gw, &status, req).await) }
+                async move { Ok::<_, Infallible>(dispatch(&gw, &status, peer, req).await) }
             });
             let mut b = Builder::new(TokioExecutor::new());
             b.http1()
@@ -89,7 +90,12 @@ fn not_found() -> Resp {
     )
 }
 
-pub async fn dispatch(gw: &Arc<Gateway>, status: &ConfigStatus, req: Request<Incoming>) -> Resp {
+pub async fn dispatch(
+    gw: &Arc<Gateway>,
+    status: &ConfigStatus,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Resp {
     let path = req.uri().path().to_string();
     if path.starts_with("/admin") && !authorized(gw, &req) {
         let e = GatewayError::new(
@@ -117,7 +123,8 @@ pub async fn dispatch(gw: &Arc<Gateway>, status: &ConfigStatus, req: Request<Inc
         (Method::GET, ["metrics"]) => metrics(gw),
         (Method::GET, ["admin", "channels"]) => crate::admin_views::channels(gw),
         (Method::POST, ["admin", "channels", name, action @ ("enable" | "disable")]) => {
-            set_enabled(gw, name, *action == "enable")
+            let why = query.get("reason").map(String::as_str);
+            set_enabled(gw, name, *action == "enable", peer, why)
         }
         (Method::GET, ["admin", "requests"]) => {
             let limit = query
@@ -165,7 +172,15 @@ fn metrics(gw: &Gateway) -> Resp {
     r
 }
 
-fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
+/// `POST /admin/channels/{name}/enable|disable[?reason=...]`: logged with who (the admin
+/// API and the caller's address) and why (the `reason` query, if any).
+fn set_enabled(
+    gw: &Gateway,
+    name: &str,
+    enable: bool,
+    peer: SocketAddr,
+    why: Option<&str>,
+) -> Resp {
     let Some(state) = gw.registry.get(name) else {
         return error_response(
             &GatewayError::new(
@@ -177,8 +192,23 @@ fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
             WireFormat::OpenAi,
         );
     };
+    let reason = match why.map(str::trim).filter(|w| !w.is_empty()) {
+        Some(w) => {
+            let w: String = w.chars().filter(|c| !c.is_control()).take(200).collect();
+            format!("disabled by operator: {w}")
+        }
+        None => "disabled by operator".to_string(),
+    };
+    let was = state.disabled().map(|d| d.reason);
+    if enable {
+        tracing::warn!(channel = name, by = "operator", via = "admin API", peer = %peer,
+            reason = why.unwrap_or(""), was = was.as_deref().unwrap_or("enabled"), "channel enabled");
+    } else {
+        tracing::warn!(channel = name, by = "operator", via = "admin API", peer = %peer,
+            reason = %reason, "channel disabled");
+    }
     let d = (!enable).then(|| Disabled {
-        reason: "disabled by operator".into(),
+        reason: reason.clone(),
         at_ms: crate::proxy::finish::now_ms(),
         auto: false,
     });
@@ -207,7 +237,7 @@ fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
             channel: name.to_string(),
             key_index: None,
             disabled: !enable,
-            reason: "disabled by operator".into(),
+            reason,
             ts_ms: crate::proxy::finish::now_ms(),
             auto: false,
         },

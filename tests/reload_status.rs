@@ -3,65 +3,18 @@
 //! restart-only settings warned per key while the rest applies; a renewed TLS certificate
 //! re-read and used for new handshakes without a restart.
 #![cfg(unix)]
+mod binary;
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
+
+use binary::Proc;
 
 use rustls_pki_types::{CertificateDer, ServerName};
 use support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
-
-/// The child's stderr lines, collected as they come.
-type Lines = Arc<Mutex<Vec<String>>>;
-
-struct Proc {
-    child: Child,
-    admin: String,
-    lines: Lines,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(config: &std::path::Path, notify: &std::path::Path) -> Proc {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--log-format", "json", "--config"])
-        .arg(config)
-        .env("NOTIFY_SOCKET", notify)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let lines: Lines = Arc::default();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let l2 = lines.clone();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if line.contains("switchyard ready") {
-                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-                let _ = tx.send(v["admin"].as_str().unwrap_or_default().to_string());
-            }
-            l2.lock().unwrap().push(line);
-        }
-    });
-    let admin = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("ready line");
-    Proc {
-        child,
-        admin: format!("http://{admin}"),
-        lines,
-    }
-}
 
 /// The next datagram holding `needle` (earlier ones are skipped), within 10 s.
 fn notified(sock: &UnixDatagram, needle: &str) -> String {
@@ -119,7 +72,7 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let p = spawn(&cfg, &sock_path);
+    let p = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
     notified(&sock, "READY=1");
 
     // From the first scrape: a successful load, every reload result at 0.
@@ -252,7 +205,7 @@ async fn restart_only_settings_are_warned_per_key_and_the_rest_applies() {
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let p = spawn(&cfg, &sock_path);
+    let p = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
     notified(&sock, "READY=1");
     let base = {
         let logs = p.lines.lock().unwrap();

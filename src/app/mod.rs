@@ -71,6 +71,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         listen: listener.local_addr()?,
         admin: admin.local_addr()?,
     };
+    crate::telemetry::register_config(&cfg);
     let gateway = Gateway::new(cfg, store, metrics)?;
     crate::state::restore::restore(&gateway).await;
     let recovered = gateway

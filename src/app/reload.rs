@@ -190,6 +190,7 @@ impl Reloader {
         if let Err(error) = self.refresh_tls(&cfg) {
             return (Outcome::Failed { error }, None);
         }
+        telemetry::register_config(&cfg);
         let generation = self.gw.swap(cfg);
         (Outcome::Applied { generation }, Some(restart))
     }

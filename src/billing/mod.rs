@@ -159,7 +159,7 @@ impl Billing {
             account.try_debit(amount, limit).err()
         };
         if let Some(r) = refused {
-            metrics::counter!(telemetry::QUOTA_REJECTED).increment(1);
+            telemetry::quota().rejected(&client.name);
             tracing::info!(client = %client.name, need_micro = amount,
                 remaining_micro = r.remaining, "request refused: quota exhausted");
             return Err(GatewayError::quota_exceeded(

@@ -92,7 +92,7 @@ pub fn apply(
         persist(Some(key as u32));
         let all = (0..ch.keys.len()).all(|i| st.key_disabled(i));
         if !all {
-            tracing::warn!(channel = %ch.name, key_index = key, reason, "key auto-disabled");
+            tracing::warn!(channel = %ch.name, key_index = key, by = "auto_disable", reason, "key disabled");
             return Applied::Key(key);
         }
     }
@@ -103,7 +103,7 @@ pub fn apply(
     }));
     persist(None);
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(1.0);
-    tracing::warn!(channel = %ch.name, reason, "channel auto-disabled");
+    tracing::warn!(channel = %ch.name, key_index = key, by = "auto_disable", reason, "channel disabled");
     Applied::Channel
 }
 

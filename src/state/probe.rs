@@ -121,7 +121,7 @@ async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState) {
     let key = probe_key(ch, st);
     let status = list_models(gw, ch, key).await;
     let ok = status.is_some_and(|s| (200..300).contains(&s));
-    metrics::counter!(crate::telemetry::PROBES, "result" => if ok { "ok" } else { "failed" })
+    metrics::counter!(crate::telemetry::PROBES, "channel" => ch.name.clone(), "result" => if ok { "ok" } else { "failed" })
         .increment(1);
     st.health.set_discovery(Discovery {
         ok,
@@ -162,6 +162,7 @@ fn reenable(gw: &Gateway, ch: &Channel, st: &ChannelState, key: usize) {
     super::outcome::reset(st);
     persist(None);
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(0.0);
-    metrics::counter!(crate::telemetry::PROBES, "result" => "reenabled").increment(1);
-    tracing::info!(channel = %ch.name, key_index = key, "channel re-enabled by probe");
+    metrics::counter!(crate::telemetry::PROBES, "channel" => ch.name.clone(), "result" => "reenabled").increment(1);
+    tracing::warn!(channel = %ch.name, key_index = key, by = "probe", was = %d.reason,
+        reason = "GET /models answered 2xx", "channel re-enabled");
 }
