@@ -93,6 +93,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         certs,
         reload::fingerprint(&text),
     ));
+    let watcher = watch::install(reloader, hup);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let tasks = vec![
         tokio::spawn(crate::affinity::persist::run(
@@ -101,13 +102,18 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
             rx.clone(),
         )),
         tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
+        tokio::spawn(crate::store::retention::run(
+            gateway.store.clone(),
+            retention_of(gateway.clone()),
+            rx.clone(),
+        )),
         tokio::spawn(crate::admin::serve(
             admin,
             gateway.clone(),
             status.clone(),
             rx.clone(),
         )),
-        tokio::spawn(watch::run(reloader, hup, rx.clone())),
+        tokio::spawn(watcher.run(rx.clone())),
         tokio::spawn(crate::state::probe::run(gateway.clone(), rx)),
     ];
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
@@ -118,6 +124,17 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         shutdown: tx,
         tasks,
     })
+}
+
+/// The live `storage.request_log` limits, read by the retention task before each round.
+fn retention_of(gw: Arc<Gateway>) -> impl Fn() -> crate::store::retention::Retention {
+    move || {
+        let r = gw.snapshot().table.config.storage.request_log;
+        crate::store::retention::Retention {
+            max_age: r.max_age,
+            max_rows: r.max_rows,
+        }
+    }
 }
 
 /// Bind `addr` for the setting `key`, with an error that says what to do.

@@ -172,23 +172,42 @@ async fn settle(first: Trigger, rx: &mut mpsc::Receiver<Trigger>) -> Option<Trig
     }
 }
 
-/// Run the watcher and the SIGHUP handler until shutdown.
-pub async fn run(reloader: Arc<Reloader>, hup: Hangup, mut shutdown: watch::Receiver<bool>) {
-    let (tx, mut rx) = mpsc::channel::<Trigger>(64);
-    let mut w = Watch::new(tx.clone());
-    w.follow(&reloader.watched_paths());
+/// The watcher, installed: file events are being collected from the moment this exists.
+pub struct Installed {
+    reloader: Arc<Reloader>,
+    watch: Watch,
+    rx: mpsc::Receiver<Trigger>,
+}
+
+/// Start watching now (before `start` reports ready, so no save after that is missed) and
+/// route SIGHUP to the same queue.
+pub fn install(reloader: Arc<Reloader>, hup: Hangup) -> Installed {
+    let (tx, rx) = mpsc::channel::<Trigger>(64);
+    let mut watch = Watch::new(tx.clone());
+    watch.follow(&reloader.watched_paths());
     super::reload::spawn_sighup(tx, hup);
-    loop {
-        let first = tokio::select! {
-            _ = shutdown.changed() => return,
-            m = rx.recv() => match m { Some(t) => t, None => return },
-        };
-        let Some(trigger) = settle(first, &mut rx).await else {
-            return;
-        };
-        let r = reloader.clone();
-        let _ = tokio::task::spawn_blocking(move || r.reload(trigger)).await;
-        w.follow(&reloader.watched_paths());
+    Installed {
+        reloader,
+        watch,
+        rx,
+    }
+}
+
+impl Installed {
+    /// Reload on file events and SIGHUP until shutdown.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let first = tokio::select! {
+                _ = shutdown.changed() => return,
+                m = self.rx.recv() => match m { Some(t) => t, None => return },
+            };
+            let Some(trigger) = settle(first, &mut self.rx).await else {
+                return;
+            };
+            let r = self.reloader.clone();
+            let _ = tokio::task::spawn_blocking(move || r.reload(trigger)).await;
+            self.watch.follow(&self.reloader.watched_paths());
+        }
     }
 }
 

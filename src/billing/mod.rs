@@ -142,6 +142,15 @@ impl Billing {
             ));
         };
         let limit = client.quota.map(price::quota_micro);
+        if limit.is_some() && self.ledger.store.is_full() {
+            // Fail closed: a charge that cannot be written could be lost.
+            return Err(GatewayError::new(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "storage_full",
+                "api_error",
+                "quota accounting is paused because the gateway cannot write its ledger (disk full); retry later",
+            ));
+        }
         // Trusted and unlimited clients are not precharged: an unlimited one can never be
         // refused, so a precharge would only cost a ledger row; both pay at settle.
         let amount = if client.trusted || limit.is_none() {

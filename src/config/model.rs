@@ -57,6 +57,28 @@ pub struct Admin {
 pub struct Storage {
     /// A file path, or ":memory:".
     pub path: String,
+    /// Request-log retention (applies live on reload).
+    pub request_log: RequestLogRetention,
+}
+
+/// How much request log is kept; the oldest rows are pruned in small batches by the store
+/// writer, off the request path. Ledger rows older than `max_age` are folded into their
+/// client's totals (never dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLogRetention {
+    /// Zero = kept forever.
+    pub max_age: Duration,
+    /// Zero = no row limit.
+    pub max_rows: u64,
+}
+
+impl Default for RequestLogRetention {
+    fn default() -> Self {
+        RequestLogRetention {
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            max_rows: 1_000_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -25,6 +25,14 @@ pub(crate) struct RawAdmin {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStorage {
     pub path: Option<String>,
+    pub request_log: Option<RawRequestLog>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRequestLog {
+    pub max_age: Dur,
+    pub max_rows: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

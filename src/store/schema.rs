@@ -125,8 +125,43 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX ledger_once ON ledger(request_id, kind <> 'precharge');",
 ];
 
+/// A migration written as code, run inside its version's transaction.
+pub(crate) type Step = fn(&rusqlite::Transaction<'_>) -> Result<(), StoreError>;
+
+/// Migrations written as step functions, by version (after the SQL list). A version is
+/// applied once, in version order, whenever the database does not record it yet — so a
+/// database that got v5 before this build knew v4 still gets v4 later.
+pub(crate) const STEPS: &[(i64, Step)] = &[(5, v5_retention)];
+
+/// v5 (issue 16): ledger compaction. Ledger rows older than the retention are folded into
+/// their client's totals here before they are deleted, so no balance is ever lost.
+fn v5_retention(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "CREATE TABLE ledger_compacted (
+            client     TEXT    NOT NULL PRIMARY KEY,
+            charged    INTEGER NOT NULL,  -- precharges + settles - refunds folded in
+            refunded   INTEGER NOT NULL,  -- refunds folded in
+            entries    INTEGER NOT NULL,  -- ledger rows folded in
+            through_ms INTEGER NOT NULL   -- newest ts_ms folded in
+        );",
+    )?;
+    Ok(())
+}
+
+const fn latest() -> i64 {
+    let mut v = MIGRATIONS.len() as i64;
+    let mut i = 0;
+    while i < STEPS.len() {
+        if STEPS[i].0 > v {
+            v = STEPS[i].0;
+        }
+        i += 1;
+    }
+    v
+}
+
 /// Latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub const SCHEMA_VERSION: i64 = latest();
 
 /// Where the database lives, resolved once at open.
 #[derive(Debug, Clone)]
@@ -201,7 +236,27 @@ pub(crate) fn connect(target: &Target, busy_timeout: Duration) -> Result<Connect
     Ok(conn)
 }
 
-/// Brings the schema up to `SCHEMA_VERSION`, one transaction per migration.
+/// The migration of `version`, if this build knows it.
+enum Migration {
+    Sql(&'static str),
+    Code(Step),
+}
+
+fn migration(version: i64) -> Option<Migration> {
+    let sql = usize::try_from(version - 1)
+        .ok()
+        .and_then(|i| MIGRATIONS.get(i));
+    match sql {
+        Some(sql) => Some(Migration::Sql(sql)),
+        None => STEPS
+            .iter()
+            .find(|(v, _)| *v == version)
+            .map(|(_, f)| Migration::Code(*f)),
+    }
+}
+
+/// Brings the schema up to `SCHEMA_VERSION`: every known version the database does not
+/// record yet, in order, one transaction each.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_version (
@@ -209,28 +264,35 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
             applied_ms INTEGER NOT NULL
         );",
     )?;
-    loop {
-        // Version read and migration share one IMMEDIATE transaction, so two processes
+    for version in 1..=SCHEMA_VERSION {
+        let Some(m) = migration(version) else {
+            continue;
+        };
+        // The check and the migration share one IMMEDIATE transaction, so two processes
         // opening the same file cannot apply a migration twice.
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let current: i64 = tx.query_row(
+        let newest: i64 = tx.query_row(
             "SELECT COALESCE(MAX(version), 0) FROM schema_version",
             [],
             |r| r.get(0),
         )?;
-        if current > SCHEMA_VERSION {
+        if newest > SCHEMA_VERSION {
             return Err(StoreError::Setup(format!(
-                "database schema version {current} is newer than this build ({SCHEMA_VERSION})"
+                "database schema version {newest} is newer than this build ({SCHEMA_VERSION})"
             )));
         }
-        let Some(sql) = usize::try_from(current)
-            .ok()
-            .and_then(|i| MIGRATIONS.get(i))
-        else {
-            break;
-        };
-        let version = current + 1;
-        tx.execute_batch(sql)?;
+        let applied: bool = tx.query_row(
+            "SELECT EXISTS(SELECT 1 FROM schema_version WHERE version = ?1)",
+            [version],
+            |r| r.get(0),
+        )?;
+        if applied {
+            continue;
+        }
+        match m {
+            Migration::Sql(sql) => tx.execute_batch(sql)?,
+            Migration::Code(step) => step(&tx)?,
+        }
         tx.execute(
             "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)",
             rusqlite::params![version, super::now_ms()],

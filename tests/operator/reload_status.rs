@@ -2,19 +2,16 @@
 //! `switchyard_config_last_reload_successful` and its success timestamp, `GET /admin/config`;
 //! restart-only settings warned per key while the rest applies; a renewed TLS certificate
 //! re-read and used for new handshakes without a restart.
-#![cfg(unix)]
-mod binary;
-mod support;
 
 use std::os::unix::net::UnixDatagram;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use binary::Proc;
+use super::binary::Proc;
 
+use super::support::*;
 use rustls_pki_types::{CertificateDer, ServerName};
-use support::*;
 
 /// The next datagram holding `needle` (earlier ones are skipped), within 10 s.
 fn notified(sock: &UnixDatagram, needle: &str) -> String {

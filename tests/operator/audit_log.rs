@@ -1,11 +1,9 @@
 //! Who changed a channel's state, and why, is in the log (R7.2, issue 16 item 7): an
 //! operator's disable and enable through the admin API, an auto-disable, and a probe's
 //! re-enable each write one line naming the channel, `by` and `reason`.
-mod binary;
-mod support;
 
-use binary::Proc;
-use support::*;
+use super::binary::Proc;
+use super::support::*;
 
 #[tokio::test]
 async fn every_enable_and_disable_is_logged_with_who_and_why() {

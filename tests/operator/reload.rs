@@ -1,17 +1,15 @@
 //! Hot reload as operators save files (R2.4, issue 16 item 1): every save style reloads
 //! exactly once — a plain write, `cp` over, `sed -i`, an editor's rename-over, a Kubernetes
 //! ConfigMap `..data` swap, and a symlinked config edited at its target — and a save that
-//! changes nothing reloads nothing. Counts come from the generation and
-//! `switchyard_config_reload_total`, both scraped from the running gateway.
-#![cfg(unix)]
-mod support;
+//! changes nothing reloads nothing. Counts come from the generation and the gateway's own
+//! reload counts (`GET /admin/config`).
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use support::*;
+use super::support::*;
 use switchyard::app::{start, Running};
 
 /// Longer than the debounce and settle time: a second reload would have happened by then.
@@ -63,18 +61,10 @@ impl Rig {
         self.running.as_ref().unwrap().gateway.generation()
     }
 
+    /// Reloads of this gateway by result (`GET /admin/config`'s counts).
     async fn reloads(&self, result: &str) -> u64 {
-        let admin = self.running.as_ref().unwrap().bound.admin;
-        let text = reqwest::get(format!("http://{admin}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let series = format!("switchyard_config_reload_total{{result=\"{result}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&series))
-            .map_or(0, |v| v.trim().parse().unwrap())
+        let v = self.running.as_ref().unwrap().status.view();
+        v["reloads"][result].as_u64().unwrap()
     }
 
     async fn serves(&self, model: &str) -> bool {
@@ -102,7 +92,11 @@ impl Rig {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(applied, "{what}: no reload");
+        assert!(
+            applied,
+            "{what}: no reload: {}",
+            self.running.as_ref().unwrap().status.view()
+        );
         tokio::time::sleep(QUIET).await;
         assert_eq!(self.generation(), gen + 1, "{what}: more than one reload");
         assert_eq!(self.reloads("ok").await, ok + 1, "{what}: reload count");

@@ -1,6 +1,5 @@
 //! The real `switchyard` binary for tests that read its log lines (JSON) or talk to it as
 //! systemd does: spawned with `--log-format json`, killed on drop.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
