@@ -158,7 +158,11 @@ pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
     // Listen for SIGTERM before serving, so a stop during start-up still drains.
     let stop = stop_signal();
     let running = start(config_path).await?;
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    let status = format!("config generation {} live", running.gateway.generation());
+    let _ = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ]);
     wait_for_stop(stop).await;
     tracing::info!("shutting down: draining in-flight requests");
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);

@@ -283,3 +283,47 @@ pub(super) fn spawn_sighup(tx: mpsc::Sender<Trigger>, hup: Hangup) {
 
 #[cfg(not(unix))]
 pub(super) fn spawn_sighup(_tx: mpsc::Sender<Trigger>, _hup: Hangup) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> Config {
+        let yaml = format!(
+            "{extra}channels:\n  a: {{base_url: \"http://127.0.0.1:1/v1\", models: [m]}}\n"
+        );
+        config::load_str(&yaml, Path::new("t.yaml"), &Default::default()).unwrap()
+    }
+
+    /// R2.4, issue 16 item 3: each restart-only key is named, keeps its running value, and
+    /// the rest of the new file applies; TLS file paths are not restart-only.
+    #[test]
+    fn restart_only_keys_are_named_and_keep_their_running_values() {
+        let live = cfg("listen: 127.0.0.1:8080\n");
+        let mut new = cfg("listen: 127.0.0.1:9999\nadmin: {listen: 127.0.0.1:9998}\ntls: {cert: c.pem, key: k.pem}\nlimits: {max_connections: 5, max_body_bytes: 77}\nstorage: {path: other.db, request_log: {max_rows: 3}}\n");
+        let keys = restart_only(&live, &mut new);
+        assert_eq!(
+            keys,
+            [
+                "listen",
+                "admin.listen",
+                "tls",
+                "limits.max_connections",
+                "storage.path"
+            ]
+        );
+        assert_eq!(new.listen, live.listen);
+        assert_eq!(new.admin.listen, live.admin.listen);
+        assert!(new.tls.is_none());
+        assert_eq!(new.limits.max_connections, live.limits.max_connections);
+        assert_eq!(new.storage.path, live.storage.path);
+        // The rest applies.
+        assert_eq!(new.limits.max_body_bytes, 77);
+        assert_eq!(new.storage.request_log.max_rows, 3);
+        // New certificate paths on a TLS listener are re-read, not a restart.
+        let live = cfg("tls: {cert: a.pem, key: a.key}\n");
+        let mut new = cfg("tls: {cert: b.pem, key: b.key}\n");
+        assert!(restart_only(&live, &mut new).is_empty());
+        assert_eq!(new.tls.unwrap().cert, std::path::PathBuf::from("b.pem"));
+    }
+}

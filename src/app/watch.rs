@@ -185,6 +185,15 @@ pub fn install(reloader: Arc<Reloader>, hup: Hangup) -> Installed {
     let (tx, rx) = mpsc::channel::<Trigger>(64);
     let mut watch = Watch::new(tx.clone());
     watch.follow(&reloader.watched_paths());
+    let mut files: Vec<String> = watch
+        .files
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    tracing::info!(files = %files.join(", "), "watching the config (and every link on the way to it) for changes");
     super::reload::spawn_sighup(tx, hup);
     Installed {
         reloader,

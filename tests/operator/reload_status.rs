@@ -70,7 +70,14 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let p = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
-    notified(&sock, "READY=1");
+    let ready = notified(&sock, "READY=1");
+    assert!(ready.contains("STATUS=config generation 1 live"), "{ready}");
+    let watching = p.logs().into_iter().find(|l| {
+        l["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("watching the config"))
+    });
+    assert!(watching.is_some_and(|l| l["files"].as_str().unwrap().ends_with("switchyard.yaml")));
 
     // From the first scrape: a successful load, every reload result at 0.
     let text = get(&format!("{}/metrics", p.admin)).await;
