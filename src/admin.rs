@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{Method, Request, Response, StatusCode};
@@ -19,6 +20,7 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::app::status::ConfigStatus;
 use crate::error::{GatewayError, WireFormat};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::gateway::Gateway;
@@ -35,20 +37,27 @@ pub const ROUTES: &[(&str, &str, bool)] = &[
     ("GET", "/admin/requests", true),
     ("GET", "/admin/clients/{name}", true),
     ("GET", "/admin/explain", true),
+    ("GET", "/admin/config", true),
 ];
 
-pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    gw: Arc<Gateway>,
+    status: Arc<ConfigStatus>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r { Ok((s, _)) => s, Err(_) => continue },
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
             _ = shutdown.changed() => return,
         };
         let _ = stream.set_nodelay(true);
         let gw = gw.clone();
+        let status = status.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
-                let gw = gw.clone();
-                async move { Ok::<_, Infallible>(dispatch(&gw, req).await) }
+                let (gw, status) = (gw.clone(), status.clone());
+                async move { Ok::<_, Infallible>(dispatch(&gw, &status, peer, req).await) }
             });
             let mut b = Builder::new(TokioExecutor::new());
             b.http1()
@@ -80,7 +89,12 @@ fn not_found() -> Resp {
     )
 }
 
-pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
+pub async fn dispatch(
+    gw: &Arc<Gateway>,
+    status: &ConfigStatus,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Resp {
     let path = req.uri().path().to_string();
     if path.starts_with("/admin") && !authorized(gw, &req) {
         let e = GatewayError::new(
@@ -108,7 +122,8 @@ pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
         (Method::GET, ["metrics"]) => metrics(gw),
         (Method::GET, ["admin", "channels"]) => crate::admin_views::channels(gw),
         (Method::POST, ["admin", "channels", name, action @ ("enable" | "disable")]) => {
-            set_enabled(gw, name, *action == "enable")
+            let why = query.get("reason").map(String::as_str);
+            set_enabled(gw, name, *action == "enable", peer, why)
         }
         (Method::GET, ["admin", "requests"]) => {
             let limit = query
@@ -126,6 +141,9 @@ pub async fn dispatch(gw: &Arc<Gateway>, req: Request<Incoming>) -> Resp {
         }
         (Method::GET, ["admin", "clients", name]) => crate::admin_views::client(gw, name),
         (Method::GET, ["admin", "explain"]) => crate::admin_views::explain(gw, &query),
+        (Method::GET, ["admin", "config"]) => {
+            json_response(StatusCode::OK, status.view().to_string())
+        }
         _ => not_found(),
     }
 }
@@ -153,7 +171,15 @@ fn metrics(gw: &Gateway) -> Resp {
     r
 }
 
-fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
+/// `POST /admin/channels/{name}/enable|disable[?reason=...]`: logged with who (the admin
+/// API and the caller's address) and why (the `reason` query, if any).
+fn set_enabled(
+    gw: &Gateway,
+    name: &str,
+    enable: bool,
+    peer: SocketAddr,
+    why: Option<&str>,
+) -> Resp {
     let Some(state) = gw.registry.get(name) else {
         return error_response(
             &GatewayError::new(
@@ -165,7 +191,22 @@ fn set_enabled(gw: &Gateway, name: &str, enable: bool) -> Resp {
             WireFormat::OpenAi,
         );
     };
-    crate::state::operator::set_enabled(&gw.store, &state, enable);
+    let reason = match why.map(str::trim).filter(|w| !w.is_empty()) {
+        Some(w) => {
+            let w: String = w.chars().filter(|c| !c.is_control()).take(200).collect();
+            format!("disabled by operator: {w}")
+        }
+        None => "disabled by operator".to_string(),
+    };
+    let was = state.disabled().map(|d| d.reason);
+    if enable {
+        tracing::warn!(channel = name, by = "operator", via = "admin API", peer = %peer,
+            reason = why.unwrap_or(""), was = was.as_deref().unwrap_or("enabled"), "channel enabled");
+    } else {
+        tracing::warn!(channel = name, by = "operator", via = "admin API", peer = %peer,
+            reason = %reason, "channel disabled");
+    }
+    crate::state::operator::set_enabled(&gw.store, &state, enable, &reason);
     json_response(
         StatusCode::OK,
         json!({"channel": name, "enabled": enable}).to_string(),

@@ -30,24 +30,17 @@ pub fn channels(gw: &Gateway) -> Resp {
     )
 }
 
-fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
-    let st = snap.state(id);
-    let disabled = st.disabled();
-    let (disabled_keys, key_details) = disabled_keys(snap, id);
+/// A channel as configured (no runtime state): what offline `explain` can tell.
+fn config_view(c: &crate::config::model::Channel) -> Value {
     json!({
         "name": c.name,
-        "kind": format!("{:?}", c.kind).to_lowercase(),
-        "enabled": c.enabled && disabled.is_none(),
+        "kind": c.kind.as_str(),
         "configured_enabled": c.enabled,
-        "disabled": disabled,
         "keys": c.keys.len(),
-        "disabled_keys": disabled_keys,
-        "disabled_key_details": key_details,
         "priority": c.priority,
         "weight": c.weight,
         "groups": c.groups,
         "models": c.models,
-        "health": crate::state::outcome::view(c, st),
     })
 }
 
@@ -69,6 +62,19 @@ fn disabled_keys(snap: &Snapshot, id: usize) -> (Vec<usize>, Vec<Value>) {
         .collect();
     positions.sort_unstable();
     (positions, details)
+}
+
+fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
+    let st = snap.state(id);
+    let disabled = st.disabled();
+    let mut v = config_view(c);
+    v["enabled"] = json!(c.enabled && disabled.is_none());
+    v["disabled"] = json!(disabled);
+    let (disabled_keys, key_details) = disabled_keys(snap, id);
+    v["disabled_keys"] = json!(disabled_keys);
+    v["disabled_key_details"] = json!(key_details);
+    v["health"] = crate::state::outcome::view(c, st);
+    v
 }
 
 /// `GET /admin/clients/{name}`.
@@ -103,6 +109,7 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
         q.get("client").map(String::as_str),
         q.get("model").map(String::as_str),
         q.get("path").map(String::as_str),
+        true,
     ) {
         Ok(mut v) => {
             if let (Some(key), Some(c)) = (q.get("key"), q.get("client")) {
@@ -122,12 +129,15 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
     }
 }
 
-/// Candidate tiers, live channel state and one sample attempt order (R12.3).
+/// Candidate tiers, channel state and one sample attempt order (R12.3). With `live: false`
+/// (the `explain` command, from a file) no runtime state is shown: there is none to show.
+/// `served` is false when no group of the client has a route for the model or path.
 pub fn explain_value(
     snap: &Snapshot,
     client: Option<&str>,
     model: Option<&str>,
     path: Option<&str>,
+    live: bool,
 ) -> Result<Value, String> {
     let client = client.ok_or("`client` is required")?;
     let c = snap
@@ -171,7 +181,11 @@ pub fn explain_value(
                         .iter()
                         .map(|cd| {
                             let ch = &snap.table.channels[cd.channel];
-                            let mut v = channel_view(snap, cd.channel, ch);
+                            let mut v = if live {
+                                channel_view(snap, cd.channel, ch)
+                            } else {
+                                config_view(ch)
+                            };
                             v["upstream_model"] = json!(cd.upstream_model.as_ref());
                             v["effective_weight"] = json!(cd.weight);
                             let pat = patterns.iter().find(|(c, _)| *c == cd.channel);
@@ -216,14 +230,19 @@ pub fn explain_value(
         order.push(json!({"group": routes[step.group].0, "channel": snap.table.channels[step.channel].name, "key_index": step.key_index, "upstream_model": step.upstream_model.as_ref()}));
         last = Some(fail);
     }
-    Ok(json!({
+    let mut v = json!({
         "client": client,
         "groups": groups,
         "model": model,
         "path": path,
-        "tier_walk": format!("{:?}", snap.table.config.routing.tier_walk),
+        "served": !routes.is_empty(),
+        "tier_walk": snap.table.config.routing.tier_walk.as_str(),
         "retry_times": snap.table.config.routing.retry_times,
         "routes": tiers,
         "sample_attempt_order_if_every_attempt_fails": order,
-    }))
+    });
+    if !live {
+        v["live_state"] = json!("not shown: read from the file, not a running gateway; GET /admin/explain on the admin listener shows health, breakers and disabled state");
+    }
+    Ok(v)
 }

@@ -32,7 +32,9 @@ pub mod wire;
 
 use std::path::Path;
 
-/// `switchyard explain`: the admin explain view computed from a config file.
+/// `switchyard explain`: the admin explain view computed from a config file, without live
+/// state. A model (or path) that no group of the client serves is an error naming the
+/// groups searched.
 pub fn explain_cmd(
     config: &Path,
     client: &str,
@@ -42,6 +44,28 @@ pub fn explain_cmd(
     let cfg = config::load(config).map_err(|e| e.to_string())?;
     let table = routing::compile::compile(std::sync::Arc::new(cfg), 1);
     let snap = state::Snapshot::new(table, &state::Registry::default());
-    let v = admin_views::explain_value(&snap, Some(client), model, path)?;
+    let v = admin_views::explain_value(&snap, Some(client), model, path, false)?;
+    if v["served"] == false {
+        let what = match (model, path) {
+            (Some(m), _) => format!("model {m:?}"),
+            (None, Some(p)) => format!("path {p:?}"),
+            (None, None) => "nothing".into(),
+        };
+        let groups: Vec<String> = v["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.as_str().map(|g| format!("{g:?}")))
+            .collect();
+        return Err(format!(
+            "{}: no channel serves {what} for client {client:?}; groups searched: {}",
+            config.display(),
+            if groups.is_empty() {
+                "none (auto_groups is empty)".to_string()
+            } else {
+                groups.join(", ")
+            }
+        ));
+    }
     serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
 }

@@ -41,13 +41,17 @@ struct Cli {
     /// Config file (for the default `serve`).
     #[arg(long, global = true, default_value = "./switchyard.yaml")]
     config: PathBuf,
+    /// Log line format on stderr: `text` for people, `json` (one object per line, fields at
+    /// the top level) for journald and log shippers. The level is set with SWITCHYARD_LOG.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
+    /// Human-readable lines.
     Text,
+    /// One JSON object per line.
     Json,
 }
 
@@ -61,12 +65,16 @@ enum Command {
         #[arg(long)]
         explain: bool,
     },
-    /// Show candidate tiers and the attempt order for a client and model.
+    /// Show candidate tiers and the attempt order for a client and model, from the file
+    /// (no live state); exits non-zero when nothing serves the model.
     Explain {
+        /// Client name (a key of `clients`).
         #[arg(long)]
         client: String,
+        /// Public model name the client would send.
         #[arg(long)]
         model: Option<String>,
+        /// Request path, for pass-through paths without a model.
         #[arg(long)]
         path: Option<String>,
     },
@@ -138,8 +146,8 @@ fn main() -> ExitCode {
             match rt.block_on(switchyard::app::serve(&cli.config)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e:#}");
-                    eprintln!("switchyard: {e:#}");
+                    // Logging writes to stderr: one line, in the chosen log format.
+                    tracing::error!("cannot start: {e:#}");
                     ExitCode::FAILURE
                 }
             }

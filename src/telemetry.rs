@@ -3,6 +3,15 @@
 //! Names follow Prometheus conventions: `switchyard_` prefix, base units, `_total` counters.
 //! Label sets are bounded: channel, model, group, outcome class — never key or request id.
 
+mod quota;
+mod series;
+
+pub use quota::{quota, QuotaMeters};
+pub use series::{
+    register_config, ATTEMPT_OUTCOMES, BREAKER_STATES, PROBE_RESULTS, STICKY_RESULTS, STORE_OPS,
+    STREAM_OUTCOMES,
+};
+
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -22,10 +31,16 @@ pub const BREAKER_TRANSITIONS: &str = "switchyard_circuit_breaker_transitions_to
 pub const CHANNEL_DISABLED: &str = "switchyard_channel_disabled";
 pub const CONFIG_RELOADS: &str = "switchyard_config_reload_total";
 pub const CONFIG_GENERATION: &str = "switchyard_config_generation";
+/// The names Prometheus uses for its own config.
+pub const CONFIG_LAST_RELOAD_OK: &str = "switchyard_config_last_reload_successful";
+pub const CONFIG_LAST_RELOAD_SUCCESS_TS: &str =
+    "switchyard_config_last_reload_success_timestamp_seconds";
 pub const CONNECTIONS: &str = "switchyard_connections";
 pub const CONNECTIONS_REJECTED: &str = "switchyard_connections_rejected_total";
 pub const STORE_DROPPED: &str = "switchyard_store_dropped_total";
 pub const STORE_WRITTEN: &str = "switchyard_store_written_total";
+pub const STORE_DISK_FULL: &str = "switchyard_store_disk_full";
+pub const STORE_PRUNED: &str = "switchyard_store_pruned_total";
 pub const QUOTA_CHARGED: &str = "switchyard_quota_charged_credits_total";
 pub const QUOTA_REFUNDED: &str = "switchyard_quota_refunded_credits_total";
 pub const QUOTA_REJECTED: &str = "switchyard_quota_rejected_total";
@@ -72,7 +87,7 @@ fn describe() {
     describe_histogram!(ATTEMPTS_PER_REQUEST, "Upstream attempts made per request.");
     describe_counter!(
         FAILOVERS,
-        "Moves to a different channel or key after a failure."
+        "Moves after a failure, by the channel left (from) and the channel tried next (to; the same channel when only the key changes)."
     );
     describe_counter!(RETRIES, "Same-target retries after backoff.");
     describe_counter!(
@@ -103,7 +118,19 @@ fn describe() {
         CHANNEL_DISABLED,
         "1 when a channel is disabled (manually or automatically)."
     );
-    describe_counter!(CONFIG_RELOADS, "Config reloads by result (ok, error).");
+    describe_counter!(
+        CONFIG_RELOADS,
+        "Config reloads by result: ok (applied), unchanged (file equals the live config), error (rejected)."
+    );
+    describe_gauge!(
+        CONFIG_LAST_RELOAD_OK,
+        "1 when the last config load (start-up or reload) succeeded, 0 when it was rejected."
+    );
+    describe_gauge!(
+        CONFIG_LAST_RELOAD_SUCCESS_TS,
+        Unit::Seconds,
+        "Unix time of the last successful config load (start-up or reload)."
+    );
     describe_gauge!(
         CONFIG_GENERATION,
         "Generation number of the live routing table."
@@ -118,16 +145,54 @@ fn describe() {
         "Store writes dropped because the writer queue was full."
     );
     describe_counter!(STORE_WRITTEN, "Store writes committed.");
-    describe_counter!(QUOTA_CHARGED, "Credits charged (settled).");
-    describe_counter!(QUOTA_REFUNDED, "Credits refunded.");
-    describe_counter!(QUOTA_REJECTED, "Requests rejected for insufficient quota.");
+    describe_gauge!(
+        STORE_DISK_FULL,
+        "1 while the database cannot grow (disk full): request-log entries are dropped, quota-limited clients get 503."
+    );
+    describe_counter!(
+        STORE_PRUNED,
+        "Rows removed by retention: request_log rows deleted, ledger rows folded into their client's totals."
+    );
+    describe_counter!(QUOTA_CHARGED, "Credits charged (settled), by client.");
+    describe_counter!(QUOTA_REFUNDED, "Credits refunded, by client.");
+    describe_counter!(
+        QUOTA_REJECTED,
+        "Requests rejected for insufficient quota, by client."
+    );
     describe_counter!(
         CACHED_TOKENS,
         "Prompt tokens served from the upstream prompt cache."
     );
     describe_counter!(PROMPT_TOKENS, "Prompt tokens reported by upstreams.");
     describe_counter!(STICKY, "Sticky routing lookups by key kind and result.");
-    describe_counter!(PROBES, "Health probes by result.");
+    describe_counter!(
+        PROBES,
+        "Health probes by channel and result: ok, failed, reenabled."
+    );
+}
+
+/// Results of `CONFIG_RELOADS`.
+pub const RELOAD_RESULTS: &[&str] = &["ok", "unchanged", "error"];
+
+/// Count one reload by its result (`RELOAD_RESULTS`).
+pub fn config_reload(result: &'static str) {
+    metrics::counter!(CONFIG_RELOADS, "result" => result).increment(1);
+}
+
+/// Export every reload result at 0 from the first scrape, so `increase()` and absence
+/// alerts work before the first reload.
+pub fn register_reload_results() {
+    for r in RELOAD_RESULTS {
+        metrics::counter!(CONFIG_RELOADS, "result" => *r).increment(0);
+    }
+}
+
+/// The last config load's outcome; a success also moves the success timestamp.
+pub fn config_reload_result(ok: bool, now_ms: i64) {
+    metrics::gauge!(CONFIG_LAST_RELOAD_OK).set(if ok { 1.0 } else { 0.0 });
+    if ok {
+        metrics::gauge!(CONFIG_LAST_RELOAD_SUCCESS_TS).set(now_ms as f64 / 1000.0);
+    }
 }
 
 /// The per-channel metric handles a successful request touches, registered once per

@@ -18,7 +18,11 @@ fn a_private_redis_answers_and_stops() {
         .args(["-p", &r.port.to_string(), "GET", "k"])
         .output()
         .expect("redis-cli runs");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "restart is empty");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "",
+        "restart is empty"
+    );
     r.stop();
     assert!(std::net::TcpStream::connect(("127.0.0.1", r.port)).is_err());
 }
@@ -33,5 +37,9 @@ fn a_private_postgres_answers_and_stops() {
     pg.stop();
     assert!(std::net::TcpStream::connect(("127.0.0.1", pg.port)).is_err());
     pg.start_server();
-    assert_eq!(pg.psql("SELECT count(*) FROM t"), "2", "data survives a restart");
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM t"),
+        "2",
+        "data survives a restart"
+    );
 }

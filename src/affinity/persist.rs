@@ -1,13 +1,25 @@
-//! Bindings across restarts (R8.3): a periodic snapshot of changed bindings to SQLite
-//! (`WriteOp::AffinityBinding`) and a restore at start-up.
+//! Bindings across restarts (R8.3): a periodic snapshot of changed bindings to SQLite and a
+//! restore at start-up.
 //!
-//! Every `SNAPSHOT_EVERY` the task sweeps expired bindings and queues each binding written
-//! or refreshed since the last snapshot; a final snapshot runs at shutdown, before the
-//! store is flushed. Rows carry the wall-clock expiry; the key column is
-//! `<kind>:<32 hex digits of the key hash>` (never a raw id). At start-up the rows that
-//! have not expired are loaded back with their remaining TTL. A binding refreshed less
-//! than one period before a crash restarts with its previous expiry: at worst one
-//! period of TTL is lost, which only costs a cache miss.
+//! Every `SNAPSHOT_EVERY` the task sweeps expired bindings and writes each binding written
+//! or refreshed since the last snapshot; a final snapshot runs at shutdown, before the store
+//! is flushed. Rows carry the wall-clock expiry; the key column is
+//! `<kind>:<32 hex digits of the key hash>` (never a raw id). At start-up the rows that have
+//! not expired are loaded back with their remaining TTL. A binding refreshed less than one
+//! period before a crash restarts with its previous expiry: at worst one period of TTL is
+//! lost, which only costs a cache miss.
+//!
+//! # Bounded (issue 16 item 15)
+//! A snapshot takes the changes of one shard at a time and writes them in batches of
+//! [`BATCH`] rows, one queue slot per batch, waiting for each batch to be committed before
+//! sending the next: it goes at the writer's pace, never fills the queue (live request-log
+//! writes keep their room) and drops nothing. Memory: a binding costs about 120 bytes in the
+//! store (its map entry and its channel-name allocation; measured by
+//! `tests/affinity_snapshot.rs`), so about 120 MiB at the 1,048,576 cap; on top of that a
+//! snapshot holds one shard's changed bindings (at most `PER_SHARD_CAP` = 32,768 × 64 bytes
+//! ≈ 2 MiB) and one batch of rows (≈ 120 KiB), whatever the number of changes (200,000
+//! changes: under 1 MiB). While the database cannot grow (disk full) the snapshot waits for
+//! the next period, keeping the rest marked changed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +29,11 @@ use tokio::time::Instant;
 
 use super::key::StickyKind;
 use super::store::Bindings;
-use crate::store::{AffinityBinding, Store};
+use crate::store::{AffinityBinding, Store, WriteOp};
 
 pub const SNAPSHOT_EVERY: Duration = Duration::from_secs(30);
+/// Rows per write (one queue slot, one transaction at most).
+pub const BATCH: usize = 1024;
 
 /// The SQLite key of a binding.
 pub fn row_key(kind: StickyKind, hash: u128) -> String {
@@ -36,20 +50,43 @@ fn wall_ms() -> i64 {
     crate::store::now_ms()
 }
 
-/// Queue every changed binding; returns how many were queued.
-pub fn snapshot(b: &Bindings, store: &Store) -> usize {
-    let now = Instant::now();
-    let wall = wall_ms();
+/// Write every changed binding, shard by shard, batch by batch, each batch committed
+/// before the next is sent. Returns how many rows were written.
+pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
     let mut n = 0;
-    for (hash, bind) in b.take_dirty() {
-        let left = bind.expires.saturating_duration_since(now);
-        let row = AffinityBinding {
-            key: row_key(bind.kind, hash),
-            channel: bind.channel.to_string(),
-            expires_ms: wall.saturating_add(left.as_millis() as i64),
-        };
-        if store.try_send(row) {
-            n += 1;
+    for shard in 0..b.shard_count() {
+        if store.is_full() {
+            tracing::warn!(
+                written = n,
+                "affinity snapshot paused: the database cannot grow; the rest waits for the next period"
+            );
+            return n;
+        }
+        let dirty = b.take_dirty_shard(shard);
+        for chunk in dirty.chunks(BATCH) {
+            let now = Instant::now();
+            let wall = wall_ms();
+            let rows: Vec<AffinityBinding> = chunk
+                .iter()
+                .map(|(hash, bind)| AffinityBinding {
+                    key: row_key(bind.kind, *hash),
+                    channel: bind.channel.to_string(),
+                    expires_ms: wall.saturating_add(
+                        i64::try_from(bind.expires.saturating_duration_since(now).as_millis())
+                            .unwrap_or(i64::MAX),
+                    ),
+                })
+                .collect();
+            let len = rows.len();
+            if store
+                .send_durable_async(WriteOp::AffinityBindings(rows))
+                .await
+                .is_err()
+                || store.flush().await.is_err()
+            {
+                return n; // the store is closed
+            }
+            n += len;
         }
     }
     n
@@ -86,11 +123,11 @@ pub async fn run(bindings: Arc<Bindings>, store: Store, mut stop: watch::Receive
         tokio::select! {
             _ = tick.tick() => {
                 bindings.sweep();
-                snapshot(&bindings, &store);
+                snapshot(&bindings, &store).await;
             }
             r = stop.changed() => {
                 if r.is_err() || *stop.borrow() {
-                    snapshot(&bindings, &store);
+                    snapshot(&bindings, &store).await;
                     return;
                 }
             }

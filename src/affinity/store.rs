@@ -148,6 +148,29 @@ impl Bindings {
         self.len() == 0
     }
 
+    /// Number of shards (for [`Bindings::take_dirty_shard`]).
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Like [`Bindings::take_dirty`] for one shard only, so a snapshot holds at most one
+    /// shard's changes at a time.
+    pub fn take_dirty_shard(&self, shard: usize) -> Vec<(u128, Binding)> {
+        let Some(sh) = self.shards.get(shard) else {
+            return Vec::new();
+        };
+        let now = Instant::now();
+        let mut s = sh.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for (k, e) in s.iter_mut().filter(|(_, e)| e.dirty) {
+            e.dirty = false;
+            if e.b.expires > now {
+                out.push((*k, e.b.clone()));
+            }
+        }
+        out
+    }
+
     /// Bindings changed since the last call (live ones only); clears their dirty mark.
     pub fn take_dirty(&self) -> Vec<(u128, Binding)> {
         let now = Instant::now();

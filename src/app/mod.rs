@@ -1,12 +1,14 @@
 //! Start-up order, signals (SIGHUP reload, SIGTERM drain) and systemd notification (R13).
 pub mod reload;
+pub mod status;
+pub mod tls;
+pub mod watch;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::config;
 use crate::proxy::gateway::Gateway;
@@ -24,7 +26,9 @@ pub struct Bound {
 pub struct Running {
     pub gateway: Arc<Gateway>,
     pub bound: Bound,
-    shutdown: watch::Sender<bool>,
+    /// Generation, last reload and its error (`GET /admin/config`).
+    pub status: Arc<status::ConfigStatus>,
+    shutdown: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -47,24 +51,27 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     // First of all, before any listener is bound: a SIGHUP must never meet the default
     // action (exit) once a client can connect.
     let hup = reload::hangup();
-    let cfg = config::load(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = config::read(config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cfg = config::load_text(&text, config_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Both listeners are bound before anything is written: a port in use is reported
+    // before the database (or any other file) is created.
+    let listener = bind("listen", cfg.listen).await?;
+    let admin = bind("admin.listen", cfg.admin.listen).await?;
+    let (certs, tls) = match &cfg.tls {
+        Some(t) => {
+            let (store, acceptor) = tls::CertStore::open(t).map_err(|e| anyhow::anyhow!(e))?;
+            (Some(store), Some(acceptor))
+        }
+        None => (None, None),
+    };
     let metrics = crate::telemetry::install();
     let store = Store::open(&cfg.storage.path)
-        .map_err(|e| anyhow::anyhow!("storage {}: {e}", cfg.storage.path))?;
-    let tls = match &cfg.tls {
-        Some(t) => Some(server::tls_acceptor(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
-        None => None,
-    };
-    let listener = TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
-    let admin = TcpListener::bind(cfg.admin.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("admin.listen {}: {e}", cfg.admin.listen))?;
+        .map_err(|e| anyhow::anyhow!("storage.path {}: {e}", cfg.storage.path))?;
     let bound = Bound {
         listen: listener.local_addr()?,
         admin: admin.local_addr()?,
     };
+    crate::telemetry::register_config(&cfg);
     let gateway = Gateway::new(cfg, store, metrics)?;
     crate::state::restore::restore(&gateway).await;
     let recovered = gateway
@@ -78,7 +85,16 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         "balances rebuilt from the ledger"
     );
     crate::affinity::persist::restore(&gateway.bindings, &gateway.store).await;
-    let (tx, rx) = watch::channel(false);
+    let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));
+    let reloader = Arc::new(reload::Reloader::new(
+        config_path,
+        gateway.clone(),
+        status.clone(),
+        certs,
+        reload::fingerprint(&text),
+    ));
+    let watcher = watch::install(reloader, hup);
+    let (tx, rx) = tokio::sync::watch::channel(false);
     let tasks = vec![
         tokio::spawn(crate::affinity::persist::run(
             gateway.bindings.clone(),
@@ -86,21 +102,54 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
             rx.clone(),
         )),
         tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
-        tokio::spawn(crate::admin::serve(admin, gateway.clone(), rx.clone())),
-        tokio::spawn(reload::watch(
-            PathBuf::from(config_path),
-            gateway.clone(),
-            hup,
+        tokio::spawn(crate::store::retention::run(
+            gateway.store.clone(),
+            retention_of(gateway.clone()),
             rx.clone(),
         )),
+        tokio::spawn(crate::admin::serve(
+            admin,
+            gateway.clone(),
+            status.clone(),
+            rx.clone(),
+        )),
+        tokio::spawn(watcher.run(rx.clone())),
         tokio::spawn(crate::state::probe::run(gateway.clone(), rx)),
     ];
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
         gateway,
         bound,
+        status,
         shutdown: tx,
         tasks,
+    })
+}
+
+/// The live `storage.request_log` limits, read by the retention task before each round.
+fn retention_of(gw: Arc<Gateway>) -> impl Fn() -> crate::store::retention::Retention {
+    move || {
+        let r = gw.snapshot().table.config.storage.request_log;
+        crate::store::retention::Retention {
+            max_age: r.max_age,
+            max_rows: r.max_rows,
+        }
+    }
+}
+
+/// Bind `addr` for the setting `key`, with an error that says what to do.
+async fn bind(key: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "{key} {addr}: the address is already in use (is another switchyard running?); stop what holds it or change `{key}`"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
+            "{key} {addr}: no network interface has this address; change `{key}`"
+        ),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "{key} {addr}: permission denied (ports below 1024 need CAP_NET_BIND_SERVICE); change `{key}`"
+        ),
+        _ => anyhow::anyhow!("{key} {addr}: cannot listen: {e}"),
     })
 }
 
@@ -109,7 +158,11 @@ pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
     // Listen for SIGTERM before serving, so a stop during start-up still drains.
     let stop = stop_signal();
     let running = start(config_path).await?;
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    let status = format!("config generation {} live", running.gateway.generation());
+    let _ = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ]);
     wait_for_stop(stop).await;
     tracing::info!("shutting down: draining in-flight requests");
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);

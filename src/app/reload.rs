@@ -1,53 +1,254 @@
-//! Hot reload (R2.4): watch the config's directory (editors save by rename), debounce, and
-//! reload on change or SIGHUP through one path; an invalid file keeps the old table.
+//! Hot reload (R2.4, issue 16 items 1–3): one path for the file watcher and SIGHUP.
+//!
+//! A reload reads the file once and compares its fingerprint with what is live: the same
+//! content swaps nothing (no generation bump); a watcher event whose content equals the last
+//! attempt is ignored, so one save is one reload. Otherwise the file is parsed, validated,
+//! its restart-only settings are kept at their running values (each change is warned about),
+//! a renewed TLS certificate is re-read, and the new table is swapped in. The outcome goes to
+//! the log, to systemd (`STATUS=`), to metrics and to `GET /admin/config`; an invalid file
+//! never replaces the running configuration.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use notify::event::{AccessKind, AccessMode, EventKind};
-use notify::{RecursiveMode, Watcher};
-use tokio::sync::{mpsc, watch};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
 
-use crate::config;
+use super::status::{ConfigStatus, Outcome};
+use super::tls::CertStore;
+use crate::config::{self, model::Config};
 use crate::proxy::gateway::Gateway;
 use crate::telemetry;
 
-/// How long file events settle before one reload.
-const DEBOUNCE: Duration = Duration::from_millis(200);
+/// What started a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A file event (config or TLS files).
+    File,
+    /// SIGHUP (`systemctl reload`): always re-reads everything.
+    Signal,
+}
 
-/// Reload once: parse, validate, compile, swap. Returns the new generation or the errors.
-pub fn reload_now(path: &Path, gw: &Gateway) -> Result<u64, String> {
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
-    let result = match config::load(path) {
-        Ok(cfg) => {
-            let generation = gw.swap(cfg);
-            metrics::counter!(telemetry::CONFIG_RELOADS, "result" => "ok").increment(1);
-            tracing::info!(generation, file = %path.display(), "config reloaded");
-            Ok(generation)
-        }
-        Err(e) => {
-            metrics::counter!(telemetry::CONFIG_RELOADS, "result" => "error").increment(1);
-            tracing::error!(file = %path.display(), errors = %e, "config reload rejected; the previous configuration stays live");
-            Err(e.to_string())
+/// Fingerprint of the config file's bytes.
+pub fn fingerprint(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+#[derive(Default)]
+struct Seen {
+    /// The content of the live table.
+    live: Option<[u8; 32]>,
+    /// The content of the last attempt, good or bad.
+    attempted: Option<[u8; 32]>,
+}
+
+/// Reloads one config file into one gateway.
+pub struct Reloader {
+    path: PathBuf,
+    gw: Arc<Gateway>,
+    status: Arc<ConfigStatus>,
+    tls: Option<Arc<CertStore>>,
+    seen: Mutex<Seen>,
+}
+
+/// Settings read once at start-up: a reload that changes one keeps the running value and
+/// warns. TLS certificate and key files are not among them (they are re-read); turning TLS
+/// on or off is.
+pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut keep = |key: &str, differs: bool| {
+        if differs {
+            keys.push(key.to_string());
         }
     };
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    result
+    keep("listen", live.listen != new.listen);
+    keep("admin.listen", live.admin.listen != new.admin.listen);
+    keep("tls", live.tls.is_some() != new.tls.is_some());
+    keep(
+        "limits.max_connections",
+        live.limits.max_connections != new.limits.max_connections,
+    );
+    keep("storage.path", live.storage.path != new.storage.path);
+    new.listen = live.listen;
+    new.admin.listen = live.admin.listen;
+    if live.tls.is_some() != new.tls.is_some() {
+        new.tls = live.tls.clone();
+    }
+    new.limits.max_connections = live.limits.max_connections;
+    new.storage.path = live.storage.path.clone();
+    keys
+}
+
+impl Reloader {
+    /// `loaded` is the fingerprint of the text the live table was built from.
+    pub fn new(
+        path: &Path,
+        gw: Arc<Gateway>,
+        status: Arc<ConfigStatus>,
+        tls: Option<Arc<CertStore>>,
+        loaded: [u8; 32],
+    ) -> Reloader {
+        Reloader {
+            path: path.to_path_buf(),
+            gw,
+            status,
+            tls,
+            seen: Mutex::new(Seen {
+                live: Some(loaded),
+                attempted: Some(loaded),
+            }),
+        }
+    }
+
+    /// The files whose change may need a reload: the config and the live TLS files.
+    pub fn watched_paths(&self) -> Vec<PathBuf> {
+        let mut out = vec![self.path.clone()];
+        if let Some(t) = &self.gw.snapshot().table.config.tls {
+            out.extend([t.cert.clone(), t.key.clone()]);
+        }
+        out
+    }
+
+    /// Re-read the certificate of `cfg` if it changed; errors keep the old one.
+    fn refresh_tls(&self, cfg: &Config) -> Result<(), String> {
+        let (Some(store), Some(files)) = (&self.tls, &cfg.tls) else {
+            return Ok(());
+        };
+        if store.refresh(files)? {
+            tracing::info!(cert = %files.cert.display(), key = %files.key.display(), "TLS certificate reloaded; new handshakes use it");
+            self.status.tls_reloaded();
+        }
+        Ok(())
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reload once. `None`: a file event that changed nothing (not a reload at all).
+    pub fn reload(&self, trigger: Trigger) -> Option<Outcome> {
+        let text = config::read(&self.path);
+        let fp = text.as_ref().ok().map(|t| fingerprint(t));
+        let live = self.gw.snapshot().table.config.clone();
+        let tls_changed = match (&self.tls, &live.tls) {
+            (Some(s), Some(f)) => s.changed(f),
+            _ => false,
+        };
+        if trigger == Trigger::File && fp.is_some() && fp == self.seen().attempted && !tls_changed {
+            tracing::debug!(file = %self.path.display(), "file event without a change; nothing to reload");
+            return None;
+        }
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
+        let (outcome, restart) = match text {
+            Err(e) => (
+                Outcome::Failed {
+                    error: e.to_string(),
+                },
+                None,
+            ),
+            Ok(_) if fp.is_some() && fp == self.seen().live => match self.refresh_tls(&live) {
+                Ok(()) => (
+                    Outcome::Unchanged {
+                        generation: self.gw.generation(),
+                    },
+                    None,
+                ),
+                Err(error) => (Outcome::Failed { error }, None),
+            },
+            Ok(text) => self.apply(&text, &live),
+        };
+        {
+            let mut seen = self.seen();
+            seen.attempted = fp;
+            if !matches!(outcome, Outcome::Failed { .. }) {
+                seen.live = fp;
+            }
+        }
+        self.report(&outcome, restart.as_deref().unwrap_or_default());
+        self.status.record(&outcome, restart);
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&self.status_line(&outcome)),
+        ]);
+        Some(outcome)
+    }
+
+    /// Validate `text`; keep restart-only settings; re-read TLS; swap.
+    fn apply(&self, text: &str, live: &Config) -> (Outcome, Option<Vec<String>>) {
+        let mut cfg = match config::load_text(text, &self.path) {
+            Ok(c) => c,
+            Err(e) => {
+                return (
+                    Outcome::Failed {
+                        error: e.to_string(),
+                    },
+                    None,
+                )
+            }
+        };
+        let restart = restart_only(live, &mut cfg);
+        if let Err(error) = self.refresh_tls(&cfg) {
+            return (Outcome::Failed { error }, None);
+        }
+        telemetry::register_config(&cfg);
+        let generation = self.gw.swap(cfg);
+        (Outcome::Applied { generation }, Some(restart))
+    }
+
+    fn report(&self, outcome: &Outcome, restart: &[String]) {
+        telemetry::config_reload(outcome.label());
+        let file = self.path.display();
+        match outcome {
+            Outcome::Applied { generation } => {
+                tracing::info!(generation, file = %file, "config reloaded");
+                for key in restart {
+                    tracing::warn!(key = %key, file = %file,
+                        "{key} changed in the file but takes effect only after a restart; the running value stays, the rest of the file is live");
+                }
+            }
+            Outcome::Unchanged { generation } => {
+                tracing::info!(generation, file = %file, "config file unchanged; nothing reloaded")
+            }
+            Outcome::Failed { error } => {
+                tracing::error!(file = %file, generation = self.gw.generation(), errors = %error,
+                    "config reload rejected; the previous configuration stays live")
+            }
+        }
+    }
+
+    /// The `STATUS=` line for systemd (one line: the first line of an error).
+    fn status_line(&self, outcome: &Outcome) -> String {
+        match outcome {
+            Outcome::Applied { generation } => {
+                let pending = self.status.view()["restart_required"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                if pending.is_empty() {
+                    format!("config generation {generation} live")
+                } else {
+                    format!("config generation {generation} live; restart needed for: {pending}")
+                }
+            }
+            Outcome::Unchanged { generation } => {
+                format!("config generation {generation} live; file unchanged")
+            }
+            Outcome::Failed { error } => format!(
+                "config reload failed, generation {} stays live: {}",
+                self.gw.generation(),
+                error.lines().next().unwrap_or_default()
+            ),
+        }
+    }
 }
 
 fn monotonic_now() -> sd_notify::NotifyState<'static> {
     sd_notify::NotifyState::monotonic_usec_now().unwrap_or(sd_notify::NotifyState::Ready)
-}
-
-/// Whether a debounced event should trigger a reload: anything but reads (the watcher reports
-/// our own `open` of the file; reacting to it would reload forever — ECOSYSTEM-NOTES).
-fn relevant(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
 }
 
 /// The SIGHUP listener. It is installed by `start` before anything is served: until a
@@ -66,65 +267,8 @@ pub fn hangup() -> Hangup {
 #[cfg(not(unix))]
 pub fn hangup() -> Hangup {}
 
-/// Run the watcher and the SIGHUP handler until shutdown.
-pub async fn watch(
-    path: PathBuf,
-    gw: Arc<Gateway>,
-    hup: Hangup,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let (tx, mut rx) = mpsc::channel::<()>(8);
-    let file_name = path.file_name().map(|f| f.to_os_string());
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    let tx_w = tx.clone();
-    // A raw watcher whose callback only compares a file name: the directory may also hold the
-    // SQLite files, whose every write raises an event, so the per-event cost must be tiny.
-    // Debouncing happens below, in one place for watcher and SIGHUP alike.
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        let Ok(e) = res else { return };
-        if relevant(&e.kind)
-            && e.paths
-                .iter()
-                .any(|p| p.file_name() == file_name.as_deref())
-        {
-            let _ = tx_w.try_send(());
-        }
-    });
-    let _watcher = match watcher {
-        Ok(mut w) => match w.watch(&dir, RecursiveMode::NonRecursive) {
-            Ok(()) => Some(w),
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the config directory; reload with SIGHUP");
-                None
-            }
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "file watcher unavailable; reload with SIGHUP");
-            None
-        }
-    };
-    spawn_sighup(tx, hup);
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            m = rx.recv() => {
-                if m.is_none() { return; }
-                // Debounce: editors write a file in several steps; settle, then reload once.
-                tokio::time::sleep(DEBOUNCE).await;
-                while rx.try_recv().is_ok() {}
-                let (p, g) = (path.clone(), gw.clone());
-                let _ = tokio::task::spawn_blocking(move || reload_now(&p, &g)).await;
-            }
-        }
-    }
-}
-
 #[cfg(unix)]
-fn spawn_sighup(tx: mpsc::Sender<()>, hup: Hangup) {
+pub(super) fn spawn_sighup(tx: mpsc::Sender<Trigger>, hup: Hangup) {
     let Some(mut hup) = hup else {
         tracing::warn!("cannot listen for SIGHUP; the file watcher still reloads");
         return;
@@ -132,10 +276,54 @@ fn spawn_sighup(tx: mpsc::Sender<()>, hup: Hangup) {
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading config");
-            let _ = tx.send(()).await;
+            let _ = tx.send(Trigger::Signal).await;
         }
     });
 }
 
 #[cfg(not(unix))]
-fn spawn_sighup(_tx: mpsc::Sender<()>, _hup: Hangup) {}
+pub(super) fn spawn_sighup(_tx: mpsc::Sender<Trigger>, _hup: Hangup) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> Config {
+        let yaml = format!(
+            "{extra}channels:\n  a: {{base_url: \"http://127.0.0.1:1/v1\", models: [m]}}\n"
+        );
+        config::load_str(&yaml, Path::new("t.yaml"), &Default::default()).unwrap()
+    }
+
+    /// R2.4, issue 16 item 3: each restart-only key is named, keeps its running value, and
+    /// the rest of the new file applies; TLS file paths are not restart-only.
+    #[test]
+    fn restart_only_keys_are_named_and_keep_their_running_values() {
+        let live = cfg("listen: 127.0.0.1:8080\n");
+        let mut new = cfg("listen: 127.0.0.1:9999\nadmin: {listen: 127.0.0.1:9998}\ntls: {cert: c.pem, key: k.pem}\nlimits: {max_connections: 5, max_body_bytes: 77}\nstorage: {path: other.db, request_log: {max_rows: 3}}\n");
+        let keys = restart_only(&live, &mut new);
+        assert_eq!(
+            keys,
+            [
+                "listen",
+                "admin.listen",
+                "tls",
+                "limits.max_connections",
+                "storage.path"
+            ]
+        );
+        assert_eq!(new.listen, live.listen);
+        assert_eq!(new.admin.listen, live.admin.listen);
+        assert!(new.tls.is_none());
+        assert_eq!(new.limits.max_connections, live.limits.max_connections);
+        assert_eq!(new.storage.path, live.storage.path);
+        // The rest applies.
+        assert_eq!(new.limits.max_body_bytes, 77);
+        assert_eq!(new.storage.request_log.max_rows, 3);
+        // New certificate paths on a TLS listener are re-read, not a restart.
+        let live = cfg("tls: {cert: a.pem, key: a.key}\n");
+        let mut new = cfg("tls: {cert: b.pem, key: b.key}\n");
+        assert!(restart_only(&live, &mut new).is_empty());
+        assert_eq!(new.tls.unwrap().cert, std::path::PathBuf::from("b.pem"));
+    }
+}

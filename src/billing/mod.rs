@@ -148,6 +148,15 @@ impl Billing {
             ));
         };
         let limit = client.quota.map(price::quota_micro);
+        if limit.is_some() && self.ledger.store.is_full() {
+            // Fail closed: a charge that cannot be written could be lost.
+            return Err(GatewayError::new(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "storage_full",
+                "api_error",
+                "quota accounting is paused because the gateway cannot write its ledger (disk full); retry later",
+            ));
+        }
         // Trusted and unlimited clients are not precharged: an unlimited one can never be
         // refused, so a precharge would only cost a ledger row; both pay at settle.
         let amount = if client.trusted || limit.is_none() {
@@ -165,7 +174,7 @@ impl Billing {
             account.try_debit(amount, limit).err()
         };
         if let Some(r) = refused {
-            metrics::counter!(telemetry::QUOTA_REJECTED).increment(1);
+            telemetry::quota().rejected(&client.name);
             tracing::info!(client = %client.name, need_micro = amount,
                 remaining_micro = r.remaining, "request refused: quota exhausted");
             return Err(GatewayError::quota_exceeded(

@@ -31,6 +31,7 @@ pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
             "refunding a precharge left open by the previous run");
         out.refunded += 1;
         out.refunded_micro = out.refunded_micro.saturating_add(p.amount);
+        billing.ledger.count_refunded(&p.client, p.amount);
         store
             .send_durable_async(LedgerEntry {
                 kind: LedgerKind::Refund,
@@ -42,6 +43,5 @@ pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
     store.flush().await?;
     out.clients = totals.len();
     billing.balances.load(totals);
-    billing.ledger.count_refunded(out.refunded_micro);
     Ok(out)
 }

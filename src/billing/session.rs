@@ -2,7 +2,6 @@
 //! settled or refunded exactly once (R11.1). `settle` and `refund` consume the session; a
 //! session dropped without either (panic, early return, aborted task) refunds in `Drop`.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use super::balances::Account;
@@ -15,17 +14,11 @@ use crate::telemetry;
 /// Sends ledger entries through the store's durable path and counts credits for metrics.
 pub(crate) struct Ledger {
     pub(crate) store: Store,
-    charged_micro: AtomicI64,
-    refunded_micro: AtomicI64,
 }
 
 impl Ledger {
     pub(crate) fn new(store: Store) -> Ledger {
-        Ledger {
-            store,
-            charged_micro: AtomicI64::new(0),
-            refunded_micro: AtomicI64::new(0),
-        }
+        Ledger { store }
     }
 
     /// Queues `entry` without blocking the caller: at once when the writer queue has room
@@ -53,25 +46,13 @@ impl Ledger {
         }
     }
 
-    /// Adds `micro` to a running total and moves the whole-credit counter `name` on by
-    /// the credits crossed, so the counter never drifts from the exact micro sum.
-    fn count(total: &AtomicI64, name: &'static str, micro: i64) {
-        if micro <= 0 {
-            return;
-        }
-        let before = total.fetch_add(micro, Ordering::Relaxed);
-        let whole = (before.saturating_add(micro)) / price::MICRO - before / price::MICRO;
-        if whole > 0 {
-            metrics::counter!(name).increment(whole as u64);
-        }
+    /// Credits charged to `client`, for the per-client counter.
+    pub(crate) fn count_charged(&self, client: &str, micro: i64) {
+        telemetry::quota().charged(client, micro, price::MICRO);
     }
 
-    pub(crate) fn count_charged(&self, micro: i64) {
-        Self::count(&self.charged_micro, telemetry::QUOTA_CHARGED, micro);
-    }
-
-    pub(crate) fn count_refunded(&self, micro: i64) {
-        Self::count(&self.refunded_micro, telemetry::QUOTA_REFUNDED, micro);
+    pub(crate) fn count_refunded(&self, client: &str, micro: i64) {
+        telemetry::quota().refunded(client, micro, price::MICRO);
     }
 }
 
@@ -194,7 +175,7 @@ impl Open {
         if self.precharged > 0 || actual > 0 {
             self.ledger.send(self.entry(LedgerKind::Settle, delta));
         }
-        self.ledger.count_charged(actual);
+        self.ledger.count_charged(&self.client, actual);
         Closed::Settled(actual)
     }
 
@@ -203,7 +184,7 @@ impl Open {
             self.account.refund(self.precharged);
             self.ledger
                 .send(self.entry(LedgerKind::Refund, self.precharged));
-            self.ledger.count_refunded(self.precharged);
+            self.ledger.count_refunded(&self.client, self.precharged);
         }
         Closed::Refunded(self.precharged)
     }

@@ -22,10 +22,7 @@ fn resilience(out: &mut String, r: &Resilience) {
         t.max_retries, t.retry_on, d(t.initial_backoff), d(t.max_backoff), t.backoff_factor, t.jitter_factor
     );
     let b = &r.circuit_breaker;
-    let scope = match b.scope {
-        BreakerScope::Provider => "provider",
-        BreakerScope::Model => "model",
-    };
+    let scope = b.scope.as_str();
     let _ = writeln!(
         out,
         "    circuit_breaker: enabled={} scope={} failure_on={} failure_threshold={} success_threshold={} timeout={} slow_call_threshold={}",
@@ -51,24 +48,17 @@ pub fn explain(cfg: &Config) -> String {
         d(t.upstream_header), d(t.image_upstream_header), d(t.first_byte), d(t.keepalive), d(t.non_stream), d(t.request_deadline), d(t.drain)
     );
     let r = &cfg.routing;
-    let walk = match r.tier_walk {
-        TierWalk::Exhaust => "exhaust",
-        TierWalk::OnePerTier => "one_per_tier",
-    };
+    let walk = r.tier_walk.as_str();
     let _ = writeln!(
         out,
         "routing: retry_times={} tier_walk={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
         r.retry_times, walk, r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
     );
     for ch in &cfg.channels {
-        let kind = match ch.kind {
-            ChannelKind::OpenAi => "openai",
-            ChannelKind::Anthropic => "anthropic",
-        };
+        let kind = ch.kind.as_str();
         let policy = match ch.stream_policy {
             StreamPolicy::Passthrough => "\"\"",
-            StreamPolicy::ForceStream => "force_stream",
-            StreamPolicy::ForceNonStream => "force_non_stream",
+            other => other.as_str(),
         };
         let ns = if ch.non_stream_timeout.is_zero() {
             t.non_stream

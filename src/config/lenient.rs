@@ -1,12 +1,117 @@
 //! A forgiving deserializer over the merged JSON tree: environment values arrive as
 //! strings, so a string is accepted where a number or bool is wanted (and a number where
-//! a string is wanted). Everything else is strict; unknown fields stay errors.
+//! a string is wanted). Everything else is strict; unknown fields stay errors, worded in
+//! the config's own terms (`DeError`) rather than Rust's (`expected i64`).
+
+use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_json::Value;
 
-type Error = serde_json::Error;
+type Error = DeError;
+
+/// A deserialization problem, already phrased for the person editing the file.
+#[derive(Debug)]
+pub(crate) struct DeError(String);
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DeError {}
+
+/// What a Rust type expects, in the config's terms.
+fn expected(exp: &dyn de::Expected) -> String {
+    let s = exp.to_string();
+    match s.as_str() {
+        "i8" | "i16" | "i32" | "i64" => "a whole number".into(),
+        "u8" => "a whole number from 0 to 255".into(),
+        "u16" => "a whole number from 0 to 65535".into(),
+        "u32" => "a whole number from 0 to 4294967295".into(),
+        "u64" | "usize" => "a whole number, 0 or more".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a string" => "text".into(),
+        "a sequence" => "a list, such as [a, b]".into(),
+        "a map" => "a mapping of `name: value` entries".into(),
+        _ if s.starts_with("struct ") => "a mapping of settings".into(),
+        _ => s,
+    }
+}
+
+/// What was found, as it is written in YAML.
+fn found(u: de::Unexpected<'_>) -> String {
+    use de::Unexpected as U;
+    match u {
+        U::Bool(b) => b.to_string(),
+        U::Unsigned(n) => n.to_string(),
+        U::Signed(n) => n.to_string(),
+        U::Float(f) => f.to_string(),
+        U::Str(s) => format!("{s:?}"),
+        U::Unit => "an empty value".into(),
+        U::Seq => "a list".into(),
+        U::Map => "a mapping".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `word` misspelled from one of `names`?
+pub(crate) fn did_you_mean<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|n| (strsim::damerau_levenshtein(word, n), *n))
+        .filter(|(d, n)| *d <= (n.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// `unknown key "x"; did you mean "y"? The keys here are: …`.
+pub(crate) fn unknown_key(word: &str, names: &[&str]) -> String {
+    let hint = did_you_mean(word, names)
+        .map(|n| format!("did you mean {n:?}? "))
+        .unwrap_or_default();
+    if names.is_empty() {
+        return format!("unknown key {word:?}; nothing can be set here");
+    }
+    format!(
+        "unknown key {word:?}; {hint}the keys here are: {}",
+        names.join(", ")
+    )
+}
+
+impl de::Error for DeError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        DeError(msg.to_string())
+    }
+    fn invalid_type(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        DeError(format!(
+            "expected {}, found {}",
+            expected(exp),
+            found(unexp)
+        ))
+    }
+    fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        DeError(format!("{} is not {}", found(unexp), expected(exp)))
+    }
+    fn invalid_length(len: usize, exp: &dyn de::Expected) -> Self {
+        DeError(format!("{len} items is not {}", expected(exp)))
+    }
+    fn unknown_variant(variant: &str, names: &'static [&'static str]) -> Self {
+        DeError(format!("{variant:?} is not one of {}", names.join(", ")))
+    }
+    fn unknown_field(field: &str, names: &'static [&'static str]) -> Self {
+        DeError(unknown_key(field, names))
+    }
+    fn missing_field(field: &'static str) -> Self {
+        DeError(format!("required key {field:?} is missing"))
+    }
+    fn duplicate_field(field: &'static str) -> Self {
+        DeError(format!("key {field:?} is given twice"))
+    }
+}
 
 /// A node of the tree: a value, or a map key (always text).
 #[derive(Clone, Copy)]

@@ -1,9 +1,11 @@
 //! Configuration: raw YAML/env tree, validation with key paths, resilience merge, explain.
 //!
-//! [`load`] = read the file → `${VAR}` interpolation → YAML (figment + serde-saphyr) →
-//! seed env aliases → `SWITCHYARD_*` overrides → section-by-section deserialization →
-//! validation. Every problem is collected and returned, each with its key path.
+//! [`load`] = read the file → `${VAR}` interpolation → YAML (serde-saphyr, keeping each
+//! key's line) → seed env aliases → `SWITCHYARD_*` overrides (merged by figment) →
+//! section-by-section deserialization → validation. Every problem is collected and
+//! returned, each with its key path and its line, or the variable it came from.
 //! Precedence, lowest first: built-in defaults < YAML < seed aliases < `SWITCHYARD_*`.
+mod env;
 pub mod error;
 pub mod explain;
 mod lenient;
@@ -16,11 +18,14 @@ pub mod source;
 pub mod status_set;
 mod validate;
 mod validate_channels;
+mod yaml;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_env;
+#[cfg(test)]
+mod tests_errors;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,20 +39,28 @@ use model::Config;
 
 /// Load and validate `path`, interpolating from the process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    load_text(&read(path)?, path)
+}
+
+/// The text of `path` (one read, for a reload that fingerprints what it loads), or the error
+/// [`load`] reports.
+pub fn read(path: &Path) -> Result<String, ConfigErrors> {
+    std::fs::read_to_string(path).map_err(|e| {
+        let mut c = Collector::new(path);
+        c.push("", format!("cannot read config file: {e}"));
+        c.finish()
+    })
+}
+
+/// Validate `text` read from `path`, interpolating from the process environment.
+pub fn load_text(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     let env: HashMap<String, String> = std::env::vars().collect();
-    load_with_env(path, &env)
+    load_str(text, path, &env)
 }
 
 /// Load and validate `path` with an explicit environment.
 pub fn load_with_env(path: &Path, env: &HashMap<String, String>) -> Result<Config, ConfigErrors> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => load_str(&text, path, env),
-        Err(e) => {
-            let mut c = Collector::new(path);
-            c.push("", format!("cannot read config file: {e}"));
-            Err(c.finish())
-        }
-    }
+    load_str(&read(path)?, path, env)
 }
 
 /// Validate YAML text as if read from `source_name`.

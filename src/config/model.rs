@@ -57,6 +57,28 @@ pub struct Admin {
 pub struct Storage {
     /// A file path, or ":memory:".
     pub path: String,
+    /// Request-log retention (applies live on reload).
+    pub request_log: RequestLogRetention,
+}
+
+/// How much request log is kept; the oldest rows are pruned in small batches by the store
+/// writer, off the request path. Ledger rows older than `max_age` are folded into their
+/// client's totals (never dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLogRetention {
+    /// Zero = kept forever.
+    pub max_age: Duration,
+    /// Zero = no row limit.
+    pub max_rows: u64,
+}
+
+impl Default for RequestLogRetention {
+    fn default() -> Self {
+        RequestLogRetention {
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            max_rows: 1_000_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +107,16 @@ pub struct Timeouts {
 pub enum TierWalk {
     Exhaust,
     OnePerTier,
+}
+
+impl TierWalk {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierWalk::Exhaust => "exhaust",
+            TierWalk::OnePerTier => "one_per_tier",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -124,6 +156,16 @@ pub struct Retry {
 pub enum BreakerScope {
     Provider,
     Model,
+}
+
+impl BreakerScope {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerScope::Provider => "provider",
+            BreakerScope::Model => "model",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -170,12 +212,33 @@ pub enum ChannelKind {
     Anthropic,
 }
 
+impl ChannelKind {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::OpenAi => "openai",
+            ChannelKind::Anthropic => "anthropic",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamPolicy {
     /// "" — the client decides.
     Passthrough,
     ForceStream,
     ForceNonStream,
+}
+
+impl StreamPolicy {
+    /// As written in the config (`""` for pass-through).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamPolicy::Passthrough => "",
+            StreamPolicy::ForceStream => "force_stream",
+            StreamPolicy::ForceNonStream => "force_non_stream",
+        }
+    }
 }
 
 /// An upstream base URL split once at load time: `https://api.x.com/v1` →

@@ -1,7 +1,7 @@
 //! The raw tree as written: every field optional (defaults are applied in validation),
 //! unknown keys rejected. Durations and status sets stay strings until validation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -25,6 +25,14 @@ pub(crate) struct RawAdmin {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStorage {
     pub path: Option<String>,
+    pub request_log: Option<RawRequestLog>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRequestLog {
+    pub max_age: Dur,
+    pub max_rows: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -234,4 +242,7 @@ pub(crate) struct RawConfig {
     pub clients: Vec<(String, Option<RawClient>)>,
     pub pricing: Vec<(String, Option<RawPrice>)>,
     pub tasks: RawTasks,
+    /// Groups declared by channels and virtual models as written (broken entries included);
+    /// `None` when they cannot be told, and groups are then not cross-checked.
+    pub declared_groups: Option<BTreeSet<String>>,
 }

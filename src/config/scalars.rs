@@ -5,16 +5,21 @@ use std::time::Duration;
 use super::error::Collector;
 use super::status_set::StatusSet;
 
-/// A humantime duration (`250ms`, `30s`, `2h`); a bare integer is whole seconds (`0` = zero).
+/// A humantime duration (`250ms`, `30s`, `2h`). A bare `0` is zero; any other bare number
+/// is an error, since it could mean seconds or milliseconds: the unit must be written.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        return t
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|e| format!("invalid duration {t:?}: {e}"));
+        return match t.parse::<u64>() {
+            Ok(0) => Ok(Duration::ZERO),
+            _ => Err(format!(
+                "{t} has no unit; write it with one, such as {t}s or {t}ms"
+            )),
+        };
     }
-    humantime::parse_duration(t).map_err(|e| format!("invalid duration {t:?}: {e}"))
+    humantime::parse_duration(t).map_err(|_| {
+        format!("{t:?} is not a duration; write a number and a unit, such as 250ms, 30s, 10m or 2h")
+    })
 }
 
 pub(crate) fn dur(c: &mut Collector, key: &str, v: &Option<String>, default: Duration) -> Duration {

@@ -1,11 +1,13 @@
 //! Splits the merged tree into raw sections, deserializing each section (and each entry of
 //! `channels`, `clients`, `virtual_models`, `pricing`) on its own so every error is collected.
 
+use std::collections::BTreeSet;
+
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::error::Collector;
-use super::lenient::from_value;
+use super::lenient::{from_value, unknown_key};
 use super::raw::RawConfig;
 use super::source::SECTIONS;
 
@@ -87,6 +89,7 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
     let Value::Object(top) = tree else {
         return raw;
     };
+    let mut unknown_section = false;
     for (key, v) in top {
         let k = key.as_str();
         match k {
@@ -108,11 +111,49 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
             "clients" => raw.clients = entries(v, k, errs),
             "pricing" => raw.pricing = entries(v, k, errs),
             "tasks" => raw.tasks = section(v, k, errs),
-            _ => errs.push(
-                k,
-                format!("unknown key; expected one of {}", SECTIONS.join(", ")),
-            ),
+            _ => {
+                errs.push(k, unknown_key(k, SECTIONS));
+                unknown_section = true;
+            }
         }
     }
+    // An unknown section may be the misspelled one that declares groups: then groups are
+    // not cross-checked, so one typo is one error.
+    raw.declared_groups = if unknown_section {
+        None
+    } else {
+        declared_groups(top)
+    };
     raw
+}
+
+/// Every group the file's channels and virtual models declare, read from the tree as
+/// written, so an entry that failed to deserialize still declares its groups (no follow-on
+/// errors). `None` when some entry's `groups` cannot be read at all.
+fn declared_groups(top: &Map<String, Value>) -> Option<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    for section in ["channels", "virtual_models"] {
+        let entries = match top.get(section) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Object(m)) => m,
+            Some(_) => return None,
+        };
+        for entry in entries.values() {
+            match entry.get("groups") {
+                None | Some(Value::Null) => {
+                    out.insert("default".to_string());
+                }
+                Some(Value::String(g)) => {
+                    out.insert(g.clone());
+                }
+                Some(Value::Array(items)) => {
+                    for g in items {
+                        out.insert(g.as_str()?.to_string());
+                    }
+                }
+                Some(_) => return None,
+            }
+        }
+    }
+    Some(out)
 }

@@ -1,16 +1,16 @@
-//! Reading the file: `${VAR}` interpolation, YAML through figment (a `Format` over
-//! serde-saphyr), seed env aliases and `SWITCHYARD_` env overrides, merged into one JSON tree.
+//! Reading the file: `${VAR}` interpolation, YAML (serde-saphyr, with the line of every key),
+//! seed env aliases and `SWITCHYARD_` env overrides, merged by figment into one JSON tree.
 //!
 //! Precedence, lowest first: built-in defaults (applied later, in validation) < YAML file <
 //! seed aliases (`RETRY_MAX_RETRIES`, …) < `SWITCHYARD_*` variables.
 
 use std::collections::HashMap;
 
-use figment::providers::{Format, Serialized};
+use figment::providers::Serialized;
 use figment::Figment;
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use super::env::{alias_overrides, env_overrides};
 use super::error::Collector;
 
 /// Top-level sections; `SWITCHYARD_*` variables whose first segment is not one of these
@@ -36,20 +36,9 @@ pub(crate) const SECTIONS: &[&str] = &[
     "tasks",
 ];
 
-/// YAML for figment, parsed by serde-saphyr.
-pub struct Yaml;
-
-impl Format for Yaml {
-    type Error = serde_saphyr::Error;
-    const NAME: &'static str = "YAML";
-
-    fn from_str<T: DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
-        serde_saphyr::from_str(string)
-    }
-}
-
 /// Replace `${NAME}` with the variable's value (`$${` is a literal `${`). Comment lines are
-/// left alone. Unset variables and unterminated references are reported with their line.
+/// left alone. Unset variables and unterminated references are reported with their line;
+/// the variables used on each line are noted for later errors about that line.
 pub(crate) fn interpolate(
     text: &str,
     env: &HashMap<String, String>,
@@ -57,7 +46,7 @@ pub(crate) fn interpolate(
 ) -> String {
     let mut out = String::with_capacity(text.len());
     for (idx, line) in text.split_inclusive('\n').enumerate() {
-        let lineno = idx + 1;
+        let lineno = u32::try_from(idx + 1).unwrap_or(u32::MAX);
         if line.trim_start().starts_with('#') {
             out.push_str(line);
             continue;
@@ -79,22 +68,26 @@ pub(crate) fn interpolate(
                             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                             && !name.starts_with(|c: char| c.is_ascii_digit());
                         if !valid {
-                            errs.push(
-                                "",
-                                format!("line {lineno}: invalid variable reference ${{{name}}}"),
+                            errs.push_line(
+                                Some(lineno),
+                                format!("${{{name}}} is not a variable reference: a name is letters, digits and `_` (write $${{ for a literal ${{)"),
                             );
                         } else if let Some(v) = env.get(name) {
                             out.push_str(v);
+                            errs.uses.entry(lineno).or_default().push(name.to_string());
                         } else {
-                            errs.push(
-                                "",
-                                format!("line {lineno}: environment variable {name} is not set"),
+                            errs.push_line(
+                                Some(lineno),
+                                format!("environment variable {name} is not set; set it, or remove ${{{name}}} from the file"),
                             );
                         }
                         rest = &tail[end + 1..];
                     }
                     None => {
-                        errs.push("", format!("line {lineno}: unterminated ${{ reference"));
+                        errs.push_line(
+                            Some(lineno),
+                            "`${` is not closed by `}` (write $${ for a literal ${)",
+                        );
                         rest = "";
                     }
                 }
@@ -126,140 +119,6 @@ fn comment_start(line: &str) -> usize {
     line.len()
 }
 
-fn set_path(root: &mut Map<String, Value>, path: &[&str], value: Value) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut node = root;
-    for p in parents {
-        let entry = node
-            .entry(p.to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !entry.is_object() {
-            *entry = Value::Object(Map::new());
-        }
-        match entry {
-            Value::Object(m) => node = m,
-            _ => return,
-        }
-    }
-    node.insert(last.to_string(), value);
-}
-
-/// An env value: a `[a, b]` list is parsed as a YAML flow sequence; anything else stays a
-/// string (the lenient deserializer turns it into a number/bool where one is expected).
-fn env_value(raw: &str) -> Value {
-    let t = raw.trim();
-    if t.starts_with('[') && t.ends_with(']') {
-        if let Ok(v) = serde_saphyr::from_str::<Value>(t) {
-            return v;
-        }
-    }
-    Value::String(raw.to_string())
-}
-
-/// `SWITCHYARD_A__B_C=v` → `{a: {b_c: v}}`.
-pub(crate) fn env_overrides(env: &HashMap<String, String>) -> Value {
-    let mut root = Map::new();
-    let mut names: Vec<&String> = env.keys().collect();
-    names.sort();
-    for name in names {
-        let Some(rest) = name.strip_prefix("SWITCHYARD_") else {
-            continue;
-        };
-        let lower = rest.to_ascii_lowercase();
-        let path: Vec<&str> = lower.split("__").collect();
-        if path.iter().any(|p| p.is_empty()) || !SECTIONS.contains(&path[0]) {
-            tracing::debug!(var = %name, "not a config override; ignored");
-            continue;
-        }
-        set_path(&mut root, &path, env_value(&env[name]));
-    }
-    Value::Object(root)
-}
-
-/// Seed variable names (R2.1) → their settings.
-const ALIASES: &[(&str, &str)] = &[
-    ("IMAGES_FAILOVER_ENABLED", "images_failover.enabled"),
-    (
-        "IMAGES_FAILOVER_INCLUDE_AMBIGUOUS",
-        "images_failover.include_ambiguous",
-    ),
-    (
-        "IMAGES_FAILOVER_INCLUDE_UNCERTAIN",
-        "images_failover.include_uncertain",
-    ),
-    ("CHANNEL_RETRY_TIMES", "images_failover.key_retry_budget"),
-    ("RETRY_ON_STATUSES", "resilience.retry.retry_on"),
-    ("RETRY_MAX_RETRIES", "resilience.retry.max_retries"),
-    ("RETRY_INITIAL_BACKOFF", "resilience.retry.initial_backoff"),
-    ("RETRY_MAX_BACKOFF", "resilience.retry.max_backoff"),
-    ("RETRY_BACKOFF_FACTOR", "resilience.retry.backoff_factor"),
-    ("RETRY_JITTER_FACTOR", "resilience.retry.jitter_factor"),
-    (
-        "CIRCUIT_BREAKER_FAILURE_ON_STATUSES",
-        "resilience.circuit_breaker.failure_on",
-    ),
-    ("CIRCUIT_BREAKER_SCOPE", "resilience.circuit_breaker.scope"),
-    (
-        "CIRCUIT_BREAKER_ENABLED",
-        "resilience.circuit_breaker.enabled",
-    ),
-    (
-        "CIRCUIT_BREAKER_FAILURE_THRESHOLD",
-        "resilience.circuit_breaker.failure_threshold",
-    ),
-    (
-        "CIRCUIT_BREAKER_SUCCESS_THRESHOLD",
-        "resilience.circuit_breaker.success_threshold",
-    ),
-    (
-        "CIRCUIT_BREAKER_TIMEOUT",
-        "resilience.circuit_breaker.timeout",
-    ),
-    (
-        "CIRCUIT_BREAKER_SLOW_CALL_THRESHOLD",
-        "resilience.circuit_breaker.slow_call_threshold",
-    ),
-];
-
-/// Seed variables given in whole seconds.
-const SECONDS_ALIASES: &[(&str, &str)] = &[
-    (
-        "OUTBOUND_HEADER_TIMEOUT_SECONDS",
-        "timeouts.upstream_header",
-    ),
-    (
-        "OUTBOUND_IMAGE_HEADER_TIMEOUT_SECONDS",
-        "timeouts.image_upstream_header",
-    ),
-];
-
-pub(crate) fn alias_overrides(env: &HashMap<String, String>, errs: &mut Collector) -> Value {
-    let mut root = Map::new();
-    for (var, key) in ALIASES {
-        if let Some(v) = env.get(*var) {
-            let path: Vec<&str> = key.split('.').collect();
-            set_path(&mut root, &path, Value::String(v.trim().to_string()));
-        }
-    }
-    for (var, key) in SECONDS_ALIASES {
-        if let Some(v) = env.get(*var) {
-            match v.trim().parse::<u64>() {
-                Ok(secs) => {
-                    let path: Vec<&str> = key.split('.').collect();
-                    set_path(&mut root, &path, Value::String(format!("{secs}s")));
-                }
-                Err(_) => errs.push(
-                    *key,
-                    format!("env {var}: {v:?} is not a whole number of seconds"),
-                ),
-            }
-        }
-    }
-    Value::Object(root)
-}
-
 /// True when the text holds nothing but blank lines and comments.
 fn is_blank_yaml(text: &str) -> bool {
     text.lines().all(|l| {
@@ -269,24 +128,44 @@ fn is_blank_yaml(text: &str) -> bool {
 }
 
 /// Interpolated YAML + aliases + env overrides → one tree. `None` when the YAML itself
-/// could not be parsed (the error is recorded).
+/// could not be parsed (the error is recorded). The line of every key is kept in `errs`.
 pub(crate) fn merged_tree(
     text: &str,
     env: &HashMap<String, String>,
     errs: &mut Collector,
 ) -> Option<Value> {
     let text = interpolate(text, env, errs);
-    let yaml = if is_blank_yaml(&text) { "{}" } else { &text };
+    let yaml = if is_blank_yaml(&text) {
+        Value::Object(Default::default())
+    } else {
+        match super::yaml::parse(&text) {
+            Ok((tree, lines)) => {
+                errs.lines = lines;
+                tree
+            }
+            Err(e) => {
+                errs.push_line(e.line, e.reason);
+                return None;
+            }
+        }
+    };
+    if !yaml.is_object() {
+        errs.push_line(
+            Some(1),
+            "the file must be a mapping of sections (`listen:`, `channels:`, …)",
+        );
+        return None;
+    }
     let aliases = alias_overrides(env, errs);
-    let overrides = env_overrides(env);
+    let overrides = env_overrides(env, &yaml, SECTIONS, errs);
     let fig = Figment::new()
-        .merge(Yaml::string(yaml))
+        .merge(Serialized::defaults(yaml))
         .merge(Serialized::defaults(aliases))
         .merge(Serialized::defaults(overrides));
     match fig.extract::<Value>() {
         Ok(v @ Value::Object(_)) => Some(v),
         Ok(_) => {
-            errs.push("", "the top level must be a mapping");
+            errs.push("", "the file must be a mapping of sections");
             None
         }
         Err(e) => {

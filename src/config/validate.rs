@@ -64,6 +64,17 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
     if storage_path.trim().is_empty() {
         c.push("storage.path", "must not be empty");
     }
+    let rl = raw.storage.request_log.as_ref();
+    let keep = RequestLogRetention::default();
+    let request_log = RequestLogRetention {
+        max_age: dur(
+            c,
+            "storage.request_log.max_age",
+            &rl.and_then(|r| r.max_age.clone()),
+            keep.max_age,
+        ),
+        max_rows: rl.and_then(|r| r.max_rows).unwrap_or(keep.max_rows),
+    };
     let lim = &raw.limits;
     let limits = Limits {
         max_body_bytes: positive(c, "limits.max_body_bytes", lim.max_body_bytes, 33_554_432),
@@ -190,7 +201,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
     let vms = virtual_models(&raw.virtual_models, &raw.channels, &chans, c);
     let cls = clients(&raw.clients, c);
     let auto_groups = names(c, "auto_groups", &raw.auto_groups, &[]);
-    cross_check(&raw.channels, &vms, &cls, &auto_groups, c);
+    cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, c);
     let mut tasks = Tasks::default();
     for (i, p) in raw.tasks.paths.iter().flatten().enumerate() {
         if v1_path(c, &format!("tasks.paths[{i}]"), p) {
@@ -202,7 +213,10 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         listen: socket(c, "listen", &raw.listen, "127.0.0.1:8080"),
         tls,
         admin,
-        storage: Storage { path: storage_path },
+        storage: Storage {
+            path: storage_path,
+            request_log,
+        },
         debug_headers: raw.debug_headers.unwrap_or(false),
         limits,
         timeouts,

@@ -338,24 +338,17 @@ pub(crate) fn clients(raw: &[(String, Option<RawClient>)], c: &mut Collector) ->
 }
 
 /// Groups named by clients and `auto_groups` must be declared by some channel or virtual model.
-/// Channels that failed validation still declare their groups (no follow-on errors).
+/// Entries that failed validation still declare their groups (no follow-on errors), and
+/// nothing is checked when the declared groups cannot be told (`None`).
 pub(crate) fn cross_check(
-    raw_channels: &[(String, Option<RawChannel>)],
-    vms: &[VirtualModel],
+    declared: Option<&BTreeSet<String>>,
     cls: &[Client],
     auto_groups: &[String],
     c: &mut Collector,
 ) {
-    let default_group = vec!["default".to_string()];
-    let declared: BTreeSet<&str> = raw_channels
-        .iter()
-        .filter_map(|(_, r)| r.as_ref())
-        .flat_map(|r| r.groups.as_ref().unwrap_or(&default_group).iter())
-        .chain(vms.iter().flat_map(|v| v.groups.iter()))
-        .map(String::as_str)
-        .collect();
+    let Some(declared) = declared else { return };
     for cl in cls {
-        if cl.group != "auto" && !declared.contains(cl.group.as_str()) {
+        if cl.group != "auto" && !declared.contains(&cl.group) {
             c.push(
                 format!("clients.{}.group", cl.name),
                 format!(
@@ -366,7 +359,7 @@ pub(crate) fn cross_check(
         }
     }
     for (i, g) in auto_groups.iter().enumerate() {
-        if !declared.contains(g.as_str()) {
+        if !declared.contains(g) {
             c.push(
                 format!("auto_groups[{i}]"),
                 format!("group {g:?} is not declared by any channel or virtual model"),

@@ -153,7 +153,8 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     .increment(1);
                 tokio::time::sleep(wait).await;
             } else {
-                metrics::counter!(crate::telemetry::FAILOVERS, "channel" => ch.name.clone())
+                let from = fin.attempts.last().map_or("", |a| a.channel.as_str());
+                metrics::counter!(crate::telemetry::FAILOVERS, "from" => from.to_string(), "to" => ch.name.clone())
                     .increment(1);
             }
             if !budget.try_acquire_retry() {

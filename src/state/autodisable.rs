@@ -95,7 +95,7 @@ pub fn apply(
             st.disable_key(*fp, d.clone());
             st.save(store, StateKey::Key(fp.hex()), Some(&d));
             if !fps.iter().all(|f| st.key_disabled(f)) {
-                tracing::warn!(channel = %ch.name, key_index = key, key = %fp, reason, "key auto-disabled");
+                tracing::warn!(channel = %ch.name, key_index = key, key = %fp, by = "auto_disable", reason, "key disabled");
                 return Applied::Key(key);
             }
         }
@@ -103,7 +103,7 @@ pub fn apply(
     st.set_disabled(Some(d.clone()));
     st.save(store, StateKey::Channel, Some(&d));
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(1.0);
-    tracing::warn!(channel = %ch.name, reason, "channel auto-disabled");
+    tracing::warn!(channel = %ch.name, key_index = key, by = "auto_disable", reason, "channel disabled");
     Applied::Channel
 }
 

@@ -5,12 +5,9 @@
 use super::channel::{ChannelState, Disabled};
 use crate::store::{StateKey, Store};
 
-/// The reason stored for an operator disable.
-pub const OPERATOR_REASON: &str = "disabled by operator";
-
-/// Disable (`enable: false`) or enable the channel. Enabling also clears its disabled keys,
-/// breakers, cooldown, "model not found" marks and health window.
-pub fn set_enabled(store: &Store, st: &ChannelState, enable: bool) {
+/// Disable (`enable: false`, stored with `reason`) or enable the channel. Enabling also
+/// clears its disabled keys, breakers, cooldown, "model not found" marks and health window.
+pub fn set_enabled(store: &Store, st: &ChannelState, enable: bool, reason: &str) {
     if enable {
         st.set_disabled(None);
         for fp in st.clear_disabled_keys() {
@@ -20,7 +17,7 @@ pub fn set_enabled(store: &Store, st: &ChannelState, enable: bool) {
         st.save(store, StateKey::Channel, None);
     } else {
         let d = Disabled {
-            reason: OPERATOR_REASON.into(),
+            reason: reason.to_string(),
             at_ms: crate::store::now_ms(),
             auto: false,
         };

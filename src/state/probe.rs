@@ -138,8 +138,9 @@ pub async fn list_models(gw: &Gateway, ch: &Channel, key: usize) -> Option<u16> 
     Some(status)
 }
 
-fn count(result: &'static str) {
-    metrics::counter!(crate::telemetry::PROBES, "result" => result).increment(1);
+fn count(channel: &str, result: &'static str) {
+    metrics::counter!(crate::telemetry::PROBES, "channel" => channel.to_string(), "result" => result)
+        .increment(1);
 }
 
 fn is_ok(status: Option<u16>) -> bool {
@@ -150,7 +151,7 @@ async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp])
     let key = probe_key(st, fps);
     let status = list_models(gw, ch, key).await;
     let ok = is_ok(status);
-    count(if ok { "ok" } else { "failed" });
+    count(&ch.name, if ok { "ok" } else { "failed" });
     st.health.set_discovery(Discovery {
         ok,
         status,
@@ -169,7 +170,7 @@ async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp])
     let lifted: Vec<usize> = stream::iter(others)
         .map(|i| async move {
             let ok = is_ok(list_models(gw, ch, i).await);
-            count(if ok { "ok" } else { "failed" });
+            count(&ch.name, if ok { "ok" } else { "failed" });
             ok.then_some(i)
         })
         .buffer_unordered(KEY_PROBES_IN_FLIGHT)
@@ -195,8 +196,9 @@ fn lift_key(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp], key: u
     }
     st.enable_key(fp);
     st.save(&gw.store, StateKey::Key(fp.hex()), None);
-    count("key_reenabled");
-    tracing::info!(channel = %ch.name, key_index = key, key = %fp, "key re-enabled by probe");
+    count(&ch.name, "key_reenabled");
+    tracing::warn!(channel = %ch.name, key_index = key, key = %fp, by = "probe",
+        reason = "GET /models answered 2xx", "key re-enabled");
 }
 
 /// Lift an auto-disable of the channel after a successful probe with key `key` (R7.2).
@@ -211,6 +213,7 @@ fn reenable(gw: &Gateway, ch: &Channel, st: &ChannelState, key: usize) {
     super::outcome::reset(st);
     st.save(&gw.store, StateKey::Channel, None);
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(0.0);
-    count("reenabled");
-    tracing::info!(channel = %ch.name, key_index = key, "channel re-enabled by probe");
+    count(&ch.name, "reenabled");
+    tracing::warn!(channel = %ch.name, key_index = key, by = "probe", was = %d.reason,
+        reason = "GET /models answered 2xx", "channel re-enabled");
 }

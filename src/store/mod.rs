@@ -37,15 +37,18 @@
 //! Reads run on a separate connection inside `tokio::task::spawn_blocking`. For
 //! `":memory:"` both connections share one named shared-cache in-memory database.
 
+mod prune;
 mod queries;
+mod reads;
 mod records;
+pub mod retention;
 mod schema;
+mod space;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,8 +59,8 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 pub use records::{
-    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
-    RequestRecord, StateKey, TaskBinding, WriteOp,
+    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals, Prune,
+    Pruned, RequestRecord, StateKey, TaskBinding, WriteOp,
 };
 pub use schema::SCHEMA_VERSION;
 
@@ -303,6 +306,42 @@ impl Store {
         wait.await.map_err(|_| StoreError::Closed)
     }
 
+    /// One retention round (see `store::prune`), run by the writer after what is queued.
+    /// `None` when the store is closed or the round failed.
+    pub async fn prune(
+        &self,
+        before_ms: Option<i64>,
+        keep_rows: Option<u64>,
+        batch: usize,
+        ledger_cursor: i64,
+    ) -> Option<Pruned> {
+        let (done, wait) = oneshot::channel();
+        let op = WriteOp::Prune(Prune {
+            before_ms,
+            keep_rows,
+            batch: batch.max(1),
+            ledger_cursor,
+            done: Some(done),
+        });
+        self.send_durable_async(op).await.ok()?;
+        wait.await.ok()
+    }
+
+    /// True while the database cannot grow (disk full): the last write failed for lack of
+    /// space and none has succeeded since. Quota-limited clients are refused meanwhile.
+    pub fn is_full(&self) -> bool {
+        self.inner.shared.full.load(Ordering::Acquire)
+    }
+
+    /// Cap the database at `pages` pages (SQLite `max_page_count`): writes beyond fail as on
+    /// a full disk. For drills and tests of the full-disk behaviour.
+    pub fn cap_pages(&self, pages: u64) {
+        self.inner.shared.queued.fetch_add(1, Ordering::Relaxed);
+        if self.inner.tx.send(Msg::MaxPages(pages)).is_err() {
+            self.inner.shared.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Ops lost so far (queue full, closed, failed writes).
     pub fn dropped(&self) -> u64 {
         self.inner.shared.dropped.load(Ordering::Relaxed)
@@ -334,67 +373,5 @@ impl Store {
         tokio::task::spawn_blocking(move || self.close())
             .await
             .map_err(|e| StoreError::Task(e.to_string()))
-    }
-
-    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        let reader = Arc::clone(&self.inner.reader);
-        tokio::task::spawn_blocking(move || {
-            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&conn)
-        })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
-    }
-
-    /// Most recent requests, the last written (finished) first.
-    pub async fn recent_requests(&self, limit: usize) -> Result<Vec<RequestRecord>, StoreError> {
-        self.read(move |c| queries::recent_requests(c, limit)).await
-    }
-
-    /// Number of stored request log rows.
-    pub async fn request_count(&self) -> Result<u64, StoreError> {
-        self.read(queries::request_count).await
-    }
-
-    /// Per-client ledger sums (see the module doc for `charged`).
-    pub async fn ledger_totals(&self) -> Result<HashMap<String, LedgerTotals>, StoreError> {
-        self.read(queries::ledger_totals).await
-    }
-
-    /// Precharges with neither settle nor refund, oldest first (start-up recovery).
-    pub async fn dangling_precharges(&self) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.read(queries::dangling_precharges).await
-    }
-
-    /// Every ledger entry of one request.
-    pub async fn ledger_for_request(
-        &self,
-        request_id: &str,
-    ) -> Result<Vec<LedgerEntry>, StoreError> {
-        let id = request_id.to_owned();
-        self.read(move |c| queries::ledger_for_request(c, &id))
-            .await
-    }
-
-    /// Persisted disabled channels / keys.
-    pub async fn disabled_states(&self) -> Result<Vec<ChannelState>, StoreError> {
-        self.read(queries::disabled_states).await
-    }
-
-    /// Channels of `client`'s task `id`, newest first, then pre-v4 ones (owner unknown).
-    pub async fn task_channels(&self, client: &str, id: &str) -> Result<Vec<String>, StoreError> {
-        let (client, id) = (client.to_owned(), id.to_owned());
-        self.read(move |c| queries::task_channels(c, &client, &id))
-            .await
-    }
-
-    /// Affinity bindings that have not expired at `now_ms`.
-    pub async fn affinity_bindings(&self, now_ms: i64) -> Result<Vec<AffinityBinding>, StoreError> {
-        self.read(move |c| queries::affinity_bindings(c, now_ms))
-            .await
     }
 }

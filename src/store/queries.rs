@@ -69,7 +69,7 @@ pub(crate) fn request_count(conn: &Connection) -> Result<u64, StoreError> {
 }
 
 /// Per client: `charged` = sum(precharge) + sum(settle) − sum(refund),
-/// `refunded` = sum(refund).
+/// `refunded` = sum(refund), over the ledger rows and the totals compacted from older ones.
 pub(crate) fn ledger_totals(
     conn: &Connection,
 ) -> Result<HashMap<String, LedgerTotals>, StoreError> {
@@ -77,7 +77,9 @@ pub(crate) fn ledger_totals(
         "SELECT client,
                 SUM(CASE kind WHEN 'refund' THEN -amount ELSE amount END),
                 SUM(CASE kind WHEN 'refund' THEN amount ELSE 0 END)
-         FROM ledger GROUP BY client",
+         FROM ledger GROUP BY client
+         UNION ALL
+         SELECT client, charged, refunded FROM ledger_compacted",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok((
@@ -88,7 +90,14 @@ pub(crate) fn ledger_totals(
             },
         ))
     })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let mut out: HashMap<String, LedgerTotals> = HashMap::new();
+    for row in rows {
+        let (client, t) = row?;
+        let e = out.entry(client).or_default();
+        e.charged = e.charged.saturating_add(t.charged);
+        e.refunded = e.refunded.saturating_add(t.refunded);
+    }
+    Ok(out)
 }
 
 fn ledger_from_row(row: &Row<'_>) -> rusqlite::Result<Option<LedgerEntry>> {

@@ -141,6 +141,31 @@ pub struct AffinityBinding {
     pub expires_ms: i64,
 }
 
+/// One retention round for the writer (see `store::prune`).
+#[derive(Debug)]
+pub struct Prune {
+    /// Request-log rows, and closed ledger sessions, older than this are pruned / folded.
+    pub before_ms: Option<i64>,
+    /// The newest this many request-log rows are kept.
+    pub keep_rows: Option<u64>,
+    /// Most rows touched per table in this round's one transaction.
+    pub batch: usize,
+    /// Ledger rowid to continue after (0 at the start of a pass).
+    pub ledger_cursor: i64,
+    /// Answered with what was done (dropped on failure).
+    pub done: Option<oneshot::Sender<Pruned>>,
+}
+
+/// What one retention round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub request_log: u64,
+    pub ledger: u64,
+    pub ledger_cursor: i64,
+    /// The round was full: there is more to do now.
+    pub more: bool,
+}
+
 /// A message for the writer thread.
 #[derive(Debug)]
 pub enum WriteOp {
@@ -151,8 +176,12 @@ pub enum WriteOp {
     ChannelState(ChannelState),
     TaskBinding(TaskBinding),
     AffinityBinding(AffinityBinding),
+    /// Several bindings in one queue slot (a snapshot's batch).
+    AffinityBindings(Vec<AffinityBinding>),
     /// Resolved once every op queued before it is committed.
     Flush(oneshot::Sender<()>),
+    /// A retention round, in its own transaction after the batch it arrived in.
+    Prune(Prune),
 }
 
 impl WriteOp {
@@ -163,8 +192,9 @@ impl WriteOp {
             WriteOp::Ledger(_) => "ledger",
             WriteOp::ChannelState(_) => "channel_state",
             WriteOp::TaskBinding(_) => "task_binding",
-            WriteOp::AffinityBinding(_) => "affinity_binding",
+            WriteOp::AffinityBinding(_) | WriteOp::AffinityBindings(_) => "affinity_binding",
             WriteOp::Flush(_) => "flush",
+            WriteOp::Prune(_) => "prune",
         }
     }
 }

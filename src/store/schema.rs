@@ -144,6 +144,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     ),
     // v4: state that follows identity (issue 15)
     Migration::Step(v4_identity),
+    // v5: ledger compaction (issue 16)
+    Migration::Step(v5_retention),
 ];
 
 /// v4: a disabled key is stored by its fingerprint, not its position (a key removed from
@@ -178,6 +180,21 @@ fn v4_identity(tx: &Transaction<'_>) -> Result<(), StoreError> {
         INSERT INTO task_binding_v4 SELECT '', task_id, channel, ts_ms FROM task_binding;
         DROP TABLE task_binding;
         ALTER TABLE task_binding_v4 RENAME TO task_binding;",
+    )?;
+    Ok(())
+}
+
+/// v5 (issue 16): ledger compaction. Ledger rows older than the retention are folded into
+/// their client's totals here before they are deleted, so no balance is ever lost.
+fn v5_retention(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "CREATE TABLE ledger_compacted (
+            client     TEXT    NOT NULL PRIMARY KEY,
+            charged    INTEGER NOT NULL,  -- precharges + settles - refunds folded in
+            refunded   INTEGER NOT NULL,  -- refunds folded in
+            entries    INTEGER NOT NULL,  -- ledger rows folded in
+            through_ms INTEGER NOT NULL   -- newest ts_ms folded in
+        );",
     )?;
     Ok(())
 }
@@ -258,7 +275,15 @@ pub(crate) fn connect(target: &Target, busy_timeout: Duration) -> Result<Connect
     Ok(conn)
 }
 
-/// Brings the schema up to `SCHEMA_VERSION`, one transaction per migration.
+/// The migration of `version`, if this build knows it.
+fn migration(version: i64) -> Option<&'static Migration> {
+    usize::try_from(version - 1)
+        .ok()
+        .and_then(|i| MIGRATIONS.get(i))
+}
+
+/// Brings the schema up to `SCHEMA_VERSION`: every known version the database does not
+/// record yet, in order, one transaction each.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_version (
@@ -266,28 +291,32 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
             applied_ms INTEGER NOT NULL
         );",
     )?;
-    loop {
-        // Version read and migration share one IMMEDIATE transaction, so two processes
+    for version in 1..=SCHEMA_VERSION {
+        let Some(m) = migration(version) else {
+            continue;
+        };
+        // The check and the migration share one IMMEDIATE transaction, so two processes
         // opening the same file cannot apply a migration twice.
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let current: i64 = tx.query_row(
+        let newest: i64 = tx.query_row(
             "SELECT COALESCE(MAX(version), 0) FROM schema_version",
             [],
             |r| r.get(0),
         )?;
-        if current > SCHEMA_VERSION {
+        if newest > SCHEMA_VERSION {
             return Err(StoreError::Setup(format!(
-                "database schema version {current} is newer than this build ({SCHEMA_VERSION})"
+                "database schema version {newest} is newer than this build ({SCHEMA_VERSION})"
             )));
         }
-        let Some(step) = usize::try_from(current)
-            .ok()
-            .and_then(|i| MIGRATIONS.get(i))
-        else {
-            break;
-        };
-        let version = current + 1;
-        step.apply(&tx)?;
+        let applied: bool = tx.query_row(
+            "SELECT EXISTS(SELECT 1 FROM schema_version WHERE version = ?1)",
+            [version],
+            |r| r.get(0),
+        )?;
+        if applied {
+            continue;
+        }
+        m.apply(&tx)?;
         tx.execute(
             "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)",
             rusqlite::params![version, super::now_ms()],

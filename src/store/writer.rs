@@ -1,14 +1,15 @@
 //! The store's single writer thread: drains the queue into batched transactions.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use rusqlite::{params, CachedStatement, Connection, Transaction, TransactionBehavior};
 
 use super::records::{
-    AffinityBinding, ChannelState, LedgerEntry, RequestRecord, StateKey, WriteOp,
+    AffinityBinding, ChannelState, LedgerEntry, Prune, RequestRecord, StateKey, WriteOp,
 };
+use super::space::{drop_request_logs, hold, is_full, Space, HELD_RETRY};
 use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
 
 /// Pause before the single retry of a failed transaction.
@@ -20,10 +21,12 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// signal does not wait; one that arrives during the wait is answered after it.
 const LINGER: Duration = Duration::from_millis(20);
 
-/// What travels on the queue: public ops plus the internal stop signal.
+/// What travels on the queue: public ops plus the internal control messages.
 pub(crate) enum Msg {
     Op(WriteOp),
     Shutdown,
+    /// Cap the database at this many pages (SQLite `max_page_count`).
+    MaxPages(u64),
 }
 
 /// Counters shared between the handles and the writer thread.
@@ -33,12 +36,14 @@ pub(crate) struct Shared {
     pub(crate) written: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) queued: AtomicUsize,
+    /// The last write failed for lack of space and none has succeeded since.
+    pub(crate) full: AtomicBool,
 }
 
 impl Shared {
-    /// Counts lost ops; a lost `Flush` is not data and is not counted.
+    /// Counts lost ops; a lost `Flush` or `Prune` is not data and is not counted.
     pub(crate) fn count_dropped(&self, kind: &'static str, n: u64) {
-        if kind == "flush" {
+        if kind == "flush" || kind == "prune" {
             return;
         }
         self.dropped.fetch_add(n, Ordering::Relaxed);
@@ -46,47 +51,104 @@ impl Shared {
     }
 }
 
+/// The next message: blocks, or waits at most `HELD_RETRY` while writes are held.
+/// `Err(())` when every sender is gone.
+fn next(rx: &Receiver<Msg>, holding: bool) -> Result<Option<Msg>, ()> {
+    if !holding {
+        return rx.recv().map(Some).map_err(|_| ());
+    }
+    match rx.recv_timeout(HELD_RETRY) {
+        Ok(m) => Ok(Some(m)),
+        Err(RecvTimeoutError::Timeout) => Ok(None),
+        Err(RecvTimeoutError::Disconnected) => Err(()),
+    }
+}
+
 /// Writer loop: `recv()` one message, drain up to `max_batch` with `try_iter()`, write
-/// them in one transaction, then answer the flushes of that batch. Ends on `Shutdown`
-/// (after writing everything already queued) or when every sender is gone.
+/// them in one transaction, then run the retention rounds and answer the flushes of that
+/// batch. Ends on `Shutdown` (after writing everything already queued) or when every
+/// sender is gone. Writes that failed for lack of space are held and retried first.
 pub(crate) fn run(mut conn: Connection, rx: Receiver<Msg>, shared: &Shared, max_batch: usize) {
     let max_batch = max_batch.max(1);
     let mut stopping = false;
+    let mut held: Vec<WriteOp> = Vec::new();
+    let mut space = Space::default();
     loop {
         let mut batch = Vec::with_capacity(64);
         if !stopping {
-            match rx.recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
+            match next(&rx, !held.is_empty()) {
+                Ok(Some(m)) => batch.push(m),
+                Ok(None) => {}
+                Err(()) => break,
             }
         }
         let room = max_batch - batch.len();
         batch.extend(rx.try_iter().take(room));
-        if !stopping {
+        if !stopping && !batch.is_empty() {
             linger(&rx, &mut batch, max_batch);
         }
-        if batch.is_empty() {
+        if batch.is_empty() && stopping {
             break; // stopping and fully drained
         }
         shared.queued.fetch_sub(batch.len(), Ordering::Relaxed);
 
-        let mut ops = Vec::with_capacity(batch.len());
+        let mut ops = std::mem::take(&mut held);
         let mut flushes = Vec::new();
+        let mut prunes = Vec::new();
         for m in batch {
             match m {
                 Msg::Shutdown => stopping = true,
+                Msg::MaxPages(n) => {
+                    if let Err(e) = conn.pragma_update(None, "max_page_count", n) {
+                        tracing::warn!(error = %e, "max_page_count not set");
+                    }
+                }
                 Msg::Op(WriteOp::Flush(done)) => flushes.push(done),
+                Msg::Op(WriteOp::Prune(p)) => prunes.push(p),
                 Msg::Op(op) => ops.push(op),
             }
         }
+        let degraded = space.degraded();
+        if degraded {
+            ops = drop_request_logs(ops, shared);
+        }
         if !ops.is_empty() {
-            commit_batch(&mut conn, &ops, shared);
+            match commit_batch(&mut conn, &ops, shared) {
+                Ok(()) if !degraded => {
+                    space.failed_at = None;
+                    shared.set_full(false, None);
+                }
+                Ok(()) => {}
+                Err(err) => {
+                    space.failed_at = Some(std::time::Instant::now());
+                    shared.set_full(true, Some(&err));
+                    held = hold(ops, shared);
+                }
+            }
+        }
+        for p in prunes {
+            prune(&mut conn, p);
         }
         for done in flushes {
             let _ = done.send(());
         }
     }
+    for op in &held {
+        report_lost(op, &StoreError::Closed, "disk still full at shutdown");
+        shared.count_dropped(op.kind(), 1);
+    }
     tracing::debug!("store writer stopped");
+}
+
+fn prune(conn: &mut Connection, mut p: Prune) {
+    match super::prune::run(conn, &p) {
+        Ok(done) => {
+            if let Some(tx) = p.done.take() {
+                let _ = tx.send(done);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "store retention round failed; retried next round"),
+    }
 }
 
 /// Sleeps out `LINGER` (unless the batch already holds a flush or the shutdown signal),
@@ -103,7 +165,8 @@ fn linger(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, max_batch: usize) {
 }
 
 /// Writes one batch; on a failed transaction retries once, then drops and counts it.
-fn commit_batch(conn: &mut Connection, ops: &[WriteOp], shared: &Shared) {
+/// `Err` when the disk is full: nothing was written, and the caller holds the batch.
+fn commit_batch(conn: &mut Connection, ops: &[WriteOp], shared: &Shared) -> Result<(), StoreError> {
     for attempt in 0..2 {
         match write_once(conn, ops) {
             Ok(rejected) => {
@@ -115,8 +178,9 @@ fn commit_batch(conn: &mut Connection, ops: &[WriteOp], shared: &Shared) {
                     report_lost(&ops[i], &err, "row rejected");
                     shared.count_dropped(ops[i].kind(), 1);
                 }
-                return;
+                return Ok(());
             }
+            Err(err) if is_full(&err) => return Err(err),
             Err(err) if attempt == 0 => {
                 tracing::warn!(error = %err, ops = ops.len(), "store transaction failed, retrying once");
                 std::thread::sleep(RETRY_PAUSE);
@@ -129,9 +193,10 @@ fn commit_batch(conn: &mut Connection, ops: &[WriteOp], shared: &Shared) {
             }
         }
     }
+    Ok(())
 }
 
-fn report_lost(op: &WriteOp, err: &StoreError, why: &'static str) {
+pub(crate) fn report_lost(op: &WriteOp, err: &StoreError, why: &'static str) {
     match op {
         WriteOp::Ledger(e) => tracing::error!(
             error = %err, request_id = %e.request_id, client = %e.client,
@@ -154,8 +219,9 @@ fn write_once(
     let mut hot = Hot::default();
     for (i, op) in ops.iter().enumerate() {
         if let Err(err) = apply(&tx, &mut hot, op) {
-            if tx.is_autocommit() {
-                // SQLite rolled the whole transaction back (I/O error, full disk, ...).
+            if tx.is_autocommit() || is_full(&err) {
+                // SQLite rolled the whole transaction back (I/O error, ...), or the disk is
+                // full: nothing of the batch is kept, and the caller holds what matters.
                 return Err(err);
             }
             rejected.push((i, err));
@@ -198,7 +264,8 @@ fn apply<'c>(tx: &'c Transaction<'_>, hot: &mut Hot<'c>, op: &WriteOp) -> Result
             Ok(())
         }
         WriteOp::AffinityBinding(a) => upsert_affinity(tx, a),
-        WriteOp::Flush(_) => Ok(()),
+        WriteOp::AffinityBindings(list) => list.iter().try_for_each(|a| upsert_affinity(tx, a)),
+        WriteOp::Flush(_) | WriteOp::Prune(_) => Ok(()),
     }
 }
 

@@ -72,9 +72,7 @@ impl Redis {
             .expect("redis-server starts");
         self.child = Some(child);
         let port = self.port;
-        wait_until("redis-server", Duration::from_secs(10), || {
-            redis_ping(port)
-        });
+        wait_until("redis-server", Duration::from_secs(10), || redis_ping(port));
     }
 
     pub fn url(&self) -> String {
@@ -148,7 +146,11 @@ fn as_pg_user(bin: &Path) -> Command {
     if !root {
         return Command::new(bin);
     }
-    let user = if Command::new("id").arg("postgres").output().is_ok_and(|o| o.status.success()) {
+    let user = if Command::new("id")
+        .arg("postgres")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         "postgres"
     } else {
         "nobody"
@@ -165,7 +167,15 @@ impl Postgres {
         // The cluster belongs to the unprivileged user: give it the temp dir.
         let _ = Command::new("chmod").arg("0777").arg(dir.path()).status();
         let out = as_pg_user(&pg_bin("initdb"))
-            .args(["-U", "switchyard", "--auth=trust", "-E", "UTF8", "--no-sync", "-D"])
+            .args([
+                "-U",
+                "switchyard",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-D",
+            ])
             .arg(&data)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -184,7 +194,14 @@ impl Postgres {
         };
         pg.start_server();
         let st = as_pg_user(&pg_bin("createdb"))
-            .args(["-h", "127.0.0.1", "-p", &pg.port.to_string(), "-U", "switchyard"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &pg.port.to_string(),
+                "-U",
+                "switchyard",
+            ])
             .arg("switchyard")
             .status()
             .expect("createdb runs");
@@ -208,7 +225,11 @@ impl Postgres {
             .stdout(Stdio::null())
             .status()
             .expect("pg_ctl runs");
-        assert!(st.success(), "pg_ctl start failed: see {}/pg.log", self.dir.path().display());
+        assert!(
+            st.success(),
+            "pg_ctl start failed: see {}/pg.log",
+            self.dir.path().display()
+        );
         self.running = true;
         let port = self.port;
         wait_until("postgres", Duration::from_secs(30), || {
@@ -315,8 +336,16 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut buf = [0u8; 32];
     let n = s.read(&mut buf).ok()?;
-    std::str::from_utf8(&buf[..n]).ok()?.get(9..12)?.parse().ok()
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .get(9..12)?
+        .parse()
+        .ok()
 }

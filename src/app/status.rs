@@ -1,0 +1,152 @@
+//! What the operator can see of the configuration (R2.4, issue 16 item 2): the live
+//! generation, when it was loaded, the last reload's outcome and error, and the settings
+//! that changed in the file but wait for a restart. Shown at `GET /admin/config`, mirrored in
+//! `switchyard_config_last_reload_successful` and
+//! `switchyard_config_last_reload_success_timestamp_seconds`, and sent to systemd as `STATUS=`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::{json, Value};
+
+use crate::telemetry;
+
+/// How one reload ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new table is live.
+    Applied { generation: u64 },
+    /// The file holds what is already live; nothing was swapped.
+    Unchanged { generation: u64 },
+    /// Rejected; the previous table stays.
+    Failed { error: String },
+}
+
+impl Outcome {
+    /// The `result` label of `switchyard_config_reload_total`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Applied { .. } => "ok",
+            Outcome::Unchanged { .. } => "unchanged",
+            Outcome::Failed { .. } => "error",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    file: PathBuf,
+    generation: u64,
+    loaded_at_ms: i64,
+    last_attempt_ms: i64,
+    last_result: &'static str,
+    last_error: Option<String>,
+    last_success_ms: i64,
+    restart_required: Vec<String>,
+    tls_reloaded_at_ms: Option<i64>,
+    /// Reloads by outcome: applied, unchanged, failed.
+    counts: [u64; 3],
+}
+
+/// Shared between the reloader, the admin API and systemd notification.
+#[derive(Debug)]
+pub struct ConfigStatus {
+    inner: Mutex<Inner>,
+}
+
+fn rfc3339(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+impl ConfigStatus {
+    /// The first table, loaded at start-up: a successful load (Prometheus does the same).
+    pub fn new(file: &Path, generation: u64) -> ConfigStatus {
+        let now = crate::store::now_ms();
+        let s = ConfigStatus {
+            inner: Mutex::new(Inner {
+                file: file.to_path_buf(),
+                generation,
+                loaded_at_ms: now,
+                last_attempt_ms: now,
+                last_result: "ok",
+                last_error: None,
+                last_success_ms: now,
+                restart_required: Vec::new(),
+                tls_reloaded_at_ms: None,
+                counts: [0; 3],
+            }),
+        };
+        telemetry::register_reload_results();
+        telemetry::config_reload_result(true, now);
+        s
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Record one reload; `restart_required` is the full list of settings that differ from
+    /// what is running (`None`: unchanged since the last reload).
+    pub fn record(&self, outcome: &Outcome, restart_required: Option<Vec<String>>) {
+        let now = crate::store::now_ms();
+        let mut s = self.lock();
+        s.last_attempt_ms = now;
+        s.last_result = outcome.label();
+        s.counts[match outcome {
+            Outcome::Applied { .. } => 0,
+            Outcome::Unchanged { .. } => 1,
+            Outcome::Failed { .. } => 2,
+        }] += 1;
+        match outcome {
+            Outcome::Applied { generation } => {
+                s.generation = *generation;
+                s.loaded_at_ms = now;
+            }
+            Outcome::Unchanged { generation } => s.generation = *generation,
+            Outcome::Failed { error } => {
+                s.last_error = Some(error.clone());
+                drop(s);
+                telemetry::config_reload_result(false, now);
+                return;
+            }
+        }
+        s.last_error = None;
+        s.last_success_ms = now;
+        if let Some(keys) = restart_required {
+            s.restart_required = keys;
+        }
+        telemetry::config_reload_result(true, now);
+    }
+
+    /// A renewed certificate was swapped in.
+    pub fn tls_reloaded(&self) {
+        self.lock().tls_reloaded_at_ms = Some(crate::store::now_ms());
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// The JSON of `GET /admin/config`.
+    pub fn view(&self) -> Value {
+        let s = self.lock();
+        json!({
+            "file": s.file.display().to_string(),
+            "generation": s.generation,
+            "loaded_at": rfc3339(s.loaded_at_ms),
+            "loaded_at_ms": s.loaded_at_ms,
+            "last_reload": {
+                "at": rfc3339(s.last_attempt_ms),
+                "at_ms": s.last_attempt_ms,
+                "result": s.last_result,
+                "error": s.last_error,
+            },
+            "last_reload_successful": s.last_error.is_none(),
+            "last_success_at": rfc3339(s.last_success_ms),
+            "restart_required": s.restart_required,
+            "reloads": {"ok": s.counts[0], "unchanged": s.counts[1], "error": s.counts[2]},
+            "tls_reloaded_at": s.tls_reloaded_at_ms.map(rfc3339),
+        })
+    }
+}

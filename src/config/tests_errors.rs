@@ -1,0 +1,208 @@
+//! Tests (issue 16 items 8–11): one mistake is one error, at its file and line or at the
+//! variable it came from, worded in the config's terms.
+
+use std::path::Path;
+
+use super::tests::{env, errs, load, CH};
+use super::*;
+
+/// No parser-library or Rust wording in any message.
+fn plain(e: &ConfigErrors) {
+    let text = e.to_string();
+    for jargon in [
+        "expected i64",
+        "expected u32",
+        "expected u64",
+        "expected f64",
+        "DuplicateKeyPolicy",
+        "Options",
+        "<input>",
+        "invalid type:",
+        "struct Raw",
+        "unknown field",
+        "a sequence",
+        "humantime",
+    ] {
+        assert!(!text.contains(jargon), "{jargon:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn a_typo_in_one_channel_is_one_error_with_its_line() {
+    // R2.3: the broken channel still declares group vip, so nothing else is reported.
+    let yaml = "channels:\n  mock-b:\n    base_url: http://x/v1\n    wieght: 5\n    groups: [vip]\nauto_groups: [vip, gold]\nclients:\n  bob: {key: k1, group: vip}\n  carol: {key: k2, group: gold}\nvirtual_models:\n  v: {targets: [mock-b/m], groups: [gold], bogus: 1}\n";
+    let e = errs(yaml);
+    plain(&e);
+    assert_eq!(e.0.len(), 2, "{e}");
+    let first = e.0[0].to_string();
+    let (head, keys) = first
+        .split_once(" the keys here are: ")
+        .expect("the error lists the keys");
+    assert_eq!(
+        head,
+        "test.yaml:4: channels.mock-b.wieght: unknown key \"wieght\"; did you mean \"weight\"?"
+    );
+    let keys: Vec<&str> = keys.split(", ").collect();
+    for k in ["kind", "base_url", "keys", "models", "weight", "resilience"] {
+        assert!(keys.contains(&k), "{k} missing from {keys:?}");
+    }
+    assert!(
+        e.0[1]
+            .to_string()
+            .starts_with("test.yaml:11: virtual_models.v.bogus: unknown key \"bogus\""),
+        "{e}"
+    );
+    // A misspelled section is one error too (it may be the one that declares the groups).
+    let e = errs("channel:\n  a: {base_url: http://x/v1, groups: [vip]}\nclients:\n  bob: {key: k1, group: vip}\n");
+    assert_eq!(e.0.len(), 1, "{e}");
+    assert!(
+        e.to_string().starts_with(
+            "test.yaml:1: channel: unknown key \"channel\"; did you mean \"channels\"?"
+        ),
+        "{e}"
+    );
+    // A group nobody declares is still an error.
+    let e = errs(&format!(
+        "{CH}clients:\n  bob: {{key: k1, group: nobody}}\n"
+    ));
+    assert_eq!(e.0.len(), 1, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("test.yaml:6: clients.bob.group: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_error_from_a_variable_names_the_variable_not_the_file() {
+    let e = env(&[("SWITCHYARD_ROUTING__RETRY_TIMES", "many")]);
+    let yaml = format!("{CH}routing:\n  retry_times: 2\n");
+    let err = load_str(&yaml, Path::new("test.yaml"), &e).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "environment variable SWITCHYARD_ROUTING__RETRY_TIMES: routing.retry_times: \"many\" is not a whole number from 0 to 4294967295"
+    );
+    // A seed alias, and a channel that only a variable created.
+    let e = env(&[
+        ("RETRY_MAX_RETRIES", "lots"),
+        ("SWITCHYARD_CHANNELS__GHOST__WEIGHT", "5"),
+        ("OUTBOUND_HEADER_TIMEOUT_SECONDS", "1m"),
+    ]);
+    let err = load_str(CH, Path::new("test.yaml"), &e).unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains("test.yaml"), "{text}");
+    for line in [
+        "environment variable RETRY_MAX_RETRIES: resilience.retry.max_retries: \"lots\" is not a whole number",
+        "environment variable SWITCHYARD_CHANNELS__GHOST__WEIGHT: channels.ghost.base_url: required",
+        "environment variable OUTBOUND_HEADER_TIMEOUT_SECONDS: timeouts.upstream_header: \"1m\" is not a whole number of seconds",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line:?} not in:\n{text}");
+    }
+    // A value interpolated from ${VAR} names the variable next to the line.
+    let e = env(&[("EMPTY_KEY", " ")]);
+    let yaml = format!("{CH}    keys: [\"${{EMPTY_KEY}}\"]\n");
+    let err = load_str(&yaml, Path::new("test.yaml"), &e).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("test.yaml:5: channels.a.keys[0]: empty key")
+            && err
+                .to_string()
+                .ends_with("(the value comes from ${EMPTY_KEY})"),
+        "{err}"
+    );
+}
+
+#[test]
+fn channels_with_dashes_are_overridden_from_the_environment() {
+    let yaml = "channels:\n  mock-b:\n    base_url: http://x/v1\n    models: [m]\n  Mock.C:\n    base_url: http://y/v1\n    models: [m]\n";
+    let e = env(&[
+        ("SWITCHYARD_CHANNELS__MOCK_B__WEIGHT", "7"),
+        ("SWITCHYARD_CHANNELS__MOCK_C__PRIORITY", "3"),
+    ]);
+    let cfg = load_str(yaml, Path::new("t.yaml"), &e).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = cfg.channels.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["Mock.C", "mock-b"], "no new channel is created");
+    assert_eq!(cfg.channels[1].weight, 7);
+    assert_eq!(cfg.channels[0].priority, 3);
+}
+
+#[test]
+fn every_message_speaks_the_configs_terms_with_a_line() {
+    let cases = [
+        (
+            "routing: {retry_times: -1}",
+            "routing.retry_times",
+            "-1 is not a whole number from 0 to 4294967295",
+        ),
+        (
+            "routing: {retry_times: [1]}",
+            "routing.retry_times",
+            "expected a whole number from 0 to 4294967295, found a list",
+        ),
+        (
+            "debug_headers: maybe",
+            "debug_headers",
+            "\"maybe\" is not true or false",
+        ),
+        (
+            "auto_groups: vip",
+            "auto_groups",
+            "expected a list, such as [a, b], found \"vip\"",
+        ),
+        (
+            "limits: {max_body_bytes: 1.5}",
+            "limits.max_body_bytes",
+            "expected a whole number, 0 or more, found 1.5",
+        ),
+        (
+            "pricing:\n  m: {input: 1}",
+            "pricing.m",
+            "required key \"output\" is missing",
+        ),
+        (
+            "pricing: {m: {input: x, output: 1}}",
+            "pricing.m.input",
+            "\"x\" is not a number",
+        ),
+        (
+            "timeouts: {first_byte: 30}",
+            "timeouts.first_byte",
+            "30 has no unit; write it with one, such as 30s or 30ms",
+        ),
+        (
+            "timeouts: {first_byte: soon}",
+            "timeouts.first_byte",
+            "\"soon\" is not a duration",
+        ),
+        (
+            "limits: 5",
+            "limits",
+            "expected a mapping of settings, found 5",
+        ),
+    ];
+    for (tail, key, reason) in cases {
+        let yaml = format!("{CH}{tail}\n");
+        let e = errs(&yaml);
+        plain(&e);
+        let line = 5 + tail.matches('\n').count();
+        let want = format!("test.yaml:{line}: {key}: {reason}");
+        assert!(
+            e.0.iter().any(|x| x.to_string().starts_with(&want)),
+            "{want:?} not in:\n{e}"
+        );
+    }
+    // A key written twice, and YAML that does not parse.
+    let e = errs("channels:\n  a: {base_url: http://x/v1}\n  a: {base_url: http://y/v1}\n");
+    plain(&e);
+    assert!(
+        e.to_string()
+            .starts_with("test.yaml:3: column 3: key \"a\" is written twice in the same mapping"),
+        "{e}"
+    );
+    let e = errs("channels:\n  a: {base_url: http://x/v1\n");
+    plain(&e);
+    assert!(e.to_string().starts_with("test.yaml:"), "{e}");
+    // Zero needs no unit.
+    let cfg = load(&format!("{CH}timeouts: {{keepalive: 0}}\n")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.timeouts.keepalive.is_zero());
+}

@@ -1,0 +1,160 @@
+//! Retention (issue 16 item 14), run by the writer thread in its own small transactions:
+//! the oldest request-log rows beyond `max_rows` or older than `max_age` are deleted, at
+//! most `batch` per transaction; ledger rows older than `max_age` whose session is closed
+//! (settled or refunded) are folded into `ledger_compacted` and then deleted, so a
+//! client's totals — and so its balance — never change.
+//!
+//! Rows are visited in rowid order, which is the order they were written: no index on
+//! time is needed (the request log lost its `ts_ms` index in v3 to keep inserts cheap).
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::records::{Prune, Pruned};
+use super::StoreError;
+
+/// Request-log rows deleted: first beyond the row cap, then by age.
+fn request_log(tx: &rusqlite::Transaction<'_>, p: &Prune) -> Result<u64, StoreError> {
+    let batch = i64::try_from(p.batch).unwrap_or(i64::MAX);
+    let mut deleted = 0;
+    if let Some(keep) = p.keep_rows {
+        let newest: Option<i64> =
+            tx.query_row("SELECT MAX(seq) FROM request_log", [], |r| r.get(0))?;
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        if let Some(upto) = newest.map(|n| n.saturating_sub(keep)) {
+            deleted += tx
+                .prepare_cached(
+                    "DELETE FROM request_log WHERE seq IN
+                     (SELECT seq FROM request_log WHERE seq <= ?1 ORDER BY seq LIMIT ?2)",
+                )?
+                .execute(params![upto, batch])? as u64;
+        }
+    }
+    let left = batch.saturating_sub(deleted as i64);
+    if let (Some(before), true) = (p.before_ms, left > 0) {
+        deleted += tx
+            .prepare_cached(
+                "DELETE FROM request_log WHERE seq IN
+                 (SELECT seq FROM (SELECT seq, ts_ms FROM request_log ORDER BY seq LIMIT ?2)
+                  WHERE ts_ms < ?1)",
+            )?
+            .execute(params![before, left])? as u64;
+    }
+    Ok(deleted)
+}
+
+#[derive(Default)]
+struct Folded {
+    charged: i64,
+    refunded: i64,
+    entries: i64,
+    through_ms: i64,
+}
+
+/// Ledger rows folded into `ledger_compacted`; returns (rows, next cursor, reached the end
+/// of what is old enough).
+fn ledger(
+    tx: &rusqlite::Transaction<'_>,
+    before: i64,
+    cursor: i64,
+    batch: usize,
+) -> Result<(u64, i64, bool), StoreError> {
+    let mut rows = Vec::with_capacity(batch);
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT rowid, request_id, client, kind, amount, ts_ms FROM ledger
+             WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+        )?;
+        let mut q = st.query(params![cursor, i64::try_from(batch).unwrap_or(i64::MAX)])?;
+        while let Some(r) = q.next()? {
+            let row: (i64, String, String, String, i64, i64) = (
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            );
+            rows.push(row);
+        }
+    }
+    let full = rows.len() == batch;
+    let mut next = cursor;
+    let mut folded: HashMap<String, Folded> = HashMap::new();
+    let mut n = 0;
+    for (rowid, request_id, client, kind, amount, ts) in rows {
+        if ts >= before {
+            return finish(tx, folded, n, next, true);
+        }
+        next = rowid;
+        if kind == "precharge" {
+            let closed = tx
+                .prepare_cached(
+                    "SELECT 1 FROM ledger WHERE request_id = ?1 AND kind <> 'precharge' LIMIT 1",
+                )?
+                .query_row([&request_id], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !closed {
+                continue; // still open: start-up recovery needs it
+            }
+        }
+        let f = folded.entry(client).or_default();
+        if kind == "refund" {
+            f.charged = f.charged.saturating_sub(amount);
+            f.refunded = f.refunded.saturating_add(amount);
+        } else {
+            f.charged = f.charged.saturating_add(amount);
+        }
+        f.entries += 1;
+        f.through_ms = f.through_ms.max(ts);
+        tx.prepare_cached("DELETE FROM ledger WHERE rowid = ?1")?
+            .execute([rowid])?;
+        n += 1;
+    }
+    finish(tx, folded, n, next, !full)
+}
+
+fn finish(
+    tx: &rusqlite::Transaction<'_>,
+    folded: HashMap<String, Folded>,
+    n: u64,
+    next: i64,
+    done: bool,
+) -> Result<(u64, i64, bool), StoreError> {
+    for (client, f) in folded {
+        tx.prepare_cached(
+            "INSERT INTO ledger_compacted (client, charged, refunded, entries, through_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(client) DO UPDATE SET charged = charged + excluded.charged,
+                refunded = refunded + excluded.refunded, entries = entries + excluded.entries,
+                through_ms = MAX(through_ms, excluded.through_ms)",
+        )?
+        .execute(params![
+            client,
+            f.charged,
+            f.refunded,
+            f.entries,
+            f.through_ms
+        ])?;
+    }
+    Ok((n, next, done))
+}
+
+/// One round: one transaction, at most `batch` request-log rows and `batch` ledger rows.
+pub(crate) fn run(conn: &mut Connection, p: &Prune) -> Result<Pruned, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let request_log = request_log(&tx, p)?;
+    let (ledger, cursor, ledger_done) = match p.before_ms {
+        Some(before) => ledger(&tx, before, p.ledger_cursor, p.batch)?,
+        None => (0, p.ledger_cursor, true),
+    };
+    tx.commit()?;
+    Ok(Pruned {
+        request_log,
+        ledger,
+        ledger_cursor: cursor,
+        more: request_log as usize >= p.batch || !ledger_done,
+    })
+}

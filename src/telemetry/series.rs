@@ -1,0 +1,147 @@
+//! The label values known in advance, and [`register_config`], which exports every series
+//! they and the config's names make at 0 from the first scrape (R12.2, issue 16 item 6).
+
+use super::*;
+use crate::config::model::Config;
+
+/// `outcome` values of `ATTEMPTS` (the attempt's error class).
+pub const ATTEMPT_OUTCOMES: &[&str] = &[
+    "success",
+    "http_429",
+    "http_4xx",
+    "http_5xx",
+    "header_timeout",
+    "first_byte_timeout",
+    "body_timeout",
+    "empty_body",
+    "broken",
+    "connect",
+    "channel_error",
+    "skip_retry",
+    "client_gone",
+    "local_error",
+    "deadline",
+    "circuit_open",
+];
+
+/// `result` values of `PROBES`.
+pub const PROBE_RESULTS: &[&str] = &["ok", "failed", "reenabled", "key_reenabled"];
+
+/// `outcome` values of `STREAMS`.
+pub const STREAM_OUTCOMES: &[&str] = &[
+    "complete",
+    "incomplete",
+    "client_cancel",
+    "first_byte_timeout",
+];
+
+/// `to` values of `BREAKER_TRANSITIONS`.
+pub const BREAKER_STATES: &[&str] = &["closed", "half_open", "open"];
+
+/// `result` values of `STICKY`.
+pub const STICKY_RESULTS: &[&str] = &["hit", "miss", "stale", "fallback"];
+
+/// `op` values of `STORE_DROPPED`.
+pub const STORE_OPS: &[&str] = &[
+    "request_log",
+    "ledger",
+    "channel_state",
+    "task_binding",
+    "affinity_binding",
+];
+
+/// Export at 0 every series whose label values the config names (channels, clients) or
+/// that are fixed (outcomes, results), so `increase()` and absence alerts work from the
+/// first scrape (the Prometheus instrumentation guide). Called at start-up and after each
+/// reload; series that exist keep their values.
+pub fn register_config(cfg: &Config) {
+    for ch in &cfg.channels {
+        let name = || ch.name.clone();
+        for o in ATTEMPT_OUTCOMES {
+            metrics::counter!(ATTEMPTS, "channel" => name(), "outcome" => *o).increment(0);
+        }
+        for r in PROBE_RESULTS {
+            metrics::counter!(PROBES, "channel" => name(), "result" => *r).increment(0);
+        }
+        metrics::counter!(RETRIES, "channel" => name()).increment(0);
+        metrics::counter!(PROMPT_TOKENS, "channel" => name()).increment(0);
+        metrics::counter!(CACHED_TOKENS, "channel" => name()).increment(0);
+        let _ = metrics::gauge!(BREAKER_STATE, "channel" => name());
+        let _ = metrics::gauge!(CHANNEL_DISABLED, "channel" => name());
+        let _ = metrics::histogram!(UPSTREAM_DURATION, "channel" => name());
+        for to in BREAKER_STATES {
+            metrics::counter!(BREAKER_TRANSITIONS, "channel" => name(), "to" => *to).increment(0);
+        }
+    }
+    for kind in crate::affinity::StickyKind::ALL {
+        for r in STICKY_RESULTS {
+            metrics::counter!(STICKY, "kind" => kind.as_str(), "result" => *r).increment(0);
+        }
+    }
+    for op in STORE_OPS {
+        metrics::counter!(STORE_DROPPED, "op" => *op).increment(0);
+    }
+    for table in ["request_log", "ledger"] {
+        metrics::counter!(STORE_PRUNED, "table" => table).increment(0);
+    }
+    let _ = metrics::gauge!(STORE_DISK_FULL);
+    for cl in &cfg.clients {
+        quota().register(&cl.name);
+    }
+    for o in STREAM_OUTCOMES {
+        metrics::counter!(STREAMS, "outcome" => *o).increment(0);
+    }
+    for class in ["2xx", "4xx", "5xx", "other"] {
+        metrics::counter!(REQUESTS, "status" => class).increment(0);
+    }
+    metrics::counter!(RETRY_BUDGET_EXHAUSTED).increment(0);
+    metrics::counter!(KEEPALIVES).increment(0);
+    metrics::counter!(CONNECTIONS_REJECTED).increment(0);
+    metrics::counter!(STORE_WRITTEN).increment(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::policy::{Outcome, TransportKind};
+
+    /// Every attempt class the request path can produce is exported at 0 at start-up.
+    #[test]
+    fn every_attempt_class_is_listed() {
+        let status = |code| Outcome::Status {
+            code,
+            error_code: None,
+            error_type: None,
+            message: String::new(),
+        };
+        use TransportKind::*;
+        let mut all = vec![
+            Outcome::Success,
+            status(429),
+            status(404),
+            status(503),
+            Outcome::ChannelError(String::new()),
+            Outcome::SkipRetry(String::new()),
+            Outcome::ClientGone,
+            Outcome::LocalAdapter(String::new()),
+            Outcome::DeadlineExceeded,
+        ];
+        for k in [
+            Connect,
+            Dns,
+            Tls,
+            Reset,
+            HeaderTimeout,
+            FirstByteTimeout,
+            BodyTimeout,
+            Broken,
+            EmptyBody,
+        ] {
+            all.push(Outcome::Transport(k));
+        }
+        for o in &all {
+            let class = crate::proxy::finish::error_class(o);
+            assert!(ATTEMPT_OUTCOMES.contains(&class), "{class} not listed");
+        }
+    }
+}

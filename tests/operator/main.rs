@@ -1,0 +1,18 @@
+//! The operator's day end to end (issue 16): config errors and the command line, reloads and
+//! what they report, metrics against README and the dashboard, the audit log of channel
+//! state, storage retention and a full disk. One test binary for all of them.
+#![allow(dead_code)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod binary;
+
+mod audit_log;
+mod cli;
+mod metrics_truth;
+#[cfg(unix)]
+mod reload;
+#[cfg(unix)]
+mod reload_status;
+mod storage;
