@@ -41,6 +41,10 @@ pub const STORE_DROPPED: &str = "switchyard_store_dropped_total";
 pub const STORE_WRITTEN: &str = "switchyard_store_written_total";
 pub const STORE_DISK_FULL: &str = "switchyard_store_disk_full";
 pub const STORE_PRUNED: &str = "switchyard_store_pruned_total";
+pub const STORE_UP: &str = "switchyard_store_up";
+pub const QUOTA_LEASE_REFUNDS: &str = "switchyard_quota_lease_refunds_total";
+pub const QUOTA_LEASE_LOST: &str = "switchyard_quota_lease_lost_total";
+pub const QUOTA_UNAVAILABLE: &str = "switchyard_quota_unavailable_total";
 pub const QUOTA_CHARGED: &str = "switchyard_quota_charged_credits_total";
 pub const QUOTA_REFUNDED: &str = "switchyard_quota_refunded_credits_total";
 pub const QUOTA_REJECTED: &str = "switchyard_quota_rejected_total";
@@ -152,6 +156,22 @@ fn describe() {
     describe_counter!(
         STORE_PRUNED,
         "Rows removed by retention: request_log rows deleted, ledger rows folded into their client's totals."
+    );
+    describe_gauge!(
+        STORE_UP,
+        "1 while the database answers (always for SQLite); 0 while PostgreSQL is unreachable."
+    );
+    describe_counter!(
+        QUOTA_LEASE_REFUNDS,
+        "Precharges refunded because their replica's lease expired (the replica died mid-request)."
+    );
+    describe_counter!(
+        QUOTA_LEASE_LOST,
+        "Settles or refunds not applied because the session was already closed by another replica after its lease expired."
+    );
+    describe_counter!(
+        QUOTA_UNAVAILABLE,
+        "Quota-limited requests admitted without the database (mode fail_open) or refused with 503 (fail_closed) while PostgreSQL was unreachable."
     );
     describe_counter!(QUOTA_CHARGED, "Credits charged (settled), by client.");
     describe_counter!(QUOTA_REFUNDED, "Credits refunded, by client.");

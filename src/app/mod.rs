@@ -65,14 +65,15 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         None => (None, None),
     };
     let metrics = crate::telemetry::install();
-    let store = Store::open(&cfg.storage.path)
-        .map_err(|e| anyhow::anyhow!("storage.path {}: {e}", cfg.storage.path))?;
+    let store = open_store(&cfg.storage).await?;
     let bound = Bound {
         listen: listener.local_addr()?,
         admin: admin.local_addr()?,
     };
     crate::telemetry::register_config(&cfg);
+    let fail_open = cfg.shared.fail_open;
     let gateway = Gateway::new(cfg, store, metrics)?;
+    gateway.billing.set_fail_open(fail_open);
     crate::state::restore::restore(&gateway).await;
     let recovered = gateway
         .billing
@@ -95,7 +96,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     ));
     let watcher = watch::install(reloader, hup);
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(crate::affinity::persist::run(
             gateway.bindings.clone(),
             gateway.store.clone(),
@@ -114,8 +115,12 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
             rx.clone(),
         )),
         tokio::spawn(watcher.run(rx.clone())),
-        tokio::spawn(crate::state::probe::run(gateway.clone(), rx)),
+        tokio::spawn(crate::state::probe::run(gateway.clone(), rx.clone())),
     ];
+    if gateway.billing.is_shared() {
+        let gw = gateway.clone();
+        tasks.push(tokio::spawn(async move { gw.billing.keep_leases(rx).await }));
+    }
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
         gateway,
@@ -123,6 +128,27 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         status,
         shutdown: tx,
         tasks,
+    })
+}
+
+/// SQLite at `storage.path`, or PostgreSQL at `storage.url` (several replicas, R17).
+async fn open_store(s: &config::model::Storage) -> anyhow::Result<Store> {
+    let Some(url) = &s.url else {
+        let opts = crate::store::StoreOptions {
+            queue_capacity: s.queue_capacity,
+            ..Default::default()
+        };
+        return Store::open_with(&s.path, opts)
+            .map_err(|e| anyhow::anyhow!("storage.path {}: {e}", s.path));
+    };
+    let opts = crate::store::PgOptions {
+        queue_capacity: s.queue_capacity,
+        lease_ttl: s.lease_ttl,
+        ..Default::default()
+    };
+    // The URL may hold a password: errors name the key, never the value.
+    Store::open_postgres(url.expose(), opts).await.map_err(|e| {
+        anyhow::anyhow!("storage.url: cannot use PostgreSQL: {e}; check that it runs and that the URL's user may create tables in the database")
     })
 }
 

@@ -69,6 +69,12 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
         live.limits.max_connections != new.limits.max_connections,
     );
     keep("storage.path", live.storage.path != new.storage.path);
+    keep("storage.url", live.storage.url != new.storage.url);
+    keep("storage.lease_ttl", live.storage.lease_ttl != new.storage.lease_ttl);
+    keep(
+        "storage.queue_capacity",
+        live.storage.queue_capacity != new.storage.queue_capacity,
+    );
     new.listen = live.listen;
     new.admin.listen = live.admin.listen;
     if live.tls.is_some() != new.tls.is_some() {
@@ -76,6 +82,9 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
     }
     new.limits.max_connections = live.limits.max_connections;
     new.storage.path = live.storage.path.clone();
+    new.storage.url = live.storage.url.clone();
+    new.storage.lease_ttl = live.storage.lease_ttl;
+    new.storage.queue_capacity = live.storage.queue_capacity;
     keys
 }
 
@@ -191,6 +200,7 @@ impl Reloader {
             return (Outcome::Failed { error }, None);
         }
         telemetry::register_config(&cfg);
+        self.gw.billing.set_fail_open(cfg.shared.fail_open);
         let generation = self.gw.swap(cfg);
         (Outcome::Applied { generation }, Some(restart))
     }

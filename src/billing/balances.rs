@@ -62,6 +62,12 @@ impl Account {
         }
     }
 
+    /// Replaces both totals (a cache refreshed from the shared database).
+    pub fn set(&self, charged: i64, refunded: i64) {
+        self.charged.store(charged, Ordering::Release);
+        self.refunded.store(refunded, Ordering::Release);
+    }
+
     /// Unconditional charge adjustment (a settle delta; may be negative).
     pub fn adjust(&self, delta: i64) {
         self.charged.fetch_add(delta, Ordering::AcqRel);
@@ -113,6 +119,14 @@ impl Balances {
     /// The account of `client` if it has one.
     pub fn get(&self, client: &str) -> Option<Arc<Account>> {
         self.map.load().get(client).cloned()
+    }
+
+    /// Sets the accounts named in `totals` (others are left as they are): a refresh of the
+    /// cache from the shared database.
+    pub fn sync(&self, totals: HashMap<String, LedgerTotals>) {
+        for (client, t) in totals {
+            self.account(&client).set(t.charged, t.refunded);
+        }
     }
 
     /// Replaces every account with the ledger's totals (start-up, before serving).

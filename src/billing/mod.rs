@@ -68,11 +68,14 @@
 //! case it returns.
 
 mod balances;
+mod lease;
 pub mod price;
 mod recover;
 mod session;
+mod shared;
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -83,7 +86,7 @@ pub use session::{Closed, Session};
 
 use crate::config::model::{Client, Price};
 use crate::error::GatewayError;
-use crate::store::{now_ms, LedgerEntry, LedgerKind, Store, StoreError};
+use crate::store::{now_ms, LedgerEntry, LedgerKind, Quota, Store, StoreError};
 use crate::telemetry;
 use session::Ledger;
 
@@ -95,6 +98,12 @@ pub struct Billing {
     balances: Balances,
     ledger: Arc<Ledger>,
     unpriced_seen: ArcSwap<HashSet<String>>,
+    /// PostgreSQL (`storage.url`): balances live in the database, shared by the replicas;
+    /// `balances` is then this replica's cache of them.
+    shared: Option<Quota>,
+    /// `shared.fail_open`: admit quota-limited clients from the cache while the database is
+    /// unreachable.
+    fail_open: AtomicBool,
 }
 
 /// A client's account as the admin API shows it (micro-credits).
@@ -112,9 +121,21 @@ impl Billing {
     pub fn new(store: Store) -> Billing {
         Billing {
             balances: Balances::default(),
+            shared: store.quota(),
             ledger: Arc::new(Ledger::new(store)),
             unpriced_seen: ArcSwap::default(),
+            fail_open: AtomicBool::new(false),
         }
+    }
+
+    /// Apply `shared.fail_open` (start-up and every reload).
+    pub fn set_fail_open(&self, on: bool) {
+        self.fail_open.store(on, Ordering::Relaxed);
+    }
+
+    /// Balances are shared through PostgreSQL (run [`Billing::keep_leases`] then).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 
     /// Refund dangling precharges and load balances from the ledger (start-up).
@@ -164,6 +185,18 @@ impl Billing {
         } else {
             price::cost(&p, &estimate.usage())
         };
+        if let (Some(q), Some(l), true) = (&self.shared, limit, amount > 0) {
+            let open = shared::Open {
+                client,
+                price: p,
+                estimate,
+                id,
+                account,
+                amount,
+                limit: l,
+            };
+            return self.begin_shared(q, open).await;
+        }
         let refused = if client.trusted {
             // No debit: only refuse a trusted client that has nothing left at all.
             limit

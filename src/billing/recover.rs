@@ -1,5 +1,7 @@
 //! Start-up recovery (R11.2): refund every precharge the previous process left without a
 //! settle or refund, then rebuild the in-memory accounts from the ledger — before serving.
+//! With PostgreSQL (R17.2) other replicas may be serving: only precharges whose lease expired
+//! are refunded (the sweep), and the accounts become a cache of the shared balances.
 
 use crate::store::{now_ms, LedgerEntry, LedgerKind, StoreError};
 
@@ -19,6 +21,17 @@ pub struct Recovered {
 /// Refund dangling precharges (durably: the refunds are committed before this returns)
 /// and load every client's totals into memory.
 pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
+    if let Some(q) = &billing.shared {
+        let refunded = super::lease::sweep(billing, q).await;
+        let totals = q.balances().await?;
+        let out = Recovered {
+            clients: totals.len(),
+            refunded,
+            refunded_micro: 0,
+        };
+        billing.balances.load(totals);
+        return Ok(out);
+    }
     let store = &billing.ledger.store;
     let dangling = store.dangling_precharges().await?;
     let mut totals = store.ledger_totals().await?;

@@ -66,8 +66,11 @@ struct Open {
     /// `None`: unpriced model, nothing is charged or written.
     price: Option<Price>,
     estimate: Estimate,
-    /// Amount debited and written as a precharge entry (0 when none was written).
+    /// Amount debited (and, unless `offline`, written as a precharge entry).
     precharged: i64,
+    /// Admitted from the cached balance while the shared database was unreachable: no
+    /// precharge row exists, so the settle carries the full cost and a refund writes nothing.
+    offline: bool,
 }
 
 /// One request's billing; see the module doc.
@@ -103,8 +106,17 @@ impl Session {
                 price,
                 estimate,
                 precharged,
+                offline: false,
             }),
         }
+    }
+
+    /// Marks a session admitted without a precharge row (see `Open::offline`).
+    pub(crate) fn offline(mut self) -> Session {
+        if let Some(o) = self.open.as_mut() {
+            o.offline = true;
+        }
+        self
     }
 
     /// The ledger key of this session.
@@ -171,9 +183,12 @@ impl Open {
         let actual = price::cost(&p, &billed);
         let delta = actual.saturating_sub(self.precharged);
         self.account.adjust(delta);
-        // A session that wrote no precharge and costs nothing leaves no trace.
-        if self.precharged > 0 || actual > 0 {
-            self.ledger.send(self.entry(LedgerKind::Settle, delta));
+        // A session that wrote no precharge and costs nothing leaves no trace; one admitted
+        // offline has no precharge row, so its settle is the whole cost.
+        let wrote_precharge = self.precharged > 0 && !self.offline;
+        if wrote_precharge || actual > 0 {
+            let amount = if self.offline { actual } else { delta };
+            self.ledger.send(self.entry(LedgerKind::Settle, amount));
         }
         self.ledger.count_charged(&self.client, actual);
         Closed::Settled(actual)
@@ -182,8 +197,10 @@ impl Open {
     fn refund(self) -> Closed {
         if self.precharged > 0 {
             self.account.refund(self.precharged);
-            self.ledger
-                .send(self.entry(LedgerKind::Refund, self.precharged));
+            if !self.offline {
+                self.ledger
+                    .send(self.entry(LedgerKind::Refund, self.precharged));
+            }
             self.ledger.count_refunded(&self.client, self.precharged);
         }
         Closed::Refunded(self.precharged)

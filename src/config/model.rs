@@ -21,6 +21,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     pub admin: Admin,
     pub storage: Storage,
+    /// Live state shared by several replicas (R17).
+    pub shared: Shared,
     pub debug_headers: bool,
     pub limits: Limits,
     pub timeouts: Timeouts,
@@ -55,8 +57,16 @@ pub struct Admin {
 
 #[derive(Debug, Clone)]
 pub struct Storage {
-    /// A file path, or ":memory:".
+    /// A file path, or ":memory:" (SQLite; unused when `url` is set).
     pub path: String,
+    /// `postgres://…`: durable state in PostgreSQL, shared by several replicas (R17).
+    pub url: Option<Secret>,
+    /// How long a PostgreSQL precharge stays owned by its replica without a renewal; past
+    /// it a surviving replica settles the books (refunds it).
+    pub lease_ttl: Duration,
+    /// Writes that may wait for the store writer; beyond, request-log entries are dropped
+    /// and counted.
+    pub queue_capacity: usize,
     /// Request-log retention (applies live on reload).
     pub request_log: RequestLogRetention,
 }
@@ -79,6 +89,14 @@ impl Default for RequestLogRetention {
             max_rows: 1_000_000,
         }
     }
+}
+
+/// The `shared:` section (R17).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shared {
+    /// With PostgreSQL unreachable, serve quota-limited clients from the last known balance
+    /// (bounded overshoot) instead of answering 503.
+    pub fail_open: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -25,7 +25,16 @@ pub(crate) struct RawAdmin {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStorage {
     pub path: Option<String>,
+    pub url: Option<String>,
+    pub lease_ttl: Dur,
+    pub queue_capacity: Option<u64>,
     pub request_log: Option<RawRequestLog>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawShared {
+    pub fail_open: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -226,6 +235,7 @@ pub(crate) struct RawConfig {
     pub tls: Option<RawTls>,
     pub admin: RawAdmin,
     pub storage: RawStorage,
+    pub shared: RawShared,
     pub debug_headers: Option<bool>,
     pub limits: RawLimits,
     pub timeouts: RawTimeouts,

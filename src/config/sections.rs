@@ -97,6 +97,7 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
             "tls" => raw.tls = optional(v, k, errs),
             "admin" => raw.admin = section(v, k, errs),
             "storage" => raw.storage = section(v, k, errs),
+            "shared" => raw.shared = section(v, k, errs),
             "debug_headers" => raw.debug_headers = optional(v, k, errs),
             "limits" => raw.limits = section(v, k, errs),
             "timeouts" => raw.timeouts = section(v, k, errs),

@@ -20,6 +20,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "tls",
     "admin",
     "storage",
+    "shared",
     "debug_headers",
     "limits",
     "timeouts",

@@ -56,25 +56,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
             .filter(|t| !t.trim().is_empty())
             .map(Secret::new),
     };
-    let storage_path = raw
-        .storage
-        .path
-        .clone()
-        .unwrap_or_else(|| "./switchyard.db".into());
-    if storage_path.trim().is_empty() {
-        c.push("storage.path", "must not be empty");
-    }
-    let rl = raw.storage.request_log.as_ref();
-    let keep = RequestLogRetention::default();
-    let request_log = RequestLogRetention {
-        max_age: dur(
-            c,
-            "storage.request_log.max_age",
-            &rl.and_then(|r| r.max_age.clone()),
-            keep.max_age,
-        ),
-        max_rows: rl.and_then(|r| r.max_rows).unwrap_or(keep.max_rows),
-    };
+    let storage = super::validate_storage::storage(&raw.storage, c);
     let lim = &raw.limits;
     let limits = Limits {
         max_body_bytes: positive(c, "limits.max_body_bytes", lim.max_body_bytes, 33_554_432),
@@ -213,10 +195,8 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         listen: socket(c, "listen", &raw.listen, "127.0.0.1:8080"),
         tls,
         admin,
-        storage: Storage {
-            path: storage_path,
-            request_log,
-        },
+        storage,
+        shared: super::validate_storage::shared(&raw.shared),
         debug_headers: raw.debug_headers.unwrap_or(false),
         limits,
         timeouts,

@@ -1,5 +1,6 @@
-//! SQLite persistence: request log (R12.1), billing ledger (R11.2), disabled channel and
-//! key states (R7.2), task bindings (R10.5) and affinity bindings, behind one writer thread.
+//! Persistence: request log (R12.1), billing ledger (R11.2), disabled channel and key states
+//! (R7.2), task bindings (R10.5) and affinity bindings, behind one writer thread. SQLite by
+//! default (one process); PostgreSQL with `storage.url` for several replicas (R17, `pg`).
 //!
 //! # Writing
 //! One dedicated `std::thread` owns the write connection. It `recv()`s one op, drains
@@ -37,6 +38,7 @@
 //! Reads run on a separate connection inside `tokio::task::spawn_blocking`. For
 //! `":memory:"` both connections share one named shared-cache in-memory database.
 
+pub mod pg;
 mod prune;
 mod queries;
 mod reads;
@@ -62,6 +64,7 @@ pub use records::{
     AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals, Prune,
     Pruned, RequestRecord, StateKey, TaskBinding, WriteOp,
 };
+pub use pg::{Debit, PgOptions, Quota, Swept};
 pub use schema::SCHEMA_VERSION;
 
 use writer::{Msg, Shared};
@@ -76,6 +79,11 @@ pub const STORE_WRITTEN_TOTAL: &str = crate::telemetry::STORE_WRITTEN;
 pub enum StoreError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {0}")]
+    Postgres(String),
+    /// The database could not be reached (or went away mid-call).
+    #[error("database unreachable: {0}")]
+    Unavailable(String),
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
     #[error("store setup: {0}")]
@@ -84,6 +92,27 @@ pub enum StoreError {
     Closed,
     #[error("store task failed: {0}")]
     Task(String),
+}
+
+impl StoreError {
+    /// The database could not be reached: the call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let text = match e.as_db_error() {
+            Some(db) => format!("{e}: {}", db.message()),
+            None => e.to_string(),
+        };
+        if pg::unreachable(&e) {
+            StoreError::Unavailable(text)
+        } else {
+            StoreError::Postgres(text)
+        }
+    }
 }
 
 /// Tunables; `Default` is what production uses.
@@ -116,11 +145,17 @@ pub struct StoreStats {
     pub queued: usize,
 }
 
-struct Inner {
+/// Where reads go (and which writer runs).
+pub(crate) enum Backend {
+    Sqlite(Arc<Mutex<Connection>>),
+    Postgres(Arc<pg::Remote>),
+}
+
+pub(crate) struct Inner {
     tx: SyncSender<Msg>,
     shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    reader: Arc<Mutex<Connection>>,
+    backend: Backend,
 }
 
 impl Inner {
@@ -153,7 +188,7 @@ impl Drop for Inner {
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Store {
@@ -187,6 +222,7 @@ impl Store {
         if target.is_memory() {
             tracing::info!("store is in memory: nothing survives a restart");
         }
+        metrics::gauge!(crate::telemetry::STORE_UP).set(1.0);
 
         let (tx, rx) = mpsc::sync_channel(opts.queue_capacity.max(1));
         let shared = Arc::new(Shared::default());
@@ -202,7 +238,7 @@ impl Store {
                 tx,
                 shared,
                 writer: Mutex::new(Some(handle)),
-                reader: Arc::new(Mutex::new(reader)),
+                backend: Backend::Sqlite(Arc::new(Mutex::new(reader))),
             }),
         })
     }
@@ -325,6 +361,19 @@ impl Store {
         });
         self.send_durable_async(op).await.ok()?;
         wait.await.ok()
+    }
+
+    /// False while the database cannot be reached (PostgreSQL down); SQLite is always up.
+    pub fn is_up(&self) -> bool {
+        self.remote().is_none_or(|r| r.reach.is_up())
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match self.inner.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
     }
 
     /// True while the database cannot grow (disk full): the last write failed for lack of

@@ -1,4 +1,5 @@
-//! The read side of [`Store`]: queries on the read connection, each in `spawn_blocking`.
+//! The read side of [`Store`]: SQLite queries on the read connection, each in
+//! `spawn_blocking`; PostgreSQL queries on the pool (`pg::reads`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -6,7 +7,7 @@ use std::sync::{Arc, PoisonError};
 use rusqlite::Connection;
 
 use super::records::{AffinityBinding, ChannelState, LedgerEntry, LedgerTotals, RequestRecord};
-use super::{queries, Store, StoreError};
+use super::{queries, Backend, Store, StoreError};
 
 impl Store {
     /// Pages the database has now.
@@ -23,7 +24,10 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let reader = Arc::clone(&self.inner.reader);
+        let Backend::Sqlite(reader) = &self.inner.backend else {
+            return Err(StoreError::Setup("not an SQLite store".into()));
+        };
+        let reader = Arc::clone(reader);
         tokio::task::spawn_blocking(move || {
             let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
             f(&conn)
@@ -34,21 +38,33 @@ impl Store {
 
     /// Most recent requests, the last written (finished) first.
     pub async fn recent_requests(&self, limit: usize) -> Result<Vec<RequestRecord>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.recent_requests(limit).await;
+        }
         self.read(move |c| queries::recent_requests(c, limit)).await
     }
 
     /// Number of stored request log rows.
     pub async fn request_count(&self) -> Result<u64, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.request_count().await;
+        }
         self.read(queries::request_count).await
     }
 
     /// Per-client ledger sums (see the module doc for `charged`).
     pub async fn ledger_totals(&self) -> Result<HashMap<String, LedgerTotals>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.ledger_totals().await;
+        }
         self.read(queries::ledger_totals).await
     }
 
     /// Precharges with neither settle nor refund, oldest first (start-up recovery).
     pub async fn dangling_precharges(&self) -> Result<Vec<LedgerEntry>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.dangling_precharges().await;
+        }
         self.read(queries::dangling_precharges).await
     }
 
@@ -57,6 +73,9 @@ impl Store {
         &self,
         request_id: &str,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.ledger_for_request(request_id).await;
+        }
         let id = request_id.to_owned();
         self.read(move |c| queries::ledger_for_request(c, &id))
             .await
@@ -64,11 +83,17 @@ impl Store {
 
     /// Persisted disabled channels / keys.
     pub async fn disabled_states(&self) -> Result<Vec<ChannelState>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.disabled_states().await;
+        }
         self.read(queries::disabled_states).await
     }
 
     /// Channels of `client`'s task `id`, newest first, then pre-v4 ones (owner unknown).
     pub async fn task_channels(&self, client: &str, id: &str) -> Result<Vec<String>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.task_channels(client, id).await;
+        }
         let (client, id) = (client.to_owned(), id.to_owned());
         self.read(move |c| queries::task_channels(c, &client, &id))
             .await
@@ -76,6 +101,9 @@ impl Store {
 
     /// Affinity bindings that have not expired at `now_ms`.
     pub async fn affinity_bindings(&self, now_ms: i64) -> Result<Vec<AffinityBinding>, StoreError> {
+        if let Some(r) = self.remote() {
+            return r.affinity_bindings(now_ms).await;
+        }
         self.read(move |c| queries::affinity_bindings(c, now_ms))
             .await
     }

@@ -53,7 +53,7 @@ impl Shared {
 
 /// The next message: blocks, or waits at most `HELD_RETRY` while writes are held.
 /// `Err(())` when every sender is gone.
-fn next(rx: &Receiver<Msg>, holding: bool) -> Result<Option<Msg>, ()> {
+pub(crate) fn next(rx: &Receiver<Msg>, holding: bool) -> Result<Option<Msg>, ()> {
     if !holding {
         return rx.recv().map(Some).map_err(|_| ());
     }
@@ -154,7 +154,7 @@ fn prune(conn: &mut Connection, mut p: Prune) {
 /// Sleeps out `LINGER` (unless the batch already holds a flush or the shutdown signal),
 /// then drains what arrived meanwhile. Sleeping rather than blocking in `recv` means the
 /// request path's sends do not each pay a futex wake-up of this thread.
-fn linger(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, max_batch: usize) {
+pub(crate) fn linger(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, max_batch: usize) {
     let urgent = |m: &Msg| matches!(m, Msg::Shutdown | Msg::Op(WriteOp::Flush(_)));
     if batch.len() >= max_batch || batch.iter().any(urgent) {
         return;

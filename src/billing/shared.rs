@@ -1,0 +1,117 @@
+//! The quota debit when balances live in PostgreSQL (R11.3, R17): one conditional statement
+//! per priced request of a quota-limited client, and what happens while the database does not
+//! answer (fail closed with 503, or with `shared.fail_open` admit from the last known
+//! balance).
+//!
+//! # Overshoot while PostgreSQL is unreachable (`fail_open: true`)
+//! Each replica then debits its own cached copy of the balance: the value the database
+//! returned with the last debit or the last refresh (at most one second old). N replicas can
+//! together admit at most N × the remaining balance they last saw, so a client's overshoot is
+//! at most (N − 1) × that balance, plus the usual settle overshoot of requests in flight.
+//! These sessions write no precharge (there is nothing to renew); their settle carries the
+//! full cost and is applied when the database answers again, a refund writes nothing.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::balances::{Account, Refused};
+use super::price::{self, Estimate};
+use super::{Billing, Session};
+use crate::config::model::{Client, Price};
+use crate::error::GatewayError;
+use crate::store::{now_ms, Quota};
+use crate::telemetry;
+
+/// A session about to be opened against the shared balance.
+pub(super) struct Open<'a> {
+    pub(super) client: &'a Client,
+    pub(super) price: Price,
+    pub(super) estimate: Estimate,
+    pub(super) id: String,
+    pub(super) account: Arc<Account>,
+    /// The precharge (> 0).
+    pub(super) amount: i64,
+    /// The client's quota in micro-credits.
+    pub(super) limit: i64,
+}
+
+impl Billing {
+    pub(super) async fn begin_shared(
+        &self,
+        q: &Quota,
+        o: Open<'_>,
+    ) -> Result<Session, GatewayError> {
+        if q.is_up() {
+            match q
+                .debit(&o.id, &o.client.name, o.amount, o.limit, now_ms())
+                .await
+            {
+                Ok(d) => {
+                    o.account.set(d.charged, d.refunded);
+                    if !d.admitted {
+                        // `charged` is as of the statement's snapshot: a concurrent debit may
+                        // have taken more since, never less.
+                        let left = (o.limit - d.charged).min(o.amount - 1);
+                        return Err(refuse(&o.client.name, o.amount, left));
+                    }
+                    return Ok(self.session(o, false));
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, client = %o.client.name, "quota debit failed");
+                }
+            }
+        }
+        if !self.fail_open.load(Ordering::Relaxed) {
+            metrics::counter!(telemetry::QUOTA_UNAVAILABLE, "mode" => "fail_closed").increment(1);
+            return Err(unavailable());
+        }
+        metrics::counter!(telemetry::QUOTA_UNAVAILABLE, "mode" => "fail_open").increment(1);
+        match o.account.try_debit(o.amount, Some(o.limit)) {
+            Ok(()) => Ok(self.session(o, true)),
+            Err(Refused { remaining }) => Err(refuse(&o.client.name, o.amount, remaining)),
+        }
+    }
+
+    fn session(&self, o: Open<'_>, offline: bool) -> Session {
+        let s = Session::new(
+            self.ledger.clone(),
+            o.account,
+            o.id,
+            o.client.name.clone(),
+            Some(o.price),
+            o.estimate,
+            o.amount,
+        );
+        if offline {
+            s.offline()
+        } else {
+            s
+        }
+    }
+
+    /// Renew this replica's leases, refund those of dead replicas and refresh the cached
+    /// balances, until `stop` turns true (only with PostgreSQL).
+    pub async fn keep_leases(&self, stop: tokio::sync::watch::Receiver<bool>) {
+        if let Some(q) = &self.shared {
+            super::lease::run(self, q, stop).await;
+        }
+    }
+}
+
+/// The 402 of a balance that cannot cover `need` (counted and logged once per request).
+pub(super) fn refuse(client: &str, need: i64, remaining: i64) -> GatewayError {
+    telemetry::quota().rejected(client);
+    tracing::info!(client = %client, need_micro = need, remaining_micro = remaining,
+        "request refused: quota exhausted");
+    GatewayError::quota_exceeded(price::credits(need), price::credits(remaining.max(0)))
+}
+
+/// The 503 of a quota-limited client while the database cannot be reached (fail closed).
+fn unavailable() -> GatewayError {
+    GatewayError::new(
+        http::StatusCode::SERVICE_UNAVAILABLE,
+        "storage_unavailable",
+        "api_error",
+        "quota accounting is paused because the gateway cannot reach its database (PostgreSQL); retry later",
+    )
+}

@@ -1,0 +1,97 @@
+//! The `storage:` and `shared:` sections: SQLite file or PostgreSQL URL (R17), retention,
+//! and what quota-limited clients get while PostgreSQL is unreachable.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::error::Collector;
+use super::model::{RequestLogRetention, Shared, Storage};
+use super::raw::{RawShared, RawStorage};
+use super::scalars::{dur, dur_nonzero};
+use crate::secret::Secret;
+
+/// Default `storage.lease_ttl`.
+pub const LEASE_TTL: Duration = Duration::from_secs(30);
+/// Default `storage.queue_capacity`.
+pub const QUEUE_CAPACITY: usize = 8192;
+
+pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
+    if raw.path.is_some() && raw.url.is_some() {
+        c.push(
+            "storage.url",
+            "set either storage.path (SQLite, one process) or storage.url (PostgreSQL, several replicas), not both",
+        );
+    }
+    let path = raw.path.clone().unwrap_or_else(|| "./switchyard.db".into());
+    if path.trim().is_empty() {
+        c.push("storage.path", "must not be empty");
+    }
+    let url = raw.url.as_deref().and_then(|u| postgres_url(u, c));
+    let rl = raw.request_log.as_ref();
+    let keep = RequestLogRetention::default();
+    let request_log = RequestLogRetention {
+        max_age: dur(
+            c,
+            "storage.request_log.max_age",
+            &rl.and_then(|r| r.max_age.clone()),
+            keep.max_age,
+        ),
+        max_rows: rl.and_then(|r| r.max_rows).unwrap_or(keep.max_rows),
+    };
+    let lease_ttl = dur_nonzero(c, "storage.lease_ttl", &raw.lease_ttl, LEASE_TTL);
+    if lease_ttl < Duration::from_secs(1) {
+        c.push("storage.lease_ttl", "must be at least 1s");
+    }
+    let queue_capacity = match raw.queue_capacity {
+        Some(0) => {
+            c.push("storage.queue_capacity", "must be greater than zero");
+            QUEUE_CAPACITY
+        }
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => QUEUE_CAPACITY,
+    };
+    Storage {
+        path,
+        url,
+        lease_ttl,
+        queue_capacity,
+        request_log,
+    }
+}
+
+/// A `postgres://` URL this build can use. The value itself is never echoed (it may hold a
+/// password).
+fn postgres_url(url: &str, c: &mut Collector) -> Option<Secret> {
+    const KEY: &str = "storage.url";
+    const FORM: &str = "expected postgres://user[:password]@host[:port]/database";
+    let url = url.trim();
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        c.push(KEY, format!("not a PostgreSQL URL: {FORM}"));
+        return None;
+    }
+    let parsed = match tokio_postgres::Config::from_str(url) {
+        Ok(p) => p,
+        Err(e) => {
+            c.push(KEY, format!("not a usable PostgreSQL URL ({e}): {FORM}"));
+            return None;
+        }
+    };
+    if parsed.get_hosts().is_empty() {
+        c.push(KEY, format!("names no host: {FORM}"));
+        return None;
+    }
+    if parsed.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        c.push(
+            KEY,
+            "sslmode=require: this build speaks to PostgreSQL without TLS; use sslmode=disable on a trusted network (or a local TLS tunnel)",
+        );
+        return None;
+    }
+    Some(Secret::new(url))
+}
+
+pub(crate) fn shared(raw: &RawShared) -> Shared {
+    Shared {
+        fail_open: raw.fail_open.unwrap_or(false),
+    }
+}

@@ -1,0 +1,242 @@
+//! The writer's statements for each [`WriteOp`] in PostgreSQL. Every one is idempotent, so a
+//! batch whose commit was not confirmed (the connection died) is simply written again.
+
+use tokio_postgres::{Client, GenericClient, Statement};
+
+use super::super::records::{
+    AffinityBinding, ChannelState, LedgerEntry, LedgerKind, RequestRecord, TaskBinding, WriteOp,
+};
+use super::super::writer::{key_column, to_i64};
+use super::super::StoreError;
+
+/// Settle or refund of a session: applied only by whoever deletes the session's lease, or —
+/// for a settle — when the session never had a precharge (trusted, unlimited, fail-open
+/// sessions); the ledger's unique index refuses a second terminal entry either way. The
+/// balance moves in the same statement. One row back when applied.
+const TERMINAL: &str = "WITH gone AS (
+        DELETE FROM quota_lease WHERE request_id = $1::text RETURNING 1
+    ), ok AS (
+        SELECT 1 WHERE EXISTS (SELECT 1 FROM gone)
+            OR ($3::text = 'settle' AND NOT EXISTS (
+                SELECT 1 FROM ledger WHERE request_id = $1::text AND kind = 'precharge'))
+    ), ins AS (
+        INSERT INTO ledger (request_id, client, kind, amount, ts_ms)
+        SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint FROM ok
+        ON CONFLICT DO NOTHING RETURNING kind, amount
+    )
+    INSERT INTO quota_balance AS b (client, charged, refunded)
+    SELECT $2::text, CASE WHEN kind = 'refund' THEN -amount ELSE amount END,
+           CASE WHEN kind = 'refund' THEN amount ELSE 0 END FROM ins
+    ON CONFLICT (client) DO UPDATE SET charged = b.charged + excluded.charged,
+        refunded = b.refunded + excluded.refunded";
+
+/// A precharge sent through the queue (not the request-path debit): charged unconditionally,
+/// once, with a lease of this replica that is not renewed (it is swept unless settled).
+const PRECHARGE: &str = "WITH ins AS (
+        INSERT INTO ledger (request_id, client, kind, amount, ts_ms)
+        VALUES ($1::text, $2::text, 'precharge', $3::bigint, $4::bigint)
+        ON CONFLICT DO NOTHING RETURNING amount
+    ), l AS (
+        INSERT INTO quota_lease (request_id, client, amount, replica, lease_until, ts_ms)
+        SELECT $1::text, $2::text, amount, $5::text,
+               now() + $6::bigint * interval '1 millisecond', $4::bigint FROM ins
+        ON CONFLICT DO NOTHING
+    )
+    INSERT INTO quota_balance AS b (client, charged, refunded)
+    SELECT $2::text, amount, 0 FROM ins
+    ON CONFLICT (client) DO UPDATE SET charged = b.charged + excluded.charged";
+
+const REQUESTS: &str = "INSERT INTO request_log (id, ts_ms, client, grp, public_model,
+    upstream_model, path, stream, attempts, chain, final_status, error_code, sticky_kind,
+    sticky_hit, fallback, prompt_tokens, completion_tokens, cached_tokens, usage_estimated,
+    stream_outcome, latency_ms)
+    SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+        $6::text[], $7::text[], $8::bool[], $9::text[], $10::text[], $11::int[], $12::text[],
+        $13::text[], $14::bool[], $15::bool[], $16::bigint[], $17::bigint[], $18::bigint[],
+        $19::bool[], $20::text[], $21::bigint[])";
+
+const STATE_SET: &str = "INSERT INTO channel_state (channel, key_fp, reason, ts_ms, auto)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (channel, key_fp) DO UPDATE SET reason = excluded.reason,
+        ts_ms = excluded.ts_ms, auto = excluded.auto";
+const STATE_CLEAR: &str = "DELETE FROM channel_state WHERE channel = $1 AND key_fp = $2";
+const TASK: &str = "INSERT INTO task_binding (client, task_id, channel, ts_ms)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (client, task_id, channel) DO UPDATE SET ts_ms = excluded.ts_ms";
+const AFFINITY: &str = "INSERT INTO affinity_binding (key, channel, expires_ms)
+    VALUES ($1, $2, $3)
+    ON CONFLICT (key) DO UPDATE SET channel = excluded.channel, expires_ms = excluded.expires_ms";
+
+/// The writer's statements, prepared once per connection.
+pub(crate) struct Stmts {
+    terminal: Statement,
+    precharge: Statement,
+    requests: Statement,
+    state_set: Statement,
+    state_clear: Statement,
+    task: Statement,
+    affinity: Statement,
+}
+
+impl Stmts {
+    pub(crate) async fn prepare(c: &Client) -> Result<Stmts, StoreError> {
+        Ok(Stmts {
+            terminal: c.prepare(TERMINAL).await?,
+            precharge: c.prepare(PRECHARGE).await?,
+            requests: c.prepare(REQUESTS).await?,
+            state_set: c.prepare(STATE_SET).await?,
+            state_clear: c.prepare(STATE_CLEAR).await?,
+            task: c.prepare(TASK).await?,
+            affinity: c.prepare(AFFINITY).await?,
+        })
+    }
+}
+
+/// What the lease of a queued precharge is (this replica, its period).
+pub(crate) struct Owner<'a> {
+    pub(crate) replica: &'a str,
+    pub(crate) ttl_ms: i64,
+}
+
+/// One op (not a request-log entry). `Ok(Some(applied))` for a ledger entry.
+pub(crate) async fn one<C: GenericClient>(
+    c: &C,
+    s: &Stmts,
+    owner: &Owner<'_>,
+    op: &WriteOp,
+) -> Result<Option<bool>, StoreError> {
+    match op {
+        WriteOp::Ledger(e) => ledger(c, s, owner, e).await.map(Some),
+        WriteOp::ChannelState(st) => state(c, s, st).await.map(|()| None),
+        WriteOp::TaskBinding(t) => task(c, s, t).await.map(|()| None),
+        WriteOp::AffinityBinding(a) => affinity(c, s, a).await.map(|()| None),
+        WriteOp::AffinityBindings(list) => {
+            for a in list {
+                affinity(c, s, a).await?;
+            }
+            Ok(None)
+        }
+        WriteOp::RequestLog(r) => requests(c, s, &[r.as_ref()]).await.map(|()| None),
+        WriteOp::Flush(_) | WriteOp::Prune(_) => Ok(None),
+    }
+}
+
+async fn ledger<C: GenericClient>(
+    c: &C,
+    s: &Stmts,
+    owner: &Owner<'_>,
+    e: &LedgerEntry,
+) -> Result<bool, StoreError> {
+    let n = match e.kind {
+        LedgerKind::Precharge => {
+            c.execute(
+                &s.precharge,
+                &[
+                    &e.request_id,
+                    &e.client,
+                    &e.amount,
+                    &e.ts_ms,
+                    &owner.replica,
+                    &owner.ttl_ms,
+                ],
+            )
+            .await?
+        }
+        LedgerKind::Settle | LedgerKind::Refund => {
+            c.execute(
+                &s.terminal,
+                &[
+                    &e.request_id,
+                    &e.client,
+                    &e.kind.as_str(),
+                    &e.amount,
+                    &e.ts_ms,
+                ],
+            )
+            .await?
+        }
+    };
+    Ok(n > 0)
+}
+
+async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &ChannelState) -> Result<(), StoreError> {
+    let key = key_column(&st.key);
+    if st.disabled {
+        c.execute(
+            &s.state_set,
+            &[&st.channel, &key, &st.reason, &st.ts_ms, &st.auto],
+        )
+        .await?;
+    } else {
+        c.execute(&s.state_clear, &[&st.channel, &key]).await?;
+    }
+    Ok(())
+}
+
+async fn task<C: GenericClient>(c: &C, s: &Stmts, t: &TaskBinding) -> Result<(), StoreError> {
+    c.execute(&s.task, &[&t.client, &t.task_id, &t.channel, &t.ts_ms])
+        .await?;
+    Ok(())
+}
+
+async fn affinity<C: GenericClient>(
+    c: &C,
+    s: &Stmts,
+    a: &AffinityBinding,
+) -> Result<(), StoreError> {
+    c.execute(&s.affinity, &[&a.key, &a.channel, &a.expires_ms])
+        .await?;
+    Ok(())
+}
+
+/// Every request-log entry of a batch in one statement (arrays unnested server-side).
+pub(crate) async fn requests<C: GenericClient>(
+    c: &C,
+    s: &Stmts,
+    rows: &[&RequestRecord],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let col = |f: fn(&RequestRecord) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let opt = |f: fn(&RequestRecord) -> Option<String>| {
+        rows.iter().map(|r| f(r)).collect::<Vec<_>>()
+    };
+    let num = |f: fn(&RequestRecord) -> u64| rows.iter().map(|r| to_i64(f(r))).collect::<Vec<_>>();
+    let flag = |f: fn(&RequestRecord) -> bool| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let attempts = rows
+        .iter()
+        .map(|r| serde_json::to_string(&r.attempts))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ts: Vec<i64> = rows.iter().map(|r| r.ts_ms).collect();
+    let status: Vec<i32> = rows.iter().map(|r| i32::from(r.final_status)).collect();
+    let sticky_hit: Vec<Option<bool>> = rows.iter().map(|r| r.sticky_hit).collect();
+    c.execute(
+        &s.requests,
+        &[
+            &col(|r| r.id.clone()),
+            &ts,
+            &col(|r| r.client.clone()),
+            &col(|r| r.group.clone()),
+            &col(|r| r.public_model.clone()),
+            &col(|r| r.upstream_model.clone()),
+            &col(|r| r.path.clone()),
+            &flag(|r| r.stream),
+            &attempts,
+            &col(|r| r.chain.clone()),
+            &status,
+            &opt(|r| r.error_code.clone()),
+            &opt(|r| r.sticky_kind.clone()),
+            &sticky_hit,
+            &flag(|r| r.fallback),
+            &num(|r| r.prompt_tokens),
+            &num(|r| r.completion_tokens),
+            &num(|r| r.cached_tokens),
+            &flag(|r| r.usage_estimated),
+            &opt(|r| r.stream_outcome.clone()),
+            &num(|r| r.latency_ms),
+        ],
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! PostgreSQL unreachable (R17.2): writes are held (request log bounded, drops counted),
+//! calls fail fast as "unavailable", and everything held is applied once it answers.
+//! Migrations from stores opening together run once.
+
+use std::time::{Duration, Instant};
+
+use switchyard::store::LedgerKind::Settle;
+use switchyard::store::{PgOptions, Store};
+
+use super::support::external::Postgres;
+use super::{entry, int, open, request};
+
+#[tokio::test]
+async fn writes_are_held_while_the_server_is_down_and_applied_after() {
+    let mut pg = Postgres::start();
+    let opts = PgOptions {
+        queue_capacity: 16,
+        ..PgOptions::default()
+    };
+    let store = Store::open_postgres(&pg.url(), opts).await.unwrap();
+    let q = store.quota().unwrap();
+    assert!(q.debit("s1", "alice", 100, 1000, 1).await.unwrap().admitted);
+    pg.stop();
+    store
+        .send_durable_async(entry("s1", "alice", Settle, -40))
+        .await
+        .unwrap();
+    store.send_durable_async(entry("u1", "bob", Settle, 7)).await.unwrap();
+    store.flush().await.unwrap();
+    assert!(!store.is_up(), "the failed batch marks the store down");
+    let t = Instant::now();
+    let err = q.debit("s2", "alice", 1, 1000, 1).await.unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(3), "bounded: {:?}", t.elapsed());
+    for i in 0..200 {
+        store.try_send(request(&format!("r{i}"), i));
+        if i % 8 == 0 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+    store.flush().await.unwrap();
+    let dropped = store.dropped();
+    assert!(dropped >= 200 - 32, "request log bounded while down: {dropped} dropped");
+    assert_eq!(q.owned(), 1, "s1 is still renewed: its settle is not written yet");
+    pg.start_server();
+    let t = Instant::now();
+    while (!store.is_up() || q.held() > 0) && t.elapsed() < Duration::from_secs(15) {
+        store.try_send(request("probe", 1));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    store.flush().await.unwrap();
+    assert!(store.is_up());
+    let b = q.balances().await.unwrap();
+    assert_eq!(b["alice"].charged, 60, "the held settle applied once");
+    assert_eq!(b["bob"].charged, 7);
+    assert_eq!(q.owned(), 0);
+    let logged = int(&pg, "SELECT count(*) FROM request_log WHERE id <> 'probe'");
+    assert_eq!(logged as u64 + dropped, 200, "every entry written or counted");
+}
+
+/// Replicas starting at the same moment: each schema version is applied once.
+#[tokio::test]
+async fn migrations_run_once_when_stores_open_together() {
+    let pg = Postgres::start();
+    let url = pg.url();
+    let opens = (0..4).map(|_| Store::open_postgres(&url, PgOptions::default()));
+    let stores = futures_util::future::join_all(opens).await;
+    assert!(stores.iter().all(Result::is_ok));
+    assert_eq!(
+        int(&pg, "SELECT count(*) FROM schema_version"),
+        int(&pg, "SELECT max(version) FROM schema_version")
+    );
+    let again = open(&pg, Duration::from_secs(30)).await;
+    assert_eq!(again.request_count().await.unwrap(), 0);
+    assert_eq!(int(&pg, "SELECT count(*) FROM schema_version"), 1);
+}
+
+/// A URL that cannot be reached fails at open with the reason, not a hang.
+#[tokio::test]
+async fn an_unreachable_url_fails_at_open() {
+    let port = super::support::external::free_port();
+    let url = format!("postgres://switchyard@127.0.0.1:{port}/switchyard");
+    let err = Store::open_postgres(&url, PgOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unreachable"), "{err}");
+}
