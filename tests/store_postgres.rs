@@ -4,12 +4,12 @@
 //! Each test starts its own throwaway cluster (`support::external::Postgres`, ~1 s).
 mod support;
 
+#[path = "postgres/faults.rs"]
+mod faults;
 #[path = "postgres/ops.rs"]
 mod ops;
 #[path = "postgres/quota.rs"]
 mod quota;
-#[path = "postgres/faults.rs"]
-mod faults;
 
 use std::time::Duration;
 
@@ -62,6 +62,5 @@ pub fn request(id: &str, ts_ms: i64) -> RequestRecord {
 /// `SELECT` one integer with psql.
 pub fn int(pg: &Postgres, sql: &str) -> i64 {
     let out = pg.psql(sql);
-    out.parse()
-        .unwrap_or_else(|_| panic!("{sql} gave {out:?}"))
+    out.parse().unwrap_or_else(|_| panic!("{sql} gave {out:?}"))
 }

@@ -119,7 +119,9 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     ];
     if gateway.billing.is_shared() {
         let gw = gateway.clone();
-        tasks.push(tokio::spawn(async move { gw.billing.keep_leases(rx).await }));
+        tasks.push(tokio::spawn(
+            async move { gw.billing.keep_leases(rx).await },
+        ));
     }
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {

@@ -70,7 +70,10 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
     );
     keep("storage.path", live.storage.path != new.storage.path);
     keep("storage.url", live.storage.url != new.storage.url);
-    keep("storage.lease_ttl", live.storage.lease_ttl != new.storage.lease_ttl);
+    keep(
+        "storage.lease_ttl",
+        live.storage.lease_ttl != new.storage.lease_ttl,
+    );
     keep(
         "storage.queue_capacity",
         live.storage.queue_capacity != new.storage.queue_capacity,

@@ -16,7 +16,10 @@ pub const REFRESH: Duration = Duration::from_secs(1);
 /// Renew every third of the lease period, sweep every half.
 fn periods(q: &Quota) -> (Duration, Duration) {
     let ttl = q.lease_ttl();
-    ((ttl / 3).max(Duration::from_millis(100)), (ttl / 2).max(Duration::from_millis(100)))
+    (
+        (ttl / 3).max(Duration::from_millis(100)),
+        (ttl / 2).max(Duration::from_millis(100)),
+    )
 }
 
 pub(super) async fn run(billing: &Billing, q: &Quota, mut stop: watch::Receiver<bool>) {

@@ -61,6 +61,12 @@
 //! committed) or refunded — never charged twice. A settle still queued at the moment of the
 //! kill (a few milliseconds) is lost together with its precharge: the request is then free.
 //!
+//! # Several replicas (R17)
+//! With `storage.url` the balances live in PostgreSQL: the debit above becomes one conditional
+//! statement there (`shared.rs`), the accounts here become a cache refreshed every second, and
+//! a lease on each precharge lets a surviving replica refund the precharges of a replica that
+//! died (`lease.rs`, `store::pg::quota`).
+//!
 //! # Reload
 //! Balances are kept per client name and the quota is read from the live config at each
 //! debit: a client added on reload starts with its full quota, a changed quota changes the

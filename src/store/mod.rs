@@ -38,6 +38,7 @@
 //! Reads run on a separate connection inside `tokio::task::spawn_blocking`. For
 //! `":memory:"` both connections share one named shared-cache in-memory database.
 
+mod error;
 pub mod pg;
 mod prune;
 mod queries;
@@ -60,11 +61,12 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+pub use error::StoreError;
+pub use pg::{Debit, PgOptions, Quota, Swept};
 pub use records::{
     AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals, Prune,
     Pruned, RequestRecord, StateKey, TaskBinding, WriteOp,
 };
-pub use pg::{Debit, PgOptions, Quota, Swept};
 pub use schema::SCHEMA_VERSION;
 
 use writer::{Msg, Shared};
@@ -73,47 +75,6 @@ use writer::{Msg, Shared};
 pub const STORE_DROPPED_TOTAL: &str = crate::telemetry::STORE_DROPPED;
 /// Counter of ops committed.
 pub const STORE_WRITTEN_TOTAL: &str = crate::telemetry::STORE_WRITTEN;
-
-/// Store failures.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("postgres: {0}")]
-    Postgres(String),
-    /// The database could not be reached (or went away mid-call).
-    #[error("database unreachable: {0}")]
-    Unavailable(String),
-    #[error("json: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("store setup: {0}")]
-    Setup(String),
-    #[error("store is closed")]
-    Closed,
-    #[error("store task failed: {0}")]
-    Task(String),
-}
-
-impl StoreError {
-    /// The database could not be reached: the call may succeed later.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
-    }
-}
-
-impl From<tokio_postgres::Error> for StoreError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        let text = match e.as_db_error() {
-            Some(db) => format!("{e}: {}", db.message()),
-            None => e.to_string(),
-        };
-        if pg::unreachable(&e) {
-            StoreError::Unavailable(text)
-        } else {
-            StoreError::Postgres(text)
-        }
-    }
-}
 
 /// Tunables; `Default` is what production uses.
 #[derive(Debug, Clone)]

@@ -25,13 +25,20 @@ async fn writes_are_held_while_the_server_is_down_and_applied_after() {
         .send_durable_async(entry("s1", "alice", Settle, -40))
         .await
         .unwrap();
-    store.send_durable_async(entry("u1", "bob", Settle, 7)).await.unwrap();
+    store
+        .send_durable_async(entry("u1", "bob", Settle, 7))
+        .await
+        .unwrap();
     store.flush().await.unwrap();
     assert!(!store.is_up(), "the failed batch marks the store down");
     let t = Instant::now();
     let err = q.debit("s2", "alice", 1, 1000, 1).await.unwrap_err();
     assert!(err.is_unavailable(), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(3), "bounded: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "bounded: {:?}",
+        t.elapsed()
+    );
     for i in 0..200 {
         store.try_send(request(&format!("r{i}"), i));
         if i % 8 == 0 {
@@ -40,8 +47,15 @@ async fn writes_are_held_while_the_server_is_down_and_applied_after() {
     }
     store.flush().await.unwrap();
     let dropped = store.dropped();
-    assert!(dropped >= 200 - 32, "request log bounded while down: {dropped} dropped");
-    assert_eq!(q.owned(), 1, "s1 is still renewed: its settle is not written yet");
+    assert!(
+        dropped >= 200 - 32,
+        "request log bounded while down: {dropped} dropped"
+    );
+    assert_eq!(
+        q.owned(),
+        1,
+        "s1 is still renewed: its settle is not written yet"
+    );
     pg.start_server();
     let t = Instant::now();
     while (!store.is_up() || q.held() > 0) && t.elapsed() < Duration::from_secs(15) {
@@ -55,7 +69,11 @@ async fn writes_are_held_while_the_server_is_down_and_applied_after() {
     assert_eq!(b["bob"].charged, 7);
     assert_eq!(q.owned(), 0);
     let logged = int(&pg, "SELECT count(*) FROM request_log WHERE id <> 'probe'");
-    assert_eq!(logged as u64 + dropped, 200, "every entry written or counted");
+    assert_eq!(
+        logged as u64 + dropped,
+        200,
+        "every entry written or counted"
+    );
 }
 
 /// Replicas starting at the same moment: each schema version is applied once.

@@ -65,11 +65,18 @@ async fn every_write_and_read_round_trips() {
 
     let rows = store.recent_requests(10).await.unwrap();
     assert_eq!(rows.len(), 3);
-    assert_eq!(rows[0], request("r2", 1002), "newest first, every field kept");
+    assert_eq!(
+        rows[0],
+        request("r2", 1002),
+        "newest first, every field kept"
+    );
     assert_eq!(store.request_count().await.unwrap(), 3);
 
     let states = store.disabled_states().await.unwrap();
-    let keys: Vec<_> = states.iter().map(|s| (s.channel.as_str(), &s.key)).collect();
+    let keys: Vec<_> = states
+        .iter()
+        .map(|s| (s.channel.as_str(), &s.key))
+        .collect();
     assert_eq!(
         keys,
         vec![("a", &StateKey::Channel), ("a", &StateKey::Key(fp.clone()))],
@@ -77,7 +84,10 @@ async fn every_write_and_read_round_trips() {
     );
     assert!(states.iter().all(|s| s.auto && s.reason == "operator"));
 
-    assert_eq!(store.task_channels("alice", "t1").await.unwrap(), ["y", "x"]);
+    assert_eq!(
+        store.task_channels("alice", "t1").await.unwrap(),
+        ["y", "x"]
+    );
     assert_eq!(store.task_channels("bob", "t1").await.unwrap(), ["z"]);
     assert!(store.task_channels("eve", "t1").await.unwrap().is_empty());
 
@@ -140,7 +150,12 @@ async fn retention_prunes_the_log_and_folds_the_ledger() {
         let e = super::entry(&s, "alice", if i % 2 == 0 { Settle } else { Refund }, 100);
         store.send_durable_async(e).await.unwrap();
     }
-    assert!(q.debit("open", "alice", 100, 10_000, 1).await.unwrap().admitted);
+    assert!(
+        q.debit("open", "alice", 100, 10_000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
     store.flush().await.unwrap();
     let before = store.ledger_totals().await.unwrap()["alice"];
     pg.psql("UPDATE ledger SET ts_ms = 1");
@@ -158,7 +173,10 @@ async fn retention_prunes_the_log_and_folds_the_ledger() {
     );
     assert_eq!(before.charged, 3 * 200 + 100, "matches the balance");
     assert_eq!(
-        int(&pg, "SELECT charged FROM quota_balance WHERE client = 'alice'"),
+        int(
+            &pg,
+            "SELECT charged FROM quota_balance WHERE client = 'alice'"
+        ),
         before.charged
     );
 }

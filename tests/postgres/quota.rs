@@ -39,7 +39,10 @@ async fn sixty_debits_from_three_stores_admit_exactly_ten() {
     }
     assert_eq!(admitted, 10);
     assert_eq!(
-        int(&pg, "SELECT charged FROM quota_balance WHERE client = 'alice'"),
+        int(
+            &pg,
+            "SELECT charged FROM quota_balance WHERE client = 'alice'"
+        ),
         70
     );
     assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 10);
@@ -62,13 +65,25 @@ async fn settle_and_refund_close_a_session_once() {
     assert!(q.debit("s1", "alice", 100, 1000, 1).await.unwrap().admitted);
     assert!(q.debit("s2", "alice", 100, 1000, 1).await.unwrap().admitted);
     assert_eq!(q.owned(), 2);
-    one.send_durable_async(entry("s1", "alice", Settle, -40)).await.unwrap();
-    one.send_durable_async(entry("s1", "alice", Settle, -40)).await.unwrap();
-    one.send_durable_async(entry("s1", "alice", Refund, 100)).await.unwrap();
-    one.send_durable_async(entry("s2", "alice", Refund, 100)).await.unwrap();
+    one.send_durable_async(entry("s1", "alice", Settle, -40))
+        .await
+        .unwrap();
+    one.send_durable_async(entry("s1", "alice", Settle, -40))
+        .await
+        .unwrap();
+    one.send_durable_async(entry("s1", "alice", Refund, 100))
+        .await
+        .unwrap();
+    one.send_durable_async(entry("s2", "alice", Refund, 100))
+        .await
+        .unwrap();
     one.flush().await.unwrap();
-    two.send_durable_async(entry("s2", "alice", Refund, 100)).await.unwrap();
-    two.send_durable_async(entry("s1", "alice", Settle, 500)).await.unwrap();
+    two.send_durable_async(entry("s2", "alice", Refund, 100))
+        .await
+        .unwrap();
+    two.send_durable_async(entry("s1", "alice", Settle, 500))
+        .await
+        .unwrap();
     two.flush().await.unwrap();
     assert_eq!(q.owned(), 0, "closed sessions are no longer renewed");
     let kinds = |s: &str| {
@@ -83,12 +98,18 @@ async fn settle_and_refund_close_a_session_once() {
     assert_eq!((b.charged, b.refunded), (60, 100));
     assert_eq!(one.ledger_totals().await.unwrap()["alice"], b);
     // A settle of a session that never had a precharge (trusted, unlimited) is charged once.
-    one.send_durable_async(entry("u1", "bob", Settle, 30)).await.unwrap();
-    two.send_durable_async(entry("u1", "bob", Settle, 30)).await.unwrap();
+    one.send_durable_async(entry("u1", "bob", Settle, 30))
+        .await
+        .unwrap();
+    two.send_durable_async(entry("u1", "bob", Settle, 30))
+        .await
+        .unwrap();
     one.flush().await.unwrap();
     two.flush().await.unwrap();
     // A refund without a precharge returns nothing.
-    one.send_durable_async(entry("u2", "bob", Refund, 999)).await.unwrap();
+    one.send_durable_async(entry("u2", "bob", Refund, 999))
+        .await
+        .unwrap();
     one.flush().await.unwrap();
     assert_eq!(q.balances().await.unwrap()["bob"].charged, 30);
 }
@@ -104,11 +125,24 @@ async fn expired_leases_are_refunded_once_by_racing_sweeps() {
     let (b, c) = (open(&pg, ttl).await, open(&pg, ttl).await);
     let qd = dead.quota().unwrap();
     for i in 0..5 {
-        assert!(qd.debit(&format!("d{i}"), "alice", 10, 1000, 1).await.unwrap().admitted);
+        assert!(
+            qd.debit(&format!("d{i}"), "alice", 10, 1000, 1)
+                .await
+                .unwrap()
+                .admitted
+        );
     }
     let (qb, qc) = (b.quota().unwrap(), c.quota().unwrap());
-    assert!(qb.debit("live", "alice", 10, 1000, 1).await.unwrap().admitted);
-    assert!(qb.sweep(1).await.unwrap().refunds.is_empty(), "not expired yet");
+    assert!(
+        qb.debit("live", "alice", 10, 1000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
+    assert!(
+        qb.sweep(1).await.unwrap().refunds.is_empty(),
+        "not expired yet"
+    );
     let renew = async {
         for _ in 0..8 {
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -128,7 +162,9 @@ async fn expired_leases_are_refunded_once_by_racing_sweeps() {
     let lease = pg.psql("SELECT request_id FROM quota_lease");
     assert_eq!(lease, "live", "the renewed session is not swept");
     // The dead replica's queued settle arrives late: the session is already closed.
-    dead.send_durable_async(entry("d0", "alice", Settle, 5)).await.unwrap();
+    dead.send_durable_async(entry("d0", "alice", Settle, 5))
+        .await
+        .unwrap();
     dead.flush().await.unwrap();
     let b_now = qb.balances().await.unwrap()["alice"];
     assert_eq!((b_now.charged, b_now.refunded), (10, 50));
@@ -144,7 +180,12 @@ async fn settles_racing_the_sweep_close_each_session_once() {
     let sweeper: Store = open(&pg, ttl).await;
     let q = owner.quota().unwrap();
     for i in 0..40 {
-        assert!(q.debit(&format!("s{i}"), "alice", 100, 1_000_000, 1).await.unwrap().admitted);
+        assert!(
+            q.debit(&format!("s{i}"), "alice", 100, 1_000_000, 1)
+                .await
+                .unwrap()
+                .admitted
+        );
     }
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let settles = async {

@@ -199,9 +199,8 @@ pub(crate) async fn requests<C: GenericClient>(
         return Ok(());
     }
     let col = |f: fn(&RequestRecord) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let opt = |f: fn(&RequestRecord) -> Option<String>| {
-        rows.iter().map(|r| f(r)).collect::<Vec<_>>()
-    };
+    let opt =
+        |f: fn(&RequestRecord) -> Option<String>| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
     let num = |f: fn(&RequestRecord) -> u64| rows.iter().map(|r| to_i64(f(r))).collect::<Vec<_>>();
     let flag = |f: fn(&RequestRecord) -> bool| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
     let attempts = rows

@@ -153,8 +153,9 @@ impl Remote {
 
 /// Parses `url` for tokio-postgres (without echoing it: it may hold a password).
 pub(crate) fn pg_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
-    let mut cfg = tokio_postgres::Config::from_str(url)
-        .map_err(|e| StoreError::Setup(format!("storage.url is not a usable PostgreSQL URL: {e}")))?;
+    let mut cfg = tokio_postgres::Config::from_str(url).map_err(|e| {
+        StoreError::Setup(format!("storage.url is not a usable PostgreSQL URL: {e}"))
+    })?;
     if cfg.get_connect_timeout().is_none() {
         cfg.connect_timeout(Duration::from_secs(5));
     }
@@ -166,7 +167,11 @@ pub(crate) fn pg_config(url: &str) -> Result<tokio_postgres::Config, StoreError>
 
 fn replica_id() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_default();
-    let host: String = host.chars().filter(|c| c.is_ascii_graphic()).take(32).collect();
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(32)
+        .collect();
     format!("{host}-{}-{:08x}", std::process::id(), fastrand::u32(..))
 }
 

@@ -11,7 +11,7 @@ use super::super::records::{Prune, Pruned};
 use super::super::StoreError;
 
 /// Advisory lock key of the ledger fold ("sy-fold").
-const FOLD_LOCK: i64 = 0x7379_2d66_6f6c_64;
+const FOLD_LOCK: i64 = 0x0073_792d_666f_6c64;
 
 pub(crate) async fn run(client: &mut Client, p: &Prune) -> Result<Pruned, StoreError> {
     let batch = i64::try_from(p.batch).unwrap_or(i64::MAX);

@@ -64,7 +64,8 @@ const DEBIT: &str = "WITH d AS (
     SELECT false, charged, refunded FROM quota_balance
         WHERE client = $2::text AND NOT EXISTS (SELECT 1 FROM d)";
 
-const RENEW: &str = "UPDATE quota_lease SET lease_until = now() + $3::bigint * interval '1 millisecond'
+const RENEW: &str =
+    "UPDATE quota_lease SET lease_until = now() + $3::bigint * interval '1 millisecond'
     WHERE replica = $2::text AND request_id = ANY($1::text[])";
 
 const SWEEP: &str = "WITH gone AS (

@@ -68,11 +68,17 @@ fn state_key(col: &str) -> StateKey {
 }
 
 impl Remote {
-    pub(crate) async fn recent_requests(&self, limit: usize) -> Result<Vec<RequestRecord>, StoreError> {
+    pub(crate) async fn recent_requests(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<RequestRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(async |c| {
             let rows = c
-                .query("SELECT * FROM request_log ORDER BY seq DESC LIMIT $1", &[&limit])
+                .query(
+                    "SELECT * FROM request_log ORDER BY seq DESC LIMIT $1",
+                    &[&limit],
+                )
                 .await?;
             Ok(rows.iter().map(request).collect())
         })
@@ -81,7 +87,10 @@ impl Remote {
 
     pub(crate) async fn request_count(&self) -> Result<u64, StoreError> {
         self.with(async |c| {
-            let n: i64 = c.query_one("SELECT COUNT(*) FROM request_log", &[]).await?.get(0);
+            let n: i64 = c
+                .query_one("SELECT COUNT(*) FROM request_log", &[])
+                .await?
+                .get(0);
             Ok(to_u64(n))
         })
         .await
@@ -133,10 +142,16 @@ impl Remote {
         .await
     }
 
-    pub(crate) async fn ledger_for_request(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+    pub(crate) async fn ledger_for_request(
+        &self,
+        id: &str,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
         self.with(async |c| {
             let rows = c
-                .query("SELECT * FROM ledger WHERE request_id = $1 ORDER BY seq", &[&id])
+                .query(
+                    "SELECT * FROM ledger WHERE request_id = $1 ORDER BY seq",
+                    &[&id],
+                )
                 .await?;
             Ok(rows.iter().filter_map(ledger).collect())
         })
@@ -167,7 +182,11 @@ impl Remote {
         .await
     }
 
-    pub(crate) async fn task_channels(&self, client: &str, id: &str) -> Result<Vec<String>, StoreError> {
+    pub(crate) async fn task_channels(
+        &self,
+        client: &str,
+        id: &str,
+    ) -> Result<Vec<String>, StoreError> {
         self.with(async |c| {
             let rows = c
                 .query(
@@ -181,7 +200,10 @@ impl Remote {
         .await
     }
 
-    pub(crate) async fn affinity_bindings(&self, now_ms: i64) -> Result<Vec<AffinityBinding>, StoreError> {
+    pub(crate) async fn affinity_bindings(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<AffinityBinding>, StoreError> {
         self.with(async |c| {
             let rows = c
                 .query(

@@ -1,7 +1,8 @@
 //! The PostgreSQL writer thread: drains the queue into held writes, commits them in batches
 //! on its own connection (a current-thread runtime drives it), and holds them while the
-//! database does not answer — request-log entries up to the queue capacity, the rest up to
-//! [`MAX_HELD`] — dropping and counting beyond.
+//! database does not answer — request-log entries and affinity snapshots (only a cache) up to
+//! the queue capacity, the rest up to [`MAX_HELD`] — dropping and counting beyond, so a long
+//! outage never crowds ledger entries out with droppable ones.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -54,7 +55,7 @@ struct Writer {
     cfg: tokio_postgres::Config,
     conn: Option<(Client, Stmts)>,
     held: VecDeque<WriteOp>,
-    /// Request-log entries among `held`.
+    /// Droppable entries (request log, affinity snapshots) among `held`.
     logs: usize,
     log_cap: usize,
     max_batch: usize,
@@ -118,7 +119,11 @@ impl Writer {
             }
         }
         for op in std::mem::take(&mut self.held) {
-            report_lost(&op, &StoreError::Closed, "PostgreSQL unreachable at shutdown");
+            report_lost(
+                &op,
+                &StoreError::Closed,
+                "PostgreSQL unreachable at shutdown",
+            );
             self.shared.count_dropped(op.kind(), 1);
         }
         tracing::debug!("store writer (PostgreSQL) stopped");
@@ -126,13 +131,17 @@ impl Writer {
 
     /// Queues `op` behind what is held, or drops and counts it when its bound is reached.
     fn hold(&mut self, op: WriteOp) {
-        let is_log = matches!(op, WriteOp::RequestLog(_));
+        let is_log = droppable(&op);
         if is_log && self.logs >= self.log_cap {
             self.shared.count_dropped(op.kind(), 1);
             return;
         }
         if !is_log && self.held.len() - self.logs >= MAX_HELD {
-            report_lost(&op, &StoreError::Closed, "PostgreSQL unreachable and too many writes held");
+            report_lost(
+                &op,
+                &StoreError::Closed,
+                "PostgreSQL unreachable and too many writes held",
+            );
             self.shared.count_dropped(op.kind(), 1);
             self.release(&op);
             return;
@@ -285,10 +294,14 @@ impl Writer {
 
     /// Counts a committed batch and releases the leases its terminal entries closed.
     fn done(&mut self, ops: &[WriteOp], applied: &[Option<bool>], written: usize) {
-        self.shared.written.fetch_add(written as u64, Ordering::Relaxed);
+        self.shared
+            .written
+            .fetch_add(written as u64, Ordering::Relaxed);
         self.shared.batches.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(STORE_WRITTEN_TOTAL).increment(written as u64);
-        let others = ops.iter().filter(|op| !matches!(op, WriteOp::RequestLog(_)));
+        let others = ops
+            .iter()
+            .filter(|op| !matches!(op, WriteOp::RequestLog(_)));
         for (op, a) in others.zip(applied) {
             self.release(op);
             if let (WriteOp::Ledger(e), Some(false)) = (op, a) {
@@ -317,10 +330,15 @@ impl Writer {
     }
 }
 
+fn droppable(op: &WriteOp) -> bool {
+    matches!(
+        op,
+        WriteOp::RequestLog(_) | WriteOp::AffinityBinding(_) | WriteOp::AffinityBindings(_)
+    )
+}
+
 fn count_logs(ops: &[WriteOp]) -> usize {
-    ops.iter()
-        .filter(|op| matches!(op, WriteOp::RequestLog(_)))
-        .count()
+    ops.iter().filter(|op| droppable(op)).count()
 }
 
 /// A failed connect is always "unreachable", whatever the driver called it.

@@ -1,0 +1,44 @@
+//! Store failures, and which of them mean "the database could not be reached".
+
+use super::pg;
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {0}")]
+    Postgres(String),
+    /// The database could not be reached (or went away mid-call).
+    #[error("database unreachable: {0}")]
+    Unavailable(String),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("store setup: {0}")]
+    Setup(String),
+    #[error("store is closed")]
+    Closed,
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+impl StoreError {
+    /// The database could not be reached: the call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let text = match e.as_db_error() {
+            Some(db) => format!("{e}: {}", db.message()),
+            None => e.to_string(),
+        };
+        if pg::unreachable(&e) {
+            StoreError::Unavailable(text)
+        } else {
+            StoreError::Postgres(text)
+        }
+    }
+}

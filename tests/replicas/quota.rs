@@ -1,0 +1,156 @@
+//! The shared quota across three real replicas (R11.3, R17.1) and a replica killed with
+//! `kill -9` mid-request (R17.2).
+
+use std::time::Duration;
+
+use super::support::external::Postgres;
+use super::support::{MockUpstream, ALICE};
+use super::*;
+
+/// Three replicas, requests round-robin, 60 at once for a client whose quota pays exactly 10:
+/// exactly 10 are served, 50 get 402, and the books balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_for_ten_serves_exactly_ten_across_three_replicas() {
+    let pg = Postgres::start();
+    let mock = MockUpstream::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = config(&pg, &mock, 10 * COST, false);
+    let replicas: Vec<_> = (0..3)
+        .map(|i| replica(dir.path(), &format!("r{i}"), &body))
+        .collect();
+    let http = http();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(60));
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let (http, b) = (http.clone(), barrier.clone());
+        let base = replicas[i % 3].base.clone();
+        tasks.push(tokio::spawn(async move {
+            b.wait().await;
+            http.post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(ALICE)
+                .json(&serde_json::json!({"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }));
+    }
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await.unwrap());
+    }
+    let ok = codes.iter().filter(|c| **c == 200).count();
+    let refused = codes.iter().filter(|c| **c == 429 || **c == 402).count();
+    assert_eq!((ok, refused), (10, 50), "{codes:?}");
+    // Settles are written off the response path: wait for the last one.
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM ledger WHERE kind = 'settle'"
+        ) == 10)
+        .await
+    );
+    let (charged, remaining) = books(&pg, 10 * COST);
+    assert_eq!((charged, remaining), (10 * COST * 1_000_000, 0));
+    assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 0);
+    // Every replica's view converges on the shared balance (refreshed every second).
+    for r in &replicas {
+        let mut a = account(&http, r).await;
+        for _ in 0..30 {
+            if a["remaining_micro"] == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            a = account(&http, r).await;
+        }
+        assert_eq!(a["remaining_micro"], 0, "{a}");
+        assert_eq!(a["charged_micro"], charged, "{a}");
+    }
+}
+
+/// A replica killed with `kill -9` while its request waits on a stalled upstream leaves a
+/// precharge with a lease; a surviving replica refunds it once the lease expired — exactly
+/// once, though two survivors sweep — and the survivors keep serving meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_request_is_refunded_once_by_a_survivor() {
+    let pg = Postgres::start();
+    let mock = MockUpstream::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = config(&pg, &mock, 10 * COST, false);
+    let mut doomed = replica(dir.path(), "doomed", &body);
+    let survivors = [
+        replica(dir.path(), "s1", &body),
+        replica(dir.path(), "s2", &body),
+    ];
+    mock.set_default(support::Behavior::HangBeforeHeaders(Duration::from_secs(
+        60,
+    )));
+    let http = http();
+    let stuck = {
+        let (http, base) = (http.clone(), doomed.base.clone());
+        tokio::spawn(async move {
+            http.post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(ALICE)
+                .json(&serde_json::json!({"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM quota_lease"
+        ) == 1)
+        .await
+    );
+    // The doomed replica renews its lease while the request lives.
+    let until = |pg: &Postgres| pg.psql("SELECT lease_until FROM quota_lease");
+    let first = until(&pg);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_ne!(until(&pg), first, "the lease is renewed");
+    let session = pg.psql("SELECT request_id FROM quota_lease");
+    doomed.kill9();
+    assert!(
+        stuck.await.unwrap().is_err(),
+        "the client saw the connection die"
+    );
+    mock.set_default(support::Behavior::Ok);
+    let (status, _) = ask(&http, &survivors[0], ALICE, false).await;
+    assert_eq!(status, 200, "survivors serve meanwhile");
+    let refunded = || {
+        int(
+            &pg,
+            &format!(
+                "SELECT count(*) FROM ledger WHERE request_id = '{session}' AND kind = 'refund'"
+            ),
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || refunded() == 1).await,
+        "a survivor refunds the dead session"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await; // more sweeps by both survivors
+    assert_eq!(refunded(), 1, "exactly once");
+    assert_eq!(
+        int(&pg, &format!("SELECT count(*) FROM ledger WHERE request_id = '{session}' AND kind <> 'precharge'")),
+        1
+    );
+    assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 0);
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM ledger WHERE kind = 'settle'"
+        ) == 1)
+        .await
+    );
+    let (charged, remaining) = books(&pg, 10 * COST);
+    assert_eq!(
+        charged,
+        COST * 1_000_000,
+        "only the one served request is charged"
+    );
+    assert_eq!(remaining, 9 * COST * 1_000_000);
+    let logs: String = survivors.iter().map(|r| r.log_text()).collect();
+    assert_eq!(logs.matches("replica's lease expired").count(), 1, "{logs}");
+}
