@@ -339,4 +339,20 @@ mod tests {
         assert!(restart_only(&live, &mut new).is_empty());
         assert_eq!(new.tls.unwrap().cert, std::path::PathBuf::from("b.pem"));
     }
+
+    /// R17: the database and its lease period are read once; `shared.fail_open` applies live.
+    #[test]
+    fn the_database_is_restart_only_and_fail_open_is_not() {
+        let live = cfg("storage: {url: \"postgres://u@h/a\"}\n");
+        let mut new = cfg("storage: {url: \"postgres://u@h/b\", lease_ttl: 9s, queue_capacity: 5}\nshared: {fail_open: true}\n");
+        let keys = restart_only(&live, &mut new);
+        assert_eq!(
+            keys,
+            ["storage.url", "storage.lease_ttl", "storage.queue_capacity"]
+        );
+        assert_eq!(new.storage.url, live.storage.url);
+        assert_eq!(new.storage.lease_ttl, live.storage.lease_ttl);
+        assert_eq!(new.storage.queue_capacity, live.storage.queue_capacity);
+        assert!(new.shared.fail_open);
+    }
 }

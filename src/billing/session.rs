@@ -306,6 +306,28 @@ mod tests {
         assert_eq!(account.charged(), 500);
     }
 
+    /// R17.2 fail_open: a session admitted from the cached balance has no precharge row, so
+    /// its settle carries the whole cost and its refund writes nothing.
+    #[tokio::test]
+    async fn an_offline_session_settles_the_whole_cost_and_refunds_silently() {
+        let (store, _l, account, s) = fixture(10_500);
+        let s = s.offline();
+        let usage = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 3,
+            cached_tokens: 4,
+            cache_write_tokens: 0,
+        };
+        assert_eq!(s.settle(&usage), Closed::Settled(4_000));
+        assert_eq!(account.charged(), 4_000);
+        assert_eq!(entries(&store).await, vec![(LedgerKind::Settle, 4_000)]);
+
+        let (store, _l, account, s) = fixture(10_500);
+        assert_eq!(s.offline().refund(), Closed::Refunded(10_500));
+        assert_eq!(account.charged(), 0);
+        assert!(entries(&store).await.is_empty());
+    }
+
     #[test]
     fn drop_outside_a_runtime_still_writes_the_refund() {
         let (store, _l, account, s) = fixture(42);

@@ -27,6 +27,8 @@ mod tests;
 mod tests_env;
 #[cfg(test)]
 mod tests_errors;
+#[cfg(test)]
+mod tests_storage;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,0 +1,96 @@
+//! Tests of `storage.url`, `storage.lease_ttl`, `storage.queue_capacity` and `shared.fail_open`
+//! (R17): PostgreSQL or SQLite, never both; a bad URL names the key and never echoes it.
+
+use std::time::Duration;
+
+use super::tests::{env, errs, load, CH};
+use super::*;
+
+#[test]
+fn sqlite_is_the_default_and_postgres_is_read_from_storage_url() {
+    let cfg = load(CH).unwrap();
+    assert!(cfg.storage.url.is_none());
+    assert_eq!(cfg.storage.path, "./switchyard.db");
+    assert_eq!(cfg.storage.lease_ttl, Duration::from_secs(30));
+    assert_eq!(cfg.storage.queue_capacity, 8192);
+    assert!(!cfg.shared.fail_open);
+
+    let yaml = format!("storage:\n  url: postgres://sy:pw-canary-42@db:5433/sy\n  lease_ttl: 5s\n  queue_capacity: 64\nshared:\n  fail_open: true\n{CH}");
+    let cfg = load(&yaml).unwrap();
+    let url = cfg.storage.url.as_ref().expect("url");
+    assert_eq!(url.expose(), "postgres://sy:pw-canary-42@db:5433/sy");
+    assert!(
+        !format!("{cfg:?}").contains("pw-canary-42"),
+        "the URL is a secret"
+    );
+    assert_eq!(cfg.storage.lease_ttl, Duration::from_secs(5));
+    assert_eq!(cfg.storage.queue_capacity, 64);
+    assert!(cfg.shared.fail_open);
+}
+
+#[test]
+fn a_file_with_both_path_and_url_is_an_error() {
+    let e = errs(&format!(
+        "storage:\n  path: a.db\n  url: postgres://u@h/d\n{CH}"
+    ));
+    assert_eq!(e.0.len(), 1, "{e}");
+    assert_eq!(e.0[0].key, "storage.url");
+    assert!(e.0[0].reason.contains("not both"), "{e}");
+}
+
+#[test]
+fn a_bad_url_names_the_key_and_hides_the_value() {
+    for (url, says) in [
+        ("mysql://u:secret-pw@h/d", "not a PostgreSQL URL"),
+        (
+            "postgres://u:secret-pw@h:notaport/d",
+            "not a usable PostgreSQL URL",
+        ),
+        (
+            "postgres://u:secret-pw@h/d?sslmode=require",
+            "sslmode=require",
+        ),
+        (
+            "postgres://u:secret-pw@h/d?sslmode=bogus",
+            "not a usable PostgreSQL URL",
+        ),
+    ] {
+        let e = errs(&format!("storage:\n  url: \"{url}\"\n{CH}"));
+        assert_eq!(e.0.len(), 1, "{url}: {e}");
+        assert_eq!(e.0[0].key, "storage.url", "{url}");
+        let text = e.to_string();
+        assert!(text.contains(says), "{url}: {text}");
+        assert!(
+            !text.contains("secret-pw"),
+            "{url}: the value leaked: {text}"
+        );
+    }
+}
+
+#[test]
+fn lease_queue_and_fail_open_are_checked() {
+    let e = errs(&format!(
+        "storage:\n  url: postgres://u@h/d\n  lease_ttl: 0s\n  queue_capacity: 0\nshared:\n  fail_open: maybe\n{CH}"
+    ));
+    let keys: Vec<&str> = e.0.iter().map(|e| e.key.as_str()).collect();
+    assert!(keys.contains(&"storage.lease_ttl"), "{e}");
+    assert!(keys.contains(&"storage.queue_capacity"), "{e}");
+    assert!(keys.contains(&"shared.fail_open"), "{e}");
+    let e = errs(&format!("shared:\n  replica: 3\n{CH}"));
+    assert!(e.to_string().contains("shared.replica"), "{e}");
+}
+
+#[test]
+fn the_url_can_come_from_the_environment() {
+    let yaml = format!("storage:\n  url: ${{PG_URL}}\n{CH}");
+    let cfg = load_str(
+        &yaml,
+        std::path::Path::new("t.yaml"),
+        &env(&[("PG_URL", "postgresql://sy@127.0.0.1/sy")]),
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.storage.url.map(|u| u.expose().to_string()).as_deref(),
+        Some("postgresql://sy@127.0.0.1/sy")
+    );
+}
