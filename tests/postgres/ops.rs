@@ -100,6 +100,35 @@ async fn every_write_and_read_round_trips() {
     store.shutdown().await.unwrap();
 }
 
+/// Client- and upstream-chosen strings with a NUL byte (PostgreSQL text cannot hold one) are
+/// stored with U+FFFD, and the rest of their batch is written normally.
+#[tokio::test]
+async fn a_nul_byte_does_not_fail_a_batch() {
+    let pg = Postgres::start();
+    let store = open(&pg, Duration::from_secs(30)).await;
+    let mut hostile = request("h\0", 1);
+    hostile.public_model = "gpt\0x".into();
+    store.try_send(request("ok1", 1));
+    store.try_send(hostile);
+    store.try_send(request("ok2", 2));
+    let t = TaskBinding {
+        client: "alice".into(),
+        task_id: "t\01".into(),
+        channel: "x".into(),
+        ts_ms: 1,
+    };
+    store.send_durable_async(t).await.unwrap();
+    store.flush().await.unwrap();
+    assert_eq!(store.request_count().await.unwrap(), 3);
+    assert_eq!(store.dropped(), 0);
+    let rows = store.recent_requests(3).await.unwrap();
+    assert!(
+        rows.iter().any(|r| r.public_model == "gpt\u{fffd}x"),
+        "{rows:?}"
+    );
+    assert_eq!(store.task_channels("alice", "t\01").await.unwrap(), ["x"]);
+}
+
 /// Two replicas whose configs list a channel's keys in different orders (two generations
 /// reloading at once) write and read the same rows: state is keyed by channel name and key
 /// fingerprint, never by position.

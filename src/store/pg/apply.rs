@@ -67,6 +67,17 @@ const AFFINITY: &str = "INSERT INTO affinity_binding (key, channel, expires_ms)
     VALUES ($1, $2, $3)
     ON CONFLICT (key) DO UPDATE SET channel = excluded.channel, expires_ms = excluded.expires_ms";
 
+/// PostgreSQL text cannot hold NUL; a client- or upstream-chosen string that carries one
+/// (a model name, a task id, an error reason) is stored with U+FFFD instead of failing the
+/// whole batch.
+pub(crate) fn text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        std::borrow::Cow::Owned(s.replace('\0', "\u{fffd}"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
 /// The writer's statements, prepared once per connection.
 pub(crate) struct Stmts {
     terminal: Statement,
@@ -164,7 +175,7 @@ async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &ChannelState) -> Result<
     if st.disabled {
         c.execute(
             &s.state_set,
-            &[&st.channel, &key, &st.reason, &st.ts_ms, &st.auto],
+            &[&st.channel, &key, &text(&st.reason), &st.ts_ms, &st.auto],
         )
         .await?;
     } else {
@@ -174,8 +185,11 @@ async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &ChannelState) -> Result<
 }
 
 async fn task<C: GenericClient>(c: &C, s: &Stmts, t: &TaskBinding) -> Result<(), StoreError> {
-    c.execute(&s.task, &[&t.client, &t.task_id, &t.channel, &t.ts_ms])
-        .await?;
+    c.execute(
+        &s.task,
+        &[&t.client, &text(&t.task_id), &t.channel, &t.ts_ms],
+    )
+    .await?;
     Ok(())
 }
 
@@ -198,14 +212,21 @@ pub(crate) async fn requests<C: GenericClient>(
     if rows.is_empty() {
         return Ok(());
     }
-    let col = |f: fn(&RequestRecord) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let opt =
-        |f: fn(&RequestRecord) -> Option<String>| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let col = |f: fn(&RequestRecord) -> &str| {
+        rows.iter()
+            .map(|r| text(f(r)).into_owned())
+            .collect::<Vec<_>>()
+    };
+    let opt = |f: fn(&RequestRecord) -> Option<&str>| {
+        rows.iter()
+            .map(|r| f(r).map(|s| text(s).into_owned()))
+            .collect::<Vec<_>>()
+    };
     let num = |f: fn(&RequestRecord) -> u64| rows.iter().map(|r| to_i64(f(r))).collect::<Vec<_>>();
     let flag = |f: fn(&RequestRecord) -> bool| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
     let attempts = rows
         .iter()
-        .map(|r| serde_json::to_string(&r.attempts))
+        .map(|r| serde_json::to_string(&r.attempts).map(|a| text(&a).into_owned()))
         .collect::<Result<Vec<_>, _>>()?;
     let ts: Vec<i64> = rows.iter().map(|r| r.ts_ms).collect();
     let status: Vec<i32> = rows.iter().map(|r| i32::from(r.final_status)).collect();
@@ -213,26 +234,26 @@ pub(crate) async fn requests<C: GenericClient>(
     c.execute(
         &s.requests,
         &[
-            &col(|r| r.id.clone()),
+            &col(|r| &r.id),
             &ts,
-            &col(|r| r.client.clone()),
-            &col(|r| r.group.clone()),
-            &col(|r| r.public_model.clone()),
-            &col(|r| r.upstream_model.clone()),
-            &col(|r| r.path.clone()),
+            &col(|r| &r.client),
+            &col(|r| &r.group),
+            &col(|r| &r.public_model),
+            &col(|r| &r.upstream_model),
+            &col(|r| &r.path),
             &flag(|r| r.stream),
             &attempts,
-            &col(|r| r.chain.clone()),
+            &col(|r| &r.chain),
             &status,
-            &opt(|r| r.error_code.clone()),
-            &opt(|r| r.sticky_kind.clone()),
+            &opt(|r| r.error_code.as_deref()),
+            &opt(|r| r.sticky_kind.as_deref()),
             &sticky_hit,
             &flag(|r| r.fallback),
             &num(|r| r.prompt_tokens),
             &num(|r| r.completion_tokens),
             &num(|r| r.cached_tokens),
             &flag(|r| r.usage_estimated),
-            &opt(|r| r.stream_outcome.clone()),
+            &opt(|r| r.stream_outcome.as_deref()),
             &num(|r| r.latency_ms),
         ],
     )

@@ -192,7 +192,7 @@ impl Remote {
                 .query(
                     "SELECT channel FROM task_binding WHERE client IN ($1, '') AND task_id = $2
                      ORDER BY client = '', ts_ms DESC, channel",
-                    &[&client, &id],
+                    &[&client, &super::apply::text(id)],
                 )
                 .await?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
