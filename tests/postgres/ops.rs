@@ -113,7 +113,7 @@ async fn a_nul_byte_does_not_fail_a_batch() {
     store.try_send(request("ok2", 2));
     let t = TaskBinding {
         client: "alice".into(),
-        task_id: "t\01".into(),
+        task_id: "t\0x1".into(),
         channel: "x".into(),
         ts_ms: 1,
     };
@@ -126,7 +126,7 @@ async fn a_nul_byte_does_not_fail_a_batch() {
         rows.iter().any(|r| r.public_model == "gpt\u{fffd}x"),
         "{rows:?}"
     );
-    assert_eq!(store.task_channels("alice", "t\01").await.unwrap(), ["x"]);
+    assert_eq!(store.task_channels("alice", "t\0x1").await.unwrap(), ["x"]);
 }
 
 /// Two replicas whose configs list a channel's keys in different orders (two generations
