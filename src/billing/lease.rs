@@ -47,8 +47,9 @@ pub(super) async fn run(billing: &Billing, q: &Quota, mut stop: watch::Receiver<
     }
 }
 
-/// One sweep: refunds expired precharges of other (dead) replicas; true when it ran.
-pub(super) async fn sweep(billing: &Billing, q: &Quota) -> usize {
+/// One sweep: refunds expired precharges of other (dead) replicas; returns how many and the
+/// micro-credits returned.
+pub(super) async fn sweep(billing: &Billing, q: &Quota) -> (usize, i64) {
     match q.sweep(now_ms()).await {
         Ok(s) => {
             for (client, amount) in &s.refunds {
@@ -57,11 +58,12 @@ pub(super) async fn sweep(billing: &Billing, q: &Quota) -> usize {
                 billing.ledger.count_refunded(client, *amount);
             }
             metrics::counter!(telemetry::QUOTA_LEASE_REFUNDS).increment(s.refunds.len() as u64);
-            s.refunds.len()
+            let micro = s.refunds.iter().map(|(_, a)| *a).sum();
+            (s.refunds.len(), micro)
         }
         Err(e) => {
             tracing::debug!(error = %e, "lease sweep failed");
-            0
+            (0, 0)
         }
     }
 }

@@ -22,12 +22,12 @@ pub struct Recovered {
 /// and load every client's totals into memory.
 pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
     if let Some(q) = &billing.shared {
-        let refunded = super::lease::sweep(billing, q).await;
+        let (refunded, refunded_micro) = super::lease::sweep(billing, q).await;
         let totals = q.balances().await?;
         let out = Recovered {
             clients: totals.len(),
             refunded,
-            refunded_micro: 0,
+            refunded_micro,
         };
         billing.balances.load(totals);
         return Ok(out);

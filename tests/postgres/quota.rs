@@ -218,3 +218,33 @@ async fn settles_racing_the_sweep_close_each_session_once() {
     assert_eq!(b.refunded, refunded * 100);
     assert_eq!(owner.ledger_totals().await.unwrap()["alice"], b);
 }
+
+/// Start-up (R11.2 with several replicas): a new replica refunds the precharges whose lease
+/// expired — not those of a replica still alive — and loads the shared balances.
+#[tokio::test]
+async fn start_up_recovery_refunds_only_expired_leases() {
+    let pg = Postgres::start();
+    let ttl = Duration::from_secs(1);
+    let dead = open(&pg, ttl).await;
+    let alive = open(&pg, ttl).await;
+    let qd = dead.quota().unwrap();
+    assert!(qd.debit("d1", "alice", 40, 1000, 1).await.unwrap().admitted);
+    assert!(
+        alive
+            .quota()
+            .unwrap()
+            .debit("a1", "alice", 2, 1000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    alive.quota().unwrap().renew().await.unwrap();
+    let fresh = open(&pg, ttl).await;
+    let billing = switchyard::billing::Billing::new(fresh.clone());
+    let r = billing.recover().await.unwrap();
+    assert_eq!((r.refunded, r.refunded_micro, r.clients), (1, 40, 1));
+    assert_eq!(pg.psql("SELECT request_id FROM quota_lease"), "a1");
+    let b = fresh.quota().unwrap().balances().await.unwrap()["alice"];
+    assert_eq!((b.charged, b.refunded), (2, 40));
+}

@@ -30,7 +30,16 @@ async fn postgres_down_fails_closed_or_open_and_converges_after() {
         ) == 2)
         .await
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await; // both caches refreshed: 8 left
+    // The fail_open replica's cache has seen both charges: 8 requests' worth left.
+    let mut seen = account(&http, &open).await;
+    for _ in 0..100 {
+        if seen["charged_micro"] == 2 * COST * 1_000_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = account(&http, &open).await;
+    }
+    assert_eq!(seen["charged_micro"], 2 * COST * 1_000_000, "{seen}");
     pg.stop();
 
     for r in [&closed, &open] {
