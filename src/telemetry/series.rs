@@ -85,6 +85,12 @@ pub fn register_config(cfg: &Config) {
         metrics::counter!(STORE_PRUNED, "table" => table).increment(0);
     }
     let _ = metrics::gauge!(STORE_DISK_FULL);
+    let _ = metrics::gauge!(super::STORE_UP);
+    metrics::counter!(super::QUOTA_LEASE_REFUNDS).increment(0);
+    metrics::counter!(super::QUOTA_LEASE_LOST).increment(0);
+    for mode in ["fail_closed", "fail_open"] {
+        metrics::counter!(super::QUOTA_UNAVAILABLE, "mode" => mode).increment(0);
+    }
     for cl in &cfg.clients {
         quota().register(&cl.name);
     }
