@@ -64,3 +64,21 @@ pub fn int(pg: &Postgres, sql: &str) -> i64 {
     let out = pg.psql(sql);
     out.parse().unwrap_or_else(|_| panic!("{sql} gave {out:?}"))
 }
+
+/// Retries `f` for up to 5 s until it returns an admitted debit.
+pub async fn eventually_ok<F, Fut>(mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<
+        Output = Result<switchyard::store::Debit, switchyard::store::StoreError>,
+    >,
+{
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        if matches!(f().await, Ok(d) if d.admitted) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}

@@ -9,6 +9,10 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("postgres: {0}")]
     Postgres(String),
+    /// No answer within the timeout, or every pooled connection stayed busy (load, not an
+    /// outage: only this call fails).
+    #[error("database busy: {0}")]
+    Busy(String),
     /// The database could not be reached (or went away mid-call).
     #[error("database unreachable: {0}")]
     Unavailable(String),

@@ -103,3 +103,58 @@ async fn an_unreachable_url_fails_at_open() {
         .unwrap_err();
     assert!(err.to_string().contains("unreachable"), "{err}");
 }
+
+/// A hot balance row (a lock held elsewhere) makes debits time out and the pool run dry:
+/// those calls fail, but the store is not "down" (other clients keep their debits), and a
+/// debit that timed out on our side but committed later is not renewed, so it gets swept.
+#[tokio::test]
+async fn a_slow_row_is_not_an_outage() {
+    let pg = Postgres::start();
+    let opts = PgOptions {
+        pool_size: 2,
+        timeout: Duration::from_millis(500),
+        lease_ttl: Duration::from_secs(1),
+        ..PgOptions::default()
+    };
+    let store = Store::open_postgres(&pg.url(), opts).await.unwrap();
+    let q = store.quota().unwrap();
+    assert!(q.debit("s0", "alice", 1, 1000, 1).await.unwrap().admitted);
+    let (mut locker, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM quota_balance WHERE client = 'alice' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let (a, b) = tokio::join!(
+        q.debit("s1", "alice", 1, 1000, 1),
+        q.debit("s2", "alice", 1, 1000, 1)
+    );
+    assert!(
+        a.is_err() && b.is_err(),
+        "both wait on the lock past the timeout"
+    );
+    let c = q.debit("s3", "alice", 1, 1000, 1).await.unwrap_err();
+    assert!(!c.is_unavailable(), "busy, not down: {c}");
+    assert!(store.is_up(), "a slow row is not an outage");
+    tx.rollback().await.unwrap();
+    assert!(
+        super::eventually_ok(|| q.debit("s4", "bob", 1, 1000, 1)).await,
+        "debits work again once the pool frees"
+    );
+    assert_eq!(
+        q.owned(),
+        2,
+        "s0 and s4; the timed-out ones are not renewed"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let swept = q.sweep(1).await.unwrap().refunds.len();
+    assert!(
+        swept >= 2,
+        "s1 and s2 committed after their callers gave up: {swept}"
+    );
+}

@@ -125,13 +125,18 @@ impl Remote {
 
     /// A pooled connection, within the timeout.
     pub(crate) async fn conn(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("no PostgreSQL connection: {e}")))
+        use deadpool_postgres::{PoolError, TimeoutType};
+        self.pool.get().await.map_err(|e| match e {
+            // Every pooled connection is busy: this call fails, the database is not down.
+            PoolError::Timeout(TimeoutType::Wait) => {
+                StoreError::Busy(format!("no free PostgreSQL connection: {e}"))
+            }
+            e => StoreError::Unavailable(format!("no PostgreSQL connection: {e}")),
+        })
     }
 
-    /// `f` on a pooled connection, bounded by the timeout, its outcome reported to `reach`.
+    /// `f` on a pooled connection, bounded by the timeout, its outcome reported to `reach`
+    /// (a timeout is not: see below).
     pub(crate) async fn with<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         F: AsyncFnOnce(&deadpool_postgres::Object) -> Result<T, StoreError>,
@@ -140,14 +145,16 @@ impl Remote {
             let c = self.conn().await?;
             f(&c).await
         };
-        let r = match tokio::time::timeout(self.timeout, work).await {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::Unavailable(format!(
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(r) => self.reach.note(r),
+            // A slow statement (a hot row's lock queue) is not an outage: only this call
+            // fails. A server that stopped answering is noticed by failed connects and by
+            // the writer's batch timeout.
+            Err(_) => Err(StoreError::Busy(format!(
                 "PostgreSQL did not answer within {:?}",
                 self.timeout
             ))),
-        };
-        self.reach.note(r)
+        }
     }
 }
 

@@ -34,7 +34,8 @@ pub struct Quota {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Debit {
     pub admitted: bool,
-    /// The client's net charge after the debit (before it, when refused).
+    /// The client's net charge after the debit; when refused, as of the statement's
+    /// snapshot (a concurrent debit may since have taken more, never less).
     pub charged: i64,
     pub refunded: i64,
 }
