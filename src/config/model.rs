@@ -64,8 +64,7 @@ pub struct Storage {
     /// How long a PostgreSQL precharge stays owned by its replica without a renewal; past
     /// it a surviving replica settles the books (refunds it).
     pub lease_ttl: Duration,
-    /// Writes that may wait for the store writer; beyond, request-log entries are dropped
-    /// and counted.
+    /// Writes that may wait for the writer; beyond, request-log entries are dropped.
     pub queue_capacity: usize,
     /// Request-log retention (applies live on reload).
     pub request_log: RequestLogRetention,
@@ -94,8 +93,7 @@ impl Default for RequestLogRetention {
 /// The `shared:` section (R17).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Shared {
-    /// With PostgreSQL unreachable, serve quota-limited clients from the last known balance
-    /// (bounded overshoot) instead of answering 503.
+    /// PostgreSQL unreachable: serve quota-limited clients from the last known balance.
     pub fail_open: bool,
 }
 
