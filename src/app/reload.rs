@@ -69,6 +69,15 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
         live.limits.max_connections != new.limits.max_connections,
     );
     keep("storage.path", live.storage.path != new.storage.path);
+    keep(
+        "shared.redis",
+        live.shared.redis.as_ref().map(|s| s.expose())
+            != new.shared.redis.as_ref().map(|s| s.expose()),
+    );
+    keep(
+        "shared.replicas",
+        live.shared.replicas != new.shared.replicas,
+    );
     new.listen = live.listen;
     new.admin.listen = live.admin.listen;
     if live.tls.is_some() != new.tls.is_some() {
@@ -76,6 +85,7 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
     }
     new.limits.max_connections = live.limits.max_connections;
     new.storage.path = live.storage.path.clone();
+    new.shared = live.shared.clone();
     keys
 }
 

@@ -38,6 +38,18 @@ pub struct Config {
     pub clients: Vec<Client>,
     pub pricing: BTreeMap<String, Price>,
     pub tasks: Tasks,
+    /// Live state shared by several replicas (R17).
+    pub shared: Shared,
+}
+
+/// `shared:` (R17). Without `redis` every replica keeps its own live state.
+#[derive(Debug, Clone, Default)]
+pub struct Shared {
+    /// `redis://[user:password@]host:port[/db]` (a secret: it may carry a password).
+    pub redis: Option<Secret>,
+    /// Replicas in the deployment (≥ 1): rate limits are divided by this while Redis is
+    /// unreachable.
+    pub replicas: u32,
 }
 
 #[derive(Debug, Clone)]

@@ -28,6 +28,14 @@ pub(crate) struct RawStorage {
     pub request_log: Option<RawRequestLog>,
 }
 
+/// `shared:` — live state shared by several replicas (R17).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawShared {
+    pub redis: Option<String>,
+    pub replicas: Option<u64>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRequestLog {
@@ -242,6 +250,7 @@ pub(crate) struct RawConfig {
     pub clients: Vec<(String, Option<RawClient>)>,
     pub pricing: Vec<(String, Option<RawPrice>)>,
     pub tasks: RawTasks,
+    pub shared: RawShared,
     /// Groups declared by channels and virtual models as written (broken entries included);
     /// `None` when they cannot be told, and groups are then not cross-checked.
     pub declared_groups: Option<BTreeSet<String>>,

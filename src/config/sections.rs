@@ -111,6 +111,7 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
             "clients" => raw.clients = entries(v, k, errs),
             "pricing" => raw.pricing = entries(v, k, errs),
             "tasks" => raw.tasks = section(v, k, errs),
+            "shared" => raw.shared = section(v, k, errs),
             _ => {
                 errs.push(k, unknown_key(k, SECTIONS));
                 unknown_section = true;

@@ -34,6 +34,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "clients",
     "pricing",
     "tasks",
+    "shared",
 ];
 
 /// Replace `${NAME}` with the variable's value (`$${` is a literal `${`). Comment lines are

@@ -231,6 +231,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         clients: cls,
         pricing: pricing(&raw.pricing, c),
         tasks,
+        shared: super::validate_shared::shared(&raw.shared, c),
     }
 }
 
