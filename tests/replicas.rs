@@ -1,0 +1,390 @@
+//! Three real switchyard processes sharing one private Redis (R17.1, R17.2; issue 20):
+//! requests spread round-robin; a breaker opened on replica 1 keeps 2 and 3 off the channel
+//! and one half-open probe runs across the three; a sticky binding made on 1 is used by 2
+//! and 3; an admin disable on 2 is honoured by 1 and 3 within a second; Redis killed mid-run
+//! (requests keep flowing, `switchyard_shared_state_up` 0, one log line) and restarted
+//! empty (state converges).
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use support::external::{free_port, Redis, Replica};
+use support::{ADMIN_TOKEN, ALICE};
+use switchyard::mock::{Behavior, MockUpstream};
+
+struct Fleet {
+    replicas: Vec<Replica>,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+fn config(
+    dir: &std::path::Path,
+    i: usize,
+    redis: &str,
+    mocks: &HashMap<&str, MockUpstream>,
+) -> (std::path::PathBuf, u16, u16) {
+    let (listen, admin) = (free_port(), free_port());
+    let ch = |name: &str, priority: i64, model: &str| {
+        format!(
+            "  {name}:\n    kind: openai\n    base_url: {}\n    keys: [\"sk-up-{name}\"]\n    models: [{model}]\n    priority: {priority}\n",
+            mocks[name].base_url()
+        )
+    };
+    let yaml = format!(
+        "listen: 127.0.0.1:{listen}\nadmin:\n  listen: 127.0.0.1:{admin}\n  token: {ADMIN_TOKEN}\n\
+         storage:\n  path: {}\ndebug_headers: true\n\
+         shared:\n  redis: {redis}\n  replicas: 3\n\
+         routing:\n  retry_times: 3\n  retry_budget: {{ratio: 1.0, min_per_second: 100, ttl: 10s}}\n\
+         resilience:\n  retry: {{max_retries: 0}}\n  circuit_breaker: {{failure_threshold: 2, success_threshold: 1, timeout: 2s}}\n\
+         auto_disable:\n  probe_interval: 1h\n\
+         channels:\n{}{}{}{}\
+         clients:\n  alice:\n    key: {ALICE}\n",
+        dir.join(format!("r{i}.db")).display(),
+        ch("bad", 10, "m"),
+        ch("good", 0, "m"),
+        ch("s1", 0, "s"),
+        ch("s2", 0, "s"),
+    );
+    let path = dir.join(format!("r{i}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    (path, listen, admin)
+}
+
+impl Fleet {
+    fn start(redis: &Redis, mocks: &HashMap<&str, MockUpstream>) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = (0..3)
+            .map(|i| {
+                let (path, l, a) = config(dir.path(), i, &redis.url(), mocks);
+                Replica::spawn(&path, l, a)
+            })
+            .collect();
+        Fleet {
+            replicas,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+            _dir: dir,
+        }
+    }
+
+    /// A chat request to replica `i`; returns (status, the route header).
+    async fn chat(
+        &self,
+        i: usize,
+        model: &'static str,
+        conversation: Option<&str>,
+    ) -> (u16, String) {
+        let conversation = conversation.map(str::to_string);
+        chat_to(
+            self.http.clone(),
+            self.replicas[i].base.clone(),
+            model,
+            conversation,
+        )
+        .await
+    }
+
+    async fn channel(&self, i: usize, name: &str) -> serde_json::Value {
+        let v: serde_json::Value = self
+            .http
+            .get(format!("{}/admin/channels", self.replicas[i].admin))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["channels"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or_default()
+    }
+
+    fn logs(&self) -> String {
+        self.replicas
+            .iter()
+            .map(|r| r.log_text())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    }
+
+    async fn admin_post(&self, i: usize, path: &str) -> u16 {
+        self.http
+            .post(format!("{}{path}", self.replicas[i].admin))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    async fn metric(&self, i: usize, name: &str) -> Option<f64> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.replicas[i].admin))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// Wait until `check(replica)` holds on replica `i`; returns how long it took.
+    async fn until<F, Fut>(&self, i: usize, limit: Duration, check: F) -> Option<Duration>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if check(i).await {
+                return Some(t.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+}
+
+async fn chat_to(
+    http: reqwest::Client,
+    base: String,
+    model: &'static str,
+    conversation: Option<String>,
+) -> (u16, String) {
+    let mut req = http
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(ALICE)
+        .json(
+            &serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}),
+        );
+    if let Some(c) = conversation {
+        req = req.header("x-conversation-id", c);
+    }
+    let r = req.send().await.expect("request");
+    let route = support::route(&r);
+    (r.status().as_u16(), route)
+}
+
+async fn mocks() -> HashMap<&'static str, MockUpstream> {
+    let mut m = HashMap::new();
+    for n in ["bad", "good", "s1", "s2"] {
+        let up = MockUpstream::start().await.unwrap();
+        up.set_name(n);
+        m.insert(n, up);
+    }
+    m
+}
+
+/// R6.1 + R17.1: a breaker opened on replica 1 is honoured by 2 and 3 (the channel's
+/// upstream sees no call from them), and one half-open probe runs across the three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_is_shared_and_one_probe_runs_across_replicas() {
+    let redis = Redis::start();
+    let m = mocks().await;
+    let fleet = Fleet::start(&redis, &m);
+    let f = &fleet;
+    m["bad"].set_default(Behavior::Status {
+        code: 500,
+        body: None,
+    });
+    for _ in 0..2 {
+        let (s, route) = f.chat(0, "m", None).await;
+        assert_eq!((s, route.as_str()), (200, "bad->good"));
+    }
+    for i in 1..3 {
+        let seen = f
+            .until(i, Duration::from_secs(1), |i| async move {
+                f.channel(i, "bad").await["health"]["breaker"]["state"] == "open"
+            })
+            .await;
+        let seen = seen.unwrap_or_else(|| {
+            panic!(
+                "replica sees the open breaker within a second; logs:\n{}",
+                f.logs()
+            )
+        });
+        eprintln!("replica {} saw the open breaker after {seen:?}", i + 1);
+    }
+    m["bad"].reset();
+    for k in 0..9 {
+        let (s, route) = f.chat(k % 3, "m", None).await;
+        assert_eq!((s, route.as_str()), (200, "good"), "request {k}");
+    }
+    assert_eq!(m["bad"].calls(), 0, "no replica called the open channel");
+
+    // Half-open: bad answers again, but slowly, so the probe is in flight for a while.
+    m["bad"].set_default(Behavior::Ok);
+    m["bad"].push(Behavior::HangBeforeHeaders(Duration::from_millis(1500)));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // Waves of requests to all three replicas while the probe hangs upstream.
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    while started.elapsed() < Duration::from_millis(1100) {
+        for r in &f.replicas {
+            tasks.push(tokio::spawn(chat_to(
+                f.http.clone(),
+                r.base.clone(),
+                "m",
+                None,
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        m["bad"].calls(),
+        1,
+        "one half-open probe across the three replicas while it is in flight"
+    );
+    for t in tasks {
+        assert_eq!(
+            t.await.unwrap().0,
+            200,
+            "every request answered (good, or the probe)"
+        );
+    }
+    // The probe succeeded: the breaker closes everywhere and bad serves all replicas.
+    for i in 0..3 {
+        let closed = f
+            .until(i, Duration::from_secs(1), |i| async move {
+                f.channel(i, "bad").await["health"]["breaker"]["state"] == "closed"
+            })
+            .await;
+        assert!(closed.is_some(), "replica {} closed", i + 1);
+        let (s, route) = f.chat(i, "m", None).await;
+        assert_eq!((s, route.as_str()), (200, "bad"));
+    }
+}
+
+/// R8.3 + R17.1: bindings made on replica 1 are used by 2 and 3 (their first request with
+/// each key goes to the bound channel), and an admin disable on 2 is honoured by 1 and 3
+/// within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sticky_bindings_and_admin_disables_are_shared() {
+    let redis = Redis::start();
+    let m = mocks().await;
+    let fleet = Fleet::start(&redis, &m);
+    let f = &fleet;
+    let mut bound = Vec::new();
+    for k in 0..8 {
+        let conv = format!("conv-{k}");
+        let (s, route) = f.chat(0, "s", Some(&conv)).await;
+        assert_eq!(s, 200);
+        bound.push((conv, route));
+    }
+    assert!(
+        bound.iter().any(|(_, r)| r == "s1") && bound.iter().any(|(_, r)| r == "s2"),
+        "both channels got bindings: {bound:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (conv, route) in &bound {
+        for i in 1..3 {
+            let (s, r) = f.chat(i, "s", Some(conv)).await;
+            assert_eq!((s, &r), (200, route), "{conv} on replica {}", i + 1);
+        }
+    }
+
+    assert_eq!(
+        f.admin_post(1, "/admin/channels/s1/disable?reason=maintenance")
+            .await,
+        200
+    );
+    for i in [0, 2] {
+        let seen = f
+            .until(i, Duration::from_secs(1), |i| async move {
+                f.channel(i, "s1").await["enabled"] == false
+            })
+            .await
+            .expect("the disable is honoured within a second");
+        eprintln!("replica {} saw the admin disable after {seen:?}", i + 1);
+        for (conv, _) in &bound {
+            let (s, r) = f.chat(i, "s", Some(conv)).await;
+            assert_eq!(
+                (s, r.as_str()),
+                (200, "s2"),
+                "{conv}: s1 is disabled everywhere"
+            );
+        }
+    }
+    assert_eq!(f.admin_post(2, "/admin/channels/s1/enable").await, 200);
+    for i in [0, 1] {
+        f.until(i, Duration::from_secs(1), |i| async move {
+            f.channel(i, "s1").await["enabled"] == true
+        })
+        .await
+        .expect("the enable is honoured within a second");
+    }
+}
+
+/// R17.2: Redis killed mid-run — requests keep flowing, `switchyard_shared_state_up` is 0,
+/// each replica says so in ONE log line; a disable made meanwhile stays local. Redis
+/// restarted empty — the replicas converge (the disable reaches the others).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
+    let mut redis = Redis::start();
+    let m = mocks().await;
+    let fleet = Fleet::start(&redis, &m);
+    let f = &fleet;
+    for i in 0..3 {
+        f.until(i, Duration::from_secs(3), |i| async move {
+            f.metric(i, "switchyard_shared_state_up").await == Some(1.0)
+        })
+        .await
+        .expect("shared state up");
+    }
+    redis.stop();
+    for k in 0..30 {
+        let (s, _) = f.chat(k % 3, "s", None).await;
+        assert_eq!(s, 200, "request {k} served while Redis is down");
+    }
+    for i in 0..3 {
+        f.until(i, Duration::from_secs(2), |i| async move {
+            f.metric(i, "switchyard_shared_state_up").await == Some(0.0)
+        })
+        .await
+        .expect("shared_state_up goes to 0");
+    }
+    assert_eq!(f.admin_post(0, "/admin/channels/s2/disable").await, 200);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        f.channel(2, "s2").await["enabled"],
+        true,
+        "not shared while Redis is down"
+    );
+    for (i, r) in f.replicas.iter().enumerate() {
+        let log = r.log_text();
+        let n = log.matches("Redis unreachable").count();
+        assert_eq!(
+            n,
+            1,
+            "replica {}: one log line for the outage:\n{log}",
+            i + 1
+        );
+    }
+
+    redis.restart();
+    for i in 1..3 {
+        let t = f
+            .until(i, Duration::from_secs(5), |i| async move {
+                f.channel(i, "s2").await["enabled"] == false
+            })
+            .await
+            .expect("the disable made during the outage converges");
+        eprintln!("replica {} converged {t:?} after Redis returned", i + 1);
+        assert_eq!(f.metric(i, "switchyard_shared_state_up").await, Some(1.0));
+    }
+    for k in 0..6 {
+        let (s, r) = f.chat(k % 3, "s", None).await;
+        assert_eq!((s, r.as_str()), (200, "s1"));
+    }
+}
