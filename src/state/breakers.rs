@@ -274,6 +274,11 @@ impl Breakers {
         v
     }
 
+    #[cfg(test)]
+    pub(crate) fn model_names(&self) -> Vec<String> {
+        lock(&self.models).keys().cloned().collect()
+    }
+
     pub fn model_count(&self) -> usize {
         lock(&self.models).len()
     }
