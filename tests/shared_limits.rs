@@ -200,3 +200,37 @@ async fn redis_down_divides_limits_and_recovers() {
     }
     assert_eq!(ok, 9, "shared again once Redis answers");
 }
+
+/// Not a timing assertion: prints what one shared decision costs (one script round trip
+/// to a local Redis), sequential and 64 in flight, for the notes. Debug build figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_of_a_shared_decision() {
+    let r = Redis::start();
+    let l = Arc::new(limiter(&r, 1));
+    let lim = rpm(10_000_000);
+    l.admit_client("warm", &lim, 0, Instant::now()).await.unwrap();
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        let a = l.admit_client("seq", &lim, 0, Instant::now()).await.unwrap();
+        a.settle(0, Instant::now());
+    }
+    let seq = t.elapsed() / n;
+    let t = std::time::Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move {
+                for _ in 0..n / 64 {
+                    let a = l.admit_client("par", &lim, 0, Instant::now()).await.unwrap();
+                    drop(a);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let per = t.elapsed() / (n / 64 * 64);
+    eprintln!("shared admit: {seq:?} per call sequential, {per:?} per call with 64 in flight");
+}
