@@ -208,11 +208,17 @@ async fn cost_of_a_shared_decision() {
     let r = Redis::start();
     let l = Arc::new(limiter(&r, 1));
     let lim = rpm(10_000_000);
-    l.admit_client("warm", &lim, 0, Instant::now()).await.unwrap();
+    let _warm = l
+        .admit_client("warm", &lim, 0, Instant::now())
+        .await
+        .unwrap();
     let n = 2000;
     let t = std::time::Instant::now();
     for _ in 0..n {
-        let a = l.admit_client("seq", &lim, 0, Instant::now()).await.unwrap();
+        let a = l
+            .admit_client("seq", &lim, 0, Instant::now())
+            .await
+            .unwrap();
         a.settle(0, Instant::now());
     }
     let seq = t.elapsed() / n;
@@ -222,7 +228,10 @@ async fn cost_of_a_shared_decision() {
             let l = l.clone();
             tokio::spawn(async move {
                 for _ in 0..n / 64 {
-                    let a = l.admit_client("par", &lim, 0, Instant::now()).await.unwrap();
+                    let a = l
+                        .admit_client("par", &lim, 0, Instant::now())
+                        .await
+                        .unwrap();
                     drop(a);
                 }
             })

@@ -16,8 +16,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::conn::CallError;
-use super::run::{add_binding, Runtime};
+use super::run::Runtime;
 use super::wire::{self, Field};
+use super::write::add_binding;
 use crate::state::breaker::Limits;
 use crate::state::sync::Change;
 

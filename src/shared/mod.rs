@@ -43,6 +43,7 @@ pub mod limits;
 pub mod run;
 pub mod scripts;
 pub mod wire;
+pub mod write;
 
 #[cfg(test)]
 mod tests;
