@@ -114,6 +114,15 @@ impl RetryBudget {
             .fold((0, 0), |(f, r), x| (f + x.firsts, r + x.retries))
     }
 
+    /// The other replicas' counts in the window as last exchanged, while fresh
+    /// (firsts, retries); zeros when stale or never exchanged.
+    pub fn others(&self) -> (u64, u64) {
+        match self.lock().others {
+            Some(o) if o.at.elapsed() <= OTHERS_STALE => (o.firsts, o.retries),
+            _ => (0, 0),
+        }
+    }
+
     /// The other replicas' counts in the window (the deployment's minus this one's).
     pub fn set_others(&self, firsts: u64, retries: u64) {
         self.lock().others = Some(Others {
