@@ -95,11 +95,13 @@ async fn redis_store_matches_the_local_store() {
         (75.0, 50, 0),
         (131.5, 10, 0),
     ];
+    let (mut admitted, mut waits, mut nevers) = (0, 0, 0);
     for (i, &(s, tokens, then)) in steps.iter().enumerate() {
         let a = local.admit_client("c", &lim, tokens, at(s)).await;
         let b = remote.admit_client("c", &lim, tokens, at(s)).await;
         match (a, b) {
             (Ok(a), Ok(b)) => {
+                admitted += 1;
                 assert_eq!(a.report(), b.report(), "step {i}: numbers");
                 match then {
                     0 => {
@@ -118,10 +120,19 @@ async fn redis_store_matches_the_local_store() {
                 // Settles are queued to the store's task: let it run.
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            (Err(a), Err(b)) => assert_eq!(a, b, "step {i}: refusal"),
+            (Err(a), Err(b)) => {
+                assert_eq!(a, b, "step {i}: refusal");
+                if a.can_never_fit() {
+                    nevers += 1;
+                } else {
+                    waits += 1;
+                }
+            }
             (a, b) => panic!("step {i}: local {:?} vs redis {:?}", a.is_ok(), b.is_ok()),
         }
     }
+    // The sequence reaches every branch: admissions, refusals with a wait, "never".
+    assert_eq!((admitted, waits, nevers), (7, 4, 1));
 }
 
 /// Concurrency permits are leases: released by settle or drop, and a replica that dies

@@ -335,5 +335,14 @@ mod tests {
         let mut new = cfg("tls: {cert: b.pem, key: b.key}\n");
         assert!(restart_only(&live, &mut new).is_empty());
         assert_eq!(new.tls.unwrap().cert, std::path::PathBuf::from("b.pem"));
+        // Issue 20: the shared Redis and the replica count are read at start.
+        let live = cfg("shared: {redis: \"redis://127.0.0.1:7000\", replicas: 2}\n");
+        let mut new = cfg("shared: {redis: \"redis://127.0.0.1:7001\", replicas: 3}\n");
+        assert_eq!(
+            restart_only(&live, &mut new),
+            ["shared.redis", "shared.replicas"]
+        );
+        assert_eq!(new.shared.redis.unwrap().expose(), "redis://127.0.0.1:7000");
+        assert_eq!(new.shared.replicas, 2);
     }
 }

@@ -227,7 +227,12 @@ impl Runtime {
             }
             for (f, v) in &h {
                 let field = wire::field(f);
-                let left = |until: i64| Duration::from_millis((until - redis_now).max(0) as u64);
+                let left = |until: i64| {
+                    let ms = until
+                        .saturating_sub(redis_now)
+                        .clamp(0, wire::MAX_MS as i64);
+                    Duration::from_millis(ms as u64)
+                };
                 let (v, ms) = match field {
                     Field::Breaker(_) => match wire::breaker_remaining(v, redis_now) {
                         Some(r) => ("open", Duration::from_millis(r as u64)),
@@ -288,7 +293,8 @@ impl Runtime {
                 for (k, (v, ttl)) in keys.iter().zip(vals) {
                     if let (Some(h), Some(v)) = (wire::binding_hash(k), v) {
                         if ttl > 0 {
-                            self.apply_binding(h, &v, Duration::from_millis(ttl as u64));
+                            let ttl = (ttl as u64).min(wire::MAX_MS);
+                            self.apply_binding(h, &v, Duration::from_millis(ttl));
                         }
                     }
                 }

@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 use crate::state::channel::Disabled;
 use crate::state::KeyFp;
 
+/// Times read from Redis are capped at this (30 days), so a corrupt value cannot overflow
+/// a deadline.
+pub const MAX_MS: u64 = 30 * 24 * 3600 * 1000;
+
 /// The pub/sub channel every change is published on.
 pub const EVENTS: &str = "sy:ev";
 /// The key whose value changes when Redis starts empty.
@@ -152,8 +156,11 @@ pub fn decode_binding(v: &str) -> Option<(&str, &str)> {
 /// `opened_ms|timeout_ms` of an open breaker: the time left at `now_ms` (Redis time).
 pub fn breaker_remaining(v: &str, now_ms: i64) -> Option<i64> {
     let (opened, timeout) = v.split_once('|')?;
-    let end = opened.parse::<i64>().ok()? + timeout.parse::<i64>().ok()?;
-    Some((end - now_ms).max(0))
+    let end = opened
+        .parse::<i64>()
+        .ok()?
+        .saturating_add(timeout.parse::<i64>().ok()?);
+    Some(end.saturating_sub(now_ms).clamp(0, MAX_MS as i64))
 }
 
 /// A change as the scripts publish it. `ms` is the time left (cooldowns, marks, breakers,
@@ -177,10 +184,10 @@ impl Msg {
         serde_json::from_slice(payload).ok()
     }
 
-    /// `ms` as a whole, non-negative number of milliseconds.
+    /// `ms` as a whole, non-negative number of milliseconds, at most [`MAX_MS`].
     pub fn millis(&self) -> u64 {
         if self.ms.is_finite() && self.ms > 0.0 {
-            self.ms as u64
+            (self.ms as u64).min(MAX_MS)
         } else {
             0
         }

@@ -147,7 +147,7 @@ impl Runtime {
         };
         let st = &snap.states[id];
         let now = Instant::now();
-        let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
+        let ms = |v: i64| Duration::from_millis(v.clamp(0, wire::MAX_MS as i64) as u64);
         match r {
             Ok((1, t)) => st.breakers.grant_lease(scope.as_deref(), now + ms(t)),
             Ok((0, t)) => st.breakers.deny_lease(scope.as_deref(), now + ms(t)),
