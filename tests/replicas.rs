@@ -276,7 +276,9 @@ async fn sticky_bindings_and_admin_disables_are_shared() {
     let fleet = Fleet::start(&redis, &m);
     let f = &fleet;
     let mut bound = Vec::new();
-    for k in 0..8 {
+    // 16 keys: both channels get bindings but with a chance of 2^-15 (each first turn is
+    // drawn by weight).
+    for k in 0..16 {
         let conv = format!("conv-{k}");
         let (s, route) = f.chat(0, "s", Some(&conv)).await;
         assert_eq!(s, 200);

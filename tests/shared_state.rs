@@ -237,3 +237,47 @@ async fn bindings_survive_a_late_joiner_and_an_empty_restart() {
         .await
         .expect("pushed again after the empty restart");
 }
+
+/// R7.1 + R17.1: an auto-disable on one replica (a 401 on key 0 of a two-key channel)
+/// holds on the other within a second, by key fingerprint; its lifting (as a probe
+/// re-enable does: `enable_key` + `save`) too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_disable_and_its_lifting_reach_the_other_replica() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
+    let fps = n1.snap.key_fps[0].clone();
+    let t = Target {
+        ch,
+        st,
+        fps: &fps,
+        key: 0,
+        model: "m",
+    };
+    let rules = n1.snap.table.config.auto_disable.clone();
+    record_attempt(&n1.store, &rules, &t, &status(401, "invalid api key"));
+    assert!(st.key_disabled(&fps[0]));
+    let st2 = &n2.snap.states[0];
+    let seen = until(Duration::from_secs(1), || st2.key_disabled(&fps[0]))
+        .await
+        .expect("the auto-disabled key is disabled on the other replica");
+    eprintln!("auto-disable seen after {seen:?}");
+    assert!(
+        !st2.key_disabled(&fps[1]) && !st2.is_disabled(),
+        "only that key"
+    );
+    let why = st2.key_disabled_why(&fps[0]).unwrap();
+    assert!(why.auto && why.reason.contains("401"), "{why:?}");
+    st.enable_key(&fps[0]);
+    st.save(
+        &n1.store,
+        switchyard::store::StateKey::Key(fps[0].hex()),
+        None,
+    );
+    until(Duration::from_secs(1), || !st2.key_disabled(&fps[0]))
+        .await
+        .expect("the lifting reaches the other replica");
+}
