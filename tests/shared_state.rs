@@ -33,9 +33,13 @@ struct Node {
 }
 
 fn node(redis: &Redis, stop: &watch::Receiver<bool>) -> Node {
+    node_with(redis, stop, YAML)
+}
+
+fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
-    let cfg = switchyard::config::load_text(YAML, &path).unwrap();
+    let cfg = switchyard::config::load_text(yaml, &path).unwrap();
     let registry = Arc::new(Registry::default());
     let table = switchyard::routing::compile::compile(Arc::new(cfg), 1);
     let snap = Arc::new(Snapshot::new(table, &registry));
@@ -280,4 +284,40 @@ async fn auto_disable_and_its_lifting_reach_the_other_replica() {
     until(Duration::from_secs(1), || !st2.key_disabled(&fps[0]))
         .await
         .expect("the lifting reaches the other replica");
+}
+
+/// Issue 20: replicas on different config generations — here the other replica lists the
+/// channel's keys in the other order and has a third channel — name the same key by its
+/// fingerprint, so the disabled key is the same key there, not the same position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_generation_disables_the_same_key_not_the_same_position() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let other = YAML
+        .replace("keys: [k1, k2]", "keys: [k2, k1]")
+        .replace("clients:", "  c:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n    keys: [k4]\n    models: [m]\nclients:");
+    let (n1, n2) = (node(&redis, &stop), node_with(&redis, &stop, &other));
+    up(&n1).await;
+    up(&n2).await;
+    assert_eq!(n2.snap.table.channels.len(), 3);
+    let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
+    let fps = n1.snap.key_fps[0].clone();
+    let t = Target {
+        ch,
+        st,
+        fps: &fps,
+        key: 0,
+        model: "m",
+    };
+    let rules = n1.snap.table.config.auto_disable.clone();
+    record_attempt(&n1.store, &rules, &t, &status(401, "invalid api key"));
+    let (st2, fps2) = (&n2.snap.states[0], n2.snap.key_fps[0].clone());
+    assert_eq!(fps2[1], fps[0], "k1 is the second key there");
+    until(Duration::from_secs(1), || st2.key_disabled(&fps2[1]))
+        .await
+        .expect("k1 disabled on the other generation");
+    assert!(
+        !st2.key_disabled(&fps2[0]),
+        "k2, at k1's old position, stays enabled"
+    );
 }

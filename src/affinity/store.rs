@@ -143,7 +143,7 @@ impl Bindings {
             }
             e.b.kind = kind;
             e.b.expires = expires;
-            e.dirty = dirty || e.dirty;
+            e.dirty = dirty;
             if told {
                 e.shared_until = expires;
                 return Some(e.b.channel.clone());
