@@ -53,6 +53,7 @@ fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
         store: store.clone(),
         budget: Arc::new(move || b.clone()),
         replicas: 2,
+        resync: Duration::from_millis(300),
     };
     let (shared, _task) = Shared::start(&redis.url(), wiring, &registry, stop.clone()).unwrap();
     let kc = Arc::new(KeyCooldowns::default());
@@ -320,4 +321,26 @@ async fn another_generation_disables_the_same_key_not_the_same_position() {
         !st2.key_disabled(&fps2[0]),
         "k2, at k1's old position, stays enabled"
     );
+}
+
+/// The periodic resync repairs a change that never left its replica (here: a disable set
+/// without being announced, as when the outbox was full).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_change_is_repaired_by_the_resync() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let d = switchyard::state::channel::Disabled {
+        reason: "lost on its way".into(),
+        at_ms: switchyard::store::now_ms(),
+        auto: false,
+    };
+    n1.snap.states[1].set_disabled(Some(d));
+    let st2 = &n2.snap.states[1];
+    let t = until(Duration::from_secs(2), || st2.is_disabled())
+        .await
+        .expect("repaired by the next resync");
+    eprintln!("repaired after {t:?} (resync every 300 ms here)");
 }

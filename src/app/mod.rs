@@ -150,6 +150,7 @@ fn start_shared(
         store: gw.store.clone(),
         budget: Arc::new(move || g2.budget()),
         replicas: cfg.replicas,
+        resync: crate::shared::RESYNC,
     };
     let (shared, task) = crate::shared::Shared::start(url.expose(), wiring, &gw.registry, shutdown)
         .map_err(|e| anyhow::anyhow!("shared.redis: {e}"))?;

@@ -48,8 +48,9 @@ impl Runtime {
             })
             .await?;
         let fresh = self.epoch.as_deref() != Some(epoch.as_str());
-        self.push_local(fresh).await?;
-        self.pull().await?;
+        self.push_local(Some(fresh)).await?;
+        self.pull(true).await?;
+        self.pull_bindings().await?;
         if fresh {
             tracing::info!(epoch = %epoch, "shared state: joined Redis (pushed local state, pulled the others')");
         }
@@ -128,7 +129,9 @@ impl Runtime {
         out
     }
 
-    async fn push_local(&mut self, fresh: bool) -> Result<(), CallError> {
+    /// Push local state; with `bindings`, also the bindings made while Redis was away (and
+    /// every live one when `fresh`).
+    async fn push_local(&mut self, bindings: Option<bool>) -> Result<(), CallError> {
         let changes = self.local_changes();
         let mut pipe = redis::pipe();
         let mut n = 0;
@@ -154,6 +157,12 @@ impl Runtime {
             }
         }
         let now = Instant::now();
+        let Some(fresh) = bindings else {
+            if n % CHUNK != 0 {
+                self.exec(&pipe).await?;
+            }
+            return Ok(());
+        };
         let mut bindings: Vec<(u128, &'static str, std::sync::Arc<str>, Duration)> = self
             .unsent
             .drain()
@@ -185,7 +194,17 @@ impl Runtime {
         Ok(())
     }
 
-    async fn pull(&mut self) -> Result<(), CallError> {
+    /// The periodic safety net ([`super::RESYNC`]): push local state (the scripts publish
+    /// only what changes Redis) and pull every channel's, so a change lost on its way (a full
+    /// outbox) is repaired within one period. Bindings and closings are left to messages.
+    pub(crate) async fn resync(&mut self) -> Result<(), CallError> {
+        self.push_local(None).await?;
+        self.pull(false).await
+    }
+
+    /// Pull every configured channel's hash; with `close`, a breaker open here but absent
+    /// from Redis (closed while this replica was away) closes.
+    async fn pull(&mut self, close: bool) -> Result<(), CallError> {
         let snap = (self.wiring.snapshot)();
         let keys: Vec<String> = snap
             .table
@@ -220,7 +239,7 @@ impl Runtime {
         {
             let lim = Limits::of(&ch.resilience.circuit_breaker);
             for (scope, _) in st.breakers.open_now(&lim, Instant::now()) {
-                if !h.contains_key(&wire::breaker_field(scope.as_deref())) {
+                if close && !h.contains_key(&wire::breaker_field(scope.as_deref())) {
                     st.breakers.apply_closed(scope.as_deref());
                     st.metrics.breaker_state.set(0.0);
                 }
@@ -250,7 +269,7 @@ impl Runtime {
                 self.apply_field(ch, st, field, v, ms);
             }
         }
-        self.pull_bindings().await
+        Ok(())
     }
 
     /// Read the live bindings (`SCAN`, bounded) into the local store.

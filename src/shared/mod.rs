@@ -24,6 +24,10 @@
 //! - Rate limits: [`limits`] — one script call per limited request (the one
 //!   shared decision that must be a round trip).
 //!
+//! Messages are the fast path; every [`RESYNC`] each replica also pushes its channels' state
+//! (the scripts publish only what changes Redis) and pulls everyone's, so a change lost on
+//! its way (a full outbox) is repaired within that period.
+//!
 //! State is keyed by channel name, key fingerprint and upstream model name ([`wire`]),
 //! never by position: replicas on different config generations name the same things.
 //!
@@ -65,6 +69,9 @@ pub use conn::{Conn, Health};
 
 /// The runtime checks Redis's health (and converges after an outage) this often.
 pub const TICK: Duration = Duration::from_millis(250);
+/// Every replica pushes and pulls the channels' whole state this often (a safety net for a
+/// change lost on its way; messages normally deliver it at once).
+pub const RESYNC: Duration = Duration::from_secs(10);
 /// Changes waiting for Redis at most; more are dropped (and counted).
 pub const OUTBOX: usize = 8192;
 
@@ -80,6 +87,8 @@ pub struct Wiring {
     pub budget: Arc<dyn Fn() -> Arc<RetryBudget> + Send + Sync>,
     /// `shared.replicas`.
     pub replicas: u32,
+    /// How often the whole channel state is pushed and pulled ([`RESYNC`]).
+    pub resync: Duration,
 }
 
 /// The sink every state object hands its changes to: a bounded queue to the runtime.

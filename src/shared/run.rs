@@ -78,6 +78,7 @@ impl Runtime {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_budget = Instant::now();
+        let mut last_resync = Instant::now();
         loop {
             tokio::select! {
                 Some(first) = outbox.recv() => {
@@ -104,6 +105,12 @@ impl Runtime {
                 _ = tick.tick() => {
                     if self.need_converge || !self.conn.health.is_up() {
                         self.recover(&mut outbox).await;
+                    } else if last_resync.elapsed() >= self.wiring.resync {
+                        last_resync = Instant::now();
+                        if let Err(e) = self.resync().await {
+                            self.conn.health.mark_down(&e);
+                            self.need_converge = true;
+                        }
                     } else if last_budget.elapsed() >= SHARE_EVERY {
                         last_budget = Instant::now();
                         self.exchange_budget().await;

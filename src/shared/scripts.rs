@@ -11,15 +11,14 @@ use redis::Script;
 ///
 /// `KEYS[1]` the channel hash; `ARGV`: origin, channel, op, field, value, ms.
 /// Ops: `lww` (a disabled state; kept only when its `at_ms` is newer), `until` (a cooldown
-/// or mark `ms` from now; the later deadline is kept), `open` (a breaker open for `ms`; the
-/// later end is kept and the probe lease dropped), `close` (a breaker closed; lease
+/// or mark `ms` from now; the later deadline is kept), `open` (a breaker open for `ms`
+/// from now, unless it is already open longer; a new opening drops the probe lease), `close` (a breaker closed; lease
 /// dropped), `reset` (breakers, leases, cooldown and marks dropped). Returns 1 when
 /// something changed (and was published), 0 when a newer state was kept.
 const PUT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h, op, f, v, ms = KEYS[1], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
-local out_ms = ms
 if op == 'lww' then
   local cur = redis.call('HGET', h, f)
   if cur then
@@ -36,14 +35,9 @@ elseif op == 'open' then
   local cur = redis.call('HGET', h, f)
   if cur then
     local o, d = string.match(cur, '^(%d+)|(%d+)$')
-    if o and tonumber(o) + tonumber(d) >= now + ms then
-      out_ms = tonumber(o) + tonumber(d) - now
-    else
-      redis.call('HSET', h, f, now .. '|' .. ms)
-    end
-  else
-    redis.call('HSET', h, f, now .. '|' .. ms)
+    if o and tonumber(o) + tonumber(d) >= now + ms then return 0 end
   end
+  redis.call('HSET', h, f, now .. '|' .. ms)
   redis.call('HDEL', h, 'p:' .. string.sub(f, 3))
 elseif op == 'close' then
   if redis.call('HDEL', h, f) == 0 then return 0 end
@@ -55,7 +49,7 @@ elseif op == 'reset' then
     if p == 'b:' or p == 'p:' or p == 'm:' or k == 'c' then redis.call('HDEL', h, k) end
   end
 end
-redis.call('PUBLISH', 'sy:ev', cjson.encode({o = ARGV[1], c = ARGV[2], f = f, v = v, ms = out_ms}))
+redis.call('PUBLISH', 'sy:ev', cjson.encode({o = ARGV[1], c = ARGV[2], f = f, v = v, ms = ms}))
 return 1
 "#;
 
