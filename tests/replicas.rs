@@ -344,6 +344,17 @@ async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
         .await
         .expect("shared state up");
     }
+    // The hot path: requests that need no shared decision (no limit, healthy channels, no
+    // sticky key) make no Redis round trip — only the runtimes' periodic exchanges run.
+    let before = redis_commands(&redis);
+    for k in 0..60 {
+        let (s, _) = f.chat(k % 3, "s", None).await;
+        assert_eq!(s, 200);
+    }
+    let spent = redis_commands(&redis) - before;
+    eprintln!("60 requests: {spent} Redis commands (periodic exchanges included)");
+    assert!(spent < 30, "{spent} Redis commands for 60 requests");
+
     redis.stop();
     for k in 0..30 {
         let (s, _) = f.chat(k % 3, "s", None).await;
@@ -389,4 +400,17 @@ async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
         let (s, r) = f.chat(k % 3, "s", None).await;
         assert_eq!((s, r.as_str()), (200, "s1"));
     }
+}
+
+/// Commands the server has processed (INFO stats), through `redis-cli`.
+fn redis_commands(r: &Redis) -> i64 {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &r.port.to_string(), "INFO", "stats"])
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_commands_processed")
 }
