@@ -42,6 +42,9 @@ pub struct Runtime {
     pub(crate) unsent: HashMap<u128, (&'static str, Arc<str>, Instant)>,
     /// Converge at the next tick (start, a lost subscription, an outage's end).
     pub(crate) need_converge: bool,
+    /// Tells the subscriber to reconnect: after an outage its connection may be dead
+    /// without having noticed (a silent network partition never ends the stream).
+    resubscribe: Arc<tokio::sync::Notify>,
 }
 
 impl Runtime {
@@ -60,6 +63,7 @@ impl Runtime {
             epoch: None,
             unsent: HashMap::new(),
             need_converge: true,
+            resubscribe: Arc::default(),
         }
     }
 
@@ -73,6 +77,7 @@ impl Runtime {
         let subscriber = tokio::spawn(subscribe(
             self.conn.client.clone(),
             sub_tx,
+            self.resubscribe.clone(),
             shutdown.clone(),
         ));
         let mut tick = tokio::time::interval(TICK);
@@ -100,7 +105,12 @@ impl Runtime {
                             }
                         }
                     }
-                    Sub::Subscribed | Sub::Lost => self.need_converge = true,
+                    // Messages published before the subscription took hold are read back now.
+                    Sub::Subscribed => {
+                        self.need_converge = true;
+                        self.recover(&mut outbox).await;
+                    }
+                    Sub::Lost => self.need_converge = true,
                 },
                 _ = tick.tick() => {
                     if self.need_converge || !self.conn.health.is_up() {
@@ -116,8 +126,9 @@ impl Runtime {
                         self.exchange_budget().await;
                     }
                 }
-                _ = shutdown.changed() => {
-                    if *shutdown.borrow() {
+                r = shutdown.changed() => {
+                    // A dropped sender ends the runtime too (no busy loop on the error).
+                    if r.is_err() || *shutdown.borrow() {
                         break;
                     }
                 }
@@ -129,6 +140,8 @@ impl Runtime {
     /// Redis was down or the subscription was lost: if it answers, flush what waits in the
     /// outbox and converge.
     async fn recover(&mut self, outbox: &mut mpsc::Receiver<Change>) {
+        // An outage (not the start): the subscription may be dead without knowing it.
+        let was_down = !self.conn.health.is_up() && !self.conn.health.is_unknown();
         if let Err(e) = self
             .conn
             .call(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
@@ -136,6 +149,10 @@ impl Runtime {
         {
             self.conn.health.mark_down(&e);
             return;
+        }
+        if was_down {
+            // Only a subscriber that is connected is waiting here; it reconnects.
+            self.resubscribe.notify_waiters();
         }
         let mut pending = Vec::new();
         while let Ok(c) = outbox.try_recv() {
@@ -187,6 +204,7 @@ impl Runtime {
 async fn subscribe(
     client: redis::Client,
     tx: mpsc::Sender<Sub>,
+    resubscribe: Arc<tokio::sync::Notify>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
@@ -212,6 +230,7 @@ async fn subscribe(
                         }
                         None => break,
                     },
+                    _ = resubscribe.notified() => break,
                     _ = shutdown.changed() => return,
                 }
             }
