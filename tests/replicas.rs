@@ -19,13 +19,27 @@ struct Fleet {
     _dir: tempfile::TempDir,
 }
 
+/// A free port not handed out before in this process (two quick `free_port` calls may
+/// return the same one).
+fn unique_port() -> u16 {
+    static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut taken = TAKEN.lock().unwrap();
+    loop {
+        let p = free_port();
+        if !taken.contains(&p) {
+            taken.push(p);
+            return p;
+        }
+    }
+}
+
 fn config(
     dir: &std::path::Path,
     i: usize,
     redis: &str,
     mocks: &HashMap<&str, MockUpstream>,
 ) -> (std::path::PathBuf, u16, u16) {
-    let (listen, admin) = (free_port(), free_port());
+    let (listen, admin) = (unique_port(), unique_port());
     let ch = |name: &str, priority: i64, model: &str| {
         format!(
             "  {name}:\n    kind: openai\n    base_url: {}\n    keys: [\"sk-up-{name}\"]\n    models: [{model}]\n    priority: {priority}\n",
