@@ -24,6 +24,9 @@ pub struct Health {
     known: AtomicBool,
     /// A down transition was already logged since the last up (start counts as down).
     logged_down: AtomicBool,
+    /// Failures seen so far: the runtime converges after any, even one that a caller
+    /// (the rate-limit store) saw and recovered from between two of its ticks.
+    downs: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Health {
@@ -33,6 +36,7 @@ impl Default for Health {
             up: AtomicBool::new(false),
             known: AtomicBool::new(false),
             logged_down: AtomicBool::new(false),
+            downs: Default::default(),
         }
     }
 }
@@ -40,6 +44,11 @@ impl Default for Health {
 impl Health {
     pub fn is_up(&self) -> bool {
         self.up.load(Ordering::Acquire)
+    }
+
+    /// How many failures have been reported so far.
+    pub fn downs(&self) -> u64 {
+        self.downs.load(Ordering::Acquire)
     }
 
     /// Nothing has been exchanged with Redis yet.
@@ -61,6 +70,7 @@ impl Health {
     pub fn mark_down(&self, why: &dyn std::fmt::Display) {
         self.up.store(false, Ordering::Release);
         self.known.store(true, Ordering::Release);
+        self.downs.fetch_add(1, Ordering::AcqRel);
         metrics::gauge!(crate::telemetry::SHARED_STATE_UP).set(0.0);
         if !self.logged_down.swap(true, Ordering::AcqRel) {
             tracing::error!(error = %why,

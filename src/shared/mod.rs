@@ -40,6 +40,15 @@
 //! (last-writer-wins by time), open breakers, cooldowns and marks, pulls everyone's, and —
 //! when Redis came back empty (a new `sy:epoch`) — pushes its live bindings too.
 
+//! # Where the request path meets it
+//!
+//! Breakers, cooldowns, marks, disabled state, bindings and the retry budget need no call
+//! from the request path: the state objects it already uses announce their changes, and
+//! [`crate::app::start`] starts the runtime (`Running::shared`). Two seams are for the
+//! code that enforces rate limits and upstream key cooldowns: build its `Limiter` on
+//! [`Shared::limit_store`] when `Running::shared` is set (else `Limiter::local`), and hand
+//! its `KeyCooldowns` to [`Shared::attach_key_cooldowns`].
+
 pub mod apply;
 pub mod conn;
 pub mod converge;

@@ -45,6 +45,8 @@ pub struct Runtime {
     /// Tells the subscriber to reconnect: after an outage its connection may be dead
     /// without having noticed (a silent network partition never ends the stream).
     resubscribe: Arc<tokio::sync::Notify>,
+    /// `Health::downs` when last converged.
+    seen_downs: u64,
 }
 
 impl Runtime {
@@ -64,6 +66,7 @@ impl Runtime {
             unsent: HashMap::new(),
             need_converge: true,
             resubscribe: Arc::default(),
+            seen_downs: 0,
         }
     }
 
@@ -113,6 +116,9 @@ impl Runtime {
                     Sub::Lost => self.need_converge = true,
                 },
                 _ = tick.tick() => {
+                    if self.conn.health.downs() != self.seen_downs {
+                        self.need_converge = true;
+                    }
                     if self.need_converge || !self.conn.health.is_up() {
                         self.recover(&mut outbox).await;
                     } else if last_resync.elapsed() >= self.wiring.resync {
@@ -161,9 +167,11 @@ impl Runtime {
         for c in &pending {
             self.note(c);
         }
+        let downs = self.conn.health.downs();
         match self.converge().await {
             Ok(()) => {
                 self.need_converge = false;
+                self.seen_downs = downs;
                 self.conn.health.mark_up();
                 if !pending.is_empty() {
                     self.write(pending).await;
