@@ -6,10 +6,10 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `sy:epoch` | string | a random id set once per Redis life: a new id means Redis lost its data |
-//! | `sy:ch:{<channel>}` | hash | `d` / `d:<key fp>` disabled state (LWW by `at_ms`), `b:` / `b:<model>` open breakers (`opened_ms|timeout_ms`), `p:<scope>` probe lease (`owner|until_ms`), `c` route cooldown, `m:<model>` "model not found", `k:<key fp>` key cooldown (until, Redis ms) |
-//! | `sy:aff:{<hash>}` | string, `PX` = TTL | a sticky binding: `<kind>|<channel>` |
+//! | `sy:ch:{CHANNEL}` | hash | `d` / `d:FP` disabled state (LWW by `at_ms`), `b:` / `b:MODEL` open breakers (opened and timeout, ms), `p:SCOPE` probe lease (owner and until), `c` route cooldown, `m:MODEL` "model not found", `k:FP` key cooldown (until, Redis ms) |
+//! | `sy:aff:{HASH}` | string, `PX` = TTL | a sticky binding: kind and channel |
 //! | `sy:bud:{b}` | hash | the retry budget's window: `<second>:f` / `<second>:r` counts |
-//! | `sy:lim:{c:<client>}:*`, `sy:lim:{k:<channel>/<fp>}:*` | hash / zset | rate-limit windows and leases (see `limits::redis`) |
+//! | `sy:lim:{c:CLIENT}:*`, `sy:lim:{k:CHANNEL/FP}:*` | hash / zset | rate-limit windows and leases (see `shared::limits`) |
 
 use serde::{Deserialize, Serialize};
 

@@ -11,7 +11,7 @@
 //! connection's health flag logs the outage once.
 //!
 //! `settle` / `cancel` / a dropped grant cannot await: they are queued to a background task
-//! ([`release`]), which also renews the leases of live grants. Planning queries (`peek`)
+//! (`release.rs`), which also renews the leases of live grants. Planning queries (`peek`)
 //! read a local mirror of the numbers the last script reply carried — never a round trip.
 
 mod grant;
