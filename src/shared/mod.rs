@@ -13,7 +13,7 @@
 //!   code that made it ([`crate::state::sync`]), written to Redis by one Lua script that
 //!   stores it and publishes it on `sy:ev` atomically ([`scripts`]), and applied by every
 //!   other replica's subscriber. Staleness: one outbox batch plus one pub/sub hop —
-//!   milliseconds (measured in `tests/replicas.rs`); the bound we state is one second.
+//!   milliseconds (measured in `tests/replicas/`); the bound we state is one second.
 //! - The half-open probe: the replica whose breaker would send it first takes the
 //!   deployment's one probe lease (a hash field with an expiry, taken atomically), so one
 //!   probe runs across all replicas ([`crate::state::breakers`]).

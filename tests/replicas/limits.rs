@@ -1,12 +1,11 @@
 //! Rate limits in Redis (R15.1, R17.1, R17.2; issue 20): the Redis store against a private
 //! `redis-server`, several limiter instances (one per "replica") sharing it, compared with
 //! the local store on the same sequence, and the divided fallback while Redis is down.
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::external::Redis;
+use crate::support::external::Redis;
 use switchyard::limits::{ClientLimits, Kind, Limiter, Local, Room};
 use switchyard::shared::conn::Conn;
 use switchyard::shared::limits::RedisStore;

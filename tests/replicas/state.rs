@@ -3,12 +3,11 @@
 //! end-to-end test does not reach through HTTP: route cooldowns, "model not found" marks,
 //! upstream key cooldowns, the retry budget, and bindings read back by a replica that joins
 //! later or after Redis restarted empty.
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::external::Redis;
+use crate::support::external::Redis;
 use switchyard::affinity::{Bindings, StickyKey, StickyKind};
 use switchyard::limits::KeyCooldowns;
 use switchyard::routing::budget::RetryBudget;
