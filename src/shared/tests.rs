@@ -230,3 +230,40 @@ async fn key_cooldowns_announce_longer_deadlines_only() {
     );
     assert_eq!(kc.cooling(now).len(), 2);
 }
+
+/// R17.2: an outage is ONE error line however many callers fail during it; its end is one
+/// line; the next outage is one line again. Every failure still counts (`downs`).
+#[test]
+fn an_outage_is_logged_once() {
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let w = buf.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_writer(move || w.clone())
+        .with_ansi(false)
+        .finish();
+    let h = super::conn::Health::default();
+    tracing::subscriber::with_default(sub, || {
+        for _ in 0..50 {
+            h.mark_down(&"connection refused");
+        }
+        h.mark_up();
+        h.mark_up();
+        h.mark_down(&"timed out");
+    });
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("Redis unreachable").count(), 2, "{text}");
+    assert_eq!(text.matches("Redis reachable").count(), 1, "{text}");
+    assert_eq!(h.downs(), 51);
+    assert!(!h.is_up());
+}
