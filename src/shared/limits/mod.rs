@@ -14,6 +14,7 @@
 //! (`release.rs`), which also renews the leases of live grants. Planning queries (`peek`)
 //! read a local mirror of the numbers the last script reply carried — never a round trip.
 
+mod any;
 mod grant;
 pub mod lua;
 mod release;
@@ -31,6 +32,7 @@ use crate::limits::refusal::{Kind, Numbers, Refusal, Report, Room};
 use crate::limits::store::{Ask, Peek, Store};
 use crate::limits::{Local, Subject};
 
+pub use any::{LimitGrant, LimitStore};
 pub use grant::RedisGrant;
 use lua::ADMIT_SCRIPT;
 use release::Op;
