@@ -12,7 +12,7 @@ use crate::limits::{Local, LocalGrant, Subject};
 #[derive(Debug)]
 pub enum LimitStore {
     Local(Local),
-    Shared(RedisStore),
+    Shared(Box<RedisStore>),
 }
 
 /// A grant of either store.
