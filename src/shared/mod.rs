@@ -46,8 +46,9 @@
 //! from the request path: the state objects it already uses announce their changes, and
 //! [`crate::app::start`] starts the runtime (`Running::shared`). Two seams are for the
 //! code that enforces rate limits and upstream key cooldowns: build its `Limiter` on
-//! [`limits::LimitStore`] — `Shared(Box::new(shared.limit_store()))` when `Running::shared` is set,
-//! else `Local(..)` — and hand its `KeyCooldowns` to [`Shared::attach_key_cooldowns`].
+//! [`limits::LimitStore`] — `Shared(Box::new(shared.limit_store()))` when
+//! `Running::shared` is set, else `Local(..)` — and hand its `KeyCooldowns` to
+//! [`Shared::attach_key_cooldowns`].
 
 pub mod apply;
 pub mod conn;
