@@ -25,6 +25,7 @@ pub mod mock;
 pub mod proxy;
 pub mod routing;
 pub mod secret;
+pub mod shared;
 pub mod state;
 pub mod store;
 pub mod telemetry;

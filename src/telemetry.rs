@@ -52,6 +52,10 @@ pub const CACHED_TOKENS: &str = "switchyard_cached_prompt_tokens_total";
 pub const PROMPT_TOKENS: &str = "switchyard_prompt_tokens_total";
 pub const STICKY: &str = "switchyard_sticky_total";
 pub const PROBES: &str = "switchyard_probes_total";
+/// Shared live state across replicas (R17, issue 20).
+pub const SHARED_STATE_UP: &str = "switchyard_shared_state_up";
+pub const SHARED_CHANGES: &str = "switchyard_shared_changes_total";
+pub const SHARED_LIMIT_FALLBACKS: &str = "switchyard_shared_limit_fallbacks_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -188,6 +192,18 @@ fn describe() {
     describe_counter!(
         PROBES,
         "Health probes by channel and result: ok, failed, reenabled."
+    );
+    describe_gauge!(
+        SHARED_STATE_UP,
+        "1 while the shared-state Redis answers (shared.redis), 0 while replicas run on local state."
+    );
+    describe_counter!(
+        SHARED_CHANGES,
+        "Live-state changes exchanged with other replicas, by result: published, applied, dropped (outbox full or Redis unreachable)."
+    );
+    describe_counter!(
+        SHARED_LIMIT_FALLBACKS,
+        "Rate-limit checks answered locally (limits divided by shared.replicas) because Redis was unreachable."
     );
 }
 

@@ -8,6 +8,10 @@
 //! - Expiry by TTL on `tokio::time::Instant`: lazily on read, and by [`Bindings::sweep`],
 //!   which the snapshot task runs periodically.
 //! - Keyed by channel *name*, so a binding survives a reload for an unchanged name.
+//! - Shared (R17.1): with a sink attached, a new or moved binding is announced at once and
+//!   a refresh when it extends the expiry last announced by more than
+//!   [`REFRESH_SHARE_FRACTION`] of its TTL — so another replica's copy expires at most
+//!   that fraction of the TTL early, and a hot key costs no message per request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +22,8 @@ use super::key::{StickyKey, StickyKind};
 
 pub const SHARDS: usize = 32;
 pub const PER_SHARD_CAP: usize = 32_768;
+/// A refresh is announced once it extends the shared expiry by more than TTL / this.
+pub const REFRESH_SHARE_FRACTION: u32 = 16;
 
 /// One binding as seen from outside.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +38,8 @@ struct Entry {
     b: Binding,
     /// Changed since the last snapshot.
     dirty: bool,
+    /// The expiry the other replicas know of (announced or received).
+    shared_until: Instant,
 }
 
 type Shard = HashMap<u128, Entry>;
@@ -40,6 +48,8 @@ type Shard = HashMap<u128, Entry>;
 pub struct Bindings {
     shards: Vec<Mutex<Shard>>,
     cap: usize,
+    /// Where bindings are announced when state is shared.
+    sync: crate::state::sync::Hook,
 }
 
 impl Default for Bindings {
@@ -56,6 +66,7 @@ impl Bindings {
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
             cap: per_shard.max(1),
+            sync: Default::default(),
         }
     }
 
@@ -82,22 +93,64 @@ impl Bindings {
     /// success, R8.3).
     pub fn bind(&self, key: &StickyKey, channel: &str) {
         let expires = Instant::now() + key.ttl;
-        self.put(key.hash, key.kind, channel, expires, true);
+        let announce = self.sync.is_attached();
+        let step = key.ttl / REFRESH_SHARE_FRACTION;
+        let told = self.insert(key.hash, key.kind, channel, expires, true, |old| {
+            announce && old.is_none_or(|(c, shared)| c != channel || expires > shared + step)
+        });
+        if let Some(channel) = told {
+            self.sync.emit(|| crate::state::sync::Change::Bound {
+                hash: key.hash,
+                kind: key.kind.as_str(),
+                channel,
+                ttl: key.ttl,
+            });
+        }
+    }
+
+    /// Announce bindings to other replicas through `sink` (R17.1).
+    pub fn share(&self, sink: Arc<dyn crate::state::sync::Sink>) {
+        self.sync.attach(sink);
+    }
+
+    /// A binding another replica made or refreshed (not announced again, not persisted).
+    pub fn apply(&self, hash: u128, kind: StickyKind, channel: &str, expires: Instant) {
+        self.insert(hash, kind, channel, expires, false, |_| true);
     }
 
     /// Insert with an explicit expiry; `dirty: false` for a binding already persisted
     /// (restore at start-up).
     pub fn put(&self, hash: u128, kind: StickyKind, channel: &str, expires: Instant, dirty: bool) {
+        self.insert(hash, kind, channel, expires, dirty, |_| false);
+    }
+
+    /// Write an entry. `share` sees the old (channel, shared expiry) and says whether the
+    /// new expiry becomes the shared one; then the channel is returned (to announce).
+    fn insert(
+        &self,
+        hash: u128,
+        kind: StickyKind,
+        channel: &str,
+        expires: Instant,
+        dirty: bool,
+        share: impl FnOnce(Option<(&str, Instant)>) -> bool,
+    ) -> Option<Arc<str>> {
         let mut s = self.shard(hash);
         if let Some(e) = s.get_mut(&hash) {
+            let told = share(Some((&e.b.channel, e.shared_until)));
             if &*e.b.channel != channel {
                 e.b.channel = Arc::from(channel);
             }
             e.b.kind = kind;
             e.b.expires = expires;
             e.dirty = dirty;
-            return;
+            if told {
+                e.shared_until = expires;
+                return Some(e.b.channel.clone());
+            }
+            return None;
         }
+        let told = share(None);
         if s.len() >= self.cap {
             let now = Instant::now();
             s.retain(|_, e| e.b.expires > now);
@@ -112,7 +165,31 @@ impl Bindings {
             kind,
             expires,
         };
-        s.insert(hash, Entry { b, dirty });
+        let out = told.then(|| b.channel.clone());
+        s.insert(
+            hash,
+            Entry {
+                b,
+                dirty,
+                shared_until: expires,
+            },
+        );
+        out
+    }
+
+    /// Every live binding (to announce them again after Redis lost its data).
+    pub fn live(&self) -> Vec<(u128, Binding)> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for sh in &self.shards {
+            let s = sh.lock().unwrap_or_else(|e| e.into_inner());
+            out.extend(
+                s.iter()
+                    .filter(|(_, e)| e.b.expires > now)
+                    .map(|(k, e)| (*k, e.b.clone())),
+            );
+        }
+        out
     }
 
     /// Drop the binding of `key` if it still points at `channel` (a removed channel).

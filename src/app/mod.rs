@@ -28,6 +28,8 @@ pub struct Running {
     pub bound: Bound,
     /// Generation, last reload and its error (`GET /admin/config`).
     pub status: Arc<status::ConfigStatus>,
+    /// Live state shared with other replicas (`shared.redis`), when configured.
+    pub shared: Option<crate::shared::Shared>,
     shutdown: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -96,6 +98,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     ));
     let watcher = watch::install(reloader, hup);
     let (tx, rx) = tokio::sync::watch::channel(false);
+    let (shared, shared_task) = start_shared(&gateway, rx.clone())?;
     let mut tasks = vec![
         tokio::spawn(crate::affinity::persist::run(
             gateway.bindings.clone(),
@@ -123,11 +126,13 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
             async move { gw.billing.keep_leases(rx).await },
         ));
     }
+    tasks.extend(shared_task);
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
         gateway,
         bound,
         status,
+        shared,
         shutdown: tx,
         tasks,
     })
@@ -152,6 +157,33 @@ async fn open_store(s: &config::model::Storage) -> anyhow::Result<Store> {
     Store::open_postgres(url.expose(), opts).await.map_err(|e| {
         anyhow::anyhow!("storage.url: cannot use PostgreSQL: {e}; check that it runs and that the URL's user may create tables in the database")
     })
+}
+
+/// Start sharing live state through Redis when `shared.redis` is set (R17.1).
+fn start_shared(
+    gw: &Arc<Gateway>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(
+    Option<crate::shared::Shared>,
+    Option<tokio::task::JoinHandle<()>>,
+)> {
+    let cfg = gw.snapshot().table.config.shared.clone();
+    let Some(url) = cfg.redis else {
+        return Ok((None, None));
+    };
+    let (g1, g2) = (gw.clone(), gw.clone());
+    let wiring = crate::shared::Wiring {
+        snapshot: Arc::new(move || g1.snapshot()),
+        bindings: gw.bindings.clone(),
+        store: gw.store.clone(),
+        budget: Arc::new(move || g2.budget()),
+        replicas: cfg.replicas,
+        resync: crate::shared::RESYNC,
+    };
+    let (shared, task) = crate::shared::Shared::start(url.expose(), wiring, &gw.registry, shutdown)
+        .map_err(|e| anyhow::anyhow!("shared.redis: {e}"))?;
+    tracing::info!(replicas = cfg.replicas, "sharing live state through Redis");
+    Ok((Some(shared), Some(task)))
 }
 
 /// The live `storage.request_log` limits, read by the retention task before each round.

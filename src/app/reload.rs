@@ -78,6 +78,15 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
         "storage.queue_capacity",
         live.storage.queue_capacity != new.storage.queue_capacity,
     );
+    keep(
+        "shared.redis",
+        live.shared.redis.as_ref().map(|s| s.expose())
+            != new.shared.redis.as_ref().map(|s| s.expose()),
+    );
+    keep(
+        "shared.replicas",
+        live.shared.replicas != new.shared.replicas,
+    );
     new.listen = live.listen;
     new.admin.listen = live.admin.listen;
     if live.tls.is_some() != new.tls.is_some() {
@@ -88,6 +97,8 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
     new.storage.url = live.storage.url.clone();
     new.storage.lease_ttl = live.storage.lease_ttl;
     new.storage.queue_capacity = live.storage.queue_capacity;
+    new.shared.redis = live.shared.redis.clone();
+    new.shared.replicas = live.shared.replicas;
     keys
 }
 
@@ -338,6 +349,15 @@ mod tests {
         let mut new = cfg("tls: {cert: b.pem, key: b.key}\n");
         assert!(restart_only(&live, &mut new).is_empty());
         assert_eq!(new.tls.unwrap().cert, std::path::PathBuf::from("b.pem"));
+        // Issue 20: the shared Redis and the replica count are read at start.
+        let live = cfg("shared: {redis: \"redis://127.0.0.1:7000\", replicas: 2}\n");
+        let mut new = cfg("shared: {redis: \"redis://127.0.0.1:7001\", replicas: 3}\n");
+        assert_eq!(
+            restart_only(&live, &mut new),
+            ["shared.redis", "shared.replicas"]
+        );
+        assert_eq!(new.shared.redis.unwrap().expose(), "redis://127.0.0.1:7000");
+        assert_eq!(new.shared.replicas, 2);
     }
 
     /// R17: the database and its lease period are read once; `shared.fail_open` applies live.

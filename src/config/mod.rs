@@ -18,6 +18,7 @@ pub mod source;
 pub mod status_set;
 mod validate;
 mod validate_channels;
+mod validate_shared;
 pub mod validate_storage;
 mod yaml;
 

@@ -42,6 +42,18 @@ pub struct Config {
     pub tasks: Tasks,
 }
 
+/// `shared:` (R17). Without `redis` every replica keeps its own live state.
+#[derive(Debug, Clone, Default)]
+pub struct Shared {
+    /// `redis://[user:password@]host:port[/db]` (a secret: it may carry a password).
+    pub redis: Option<Secret>,
+    /// Replicas in the deployment (≥ 1): rate limits are divided by this while Redis is
+    /// unreachable.
+    pub replicas: u32,
+    /// PostgreSQL unreachable: serve quota-limited clients from the last known balance.
+    pub fail_open: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
     pub cert: PathBuf,
@@ -88,13 +100,6 @@ impl Default for RequestLogRetention {
             max_rows: 1_000_000,
         }
     }
-}
-
-/// The `shared:` section (R17).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Shared {
-    /// PostgreSQL unreachable: serve quota-limited clients from the last known balance.
-    pub fail_open: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -31,9 +31,12 @@ pub(crate) struct RawStorage {
     pub request_log: Option<RawRequestLog>,
 }
 
+/// `shared:` — live state shared by several replicas (R17).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawShared {
+    pub redis: Option<String>,
+    pub replicas: Option<u64>,
     pub fail_open: Option<bool>,
 }
 

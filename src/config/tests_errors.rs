@@ -206,3 +206,46 @@ fn every_message_speaks_the_configs_terms_with_a_line() {
     let cfg = load(&format!("{CH}timeouts: {{keepalive: 0}}\n")).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.timeouts.keepalive.is_zero());
 }
+
+/// Issue 20: `shared.redis` must be a redis:// URL, `shared.replicas` at least 1; the URL
+/// is kept as a secret; both default to "not shared", 1.
+#[test]
+fn shared_section_is_validated() {
+    let cfg = load(&format!(
+        "{CH}shared:\n  redis: redis://:pw@127.0.0.1:6390/2\n  replicas: 3\n"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.shared.replicas, 3);
+    let url = cfg.shared.redis.as_ref().expect("redis set");
+    assert_eq!(url.expose(), "redis://:pw@127.0.0.1:6390/2");
+    assert!(
+        !format!("{:?}", cfg.shared).contains("pw"),
+        "the URL is a secret"
+    );
+    let none = load(CH).unwrap_or_else(|e| panic!("{e}"));
+    assert!(none.shared.redis.is_none());
+    assert_eq!(none.shared.replicas, 1);
+    for (yaml, key, says) in [
+        (
+            "shared: {redis: 'http://x:6379'}\n",
+            "shared.redis",
+            "redis://",
+        ),
+        (
+            "shared: {redis: 'redis://'}\n",
+            "shared.redis",
+            "not a valid Redis URL",
+        ),
+        ("shared: {replicas: 0}\n", "shared.replicas", "at least 1"),
+        (
+            "shared: {redis: redis://x, replica: 2}\n",
+            "shared.replica",
+            "replicas",
+        ),
+    ] {
+        let e = errs(&format!("{CH}{yaml}"));
+        plain(&e);
+        let text = e.to_string();
+        assert!(text.contains(key) && text.contains(says), "{yaml}: {text}");
+    }
+}

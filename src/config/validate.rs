@@ -196,7 +196,6 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         tls,
         admin,
         storage,
-        shared: super::validate_storage::shared(&raw.shared),
         debug_headers: raw.debug_headers.unwrap_or(false),
         limits,
         timeouts,
@@ -211,6 +210,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         clients: cls,
         pricing: pricing(&raw.pricing, c),
         tasks,
+        shared: super::validate_shared::shared(&raw.shared, c),
     }
 }
 

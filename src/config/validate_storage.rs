@@ -5,8 +5,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::error::Collector;
-use super::model::{RequestLogRetention, Shared, Storage};
-use super::raw::{RawShared, RawStorage};
+use super::model::{RequestLogRetention, Storage};
+use super::raw::RawStorage;
 use super::scalars::{dur, dur_nonzero};
 use crate::secret::Secret;
 
@@ -88,10 +88,4 @@ fn postgres_url(url: &str, c: &mut Collector) -> Option<Secret> {
         return None;
     }
     Some(Secret::new(url))
-}
-
-pub(crate) fn shared(raw: &RawShared) -> Shared {
-    Shared {
-        fail_open: raw.fail_open.unwrap_or(false),
-    }
 }

@@ -1,6 +1,8 @@
 //! Upstream key cool-downs learned from rate-limit answers (R15.3): channel name + key
 //! fingerprint → "cooling until", bounded by a configured maximum, sharded, bounded in size,
-//! expired lazily and by `sweep`. One key cools; its channel and model do not.
+//! expired lazily and by `sweep`. One key cools; its channel and model do not. With shared
+//! state (R17.1) a new or longer cool-down is announced to the other replicas, and theirs
+//! are applied here with [`KeyCooldowns::apply`].
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -24,6 +26,7 @@ pub struct KeyCooldowns {
     shards: Box<[RwLock<Shard>]>,
     per_shard: usize,
     hasher: RandomState,
+    sync: crate::state::sync::Hook,
 }
 
 impl Default for KeyCooldowns {
@@ -39,7 +42,13 @@ impl KeyCooldowns {
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             per_shard: max_keys.div_ceil(SHARDS).max(1),
             hasher: RandomState::new(),
+            sync: Default::default(),
         }
+    }
+
+    /// Announce cool-downs to other replicas through `sink` (R17.1).
+    pub fn share(&self, sink: std::sync::Arc<dyn crate::state::sync::Sink>) {
+        self.sync.attach(sink);
     }
 
     fn shard_of(&self, s: &Subject<'_>) -> usize {
@@ -70,12 +79,32 @@ impl KeyCooldowns {
             return None;
         }
         let until = now.checked_add(wait)?;
+        let (d, longer) = self.set(channel, key, until, now);
+        if longer {
+            self.sync.emit(|| crate::state::sync::Change::KeyCooled {
+                channel: channel.to_string(),
+                key: key.to_string(),
+                wait: d.saturating_duration_since(now),
+            });
+        }
+        Some(d)
+    }
+
+    /// A cool-down another replica learned: `key` of `channel` held back until `until`.
+    pub fn apply(&self, channel: &str, key: &str, until: Instant, now: Instant) {
+        self.set(channel, key, until, now);
+    }
+
+    /// Keep the later of the deadline in force and `until`; returns the deadline and
+    /// whether `until` extended it.
+    fn set(&self, channel: &str, key: &str, until: Instant, now: Instant) -> (Instant, bool) {
         let s = Subject::Key { channel, key };
         let i = self.shard_of(&s);
         let mut shard = self.write(i);
         if let Some(d) = shard.get_mut(&s as &dyn SubjectView) {
+            let longer = until > *d;
             *d = (*d).max(until);
-            return Some(*d);
+            return (*d, longer);
         }
         if shard.len() >= self.per_shard {
             shard.retain(|_, d| *d > now);
@@ -90,7 +119,19 @@ impl KeyCooldowns {
             }
         }
         shard.insert(s.to_owned_key(), until);
-        Some(until)
+        (until, true)
+    }
+
+    /// Keys cooling at `now` with their deadlines (to announce them again).
+    pub fn cooling(&self, now: Instant) -> Vec<(String, String, Instant)> {
+        let mut out = Vec::new();
+        for i in 0..SHARDS {
+            for (k, d) in self.read(i).iter().filter(|(_, d)| **d > now) {
+                let (_, channel, key) = k.view();
+                out.push((channel.to_string(), key.to_string(), *d));
+            }
+        }
+        out
     }
 
     /// Until when `key` of `channel` is cooling, if it is at `now`.

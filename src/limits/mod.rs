@@ -33,7 +33,8 @@
 //! [`Limiter`] holds a [`Store`]. [`Local`] (the default) keeps one small state cell per
 //! subject in a sharded map (no global lock; a cell has its own mutex, held for one
 //! transition); its admission is synchronous and allocation-free once the subject's cell
-//! exists. A shared backend (issue 20) implements the same [`Store`] with the same windows:
+//! exists. The shared backend (`crate::shared::limits::RedisStore`, issue 20) implements
+//! the same [`Store`] with the same windows:
 //!
 //! - keys hash-tagged per subject so one Lua script sees them all on one Redis Cluster slot:
 //!   `sy:lim:{c:<client>}:rpm|rpd|tpm|cc`, `sy:lim:{k:<channel>/<key fingerprint>}:…`;
@@ -44,7 +45,8 @@
 //!   a killed replica's permits expire); it returns the granule ids taken, or the refused
 //!   kind with its wait and the numbers for the headers;
 //! - settle / cancel / release are `HINCRBY` on the recorded granule and `ZREM` of the lease;
-//!   a grant's `Drop` cannot await, so it queues them to a background task;
+//!   a grant's `Drop` cannot await, so it queues them to a background task, which also
+//!   renews live leases;
 //! - planning queries (`key_room`, `key_remaining_fraction`) read a local mirror refreshed by
 //!   each script reply, never a round trip per candidate.
 //!

@@ -3,8 +3,18 @@
 //! Retries and failovers are allowed while
 //! `retries_in_window < ratio × first_attempts_in_window + min_per_second × ttl_secs`.
 //! One small mutex guards `ttl_secs` buckets; each call holds it for O(ttl_secs).
+//!
+//! Shared across replicas (R17.1, approximately): the shared-state runtime takes this
+//! replica's new counts every [`SHARE_EVERY`] ([`RetryBudget::take_pending`]), adds them to
+//! the deployment's window in Redis and hands back the other replicas' share of that
+//! window ([`RetryBudget::set_others`]); the rule above then runs on the deployment's
+//! totals. The bound: the others' counts are at most one exchange old, so the deployment
+//! may take at most the retries the replicas' own windows allow in one [`SHARE_EVERY`]
+//! beyond its budget. When the exchange has not succeeded for [`OTHERS_STALE`] (Redis
+//! unreachable), each replica runs on its own counts with the floor divided by the
+//! replica count.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -17,6 +27,29 @@ struct Bucket {
     retries: u64,
 }
 
+/// How often the shared-state runtime exchanges counts with the other replicas.
+pub const SHARE_EVERY: Duration = Duration::from_secs(1);
+/// Others' counts older than this are ignored (the exchange is failing).
+pub const OTHERS_STALE: Duration = Duration::from_secs(3);
+
+/// The other replicas' counts in the window, as of `at`.
+#[derive(Debug, Clone, Copy)]
+struct Others {
+    firsts: u64,
+    retries: u64,
+    at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    buckets: Vec<Bucket>,
+    /// Counts not yet handed to the shared-state runtime (firsts, retries).
+    pending: (u64, u64),
+    /// `Some(replicas)` when the budget is shared.
+    replicas: Option<u32>,
+    others: Option<Others>,
+}
+
 /// Shared retry budget (thread-safe; clone an `Arc` of it across requests).
 #[derive(Debug)]
 pub struct RetryBudget {
@@ -24,7 +57,7 @@ pub struct RetryBudget {
     min_per_second: u32,
     window: u64,
     origin: Instant,
-    buckets: Mutex<Vec<Bucket>>,
+    buckets: Mutex<Inner>,
 }
 
 impl RetryBudget {
@@ -44,8 +77,59 @@ impl RetryBudget {
             min_per_second,
             window,
             origin: Instant::now(),
-            buckets: Mutex::new(vec![Bucket::default(); window as usize]),
+            buckets: Mutex::new(Inner {
+                buckets: vec![Bucket::default(); window as usize],
+                ..Inner::default()
+            }),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.buckets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The window in whole seconds.
+    pub fn window_secs(&self) -> u64 {
+        self.window
+    }
+
+    /// Share this budget across `replicas` replicas (idempotent).
+    pub fn share(&self, replicas: u32) {
+        self.lock().replicas = Some(replicas.max(1));
+    }
+
+    /// This replica's counts since the last call (firsts, retries).
+    pub fn take_pending(&self) -> (u64, u64) {
+        std::mem::take(&mut self.lock().pending)
+    }
+
+    /// This replica's counts in the window now (firsts, retries).
+    pub fn local_window(&self) -> (u64, u64) {
+        let now = self.now_second();
+        let window = self.window;
+        self.lock()
+            .buckets
+            .iter()
+            .filter(|x| x.second + window > now && x.second <= now)
+            .fold((0, 0), |(f, r), x| (f + x.firsts, r + x.retries))
+    }
+
+    /// The other replicas' counts in the window as last exchanged, while fresh
+    /// (firsts, retries); zeros when stale or never exchanged.
+    pub fn others(&self) -> (u64, u64) {
+        match self.lock().others {
+            Some(o) if o.at.elapsed() <= OTHERS_STALE => (o.firsts, o.retries),
+            _ => (0, 0),
+        }
+    }
+
+    /// The other replicas' counts in the window (the deployment's minus this one's).
+    pub fn set_others(&self, firsts: u64, retries: u64) {
+        self.lock().others = Some(Others {
+            firsts,
+            retries,
+            at: Instant::now(),
+        });
     }
 
     fn now_second(&self) -> u64 {
@@ -54,22 +138,25 @@ impl RetryBudget {
             .as_secs()
     }
 
-    fn with_current<R>(&self, f: impl FnOnce(&mut Vec<Bucket>, usize, u64) -> R) -> R {
+    fn with_current<R>(&self, f: impl FnOnce(&mut Inner, usize, u64) -> R) -> R {
         let now = self.now_second();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.lock();
         let slot = (now % self.window) as usize;
-        if buckets[slot].second != now {
-            buckets[slot] = Bucket {
+        if inner.buckets[slot].second != now {
+            inner.buckets[slot] = Bucket {
                 second: now,
                 ..Bucket::default()
             };
         }
-        f(&mut buckets, slot, now)
+        f(&mut inner, slot, now)
     }
 
     /// Count a request's first upstream attempt.
     pub fn record_first_attempt(&self) {
-        self.with_current(|b, slot, _| b[slot].firsts += 1);
+        self.with_current(|i, slot, _| {
+            i.buckets[slot].firsts += 1;
+            i.pending.0 += 1;
+        });
     }
 
     /// Take one retry/failover from the budget; false when it is spent.
@@ -77,14 +164,23 @@ impl RetryBudget {
         let window = self.window;
         let ratio = self.ratio;
         let floor = u64::from(self.min_per_second) * window;
-        self.with_current(|b, slot, now| {
-            let (firsts, retries) = b
+        self.with_current(|i, slot, now| {
+            let (firsts, retries) = i
+                .buckets
                 .iter()
                 .filter(|x| x.second + window > now && x.second <= now)
                 .fold((0u64, 0u64), |(f, r), x| (f + x.firsts, r + x.retries));
-            let allowed = ratio * firsts as f64 + floor as f64;
-            if (retries as f64) < allowed {
-                b[slot].retries += 1;
+            let (of, or, floor) = match (i.replicas, i.others) {
+                (None, _) => (0, 0, floor as f64),
+                (Some(_), Some(o)) if o.at.elapsed() <= OTHERS_STALE => {
+                    (o.firsts, o.retries, floor as f64)
+                }
+                (Some(n), _) => (0, 0, floor as f64 / f64::from(n)),
+            };
+            let allowed = ratio * (firsts + of) as f64 + floor;
+            if ((retries + or) as f64) < allowed {
+                i.buckets[slot].retries += 1;
+                i.pending.1 += 1;
                 true
             } else {
                 false
@@ -140,6 +236,28 @@ mod tests {
         assert_eq!(drain(&b), 3);
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(drain(&b), 3);
+    }
+
+    /// R17.1: the others' counts take from this replica's budget while fresh; stale ones
+    /// (Redis unreachable) are dropped and the floor is divided by the replica count.
+    #[tokio::test(start_paused = true)]
+    async fn others_count_while_fresh_and_floor_divides_when_stale() {
+        let b = RetryBudget::new(0.5, 3, Duration::from_secs(10));
+        b.share(3);
+        for _ in 0..10 {
+            b.record_first_attempt();
+        }
+        assert_eq!(b.take_pending(), (10, 0));
+        // Others: 30 firsts, 18 retries. Allowed = 0.5 × 40 + 30 = 50, 18 taken: 32 left.
+        b.set_others(30, 18);
+        assert_eq!(drain(&b), 32);
+        assert_eq!(b.take_pending(), (0, 32));
+        assert_eq!(b.local_window(), (10, 32));
+        tokio::time::advance(OTHERS_STALE + Duration::from_millis(1)).await;
+        // Stale: own counts only, floor 30 / 3 = 10: 0.5 × 10 + 10 = 15 < 32 taken.
+        assert_eq!(drain(&b), 0);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(drain(&b), 10, "an empty window: the divided floor");
     }
 
     #[test]

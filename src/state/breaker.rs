@@ -5,8 +5,6 @@
 //! in at every call from the channel's *current* effective config, never stored, so a reload
 //! that changes them keeps the counters (R2.5). Time is `tokio::time::Instant`.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -115,6 +113,10 @@ pub struct Core {
     /// When the current half-open probe was handed out (a probe whose result never comes
     /// back — the request was dropped — frees its slot after `timeout`).
     probe_at: Option<Instant>,
+    /// With shared state: this replica holds the deployment's probe lease until then.
+    pub(crate) lease_until: Option<Instant>,
+    /// With shared state: do not ask for the probe lease again before then.
+    pub(crate) ask_after: Option<Instant>,
     pub last_used: Instant,
 }
 
@@ -126,6 +128,8 @@ impl Core {
             successes: 0,
             opened_at: None,
             probe_at: None,
+            lease_until: None,
+            ask_after: None,
             last_used: now,
         }
     }
@@ -241,10 +245,43 @@ impl Core {
         }
     }
 
+    /// The next admission would be the half-open probe.
+    pub(crate) fn probe_next(&self, lim: &Limits, now: Instant) -> bool {
+        match self.state {
+            State::Closed => false,
+            State::Open => self.timed_out(lim, now),
+            State::HalfOpen => true,
+        }
+    }
+
+    /// Another replica opened this breaker with `remaining` of its timeout left.
+    pub(crate) fn force_open(&mut self, lim: &Limits, remaining: Duration, now: Instant) {
+        let back = lim.timeout.saturating_sub(remaining);
+        self.opened_at = Some(now.checked_sub(back).unwrap_or(now));
+        self.state = State::Open;
+        self.successes = 0;
+        self.probe_at = None;
+        self.lease_until = None;
+        self.ask_after = None;
+    }
+
+    /// Another replica closed this breaker.
+    pub(crate) fn force_close(&mut self) {
+        self.failures = 0;
+        let _ = self.move_to(State::Closed);
+    }
+
+    /// Opened (or re-opened) at `now`.
+    pub(crate) fn opened_at(&self) -> Option<Instant> {
+        self.opened_at
+    }
+
     fn open(&mut self, now: Instant) -> Option<Transition> {
         self.opened_at = Some(now);
         self.successes = 0;
         self.probe_at = None;
+        self.lease_until = None;
+        self.ask_after = None;
         match self.state {
             State::Open => None,
             _ => self.move_to(State::Open),
@@ -261,138 +298,14 @@ impl Core {
             self.successes = 0;
             self.opened_at = None;
             self.probe_at = None;
+            self.lease_until = None;
+            self.ask_after = None;
         }
         Some(Transition { from, to })
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A channel's breakers: one provider breaker and the model-scoped ones (R6.1, R6.3).
-#[derive(Debug)]
-pub struct Breakers {
-    provider: Mutex<Core>,
-    models: Mutex<HashMap<String, Core>>,
-}
-
-impl Default for Breakers {
-    fn default() -> Self {
-        Breakers {
-            provider: Mutex::new(Core::new(Instant::now())),
-            models: Mutex::new(HashMap::new()),
-        }
-    }
-}
-
-/// Which breaker of a channel a call uses: `None` = the provider breaker.
-pub type Scope<'a> = Option<&'a str>;
-
-impl Breakers {
-    /// Plan-time check, non-mutating.
-    pub fn would_admit(&self, lim: &Limits, scope: Scope, now: Instant) -> bool {
-        match scope {
-            None => lock(&self.provider).would_admit(lim, now),
-            Some(m) => lock(&self.models)
-                .get(m)
-                .is_none_or(|c| c.would_admit(lim, now)),
-        }
-    }
-
-    pub fn acquire(
-        &self,
-        lim: &Limits,
-        scope: Scope,
-        now: Instant,
-    ) -> (Admission, Option<Transition>) {
-        match scope {
-            None => lock(&self.provider).acquire(lim, now),
-            Some(m) => {
-                let mut map = lock(&self.models);
-                if !map.contains_key(m) && !make_room(&mut map, lim, now) {
-                    // Every slot is protected: the new model fast-fails (seed 004).
-                    return (Admission::Refused, None);
-                }
-                map.entry(m.to_string())
-                    .or_insert_with(|| Core::new(now))
-                    .acquire(lim, now)
-            }
-        }
-    }
-
-    /// Record one visit; returns the transition and the breaker's state afterwards.
-    pub fn record(
-        &self,
-        lim: &Limits,
-        scope: Scope,
-        v: Verdict,
-        probe: bool,
-        now: Instant,
-    ) -> (Option<Transition>, State) {
-        let f = |c: &mut Core| (c.record(lim, v, probe, now), c.state(lim, now));
-        match scope {
-            None => f(&mut lock(&self.provider)),
-            Some(m) => match lock(&self.models).get_mut(m) {
-                Some(c) => f(c),
-                None => (None, State::Closed),
-            },
-        }
-    }
-
-    /// Provider breaker snapshot.
-    pub fn provider(&self) -> Core {
-        lock(&self.provider).clone()
-    }
-
-    /// Model breakers that are not closed, by model name.
-    pub fn models_not_closed(&self, lim: &Limits, now: Instant) -> Vec<(String, State)> {
-        let mut v: Vec<_> = lock(&self.models)
-            .iter()
-            .map(|(m, c)| (m.clone(), c.state(lim, now)))
-            .filter(|(_, s)| *s != State::Closed)
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
-    }
-
-    pub fn model_count(&self) -> usize {
-        lock(&self.models).len()
-    }
-
-    /// Forget everything (operator enable).
-    pub fn reset(&self) {
-        *lock(&self.provider) = Core::new(Instant::now());
-        lock(&self.models).clear();
-    }
-}
-
-/// Room for one more model breaker. Below the cap nothing is scanned; at the cap, drop the
-/// idle closed breakers, and if none is idle the oldest closed one. Returns false when the
-/// map is full of protected (open / half-open) breakers.
-fn make_room(map: &mut HashMap<String, Core>, lim: &Limits, now: Instant) -> bool {
-    if map.len() < MODEL_CAP {
-        return true;
-    }
-    map.retain(|_, c| {
-        !(c.state(lim, now) == State::Closed && now.duration_since(c.last_used) >= MODEL_IDLE)
-    });
-    if map.len() < MODEL_CAP {
-        return true;
-    }
-    let oldest = map
-        .iter()
-        .filter(|(_, c)| c.state(lim, now) == State::Closed)
-        .min_by_key(|(_, c)| c.last_used)
-        .map(|(k, _)| k.clone());
-    match oldest {
-        Some(k) => {
-            map.remove(&k);
-            true
-        }
-        None => false,
-    }
-}
+pub use super::breakers::{Breakers, Scope};
 
 #[cfg(test)]
 #[path = "breaker_tests.rs"]

@@ -201,7 +201,7 @@ async fn model_scope_cap_evicts_oldest_idle_closed_and_keeps_open() {
         !b.would_admit(&l, Some("open"), Instant::now()),
         "open kept"
     );
-    let names: Vec<String> = lock(&b.models).keys().cloned().collect();
+    let names: Vec<String> = b.model_names();
     assert!(
         !names.contains(&"m0".to_string()),
         "oldest idle closed evicted"

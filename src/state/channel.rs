@@ -39,6 +39,8 @@ pub struct ChannelState {
     pub health: super::health::Health,
     /// Pre-registered metric handles of this channel (hot path).
     pub metrics: crate::telemetry::ChannelMetrics,
+    /// Where changes go when state is shared with other replicas (R17.1).
+    pub sync: super::sync::Hook,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,8 +112,39 @@ impl ChannelState {
         out
     }
 
-    /// Persist (durably, in order) that `key` of this channel is now `state` (None: enabled).
+    /// Share this channel's state with other replicas through `sink` (R17.1).
+    pub fn share(&self, sink: Arc<dyn super::sync::Sink>) {
+        self.breakers.share(&self.name, sink.clone());
+        self.sync.attach(sink);
+    }
+
+    /// Persist (durably, in order) that `key` of this channel is now `state` (None: enabled),
+    /// and announce it to the other replicas when state is shared.
     pub fn save(&self, store: &Store, key: StateKey, state: Option<&Disabled>) {
+        let row = self.save_quiet(store, key, state);
+        let fp = match &row.key {
+            StateKey::Channel => None,
+            StateKey::Key(hex) => match KeyFp::parse(hex) {
+                Some(fp) => Some(fp),
+                None => return,
+            },
+            StateKey::LegacyIndex(_) => return,
+        };
+        self.sync.emit(|| super::sync::Change::Disabled {
+            channel: self.name.clone(),
+            key: fp,
+            state: state.cloned(),
+            at_ms: row.ts_ms,
+        });
+    }
+
+    /// [`ChannelState::save`] without the announcement (a change another replica made).
+    pub fn save_quiet(
+        &self,
+        store: &Store,
+        key: StateKey,
+        state: Option<&Disabled>,
+    ) -> crate::store::ChannelState {
         let row = crate::store::ChannelState {
             channel: self.name.clone(),
             key,
@@ -120,7 +153,8 @@ impl ChannelState {
             ts_ms: state.map_or_else(crate::store::now_ms, |d| d.at_ms),
             auto: state.is_none_or(|d| d.auto),
         };
-        self.persist.send(store, row);
+        self.persist.send(store, row.clone());
+        row
     }
 }
 
@@ -128,6 +162,8 @@ impl ChannelState {
 #[derive(Debug, Default)]
 pub struct Registry {
     map: Mutex<HashMap<String, Arc<ChannelState>>>,
+    /// Attached to every channel state, present and future, when state is shared.
+    sync: super::sync::Hook,
 }
 
 impl Registry {
@@ -141,10 +177,25 @@ impl Registry {
             .iter()
             .map(|c| {
                 map.entry(c.name.clone())
-                    .or_insert_with(|| Arc::new(ChannelState::new(&c.name)))
+                    .or_insert_with(|| {
+                        let st = ChannelState::new(&c.name);
+                        if let Some(sink) = self.sync.sink() {
+                            st.share(sink);
+                        }
+                        Arc::new(st)
+                    })
                     .clone()
             })
             .collect()
+    }
+
+    /// Share every channel's state, present and future, through `sink` (R17.1).
+    pub fn share(&self, sink: Arc<dyn super::sync::Sink>) {
+        let map = lock(&self.map);
+        self.sync.attach(sink.clone());
+        for st in map.values() {
+            st.share(sink.clone());
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<ChannelState>> {

@@ -89,6 +89,15 @@ impl Cooldown {
     pub fn reset(&self) {
         *lock(&self.core) = Core::new(Instant::now());
     }
+
+    /// Another replica started a cooldown with `remaining` left (R17.1).
+    pub fn apply(&self, cfg: &CooldownCfg, remaining: Duration, now: Instant) {
+        let mut lim = limits(cfg);
+        // The other replica's duration may differ (another config generation): its
+        // remaining time is what counts.
+        lim.timeout = lim.timeout.max(remaining);
+        lock(&self.core).force_open(&lim, remaining, now);
+    }
 }
 
 #[cfg(test)]

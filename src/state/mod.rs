@@ -10,6 +10,7 @@
 //! by a client-chosen string; every map that a request can add to is bounded.
 pub mod autodisable;
 pub mod breaker;
+pub mod breakers;
 pub mod channel;
 pub mod cooldown;
 pub mod health;
@@ -20,6 +21,7 @@ pub mod outcome;
 pub mod persist;
 pub mod probe;
 pub mod restore;
+pub mod sync;
 mod view;
 mod visits;
 

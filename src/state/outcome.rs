@@ -127,6 +127,11 @@ pub fn record_attempt(
     if !t.model.is_empty() && super::models::is_model_not_found(&outcome) {
         let d = ch.resilience.cooldown.duration;
         st.missing_models.mark(t.model, now + d, now);
+        st.sync.emit(|| super::sync::Change::ModelMissing {
+            channel: ch.name.clone(),
+            model: t.model.to_string(),
+            duration: d,
+        });
         tracing::info!(channel = %ch.name, model = t.model, duration = ?d, "upstream does not serve the model");
     }
     match autodisable::should_disable(&outcome, rules) {
@@ -163,6 +168,10 @@ pub fn record_visit(
     let cv = cooldown::verdict(outcome, &ch.status_code_mapping);
     if st.cooldown.record(&ch.resilience.cooldown, cv, now) {
         tracing::info!(channel = %ch.name, duration = ?ch.resilience.cooldown.duration, "channel cooling down");
+        st.sync.emit(|| super::sync::Change::CooledDown {
+            channel: ch.name.clone(),
+            duration: ch.resilience.cooldown.duration,
+        });
     }
 }
 
@@ -178,8 +187,18 @@ pub fn release_probe(ch: &Channel, st: &ChannelState, model: &str) {
     );
 }
 
-/// Operator enable: clear breakers, cooldown, "model not found" marks and the health window.
+/// Operator enable (or a probe re-enable): clear breakers, cooldown, "model not found" marks
+/// and the health window — on every replica when state is shared.
 pub fn reset(st: &ChannelState) {
+    reset_quiet(st);
+    st.sync.emit(|| super::sync::Change::Reset {
+        channel: st.name.clone(),
+        at_ms: crate::store::now_ms(),
+    });
+}
+
+/// [`reset`] without the announcement (another replica's reset).
+pub fn reset_quiet(st: &ChannelState) {
     st.breakers.reset();
     st.cooldown.reset();
     st.missing_models.clear();

@@ -101,6 +101,12 @@ pub fn register_config(cfg: &Config) {
         metrics::counter!(REQUESTS, "status" => class).increment(0);
     }
     metrics::counter!(RETRY_BUDGET_EXHAUSTED).increment(0);
+    // Shared live state (R17): 0 until (and unless) a shared.redis answers.
+    let _ = metrics::gauge!(SHARED_STATE_UP);
+    for r in ["published", "applied", "dropped"] {
+        metrics::counter!(SHARED_CHANGES, "result" => r).increment(0);
+    }
+    metrics::counter!(SHARED_LIMIT_FALLBACKS).increment(0);
     metrics::counter!(KEEPALIVES).increment(0);
     metrics::counter!(CONNECTIONS_REJECTED).increment(0);
     metrics::counter!(STORE_WRITTEN).increment(0);

@@ -1,0 +1,50 @@
+//! Validation of `shared:` (R17): the Redis URL and the replica count.
+
+use super::error::Collector;
+use super::model::Shared;
+use super::raw::RawShared;
+use crate::secret::Secret;
+
+/// `shared.redis` must be a `redis://` URL the client accepts; `shared.replicas` ≥ 1.
+pub(crate) fn shared(raw: &RawShared, c: &mut Collector) -> Shared {
+    let redis = raw
+        .redis
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty());
+    if let Some(url) = redis {
+        let scheme_ok = url.starts_with("redis://");
+        if !scheme_ok {
+            c.push(
+                "shared.redis",
+                "must be a redis:// URL, e.g. redis://127.0.0.1:6379/0 (TLS and unix sockets \
+                 are not supported: reach Redis over a local TLS tunnel)",
+            );
+        } else if let Err(e) = redis::Client::open(url) {
+            c.push(
+                "shared.redis",
+                format!("is not a valid Redis URL ({e}); expected redis://[user:password@]host:port[/db]"),
+            );
+        }
+    }
+    let replicas = match raw.replicas {
+        Some(0) => {
+            c.push(
+                "shared.replicas",
+                "must be at least 1 (the number of switchyard replicas sharing the Redis)",
+            );
+            1
+        }
+        Some(n) if n > 10_000 => {
+            c.push("shared.replicas", "must be at most 10000");
+            1
+        }
+        Some(n) => n as u32,
+        None => 1,
+    };
+    Shared {
+        redis: redis.map(Secret::new),
+        replicas,
+        fail_open: raw.fail_open.unwrap_or(false),
+    }
+}

@@ -1,0 +1,314 @@
+//! Writing to Redis (R17.1): a batch of changes as one pipeline of store-and-publish
+//! scripts (reloading the scripts after a Redis restart), probe-lease asks answered one by
+//! one, and the retry-budget exchange.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::conn::CallError;
+use super::count;
+use super::run::Runtime;
+use super::scripts::{BUDGET_SCRIPT, LEASE_SCRIPT, PUT_SCRIPT};
+use super::wire::{self, Msg};
+use crate::state::sync::Change;
+
+impl Runtime {
+    /// Write a batch of changes (pipelined); probe-lease asks are answered one by one.
+    pub(crate) async fn write(&mut self, batch: Vec<Change>) {
+        let mut pipe = redis::pipe();
+        let mut n = 0u64;
+        let mut asks = Vec::new();
+        for c in &batch {
+            self.note(c);
+            match c {
+                Change::ProbeWanted { .. } => asks.push(c.clone()),
+                _ => {
+                    self.add(&mut pipe, c);
+                    n += 1;
+                }
+            }
+        }
+        if n > 0 && self.conn.health.is_up() {
+            match self.exec(&pipe).await {
+                Ok(()) => {
+                    count("published", n);
+                    for c in &batch {
+                        if let Change::Bound { hash, .. } = c {
+                            self.unsent.remove(hash);
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.conn.health.mark_down(&e);
+                    self.need_converge = true;
+                }
+            }
+        }
+        for a in asks {
+            self.ask_lease(&a).await;
+        }
+    }
+
+    /// Run a pipeline; on NOSCRIPT (Redis restarted) load the scripts, try once more, and
+    /// converge at the next tick (Redis may have lost its data).
+    pub(crate) async fn exec(&mut self, pipe: &redis::Pipeline) -> Result<(), CallError> {
+        let p = pipe.clone();
+        let r = self
+            .conn
+            .call(|mut c| async move { p.exec_async(&mut c).await })
+            .await;
+        match r {
+            Err(e) if e.is_noscript() => {
+                self.need_converge = true;
+                self.load_scripts().await?;
+                let p = pipe.clone();
+                self.conn
+                    .call(|mut c| async move { p.exec_async(&mut c).await })
+                    .await
+            }
+            r => r,
+        }
+    }
+
+    pub(crate) async fn load_scripts(&self) -> Result<(), CallError> {
+        self.conn
+            .call(|mut c| async move {
+                for s in [&*PUT_SCRIPT, &*LEASE_SCRIPT, &*BUDGET_SCRIPT] {
+                    s.load_async(&mut c).await?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    /// Add one change's script call to `pipe`.
+    pub(crate) fn add(&self, pipe: &mut redis::Pipeline, c: &Change) {
+        if let Change::Bound {
+            hash,
+            kind,
+            channel,
+            ttl,
+        } = c
+        {
+            add_binding(pipe, &self.origin, *hash, kind, channel, *ttl);
+            return;
+        }
+        let Some(p) = put_args(c) else {
+            return;
+        };
+        pipe.cmd("EVALSHA")
+            .arg(PUT_SCRIPT.get_hash())
+            .arg(1)
+            .arg(wire::channel_key(p.channel))
+            .arg(&*self.origin)
+            .arg(p.channel)
+            .arg(p.op)
+            .arg(p.field)
+            .arg(p.value)
+            .arg(p.ms)
+            .ignore();
+    }
+
+    /// Ask for (or renew) a probe lease and tell the breaker the answer.
+    async fn ask_lease(&mut self, c: &Change) {
+        let Change::ProbeWanted {
+            channel,
+            scope,
+            ttl,
+        } = c
+        else {
+            return;
+        };
+        if !self.conn.health.is_up() {
+            return;
+        }
+        let (key, owner, sc, ttl_ms) = (
+            wire::channel_key(channel),
+            self.origin.to_string(),
+            scope.clone().unwrap_or_default(),
+            ttl.as_millis() as u64,
+        );
+        let r = self
+            .conn
+            .call(|mut c| async move {
+                LEASE_SCRIPT
+                    .key(key)
+                    .arg(owner)
+                    .arg(sc)
+                    .arg(ttl_ms)
+                    .invoke_async::<(i64, i64)>(&mut c)
+                    .await
+            })
+            .await;
+        let snap = (self.wiring.snapshot)();
+        let Some(id) = snap.table.channels.iter().position(|c| c.name == *channel) else {
+            return;
+        };
+        let st = &snap.states[id];
+        let now = Instant::now();
+        let ms = |v: i64| Duration::from_millis(v.clamp(0, wire::MAX_MS as i64) as u64);
+        match r {
+            Ok((1, t)) => st.breakers.grant_lease(scope.as_deref(), now + ms(t)),
+            Ok((0, t)) => st.breakers.deny_lease(scope.as_deref(), now + ms(t)),
+            Ok(_) => {
+                st.breakers.apply_closed(scope.as_deref());
+                st.metrics.breaker_state.set(0.0);
+            }
+            Err(e) => {
+                self.conn.health.mark_down(&e);
+                self.need_converge = true;
+            }
+        }
+    }
+
+    /// Hand this replica's retry-budget counts to the deployment's window and take the
+    /// others' share back.
+    pub(crate) async fn exchange_budget(&mut self) {
+        let budget = (self.wiring.budget)();
+        budget.share(self.wiring.replicas);
+        let (f, r) = budget.take_pending();
+        let w = budget.window_secs();
+        let res = self
+            .conn
+            .call(|mut c| async move {
+                BUDGET_SCRIPT
+                    .key(wire::BUDGET)
+                    .arg(f)
+                    .arg(r)
+                    .arg(w)
+                    .invoke_async::<(u64, u64)>(&mut c)
+                    .await
+            })
+            .await;
+        match res {
+            Ok((tf, tr)) => {
+                let (lf, lr) = budget.local_window();
+                budget.set_others(tf.saturating_sub(lf), tr.saturating_sub(lr));
+            }
+            Err(e) => {
+                self.conn.health.mark_down(&e);
+                self.need_converge = true;
+            }
+        }
+    }
+}
+
+/// `SET` a binding with its TTL and publish it.
+pub(crate) fn add_binding(
+    pipe: &mut redis::Pipeline,
+    origin: &str,
+    hash: u128,
+    kind: &str,
+    channel: &str,
+    ttl: Duration,
+) {
+    let ms = (ttl.as_millis() as u64).max(1);
+    let v = wire::encode_binding(kind, channel);
+    pipe.cmd("SET")
+        .arg(wire::binding_key(hash))
+        .arg(&v)
+        .arg("PX")
+        .arg(ms)
+        .ignore();
+    let m = Msg {
+        o: origin.to_string(),
+        c: String::new(),
+        f: wire::binding_field(hash),
+        v,
+        ms: ms as f64,
+    };
+    if let Ok(payload) = serde_json::to_string(&m) {
+        pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
+    }
+}
+
+/// The arguments of one store-and-publish script call.
+struct PutArgs<'a> {
+    channel: &'a str,
+    op: &'static str,
+    field: String,
+    value: String,
+    ms: u64,
+}
+
+/// How a channel-state change is stored (`None` for bindings and lease asks).
+fn put_args(c: &Change) -> Option<PutArgs<'_>> {
+    let ms = |d: &Duration| d.as_millis() as u64;
+    fn put<'a>(
+        channel: &'a str,
+        op: &'static str,
+        field: String,
+        value: String,
+        ms: u64,
+    ) -> PutArgs<'a> {
+        PutArgs {
+            channel,
+            op,
+            field,
+            value,
+            ms,
+        }
+    }
+    Some(match c {
+        Change::BreakerOpened {
+            channel,
+            scope,
+            timeout,
+        } => put(
+            channel,
+            "open",
+            wire::breaker_field(scope.as_deref()),
+            "open".into(),
+            ms(timeout),
+        ),
+        Change::BreakerClosed { channel, scope } => put(
+            channel,
+            "close",
+            wire::breaker_field(scope.as_deref()),
+            String::new(),
+            0,
+        ),
+        Change::CooledDown { channel, duration } => put(
+            channel,
+            "until",
+            wire::COOLDOWN_FIELD.into(),
+            String::new(),
+            ms(duration),
+        ),
+        Change::ModelMissing {
+            channel,
+            model,
+            duration,
+        } => put(
+            channel,
+            "until",
+            wire::missing_field(model),
+            String::new(),
+            ms(duration),
+        ),
+        Change::KeyCooled { channel, key, wait } => put(
+            channel,
+            "until",
+            wire::key_cooldown_field(key),
+            String::new(),
+            ms(wait),
+        ),
+        Change::Disabled {
+            channel,
+            key,
+            state,
+            at_ms,
+        } => put(
+            channel,
+            "lww",
+            wire::disabled_field(key.as_ref()),
+            wire::encode_disabled(state.as_ref(), *at_ms),
+            0,
+        ),
+        Change::Reset { channel, at_ms } => {
+            put(channel, "reset", "*reset".into(), at_ms.to_string(), 0)
+        }
+        Change::Bound { .. } | Change::ProbeWanted { .. } => return None,
+    })
+}

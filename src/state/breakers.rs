@@ -1,0 +1,318 @@
+//! A channel's breakers (R6.1, R6.3): the provider breaker and the bounded model-scoped ones,
+//! and — with shared state (R17.1) — the deployment-wide half-open probe lease.
+//!
+//! Shared mode: a breaker that opens here is announced ([`Change::BreakerOpened`]); one that
+//! another replica opened is applied with [`Breakers::apply_open`]. When an open breaker's
+//! timeout has passed, the next admission would be the probe; with shared state that probe
+//! needs the deployment's one probe lease, so without it the breaker refuses (fails over
+//! like any open breaker) and asks for the lease ([`Change::ProbeWanted`], at most every
+//! [`LEASE_ASK_EVERY`]). The runtime grants or denies it ([`Breakers::grant_lease`],
+//! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker::{Admission, Core, Limits, State, Transition, Verdict, MODEL_CAP, MODEL_IDLE};
+use super::sync::{Change, Sink};
+
+/// A replica without the probe lease asks again at most this often.
+pub const LEASE_ASK_EVERY: Duration = Duration::from_millis(500);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Shared {
+    channel: String,
+    sink: Arc<dyn Sink>,
+}
+
+/// A channel's breakers: one provider breaker and the model-scoped ones (R6.1, R6.3).
+pub struct Breakers {
+    provider: Mutex<Core>,
+    models: Mutex<HashMap<String, Core>>,
+    shared: OnceLock<Shared>,
+}
+
+impl std::fmt::Debug for Breakers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Breakers")
+            .field("provider", &self.provider)
+            .field("models", &lock(&self.models).len())
+            .field("shared", &self.shared.get().is_some())
+            .finish()
+    }
+}
+
+impl Default for Breakers {
+    fn default() -> Self {
+        Breakers {
+            provider: Mutex::new(Core::new(Instant::now())),
+            models: Mutex::new(HashMap::new()),
+            shared: OnceLock::new(),
+        }
+    }
+}
+
+/// Which breaker of a channel a call uses: `None` = the provider breaker.
+pub type Scope<'a> = Option<&'a str>;
+
+/// How long a granted probe lease lasts: the breaker's timeout, at least a second.
+pub fn lease_ttl(lim: &Limits) -> Duration {
+    lim.timeout.max(Duration::from_secs(1))
+}
+
+impl Breakers {
+    /// Share this channel's breakers through `sink` (shared state is on).
+    pub fn share(&self, channel: &str, sink: Arc<dyn Sink>) {
+        let _ = self.shared.set(Shared {
+            channel: channel.to_string(),
+            sink,
+        });
+    }
+
+    /// With shared state, may this replica send the probe now? Without the lease: no, and
+    /// ask for it (rate-limited). Always yes when state is not shared or no probe is next.
+    fn gate(&self, c: &mut Core, lim: &Limits, scope: Scope, now: Instant) -> bool {
+        let Some(sh) = self.shared.get() else {
+            return true;
+        };
+        if lim.failure_threshold == 0 || !c.probe_next(lim, now) || !sh.sink.is_live() {
+            return true;
+        }
+        if c.lease_until.is_some_and(|t| t > now) {
+            return true;
+        }
+        if c.ask_after.is_none_or(|t| now >= t) {
+            c.ask_after = Some(now + LEASE_ASK_EVERY);
+            sh.sink.emit(Change::ProbeWanted {
+                channel: sh.channel.clone(),
+                scope: scope.map(str::to_string),
+                ttl: lease_ttl(lim),
+            });
+        }
+        false
+    }
+
+    /// Plan-time check (changes nothing but, with shared state, may ask for the lease).
+    pub fn would_admit(&self, lim: &Limits, scope: Scope, now: Instant) -> bool {
+        let check = |c: &mut Core| c.would_admit(lim, now) && self.gate(c, lim, scope, now);
+        match scope {
+            None => check(&mut lock(&self.provider)),
+            Some(m) => lock(&self.models).get_mut(m).is_none_or(check),
+        }
+    }
+
+    pub fn acquire(
+        &self,
+        lim: &Limits,
+        scope: Scope,
+        now: Instant,
+    ) -> (Admission, Option<Transition>) {
+        let take = |c: &mut Core| {
+            if !self.gate(c, lim, scope, now) {
+                c.last_used = now;
+                return (Admission::Refused, None);
+            }
+            c.acquire(lim, now)
+        };
+        match scope {
+            None => take(&mut lock(&self.provider)),
+            Some(m) => {
+                let mut map = lock(&self.models);
+                if !map.contains_key(m) && !make_room(&mut map, lim, now) {
+                    // Every slot is protected: the new model fast-fails (seed 004).
+                    return (Admission::Refused, None);
+                }
+                take(map.entry(m.to_string()).or_insert_with(|| Core::new(now)))
+            }
+        }
+    }
+
+    /// Record one visit; returns the transition and the breaker's state afterwards. With
+    /// shared state an opening or closing is announced.
+    pub fn record(
+        &self,
+        lim: &Limits,
+        scope: Scope,
+        v: Verdict,
+        probe: bool,
+        now: Instant,
+    ) -> (Option<Transition>, State) {
+        let f = |c: &mut Core| {
+            let before = c.opened_at();
+            let t = c.record(lim, v, probe, now);
+            let opened = c.state(lim, now) == State::Open && c.opened_at() != before;
+            (t, c.state(lim, now), opened)
+        };
+        let (t, state, opened) = match scope {
+            None => f(&mut lock(&self.provider)),
+            Some(m) => match lock(&self.models).get_mut(m) {
+                Some(c) => f(c),
+                None => (None, State::Closed, false),
+            },
+        };
+        if let Some(sh) = self.shared.get() {
+            let scope = || scope.map(str::to_string);
+            let channel = || sh.channel.clone();
+            if opened {
+                sh.sink.emit(Change::BreakerOpened {
+                    channel: channel(),
+                    scope: scope(),
+                    timeout: lim.timeout,
+                });
+            } else if t.is_some_and(|t| t.to == State::Closed) {
+                sh.sink.emit(Change::BreakerClosed {
+                    channel: channel(),
+                    scope: scope(),
+                });
+            }
+        }
+        (t, state)
+    }
+
+    /// Apply `f` to the breaker of `scope`, creating a model breaker when there is room.
+    fn with_core<R>(
+        &self,
+        lim: &Limits,
+        scope: Scope,
+        now: Instant,
+        f: impl FnOnce(&mut Core) -> R,
+    ) -> Option<R> {
+        match scope {
+            None => Some(f(&mut lock(&self.provider))),
+            Some(m) => {
+                let mut map = lock(&self.models);
+                if !map.contains_key(m) && !make_room(&mut map, lim, now) {
+                    return None;
+                }
+                Some(f(map
+                    .entry(m.to_string())
+                    .or_insert_with(|| Core::new(now))))
+            }
+        }
+    }
+
+    /// Another replica opened the breaker of `scope`; `remaining` of its timeout is left.
+    pub fn apply_open(&self, lim: &Limits, scope: Scope, remaining: Duration, now: Instant) {
+        self.with_core(lim, scope, now, |c| c.force_open(lim, remaining, now));
+    }
+
+    /// Another replica closed the breaker of `scope`.
+    pub fn apply_closed(&self, scope: Scope) {
+        match scope {
+            None => lock(&self.provider).force_close(),
+            Some(m) => {
+                if let Some(c) = lock(&self.models).get_mut(m) {
+                    c.force_close();
+                }
+            }
+        }
+    }
+
+    /// This replica holds the probe lease of `scope` until `until`.
+    pub fn grant_lease(&self, scope: Scope, until: Instant) {
+        self.set_lease(scope, |c| {
+            c.lease_until = Some(until);
+            c.ask_after = None;
+        });
+    }
+
+    /// Another replica holds the probe lease of `scope`; ask again at `retry_at`.
+    pub fn deny_lease(&self, scope: Scope, retry_at: Instant) {
+        self.set_lease(scope, |c| {
+            c.lease_until = None;
+            c.ask_after = Some(retry_at);
+        });
+    }
+
+    fn set_lease(&self, scope: Scope, f: impl FnOnce(&mut Core)) {
+        match scope {
+            None => f(&mut lock(&self.provider)),
+            Some(m) => {
+                if let Some(c) = lock(&self.models).get_mut(m) {
+                    f(c);
+                }
+            }
+        }
+    }
+
+    /// Breakers open now with the time left of their timeout (`None` = the provider).
+    pub fn open_now(&self, lim: &Limits, now: Instant) -> Vec<(Option<String>, Duration)> {
+        let left = |c: &Core| match c.state(lim, now) {
+            State::Open => c.open_remaining(lim, now),
+            _ => None,
+        };
+        let mut v: Vec<_> = left(&lock(&self.provider))
+            .map(|d| (None, d))
+            .into_iter()
+            .collect();
+        for (m, c) in lock(&self.models).iter() {
+            if let Some(d) = left(c) {
+                v.push((Some(m.clone()), d));
+            }
+        }
+        v
+    }
+
+    /// Provider breaker snapshot.
+    pub fn provider(&self) -> Core {
+        lock(&self.provider).clone()
+    }
+
+    /// Model breakers that are not closed, by model name.
+    pub fn models_not_closed(&self, lim: &Limits, now: Instant) -> Vec<(String, State)> {
+        let mut v: Vec<_> = lock(&self.models)
+            .iter()
+            .map(|(m, c)| (m.clone(), c.state(lim, now)))
+            .filter(|(_, s)| *s != State::Closed)
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    #[cfg(test)]
+    pub(crate) fn model_names(&self) -> Vec<String> {
+        lock(&self.models).keys().cloned().collect()
+    }
+
+    pub fn model_count(&self) -> usize {
+        lock(&self.models).len()
+    }
+
+    /// Forget everything (operator enable).
+    pub fn reset(&self) {
+        *lock(&self.provider) = Core::new(Instant::now());
+        lock(&self.models).clear();
+    }
+}
+
+/// Room for one more model breaker. Below the cap nothing is scanned; at the cap, drop the
+/// idle closed breakers, and if none is idle the oldest closed one. Returns false when the
+/// map is full of protected (open / half-open) breakers.
+fn make_room(map: &mut HashMap<String, Core>, lim: &Limits, now: Instant) -> bool {
+    if map.len() < MODEL_CAP {
+        return true;
+    }
+    map.retain(|_, c| {
+        !(c.state(lim, now) == State::Closed && now.duration_since(c.last_used) >= MODEL_IDLE)
+    });
+    if map.len() < MODEL_CAP {
+        return true;
+    }
+    let oldest = map
+        .iter()
+        .filter(|(_, c)| c.state(lim, now) == State::Closed)
+        .min_by_key(|(_, c)| c.last_used)
+        .map(|(k, _)| k.clone());
+    match oldest {
+        Some(k) => {
+            map.remove(&k);
+            true
+        }
+        None => false,
+    }
+}

@@ -1,0 +1,255 @@
+//! Rate limits in Redis (R15.1, R17.1, R17.2; issue 20): the Redis store against a private
+//! `redis-server`, several limiter instances (one per "replica") sharing it, compared with
+//! the local store on the same sequence, and the divided fallback while Redis is down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::external::Redis;
+use switchyard::limits::{ClientLimits, Kind, Limiter, Local, Room};
+use switchyard::shared::conn::Conn;
+use switchyard::shared::limits::RedisStore;
+use tokio::time::Instant;
+
+fn limiter(r: &Redis, replicas: u32) -> Limiter<RedisStore> {
+    let conn = Conn::open(&r.url()).expect("url");
+    Limiter::new(RedisStore::new(conn, replicas))
+}
+
+fn rpm(n: u64) -> ClientLimits {
+    ClientLimits {
+        rpm: n,
+        ..Default::default()
+    }
+}
+
+/// Issue 20: "rpm 10 admits exactly 10 across replicas" — three limiter instances on three
+/// connections, 60 concurrent admissions spread over them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpm_10_admits_exactly_10_across_three_instances() {
+    let r = Redis::start();
+    let ls: Vec<Arc<Limiter<RedisStore>>> = (0..3).map(|_| Arc::new(limiter(&r, 3))).collect();
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let l = ls[i % 3].clone();
+        tasks.push(tokio::spawn(async move {
+            l.admit_client("alice", &rpm(10), 0, Instant::now())
+                .await
+                .map(|a| {
+                    let shared = a.report().get(Kind::Rpm).is_some();
+                    a.settle(0, Instant::now());
+                    shared
+                })
+        }));
+    }
+    let mut admitted = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(has_numbers) => {
+                assert!(has_numbers);
+                admitted += 1;
+            }
+            Err(refusal) => {
+                assert_eq!(refusal.kind, Kind::Rpm);
+                let wait = refusal.retry_after.expect("a wait");
+                assert!(wait <= Duration::from_secs(61), "{wait:?}");
+                assert_eq!(refusal.numbers().unwrap().remaining, 0);
+            }
+        }
+    }
+    assert_eq!(admitted, 10, "exactly the limit across the three instances");
+    // Another client is not affected.
+    let a = ls[0].admit_client("bob", &rpm(10), 0, Instant::now()).await;
+    assert!(a.is_ok());
+}
+
+/// The same sequence of admissions, settles and cancels at the same (caller) times gives
+/// the same verdicts and numbers on the Redis store as on the local store: window edges
+/// (a unit leaves at granule + 61 s), token reserve/reconcile, cancel.
+#[tokio::test]
+async fn redis_store_matches_the_local_store() {
+    let r = Redis::start();
+    let conn = Conn::open(&r.url()).unwrap();
+    let remote = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let local = Limiter::new(Local::default());
+    let t0 = Instant::now() + Duration::from_millis(500);
+    let lim = ClientLimits {
+        rpm: 3,
+        tpm: 1000,
+        ..Default::default()
+    };
+    let at = |s: f64| t0 + Duration::from_secs_f64(s);
+    // (time, tokens, then: 0 settle with tokens/2, 1 cancel, 2 settle with 2x tokens)
+    let steps: &[(f64, u64, u8)] = &[
+        (0.0, 400, 0),
+        (0.2, 400, 1),
+        (10.0, 300, 2),
+        (20.0, 100, 0),
+        (30.0, 100, 0),
+        (59.9, 10, 0),
+        (60.5, 10, 0),
+        (61.2, 10, 0),
+        (70.0, 950, 0),
+        (70.1, 1001, 0),
+        (75.0, 50, 0),
+        (131.5, 10, 0),
+    ];
+    let (mut admitted, mut waits, mut nevers) = (0, 0, 0);
+    for (i, &(s, tokens, then)) in steps.iter().enumerate() {
+        let a = local.admit_client("c", &lim, tokens, at(s)).await;
+        let b = remote.admit_client("c", &lim, tokens, at(s)).await;
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                admitted += 1;
+                assert_eq!(a.report(), b.report(), "step {i}: numbers");
+                match then {
+                    0 => {
+                        a.settle(tokens / 2, at(s));
+                        b.settle(tokens / 2, at(s));
+                    }
+                    1 => {
+                        a.cancel(at(s));
+                        b.cancel(at(s));
+                    }
+                    _ => {
+                        a.settle(tokens * 2, at(s));
+                        b.settle(tokens * 2, at(s));
+                    }
+                }
+                // Settles are queued to the store's task: let it run.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a, b, "step {i}: refusal");
+                if a.can_never_fit() {
+                    nevers += 1;
+                } else {
+                    waits += 1;
+                }
+            }
+            (a, b) => panic!("step {i}: local {:?} vs redis {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
+    // The sequence reaches every branch: admissions, refusals with a wait, "never".
+    assert_eq!((admitted, waits, nevers), (7, 4, 1));
+}
+
+/// Concurrency permits are leases: released by settle or drop, and a replica that dies
+/// holding one gives it back when the lease expires (30 s).
+#[tokio::test]
+async fn concurrency_leases_release_and_expire() {
+    let r = Redis::start();
+    let conn = Conn::open(&r.url()).unwrap();
+    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let lim = ClientLimits {
+        concurrency: 2,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let a = l.admit_client("c", &lim, 0, t0).await.unwrap();
+    let b = l.admit_client("c", &lim, 0, t0).await.unwrap();
+    let refused = l.admit_client("c", &lim, 0, t0).await.unwrap_err();
+    assert_eq!(refused.kind, Kind::Concurrency);
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let c = l
+        .admit_client("c", &lim, 0, t0)
+        .await
+        .expect("a dropped grant released its permit");
+    // A dead replica: its grants are never released.
+    std::mem::forget(b);
+    std::mem::forget(c);
+    let later = t0 + Duration::from_secs(29);
+    assert!(
+        l.admit_client("c", &lim, 0, later).await.is_err(),
+        "leases still live"
+    );
+    let after = t0 + Duration::from_secs(31);
+    assert!(
+        l.admit_client("c", &lim, 0, after).await.is_ok(),
+        "leases expired"
+    );
+    assert_eq!(
+        l.key_room("ch", "fp", &Default::default(), 0, after),
+        Room::Now
+    );
+}
+
+/// R17.2: Redis unreachable — limits are divided by `shared.replicas` (9 / 3 = 3 per
+/// instance), requests keep being answered, and when Redis returns the shared count
+/// applies again.
+#[tokio::test]
+async fn redis_down_divides_limits_and_recovers() {
+    let mut r = Redis::start();
+    let l = limiter(&r, 3);
+    assert!(l
+        .admit_client("c", &rpm(9), 0, Instant::now())
+        .await
+        .is_ok());
+    r.stop();
+    let mut ok = 0;
+    for _ in 0..10 {
+        if l.admit_client("d", &rpm(9), 0, Instant::now())
+            .await
+            .is_ok()
+        {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 3, "9 rpm divided by 3 replicas while Redis is down");
+    r.restart();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut ok = 0;
+    for _ in 0..12 {
+        if l.admit_client("e", &rpm(9), 0, Instant::now())
+            .await
+            .is_ok()
+        {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 9, "shared again once Redis answers");
+}
+
+/// Not a timing assertion: prints what one shared decision costs (one script round trip
+/// to a local Redis), sequential and 64 in flight, for the notes. Debug build figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_of_a_shared_decision() {
+    let r = Redis::start();
+    let l = Arc::new(limiter(&r, 1));
+    let lim = rpm(10_000_000);
+    let _warm = l
+        .admit_client("warm", &lim, 0, Instant::now())
+        .await
+        .unwrap();
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        let a = l
+            .admit_client("seq", &lim, 0, Instant::now())
+            .await
+            .unwrap();
+        a.settle(0, Instant::now());
+    }
+    let seq = t.elapsed() / n;
+    let t = std::time::Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move {
+                for _ in 0..n / 64 {
+                    let a = l
+                        .admit_client("par", &lim, 0, Instant::now())
+                        .await
+                        .unwrap();
+                    drop(a);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let per = t.elapsed() / (n / 64 * 64);
+    eprintln!("shared admit: {seq:?} per call sequential, {per:?} per call with 64 in flight");
+}

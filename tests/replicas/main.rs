@@ -1,0 +1,11 @@
+//! Several replicas sharing live state through Redis (R17; issue 20), every test on its own
+//! private `redis-server`: three real processes end to end (`e2e`), shared-state runtimes in
+//! process (`state`), and the rate-limit store on Redis (`limits`). One test binary.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod e2e;
+mod fleet;
+mod limits;
+mod state;

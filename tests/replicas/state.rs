@@ -1,0 +1,345 @@
+//! The shared-state runtime in process (R17.1, R17.2; issue 20): two or three "replicas"
+//! (each its own registry, bindings, store and budget) on one private Redis. Covers what the
+//! end-to-end test does not reach through HTTP: route cooldowns, "model not found" marks,
+//! upstream key cooldowns, the retry budget, and bindings read back by a replica that joins
+//! later or after Redis restarted empty.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::external::Redis;
+use switchyard::affinity::{Bindings, StickyKey, StickyKind};
+use switchyard::limits::KeyCooldowns;
+use switchyard::routing::budget::RetryBudget;
+use switchyard::routing::policy::Outcome;
+use switchyard::shared::{Shared, Wiring};
+use switchyard::state::outcome::{record_attempt, record_visit, Target};
+use switchyard::state::{Registry, Snapshot};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+const YAML: &str = "channels:\n  a:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n    keys: [k1, k2]\n    models: [m]\n    resilience:\n      cooldown: {consecutive_retryable_failures: 1, duration: 600s}\n  b:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n    keys: [k3]\n    models: [m]\nclients:\n  alice: {key: sk-a}\n";
+
+struct Node {
+    snap: Arc<Snapshot>,
+    bindings: Arc<Bindings>,
+    budget: Arc<RetryBudget>,
+    kc: Arc<KeyCooldowns>,
+    store: switchyard::store::Store,
+    shared: Shared,
+    _registry: Arc<Registry>,
+    _dir: tempfile::TempDir,
+}
+
+fn node(redis: &Redis, stop: &watch::Receiver<bool>) -> Node {
+    node_with(redis, stop, YAML)
+}
+
+fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    let cfg = switchyard::config::load_text(yaml, &path).unwrap();
+    let registry = Arc::new(Registry::default());
+    let table = switchyard::routing::compile::compile(Arc::new(cfg), 1);
+    let snap = Arc::new(Snapshot::new(table, &registry));
+    let store = switchyard::store::Store::open(dir.path().join("s.db").to_str().unwrap()).unwrap();
+    let bindings = Arc::new(Bindings::default());
+    let budget = Arc::new(RetryBudget::new(0.0, 1, Duration::from_secs(10)));
+    let (s, b) = (snap.clone(), budget.clone());
+    let wiring = Wiring {
+        snapshot: Arc::new(move || s.clone()),
+        bindings: bindings.clone(),
+        store: store.clone(),
+        budget: Arc::new(move || b.clone()),
+        replicas: 2,
+        resync: Duration::from_millis(300),
+    };
+    let (shared, _task) = Shared::start(&redis.url(), wiring, &registry, stop.clone()).unwrap();
+    let kc = Arc::new(KeyCooldowns::default());
+    shared.attach_key_cooldowns(kc.clone());
+    Node {
+        snap,
+        bindings,
+        budget,
+        kc,
+        store,
+        shared,
+        _registry: registry,
+        _dir: dir,
+    }
+}
+
+async fn until(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+    let t = std::time::Instant::now();
+    while t.elapsed() < limit {
+        if check() {
+            return Some(t.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+async fn up(n: &Node) {
+    until(Duration::from_secs(3), || n.shared.is_up())
+        .await
+        .expect("runtime joined Redis");
+}
+
+fn status(code: u16, message: &str) -> Outcome {
+    Outcome::Status {
+        code,
+        error_code: None,
+        error_type: None,
+        message: message.into(),
+    }
+}
+
+/// A route cooldown, a "model not found" mark and an upstream key cooldown made on one
+/// replica hold on the other within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooldowns_marks_and_key_cooldowns_reach_the_other_replica() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
+    assert_eq!(ch.name, "a");
+    record_visit(
+        ch,
+        st,
+        "m",
+        &status(503, "overloaded"),
+        Duration::ZERO,
+        false,
+    );
+    let fps = n1.snap.key_fps[0].clone();
+    let t = Target {
+        ch,
+        st,
+        fps: &fps,
+        key: 0,
+        model: "m",
+    };
+    let rules = n1.snap.table.config.auto_disable.clone();
+    record_attempt(
+        &n1.store,
+        &rules,
+        &t,
+        &status(404, "The model `m` does not exist"),
+    );
+    n1.kc.cool(
+        "a",
+        "fp-1",
+        Duration::from_secs(30),
+        Duration::from_secs(60),
+        Instant::now(),
+    );
+
+    let (ch2, st2) = (&n2.snap.table.channels[0], &n2.snap.states[0]);
+    let seen = until(Duration::from_secs(1), || {
+        st2.cooldown
+            .is_cooled_down(&ch2.resilience.cooldown, Instant::now())
+            && st2.missing_models.is_missing("m", Instant::now())
+            && n2.kc.cooling_until("a", "fp-1", Instant::now()).is_some()
+    })
+    .await
+    .expect("all three held on the other replica within a second");
+    eprintln!("cooldown, mark and key cooldown seen after {seen:?}");
+    let left = st2
+        .cooldown
+        .remaining(&ch2.resilience.cooldown, Instant::now())
+        .unwrap();
+    assert!(
+        left > Duration::from_secs(598),
+        "{left:?}: the time left, not a fresh start"
+    );
+    assert!(
+        !n2.snap.states[1]
+            .missing_models
+            .is_missing("m", Instant::now()),
+        "b untouched"
+    );
+}
+
+/// R4.9 + R17.1: the retry budget is counted across replicas — retries taken on one
+/// replica come off the other's budget after the next exchange (about a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_budget_is_shared_approximately() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    // Floor 1/s × 10 s = 10 retries for the whole deployment.
+    let mut took = 0;
+    while n1.budget.try_acquire_retry() {
+        took += 1;
+    }
+    assert_eq!(
+        took, 10,
+        "the floor, shared (not divided) while Redis answers"
+    );
+    let seen = until(Duration::from_secs(4), || n2.budget.others() == (0, 10))
+        .await
+        .expect("the other replica's budget counts the retries taken on the first");
+    eprintln!("budget exchange seen after {seen:?}");
+    assert!(
+        !n2.budget.try_acquire_retry(),
+        "the deployment's budget is spent"
+    );
+    assert_eq!(
+        n1.budget.others(),
+        (0, 0),
+        "a replica's own counts are not doubled"
+    );
+}
+
+fn key(hash: u128) -> StickyKey {
+    StickyKey {
+        kind: StickyKind::Session,
+        hash,
+        ttl: Duration::from_secs(3600),
+        skip_retry: false,
+    }
+}
+
+/// Bindings live in Redis with their TTL: a replica that joins later reads them; after
+/// Redis restarts empty, the replicas push theirs again and a newcomer still finds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bindings_survive_a_late_joiner_and_an_empty_restart() {
+    let mut redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let n1 = node(&redis, &stop);
+    up(&n1).await;
+    for h in 1..=50u128 {
+        n1.bindings
+            .bind(&key(h), if h % 2 == 0 { "a" } else { "b" });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let n2 = node(&redis, &stop);
+    until(Duration::from_secs(3), || n2.bindings.len() == 50)
+        .await
+        .expect("a late joiner reads every binding");
+    let b = n2.bindings.get(7).unwrap();
+    assert_eq!(&*b.channel, "b");
+    assert!(
+        b.expires > Instant::now() + Duration::from_secs(3500),
+        "with its TTL"
+    );
+
+    redis.restart();
+    until(Duration::from_secs(5), || {
+        n1.shared.is_up() && n2.shared.is_up()
+    })
+    .await
+    .expect("both back");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let n3 = node(&redis, &stop);
+    until(Duration::from_secs(3), || n3.bindings.len() == 50)
+        .await
+        .expect("pushed again after the empty restart");
+}
+
+/// R7.1 + R17.1: an auto-disable on one replica (a 401 on key 0 of a two-key channel)
+/// holds on the other within a second, by key fingerprint; its lifting (as a probe
+/// re-enable does: `enable_key` + `save`) too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_disable_and_its_lifting_reach_the_other_replica() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
+    let fps = n1.snap.key_fps[0].clone();
+    let t = Target {
+        ch,
+        st,
+        fps: &fps,
+        key: 0,
+        model: "m",
+    };
+    let rules = n1.snap.table.config.auto_disable.clone();
+    record_attempt(&n1.store, &rules, &t, &status(401, "invalid api key"));
+    assert!(st.key_disabled(&fps[0]));
+    let st2 = &n2.snap.states[0];
+    let seen = until(Duration::from_secs(1), || st2.key_disabled(&fps[0]))
+        .await
+        .expect("the auto-disabled key is disabled on the other replica");
+    eprintln!("auto-disable seen after {seen:?}");
+    assert!(
+        !st2.key_disabled(&fps[1]) && !st2.is_disabled(),
+        "only that key"
+    );
+    let why = st2.key_disabled_why(&fps[0]).unwrap();
+    assert!(why.auto && why.reason.contains("401"), "{why:?}");
+    st.enable_key(&fps[0]);
+    st.save(
+        &n1.store,
+        switchyard::store::StateKey::Key(fps[0].hex()),
+        None,
+    );
+    until(Duration::from_secs(1), || !st2.key_disabled(&fps[0]))
+        .await
+        .expect("the lifting reaches the other replica");
+}
+
+/// Issue 20: replicas on different config generations — here the other replica lists the
+/// channel's keys in the other order and has a third channel — name the same key by its
+/// fingerprint, so the disabled key is the same key there, not the same position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_generation_disables_the_same_key_not_the_same_position() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let other = YAML
+        .replace("keys: [k1, k2]", "keys: [k2, k1]")
+        .replace("clients:", "  c:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n    keys: [k4]\n    models: [m]\nclients:");
+    let (n1, n2) = (node(&redis, &stop), node_with(&redis, &stop, &other));
+    up(&n1).await;
+    up(&n2).await;
+    assert_eq!(n2.snap.table.channels.len(), 3);
+    let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
+    let fps = n1.snap.key_fps[0].clone();
+    let t = Target {
+        ch,
+        st,
+        fps: &fps,
+        key: 0,
+        model: "m",
+    };
+    let rules = n1.snap.table.config.auto_disable.clone();
+    record_attempt(&n1.store, &rules, &t, &status(401, "invalid api key"));
+    let (st2, fps2) = (&n2.snap.states[0], n2.snap.key_fps[0].clone());
+    assert_eq!(fps2[1], fps[0], "k1 is the second key there");
+    until(Duration::from_secs(1), || st2.key_disabled(&fps2[1]))
+        .await
+        .expect("k1 disabled on the other generation");
+    assert!(
+        !st2.key_disabled(&fps2[0]),
+        "k2, at k1's old position, stays enabled"
+    );
+}
+
+/// The periodic resync repairs a change that never left its replica (here: a disable set
+/// without being announced, as when the outbox was full).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_change_is_repaired_by_the_resync() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let d = switchyard::state::channel::Disabled {
+        reason: "lost on its way".into(),
+        at_ms: switchyard::store::now_ms(),
+        auto: false,
+    };
+    n1.snap.states[1].set_disabled(Some(d));
+    let st2 = &n2.snap.states[1];
+    let t = until(Duration::from_secs(2), || st2.is_disabled())
+        .await
+        .expect("repaired by the next resync");
+    eprintln!("repaired after {t:?} (resync every 300 ms here)");
+}
