@@ -7,8 +7,8 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, WireFormat};
-use crate::proxy::gateway::Gateway;
-use crate::proxy::handler::{error_response, json_response, Resp};
+use crate::relay::entry::{error_response, json_response, Resp};
+use crate::relay::gateway::Gateway;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::Decision;
 use crate::routing::table::{ModelMatch, Route};

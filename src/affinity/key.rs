@@ -81,7 +81,7 @@ pub struct KeyInput<'a> {
     /// The JSON body, when the request has one.
     pub body: Option<&'a [u8]>,
     /// The default ladder's top-level fields, found by the request's one parse of the body
-    /// (`proxy::request::peek`); `None` when the body is not a JSON object.
+    /// (`wire::request::peek`); `None` when the body is not a JSON object.
     pub top: Option<&'a TopFields>,
 }
 

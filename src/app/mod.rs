@@ -11,8 +11,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::config;
-use crate::proxy::gateway::Gateway;
-use crate::proxy::server;
+use crate::http::server;
+use crate::relay::gateway::Gateway;
 use crate::store::Store;
 
 /// Addresses the servers actually bound (port 0 resolves here).

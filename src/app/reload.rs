@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::status::{ConfigStatus, Outcome};
 use super::tls::CertStore;
 use crate::config::{self, model::Config};
-use crate::proxy::gateway::Gateway;
+use crate::relay::gateway::Gateway;
 use crate::telemetry;
 
 /// What started a reload.

@@ -56,7 +56,7 @@ fn read(files: &TlsFiles) -> Result<Read, String> {
 }
 
 fn certified(files: &TlsFiles, cert: &[u8], key: &[u8]) -> Result<CertifiedKey, String> {
-    crate::proxy::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<_, _>>()
         .map_err(|e| {

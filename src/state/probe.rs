@@ -27,9 +27,9 @@ use super::channel::ChannelState;
 use super::health::Discovery;
 use super::keys::KeyFp;
 use crate::config::model::Channel;
-use crate::proxy::gateway::Gateway;
-use crate::proxy::upstream::{self, Outgoing};
+use crate::relay::gateway::Gateway;
 use crate::store::StateKey;
+use crate::upstream::{self, Outgoing};
 
 /// A probe gives up after this long.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -134,7 +134,7 @@ pub async fn list_models(gw: &Gateway, ch: &Channel, key: usize) -> Option<u16> 
         .ok()?;
     let status = resp.status().as_u16();
     let mut body = resp.into_body();
-    let _ = crate::proxy::relay::read_error(&mut body, deadline).await;
+    let _ = crate::relay::stream::read_error(&mut body, deadline).await;
     Some(status)
 }
 

@@ -7,7 +7,7 @@
 //! them. A position the channel no longer has cannot be resolved and is dropped (logged);
 //! rows of channels that are not configured are left untouched.
 
-use crate::proxy::gateway::Gateway;
+use crate::relay::gateway::Gateway;
 use crate::state::channel::Disabled;
 use crate::state::keys::KeyFp;
 use crate::store::{ChannelState as Row, StateKey};

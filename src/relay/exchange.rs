@@ -6,18 +6,18 @@ use http::header::{self, HeaderMap};
 use http::Method;
 use tokio::time::{timeout_at, Instant};
 
-use super::attempt::Job;
-use super::convert;
-use super::gateway::Gateway;
-use super::passthrough;
-use super::relay::{self, Primed};
-use super::request::rewrite_model;
-use super::upbody::{Coding, UpBody};
-use super::upstream::{self, Outgoing};
-use super::usage::Usage;
 use crate::config::model::{Channel, Config};
+use crate::relay::attempt::Job;
+use crate::relay::gateway::Gateway;
+use crate::relay::passthrough;
+use crate::relay::stream::{self, Primed};
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::upstream::body::{Coding, UpBody};
+use crate::upstream::{self, Outgoing};
+use crate::wire::convert;
+use crate::wire::request::rewrite_model;
+use crate::wire::usage::Usage;
 
 /// A failed exchange's upstream answer, kept to relay to the client if nothing succeeds.
 pub struct UpstreamFailure {
@@ -133,8 +133,8 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
         parts.headers.remove(header::CONTENT_LENGTH);
     }
     if !(200..300).contains(&status) {
-        let body = relay::read_error(&mut inc, g.deadline).await;
-        let outcome = relay::status_outcome(status, &body);
+        let body = stream::read_error(&mut inc, g.deadline).await;
+        let outcome = stream::status_outcome(status, &body);
         return Exchange::Failed {
             outcome,
             answer: Some(UpstreamFailure {
@@ -190,12 +190,12 @@ async fn stream(
     g: &Gates,
 ) -> Exchange {
     let mut primed =
-        match relay::prime(inc, job.stream_format, cfg.timeouts.first_byte, g.deadline).await {
+        match stream::prime(inc, job.stream_format, cfg.timeouts.first_byte, g.deadline).await {
             Ok(p) => p,
             Err(o) => return failed(o),
         };
     if let (convert::Mode::Assemble, Some(d)) = (plan.mode, plan.dialect) {
-        return match relay::assemble(primed, d, t_ns).await {
+        return match stream::assemble(primed, d, t_ns).await {
             Ok((body, usage)) => Exchange::Full {
                 status,
                 headers: convert::with_content_type(headers, false),
@@ -238,9 +238,9 @@ async fn whole(
     if b.is_empty() {
         return failed(Outcome::Transport(TransportKind::EmptyBody));
     }
-    if let Some(code) = super::hidden::body_hidden_error(&b) {
+    if let Some(code) = crate::wire::hidden::body_hidden_error(&b) {
         let code = code.unwrap_or(502);
-        let outcome = relay::status_outcome(code, &b);
+        let outcome = stream::status_outcome(code, &b);
         return Exchange::Failed {
             outcome,
             answer: Some(UpstreamFailure {

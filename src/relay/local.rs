@@ -5,9 +5,9 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::handler::{json_response, Resp};
-use super::lookup::groups_for;
 use crate::error::GatewayError;
+use crate::relay::entry::{json_response, Resp};
+use crate::relay::lookup::groups_for;
 use crate::state::Snapshot;
 
 /// Anthropic's model objects carry a creation time; the gateway has none to give.

@@ -5,10 +5,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
-use super::attempt::Job;
-use super::body::ResponseBody;
-use super::handler::{error_response, Resp};
 use crate::error::GatewayError;
+use crate::http::body::ResponseBody;
+use crate::relay::attempt::Job;
+use crate::relay::entry::{error_response, Resp};
 use crate::routing::policy::TransportKind;
 use crate::secret::scrub;
 use crate::state::Snapshot;
@@ -63,7 +63,7 @@ pub fn transport_error(k: TransportKind) -> GatewayError {
 pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
     let mut r = Response::new(body);
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    super::headers::to_client(up, r.headers_mut());
+    crate::http::headers::to_client(up, r.headers_mut());
     if !r.headers().contains_key(header::CONTENT_TYPE) {
         r.headers_mut().insert(
             header::CONTENT_TYPE,

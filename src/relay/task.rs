@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex};
 
 use http::{Method, StatusCode};
 
-use super::gateway::Gateway;
 use crate::error::GatewayError;
+use crate::relay::gateway::Gateway;
 use crate::routing::table::{Candidate, Route, Tier};
 use crate::state::Snapshot;
 use crate::store::{now_ms, TaskBinding};

@@ -9,17 +9,20 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use super::attempt::{self, Job};
-use super::auth;
-use super::body::ResponseBody;
-use super::finish::{self, Rejected};
-use super::gateway::Gateway;
-use super::headers::ANTHROPIC_REQUEST_ID;
-use super::lookup::{self, groups_for, Wanted};
-use super::sse::StreamFormat;
-use super::{local, path, request, task};
 use crate::error::{GatewayError, WireFormat};
+use crate::http::body::ResponseBody;
+use crate::http::headers::ANTHROPIC_REQUEST_ID;
+use crate::http::path;
+use crate::relay::attempt::{self, Job};
+use crate::relay::auth;
+use crate::relay::finish::{self, Rejected};
+use crate::relay::gateway::Gateway;
+use crate::relay::local;
+use crate::relay::lookup::{self, groups_for, Wanted};
+use crate::relay::task;
 use crate::routing::family::{classify, valid_idempotency_key};
+use crate::wire::request;
+use crate::wire::sse::StreamFormat;
 
 pub type Resp = Response<ResponseBody>;
 

@@ -9,19 +9,17 @@ use http::Method;
 use std::sync::Arc;
 use tokio::time::Instant;
 
-use super::body::ResponseBody;
-use super::exchange::{exchange, non_stream_timeout, Exchange, Gates};
-use super::finish::{attempt_record, error_class, observer, succeeded, Finish};
-use super::gateway::Gateway;
-use super::handler::{error_response, Resp};
-use super::passthrough;
-use super::relay::{self, RelayTimes};
-use super::request::Peek;
-use super::respond::{failure_response, respond, transport_error, with_route, LastFailure};
-use super::sse::StreamFormat;
 use crate::billing::price;
 use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
+use crate::http::body::ResponseBody;
+use crate::relay::entry::{error_response, Resp};
+use crate::relay::exchange::{exchange, non_stream_timeout, Exchange, Gates};
+use crate::relay::finish::{attempt_record, error_class, observer, succeeded, Finish};
+use crate::relay::gateway::Gateway;
+use crate::relay::passthrough;
+use crate::relay::respond::{failure_response, respond, transport_error, with_route, LastFailure};
+use crate::relay::stream::{self, RelayTimes};
 use crate::routing::backoff::backoff;
 use crate::routing::family::{forward_idempotency_key, PathFamily};
 use crate::routing::plan::{AttemptPlan, PlanInput};
@@ -33,6 +31,8 @@ use crate::state::autodisable::KeyMap;
 use crate::state::breaker::Admission;
 use crate::state::outcome as health;
 use crate::state::Snapshot;
+use crate::wire::request::Peek;
+use crate::wire::sse::StreamFormat;
 
 /// Everything the loop needs about one client request.
 pub struct Job {
@@ -210,7 +210,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                     keepalive: cfg.timeouts.keepalive,
                     idle: non_stream_timeout(cfg, ch),
                 };
-                let body = relay::commit(primed, times, Box::new(obs));
+                let body = stream::commit(primed, times, Box::new(obs));
                 return respond(status, &headers, body, cfg.debug_headers, &route);
             }
             Exchange::Passthrough {
@@ -242,7 +242,7 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 usage,
             } => {
                 if job.is_task && job.method == Method::POST {
-                    super::task::bind_from_body(gw, &job.client.name, &ch.name, &body);
+                    crate::relay::task::bind_from_body(gw, &job.client.name, &ch.name, &body);
                 }
                 succeeded(
                     gw,

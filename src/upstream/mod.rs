@@ -5,6 +5,9 @@
 //! Architecture Invariant: the upstream URL is built only from the channel's configured base
 //! URL; nothing in a request can choose the host (R14.3). Redirects are never followed.
 
+pub mod body;
+mod h2pool;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,11 +20,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::h2pool::H2Pool;
-use super::upbody::UpBody;
 use crate::config::model::{Channel, ChannelKind, UpstreamProtocol};
 use crate::routing::policy::TransportKind;
 use crate::secret::Secret;
+use crate::upstream::body::UpBody;
+use crate::upstream::h2pool::H2Pool;
 
 pub type UpstreamBody = Full<Bytes>;
 
@@ -183,7 +186,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
     let headers = b
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
-    super::headers::to_upstream(o.client_headers, headers, ch.forward_organization);
+    crate::http::headers::to_upstream(o.client_headers, headers, ch.forward_organization);
     match (ch.kind, o.key) {
         (ChannelKind::OpenAi, Some(k)) => {
             let v = HeaderValue::try_from(format!("Bearer {}", k.expose()))
@@ -209,7 +212,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         HeaderName::from_static("x-request-id"),
         o.request_id.clone(),
     );
-    super::headers::channel_headers(ch, headers).map_err(invalid_request)?;
+    crate::http::headers::channel_headers(ch, headers).map_err(invalid_request)?;
     if !o.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(
             header::CONTENT_TYPE,

@@ -15,7 +15,7 @@ use http::header::{HeaderMap, CONTENT_ENCODING};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use super::h2pool::Slot;
+use crate::upstream::h2pool::Slot;
 
 /// A body that could not be read: the connection broke or the gzip stream is corrupt.
 #[derive(Debug)]

@@ -5,8 +5,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::sse::Event;
 use super::Dialect;
+use crate::wire::sse::Event;
 
 /// Accumulates the events of one stream.
 #[derive(Debug)]

@@ -10,14 +10,11 @@ use http::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::request::{self, Peek};
 use crate::config::model::{Channel, StreamPolicy};
+use crate::wire::request::{self, Peek};
 
-#[path = "convert_assemble.rs"]
 pub mod assemble;
-#[path = "convert_replay.rs"]
 pub mod replay;
-#[path = "convert_replay_responses.rs"]
 mod replay_responses;
 
 /// How one attempt talks to its upstream.
@@ -212,7 +209,7 @@ pub fn replay_if_planned(p: &Plan, headers: HeaderMap, body: Bytes) -> (HeaderMa
 }
 
 /// Is this chat event the usage-only chunk (empty `choices` and a `usage` object)?
-pub fn is_usage_chunk(ev: &super::sse::Event) -> bool {
+pub fn is_usage_chunk(ev: &crate::wire::sse::Event) -> bool {
     let Some(d) = ev.data.as_deref() else {
         return false;
     };
@@ -225,5 +222,4 @@ pub fn is_usage_chunk(ev: &super::sse::Event) -> bool {
 }
 
 #[cfg(test)]
-#[path = "convert_tests.rs"]
 mod tests;

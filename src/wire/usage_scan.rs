@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use super::lenient::Lenient;
-use super::usage::{Raw, Usage};
+use crate::wire::lenient::Lenient;
+use crate::wire::usage::{Raw, Usage};
 
 #[derive(Deserialize, Default)]
 struct Details {

@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use super::sse::Event;
+use crate::wire::sse::Event;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
@@ -74,7 +74,7 @@ impl Usage {
 
     /// Usage from a complete non-stream body (typed reading; skips everything else).
     pub fn from_body(body: &[u8]) -> Option<Usage> {
-        super::usage_scan::from_body(body)
+        crate::wire::usage_scan::from_body(body)
     }
 
     /// Fold the usage carried by a stream event, if any.

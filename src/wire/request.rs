@@ -7,9 +7,9 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::lenient::{Count, Lenient};
 pub use crate::affinity::TopFields;
 use crate::error::GatewayError;
+use crate::wire::lenient::{Count, Lenient};
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes — without reading further.
 pub async fn read_limited(

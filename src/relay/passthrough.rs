@@ -11,10 +11,10 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
-use super::body::{Aborted, ResponseBody};
-use super::relay::{StreamEnd, StreamObserver};
-use super::upbody::UpBody;
+use crate::http::body::{Aborted, ResponseBody};
+use crate::relay::stream::{StreamEnd, StreamObserver};
 use crate::routing::policy::TransportKind;
+use crate::upstream::body::UpBody;
 
 /// Largest JSON answer read into memory for inspection; a larger one is streamed through.
 pub const MAX_INSPECTED_BODY: usize = 8 * 1024 * 1024;

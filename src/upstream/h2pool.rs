@@ -21,8 +21,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower_service::Service;
 
-use super::upstream::UpstreamBody;
 use crate::routing::policy::TransportKind;
+use crate::upstream::UpstreamBody;
 
 /// Requests carried at once by one connection. Providers advertise 100–250 concurrent
 /// streams; staying at the low end never waits on the server's limit.

@@ -18,15 +18,15 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use super::conn::{Activity, Expired, PerIp, Tracked};
-use super::gateway::Gateway;
-use super::handler::handle;
-use super::sniff::Sniffed;
+use crate::http::conn::{Activity, Expired, PerIp, Tracked};
+use crate::http::sniff::Sniffed;
+use crate::relay::entry::handle;
+use crate::relay::gateway::Gateway;
 use crate::telemetry;
 
 /// Build a TLS acceptor from PEM files (R13.4).
 pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    super::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .map_err(|e| format!("{}: cannot read certificate: {e}", cert.display()))?
         .collect::<Result<_, _>>()

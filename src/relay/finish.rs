@@ -5,18 +5,18 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::attempt::Job;
-use super::gateway::Gateway;
-use super::relay::{StreamEnd, StreamObserver};
-use super::sse::Event;
-use super::usage::{StreamUsage, Usage};
 use crate::config::model::Channel;
+use crate::relay::attempt::Job;
+use crate::relay::gateway::Gateway;
+use crate::relay::stream::{StreamEnd, StreamObserver};
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::state::outcome as health;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
 use crate::telemetry;
+use crate::wire::sse::Event;
+use crate::wire::usage::{StreamUsage, Usage};
 
 /// A request's record in the making.
 pub struct Finish {

@@ -14,7 +14,7 @@ use crate::state::{Registry, Snapshot};
 use crate::store::Store;
 use crate::telemetry;
 
-use super::upstream::Upstream;
+use crate::upstream::Upstream;
 
 pub struct Gateway {
     live: ArcSwap<Snapshot>,
@@ -32,7 +32,7 @@ pub struct Gateway {
     generation: AtomicU64,
     swapping: std::sync::Mutex<()>,
     /// Task id → accepting channel, in front of SQLite (R10.5).
-    pub tasks: super::task::TaskCache,
+    pub tasks: crate::relay::task::TaskCache,
     /// Pre-registered request-level metric handles (hot path).
     pub request_metrics: Arc<telemetry::RequestMetrics>,
 }
@@ -59,7 +59,7 @@ impl Gateway {
             draining: AtomicBool::new(false),
             generation: AtomicU64::new(1),
             swapping: std::sync::Mutex::new(()),
-            tasks: super::task::TaskCache::default(),
+            tasks: crate::relay::task::TaskCache::default(),
             request_metrics: Arc::new(telemetry::RequestMetrics::new()),
         }))
     }

@@ -16,13 +16,13 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
-use super::body::{Aborted, ResponseBody};
-use super::convert;
-use super::sse::{self, Event, Framer, StreamFormat};
-use super::upbody::UpBody;
-use super::usage::Usage;
+use crate::http::body::{Aborted, ResponseBody};
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::telemetry;
+use crate::upstream::body::UpBody;
+use crate::wire::convert;
+use crate::wire::sse::{self, Event, Framer, StreamFormat};
+use crate::wire::usage::Usage;
 
 const MAX_ERROR_BODY: usize = 64 * 1024;
 

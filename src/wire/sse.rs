@@ -259,7 +259,7 @@ pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
         return None;
     }
     let v: serde_json::Value = serde_json::from_str(data).ok()?;
-    crate::proxy::hidden::embedded_error(&v)
+    crate::wire::hidden::embedded_error(&v)
 }
 
 /// An event that opens a stream without content: held back until the first content-bearing
