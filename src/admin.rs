@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use crate::app::status::ConfigStatus;
 use crate::error::{GatewayError, WireFormat};
 use crate::http::body::ResponseBody;
-use crate::relay::entry::{error_response, json_response, Resp};
+use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
 
 /// (method, path pattern, needs the admin token). `{name}` matches one path segment.

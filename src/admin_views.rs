@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, WireFormat};
-use crate::relay::entry::{error_response, json_response, Resp};
+use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::Decision;

@@ -85,18 +85,9 @@ pub struct KeyInput<'a> {
     pub top: Option<&'a TopFields>,
 }
 
-/// Byte ranges (into the body) of the top-level fields the default key ladder reads, and
-/// the number of turns (`messages` or `input` elements), found by the request's one parse.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TopFields {
-    pub metadata: Option<(usize, usize)>,
-    pub conversation_id: Option<(usize, usize)>,
-    pub conversation: Option<(usize, usize)>,
-    pub session_id: Option<(usize, usize)>,
-    pub prompt_cache_key: Option<(usize, usize)>,
-    pub user: Option<(usize, usize)>,
-    pub turns: usize,
-}
+/// Byte ranges of the top-level fields the default key ladder reads (found by the
+/// request's one parse, `wire::request::peek`).
+pub use crate::wire::request::TopFields;
 
 impl TopFields {
     /// The fields as borrowed JSON values of `text` (the body they were found in).

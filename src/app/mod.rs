@@ -73,7 +73,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     };
     crate::telemetry::register_config(&cfg);
     let gateway = Gateway::new(cfg, store, metrics)?;
-    crate::state::restore::restore(&gateway).await;
+    crate::state::restore::restore(&gateway.store, &gateway.snapshot()).await;
     let recovered = gateway
         .billing
         .recover()

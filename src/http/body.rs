@@ -1,11 +1,19 @@
-//! The response body type shared by every handler: full bytes or a channel fed by a relay task.
+//! The response body every answer is written with — full bytes or a channel fed by a relay
+//! task — and the small helpers that build JSON answers.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
+
+use crate::error::{GatewayError, WireFormat};
+
+/// A response as every listener writes it.
+pub type Resp = Response<ResponseBody>;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -67,4 +75,18 @@ impl Body for ResponseBody {
             ResponseBody::Channel(_) => SizeHint::default(),
         }
     }
+}
+
+pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {
+    let mut r = Response::new(ResponseBody::full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub fn error_response(e: &GatewayError, format: WireFormat) -> Resp {
+    json_response(e.status, e.body(format))
 }

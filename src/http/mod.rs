@@ -5,6 +5,7 @@
 pub mod body;
 pub mod conn;
 pub mod headers;
+pub mod limits;
 pub mod path;
 pub mod server;
 pub mod sniff;

@@ -3,42 +3,35 @@
 //! `conn.rs`, and graceful drain on shutdown (R13.2, R13.4, R14.2).
 
 use std::convert::Infallible;
-use std::path::Path;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use crate::config::model::Config;
+use crate::http::body::Resp;
 use crate::http::conn::{Activity, Expired, PerIp, Tracked};
 use crate::http::sniff::Sniffed;
-use crate::relay::entry::handle;
-use crate::relay::gateway::Gateway;
 use crate::telemetry;
 
-/// Build a TLS acceptor from PEM files (R13.4).
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    crate::upstream::install_crypto_provider();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("{}: cannot read certificate: {e}", cert.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: bad certificate PEM: {e}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("{}: cannot read private key: {e}", key.display()))?;
-    let mut cfg = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("TLS configuration rejected: {e}"))?;
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(cfg)))
+/// What the listener serves: an answer to each request, and the configuration in force for
+/// each new connection (its limits and the drain time). The request path implements it;
+/// this layer never imports it.
+pub trait Service: Send + Sync + 'static {
+    /// The configuration in force now (read at each accept and at drain).
+    fn config(&self) -> Arc<Config>;
+    /// Answer one request. Never fails: every failure is a response.
+    fn call(self: Arc<Self>, req: Request<Incoming>) -> impl Future<Output = Resp> + Send;
 }
 
 const OVERLOADED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 105\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"the gateway is at its connection limit; retry shortly\",\"type\":\"overloaded_error\"}}\r\n";
@@ -50,13 +43,13 @@ const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`.
-pub async fn serve(
+pub async fn serve<S: Service>(
     listener: TcpListener,
-    gw: Arc<Gateway>,
+    gw: Arc<S>,
     tls: Option<TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let max = gw.snapshot().table.config.limits.max_connections;
+    let max = gw.config().limits.max_connections;
     let permits = Arc::new(Semaphore::new(max));
     let per_ip = PerIp::default();
     loop {
@@ -73,7 +66,7 @@ pub async fn serve(
         };
         let accepted = Instant::now();
         let _ = stream.set_nodelay(true);
-        let limits = gw.snapshot().table.config.limits.clone();
+        let limits = gw.config().limits.clone();
         let Some(ip_slot) = per_ip.acquire(peer.ip(), limits.max_connections_per_ip) else {
             metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
             tokio::spawn(reject(stream, PER_IP));
@@ -99,7 +92,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    let drain = gw.snapshot().table.config.timeouts.drain;
+    let drain = gw.config().timeouts.drain;
     // Every connection holds a permit until it ends: all permits back = drained.
     let all = u32::try_from(max).unwrap_or(u32::MAX);
     if tokio::time::timeout(drain, permits.acquire_many(all))
@@ -114,15 +107,15 @@ pub async fn serve(
 }
 
 /// One accepted connection and what it needs.
-struct Conn {
-    gw: Arc<Gateway>,
+struct Conn<S> {
+    gw: Arc<S>,
     tls: Option<TlsAcceptor>,
     shutdown: watch::Receiver<bool>,
     accepted: Instant,
     limits: crate::config::model::Limits,
 }
 
-impl Conn {
+impl<S: Service> Conn<S> {
     async fn run(self, stream: TcpStream) {
         let activity = Activity::default();
         let header = self.limits.header_read_timeout;
@@ -152,7 +145,7 @@ impl Conn {
             let gw = gw.clone();
             let guard = act.begin();
             async move {
-                let resp = handle(gw, req).await;
+                let resp = gw.call(req).await;
                 Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, guard)))
             }
         });
@@ -179,7 +172,7 @@ impl Conn {
                 _ = conn.as_mut() => return,
                 _ = self.shutdown.changed(), if closing.is_none() => {
                     conn.as_mut().graceful_shutdown();
-                    closing = Some(Instant::now() + self.gw.snapshot().table.config.timeouts.drain);
+                    closing = Some(Instant::now() + self.gw.config().timeouts.drain);
                 }
                 why = activity.expired(self.accepted, header, idle), if closing.is_none() => {
                     if why == Expired::FirstHead {

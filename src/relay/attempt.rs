@@ -13,15 +13,16 @@ use crate::billing::price;
 use crate::config::model::{Client, Config};
 use crate::error::{GatewayError, WireFormat};
 use crate::http::body::ResponseBody;
-use crate::relay::entry::{error_response, Resp};
+use crate::http::body::{error_response, Resp};
 use crate::relay::exchange::{exchange, non_stream_timeout, Exchange, Gates};
-use crate::relay::finish::{attempt_record, error_class, observer, succeeded, Finish};
+use crate::relay::finish::{attempt_record, observer, succeeded, Finish};
 use crate::relay::gateway::Gateway;
 use crate::relay::passthrough;
 use crate::relay::respond::{failure_response, respond, transport_error, with_route, LastFailure};
 use crate::relay::stream::{self, RelayTimes};
 use crate::routing::backoff::backoff;
 use crate::routing::family::{forward_idempotency_key, PathFamily};
+use crate::routing::outcome::error_class;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::{
     classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings,

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::header::{self, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
 use crate::error::{GatewayError, WireFormat};
-use crate::http::body::ResponseBody;
+use crate::http::body::{error_response, Resp, ResponseBody};
 use crate::http::headers::ANTHROPIC_REQUEST_ID;
 use crate::http::path;
 use crate::relay::attempt::{self, Job};
@@ -23,8 +23,6 @@ use crate::relay::task;
 use crate::routing::family::{classify, valid_idempotency_key};
 use crate::wire::request;
 use crate::wire::sse::StreamFormat;
-
-pub type Resp = Response<ResponseBody>;
 
 /// What is known about a request so far: enough to answer and record it if it is refused.
 struct Ctx {
@@ -165,7 +163,7 @@ async fn relay(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
     let limit = snap.table.config.limits.max_body_bytes;
-    let body = request::read_limited(body, declared, limit).await?;
+    let body = crate::http::limits::read_limited(body, declared, limit).await?;
     let groups = groups_for(&snap, &client.group);
     let family = classify(&path, &parts.method);
     let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
@@ -247,20 +245,6 @@ fn is_json(h: &http::HeaderMap) -> bool {
     h.get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_none_or(|ct| ct.contains("json"))
-}
-
-pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {
-    let mut r = Response::new(ResponseBody::full(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-pub fn error_response(e: &GatewayError, format: WireFormat) -> Resp {
-    json_response(e.status, e.body(format))
 }
 
 fn request_id(h: &http::HeaderMap) -> HeaderValue {

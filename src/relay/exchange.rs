@@ -9,11 +9,11 @@ use tokio::time::{timeout_at, Instant};
 use crate::config::model::{Channel, Config};
 use crate::relay::attempt::Job;
 use crate::relay::gateway::Gateway;
-use crate::relay::passthrough;
 use crate::relay::stream::{self, Primed};
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::upstream::body::{Coding, UpBody};
+use crate::upstream::read;
 use crate::upstream::{self, Outgoing};
 use crate::wire::convert;
 use crate::wire::request::rewrite_model;
@@ -133,7 +133,7 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
         parts.headers.remove(header::CONTENT_LENGTH);
     }
     if !(200..300).contains(&status) {
-        let body = stream::read_error(&mut inc, g.deadline).await;
+        let body = read::read_error(&mut inc, g.deadline).await;
         let outcome = stream::status_outcome(status, &body);
         return Exchange::Failed {
             outcome,
@@ -162,10 +162,10 @@ pub async fn exchange(gw: &Gateway, job: &Job, step: &Step, ch: &Channel, g: &Ga
     if is_sse && inspectable {
         return stream(job, &plan, cfg, status, parts.headers, inc, t_ns, g).await;
     }
-    if inspectable && passthrough::is_json(&parts.headers) {
+    if inspectable && read::is_json(&parts.headers) {
         return whole(&plan, status, parts.headers, inc, t_ns).await;
     }
-    match passthrough::first_chunk(&mut inc, t_ns).await {
+    match read::first_chunk(&mut inc, t_ns).await {
         Err(kind) => failed(Outcome::Transport(kind)),
         Ok(None) => failed(Outcome::Transport(TransportKind::EmptyBody)),
         Ok(Some(head)) => Exchange::Passthrough {
@@ -223,9 +223,9 @@ async fn whole(
     mut inc: UpBody,
     t_ns: Instant,
 ) -> Exchange {
-    let b = match passthrough::read_json(&mut inc, t_ns).await {
+    let b = match read::read_json(&mut inc, t_ns).await {
         Err(kind) => return failed(Outcome::Transport(kind)),
-        Ok(passthrough::Read::TooLarge(head)) => {
+        Ok(read::Read::TooLarge(head)) => {
             return Exchange::Passthrough {
                 status,
                 headers,
@@ -233,7 +233,7 @@ async fn whole(
                 body: inc,
             }
         }
-        Ok(passthrough::Read::Whole(b)) => b,
+        Ok(read::Read::Whole(b)) => b,
     };
     if b.is_empty() {
         return failed(Outcome::Transport(TransportKind::EmptyBody));

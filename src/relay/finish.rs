@@ -10,7 +10,7 @@ use crate::relay::attempt::Job;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{StreamEnd, StreamObserver};
 use crate::routing::plan::Step;
-use crate::routing::policy::{Outcome, TransportKind};
+use crate::routing::policy::Outcome;
 use crate::state::outcome as health;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
@@ -59,27 +59,6 @@ pub fn attempt_record(
         error_class: class.to_string(),
         latency_ms: t0.elapsed().as_millis() as u64,
         possibly_charged,
-    }
-}
-
-/// Low-cardinality label of an outcome (metrics and the request log).
-pub fn error_class(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Success => "success",
-        Outcome::Status { code: 429, .. } => "http_429",
-        Outcome::Status { code, .. } if *code >= 500 => "http_5xx",
-        Outcome::Status { .. } => "http_4xx",
-        Outcome::Transport(TransportKind::HeaderTimeout) => "header_timeout",
-        Outcome::Transport(TransportKind::FirstByteTimeout) => "first_byte_timeout",
-        Outcome::Transport(TransportKind::BodyTimeout) => "body_timeout",
-        Outcome::Transport(TransportKind::EmptyBody) => "empty_body",
-        Outcome::Transport(TransportKind::Broken) => "broken",
-        Outcome::Transport(_) => "connect",
-        Outcome::ChannelError(_) => "channel_error",
-        Outcome::SkipRetry(_) => "skip_retry",
-        Outcome::ClientGone => "client_gone",
-        Outcome::LocalAdapter(_) => "local_error",
-        Outcome::DeadlineExceeded => "deadline",
     }
 }
 

@@ -102,3 +102,35 @@ fn budget_for(config: &Config) -> RetryBudget {
     let b = &config.routing.retry_budget;
     RetryBudget::new(b.ratio, b.min_per_second, b.ttl)
 }
+
+impl crate::state::probe::Host for Gateway {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        Gateway::snapshot(self)
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn list_models(
+        &self,
+        ch: &crate::config::model::Channel,
+        key: usize,
+        timeout: std::time::Duration,
+    ) -> Option<u16> {
+        crate::upstream::list_models(&self.upstream, ch, key, timeout).await
+    }
+}
+
+impl crate::http::server::Service for Gateway {
+    fn config(&self) -> Arc<Config> {
+        self.snapshot().table.config.clone()
+    }
+
+    fn call(
+        self: Arc<Self>,
+        req: http::Request<hyper::body::Incoming>,
+    ) -> impl std::future::Future<Output = crate::http::body::Resp> + Send {
+        super::entry::handle(self, req)
+    }
+}

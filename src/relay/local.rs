@@ -6,7 +6,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::error::GatewayError;
-use crate::relay::entry::{json_response, Resp};
+use crate::http::body::{json_response, Resp};
 use crate::relay::lookup::groups_for;
 use crate::state::Snapshot;
 

@@ -7,8 +7,8 @@ use http::{Response, StatusCode};
 
 use crate::error::GatewayError;
 use crate::http::body::ResponseBody;
+use crate::http::body::{error_response, Resp};
 use crate::relay::attempt::Job;
-use crate::relay::entry::{error_response, Resp};
 use crate::routing::policy::TransportKind;
 use crate::secret::scrub;
 use crate::state::Snapshot;

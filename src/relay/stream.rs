@@ -11,7 +11,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
@@ -23,35 +22,6 @@ use crate::upstream::body::UpBody;
 use crate::wire::convert;
 use crate::wire::sse::{self, Event, Framer, StreamFormat};
 use crate::wire::usage::Usage;
-
-const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// Read an upstream body completely, before `deadline` and within `max` bytes.
-pub async fn read_body<B>(
-    body: &mut B,
-    deadline: Instant,
-    max: usize,
-) -> Result<Bytes, TransportKind>
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    let mut buf = bytes::BytesMut::new();
-    loop {
-        match timeout_at(deadline, body.frame()).await {
-            Err(_) => return Err(TransportKind::BodyTimeout),
-            Ok(None) => return Ok(buf.freeze()),
-            Ok(Some(Err(_))) => return Err(TransportKind::Broken),
-            Ok(Some(Ok(frame))) => {
-                if let Ok(d) = frame.into_data() {
-                    if buf.len() + d.len() > max {
-                        return Err(TransportKind::Broken);
-                    }
-                    buf.extend_from_slice(&d);
-                }
-            }
-        }
-    }
-}
 
 /// Turn an upstream error status and body into the classifier's outcome.
 pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
@@ -70,15 +40,6 @@ pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
         error_type: s(&err["type"]),
         message,
     }
-}
-
-/// Read an error body (bounded) for classification and for relaying to the client.
-pub async fn read_error<B>(body: &mut B, deadline: Instant) -> Bytes
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    let d = deadline.min(Instant::now() + Duration::from_secs(10));
-    read_body(body, d, MAX_ERROR_BODY).await.unwrap_or_default()
 }
 
 /// A stream that reached its commit point (its first content-bearing or terminal event) without

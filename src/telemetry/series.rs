@@ -140,7 +140,7 @@ mod tests {
             all.push(Outcome::Transport(k));
         }
         for o in &all {
-            let class = crate::relay::finish::error_class(o);
+            let class = crate::routing::outcome::error_class(o);
             assert!(ATTEMPT_OUTCOMES.contains(&class), "{class} not listed");
         }
     }

@@ -7,6 +7,7 @@
 
 pub mod body;
 mod h2pool;
+pub mod read;
 
 use std::time::Duration;
 
@@ -233,4 +234,35 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
 fn mark_sensitive(mut v: HeaderValue) -> HeaderValue {
     v.set_sensitive(true);
     v
+}
+
+/// `GET {base_url}/models` on `ch` with key `key` (the health probe, R7.2, R7.3): the status,
+/// or `None` on a transport failure or when no answer came within `timeout`.
+pub async fn list_models(
+    up: &Upstream,
+    ch: &Channel,
+    key: usize,
+    timeout: Duration,
+) -> Option<u16> {
+    let rid = HeaderValue::from_static("probe");
+    let req = build(Outgoing {
+        channel: ch,
+        key: ch.keys.get(key),
+        method: Method::GET,
+        path_and_query: "/v1/models",
+        client_headers: &HeaderMap::new(),
+        body: Bytes::new(),
+        idempotency_key: None,
+        request_id: &rid,
+    })
+    .ok()?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let resp = tokio::time::timeout_at(deadline, up.send(req))
+        .await
+        .ok()?
+        .ok()?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let _ = read::read_error(&mut body, deadline).await;
+    Some(status)
 }

@@ -1,42 +1,25 @@
-//! Reading the client body within the size limit, peeking at `model`/`stream`, and the
-//! byte-preserving `model` rewrite (R1.3, R14.2).
+//! Peeking at a JSON request body — `model`, `stream` and the few other fields routing,
+//! billing and stickiness read, in one parse — and the byte-preserving `model` rewrite (R1.3).
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-pub use crate::affinity::TopFields;
 use crate::error::GatewayError;
 use crate::wire::lenient::{Count, Lenient};
 
-/// Read the whole body, refusing (413) as soon as it passes `limit` bytes — without reading further.
-pub async fn read_limited(
-    body: Incoming,
-    declared_len: Option<u64>,
-    limit: u64,
-) -> Result<Bytes, GatewayError> {
-    if declared_len.is_some_and(|n| n > limit) {
-        return Err(GatewayError::payload_too_large(limit));
-    }
-    let mut body = body;
-    let mut buf = BytesMut::with_capacity(declared_len.unwrap_or(1024).min(limit) as usize);
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            GatewayError::bad_request(
-                "unreadable_body",
-                format!("could not read the request body: {e}"),
-            )
-        })?;
-        if let Ok(data) = frame.into_data() {
-            if buf.len() as u64 + data.len() as u64 > limit {
-                return Err(GatewayError::payload_too_large(limit));
-            }
-            buf.extend_from_slice(&data);
-        }
-    }
-    Ok(buf.freeze())
+/// Byte ranges (into the body) of the top-level fields the default sticky-key ladder reads
+/// (R8.2), and the number of turns (`messages` or `input` elements), found by the request's
+/// one parse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopFields {
+    pub metadata: Option<(usize, usize)>,
+    pub conversation_id: Option<(usize, usize)>,
+    pub conversation: Option<(usize, usize)>,
+    pub session_id: Option<(usize, usize)>,
+    pub prompt_cache_key: Option<(usize, usize)>,
+    pub user: Option<(usize, usize)>,
+    pub turns: usize,
 }
 
 /// The few fields the gateway reads from a JSON request body, all taken in one parse
