@@ -20,11 +20,11 @@ fn forbidden(module: &str) -> Vec<&'static str> {
         // Pure wire formats: nothing but the config types and the error type.
         "wire" => all_but(&["config", "error"]),
         // The client-facing HTTP layer serves whatever implements its `Service`.
-        "http" => all_but(&["config", "error", "telemetry", "secret"]),
+        "http" => all_but(&["config", "error", "telemetry", "secret", "sync", "clock"]),
         // The upstream client uses the one header table of `http`, nothing of a request.
         "upstream" => vec!["relay", "app", "admin", "admin_views"],
         "config" | "routing" | "state" | "billing" | "store" | "limits" | "affinity"
-        | "telemetry" | "secret" | "error" | "mock" => UPPER.to_vec(),
+        | "telemetry" | "secret" | "error" | "mock" | "sync" | "clock" => UPPER.to_vec(),
         _ => Vec::new(),
     }
 }
@@ -36,6 +36,7 @@ const TOP: &[&str] = &[
     "affinity",
     "app",
     "billing",
+    "clock",
     "config",
     "error",
     "http",
@@ -46,6 +47,7 @@ const TOP: &[&str] = &[
     "secret",
     "state",
     "store",
+    "sync",
     "telemetry",
     "upstream",
     "wire",

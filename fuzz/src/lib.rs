@@ -18,7 +18,7 @@ pub fn sse_framer(data: &[u8]) {
             let _ = is_terminal(f, &ev);
         }
         let _ = switchyard::wire::sse::hidden_error(&ev);
-        let mut u = Usage::default();
+        let mut u = switchyard::wire::usage::StreamUsage::default();
         u.observe(&ev);
         a.push(format!("{ev:?}"));
     }

@@ -20,6 +20,8 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
+use crate::sync::lock;
+
 /// What a connection is doing, shared by its service and its watchdog.
 #[derive(Default)]
 struct Inner {
@@ -60,7 +62,7 @@ impl Activity {
             let deadline = if !self.0.served.load(Ordering::Acquire) {
                 Some((accepted + header, Expired::FirstHead))
             } else if self.0.in_flight.load(Ordering::Acquire) == 0 {
-                let since = self.0.idle_since.lock().map_or(None, |g| *g);
+                let since = *lock(&self.0.idle_since);
                 Some((since.unwrap_or(accepted) + idle, Expired::Idle))
             } else {
                 None
@@ -94,9 +96,7 @@ pub struct InFlight(Arc<Inner>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Ok(mut g) = self.0.idle_since.lock() {
-            *g = Some(Instant::now());
-        }
+        *lock(&self.0.idle_since) = Some(Instant::now());
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.0.changed.notify_waiters();
     }
@@ -158,7 +158,7 @@ pub struct IpSlot {
 impl PerIp {
     /// Count a connection from `ip`, unless `max` (0 = no cap) are already open.
     pub fn acquire(&self, ip: IpAddr, max: usize) -> Option<IpSlot> {
-        let mut m = self.0.lock().ok()?;
+        let mut m = lock(&self.0);
         let n = m.entry(ip).or_insert(0);
         if max > 0 && *n >= max {
             return None;
@@ -173,12 +173,11 @@ impl PerIp {
 
 impl Drop for IpSlot {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.map.0.lock() {
-            if let Some(n) = m.get_mut(&self.ip) {
-                *n -= 1;
-                if *n == 0 {
-                    m.remove(&self.ip);
-                }
+        let mut m = lock(&self.map.0);
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
             }
         }
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::clock::now_ms;
 use crate::config::model::Channel;
 use crate::relay::attempt::Job;
 use crate::relay::gateway::Gateway;
@@ -238,12 +239,6 @@ fn bounded(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Watches a committed stream: usage, keepalives, outcome; writes the log when it ends.

@@ -78,7 +78,7 @@ impl Gateway {
     pub fn swap(&self, config: Config) -> u64 {
         // Swaps are serialised, and the generation is published only after the new
         // snapshot is live: whoever sees generation N is served by table N or newer.
-        let _one_at_a_time = self.swapping.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = crate::sync::lock(&self.swapping);
         let generation = self.generation.load(Ordering::SeqCst) + 1;
         let old = self.live.load();
         let rb = &config.routing.retry_budget;

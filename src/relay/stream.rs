@@ -21,7 +21,7 @@ use crate::telemetry;
 use crate::upstream::body::UpBody;
 use crate::wire::convert;
 use crate::wire::sse::{self, Event, Framer, StreamFormat};
-use crate::wire::usage::Usage;
+use crate::wire::usage::{StreamUsage, Usage};
 
 /// Turn an upstream error status and body into the classifier's outcome.
 pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
@@ -281,7 +281,7 @@ pub async fn assemble(
     deadline: Instant,
 ) -> Result<(Bytes, Usage), Outcome> {
     let mut asm = convert::assemble::Assembler::new(dialect);
-    let mut usage = Usage::default();
+    let mut usage = StreamUsage::default();
     let mut terminal = false;
     let format = p.format;
     let mut take = |ev: &Event, terminal: &mut bool| {
@@ -313,7 +313,7 @@ pub async fn assemble(
     }
     let body =
         serde_json::to_vec(&asm.finish()).map_err(|_| Outcome::Transport(TransportKind::Broken))?;
-    Ok((Bytes::from(body), usage))
+    Ok((Bytes::from(body), usage.reported))
 }
 
 /// End of the upstream stream: complete when the terminal event was seen, else close with an

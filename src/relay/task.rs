@@ -158,7 +158,7 @@ impl TaskCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     pub fn get(&self, client: &str, id: &str) -> Option<Entry> {

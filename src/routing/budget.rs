@@ -56,7 +56,7 @@ impl RetryBudget {
 
     fn with_current<R>(&self, f: impl FnOnce(&mut Vec<Bucket>, usize, u64) -> R) -> R {
         let now = self.now_second();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = crate::sync::lock(&self.buckets);
         let slot = (now % self.window) as usize;
         if buckets[slot].second != now {
             buckets[slot] = Bucket {

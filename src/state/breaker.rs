@@ -5,8 +5,9 @@
 //! in at every call from the channel's *current* effective config, never stored, so a reload
 //! that changes them keeps the counters (R2.5). Time is `tokio::time::Instant`.
 
+use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -264,10 +265,6 @@ impl Core {
         }
         Some(Transition { from, to })
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A channel's breakers: one provider breaker and the model-scoped ones (R6.1, R6.3).

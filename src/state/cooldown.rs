@@ -6,7 +6,8 @@
 //! breaker it never refuses an attempt that the plan still makes (when every channel is
 //! unavailable the plan falls back to all of them).
 
-use std::sync::{Mutex, MutexGuard};
+use crate::sync::lock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -58,10 +59,6 @@ impl Default for Cooldown {
             core: Mutex::new(Core::new(Instant::now())),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Cooldown {

@@ -1,7 +1,8 @@
 //! Provider health (R7.3, seed 004): a sliding 10-minute window of real outcomes per channel
 //! in 10-second buckets (bounded memory), plus the result of the last model listing.
 
-use std::sync::{Mutex, MutexGuard};
+use crate::sync::lock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -70,10 +71,6 @@ impl Default for Health {
             }),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Does an attempt outcome count in the window, and as an error? Client cancels, local

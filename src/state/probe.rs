@@ -12,6 +12,7 @@
 //! request within 10 s, at most [`KEY_PROBES_IN_FLIGHT`] keys of a channel at once; the
 //! first round runs one interval after start. Operator disables are never lifted here.
 
+use crate::sync::lock;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -90,10 +91,6 @@ pub async fn run<H: Host>(gw: Arc<H>, mut shutdown: watch::Receiver<bool>) {
             });
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Failing (not disabled) channels are rechecked at a quarter of the interval.

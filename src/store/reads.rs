@@ -1,7 +1,7 @@
 //! The read side of [`Store`]: queries on the read connection, each in `spawn_blocking`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
@@ -25,7 +25,7 @@ impl Store {
     {
         let reader = Arc::clone(&self.inner.reader);
         tokio::task::spawn_blocking(move || {
-            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            let conn = crate::sync::lock(&reader);
             f(&conn)
         })
         .await

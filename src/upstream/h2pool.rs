@@ -67,7 +67,7 @@ impl H2Pool {
             uri.scheme_str().unwrap_or("http"),
             uri.authority().map_or("", |a| a.as_str())
         );
-        let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut hosts = crate::sync::lock(&self.hosts);
         hosts.entry(key).or_default().clone()
     }
 

@@ -3,9 +3,10 @@
 //! OpenAI Chat Completions, Anthropic Messages and Gemini `generateContent` (R16.1).
 pub mod convert;
 pub mod hidden;
+pub mod json;
 mod lenient;
 pub mod request;
 pub mod sse;
 pub mod translate;
 pub mod usage;
-mod usage_scan;
+pub mod usage_stream;

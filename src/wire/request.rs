@@ -1,11 +1,12 @@
 //! Peeking at a JSON request body — `model`, `stream` and the few other fields routing,
 //! billing and stickiness read, in one parse — and the byte-preserving `model` rewrite (R1.3).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::error::GatewayError;
+use crate::wire::json;
 use crate::wire::lenient::{Count, Lenient};
 
 /// Byte ranges (into the body) of the top-level fields the default sticky-key ladder reads
@@ -68,11 +69,6 @@ struct RawPeek<'a> {
     input: Count,
 }
 
-fn span_of(body: &[u8], raw: &RawValue) -> (usize, usize) {
-    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-    (start, start + raw.get().len())
-}
-
 /// Parse the body enough to route, bill and pin it. Bodies that are not a JSON object are
 /// a 400.
 pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
@@ -85,15 +81,15 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         Some(m) => {
             let s: String =
                 serde_json::from_str(m.get()).map_err(|_| GatewayError::missing_model())?;
-            (Some(s), Some(span_of(body, m)))
+            (Some(s), Some(json::span_of(body, m)))
         }
         None => (None, None),
     };
     let (stream, stream_span) = match raw.stream {
-        Some(s) => (s.get() == "true", Some(span_of(body, s))),
+        Some(s) => (s.get() == "true", Some(json::span_of(body, s))),
         None => (false, None),
     };
-    let span = |r: Option<&RawValue>| r.map(|r| span_of(body, r));
+    let span = |r: Option<&RawValue>| r.map(|r| json::span_of(body, r));
     Ok(Peek {
         model,
         model_span,
@@ -116,22 +112,13 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
     })
 }
 
-/// Replace the bytes of `span` with `replacement`; everything else is kept byte for byte.
-pub fn splice(body: &Bytes, span: (usize, usize), replacement: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(body.len() + replacement.len());
-    out.extend_from_slice(&body[..span.0]);
-    out.extend_from_slice(replacement);
-    out.extend_from_slice(&body[span.1..]);
-    out.freeze()
-}
-
 /// The body to send upstream with `model` rewritten to `upstream_model` (only when it differs).
 pub fn rewrite_model(body: &Bytes, peek: &Peek, upstream_model: &str) -> Bytes {
     match (&peek.model, peek.model_span) {
         (Some(m), Some(span)) if m != upstream_model => {
             let quoted = serde_json::to_string(upstream_model)
                 .unwrap_or_else(|_| format!("\"{upstream_model}\""));
-            splice(body, span, quoted.as_bytes())
+            json::splice(body, span, quoted.as_bytes())
         }
         _ => body.clone(),
     }

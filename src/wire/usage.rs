@@ -11,9 +11,12 @@
 //! OpenAI's prompt count already includes its cached tokens; Anthropic's `input_tokens`
 //! excludes both cache counts, so they are added. `cached_tokens <= prompt_tokens` always.
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::wire::sse::Event;
+use super::lenient::{Lenient, Object};
+
+pub use super::usage_stream::{estimate_tokens, StreamUsage, CHARS_PER_TOKEN};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
@@ -31,24 +34,30 @@ impl Usage {
         self.prompt_tokens == 0 && self.completion_tokens == 0
     }
 
-    /// Fold a `usage` object (OpenAI chat/completions/responses or Anthropic) into `self`.
-    /// Later reports replace earlier ones field by field (Anthropic sends input at
+    /// Fold a parsed `usage` object (OpenAI chat/completions/responses or Anthropic) into
+    /// `self`. Later reports replace earlier ones field by field (Anthropic sends input at
     /// `message_start` and output at `message_delta`).
     pub fn absorb(&mut self, u: &Value) {
-        let n = |v: &Value| v.as_u64();
-        self.fold(Raw {
-            prompt: n(&u["prompt_tokens"]),
-            input: n(&u["input_tokens"]),
-            completion: n(&u["completion_tokens"]).or_else(|| n(&u["output_tokens"])),
-            cached: n(&u["prompt_tokens_details"]["cached_tokens"])
-                .or_else(|| n(&u["input_tokens_details"]["cached_tokens"])),
-            cache_read: n(&u["cache_read_input_tokens"]),
-            cache_write: n(&u["cache_creation_input_tokens"]),
-        });
+        if let Ok(Object(Some(r))) = Object::<Report>::deserialize(u) {
+            self.fold(r.raw());
+        }
+    }
+
+    /// Usage from a complete non-stream body: `usage`, or `response.usage` (Responses API);
+    /// `None` when there is none or the body is not a JSON object. Every other field is
+    /// skipped without being built.
+    pub fn from_body(body: &[u8]) -> Option<Usage> {
+        // Most bodies that carry usage say so near their end; none without the key at all.
+        memchr::memmem::rfind(body, b"\"usage\"")?;
+        let b: Body = serde_json::from_slice(body).ok()?;
+        let r = b.usage.0.or_else(|| b.response.0.and_then(|r| r.usage.0))?;
+        let mut out = Usage::default();
+        out.fold(r.raw());
+        Some(out)
     }
 
     /// Fold one report's raw fields in, normalising (see the module table).
-    pub(crate) fn fold(&mut self, r: Raw) {
+    fn fold(&mut self, r: Raw) {
         if let Some(c) = r.completion {
             self.completion_tokens = c;
         }
@@ -71,229 +80,81 @@ impl Usage {
             }
         }
     }
-
-    /// Usage from a complete non-stream body (typed reading; skips everything else).
-    pub fn from_body(body: &[u8]) -> Option<Usage> {
-        crate::wire::usage_scan::from_body(body)
-    }
-
-    /// Fold the usage carried by a stream event, if any.
-    pub fn observe(&mut self, ev: &Event) {
-        let Some(d) = ev.data.as_deref() else { return };
-        if !d.contains("\"usage\"") {
-            return;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(d) else {
-            return;
-        };
-        for u in [&v["usage"], &v["message"]["usage"], &v["response"]["usage"]] {
-            if u.is_object() {
-                self.absorb(u);
-            }
-        }
-    }
 }
 
 /// The usage fields of one report, as sent.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Raw {
-    pub prompt: Option<u64>,
-    pub input: Option<u64>,
-    pub completion: Option<u64>,
+struct Raw {
+    prompt: Option<u64>,
+    input: Option<u64>,
+    completion: Option<u64>,
     /// OpenAI `*_tokens_details.cached_tokens` (included in the prompt count).
-    pub cached: Option<u64>,
+    cached: Option<u64>,
     /// Anthropic `cache_read_input_tokens` (excluded from `input_tokens`).
-    pub cache_read: Option<u64>,
+    cache_read: Option<u64>,
     /// Anthropic `cache_creation_input_tokens` (excluded from `input_tokens`).
-    pub cache_write: Option<u64>,
+    cache_write: Option<u64>,
 }
 
-/// Characters per token used when usage has to be estimated (R9.8): the common rule of thumb
-/// for English text and code with BPE tokenizers. Estimates are marked `usage_estimated`.
-pub const CHARS_PER_TOKEN: u64 = 4;
-
-/// Tokens for `chars` characters, rounded up.
-pub fn estimate_tokens(chars: u64) -> u64 {
-    chars.div_ceil(CHARS_PER_TOKEN)
+/// The one reader of a `usage` object, for every dialect: read typed from a body (nothing
+/// else is built) or from an already parsed stream event. A field of the wrong type reads as
+/// absent, never failing the report.
+#[derive(Deserialize, Default)]
+struct Report {
+    #[serde(default)]
+    prompt_tokens: Lenient,
+    #[serde(default)]
+    input_tokens: Lenient,
+    #[serde(default)]
+    completion_tokens: Lenient,
+    #[serde(default)]
+    output_tokens: Lenient,
+    #[serde(default)]
+    prompt_tokens_details: Object<Details>,
+    #[serde(default)]
+    input_tokens_details: Object<Details>,
+    #[serde(default)]
+    cache_read_input_tokens: Lenient,
+    #[serde(default)]
+    cache_creation_input_tokens: Lenient,
 }
 
-/// Usage of a relayed stream: what upstream reported, plus the characters of content relayed,
-/// so a stream that ends without its usage report (client cancel, cut) is estimated, not 0.
-#[derive(Debug, Clone, Default)]
-pub struct StreamUsage {
-    pub reported: Usage,
-    /// A final usage report (completion/output tokens) was seen.
-    pub final_seen: bool,
-    /// Characters of generated content relayed so far.
-    pub content_chars: u64,
+#[derive(Deserialize, Default)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Lenient,
 }
 
-impl StreamUsage {
-    pub fn observe(&mut self, ev: &Event) {
-        let Some(d) = ev.data.as_deref() else { return };
-        let Ok(v) = serde_json::from_str::<Value>(d) else {
-            return;
-        };
-        for u in [&v["usage"], &v["response"]["usage"]] {
-            if u.is_object() {
-                self.reported.absorb(u);
-                let out = &u["completion_tokens"];
-                self.final_seen |= out.is_u64() || u["output_tokens"].is_u64();
-            }
+impl Report {
+    fn raw(&self) -> Raw {
+        let cached = |d: &Object<Details>| d.0.as_ref().and_then(|d| d.cached_tokens.0);
+        Raw {
+            prompt: self.prompt_tokens.0,
+            input: self.input_tokens.0,
+            completion: self.completion_tokens.0.or(self.output_tokens.0),
+            cached: cached(&self.prompt_tokens_details)
+                .or_else(|| cached(&self.input_tokens_details)),
+            cache_read: self.cache_read_input_tokens.0,
+            cache_write: self.cache_creation_input_tokens.0,
         }
-        if v["message"]["usage"].is_object() {
-            self.reported.absorb(&v["message"]["usage"]);
-        }
-        self.content_chars += content_chars(&v);
-    }
-
-    /// The usage to record and whether it was estimated: reported figures when the stream
-    /// carried its final usage report, else completion tokens from the relayed content and
-    /// prompt tokens (when unreported) from the request body size.
-    pub fn settle(&self, request_bytes: usize) -> (Usage, bool) {
-        if self.final_seen {
-            return (self.reported, false);
-        }
-        let mut u = self.reported;
-        if u.prompt_tokens == 0 {
-            u.prompt_tokens = estimate_tokens(request_bytes as u64);
-        }
-        u.completion_tokens = u.completion_tokens.max(estimate_tokens(self.content_chars));
-        (u, true)
     }
 }
 
-/// Characters of generated content in one parsed stream event (any dialect).
-fn content_chars(v: &Value) -> u64 {
-    let len = |x: &Value| x.as_str().map_or(0, |s| s.chars().count() as u64);
-    let mut n = 0;
-    for c in v["choices"].as_array().into_iter().flatten() {
-        let d = &c["delta"];
-        n += len(&d["content"]) + len(&d["reasoning_content"]) + len(&c["text"]);
-        for t in d["tool_calls"].as_array().into_iter().flatten() {
-            n += len(&t["function"]["name"]) + len(&t["function"]["arguments"]);
-        }
-    }
-    let d = &v["delta"];
-    n += len(&d["text"]) + len(&d["partial_json"]) + len(&d["thinking"]);
-    if v["type"].as_str().is_some_and(|t| t.ends_with(".delta")) {
-        n += len(d);
-    }
-    n
+/// A complete answer: its `usage`, or the Responses API's `response.usage`.
+#[derive(Deserialize)]
+struct Body {
+    #[serde(default)]
+    usage: Object<Report>,
+    #[serde(default)]
+    response: Object<Inner>,
+}
+
+#[derive(Deserialize)]
+struct Inner {
+    #[serde(default)]
+    usage: Object<Report>,
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn openai_and_anthropic_bodies() {
-        let u = Usage::from_body(br#"{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
-        assert_eq!(
-            u,
-            Usage {
-                prompt_tokens: 10,
-                completion_tokens: 5,
-                cached_tokens: 4,
-                cache_write_tokens: 0
-            }
-        );
-        let u = Usage::from_body(
-            br#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            u,
-            Usage {
-                prompt_tokens: 9,
-                completion_tokens: 3,
-                cached_tokens: 2,
-                cache_write_tokens: 0
-            }
-        );
-        assert!(Usage::from_body(b"{}").is_none());
-    }
-
-    fn ev(d: &str) -> Event {
-        Event {
-            raw: bytes::Bytes::new(),
-            name: None,
-            data: Some(d.into()),
-            comment_only: false,
-        }
-    }
-
-    #[test]
-    fn stream_usage_reported_is_not_estimated() {
-        let mut s = StreamUsage::default();
-        s.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
-        s.observe(&ev(
-            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
-        ));
-        assert_eq!(
-            s.settle(1000),
-            (
-                Usage {
-                    prompt_tokens: 3,
-                    completion_tokens: 2,
-                    ..Usage::default()
-                },
-                false
-            )
-        );
-    }
-
-    #[test]
-    fn cut_stream_is_estimated_from_content() {
-        let mut s = StreamUsage::default();
-        // 12 + 5 chars of chat content, tool arguments count too.
-        s.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
-        s.observe(&ev(
-            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\"}"}}]}}]}"#,
-        ));
-        let (u, est) = s.settle(400);
-        assert!(est);
-        assert_eq!(u.completion_tokens, 5); // ceil(17 / 4)
-        assert_eq!(u.prompt_tokens, 100);
-        // Anthropic: input reported at message_start is kept, output estimated.
-        let mut s = StreamUsage::default();
-        s.observe(&ev(
-            r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
-        ));
-        s.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghij"}}"#));
-        let (u, est) = s.settle(4000);
-        assert!(est);
-        assert_eq!((u.prompt_tokens, u.completion_tokens), (9, 3));
-        // Responses deltas.
-        let mut s = StreamUsage::default();
-        s.observe(&ev(
-            r#"{"type":"response.output_text.delta","delta":"abcdefgh"}"#,
-        ));
-        assert_eq!(s.settle(0).0.completion_tokens, 2);
-    }
-
-    #[test]
-    fn anthropic_stream_merges_start_and_delta() {
-        let mut u = Usage::default();
-        let ev = |d: &str| Event {
-            raw: bytes::Bytes::new(),
-            name: None,
-            data: Some(d.into()),
-            comment_only: false,
-        };
-        u.observe(&ev(
-            r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
-        ));
-        u.observe(&ev(
-            r#"{"type":"message_delta","usage":{"output_tokens":12}}"#,
-        ));
-        assert_eq!(
-            u,
-            Usage {
-                prompt_tokens: 9,
-                completion_tokens: 12,
-                ..Usage::default()
-            }
-        );
-    }
-}
+#[path = "usage_tests.rs"]
+mod tests;

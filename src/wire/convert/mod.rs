@@ -5,12 +5,13 @@
 //! The body is edited byte-preservingly: only the `stream` value is replaced (or the field is
 //! inserted right after the opening brace) and `stream_options` is inserted or rewritten.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::config::model::{Channel, StreamPolicy};
+use crate::wire::json;
 use crate::wire::request::{self, Peek};
 
 pub mod assemble;
@@ -119,7 +120,7 @@ pub fn plan_with(
     });
     let mut body = out.body.clone();
     if d == Dialect::Chat && upstream_stream && !out.client_include_usage && include_usage {
-        body = with_include_usage(&body, opts.map(|o| span(&out.body, o)));
+        body = with_include_usage(&body, opts.map(|o| json::span_of(&out.body, o)));
         out.hide_usage_chunk = out.mode == Mode::Pass;
     }
     if out.mode != Mode::Pass {
@@ -129,36 +130,12 @@ pub fn plan_with(
     out
 }
 
-fn span(body: &[u8], raw: &RawValue) -> (usize, usize) {
-    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-    (start, start + raw.get().len())
-}
-
-/// Insert `"name":value` as the first member of the top-level object.
-fn insert_first(body: &Bytes, member: &str) -> Bytes {
-    let Some(open) = body.iter().position(|&c| c == b'{') else {
-        return body.clone();
-    };
-    let rest_empty = body[open + 1..]
-        .iter()
-        .find(|c| !c.is_ascii_whitespace())
-        .is_some_and(|&c| c == b'}');
-    let mut out = BytesMut::with_capacity(body.len() + member.len() + 1);
-    out.extend_from_slice(&body[..=open]);
-    out.extend_from_slice(member.as_bytes());
-    if !rest_empty {
-        out.extend_from_slice(b",");
-    }
-    out.extend_from_slice(&body[open + 1..]);
-    out.freeze()
-}
-
 /// The body with `"stream"` set to `on` (the value replaced in place, or the field inserted).
 pub fn with_stream(body: &Bytes, on: bool) -> Bytes {
     let value: &[u8] = if on { b"true" } else { b"false" };
     match request::peek(body).ok().and_then(|p| p.stream_span) {
-        Some(s) => request::splice(body, s, value),
-        None => insert_first(
+        Some(s) => json::splice(body, s, value),
+        None => json::insert_first(
             body,
             if on {
                 "\"stream\":true"
@@ -173,13 +150,13 @@ pub fn with_stream(body: &Bytes, on: bool) -> Bytes {
 /// `stream_options` value (its other members are kept).
 fn with_include_usage(body: &Bytes, existing: Option<(usize, usize)>) -> Bytes {
     match existing {
-        None => insert_first(body, r#""stream_options":{"include_usage":true}"#),
+        None => json::insert_first(body, r#""stream_options":{"include_usage":true}"#),
         Some(s) => {
             let mut map: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_slice(&body[s.0..s.1]).unwrap_or_default();
             map.insert("include_usage".into(), serde_json::Value::Bool(true));
             let text = serde_json::Value::Object(map).to_string();
-            request::splice(body, s, text.as_bytes())
+            json::splice(body, s, text.as_bytes())
         }
     }
 }
