@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use switchyard::wire::sse::{is_terminal, Framer, StreamFormat};
+use switchyard::wire::dialect::{is_terminal, StreamFormat};
+use switchyard::wire::sse::Framer;
 use switchyard::wire::usage::Usage;
 
 /// The SSE framer: any byte split yields the same events; terminal detection never panics.
@@ -17,7 +18,7 @@ pub fn sse_framer(data: &[u8]) {
         for f in [StreamFormat::Chat, StreamFormat::Responses, StreamFormat::Messages] {
             let _ = is_terminal(f, &ev);
         }
-        let _ = switchyard::wire::sse::hidden_error(&ev);
+        let _ = switchyard::wire::dialect::hidden_error(&ev);
         let mut u = switchyard::wire::usage::StreamUsage::default();
         u.observe(&ev);
         a.push(format!("{ev:?}"));

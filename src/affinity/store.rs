@@ -138,10 +138,7 @@ impl Bindings {
 
     /// Live and expired-but-not-swept entries.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| crate::sync::lock(s).len())
-            .sum()
+        self.shards.iter().map(|s| crate::sync::lock(s).len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -32,8 +32,8 @@ use crate::state::autodisable::KeyMap;
 use crate::state::breaker::Admission;
 use crate::state::outcome as health;
 use crate::state::Snapshot;
+use crate::wire::dialect::StreamFormat;
 use crate::wire::request::Peek;
-use crate::wire::sse::StreamFormat;
 
 /// Everything the loop needs about one client request.
 pub struct Job {

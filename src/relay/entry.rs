@@ -21,8 +21,8 @@ use crate::relay::local;
 use crate::relay::lookup::{self, groups_for, Wanted};
 use crate::relay::task;
 use crate::routing::family::{classify, valid_idempotency_key};
+use crate::wire::dialect::StreamFormat;
 use crate::wire::request;
-use crate::wire::sse::StreamFormat;
 
 /// What is known about a request so far: enough to answer and record it if it is refused.
 struct Ctx {
@@ -190,7 +190,7 @@ async fn relay(
             },
         )?,
     };
-    let stream_format = stream_format(&path);
+    let stream_format = StreamFormat::of_path(&path);
     let idempotency_key = idempotency_key(&parts.headers);
     let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
         affinity: &snap.table.config.affinity,
@@ -230,15 +230,6 @@ fn idempotency_key(h: &http::HeaderMap) -> Option<HeaderValue> {
     h.get("idempotency-key")
         .filter(|v| valid_idempotency_key(v.as_bytes()))
         .cloned()
-}
-
-fn stream_format(path: &str) -> StreamFormat {
-    match path {
-        "/v1/chat/completions" | "/v1/completions" => StreamFormat::Chat,
-        "/v1/responses" => StreamFormat::Responses,
-        "/v1/messages" => StreamFormat::Messages,
-        _ => StreamFormat::Other,
-    }
 }
 
 fn is_json(h: &http::HeaderMap) -> bool {

@@ -20,25 +20,22 @@ use crate::routing::policy::{Outcome, TransportKind};
 use crate::telemetry;
 use crate::upstream::body::UpBody;
 use crate::wire::convert;
-use crate::wire::sse::{self, Event, Framer, StreamFormat};
+use crate::wire::dialect::{self, ErrorBody, StreamFormat};
+use crate::wire::sse::{Event, Framer};
 use crate::wire::usage::{StreamUsage, Usage};
 
 /// Turn an upstream error status and body into the classifier's outcome.
 pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
-    let err = if v["error"].is_object() {
-        &v["error"]
-    } else {
-        &v
-    };
-    let s = |x: &serde_json::Value| x.as_str().map(str::to_string);
-    let message = s(&err["message"])
-        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned());
+    error_outcome(code, ErrorBody::read(body))
+}
+
+/// The outcome of an error status and what its body says.
+fn error_outcome(code: u16, e: ErrorBody) -> Outcome {
     Outcome::Status {
         code,
-        error_code: s(&err["code"]),
-        error_type: s(&err["type"]),
-        message,
+        error_code: e.code,
+        error_type: e.kind,
+        message: e.message,
     }
 }
 
@@ -75,7 +72,7 @@ impl Primed {
         obs: &mut dyn StreamObserver,
     ) -> Result<bool, ()> {
         obs.event(&ev);
-        if self.hide_usage_chunk && convert::is_usage_chunk(&ev) {
+        if self.hide_usage_chunk && dialect::is_usage_chunk(&ev) {
             return Ok(false);
         }
         tx.send(Ok(ev.raw)).await.map(|_| true).map_err(|_| ())
@@ -101,9 +98,10 @@ impl Primed {
     }
 }
 
-/// The failure a pre-commit error event stands for.
-fn error_outcome(code: u16, ev: &Event) -> Outcome {
-    status_outcome(code, ev.data.as_deref().unwrap_or("").as_bytes())
+/// The failure a pre-commit error event stands for (its data already parsed).
+fn event_outcome(code: u16, ev: &Event) -> Outcome {
+    let data = ev.data.as_deref().unwrap_or("").as_bytes();
+    error_outcome(code, ErrorBody::of(ev.json(), data))
 }
 
 /// Read up to the commit point: the first content-bearing or terminal event. The preamble
@@ -117,10 +115,9 @@ pub async fn prime(
     first_byte: Duration,
     deadline: Instant,
 ) -> Result<Primed, Outcome> {
-    let strip = format != StreamFormat::Messages && format != StreamFormat::Other;
     let mut p = Primed {
         body,
-        framer: Framer::new(strip),
+        framer: Framer::new(format.strips_ids()),
         held: Vec::new(),
         format,
         hide_usage_chunk: false,
@@ -133,10 +130,10 @@ pub async fn prime(
             if ev.comment_only {
                 continue;
             }
-            if let Some(code) = sse::pre_commit_error(format, &ev) {
-                return Err(error_outcome(code, &ev));
+            if let Some(code) = dialect::pre_commit_error(format, &ev) {
+                return Err(event_outcome(code, &ev));
             }
-            let commit = !sse::is_preamble(format, &ev);
+            let commit = !dialect::is_preamble(format, &ev);
             p.held.push(ev);
             if commit {
                 return Ok(p);
@@ -225,7 +222,7 @@ async fn pump(
 ) -> StreamEnd {
     let mut terminal = false;
     for ev in std::mem::take(&mut p.held) {
-        terminal |= sse::is_terminal(p.format, &ev);
+        terminal |= dialect::is_terminal(p.format, &ev);
         if p.forward(ev, tx, obs).await.is_err() {
             return StreamEnd::ClientCancel;
         }
@@ -235,7 +232,7 @@ async fn pump(
     loop {
         // Every complete event is relayed before the next read.
         while let Some(ev) = p.framer.next_event() {
-            terminal |= sse::is_terminal(p.format, &ev);
+            terminal |= dialect::is_terminal(p.format, &ev);
             match p.forward(ev, tx, obs).await {
                 Err(()) => return StreamEnd::ClientCancel,
                 Ok(true) => last_client = Instant::now(),
@@ -261,7 +258,7 @@ async fn pump(
                     if Instant::now() >= last_upstream + times.idle {
                         return cut(tx, p.format, terminal, "upstream went silent").await;
                     }
-                    if tx.send(Ok(sse::keepalive(p.format))).await.is_err() {
+                    if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
                         return StreamEnd::ClientCancel;
                     }
                     obs.keepalive();
@@ -285,7 +282,7 @@ pub async fn assemble(
     let mut terminal = false;
     let format = p.format;
     let mut take = |ev: &Event, terminal: &mut bool| {
-        *terminal |= sse::is_terminal(format, ev);
+        *terminal |= dialect::is_terminal(format, ev);
         usage.observe(ev);
         asm.event(ev);
     };
@@ -327,6 +324,6 @@ async fn cut(
     if terminal || format == StreamFormat::Other {
         return StreamEnd::Complete;
     }
-    let _ = tx.send(Ok(sse::incomplete_event(format, why))).await;
+    let _ = tx.send(Ok(dialect::incomplete_event(format, why))).await;
     StreamEnd::Incomplete
 }

@@ -2,6 +2,7 @@
 //! and no gateway state. `translate` converts requests, answers, streams and errors between
 //! OpenAI Chat Completions, Anthropic Messages and Gemini `generateContent` (R16.1).
 pub mod convert;
+pub mod dialect;
 pub mod hidden;
 pub mod json;
 mod lenient;

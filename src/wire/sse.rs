@@ -1,27 +1,19 @@
-//! SSE framing of upstream streams: split into events, drop `id:` lines on OpenAI formats,
-//! detect terminal events per endpoint format, and the gateway's own events (keepalive,
-//! `stream_incomplete`) in each format (R9.1, R9.2, R9.4).
+//! SSE framing of upstream streams (R9.1): split any read boundaries into events, drop `id:`
+//! lines on OpenAI formats, and parse each event's data as JSON at most once, on first use,
+//! for every reader after it (terminal and preamble checks, hidden errors, usage, the
+//! usage-only chunk, force_stream assembly). What the events mean per format is in
+//! `dialect`.
 //!
 //! Hand-written rather than a crate: the relay must pass upstream bytes through unchanged
 //! (only `id:` lines are removed) while looking at each event, and must never re-encode.
 
-use bytes::{Bytes, BytesMut};
+use std::sync::OnceLock;
 
-/// The stream dialect of the endpoint the client called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamFormat {
-    /// `/v1/chat/completions` and `/v1/completions`: `data: [DONE]` or a `finish_reason`.
-    Chat,
-    /// `/v1/responses`: a terminal `response.*` event.
-    Responses,
-    /// `/v1/messages`: `message_stop`.
-    Messages,
-    /// Anything else: passed through, no terminal event known.
-    Other,
-}
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
 
 /// One complete SSE event as received.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Event {
     /// The bytes to forward (the event as received, minus `id:` lines when stripping).
     pub raw: Bytes,
@@ -30,6 +22,65 @@ pub struct Event {
     pub data: Option<String>,
     /// Only comments (e.g. `: keepalive`): no `data`, no `event`.
     pub comment_only: bool,
+    /// `data` parsed as JSON, once, by the first reader that asks.
+    json: OnceLock<Option<Value>>,
+}
+
+impl Event {
+    pub fn new(raw: Bytes, name: Option<String>, data: Option<String>, comment_only: bool) -> Self {
+        Event {
+            raw,
+            name,
+            data,
+            comment_only,
+            json: OnceLock::new(),
+        }
+    }
+
+    /// An event with only `data` (tests and replays).
+    pub fn data(data: &str) -> Self {
+        Event::new(Bytes::new(), None, Some(data.to_string()), false)
+    }
+
+    /// The event's data as JSON: parsed on the first call, shared by every later one;
+    /// `None` when there is no data or it is not JSON (`[DONE]`).
+    pub fn json(&self) -> Option<&Value> {
+        self.json
+            .get_or_init(|| serde_json::from_str(self.data.as_deref()?).ok())
+            .as_ref()
+    }
+
+    /// The event's type: its `event:` name, else the `type` of its JSON data.
+    pub fn kind(&self) -> Option<&str> {
+        self.name.as_deref().or_else(|| self.json_type())
+    }
+
+    /// The `type` of the event's JSON data.
+    pub fn json_type(&self) -> Option<&str> {
+        self.json()?.get("type")?.as_str()
+    }
+}
+
+/// Events are compared and shown by what was received; whether the data was parsed yet
+/// does not matter.
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        (&self.raw, &self.name, &self.data, self.comment_only)
+            == (&o.raw, &o.name, &o.data, o.comment_only)
+    }
+}
+
+impl Eq for Event {}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("raw", &self.raw)
+            .field("name", &self.name)
+            .field("data", &self.data)
+            .field("comment_only", &self.comment_only)
+            .finish()
+    }
 }
 
 /// Largest incomplete event the framer holds (bytes): an upstream that sends more without
@@ -188,12 +239,7 @@ fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
     } else {
         raw
     };
-    Event {
-        raw,
-        name,
-        data,
-        comment_only,
-    }
+    Event::new(raw, name, data, comment_only)
 }
 
 fn strip_id_lines(raw: &[u8]) -> Bytes {
@@ -204,130 +250,6 @@ fn strip_id_lines(raw: &[u8]) -> Bytes {
         }
     }
     out.freeze()
-}
-
-/// Does this event end the stream for `format`? (R9.4)
-pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
-    let data = ev.data.as_deref().unwrap_or("");
-    match format {
-        StreamFormat::Chat => {
-            if data.trim() == "[DONE]" {
-                return true;
-            }
-            if !data.contains("finish_reason") {
-                return false;
-            }
-            serde_json::from_str::<serde_json::Value>(data)
-                .ok()
-                .is_some_and(|v| {
-                    v["choices"]
-                        .as_array()
-                        .is_some_and(|cs| cs.iter().any(|c| c["finish_reason"].is_string()))
-                })
-        }
-        StreamFormat::Responses => {
-            let ty = ev
-                .name
-                .as_deref()
-                .map(str::to_string)
-                .or_else(|| json_type(data));
-            matches!(
-                ty.as_deref(),
-                Some("response.completed" | "response.failed" | "response.incomplete")
-            )
-        }
-        StreamFormat::Messages => {
-            ev.name.as_deref() == Some("message_stop")
-                || json_type(data).as_deref() == Some("message_stop")
-        }
-        StreamFormat::Other => false,
-    }
-}
-
-fn json_type(data: &str) -> Option<String> {
-    if !data.contains("\"type\"") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(data).ok()?;
-    v["type"].as_str().map(str::to_string)
-}
-
-/// A 200 stream whose first event is only an error object (R9.5): the embedded status, if any.
-pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
-    let data = ev.data.as_deref()?;
-    if !data.contains("\"error\"") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(data).ok()?;
-    crate::wire::hidden::embedded_error(&v)
-}
-
-/// An event that opens a stream without content: held back until the first content-bearing
-/// (or terminal) event, so an error that follows it can still fail over (R9.3). Anthropic
-/// sends `message_start` and `ping`; the Responses API `response.created` and
-/// `response.in_progress`.
-pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
-    let ty = || {
-        ev.name
-            .clone()
-            .or_else(|| json_type(ev.data.as_deref().unwrap_or("")))
-    };
-    match format {
-        StreamFormat::Messages => matches!(ty().as_deref(), Some("message_start" | "ping")),
-        StreamFormat::Responses => matches!(
-            ty().as_deref(),
-            Some("response.created" | "response.in_progress")
-        ),
-        StreamFormat::Chat | StreamFormat::Other => false,
-    }
-}
-
-/// An event before the commit point that fails the attempt: a hidden error (R9.5), or a
-/// Responses `error` / `response.failed` event. The status to classify it with.
-pub fn pre_commit_error(format: StreamFormat, ev: &Event) -> Option<u16> {
-    if let Some(code) = hidden_error(ev) {
-        return Some(code.unwrap_or(502));
-    }
-    if format != StreamFormat::Responses {
-        return None;
-    }
-    let ty = ev
-        .name
-        .clone()
-        .or_else(|| json_type(ev.data.as_deref().unwrap_or("")));
-    matches!(ty.as_deref(), Some("error" | "response.failed")).then_some(502)
-}
-
-/// The keepalive to inject after silence (R9.2): a comment, or Anthropic's native ping.
-pub fn keepalive(format: StreamFormat) -> Bytes {
-    match format {
-        StreamFormat::Messages => {
-            Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
-        }
-        _ => Bytes::from_static(b": keepalive\n\n"),
-    }
-}
-
-/// The explicit error that closes a stream cut before its terminal event (R9.4).
-pub fn incomplete_event(format: StreamFormat, detail: &str) -> Bytes {
-    let msg = format!(
-        "upstream stream ended before its terminal event ({detail}); the answer is incomplete"
-    );
-    let s = match format {
-        StreamFormat::Messages => format!(
-            "event: error\ndata: {}\n\n",
-            serde_json::json!({"type":"error","error":{"type":"api_error","message":msg,"code":"stream_incomplete"}})
-        ),
-        StreamFormat::Responses => format!(
-            "event: error\ndata: {}\n\n",
-            serde_json::json!({"type":"error","code":"stream_incomplete","message":msg,"param":null})
-        ),
-        StreamFormat::Chat | StreamFormat::Other => format!(
-            "data: {}\n\n",
-            serde_json::json!({"error":{"message":msg,"type":"api_error","code":"stream_incomplete"}})
-        ),
-    };
-    Bytes::from(s)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Table tests for SSE framing and terminal-event detection (R9.4).
+//! SSE framing (R9.1): any read boundaries, line ends, `id:` stripping, the one JSON parse.
 use super::*;
 
 fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
@@ -52,94 +52,21 @@ fn multi_line_data_and_event_names() {
 }
 
 #[test]
-fn terminal_event_table() {
-    use StreamFormat::*;
-    let ev = |name: Option<&str>, data: &str| Event {
-        raw: Bytes::new(),
-        name: name.map(str::to_string),
-        data: Some(data.to_string()),
-        comment_only: false,
-    };
-    let cases: &[(StreamFormat, Event, bool)] = &[
-        (Chat, ev(None, "[DONE]"), true),
-        (
-            Chat,
-            ev(
-                None,
-                r#"{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#,
-            ),
-            false,
-        ),
-        (
-            Chat,
-            ev(None, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
-            true,
-        ),
-        (
-            Chat,
-            ev(
-                None,
-                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
-            ),
-            true,
-        ),
-        (
-            Chat,
-            ev(None, r#"{"choices":[],"usage":{"prompt_tokens":1}}"#),
-            false,
-        ),
-        (Responses, ev(Some("response.completed"), "{}"), true),
-        (Responses, ev(Some("response.failed"), "{}"), true),
-        (Responses, ev(Some("response.incomplete"), "{}"), true),
-        (
-            Responses,
-            ev(Some("response.output_text.delta"), "{}"),
-            false,
-        ),
-        (
-            Responses,
-            ev(None, r#"{"type":"response.completed"}"#),
-            true,
-        ),
-        (
-            Messages,
-            ev(Some("message_stop"), r#"{"type":"message_stop"}"#),
-            true,
-        ),
-        (
-            Messages,
-            ev(Some("message_delta"), r#"{"type":"message_delta"}"#),
-            false,
-        ),
-        (Messages, ev(None, r#"{"type":"message_stop"}"#), true),
-        (Other, ev(None, "[DONE]"), false),
-    ];
-    for (i, (f, e, want)) in cases.iter().enumerate() {
-        assert_eq!(is_terminal(*f, e), *want, "case {i}: {f:?} {e:?}");
-    }
-}
-
-#[test]
-fn incomplete_events_are_in_each_format() {
-    let chat = String::from_utf8(incomplete_event(StreamFormat::Chat, "cut").to_vec()).unwrap();
-    assert!(chat.starts_with("data: {\"error\""), "{chat}");
-    assert!(chat.contains("stream_incomplete") && !chat.contains("[DONE]"));
-    let resp =
-        String::from_utf8(incomplete_event(StreamFormat::Responses, "cut").to_vec()).unwrap();
-    assert!(resp.starts_with("event: error\n") && resp.contains("\"code\":\"stream_incomplete\""));
-    let msg = String::from_utf8(incomplete_event(StreamFormat::Messages, "cut").to_vec()).unwrap();
-    assert!(msg.starts_with("event: error\n") && msg.contains("\"type\":\"api_error\""));
-}
-
-#[test]
-fn hidden_error_in_first_event() {
-    let e = events(
-        &[b"data: {\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n"],
+fn data_is_parsed_once_and_shared() {
+    let evs = events(
+        &[
+            b"data: {\"type\":\"ping\",\"n\":1}\n\n",
+            b"data: [DONE]\n\n",
+        ],
         false,
     );
-    assert_eq!(hidden_error(&e[0]), Some(Some(429)));
-    let e = events(&[b"data: {\"error\":{\"message\":\"boom\"}}\n\n"], false);
-    assert_eq!(hidden_error(&e[0]), Some(None));
-    let e = events(&[b"data: {\"choices\":[]}\n\n"], false);
-    assert_eq!(hidden_error(&e[0]), None);
+    let a = evs[0].json().unwrap() as *const serde_json::Value;
+    let b = evs[0].json().unwrap() as *const serde_json::Value;
+    assert_eq!(a, b, "the second reader gets the first parse");
+    assert_eq!(evs[0].kind(), Some("ping"));
+    assert_eq!(evs[1].json(), None);
+    // Parsing does not change what an event is.
+    let fresh = events(&[b"data: {\"type\":\"ping\",\"n\":1}\n\n"], false);
+    assert_eq!(evs[0], fresh[0]);
+    assert_eq!(format!("{:?}", evs[0]), format!("{:?}", fresh[0]));
 }

@@ -29,10 +29,7 @@ pub struct StreamUsage {
 
 impl StreamUsage {
     pub fn observe(&mut self, ev: &Event) {
-        let Some(d) = ev.data.as_deref() else { return };
-        let Ok(v) = serde_json::from_str::<Value>(d) else {
-            return;
-        };
+        let Some(v) = ev.json() else { return };
         for u in [&v["usage"], &v["response"]["usage"]] {
             if u.is_object() {
                 self.reported.absorb(u);
@@ -43,7 +40,7 @@ impl StreamUsage {
         if v["message"]["usage"].is_object() {
             self.reported.absorb(&v["message"]["usage"]);
         }
-        self.content_chars += content_chars(&v);
+        self.content_chars += content_chars(v);
     }
 
     /// The usage to record and whether it was estimated: reported figures when the stream

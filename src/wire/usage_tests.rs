@@ -34,12 +34,7 @@ fn openai_and_anthropic_bodies() {
 }
 
 fn ev(d: &str) -> Event {
-    Event {
-        raw: bytes::Bytes::new(),
-        name: None,
-        data: Some(d.into()),
-        comment_only: false,
-    }
+    Event::data(d)
 }
 
 #[test]
@@ -94,12 +89,6 @@ fn cut_stream_is_estimated_from_content() {
 #[test]
 fn anthropic_stream_merges_start_and_delta() {
     let mut u = StreamUsage::default();
-    let ev = |d: &str| Event {
-        raw: bytes::Bytes::new(),
-        name: None,
-        data: Some(d.into()),
-        comment_only: false,
-    };
     u.observe(&ev(
         r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
     ));

@@ -72,13 +72,10 @@ impl Assembler {
     }
 
     pub fn event(&mut self, ev: &Event) {
-        let Some(d) = ev.data.as_deref() else { return };
-        let Ok(v) = serde_json::from_str::<Value>(d) else {
-            return;
-        };
+        let Some(v) = ev.json() else { return };
         match self.dialect {
-            Dialect::Chat => self.chat(&v),
-            Dialect::Messages => self.messages(&v),
+            Dialect::Chat => self.chat(v),
+            Dialect::Messages => self.messages(v),
             Dialect::Responses => {
                 if v["response"].is_object() {
                     self.response = v["response"].clone();

@@ -185,18 +185,5 @@ pub fn replay_if_planned(p: &Plan, headers: HeaderMap, body: Bytes) -> (HeaderMa
     }
 }
 
-/// Is this chat event the usage-only chunk (empty `choices` and a `usage` object)?
-pub fn is_usage_chunk(ev: &crate::wire::sse::Event) -> bool {
-    let Some(d) = ev.data.as_deref() else {
-        return false;
-    };
-    if !d.contains("\"usage\"") {
-        return false;
-    }
-    serde_json::from_str::<serde_json::Value>(d).is_ok_and(|v| {
-        v["usage"].is_object() && v["choices"].as_array().is_some_and(|c| c.is_empty())
-    })
-}
-
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! Table tests for stream policies: body edits, assembly of streams, replay of answers (R9.6).
 use super::assemble::Assembler;
 use super::*;
+use crate::wire::dialect::is_usage_chunk;
 use crate::wire::sse::{Event, Framer};
 
 fn peeked(body: &str) -> (Bytes, Peek) {
@@ -213,7 +214,7 @@ fn messages_stream_assembles_into_one_message() {
 
 #[test]
 fn replay_then_assemble_round_trips() {
-    use crate::wire::sse::{is_terminal, StreamFormat};
+    use crate::wire::dialect::{is_terminal, StreamFormat};
     // Assemble the reference streams, replay the answers, assemble again: same answer, and the
     // replayed stream ends with its terminal event.
     for (d, fmt, text) in [
