@@ -144,12 +144,18 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
         step.key_index = keys.key(step.channel, step.key_index);
         let ch = &snap.table.channels[step.channel];
         if !fin.attempts.is_empty() {
-            if step.same_target_retry > 0 {
-                let wait = backoff(&ch.resilience.retry, step.same_target_retry, &mut rng);
-                if Instant::now() + wait >= deadline {
-                    last = LastFailure::Gateway(GatewayError::deadline_exceeded());
-                    break;
-                }
+            let wait = (step.same_target_retry > 0)
+                .then(|| backoff(&ch.resilience.retry, step.same_target_retry, &mut rng));
+            if wait.is_some_and(|w| Instant::now() + w >= deadline) {
+                last = LastFailure::Gateway(GatewayError::deadline_exceeded());
+                break;
+            }
+            // The budget is asked before anything is waited for or counted (R4.9).
+            if !budget.try_acquire_retry() {
+                metrics::counter!(crate::telemetry::RETRY_BUDGET_EXHAUSTED).increment(1);
+                break;
+            }
+            if let Some(wait) = wait {
                 metrics::counter!(crate::telemetry::RETRIES, "channel" => ch.name.clone())
                     .increment(1);
                 tokio::time::sleep(wait).await;
@@ -157,10 +163,6 @@ pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
                 let from = fin.attempts.last().map_or("", |a| a.channel.as_str());
                 metrics::counter!(crate::telemetry::FAILOVERS, "from" => from.to_string(), "to" => ch.name.clone())
                     .increment(1);
-            }
-            if !budget.try_acquire_retry() {
-                metrics::counter!(crate::telemetry::RETRY_BUDGET_EXHAUSTED).increment(1);
-                break;
             }
         }
         let first = first_target.get_or_insert((step.channel, step.upstream_model.clone()));
