@@ -1,368 +1,289 @@
-//! The attempt loop: walk the request's `AttemptPlan`, send each attempt within its time gates,
-//! classify the outcome with the one pure classifier, and answer (R4, R5, R9.3, R10, R12.1).
+//! The attempt loop (R4): plan the request's attempts and admit it; then, for each step of
+//! the plan, exchange with that upstream, classify what came back and act on the decision —
+//! until an answer is committed, or the plan, the deadline or the retry budget ends it (R4,
+//! R5, R9.3, R10, R12.1).
 //!
-//! This is the only place that sequences upstream attempts for a request.
+//! This is the only place that sequences upstream attempts for a request. What follows an
+//! attempt is decided by `routing::policy::decide` alone, from the facts of its outcome
+//! (`OutcomeFacts`, derived once) and of the request (`Facts`: the breaker's admission, the
+//! time left and the retry budget among them).
 
-use bytes::Bytes;
-use http::header::{HeaderMap, HeaderValue};
-use http::Method;
 use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::time::Instant;
 
-use crate::billing::price;
-use crate::config::model::{Client, Config};
-use crate::error::{GatewayError, WireFormat};
-use crate::http::body::ResponseBody;
+use super::admit::admit;
+use super::context::Context;
+use super::exchange::{exchange, Exchange, Gates, UpstreamFailure};
+use super::finish::Finish;
+use super::gateway::Gateway;
+use super::plan::{plan, Planned};
+use super::respond::{failure_response, transport_error, with_route, LastFailure};
+use crate::config::model::Channel;
+use crate::error::GatewayError;
 use crate::http::body::{error_response, Resp};
-use crate::relay::exchange::{exchange, non_stream_timeout, Exchange, Gates};
-use crate::relay::finish::{attempt_record, observer, succeeded, Finish};
-use crate::relay::gateway::Gateway;
-use crate::relay::passthrough;
-use crate::relay::respond::{failure_response, respond, transport_error, with_route, LastFailure};
-use crate::relay::stream::{self, RelayTimes};
 use crate::routing::backoff::backoff;
-use crate::routing::family::{forward_idempotency_key, PathFamily};
-use crate::routing::outcome::error_class;
-use crate::routing::plan::{AttemptPlan, PlanInput};
-use crate::routing::policy::{
-    classify, map_status, possibly_charged, Decision, Facts, Outcome, Settings,
-};
-use crate::routing::table::Route;
-use crate::state::autodisable::KeyMap;
+use crate::routing::budget::RetryBudget;
+use crate::routing::family::forward_idempotency_key;
+use crate::routing::outcome::{Outcome, OutcomeFacts};
+use crate::routing::plan::Step;
+use crate::routing::policy::{self, Decision, Facts, Settings};
 use crate::state::breaker::Admission;
-use crate::state::outcome as health;
-use crate::state::Snapshot;
-use crate::wire::dialect::StreamFormat;
-use crate::wire::request::Peek;
+use crate::state::outcome::{refused_outcome, Visits};
+use crate::telemetry;
 
-/// Everything the loop needs about one client request.
-pub struct Job {
-    pub snap: Arc<Snapshot>,
-    pub client: Arc<Client>,
-    /// (group, route) in the order groups are tried (R5).
-    pub routes: Vec<(String, Arc<Route>)>,
-    pub method: Method,
-    pub path: String,
-    pub path_and_query: String,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    pub peek: Option<Peek>,
-    pub model: String,
-    pub family: PathFamily,
-    pub format: WireFormat,
-    pub stream_format: StreamFormat,
-    pub idempotency_key: Option<HeaderValue>,
-    /// A task call (R10.5): classified with the task rule; a successful POST binds its task.
-    pub is_task: bool,
-    pub request_id: HeaderValue,
-    pub started: std::time::Instant,
-    /// The request's sticky key (R8).
-    pub sticky: Option<crate::affinity::StickyKey>,
+/// Answer one request by walking its plan (see the module doc).
+pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
+    let mut w = match Walk::start(gw, &cx).await {
+        Ok(w) => w,
+        Err(refused) => return refused,
+    };
+    let mut decision = None;
+    while let Some(step) = w.planned.plan.next(decision.as_ref()) {
+        let step = w.step(step).await;
+        let admission = w
+            .visits
+            .admit(step.channel, &step.upstream_model, step.same_target_retry);
+        let t0 = Instant::now();
+        let ex = match admission {
+            // R6.1: a refused attempt never reaches upstream; it fails like a 503.
+            Admission::Refused => Exchange::Failed {
+                outcome: refused_outcome(&w.channel(&step).name),
+                answer: None,
+            },
+            _ => exchange(gw, &cx, &step, w.channel(&step), &w.gates(&step)).await,
+        };
+        let (outcome, answer) = match ex {
+            Exchange::Answer(a) => return w.commit(a, &step, t0),
+            Exchange::Failed { outcome, answer } => (outcome, answer),
+        };
+        let elapsed = t0.elapsed();
+        let facts = w.facts(&outcome, &step, admission);
+        let d = w.classify(&facts, &step, admission);
+        w.act(&facts, answer, &step, admission, d, elapsed);
+        if d.ends() {
+            break;
+        }
+        decision = Some(d);
+    }
+    w.fail()
 }
 
-pub async fn run(gw: &Arc<Gateway>, job: Job) -> Resp {
-    let snap = job.snap.clone();
-    let cfg: &Config = &snap.table.config;
-    let deadline = Instant::now() + cfg.timeouts.request_deadline;
-    let mut rng = fastrand::Rng::new();
-    let routes: Vec<(&str, &Route)> = job
-        .routes
-        .iter()
-        .map(|(g, r)| (g.as_str(), r.as_ref()))
-        .collect();
-    // R7.1: the plan walks only enabled keys; `keys` maps its key positions back.
-    let keys = KeyMap::new(
-        routes
-            .iter()
-            .flat_map(|(_, r)| r.tiers.iter())
-            .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
-        &snap,
-    );
-    let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
-    let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
-    let now = Instant::now();
-    // Availability is per (channel, upstream model): a virtual model's targets are separate.
-    let available = |id: usize, upstream: &str| {
-        health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
-    };
-    let mut fin = Finish::new(gw, &job);
-    let mut sticky = job
-        .sticky
-        .map(|k| crate::affinity::Sticky::lookup(&gw.bindings, &snap, &routes, k));
-    let mut plan = AttemptPlan::new(
-        &PlanInput {
-            groups: &routes,
-            tier_walk: cfg.routing.tier_walk,
-            retry_times: cfg.routing.retry_times,
-            cross_group_retry: job.client.cross_group_retry,
-            key_count: &key_count,
-            key_cursor: &key_start,
-            available: &available,
-            preferred: sticky.as_ref().and_then(|s| s.preferred),
-        },
-        &mut rng,
-    );
-    if let Some(s) = sticky.as_mut() {
-        s.planned(plan.targets().first().map(|t| t.channel));
-        fin.sticky(s.key.kind.as_str(), s.hit);
-    }
-    let budget = gw.budget();
-    budget.record_first_attempt();
+/// One request's walk through its plan: what the loop carries from attempt to attempt.
+pub(super) struct Walk<'a> {
+    pub(super) gw: &'a Arc<Gateway>,
+    pub(super) cx: &'a Context,
+    pub(super) planned: Planned,
+    pub(super) visits: Visits<'a>,
+    pub(super) fin: Finish,
+    /// The failure to answer with if nothing succeeds.
+    last: LastFailure,
+    /// The first target (channel, upstream model): its attempts carry the idempotency key.
+    first: Option<(usize, Arc<str>)>,
+    rng: fastrand::Rng,
+    deadline: Instant,
+    budget: Arc<RetryBudget>,
+    /// The backoff drawn for a same-target retry of the current target: a fact of its
+    /// classification, waited before the retry is made.
+    backoff: Duration,
+}
 
-    let rid = job.request_id.to_str().unwrap_or("");
-    // Token counting is free upstream: never precharged, never billed (R11.1).
-    if job.family.billed() {
-        let estimate = price::Estimate::new(
-            job.body.len(),
-            job.peek.as_ref().and_then(|p| p.completion_hint),
-        );
-        match gw
-            .billing
-            .begin(&job.client, &cfg.pricing, &job.model, estimate, rid)
-            .await
-        {
-            Ok(session) => fin.billing = Some(session),
-            Err(e) => {
-                fin.set_error_code(e.code);
-                fin.failed(e.status.as_u16());
-                return error_response(&e, job.format);
-            }
+impl<'a> Walk<'a> {
+    /// Plan the attempts, then admit the request (R11.1; rate limits go first, R15.1). A
+    /// refused request is answered at once.
+    async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Walk<'a>, Resp> {
+        let deadline = Instant::now() + cx.snap.table.config.timeouts.request_deadline;
+        let mut rng = fastrand::Rng::new();
+        let mut fin = Finish::new(gw, cx);
+        let planned = plan(gw, cx, &mut fin, &mut rng);
+        let budget = gw.budget();
+        budget.record_first_attempt();
+        if let Err(e) = admit(gw, cx, &mut fin).await {
+            fin.set_error_code(e.code);
+            fin.failed(e.status.as_u16());
+            return Err(error_response(&e, cx.format));
         }
-    }
-    let mut last = LastFailure::None;
-    let mut decision: Option<Decision> = None;
-    let mut first_target: Option<(usize, Arc<str>)> = None;
-    let mut visits = health::Visits::new(&snap, &gw.store);
-    let (header_timeout, non_stream_header_cap) = if job.family == PathFamily::Images {
-        let t = cfg.timeouts.image_upstream_header;
-        (t, Some(t))
-    } else {
-        (cfg.timeouts.upstream_header, None)
-    };
-
-    while let Some(mut step) = plan.next(decision.as_ref()) {
-        step.key_index = keys.key(step.channel, step.key_index);
-        let ch = &snap.table.channels[step.channel];
-        if !fin.attempts.is_empty() {
-            let wait = (step.same_target_retry > 0)
-                .then(|| backoff(&ch.resilience.retry, step.same_target_retry, &mut rng));
-            if wait.is_some_and(|w| Instant::now() + w >= deadline) {
-                last = LastFailure::Gateway(GatewayError::deadline_exceeded());
-                break;
-            }
-            // The budget is asked before anything is waited for or counted (R4.9).
-            if !budget.try_acquire_retry() {
-                metrics::counter!(crate::telemetry::RETRY_BUDGET_EXHAUSTED).increment(1);
-                break;
-            }
-            if let Some(wait) = wait {
-                metrics::counter!(crate::telemetry::RETRIES, "channel" => ch.name.clone())
-                    .increment(1);
-                tokio::time::sleep(wait).await;
-            } else {
-                let from = fin.attempts.last().map_or("", |a| a.channel.as_str());
-                metrics::counter!(crate::telemetry::FAILOVERS, "from" => from.to_string(), "to" => ch.name.clone())
-                    .increment(1);
-            }
-        }
-        let first = first_target.get_or_insert((step.channel, step.upstream_model.clone()));
-        let t0 = Instant::now();
-        let gates = Gates {
-            header_timeout,
-            non_stream_header_cap,
+        Ok(Walk {
+            gw,
+            cx,
+            planned,
+            visits: Visits::new(&cx.snap, &gw.store),
+            fin,
+            last: LastFailure::None,
+            first: None,
+            rng,
             deadline,
-            // R10.2: the first target's attempts, and every same-target retry of any target
-            // (a retry after a failover repeats that target's request).
-            send_idempotency_key: step.same_target_retry > 0
-                || forward_idempotency_key(
-                    (first.0, &*first.1),
-                    step.channel,
-                    &step.upstream_model,
-                ),
-        };
-        // R6.1: the half-open probe is taken here; a refused attempt never reaches upstream.
-        let admission = visits.admit(step.channel, &step.upstream_model, step.same_target_retry);
-        let refused = admission == Admission::Refused;
-        let ex = if refused {
-            Exchange::Failed {
-                outcome: health::refused_outcome(&ch.name),
-                answer: None,
+            budget,
+            backoff: Duration::ZERO,
+        })
+    }
+
+    pub(super) fn channel(&self, step: &Step) -> &'a Channel {
+        &self.cx.snap.table.channels[step.channel]
+    }
+
+    /// The plan's step as the loop makes it: with its real key (the plan walks enabled keys
+    /// only, R7.1); after a failed attempt, the move counted or — for a same-target retry —
+    /// its backoff waited (R4.5).
+    async fn step(&mut self, mut step: Step) -> Step {
+        step.key_index = self.planned.keys.key(step.channel, step.key_index);
+        let ch = self.channel(&step);
+        if self.fin.attempts() > 0 {
+            if step.same_target_retry > 0 {
+                metrics::counter!(telemetry::RETRIES, "channel" => ch.name.clone()).increment(1);
+                tokio::time::sleep(self.backoff).await;
+            } else {
+                let from = self.fin.last_channel().to_string();
+                metrics::counter!(telemetry::FAILOVERS, "from" => from, "to" => ch.name.clone())
+                    .increment(1);
             }
-        } else {
-            exchange(gw, &job, &step, ch, &gates).await
-        };
-        let outcome = match ex {
-            Exchange::Stream {
-                status,
-                headers,
-                primed,
-            } => {
-                let st = &snap.states[step.channel];
-                let (obs, route) = observer(
-                    gw,
-                    st,
-                    fin,
-                    &mut visits,
-                    sticky.as_ref(),
-                    &step,
-                    ch,
-                    status,
-                    t0,
-                );
-                let times = RelayTimes {
-                    keepalive: cfg.timeouts.keepalive,
-                    idle: non_stream_timeout(cfg, ch),
-                };
-                let body = stream::commit(primed, times, Box::new(obs));
-                return respond(status, &headers, body, cfg.debug_headers, &route);
-            }
-            Exchange::Passthrough {
-                status,
-                headers,
-                head,
-                body,
-            } => {
-                let st = &snap.states[step.channel];
-                let (obs, route) = observer(
-                    gw,
-                    st,
-                    fin,
-                    &mut visits,
-                    sticky.as_ref(),
-                    &step,
-                    ch,
-                    status,
-                    t0,
-                );
-                let idle = non_stream_timeout(cfg, ch);
-                let body = passthrough::commit(head, body, idle, Box::new(obs));
-                return respond(status, &headers, body, cfg.debug_headers, &route);
-            }
-            Exchange::Full {
-                status,
-                headers,
-                body,
-                usage,
-            } => {
-                if job.is_task && job.method == Method::POST {
-                    crate::relay::task::bind_from_body(gw, &job.client.name, &ch.name, &body);
-                }
-                succeeded(
-                    gw,
-                    &snap.states[step.channel],
-                    &mut fin,
-                    &mut visits,
-                    sticky.as_ref(),
-                    &step,
-                    ch,
-                    status,
-                    t0,
-                );
-                let route = fin.chain();
-                fin.done(
-                    &snap.states[step.channel],
-                    &step.upstream_model,
-                    status,
-                    usage,
-                    None,
-                );
-                return respond(
-                    status,
-                    &headers,
-                    ResponseBody::full(body),
-                    cfg.debug_headers,
-                    &route,
-                );
-            }
-            Exchange::Failed { outcome, answer } => {
-                if let Some(a) = answer {
-                    last = LastFailure::Upstream {
-                        status: a.status,
-                        headers: a.headers,
-                        body: a.body,
-                    };
-                }
-                outcome
-            }
-        };
-        let upstream_status = match &outcome {
-            Outcome::Status { code, .. } => Some(*code),
-            _ => None,
-        };
-        let possibly_charged = possibly_charged(&outcome, job.family);
-        let class = if refused {
-            "circuit_open"
-        } else {
-            error_class(&outcome)
-        };
-        metrics::counter!(crate::telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => class)
-            .increment(1);
-        fin.attempts.push(attempt_record(
-            ch,
-            step.key_index,
-            upstream_status,
-            class,
-            t0,
-            possibly_charged,
-        ));
-        if refused && snap.states[step.channel].is_disabled() {
-            last = LastFailure::Gateway(GatewayError::no_channel_available(&job.model));
-        } else if refused {
-            last = LastFailure::Gateway(GatewayError::breaker_open(&ch.name));
-        } else {
-            visits.attempt(step.channel, step.key_index, &outcome, t0.elapsed());
         }
-        match &outcome {
-            Outcome::Transport(k) => last = LastFailure::Gateway(transport_error(*k)),
-            Outcome::DeadlineExceeded => {
-                last = LastFailure::Gateway(GatewayError::deadline_exceeded())
-            }
-            Outcome::ChannelError(m) => {
-                let detail = format!("channel {} cannot send this request ({m})", ch.name);
-                last = LastFailure::Gateway(GatewayError::upstream_unreachable(&detail))
-            }
-            Outcome::LocalAdapter(m) | Outcome::SkipRetry(m) => {
-                last = LastFailure::Gateway(GatewayError::internal(m.clone()))
-            }
-            _ => {}
+        self.first
+            .get_or_insert((step.channel, step.upstream_model.clone()));
+        step
+    }
+
+    /// The time gates of the step's exchange, and whether the client's Idempotency-Key goes
+    /// on it (R10.2: the first target's attempts, and every same-target retry of any target —
+    /// a retry after a failover repeats that target's request).
+    fn gates(&self, step: &Step) -> Gates {
+        let key = step.same_target_retry > 0
+            || self.first.as_ref().is_some_and(|(ch, model)| {
+                forward_idempotency_key((*ch, model), step.channel, &step.upstream_model)
+            });
+        Gates::of(
+            &self.cx.snap.table.config,
+            self.cx.family,
+            self.deadline,
+            key,
+        )
+    }
+
+    /// What the attempt's outcome means, once, for every consumer.
+    fn facts(&self, outcome: &Outcome, step: &Step, admission: Admission) -> OutcomeFacts {
+        let ch = self.channel(step);
+        let f = OutcomeFacts::of(outcome, &ch.status_code_mapping, self.cx.family);
+        match admission {
+            Admission::Refused => f.refused(),
+            _ => f,
         }
+    }
+
+    /// Classify the attempt (R4.4, R4.5, R10): the request's facts, its limits included.
+    fn classify(&mut self, f: &OutcomeFacts, step: &Step, admission: Admission) -> Decision {
+        let (cx, ch) = (self.cx, self.channel(step));
+        let cfg = &cx.snap.table.config;
+        self.backoff = backoff(
+            &ch.resilience.retry,
+            step.same_target_retry + 1,
+            &mut self.rng,
+        );
+        let first_attempt = self.fin.attempts() == 0;
         let facts = Facts {
-            family: job.family,
-            has_idempotency_key: job.idempotency_key.is_some(),
-            is_task: job.is_task,
-            alternatives_left: plan.alternatives_left(),
+            family: cx.family,
+            has_idempotency_key: cx.idempotency_key.is_some(),
+            is_task: cx.is_task,
+            alternatives_left: self.planned.plan.alternatives_left(),
             same_target_retries: step.same_target_retry,
-            attempts_left: plan.attempts_left(),
-            affinity_skip_retry: sticky
+            attempts_left: self.planned.plan.attempts_left(),
+            affinity_skip_retry: self
+                .planned
+                .sticky
                 .as_ref()
-                .is_some_and(|s| s.skip_retry(step.channel, fin.attempts.len() == 1)),
+                .is_some_and(|s| s.skip_retry(step.channel, first_attempt)),
+            breaker_admitted: admission == Admission::Admitted,
+            time_left: self.deadline.saturating_duration_since(Instant::now()),
+            retry_backoff: self.backoff,
+            retry_budget: true,
         };
         let settings = Settings {
             routing: &cfg.routing,
             retry: &ch.resilience.retry,
             images: &cfg.images_failover,
-            status_code_mapping: &ch.status_code_mapping,
         };
-        let mut d = classify(&outcome, &facts, &settings);
-        if matches!(d, Decision::RetrySame { .. }) && admission != Admission::Admitted {
-            // A refused target is not retried, and a half-open probe makes one attempt (R6.1).
-            d = Decision::Return;
-        }
-        if !matches!(d, Decision::RetrySame { .. }) {
-            visits.settle();
-        }
-        if let (Outcome::Status { code, .. }, LastFailure::Upstream { status, .. }) =
-            (&outcome, &mut last)
-        {
-            *status = map_status(*code, &ch.status_code_mapping);
-        }
-        if matches!(d, Decision::Return | Decision::Done) {
-            break;
-        }
-        decision = Some(d);
+        let budget = &self.budget;
+        policy::decide(f, &facts, &settings, || budget.try_acquire_retry())
     }
-    let route = fin.chain();
-    let resp = failure_response(last, &snap, &job);
-    fin.failed(resp.status().as_u16());
-    with_route(resp, cfg.debug_headers, &route)
+
+    /// Act on a failed attempt: count and record it (R4.6, R12.1), feed its target's visit
+    /// (breaker, cooldown, health, auto-disable; R6, R7), keep the failure to answer with,
+    /// and end the visit when the loop moves off the target.
+    fn act(
+        &mut self,
+        f: &OutcomeFacts,
+        answer: Option<UpstreamFailure>,
+        step: &Step,
+        admission: Admission,
+        d: Decision,
+        elapsed: Duration,
+    ) {
+        let ch = self.channel(step);
+        metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => f.class)
+            .increment(1);
+        self.fin.record(ch, step.key_index, f, elapsed);
+        if let Some(last) = self.failure(f, answer, step, admission) {
+            self.last = last;
+        }
+        if admission != Admission::Refused {
+            self.visits
+                .attempt(step.channel, step.key_index, f, elapsed);
+        }
+        match d {
+            Decision::RetrySame { .. } => return,
+            Decision::OutOfTime => {
+                self.last = LastFailure::Gateway(GatewayError::deadline_exceeded());
+            }
+            Decision::OutOfBudget => {
+                metrics::counter!(telemetry::RETRY_BUDGET_EXHAUSTED).increment(1);
+            }
+            _ => {}
+        }
+        self.visits.settle();
+    }
+
+    /// The failure a failed attempt leaves for the client: the upstream's answer (with its
+    /// status after mapping), or the gateway's own error.
+    fn failure(
+        &self,
+        f: &OutcomeFacts,
+        answer: Option<UpstreamFailure>,
+        step: &Step,
+        admission: Admission,
+    ) -> Option<LastFailure> {
+        let ch = self.channel(step);
+        let gateway = |e| Some(LastFailure::Gateway(e));
+        if admission == Admission::Refused {
+            return if self.cx.snap.states[step.channel].is_disabled() {
+                gateway(GatewayError::no_channel_available(&self.cx.model))
+            } else {
+                gateway(GatewayError::breaker_open(&ch.name))
+            };
+        }
+        match &f.outcome {
+            Outcome::Transport(k) => gateway(transport_error(*k)),
+            Outcome::DeadlineExceeded => gateway(GatewayError::deadline_exceeded()),
+            Outcome::ChannelError(m) => {
+                let detail = format!("channel {} cannot send this request ({m})", ch.name);
+                gateway(GatewayError::upstream_unreachable(&detail))
+            }
+            Outcome::LocalAdapter(m) | Outcome::SkipRetry(m) => {
+                gateway(GatewayError::internal(m.clone()))
+            }
+            _ => answer.map(|a| LastFailure::Upstream {
+                status: f.status.unwrap_or(a.status),
+                headers: a.headers,
+                body: a.body,
+            }),
+        }
+    }
+
+    /// Nothing succeeded: answer with the last failure (scrubbed) and close the record.
+    fn fail(self) -> Resp {
+        let debug = self.cx.snap.table.config.debug_headers;
+        let route = self.fin.chain();
+        let resp = failure_response(self.last, self.cx);
+        self.fin.failed(resp.status().as_u16());
+        with_route(resp, debug, &route)
+    }
 }

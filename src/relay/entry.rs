@@ -13,8 +13,9 @@ use crate::error::{GatewayError, WireFormat};
 use crate::http::body::{error_response, Resp, ResponseBody};
 use crate::http::headers::ANTHROPIC_REQUEST_ID;
 use crate::http::path;
-use crate::relay::attempt::{self, Job};
+use crate::relay::attempt;
 use crate::relay::auth;
+use crate::relay::context::Context;
 use crate::relay::finish::{self, Rejected};
 use crate::relay::gateway::Gateway;
 use crate::relay::local;
@@ -202,7 +203,7 @@ async fn relay(
         body: json.then_some(&body[..]),
         top: peek.as_ref().map(|p| &p.top),
     });
-    let job = Job {
+    let job = Context {
         snap,
         client,
         routes,

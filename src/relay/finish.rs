@@ -3,16 +3,14 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
+use std::time::Duration;
 
 use crate::clock::now_ms;
 use crate::config::model::Channel;
-use crate::relay::attempt::Job;
+use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{StreamEnd, StreamObserver};
-use crate::routing::plan::Step;
-use crate::routing::policy::Outcome;
-use crate::state::outcome as health;
+use crate::routing::outcome::OutcomeFacts;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
 use crate::telemetry;
@@ -27,7 +25,7 @@ pub struct Finish {
     started: std::time::Instant,
     /// Size of the client's request body (usage estimates, R9.8).
     request_bytes: usize,
-    pub attempts: Vec<AttemptRecord>,
+    attempts: Vec<AttemptRecord>,
     /// Settled in `done`, refunded in `failed` (R11.1).
     pub billing: Option<crate::billing::Session>,
     /// The record went to the request log (by `done` or `failed`).
@@ -45,28 +43,10 @@ impl Drop for Finish {
     }
 }
 
-pub fn attempt_record(
-    ch: &Channel,
-    key_index: usize,
-    status: Option<u16>,
-    class: &str,
-    t0: Instant,
-    possibly_charged: bool,
-) -> AttemptRecord {
-    AttemptRecord {
-        channel: ch.name.clone(),
-        key_index: key_index as u32,
-        upstream_status: status,
-        error_class: class.to_string(),
-        latency_ms: t0.elapsed().as_millis() as u64,
-        possibly_charged,
-    }
-}
-
 impl Finish {
-    pub fn new(gw: &Arc<Gateway>, job: &Job) -> Finish {
+    pub fn new(gw: &Gateway, job: &Context) -> Finish {
         let rec = RequestRecord {
-            id: job.request_id.to_str().unwrap_or("").to_string(),
+            id: job.rid().to_string(),
             ts_ms: now_ms(),
             client: job.client.name.clone(),
             group: job
@@ -76,7 +56,7 @@ impl Finish {
                 .unwrap_or_default(),
             public_model: job.model.clone(),
             path: job.path.clone(),
-            stream: job.peek.as_ref().is_some_and(|p| p.stream),
+            stream: job.wants_stream(),
             upstream_model: String::new(),
             attempts: Vec::new(),
             chain: String::new(),
@@ -104,6 +84,29 @@ impl Finish {
         }
     }
 
+    /// Record one attempt (R4.6): its channel, key index, upstream status, class, latency and
+    /// whether it may have been charged.
+    pub fn record(&mut self, ch: &Channel, key_index: usize, f: &OutcomeFacts, elapsed: Duration) {
+        self.attempts.push(AttemptRecord {
+            channel: ch.name.clone(),
+            key_index: key_index as u32,
+            upstream_status: f.upstream_status,
+            error_class: f.class.to_string(),
+            latency_ms: elapsed.as_millis() as u64,
+            possibly_charged: f.possibly_charged,
+        });
+    }
+
+    /// The channel of the latest attempt ("" before the first).
+    pub fn last_channel(&self) -> &str {
+        self.attempts.last().map_or("", |a| a.channel.as_str())
+    }
+
+    /// Attempts recorded so far.
+    pub fn attempts(&self) -> usize {
+        self.attempts.len()
+    }
+
     /// Sticky key kind and whether the bound channel was planned first (R8.6).
     pub fn sticky(&mut self, kind: &str, hit: bool) {
         self.rec.sticky_kind = Some(kind.to_string());
@@ -124,10 +127,6 @@ impl Finish {
     /// The gateway's own error code for a request it refused (e.g. `insufficient_quota`).
     pub fn set_error_code(&mut self, code: &str) {
         self.rec.error_code = Some(code.to_string());
-    }
-
-    pub fn request_bytes(&self) -> usize {
-        self.request_bytes
     }
 
     /// Mark the usage passed to `done` as estimated (R9.8).
@@ -249,7 +248,7 @@ pub struct LogObserver {
     status: u16,
     usage: StreamUsage,
     /// Size of the client's request body, for estimating unreported prompt tokens (R9.8).
-    pub request_bytes: usize,
+    request_bytes: usize,
 }
 
 impl LogObserver {
@@ -261,12 +260,12 @@ impl LogObserver {
     ) -> Self {
         fin.metrics.ttfb.record(fin.started.elapsed().as_secs_f64());
         LogObserver {
+            request_bytes: fin.request_bytes,
             fin,
             channel,
             upstream_model,
             status,
             usage: StreamUsage::default(),
-            request_bytes: 0,
         }
     }
 }
@@ -293,63 +292,4 @@ impl StreamObserver for LogObserver {
             Some(end.label()),
         );
     }
-}
-
-/// A committed answer's bookkeeping and the observer that finishes its request when the relay
-/// ends; with the route header.
-#[allow(clippy::too_many_arguments)]
-pub fn observer(
-    gw: &Gateway,
-    st: &Arc<crate::state::ChannelState>,
-    mut fin: Finish,
-    visits: &mut health::Visits,
-    sticky: Option<&crate::affinity::Sticky>,
-    step: &Step,
-    ch: &Channel,
-    status: u16,
-    t0: Instant,
-) -> (LogObserver, String) {
-    succeeded(gw, st, &mut fin, visits, sticky, step, ch, status, t0);
-    let route = fin.chain();
-    let request_bytes = fin.request_bytes();
-    let mut obs = LogObserver::new(fin, st.clone(), step.upstream_model.to_string(), status);
-    obs.request_bytes = request_bytes;
-    (obs, route)
-}
-
-/// Bookkeeping of a successful attempt: the attempt record, upstream latency, the affinity
-/// binding (written only after a success, R8.3) and the breaker/health visit.
-#[allow(clippy::too_many_arguments)]
-pub fn succeeded(
-    gw: &Gateway,
-    st: &crate::state::ChannelState,
-    fin: &mut Finish,
-    visits: &mut health::Visits,
-    sticky: Option<&crate::affinity::Sticky>,
-    step: &Step,
-    ch: &Channel,
-    status: u16,
-    t0: Instant,
-) {
-    fin.attempts.push(attempt_record(
-        ch,
-        step.key_index,
-        Some(status),
-        "success",
-        t0,
-        false,
-    ));
-    st.metrics.attempts_success.increment(1);
-    st.metrics
-        .upstream_duration
-        .record(t0.elapsed().as_secs_f64());
-    if let Some(s) = sticky {
-        fin.fallback(s.succeeded(&gw.bindings, &ch.name));
-    }
-    visits.attempt(
-        step.channel,
-        step.key_index,
-        &Outcome::Success,
-        t0.elapsed(),
-    );
 }

@@ -8,10 +8,9 @@ use http::{Response, StatusCode};
 use crate::error::GatewayError;
 use crate::http::body::ResponseBody;
 use crate::http::body::{error_response, Resp};
-use crate::relay::attempt::Job;
+use crate::relay::context::Context;
 use crate::routing::policy::TransportKind;
 use crate::secret::scrub;
-use crate::state::Snapshot;
 
 /// The last failure, kept to answer the client if nothing succeeds.
 pub enum LastFailure {
@@ -26,7 +25,8 @@ pub enum LastFailure {
 
 /// The answer when no attempt succeeded: the last upstream error (scrubbed of every configured
 /// upstream key) or the gateway's own error, in the caller's format.
-pub fn failure_response(last: LastFailure, snap: &Snapshot, job: &Job) -> Resp {
+pub fn failure_response(last: LastFailure, job: &Context) -> Resp {
+    let snap = &job.snap;
     match last {
         LastFailure::None => {
             error_response(&GatewayError::no_channel_available(&job.model), job.format)

@@ -276,13 +276,13 @@ impl AttemptPlan {
         }
         let step = match (self.current.clone(), last) {
             (None, _) => self.start_slot(),
-            (Some(_), Some(Decision::Done | Decision::Return)) => None,
+            (Some(_), Some(d)) if d.ends() => None,
             (Some(cur), Some(Decision::RetrySame { .. })) => Some(Step {
                 same_target_retry: cur.same_target_retry + 1,
                 ..cur
             }),
             (Some(cur), Some(Decision::FailOver { key_fault })) => self.move_on(&cur, *key_fault),
-            (Some(cur), None) => self.move_on(&cur, false),
+            (Some(cur), _) => self.move_on(&cur, false),
         };
         match step {
             Some(s) => {
