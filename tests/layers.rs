@@ -103,6 +103,14 @@ fn depth(file: &Path) -> usize {
     d
 }
 
+/// The identifier at the start of `s`.
+fn ident(s: &str) -> String {
+    s.trim()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
 /// The top-level modules named by one line of code (comments and strings stripped roughly).
 fn named(line: &str, depth: usize) -> Vec<String> {
     let code = line.split("//").next().unwrap_or("");
@@ -112,21 +120,9 @@ fn named(line: &str, depth: usize) -> Vec<String> {
         let after = &rest[i + 7..];
         if let Some(group) = after.strip_prefix('{') {
             let inner = group.split('}').next().unwrap_or("");
-            for item in inner.split(',') {
-                let id: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                out.push(id);
-            }
+            out.extend(inner.split(',').map(ident));
         } else {
-            out.push(
-                after
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect(),
-            );
+            out.push(ident(after));
         }
         rest = after;
     }
@@ -141,12 +137,7 @@ fn named(line: &str, depth: usize) -> Vec<String> {
             after = a;
         }
         if n > depth {
-            out.push(
-                after
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect(),
-            );
+            out.push(ident(after));
         }
         rest = after;
     }

@@ -26,6 +26,19 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// Every kind, for tables and tests.
+    pub const ALL: [TransportKind; 9] = [
+        TransportKind::Connect,
+        TransportKind::Dns,
+        TransportKind::Tls,
+        TransportKind::Reset,
+        TransportKind::HeaderTimeout,
+        TransportKind::FirstByteTimeout,
+        TransportKind::BodyTimeout,
+        TransportKind::Broken,
+        TransportKind::EmptyBody,
+    ];
+
     pub(crate) fn is_timeout(self) -> bool {
         matches!(
             self,

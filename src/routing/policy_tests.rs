@@ -209,17 +209,7 @@ fn channel_skip_transport_and_stops() {
     );
     assert_eq!(env.run(&Outcome::Success, &facts()), Done);
     use TransportKind::*;
-    for k in [
-        Connect,
-        Dns,
-        Tls,
-        Reset,
-        HeaderTimeout,
-        FirstByteTimeout,
-        BodyTimeout,
-        Broken,
-        EmptyBody,
-    ] {
+    for k in TransportKind::ALL {
         assert_eq!(env.run(&Outcome::Transport(k), &facts()), FO, "{k:?}");
         let expect = if matches!(k, HeaderTimeout | FirstByteTimeout | BodyTimeout) {
             Return

@@ -114,7 +114,6 @@ mod tests {
             error_type: None,
             message: String::new(),
         };
-        use TransportKind::*;
         let mut all = vec![
             Outcome::Success,
             status(429),
@@ -126,17 +125,7 @@ mod tests {
             Outcome::LocalAdapter(String::new()),
             Outcome::DeadlineExceeded,
         ];
-        for k in [
-            Connect,
-            Dns,
-            Tls,
-            Reset,
-            HeaderTimeout,
-            FirstByteTimeout,
-            BodyTimeout,
-            Broken,
-            EmptyBody,
-        ] {
+        for k in TransportKind::ALL {
             all.push(Outcome::Transport(k));
         }
         for o in &all {

@@ -1,18 +1,9 @@
 //! Per-format meaning of stream events: terminal events (R9.4), the preamble held before the
 //! commit point (R9.3), hidden errors (R9.5), the usage-only chunk, error bodies.
 use super::*;
-use crate::wire::sse::Framer;
 
 fn events(chunks: &[&[u8]]) -> Vec<Event> {
-    let mut f = Framer::new(false);
-    let mut out = vec![];
-    for c in chunks {
-        f.push(c);
-        while let Some(e) = f.next_event() {
-            out.push(e);
-        }
-    }
-    out
+    crate::wire::sse::tests::events(chunks, false)
 }
 
 #[test]

@@ -254,4 +254,4 @@ fn strip_id_lines(raw: &[u8]) -> Bytes {
 
 #[cfg(test)]
 #[path = "sse_tests.rs"]
-mod tests;
+pub(crate) mod tests;

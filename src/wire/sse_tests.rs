@@ -1,7 +1,8 @@
 //! SSE framing (R9.1): any read boundaries, line ends, `id:` stripping, the one JSON parse.
 use super::*;
 
-fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
+/// The events a framer gives for `chunks`, read as they arrive.
+pub(crate) fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
     let mut f = Framer::new(strip);
     let mut out = vec![];
     for c in chunks {
