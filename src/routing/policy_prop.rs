@@ -35,18 +35,6 @@ const FAMILIES: &[PathFamily] = &[
     PathFamily::TokenCount,
 ];
 
-const KINDS: &[TransportKind] = &[
-    TransportKind::Connect,
-    TransportKind::Dns,
-    TransportKind::Tls,
-    TransportKind::Reset,
-    TransportKind::HeaderTimeout,
-    TransportKind::FirstByteTimeout,
-    TransportKind::BodyTimeout,
-    TransportKind::Broken,
-    TransportKind::EmptyBody,
-];
-
 fn outcome() -> impl Strategy<Value = Outcome> {
     let marker = prop::sample::select(vec![
         None,
@@ -63,7 +51,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
                 message: String::new(),
             }
         }),
-        prop::sample::select(KINDS.to_vec()).prop_map(Outcome::Transport),
+        prop::sample::select(TransportKind::ALL.to_vec()).prop_map(Outcome::Transport),
         Just(Outcome::ChannelError("channel:no_available_key".into())),
         Just(Outcome::SkipRetry("x".into())),
         Just(Outcome::ClientGone),
