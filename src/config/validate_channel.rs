@@ -66,37 +66,19 @@ pub(crate) fn channel(
 ) -> Option<Channel> {
     let k = |f: &str| format!("channels.{name}.{f}");
     let before = c.errors.len();
-    let kind = choice(
-        c,
-        &k("kind"),
-        &r.kind,
-        &[
-            ("openai", ChannelKind::OpenAi),
-            ("anthropic", ChannelKind::Anthropic),
-        ],
-        ChannelKind::OpenAi,
-    );
+    let kind = choice(c, &k("kind"), &r.kind, KINDS, ChannelKind::OpenAi);
     let base = base_url(c, &k("base_url"), &r.base_url);
     let keys = keys(name, r, c);
     let mapping = model_mapping(name, r, c);
     let models = models(name, r, &mapping, c);
-    let mut paths = Vec::new();
-    for (i, p) in r.paths.iter().flatten().enumerate() {
-        if v1_path(c, &format!("{}[{i}]", k("paths")), p) {
-            paths.push(p.clone());
-        }
-    }
+    let paths = paths(name, r, c);
     let weight = weight(name, r, c);
     let scm = status_code_mapping(name, r, c);
     let stream_policy = choice(
         c,
         &k("stream_policy"),
         &r.stream_policy,
-        &[
-            ("", StreamPolicy::Passthrough),
-            ("force_stream", StreamPolicy::ForceStream),
-            ("force_non_stream", StreamPolicy::ForceNonStream),
-        ],
+        STREAM_POLICIES,
         StreamPolicy::Passthrough,
     );
     let headers = headers(name, r, c);
@@ -114,10 +96,7 @@ pub(crate) fn channel(
         c,
         &k("protocol"),
         &r.protocol,
-        &[
-            ("http1", UpstreamProtocol::Http1),
-            ("http2", UpstreamProtocol::Http2),
-        ],
+        PROTOCOLS,
         UpstreamProtocol::Http1,
     );
     let base = base?;
@@ -148,6 +127,21 @@ pub(crate) fn channel(
     })
 }
 
+/// The values of `kind`, `stream_policy` and `protocol`.
+const KINDS: &[(&str, ChannelKind)] = &[
+    ("openai", ChannelKind::OpenAi),
+    ("anthropic", ChannelKind::Anthropic),
+];
+const STREAM_POLICIES: &[(&str, StreamPolicy)] = &[
+    ("", StreamPolicy::Passthrough),
+    ("force_stream", StreamPolicy::ForceStream),
+    ("force_non_stream", StreamPolicy::ForceNonStream),
+];
+const PROTOCOLS: &[(&str, UpstreamProtocol)] = &[
+    ("http1", UpstreamProtocol::Http1),
+    ("http2", UpstreamProtocol::Http2),
+];
+
 fn key(name: &str, field: &str) -> String {
     format!("channels.{name}.{field}")
 }
@@ -166,6 +160,17 @@ fn keys(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<Secret> {
         }
     }
     keys
+}
+
+/// `paths`: each a `/v1/...` path.
+fn paths(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<String> {
+    let mut paths = Vec::new();
+    for (i, p) in r.paths.iter().flatten().enumerate() {
+        if v1_path(c, &format!("{}[{i}]", key(name, "paths")), p) {
+            paths.push(p.clone());
+        }
+    }
+    paths
 }
 
 /// `model_mapping`: public model → upstream model, neither empty.
