@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
+use crate::config::model::Client;
 use crate::error::{GatewayError, WireFormat};
 use crate::http::body::{error_response, Resp, ResponseBody};
 use crate::http::headers::ANTHROPIC_REQUEST_ID;
@@ -21,9 +23,11 @@ use crate::relay::gateway::Gateway;
 use crate::relay::local;
 use crate::relay::lookup::{self, groups_for, Wanted};
 use crate::relay::task;
-use crate::routing::family::{classify, valid_idempotency_key};
+use crate::routing::family::{classify, valid_idempotency_key, PathFamily};
+use crate::routing::table::Route;
+use crate::state::Snapshot;
 use crate::wire::dialect::StreamFormat;
-use crate::wire::request;
+use crate::wire::request::{self, Peek};
 
 /// What is known about a request so far: enough to answer and record it if it is refused.
 struct Ctx {
@@ -136,94 +140,143 @@ async fn route(
 }
 
 fn authenticate(
-    snap: &crate::state::Snapshot,
+    snap: &Snapshot,
     headers: &http::HeaderMap,
     ctx: &mut Ctx,
-) -> Result<Arc<crate::config::model::Client>, GatewayError> {
+) -> Result<Arc<Client>, GatewayError> {
     let client = auth::authenticate(&snap.table, headers).ok_or_else(GatewayError::unauthorized)?;
     ctx.client = Some(client.name.clone());
     Ok(client)
 }
 
-/// Read the body, find the routes and run the attempt loop.
+/// Read the body, find the routes, fix the request's context and run the attempt loop.
 async fn relay(
     gw: &Arc<Gateway>,
-    snap: Arc<crate::state::Snapshot>,
-    client: Arc<crate::config::model::Client>,
+    snap: Arc<Snapshot>,
+    client: Arc<Client>,
     req: Request<Incoming>,
     path: String,
     ctx: &mut Ctx,
 ) -> Result<Resp, GatewayError> {
-    let (parts, body) = req.into_parts();
-    let path_and_query = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path.clone(),
-    };
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
     let limit = snap.table.config.limits.max_body_bytes;
-    let body = crate::http::limits::read_limited(body, declared, limit).await?;
-    let groups = groups_for(&snap, &client.group);
-    let family = classify(&path, &parts.method);
-    let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
-    let peek = if json {
-        Some(request::peek(&body)?)
-    } else {
-        None
-    };
-    let model = peek.as_ref().and_then(|p| p.model.clone());
-    ctx.model.clone_from(&model);
-    // A task follow-up is locked to the channel that accepted the task (R10.5).
-    let task = task::facts(gw, &snap, &parts.method, &path, &client.name, &groups).await?;
-    let routes = match task.locked.clone() {
-        Some(locked) => vec![locked],
-        None => lookup::routes(
-            &snap,
-            &groups,
-            &Wanted {
-                family,
-                model: model.as_deref(),
-                path: &path,
-                json,
-                task_path: task.is_task,
-            },
-        )?,
-    };
-    let stream_format = StreamFormat::of_path(&path);
-    let idempotency_key = idempotency_key(&parts.headers);
+    let intake = Intake::read(req, path, limit).await?;
+    ctx.model = intake.model().map(str::to_string);
+    let family = classify(&intake.path, &intake.parts.method);
+    let (routes, is_task) = routes(gw, &snap, &client, family, &intake).await?;
     let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
         affinity: &snap.table.config.affinity,
         group: &client.group,
-        model: model.as_deref().unwrap_or(""),
-        path: &path,
+        model: intake.model().unwrap_or(""),
+        path: &intake.path,
         client: &client.name,
-        headers: &parts.headers,
-        body: json.then_some(&body[..]),
-        top: peek.as_ref().map(|p| &p.top),
+        headers: &intake.parts.headers,
+        body: intake.json.then_some(&intake.body[..]),
+        top: intake.peek.as_ref().map(|p| &p.top),
     });
-    let job = Context {
+    let Intake {
+        parts,
+        path,
+        body,
+        peek,
+        ..
+    } = intake;
+    let cx = Context {
+        path_and_query: match parts.uri.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path.clone(),
+        },
+        idempotency_key: idempotency_key(&parts.headers),
+        stream_format: StreamFormat::of_path(&path),
+        model: ctx.model.clone().unwrap_or_default(),
         snap,
         client,
         routes,
         method: parts.method,
         path,
-        path_and_query,
         headers: parts.headers,
         body,
         peek,
-        model: model.unwrap_or_default(),
         family,
         format: ctx.format,
-        stream_format,
-        idempotency_key,
-        is_task: task.is_task,
+        is_task,
         request_id: ctx.request_id.clone(),
         started: ctx.started,
         sticky,
     };
-    Ok(attempt::run(gw, job).await)
+    Ok(attempt::run(gw, cx).await)
+}
+
+/// The request as read: its head, its normalised path, its body (within the limit) and the
+/// body's one parse when it is JSON.
+struct Intake {
+    parts: http::request::Parts,
+    path: String,
+    body: Bytes,
+    /// A JSON body (POST, not empty, a JSON content type or none).
+    json: bool,
+    peek: Option<Peek>,
+}
+
+impl Intake {
+    async fn read(
+        req: Request<Incoming>,
+        path: String,
+        limit: u64,
+    ) -> Result<Intake, GatewayError> {
+        let (parts, body) = req.into_parts();
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let body = crate::http::limits::read_limited(body, declared, limit).await?;
+        let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
+        let peek = if json {
+            Some(request::peek(&body)?)
+        } else {
+            None
+        };
+        Ok(Intake {
+            parts,
+            path,
+            body,
+            json,
+            peek,
+        })
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.peek.as_ref()?.model.as_deref()
+    }
+}
+
+/// The (group, route) pairs the request may use, and whether it is a task call: a task
+/// follow-up is locked to the channel that accepted the task (R10.5); anything else is
+/// looked up by model or declared path (R1.1).
+async fn routes(
+    gw: &Gateway,
+    snap: &Snapshot,
+    client: &Client,
+    family: PathFamily,
+    i: &Intake,
+) -> Result<(Vec<(String, Arc<Route>)>, bool), GatewayError> {
+    let groups = groups_for(snap, &client.group);
+    let method = &i.parts.method;
+    let task = task::facts(gw, snap, method, &i.path, &client.name, &groups).await?;
+    let routes = match task.locked {
+        Some(locked) => vec![locked],
+        None => lookup::routes(
+            snap,
+            &groups,
+            &Wanted {
+                family,
+                model: i.model(),
+                path: &i.path,
+                json: i.json,
+                task_path: task.is_task,
+            },
+        )?,
+    };
+    Ok((routes, task.is_task))
 }
 
 /// R10.2: the client's `Idempotency-Key`, when it is valid.
