@@ -108,16 +108,10 @@ impl H2Pool {
 
     async fn connect(&self, uri: Uri) -> Result<Conn, TransportKind> {
         let mut connector = self.connector.clone();
-        let io = connector.call(uri).await.map_err(|e| {
-            let text = format!("{e:?}").to_ascii_lowercase();
-            if text.contains("dns") || text.contains("resolve") {
-                TransportKind::Dns
-            } else if text.contains("certificate") || text.contains("tls") {
-                TransportKind::Tls
-            } else {
-                TransportKind::Connect
-            }
-        })?;
+        let io = connector
+            .call(uri)
+            .await
+            .map_err(|e| super::connect_error(&format!("{e:?}")))?;
         let (tx, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .keep_alive_interval(Duration::from_secs(30))

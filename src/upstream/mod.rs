@@ -1,19 +1,21 @@
-//! The upstream HTTP clients (rustls, TCP_NODELAY): a pooled HTTP/1.1 client, and the HTTP/2
-//! pool for `protocol: http2` channels; and the channel-kind adapters that build each upstream
-//! request (R1.2, R1.3, R13.4, R14.3, R14.5).
-//!
-//! Architecture Invariant: the upstream URL is built only from the channel's configured base
-//! URL; nothing in a request can choose the host (R14.3). Redirects are never followed.
+//! The upstream side: the HTTP clients (rustls, TCP_NODELAY) — a pooled HTTP/1.1 client and
+//! the HTTP/2 pool for `protocol: http2` channels (`h2pool`) — the request of one attempt
+//! (`build`, with the provider kinds of `provider`), and the upstream body as the relay reads
+//! it (`body`, `read`) (R1.2, R1.3, R13.4, R14.3, R14.5). Redirects are never followed.
 
 pub mod body;
+mod build;
 mod h2pool;
+pub mod provider;
 pub mod read;
+
+pub use build::{build, BuildError, Outgoing};
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, Uri};
+use http::header::{HeaderMap, HeaderValue};
+use http::{Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -21,9 +23,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::config::model::{Channel, ChannelKind, UpstreamProtocol};
+use crate::config::model::{Channel, UpstreamProtocol};
 use crate::routing::policy::TransportKind;
-use crate::secret::Secret;
 use crate::upstream::body::UpBody;
 use crate::upstream::h2pool::H2Pool;
 
@@ -111,129 +112,24 @@ impl Upstream {
 
 /// Map a client error onto the transport kinds of the classifier.
 fn classify_error(e: &hyper_util::client::legacy::Error) -> TransportKind {
-    let text = format!("{e:?}").to_ascii_lowercase();
     if e.is_connect() {
-        if text.contains("dns") || text.contains("resolve") {
-            TransportKind::Dns
-        } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake")
-        {
-            TransportKind::Tls
-        } else {
-            TransportKind::Connect
-        }
+        connect_error(&format!("{e:?}"))
     } else {
         TransportKind::Reset
     }
 }
 
-/// What one upstream attempt sends.
-pub struct Outgoing<'a> {
-    pub channel: &'a Channel,
-    pub key: Option<&'a Secret>,
-    pub method: Method,
-    /// The client's path and query, e.g. `/v1/chat/completions?x=1`.
-    pub path_and_query: &'a str,
-    pub client_headers: &'a HeaderMap,
-    pub body: Bytes,
-    /// Forwarded only on same-target retries and first attempts (R10.2).
-    pub idempotency_key: Option<&'a HeaderValue>,
-    pub request_id: &'a HeaderValue,
-}
-
-/// A request that cannot be built from the channel's configuration: a `channel:*` failure of
-/// that channel (it fails over and counts for auto-disable), never the client's fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuildError {
-    /// `channel:invalid_key` (the key cannot be a header value) or `channel:invalid_request`.
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl std::fmt::Display for BuildError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+/// The kind of a failed connection, from its error text: name resolution, TLS, or the
+/// connection itself.
+pub(crate) fn connect_error(text: &str) -> TransportKind {
+    let text = text.to_ascii_lowercase();
+    if text.contains("dns") || text.contains("resolve") {
+        TransportKind::Dns
+    } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+        TransportKind::Tls
+    } else {
+        TransportKind::Connect
     }
-}
-
-fn invalid_request(message: String) -> BuildError {
-    BuildError {
-        code: "channel:invalid_request",
-        message,
-    }
-}
-
-fn invalid_key() -> BuildError {
-    BuildError {
-        code: "channel:invalid_key",
-        message: "the channel key is not a valid header value".into(),
-    }
-}
-
-/// Build the upstream request for `o` (the channel-kind adapter, R1.2).
-pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
-    let ch = o.channel;
-    let rest = o
-        .path_and_query
-        .strip_prefix("/v1")
-        .unwrap_or(o.path_and_query);
-    let pq = format!("{}{}", ch.base_url.path_prefix, rest);
-    let uri = Uri::builder()
-        .scheme(ch.base_url.scheme.clone())
-        .authority(ch.base_url.authority.clone())
-        .path_and_query(pq)
-        .build()
-        .map_err(|e| invalid_request(format!("invalid upstream uri: {e}")))?;
-    let mut b = Request::builder().method(o.method).uri(uri);
-    let headers = b
-        .headers_mut()
-        .ok_or_else(|| invalid_request("request builder failed".into()))?;
-    crate::http::headers::to_upstream(o.client_headers, headers, ch.forward_organization);
-    match (ch.kind, o.key) {
-        (ChannelKind::OpenAi, Some(k)) => {
-            let v = HeaderValue::try_from(format!("Bearer {}", k.expose()))
-                .map_err(|_| invalid_key())?;
-            headers.insert(header::AUTHORIZATION, mark_sensitive(v));
-        }
-        (ChannelKind::Anthropic, Some(k)) => {
-            let v = HeaderValue::try_from(k.expose()).map_err(|_| invalid_key())?;
-            headers.insert(HeaderName::from_static("x-api-key"), mark_sensitive(v));
-        }
-        (_, None) => {}
-    }
-    if ch.kind == ChannelKind::Anthropic && !headers.contains_key("anthropic-version") {
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static("2023-06-01"),
-        );
-    }
-    if let Some(k) = o.idempotency_key {
-        headers.insert(HeaderName::from_static("idempotency-key"), k.clone());
-    }
-    headers.insert(
-        HeaderName::from_static("x-request-id"),
-        o.request_id.clone(),
-    );
-    crate::http::headers::channel_headers(ch, headers).map_err(invalid_request)?;
-    if !o.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-    }
-    // The relay reads SSE events and JSON usage: ask for plain bytes (an upstream that
-    // compresses anyway is decoded by `UpBody`). The client's own Accept-Encoding is not
-    // forwarded; compression towards clients belongs to a front proxy.
-    headers.insert(
-        header::ACCEPT_ENCODING,
-        HeaderValue::from_static("identity"),
-    );
-    b.body(Full::new(o.body))
-        .map_err(|e| invalid_request(format!("invalid upstream request: {e}")))
-}
-
-fn mark_sensitive(mut v: HeaderValue) -> HeaderValue {
-    v.set_sensitive(true);
-    v
 }
 
 /// `GET {base_url}/models` on `ch` with key `key` (the health probe, R7.2, R7.3): the status,
