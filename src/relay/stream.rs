@@ -1,5 +1,6 @@
-//! One attempt's response: read errors within their time gates, prime a stream up to its
-//! commit point, then commit and relay it event by event (R9.1–R9.5, R9.8).
+//! A streamed answer: primed up to its commit point within the first-byte gate, then
+//! committed and pumped to the client event by event — or, under `force_stream`, read to its
+//! end and assembled (R9.1–R9.6, R9.8). Also the outcome an upstream error body stands for.
 //!
 //! Architecture Invariant (commit point, R9.3): a `Primed` stream is the only way to produce a
 //! streaming response, and `commit` consumes it: after `commit` the attempt loop has returned,
