@@ -13,6 +13,7 @@
 //! - `admin`, `admin_views`: the admin listener and its JSON views.
 //! - `app`: start-up, reload, signals, systemd notification.
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
+//! - `sync`, `clock`: the poison-tolerant lock helper and the wall clock, each in one place.
 //! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
 //! - `wire`: pure wire-format code (request peek, SSE, dialects, usage, stream policies);
 //!   `wire::translate` converts between provider formats (R16).
