@@ -22,9 +22,9 @@ use tokio::sync::watch;
 
 use crate::app::status::ConfigStatus;
 use crate::error::{GatewayError, WireFormat};
-use crate::proxy::body::ResponseBody;
-use crate::proxy::gateway::Gateway;
-use crate::proxy::handler::{error_response, json_response, Resp};
+use crate::http::body::ResponseBody;
+use crate::http::body::{error_response, json_response, Resp};
+use crate::relay::gateway::Gateway;
 
 /// (method, path pattern, needs the admin token). `{name}` matches one path segment.
 pub const ROUTES: &[(&str, &str, bool)] = &[
@@ -73,7 +73,7 @@ fn authorized(gw: &Gateway, req: &Request<Incoming>) -> bool {
     let Some(token) = &snap.table.config.admin.token else {
         return false;
     };
-    let presented = crate::proxy::auth::presented_key(req.headers()).unwrap_or_default();
+    let presented = crate::relay::auth::presented_key(req.headers()).unwrap_or_default();
     !presented.is_empty() && bool::from(presented.ct_eq(token.expose().as_bytes()))
 }
 

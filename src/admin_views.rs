@@ -7,8 +7,8 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, WireFormat};
-use crate::proxy::gateway::Gateway;
-use crate::proxy::handler::{error_response, json_response, Resp};
+use crate::http::body::{error_response, json_response, Resp};
+use crate::relay::gateway::Gateway;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::Decision;
 use crate::routing::table::{ModelMatch, Route};
@@ -151,10 +151,45 @@ pub fn explain_value(
     } else {
         vec![c.group.clone()]
     };
-    let mut routes: Vec<(String, Arc<Route>)> = Vec::new();
-    // (channel, pattern) for candidates found through a model pattern (`claude-*`).
-    let mut patterns: Vec<(usize, Arc<str>)> = Vec::new();
-    for g in &groups {
+    let (routes, patterns) = explain_routes(snap, &groups, model, path)?;
+    let tiers: Vec<Value> = routes
+        .iter()
+        .map(|(g, r)| json!({"group": g, "tiers": tiers_view(snap, r, &patterns, live)}))
+        .collect();
+    let order = sample_order(snap, &routes, c.cross_group_retry);
+    let mut v = json!({
+        "client": client,
+        "groups": groups,
+        "model": model,
+        "path": path,
+        "served": !routes.is_empty(),
+        "tier_walk": snap.table.config.routing.tier_walk.as_str(),
+        "retry_times": snap.table.config.routing.retry_times,
+        "routes": tiers,
+        "sample_attempt_order_if_every_attempt_fails": order,
+    });
+    if !live {
+        v["live_state"] = json!("not shown: read from the file, not a running gateway; GET /admin/explain on the admin listener shows health, breakers and disabled state");
+    }
+    Ok(v)
+}
+
+/// (channel, pattern) of the candidates found through a model pattern (`claude-*`).
+type Patterns = Vec<(usize, Arc<str>)>;
+
+/// (group, route) of each group that serves the request.
+type Routes = Vec<(String, Arc<Route>)>;
+
+/// The route of each group for `model` (or `path`), and the candidates matched by pattern.
+fn explain_routes(
+    snap: &Snapshot,
+    groups: &[String],
+    model: Option<&str>,
+    path: Option<&str>,
+) -> Result<(Routes, Patterns), String> {
+    let mut routes = Vec::new();
+    let mut patterns = Vec::new();
+    for g in groups {
         let r = match (model, path) {
             (Some(m), _) => snap.table.model_route(g, m).map(|(r, how)| {
                 if let ModelMatch::Pattern(p) = how {
@@ -169,36 +204,42 @@ pub fn explain_value(
             routes.push((g.clone(), r));
         }
     }
-    let tiers: Vec<Value> = routes
+    Ok((routes, patterns))
+}
+
+/// One route's tiers, each candidate with its channel view (live state or config only).
+fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Vec<Value> {
+    r.tiers
         .iter()
-        .map(|(g, r)| {
-            let t: Vec<Value> = r
-                .tiers
+        .map(|t| {
+            let cands: Vec<Value> = t
+                .candidates
                 .iter()
-                .map(|t| {
-                    let cands: Vec<Value> = t
-                        .candidates
-                        .iter()
-                        .map(|cd| {
-                            let ch = &snap.table.channels[cd.channel];
-                            let mut v = if live {
-                                channel_view(snap, cd.channel, ch)
-                            } else {
-                                config_view(ch)
-                            };
-                            v["upstream_model"] = json!(cd.upstream_model.as_ref());
-                            v["effective_weight"] = json!(cd.weight);
-                            let pat = patterns.iter().find(|(c, _)| *c == cd.channel);
-                            v["matched_pattern"] = json!(pat.map(|(_, p)| p.as_ref()));
-                            v
-                        })
-                        .collect();
-                    json!({"priority": t.priority, "candidates": cands})
+                .map(|cd| {
+                    let ch = &snap.table.channels[cd.channel];
+                    let mut v = if live {
+                        channel_view(snap, cd.channel, ch)
+                    } else {
+                        config_view(ch)
+                    };
+                    v["upstream_model"] = json!(cd.upstream_model.as_ref());
+                    v["effective_weight"] = json!(cd.weight);
+                    let pat = patterns.iter().find(|(c, _)| *c == cd.channel);
+                    v["matched_pattern"] = json!(pat.map(|(_, p)| p.as_ref()));
+                    v
                 })
                 .collect();
-            json!({"group": g, "tiers": t})
+            json!({"priority": t.priority, "candidates": cands})
         })
-        .collect();
+        .collect()
+}
+
+/// One attempt order the plan could give if every attempt failed over.
+fn sample_order(
+    snap: &Snapshot,
+    routes: &[(String, Arc<Route>)],
+    cross_group_retry: bool,
+) -> Vec<Value> {
     let refs: Vec<(&str, &Route)> = routes
         .iter()
         .map(|(g, r)| (g.as_str(), r.as_ref()))
@@ -215,7 +256,7 @@ pub fn explain_value(
             groups: &refs,
             tier_walk: snap.table.config.routing.tier_walk,
             retry_times: snap.table.config.routing.retry_times,
-            cross_group_retry: c.cross_group_retry,
+            cross_group_retry,
             key_count: &key_count,
             key_cursor: &key_start,
             available: &available,
@@ -230,19 +271,5 @@ pub fn explain_value(
         order.push(json!({"group": routes[step.group].0, "channel": snap.table.channels[step.channel].name, "key_index": step.key_index, "upstream_model": step.upstream_model.as_ref()}));
         last = Some(fail);
     }
-    let mut v = json!({
-        "client": client,
-        "groups": groups,
-        "model": model,
-        "path": path,
-        "served": !routes.is_empty(),
-        "tier_walk": snap.table.config.routing.tier_walk.as_str(),
-        "retry_times": snap.table.config.routing.retry_times,
-        "routes": tiers,
-        "sample_attempt_order_if_every_attempt_fails": order,
-    });
-    if !live {
-        v["live_state"] = json!("not shown: read from the file, not a running gateway; GET /admin/explain on the admin listener shows health, breakers and disabled state");
-    }
-    Ok(v)
+    order
 }

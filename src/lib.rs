@@ -4,31 +4,39 @@
 //! - `routing`: the compiled `RouteTable`, weighted draw, attempt plans, the outcome classifier.
 //! - `affinity`: sticky keys and channel bindings that keep prompt caches warm (R8).
 //! - `state`: runtime state outside the table, keyed by channel name (survives reload).
-//! - `proxy`: listener, handler, attempt loop, upstream client, SSE relay.
+//! - `http`: the client listener, connection limits, framing guard, path hygiene, header tables.
+//! - `relay`: one request — entry, attempt loop, exchange, stream pump, response, request log.
+//! - `upstream`: the pooled upstream clients, upstream bodies, provider kinds.
 //! - `limits`: rate limits per client and per upstream key, upstream reset learning (R15).
 //! - `billing`: per-client balances, per-request billing sessions, ledger recovery (R11).
 //! - `store`: SQLite writer thread (request log, ledger, disabled state, bindings).
 //! - `admin`, `admin_views`: the admin listener and its JSON views.
 //! - `app`: start-up, reload, signals, systemd notification.
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
+//! - `sync`, `clock`: the poison-tolerant lock helper and the wall clock, each in one place.
 //! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
-//! - `wire`: pure wire-format code; `wire::translate` converts between provider formats (R16).
+//! - `wire`: pure wire-format code (request peek, SSE, dialects, usage, stream policies);
+//!   `wire::translate` converts between provider formats (R16).
 pub mod admin;
 pub mod admin_views;
 pub mod affinity;
 pub mod app;
 pub mod billing;
+pub mod clock;
 pub mod config;
 pub mod error;
+pub mod http;
 pub mod limits;
 pub mod mock;
-pub mod proxy;
+pub mod relay;
 pub mod routing;
 pub mod secret;
 pub mod shared;
 pub mod state;
 pub mod store;
+pub mod sync;
 pub mod telemetry;
+pub mod upstream;
 pub mod wire;
 
 use std::path::Path;

@@ -275,6 +275,44 @@ async fn retry_budget_stops_failover() {
     gw.stop().await;
 }
 
+/// R4.9 with R4.5: a same-target retry the budget refuses is never waited for — the
+/// failure comes back at once — and is not counted as a retry.
+#[tokio::test]
+async fn retry_budget_refuses_before_the_backoff() {
+    let m = mocks(&["solo"]).await;
+    m["solo"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let yaml = fill(
+        &format!(
+            "routing:\n  retry_budget: {{ratio: 0.0, min_per_second: 0, ttl: 10s}}\nresilience:\n  retry:\n    initial_backoff: 5s\n    max_backoff: 5s\nchannels:\n{}{CLIENTS}",
+            channel("solo", "{solo}", 0, &["m"])
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    let t = std::time::Instant::now();
+    let r = gw.chat("m", false).await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(route(&r), "solo");
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "the client waited the backoff of a retry that was never made"
+    );
+    let text = gw.metrics().await;
+    assert!(text.contains("switchyard_retry_budget_exhausted_total"));
+    let counted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("switchyard_retries_total") && !l.ends_with(" 0"))
+        .collect();
+    assert!(
+        counted.is_empty(),
+        "a refused retry was counted: {counted:?}"
+    );
+    gw.stop().await;
+}
+
 /// R12.1: the request log stores the chain and per-attempt outcomes.
 #[tokio::test]
 async fn request_log_records_the_attempt_chain() {

@@ -174,7 +174,7 @@ async fn the_connection_cap_answers_503() {
 }
 
 /// R14.5, CL + TE together: refused with 400 and the connection closed (the framing guard in
-/// `proxy::sniff` makes hyper reject the head), in either header order; bytes hidden behind
+/// `http::sniff` makes hyper reject the head), in either header order; bytes hidden behind
 /// the chunked body (a second request that a Content-Length reader would see) are never
 /// interpreted and no upstream is called.
 #[tokio::test]

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use switchyard::proxy::sse::{is_terminal, Framer, StreamFormat};
-use switchyard::proxy::usage::Usage;
+use switchyard::wire::dialect::{is_terminal, StreamFormat};
+use switchyard::wire::sse::Framer;
+use switchyard::wire::usage::Usage;
 
 /// The SSE framer: any byte split yields the same events; terminal detection never panics.
 pub fn sse_framer(data: &[u8]) {
@@ -17,8 +18,8 @@ pub fn sse_framer(data: &[u8]) {
         for f in [StreamFormat::Chat, StreamFormat::Responses, StreamFormat::Messages] {
             let _ = is_terminal(f, &ev);
         }
-        let _ = switchyard::proxy::sse::hidden_error(&ev);
-        let mut u = Usage::default();
+        let _ = switchyard::wire::dialect::hidden_error(&ev);
+        let mut u = switchyard::wire::usage::StreamUsage::default();
         u.observe(&ev);
         a.push(format!("{ev:?}"));
     }
@@ -55,9 +56,9 @@ pub fn usage(data: &[u8]) {
 
 /// Hidden-error detection on a 200 body never panics.
 pub fn hidden_error(data: &[u8]) {
-    let _ = switchyard::proxy::hidden::body_hidden_error(data);
+    let _ = switchyard::wire::hidden::body_hidden_error(data);
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
-        let _ = switchyard::proxy::hidden::embedded_error(&v);
+        let _ = switchyard::wire::hidden::embedded_error(&v);
     }
 }
 
@@ -65,7 +66,7 @@ pub fn hidden_error(data: &[u8]) {
 /// rewrite is valid JSON whose model is the new one and whose other keys are unchanged.
 pub fn request_peek(data: &[u8]) {
     let body = Bytes::copy_from_slice(data);
-    let Ok(p) = switchyard::proxy::request::peek(&body) else { return };
+    let Ok(p) = switchyard::wire::request::peek(&body) else { return };
     let Ok(serde_json::Value::Object(before)) = serde_json::from_slice::<serde_json::Value>(data)
     else {
         return;
@@ -73,7 +74,7 @@ pub fn request_peek(data: &[u8]) {
     if !matches!(before.get("model"), Some(serde_json::Value::String(_))) {
         return;
     }
-    let out = switchyard::proxy::request::rewrite_model(&body, &p, "new-\"model\"\\é");
+    let out = switchyard::wire::request::rewrite_model(&body, &p, "new-\"model\"\\é");
     let after: serde_json::Value = serde_json::from_slice(&out).expect("rewrite is valid JSON");
     assert_eq!(after["model"], "new-\"model\"\\é");
     let mut a = after.as_object().unwrap().clone();

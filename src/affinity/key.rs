@@ -81,22 +81,13 @@ pub struct KeyInput<'a> {
     /// The JSON body, when the request has one.
     pub body: Option<&'a [u8]>,
     /// The default ladder's top-level fields, found by the request's one parse of the body
-    /// (`proxy::request::peek`); `None` when the body is not a JSON object.
+    /// (`wire::request::peek`); `None` when the body is not a JSON object.
     pub top: Option<&'a TopFields>,
 }
 
-/// Byte ranges (into the body) of the top-level fields the default key ladder reads, and
-/// the number of turns (`messages` or `input` elements), found by the request's one parse.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TopFields {
-    pub metadata: Option<(usize, usize)>,
-    pub conversation_id: Option<(usize, usize)>,
-    pub conversation: Option<(usize, usize)>,
-    pub session_id: Option<(usize, usize)>,
-    pub prompt_cache_key: Option<(usize, usize)>,
-    pub user: Option<(usize, usize)>,
-    pub turns: usize,
-}
+/// Byte ranges of the top-level fields the default key ladder reads (found by the
+/// request's one parse, `wire::request::peek`).
+pub use crate::wire::request::TopFields;
 
 impl TopFields {
     /// The fields as borrowed JSON values of `text` (the body they were found in).

@@ -20,9 +20,9 @@ fn aff(rules: Vec<AffinityRule>) -> Affinity {
 }
 
 /// The key of a request as the gateway computes it: from the fields the request's one
-/// parse found (`proxy::request::peek`).
+/// parse found (`wire::request::peek`).
 fn key(a: &Affinity, model: &str, path: &str, h: &HeaderMap, body: &str) -> Option<StickyKey> {
-    let peek = crate::proxy::request::peek(body.as_bytes()).ok();
+    let peek = crate::wire::request::peek(body.as_bytes()).ok();
     sticky_key(&KeyInput {
         affinity: a,
         group: "default",
@@ -277,7 +277,7 @@ fn keys_are_scoped_by_client() {
     let a = aff(vec![]);
     let h = HeaderMap::new();
     let body = r#"{"user":"1"}"#;
-    let peek = crate::proxy::request::peek(body.as_bytes()).ok();
+    let peek = crate::wire::request::peek(body.as_bytes()).ok();
     let for_client = |client: &str| {
         sticky_key(&KeyInput {
             affinity: &a,

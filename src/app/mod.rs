@@ -11,8 +11,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::config;
-use crate::proxy::gateway::Gateway;
-use crate::proxy::server;
+use crate::http::server;
+use crate::relay::gateway::Gateway;
 use crate::store::Store;
 
 /// Addresses the servers actually bound (port 0 resolves here).
@@ -76,7 +76,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     let fail_open = cfg.shared.fail_open;
     let gateway = Gateway::new(cfg, store, metrics)?;
     gateway.billing.set_fail_open(fail_open);
-    crate::state::restore::restore(&gateway).await;
+    crate::state::restore::restore(&gateway.store, &gateway.snapshot()).await;
     let recovered = gateway
         .billing
         .recover()

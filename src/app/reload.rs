@@ -9,7 +9,7 @@
 //! never replaces the running configuration.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::status::{ConfigStatus, Outcome};
 use super::tls::CertStore;
 use crate::config::{self, model::Config};
-use crate::proxy::gateway::Gateway;
+use crate::relay::gateway::Gateway;
 use crate::telemetry;
 
 /// What started a reload.
@@ -145,7 +145,7 @@ impl Reloader {
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.seen)
     }
 
     /// Reload once. `None`: a file event that changed nothing (not a reload at all).

@@ -5,7 +5,7 @@
 //! `switchyard_config_last_reload_success_timestamp_seconds`, and sent to systemd as `STATUS=`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use serde_json::{json, Value};
 
@@ -83,7 +83,7 @@ impl ConfigStatus {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.inner)
     }
 
     /// Record one reload; `restart_required` is the full list of settings that differ from

@@ -4,7 +4,7 @@
 //! already done keep the certificate they started with.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -56,7 +56,7 @@ fn read(files: &TlsFiles) -> Result<Read, String> {
 }
 
 fn certified(files: &TlsFiles, cert: &[u8], key: &[u8]) -> Result<CertifiedKey, String> {
-    crate::proxy::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<_, _>>()
         .map_err(|e| {
@@ -106,10 +106,7 @@ impl CertStore {
 
     /// True when the files differ from those last loaded (or cannot be read).
     pub fn changed(&self, files: &TlsFiles) -> bool {
-        let last = *self
-            .read_from
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let last = *crate::sync::lock(&self.read_from);
         read(files).map_or(true, |(_, _, fp)| fp != last)
     }
 
@@ -117,10 +114,7 @@ impl CertStore {
     /// error the previous certificate stays.
     pub fn refresh(&self, files: &TlsFiles) -> Result<bool, String> {
         let (cert, key, fp) = read(files)?;
-        let mut last = self
-            .read_from
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut last = crate::sync::lock(&self.read_from);
         if *last == fp {
             return Ok(false);
         }

@@ -12,7 +12,7 @@
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, EventKind};
@@ -118,7 +118,7 @@ impl Watch {
             if !relevant(&e.kind) {
                 return;
             }
-            let files = seen.read().unwrap_or_else(PoisonError::into_inner);
+            let files = crate::sync::read(&seen);
             if e.paths.iter().any(|p| files.contains(p)) {
                 let _ = tx.try_send(Trigger::File);
             }
@@ -140,7 +140,7 @@ impl Watch {
     /// Resolve `paths` again and watch what they lead to now.
     fn follow(&mut self, paths: &[PathBuf]) {
         let (files, dirs) = entries(paths);
-        *self.files.write().unwrap_or_else(PoisonError::into_inner) = files;
+        *crate::sync::write(&self.files) = files;
         let Some(w) = self.watcher.as_mut() else {
             return;
         };
@@ -185,10 +185,7 @@ pub fn install(reloader: Arc<Reloader>, hup: Hangup) -> Installed {
     let (tx, rx) = mpsc::channel::<Trigger>(64);
     let mut watch = Watch::new(tx.clone());
     watch.follow(&reloader.watched_paths());
-    let mut files: Vec<String> = watch
-        .files
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
+    let mut files: Vec<String> = crate::sync::read(&watch.files)
         .iter()
         .map(|p| p.display().to_string())
         .collect();

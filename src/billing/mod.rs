@@ -7,7 +7,7 @@
 //! * Every amount is kept as an integer number of **micro-credits** (`i64`): a price of one
 //!   credit per million tokens is one micro-credit per token, so a request costs
 //!   `input × prompt_tokens + output × completion_tokens` micro-credits, rounded once.
-//! * Usage is normalised per wire format (`proxy::usage`): `prompt_tokens` counts every input
+//! * Usage is normalised per wire format (`wire::usage`): `prompt_tokens` counts every input
 //!   token, cache reads and cache writes included (Anthropic's `input_tokens` excludes them,
 //!   OpenAI's `prompt_tokens` includes its cached tokens). Cache reads cost
 //!   `pricing.<model>.cache_read` and cache writes `cache_write` per million when given,

@@ -5,11 +5,11 @@
 //! micro-credit per token:
 //! `cost_micro = input × uncached prompt + cache_read × cache reads + cache_write × cache
 //! writes + output × completion_tokens`, rounded to the nearest micro-credit once per request.
-//! Usage is normalised first (`proxy::usage`): prompt tokens count every input token, cache
+//! Usage is normalised first (`wire::usage`): prompt tokens count every input token, cache
 //! reads and writes included, whatever the wire format.
 
 use crate::config::model::Price;
-use crate::proxy::usage::Usage;
+use crate::wire::usage::Usage;
 
 /// Micro-credits in one credit.
 pub const MICRO: i64 = 1_000_000;
@@ -131,9 +131,9 @@ mod tests {
     }
 
     /// The estimate of a body as the gateway makes it: the limit comes from the request's
-    /// one parse (`proxy::request::peek`).
+    /// one parse (`wire::request::peek`).
     fn estimate(body: &[u8]) -> Estimate {
-        let limit = crate::proxy::request::peek(body)
+        let limit = crate::wire::request::peek(body)
             .ok()
             .and_then(|p| p.completion_hint);
         Estimate::new(body.len(), limit)

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::balances::Account;
 use super::price::{self, Estimate};
 use crate::config::model::Price;
-use crate::proxy::usage::Usage;
 use crate::store::{now_ms, LedgerEntry, LedgerKind, Store};
 use crate::telemetry;
+use crate::wire::usage::Usage;
 
 /// Sends ledger entries through the store's durable path and counts credits for metrics.
 pub(crate) struct Ledger {

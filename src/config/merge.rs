@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::error::Collector;
 use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry};
-use super::raw::RawResilience;
+use super::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
 use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
 
 /// The built-in resilience defaults (CONFIG.md, seed 004).
@@ -44,82 +44,91 @@ pub(crate) fn overlay(
 ) -> Resilience {
     let mut out = base.clone();
     if let Some(r) = &raw.retry {
-        let k = |f: &str| format!("{prefix}.retry.{f}");
-        let t = &mut out.retry;
-        t.max_retries = r.max_retries.unwrap_or(t.max_retries);
-        t.retry_on = status_set(c, &k("retry_on"), &r.retry_on, &t.retry_on);
-        t.initial_backoff = dur(
-            c,
-            &k("initial_backoff"),
-            &r.initial_backoff,
-            t.initial_backoff,
-        );
-        t.max_backoff = dur(c, &k("max_backoff"), &r.max_backoff, t.max_backoff);
-        t.backoff_factor = float_in(
-            c,
-            &k("backoff_factor"),
-            r.backoff_factor,
-            1.0,
-            f64::INFINITY,
-            t.backoff_factor,
-        );
-        t.jitter_factor = float_in(
-            c,
-            &k("jitter_factor"),
-            r.jitter_factor,
-            0.0,
-            1.0,
-            t.jitter_factor,
-        );
-        if t.max_backoff < t.initial_backoff {
-            c.push(
-                k("max_backoff"),
-                format!(
-                    "{} is less than initial_backoff {}",
-                    humantime::format_duration(t.max_backoff),
-                    humantime::format_duration(t.initial_backoff)
-                ),
-            );
-        }
+        retry(&mut out.retry, r, prefix, c);
     }
     if let Some(b) = &raw.circuit_breaker {
-        let k = |f: &str| format!("{prefix}.circuit_breaker.{f}");
-        let t = &mut out.circuit_breaker;
-        t.enabled = b.enabled.unwrap_or(t.enabled);
-        t.scope = choice(
-            c,
-            &k("scope"),
-            &b.scope,
-            &[
-                ("provider", BreakerScope::Provider),
-                ("model", BreakerScope::Model),
-            ],
-            t.scope,
-        );
-        t.failure_on = status_set(c, &k("failure_on"), &b.failure_on, &t.failure_on);
-        t.failure_threshold = b.failure_threshold.unwrap_or(t.failure_threshold);
-        if let Some(s) = b.success_threshold {
-            if s == 0 {
-                c.push(k("success_threshold"), "must be at least 1");
-            } else {
-                t.success_threshold = s;
-            }
-        }
-        t.timeout = dur_nonzero(c, &k("timeout"), &b.timeout, t.timeout);
-        t.slow_call_threshold = dur(
-            c,
-            &k("slow_call_threshold"),
-            &b.slow_call_threshold,
-            t.slow_call_threshold,
-        );
+        breaker(&mut out.circuit_breaker, b, prefix, c);
     }
     if let Some(cd) = &raw.cooldown {
-        let k = |f: &str| format!("{prefix}.cooldown.{f}");
-        let t = &mut out.cooldown;
-        t.consecutive_retryable_failures = cd
-            .consecutive_retryable_failures
-            .unwrap_or(t.consecutive_retryable_failures);
-        t.duration = dur(c, &k("duration"), &cd.duration, t.duration);
+        cooldown(&mut out.cooldown, cd, prefix, c);
     }
     out
+}
+
+fn retry(t: &mut Retry, r: &RawRetry, prefix: &str, c: &mut Collector) {
+    let k = |f: &str| format!("{prefix}.retry.{f}");
+    t.max_retries = r.max_retries.unwrap_or(t.max_retries);
+    t.retry_on = status_set(c, &k("retry_on"), &r.retry_on, &t.retry_on);
+    t.initial_backoff = dur(
+        c,
+        &k("initial_backoff"),
+        &r.initial_backoff,
+        t.initial_backoff,
+    );
+    t.max_backoff = dur(c, &k("max_backoff"), &r.max_backoff, t.max_backoff);
+    t.backoff_factor = float_in(
+        c,
+        &k("backoff_factor"),
+        r.backoff_factor,
+        1.0,
+        f64::INFINITY,
+        t.backoff_factor,
+    );
+    t.jitter_factor = float_in(
+        c,
+        &k("jitter_factor"),
+        r.jitter_factor,
+        0.0,
+        1.0,
+        t.jitter_factor,
+    );
+    if t.max_backoff < t.initial_backoff {
+        c.push(
+            k("max_backoff"),
+            format!(
+                "{} is less than initial_backoff {}",
+                humantime::format_duration(t.max_backoff),
+                humantime::format_duration(t.initial_backoff)
+            ),
+        );
+    }
+}
+
+fn breaker(t: &mut Breaker, b: &RawBreaker, prefix: &str, c: &mut Collector) {
+    let k = |f: &str| format!("{prefix}.circuit_breaker.{f}");
+    t.enabled = b.enabled.unwrap_or(t.enabled);
+    t.scope = choice(
+        c,
+        &k("scope"),
+        &b.scope,
+        &[
+            ("provider", BreakerScope::Provider),
+            ("model", BreakerScope::Model),
+        ],
+        t.scope,
+    );
+    t.failure_on = status_set(c, &k("failure_on"), &b.failure_on, &t.failure_on);
+    t.failure_threshold = b.failure_threshold.unwrap_or(t.failure_threshold);
+    if let Some(s) = b.success_threshold {
+        if s == 0 {
+            c.push(k("success_threshold"), "must be at least 1");
+        } else {
+            t.success_threshold = s;
+        }
+    }
+    t.timeout = dur_nonzero(c, &k("timeout"), &b.timeout, t.timeout);
+    t.slow_call_threshold = dur(
+        c,
+        &k("slow_call_threshold"),
+        &b.slow_call_threshold,
+        t.slow_call_threshold,
+    );
+}
+
+fn cooldown(t: &mut Cooldown, cd: &RawCooldown, prefix: &str, c: &mut Collector) {
+    let k = |f: &str| format!("{prefix}.cooldown.{f}");
+    t.consecutive_retryable_failures = cd
+        .consecutive_retryable_failures
+        .unwrap_or(t.consecutive_retryable_failures);
+    t.duration = dur(c, &k("duration"), &cd.duration, t.duration);
 }

@@ -17,6 +17,8 @@ mod sections;
 pub mod source;
 pub mod status_set;
 mod validate;
+mod validate_affinity;
+mod validate_channel;
 mod validate_channels;
 mod validate_shared;
 pub mod validate_storage;
@@ -36,7 +38,7 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use explain::explain;
-pub use validate::default_affinity_rules;
+pub use validate_affinity::default_affinity_rules;
 
 use error::Collector;
 use model::Config;

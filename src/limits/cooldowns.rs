@@ -56,11 +56,11 @@ impl KeyCooldowns {
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
-        self.shards[i].read().unwrap_or_else(|e| e.into_inner())
+        crate::sync::read(&self.shards[i])
     }
 
     fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
-        self.shards[i].write().unwrap_or_else(|e| e.into_inner())
+        crate::sync::write(&self.shards[i])
     }
 
     /// Cool `key` of `channel` for `wait`, at most `max`, from `now`. A later deadline already

@@ -42,7 +42,7 @@ pub struct Cell {
 impl Cell {
     /// The cell's state. A poisoned lock only means a panic mid-update of plain counters.
     pub fn lock(&self) -> MutexGuard<'_, CellState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.state)
     }
 }
 
@@ -89,11 +89,11 @@ impl Local {
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
-        self.shards[i].read().unwrap_or_else(|e| e.into_inner())
+        crate::sync::read(&self.shards[i])
     }
 
     fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
-        self.shards[i].write().unwrap_or_else(|e| e.into_inner())
+        crate::sync::write(&self.shards[i])
     }
 
     /// The subject's cell, if it has one.

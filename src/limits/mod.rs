@@ -1,5 +1,5 @@
 //! Rate limits (R15): per-client and per-upstream-key request, token and concurrency limits,
-//! upstream reset learning, and the 429 headers SDKs read. Pure: no I/O, no config, no proxy.
+//! upstream reset learning, and the 429 headers SDKs read. Pure: no I/O, no config, no request path.
 //!
 //! # Algorithm: a conservative sliding window, not GCRA
 //!

@@ -10,7 +10,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::behavior::{Behavior, CHAOS};
+use super::behavior::{Behavior, Wire, CHAOS};
 use super::body::MockBody;
 use super::json::{self, DEFAULT_CHUNKS};
 use super::request::{Endpoint, ReqInfo};
@@ -132,71 +132,19 @@ async fn respond(
         let b = json::status_error(404, false);
         return plain(StatusCode::NOT_FOUND, b.into());
     }
-    let (behavior, mut wire) = behavior.split();
-    let behavior = match behavior {
-        Behavior::Chaos => {
-            let pick = CHAOS[fastrand::usize(..CHAOS.len())];
-            let (b, w) = pick.parse::<Behavior>().unwrap_or_default().split();
-            wire.coalesce |= w.coalesce;
-            if wire.split.is_empty() {
-                wire.split = w.split;
-            }
-            b
-        }
-        b => b,
-    };
+    let (behavior, wire) = resolve(behavior);
+    if let Behavior::HangBeforeHeaders(d) = behavior {
+        tokio::time::sleep(d).await;
+    }
+    if let Some(r) = fixed(shared, ep, &behavior, &wire) {
+        return r;
+    }
     let n = match behavior {
         Behavior::Stream { chunks, .. } => chunks,
         Behavior::CutMidStream { after_chunks } => after_chunks,
         Behavior::EndWithoutTerminal { chunks } => chunks,
         _ => DEFAULT_CHUNKS,
     };
-    match behavior {
-        Behavior::Status { code, body } => {
-            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let body = body.unwrap_or_else(|| json::status_error(code, ep.anthropic()));
-            return plain(status, body.into());
-        }
-        Behavior::Redirect { location } => {
-            let mut r = Response::new(MockBody::empty());
-            *r.status_mut() = StatusCode::TEMPORARY_REDIRECT;
-            match HeaderValue::from_str(&location) {
-                Ok(v) => r.headers_mut().insert(LOCATION, v),
-                Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "{}".into()),
-            };
-            return r;
-        }
-        Behavior::EmptyOk => {
-            let mut r = Response::new(MockBody::empty());
-            r.headers_mut().insert(CONTENT_TYPE, JSON);
-            return r;
-        }
-        Behavior::HangBeforeHeaders(d) => tokio::time::sleep(d).await,
-        Behavior::Raw { content_type, body } => {
-            let sse = content_type.starts_with("text/event-stream");
-            let ctype = HeaderValue::from_str(&content_type).unwrap_or(JSON);
-            let events: Vec<Bytes> = if sse {
-                body.split_inclusive("\n\n")
-                    .map(|e| Bytes::from(e.to_string()))
-                    .collect()
-            } else {
-                vec![Bytes::from(body)]
-            };
-            let payload = if sse {
-                Payload::Sse(SseParts {
-                    head: events,
-                    chunks: Vec::new(),
-                    tail: Vec::new(),
-                })
-            } else {
-                Payload::Full(events.into_iter().next().unwrap_or_default(), ctype.clone())
-            };
-            let mut r = shape(shared, ep, payload, Behavior::Ok, &wire, false);
-            r.headers_mut().insert(CONTENT_TYPE, ctype);
-            return r;
-        }
-        _ => {}
-    }
     let payload = render(shared, ep, parts, info, n);
     if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
         // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
@@ -212,6 +160,82 @@ async fn respond(
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.split(',').any(|t| t.trim().starts_with("gzip")));
     shape(shared, ep, payload, behavior, &wire, gzip_ok)
+}
+
+/// The behaviour and wire shape to answer with: `chaos` picks one of its faults (its wire
+/// shape adds to the requested one).
+fn resolve(behavior: Behavior) -> (Behavior, Wire) {
+    let (behavior, mut wire) = behavior.split();
+    let behavior = match behavior {
+        Behavior::Chaos => {
+            let pick = CHAOS[fastrand::usize(..CHAOS.len())];
+            let (b, w) = pick.parse::<Behavior>().unwrap_or_default().split();
+            wire.coalesce |= w.coalesce;
+            if wire.split.is_empty() {
+                wire.split = w.split;
+            }
+            b
+        }
+        b => b,
+    };
+    (behavior, wire)
+}
+
+/// The answers that do not render the endpoint: an error status, a redirect, an empty 200,
+/// a raw body; `None` for every other behaviour.
+fn fixed(
+    shared: &Arc<Shared>,
+    ep: Endpoint,
+    behavior: &Behavior,
+    wire: &Wire,
+) -> Option<Response<MockBody>> {
+    match behavior {
+        Behavior::Status { code, body } => {
+            let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = body
+                .clone()
+                .unwrap_or_else(|| json::status_error(*code, ep.anthropic()));
+            Some(plain(status, body.into()))
+        }
+        Behavior::Redirect { location } => {
+            let mut r = Response::new(MockBody::empty());
+            *r.status_mut() = StatusCode::TEMPORARY_REDIRECT;
+            match HeaderValue::from_str(location) {
+                Ok(v) => r.headers_mut().insert(LOCATION, v),
+                Err(_) => return Some(plain(StatusCode::INTERNAL_SERVER_ERROR, "{}".into())),
+            };
+            Some(r)
+        }
+        Behavior::EmptyOk => {
+            let mut r = Response::new(MockBody::empty());
+            r.headers_mut().insert(CONTENT_TYPE, JSON);
+            Some(r)
+        }
+        Behavior::Raw { content_type, body } => {
+            let sse = content_type.starts_with("text/event-stream");
+            let ctype = HeaderValue::from_str(content_type).unwrap_or(JSON);
+            let events: Vec<Bytes> = if sse {
+                body.split_inclusive("\n\n")
+                    .map(|e| Bytes::from(e.to_string()))
+                    .collect()
+            } else {
+                vec![Bytes::from(body.clone())]
+            };
+            let payload = if sse {
+                Payload::Sse(SseParts {
+                    head: events,
+                    chunks: Vec::new(),
+                    tail: Vec::new(),
+                })
+            } else {
+                Payload::Full(events.into_iter().next().unwrap_or_default(), ctype.clone())
+            };
+            let mut r = shape(shared, ep, payload, Behavior::Ok, wire, false);
+            r.headers_mut().insert(CONTENT_TYPE, ctype);
+            Some(r)
+        }
+        _ => None,
+    }
 }
 
 /// The endpoint's normal answer with `n` content chunks.

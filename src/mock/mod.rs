@@ -18,10 +18,11 @@ pub use body::{MockBody, MockCut};
 pub use json::{CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
 pub use request::DEFAULT_MODEL;
 
+use crate::sync::lock;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
@@ -85,10 +86,6 @@ pub(crate) struct Shared {
     recorded: Mutex<Vec<RecordedRequest>>,
     tally: Mutex<Tally>,
     video_ids: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {

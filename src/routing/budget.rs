@@ -85,7 +85,7 @@ impl RetryBudget {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.buckets.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.buckets)
     }
 
     /// The window in whole seconds.

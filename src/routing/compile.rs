@@ -10,67 +10,115 @@ use sha2::{Digest, Sha256};
 
 use super::table::{Candidate, ChannelId, PatternEntry, Route, RouteTable, Tier};
 use super::weighted::effective_weights;
-use crate::config::model::{ClientKey, Config};
+use crate::config::model::{Channel, ClientKey, Config};
 use crate::config::scalars::{glob_regex, is_pattern};
 
 /// Raw (priority → candidates with raw weights) for one route while building.
 type Building = BTreeMap<i64, Vec<(ChannelId, Arc<str>, u32)>>;
 
+/// (group, model) or (group, path) → the route being built.
+type Routes = HashMap<(String, String), Building>;
+
 /// Build the table. Infallible: the config has been validated.
 pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
     let channels: Vec<_> = config.channels.iter().cloned().map(Arc::new).collect();
+    let mut routes = Routes::new();
+    let mut paths = Routes::new();
+    let mut patterns: HashMap<String, Vec<PatternEntry>> = HashMap::new();
+    for (id, ch) in channels.iter().enumerate().filter(|(_, c)| c.enabled) {
+        for group in &ch.groups {
+            channel_routes(id, ch, group, &mut routes, &mut paths, &mut patterns);
+        }
+    }
+    virtual_routes(&config, &channels, &mut routes);
+    let mut models_by_group: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for (group, model) in routes.keys() {
+        models_by_group
+            .entry(group.clone())
+            .or_default()
+            .insert(model.clone());
+    }
+    let clients: Vec<_> = config.clients.iter().cloned().map(Arc::new).collect();
+    let client_by_hash = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let h = match &c.key {
+                ClientKey::Plain(s) => hash_key(s.expose().as_bytes()),
+                ClientKey::Sha256(h) => *h,
+            };
+            (h, i)
+        })
+        .collect();
+    RouteTable {
+        generation,
+        channels,
+        routes: finish(routes),
+        paths: finish(paths),
+        client_by_hash,
+        clients,
+        models_by_group: models_by_group
+            .into_iter()
+            .map(|(g, s)| (g, s.into_iter().collect()))
+            .collect(),
+        patterns,
+        config,
+    }
+}
+
+/// What channel `id` adds in `group`: its model patterns, its models (by their mapped
+/// upstream names) and its declared paths, at its priority and weight.
+fn channel_routes(
+    id: ChannelId,
+    ch: &Channel,
+    group: &str,
+    routes: &mut Routes,
+    paths: &mut Routes,
+    patterns: &mut HashMap<String, Vec<PatternEntry>>,
+) {
+    for model in ch.models.iter().filter(|m| is_pattern(m)) {
+        // Validation compiled every pattern once already; none fails here.
+        let Some(regex) = glob_regex(model) else {
+            continue;
+        };
+        patterns
+            .entry(group.to_string())
+            .or_default()
+            .push(PatternEntry {
+                pattern: model.as_str().into(),
+                regex,
+                channel: id,
+                priority: ch.priority,
+                weight: ch.weight,
+                upstream: ch.model_mapping.get(model).map(|u| u.as_str().into()),
+            });
+    }
+    for model in ch.models.iter().filter(|m| !is_pattern(m)) {
+        let upstream: Arc<str> = ch.model_mapping.get(model).unwrap_or(model).as_str().into();
+        routes
+            .entry((group.to_string(), model.clone()))
+            .or_default()
+            .entry(ch.priority)
+            .or_default()
+            .push((id, upstream, ch.weight));
+    }
+    for path in &ch.paths {
+        paths
+            .entry((group.to_string(), path.clone()))
+            .or_default()
+            .entry(ch.priority)
+            .or_default()
+            .push((id, Arc::from(""), ch.weight));
+    }
+}
+
+/// Virtual models (R3.4): target i becomes its own tier, earlier = higher.
+fn virtual_routes(config: &Config, channels: &[Arc<Channel>], routes: &mut Routes) {
     let by_name: HashMap<&str, ChannelId> = channels
         .iter()
         .enumerate()
         .map(|(i, c)| (c.name.as_str(), i))
         .collect();
-
-    let mut routes: HashMap<(String, String), Building> = HashMap::new();
-    let mut paths: HashMap<(String, String), Building> = HashMap::new();
-    let mut patterns: HashMap<String, Vec<PatternEntry>> = HashMap::new();
-    for (id, ch) in channels.iter().enumerate() {
-        if !ch.enabled {
-            continue;
-        }
-        for group in &ch.groups {
-            for model in ch.models.iter().filter(|m| is_pattern(m)) {
-                // Validation compiled every pattern once already; none fails here.
-                let Some(regex) = glob_regex(model) else {
-                    continue;
-                };
-                patterns
-                    .entry(group.clone())
-                    .or_default()
-                    .push(PatternEntry {
-                        pattern: model.as_str().into(),
-                        regex,
-                        channel: id,
-                        priority: ch.priority,
-                        weight: ch.weight,
-                        upstream: ch.model_mapping.get(model).map(|u| u.as_str().into()),
-                    });
-            }
-            for model in ch.models.iter().filter(|m| !is_pattern(m)) {
-                let upstream: Arc<str> =
-                    ch.model_mapping.get(model).unwrap_or(model).as_str().into();
-                routes
-                    .entry((group.clone(), model.clone()))
-                    .or_default()
-                    .entry(ch.priority)
-                    .or_default()
-                    .push((id, upstream, ch.weight));
-            }
-            for path in &ch.paths {
-                paths
-                    .entry((group.clone(), path.clone()))
-                    .or_default()
-                    .entry(ch.priority)
-                    .or_default()
-                    .push((id, Arc::from(""), ch.weight));
-            }
-        }
-    }
-    // Virtual models (R3.4): target i becomes its own tier, earlier = higher.
     for vm in &config.virtual_models {
         let n = vm.targets.len() as i64;
         for group in &vm.groups {
@@ -87,42 +135,6 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
                     .push((id, t.model.as_str().into(), 100));
             }
         }
-    }
-
-    let mut models_by_group: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for (group, model) in routes.keys() {
-        models_by_group
-            .entry(group.clone())
-            .or_default()
-            .insert(model.clone());
-    }
-
-    let clients: Vec<_> = config.clients.iter().cloned().map(Arc::new).collect();
-    let client_by_hash = clients
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let h = match &c.key {
-                ClientKey::Plain(s) => hash_key(s.expose().as_bytes()),
-                ClientKey::Sha256(h) => *h,
-            };
-            (h, i)
-        })
-        .collect();
-
-    RouteTable {
-        generation,
-        channels,
-        routes: finish(routes),
-        paths: finish(paths),
-        client_by_hash,
-        clients,
-        models_by_group: models_by_group
-            .into_iter()
-            .map(|(g, s)| (g, s.into_iter().collect()))
-            .collect(),
-        patterns,
-        config,
     }
 }
 

@@ -3,6 +3,7 @@ pub mod backoff;
 pub mod budget;
 pub mod compile;
 pub mod family;
+pub mod outcome;
 pub mod plan;
 pub mod policy;
 #[cfg(test)]

@@ -134,75 +134,92 @@ fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], p: ChannelI
     }
 }
 
-impl AttemptPlan {
-    pub fn new(input: &PlanInput, rng: &mut fastrand::Rng) -> Self {
-        let max_steps = input.retry_times.saturating_add(1);
-        let avail: Vec<(usize, Tiers)> = input
+/// The groups' tiers of available candidates; when none is available, every candidate
+/// (and `true`: the plan then fails fast on open breakers rather than answering "no channel").
+fn usable_groups(input: &PlanInput) -> (Vec<(usize, Tiers)>, bool) {
+    let tiers = |keep: &dyn Fn(ChannelId, &str) -> bool| -> Vec<(usize, Tiers)> {
+        input
             .groups
             .iter()
             .enumerate()
-            .map(|(i, (_, r))| (i, tiers_of(r, input.available)))
+            .map(|(i, (_, r))| (i, tiers_of(r, keep)))
             .filter(|(_, t)| !t.is_empty())
-            .collect();
-        let all_unavailable = avail.is_empty();
-        let mut groups = if all_unavailable {
-            input
-                .groups
-                .iter()
-                .enumerate()
-                .map(|(i, (_, r))| (i, tiers_of(r, &|_, _| true)))
-                .filter(|(_, t)| !t.is_empty())
-                .collect()
-        } else {
-            avail
-        };
-        let all_unavailable = all_unavailable && !groups.is_empty();
+            .collect()
+    };
+    let avail = tiers(input.available);
+    if !avail.is_empty() {
+        return (avail, false);
+    }
+    let all = tiers(&|_, _| true);
+    let all_unavailable = !all.is_empty();
+    (all, all_unavailable)
+}
+
+/// `tier_walk: exhaust` (R4.2): every candidate of a tier, in weighted order, before the
+/// next tier; each target once.
+fn exhaust(groups: &[(usize, Tiers)], rng: &mut fastrand::Rng) -> Vec<PlannedTarget> {
+    let mut slots: Vec<PlannedTarget> = Vec::new();
+    for (g, tiers) in groups {
+        for tier in tiers {
+            let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
+            for i in weighted_order(&w, rng) {
+                let (ch, model, _) = &tier[i];
+                // A target is planned once; plans are short, so a scan beats hashing every
+                // (channel, model) pair.
+                let seen = slots
+                    .iter()
+                    .any(|s| s.channel == *ch && s.upstream_model == *model);
+                if !seen {
+                    slots.push(PlannedTarget {
+                        group: *g,
+                        channel: *ch,
+                        upstream_model: model.clone(),
+                    });
+                }
+            }
+        }
+    }
+    slots
+}
+
+/// `tier_walk: one_per_tier` (new-api): attempt n draws from tier n; past the lowest tier
+/// of the last group it stays there, up to `cap` attempts.
+fn one_per_tier(
+    groups: &[(usize, Tiers)],
+    cap: usize,
+    rng: &mut fastrand::Rng,
+) -> Vec<PlannedTarget> {
+    let mut slots = Vec::new();
+    let n = groups.len();
+    for (k, (g, tiers)) in groups.iter().enumerate() {
+        for tier in tiers {
+            if slots.len() < cap {
+                slots.push(pick(tier, *g, rng));
+            }
+        }
+        if k + 1 == n {
+            if let Some(lowest) = tiers.last() {
+                while slots.len() < cap {
+                    slots.push(pick(lowest, *g, rng));
+                }
+            }
+        }
+    }
+    slots
+}
+
+impl AttemptPlan {
+    pub fn new(input: &PlanInput, rng: &mut fastrand::Rng) -> Self {
+        let max_steps = input.retry_times.saturating_add(1);
+        let (mut groups, all_unavailable) = usable_groups(input);
         if !input.cross_group_retry {
             groups.truncate(1);
         }
         let cap = max_steps as usize;
-        let mut slots = Vec::new();
-        match input.tier_walk {
-            TierWalk::Exhaust => {
-                for (g, tiers) in &groups {
-                    for tier in tiers {
-                        let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
-                        for i in weighted_order(&w, rng) {
-                            let (ch, model, _) = &tier[i];
-                            // A target is planned once; plans are short, so a scan beats
-                            // hashing every (channel, model) pair.
-                            let seen = slots.iter().any(|s: &PlannedTarget| {
-                                s.channel == *ch && s.upstream_model == *model
-                            });
-                            if !seen {
-                                slots.push(PlannedTarget {
-                                    group: *g,
-                                    channel: *ch,
-                                    upstream_model: model.clone(),
-                                });
-                            }
-                        }
-                    }
-                }
-            }
-            TierWalk::OnePerTier => {
-                let n = groups.len();
-                for (k, (g, tiers)) in groups.iter().enumerate() {
-                    for tier in tiers {
-                        if slots.len() < cap {
-                            slots.push(pick(tier, *g, rng));
-                        }
-                    }
-                    if k + 1 == n {
-                        if let Some(lowest) = tiers.last() {
-                            while slots.len() < cap {
-                                slots.push(pick(lowest, *g, rng));
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let mut slots = match input.tier_walk {
+            TierWalk::Exhaust => exhaust(&groups, rng),
+            TierWalk::OnePerTier => one_per_tier(&groups, cap, rng),
+        };
         if let Some(p) = input.preferred {
             prefer(&mut slots, &groups, p);
         }
@@ -276,13 +293,13 @@ impl AttemptPlan {
         }
         let step = match (self.current.clone(), last) {
             (None, _) => self.start_slot(),
-            (Some(_), Some(Decision::Done | Decision::Return)) => None,
+            (Some(_), Some(d)) if d.ends() => None,
             (Some(cur), Some(Decision::RetrySame { .. })) => Some(Step {
                 same_target_retry: cur.same_target_retry + 1,
                 ..cur
             }),
             (Some(cur), Some(Decision::FailOver { key_fault })) => self.move_on(&cur, *key_fault),
-            (Some(cur), None) => self.move_on(&cur, false),
+            (Some(cur), _) => self.move_on(&cur, false),
         };
         match step {
             Some(s) => {

@@ -33,65 +33,16 @@
 //!   Gateway-side timeouts count as 504 (never replayed). Follow-ups are task
 //!   calls too; their plan holds only the locked channel.
 
-use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::family::{retryable, PathFamily};
+pub use super::outcome::{
+    is_key_fault, map_status, possibly_charged, Outcome, OutcomeFacts, TransportKind,
+};
 use crate::config::model::{ImagesFailover, Retry, Routing};
 
-/// Why an attempt failed before any HTTP status was seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportKind {
-    Connect,
-    Dns,
-    Tls,
-    Reset,
-    HeaderTimeout,
-    FirstByteTimeout,
-    /// Non-stream body read timeout.
-    BodyTimeout,
-    /// The connection broke mid-response.
-    Broken,
-    /// A 2xx with an empty body.
-    EmptyBody,
-}
-
-impl TransportKind {
-    fn is_timeout(self) -> bool {
-        matches!(
-            self,
-            Self::HeaderTimeout | Self::FirstByteTimeout | Self::BodyTimeout
-        )
-    }
-
-    fn is_pre_send(self) -> bool {
-        matches!(self, Self::Connect | Self::Dns | Self::Tls)
-    }
-}
-
-/// What one upstream attempt produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    Success,
-    Status {
-        code: u16,
-        error_code: Option<String>,
-        error_type: Option<String>,
-        message: String,
-    },
-    Transport(TransportKind),
-    /// `channel:no_available_key`, ...: always fail over (seed 000 §5).
-    ChannelError(String),
-    /// Unreadable body, billing failure, content policy, internal: return at once.
-    SkipRetry(String),
-    /// The client disconnected: stop.
-    ClientGone,
-    /// Gateway-side adapter error: never replayed.
-    LocalAdapter(String),
-    /// The whole-request deadline passed: stop.
-    DeadlineExceeded,
-}
-
-/// Request facts the decision depends on.
+/// Request facts the decision depends on, the request's limits included: the breaker's
+/// admission of this attempt, the time left before the deadline and the retry budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Facts {
     pub family: PathFamily,
@@ -103,6 +54,15 @@ pub struct Facts {
     pub same_target_retries: u32,
     pub attempts_left: u32,
     pub affinity_skip_retry: bool,
+    /// The breaker admitted this attempt outright: not refused, not a half-open probe
+    /// (R6.1: a refused target is not retried, and a probe makes one attempt).
+    pub breaker_admitted: bool,
+    /// Time left before the request deadline (R4.7).
+    pub time_left: Duration,
+    /// The wait before a same-target retry of this target (R4.5), drawn with its jitter.
+    pub retry_backoff: Duration,
+    /// The retry budget has room for one more retry or failover (R4.9).
+    pub retry_budget: bool,
 }
 
 /// Configuration the decision depends on (the current channel's effective values).
@@ -111,7 +71,6 @@ pub struct Settings<'a> {
     pub routing: &'a Routing,
     pub retry: &'a Retry,
     pub images: &'a ImagesFailover,
-    pub status_code_mapping: &'a BTreeMap<u16, u16>,
 }
 
 /// What the attempt loop does next.
@@ -125,83 +84,92 @@ pub enum Decision {
     RetrySame { attempt: u32 },
     /// Give this outcome to the client.
     Return,
+    /// A same-target retry was due but its backoff outlasts the deadline: answer with the
+    /// deadline error (R4.7).
+    OutOfTime,
+    /// A retry or failover was due but the retry budget is spent: give this outcome to the
+    /// client (R4.9).
+    OutOfBudget,
 }
 
-/// Error codes/types that blame the key rather than the channel (seed 000 §10).
-const KEY_FAULT_MARKERS: &[&str] = &[
-    "insufficient_quota",
-    "invalid_api_key",
-    "account_deactivated",
-    "billing_not_active",
-    "arrearage",
-    "authentication_error",
-    "permission_error",
-    "rate_limit_exceeded",
-    "quota_exceeded",
-];
+impl Decision {
+    /// Does this decision end the request's attempts?
+    pub fn ends(&self) -> bool {
+        matches!(
+            self,
+            Decision::Done | Decision::Return | Decision::OutOfTime | Decision::OutOfBudget
+        )
+    }
 
-/// Apply a channel's `status_code_mapping` (R4.4, seed 003 §3.1).
-pub fn map_status(code: u16, mapping: &BTreeMap<u16, u16>) -> u16 {
-    mapping.get(&code).copied().unwrap_or(code)
-}
-
-/// Is this failure the key's fault (401, 403, 429, quota/credential errors)? (R4.3)
-pub fn is_key_fault(outcome: &Outcome) -> bool {
-    match outcome {
-        Outcome::Status {
-            code,
-            error_code,
-            error_type,
-            ..
-        } => {
-            matches!(code, 401 | 403 | 429)
-                || [error_code, error_type]
-                    .into_iter()
-                    .flatten()
-                    .any(|s| KEY_FAULT_MARKERS.iter().any(|m| s.eq_ignore_ascii_case(m)))
+    /// Does carrying out this decision make another attempt (and spend a retry)? A failover
+    /// with no target left makes none.
+    pub fn retries(&self, facts: &Facts) -> bool {
+        match self {
+            Decision::RetrySame { .. } => true,
+            Decision::FailOver { .. } => facts.alternatives_left,
+            _ => false,
         }
-        Outcome::ChannelError(code) => code == "channel:invalid_key",
-        _ => false,
     }
 }
 
 /// Classify one attempt's outcome. Pure: same inputs, same decision.
-pub fn classify(outcome: &Outcome, facts: &Facts, s: &Settings) -> Decision {
-    let mapped;
-    let outcome = match outcome {
-        Outcome::Status {
-            code,
-            error_code,
-            error_type,
-            message,
-        } => {
-            mapped = Outcome::Status {
-                code: map_status(*code, s.status_code_mapping),
-                error_code: error_code.clone(),
-                error_type: error_type.clone(),
-                message: message.clone(),
-            };
-            &mapped
-        }
-        other => other,
+pub fn classify(o: &OutcomeFacts, facts: &Facts, s: &Settings) -> Decision {
+    limit(intent(o, facts, s), facts)
+}
+
+/// Classify, taking the retry budget's answer only when the decision spends it:
+/// `take_retry` takes one retry from the budget (false when it is spent) and is called at
+/// most once, for a decision that makes another attempt.
+pub fn decide(
+    o: &OutcomeFacts,
+    facts: &Facts,
+    s: &Settings,
+    take_retry: impl FnOnce() -> bool,
+) -> Decision {
+    let room = Facts {
+        retry_budget: true,
+        ..*facts
     };
-    let code = match outcome {
-        Outcome::Status { code, .. } => Some(*code),
-        _ => None,
-    };
-    match outcome {
-        Outcome::Success => return Decision::Done,
-        Outcome::Status { code, .. } if (200..300).contains(code) => return Decision::Done,
-        Outcome::ClientGone | Outcome::DeadlineExceeded | Outcome::LocalAdapter(_) => {
-            return Decision::Return
-        }
-        _ => {}
+    let d = classify(o, &room, s);
+    if d.retries(facts) && !take_retry() {
+        let spent = Facts {
+            retry_budget: false,
+            ..*facts
+        };
+        return classify(o, &spent, s);
+    }
+    d
+}
+
+/// What the request's limits make of the intended decision, in this order: a refused or
+/// probing target is not retried (R6.1); a retry whose backoff outlasts the deadline ends
+/// the request (R4.7); past the retry budget the outcome is returned (R4.9).
+fn limit(d: Decision, facts: &Facts) -> Decision {
+    match d {
+        Decision::RetrySame { .. } if !facts.breaker_admitted => Decision::Return,
+        Decision::RetrySame { .. } if facts.retry_backoff >= facts.time_left => Decision::OutOfTime,
+        d if d.retries(facts) && !facts.retry_budget => Decision::OutOfBudget,
+        d => d,
+    }
+}
+
+/// The decision the outcome calls for, before the request's limits.
+fn intent(o: &OutcomeFacts, facts: &Facts, s: &Settings) -> Decision {
+    let outcome = &o.outcome;
+    if o.success {
+        return Decision::Done;
+    }
+    if matches!(
+        outcome,
+        Outcome::ClientGone | Outcome::DeadlineExceeded | Outcome::LocalAdapter(_)
+    ) {
+        return Decision::Return;
     }
     if facts.attempts_left == 0 || facts.affinity_skip_retry {
         return Decision::Return;
     }
     if facts.is_task {
-        return task(outcome, code, facts, s.retry);
+        return task(outcome, o.status, facts, s.retry);
     }
     if !retryable(facts.family, facts.has_idempotency_key) {
         if facts.family == PathFamily::Images && s.images.enabled {
@@ -209,36 +177,35 @@ pub fn classify(outcome: &Outcome, facts: &Facts, s: &Settings) -> Decision {
         }
         return Decision::Return;
     }
-    let key_fault = is_key_fault(outcome);
     match outcome {
-        Outcome::ChannelError(_) => Decision::FailOver { key_fault },
-        Outcome::SkipRetry(_) => Decision::Return,
+        Outcome::ChannelError(_) => Decision::FailOver {
+            key_fault: o.key_fault,
+        },
         Outcome::Transport(kind) => move_or_repeat(facts, s.retry, false, !kind.is_timeout()),
-        Outcome::Status { code, .. } => {
-            let code = *code;
-            let can_repeat = s.retry.retry_on.contains(code);
-            if !(100..=599).contains(&code) {
-                return move_or_repeat(facts, s.retry, false, true);
-            }
-            let fail_over =
-                s.routing.failover_on.contains(code) && !s.routing.never_failover_on.contains(code);
-            if fail_over {
-                move_or_repeat(facts, s.retry, key_fault, can_repeat)
-            } else {
-                // R4.5: same-target retries come only once alternatives are used up; a code
-                // that never fails over (504, 524) is therefore repeated only when alone.
-                repeat_or_return(
-                    facts,
-                    s.retry.max_retries,
-                    can_repeat && !facts.alternatives_left,
-                )
-            }
-        }
-        // Handled above.
-        Outcome::Success
-        | Outcome::ClientGone
-        | Outcome::LocalAdapter(_)
-        | Outcome::DeadlineExceeded => Decision::Return,
+        Outcome::Status { code, .. } => status(*code, o.key_fault, facts, s),
+        _ => Decision::Return,
+    }
+}
+
+/// An HTTP status (after mapping): fail over when `failover_on` says so, else return it —
+/// or repeat it on the same target when it is alone and `retry_on` allows (R4.4, R4.5).
+fn status(code: u16, key_fault: bool, facts: &Facts, s: &Settings) -> Decision {
+    let can_repeat = s.retry.retry_on.contains(code);
+    if !(100..=599).contains(&code) {
+        return move_or_repeat(facts, s.retry, false, true);
+    }
+    let fail_over =
+        s.routing.failover_on.contains(code) && !s.routing.never_failover_on.contains(code);
+    if fail_over {
+        move_or_repeat(facts, s.retry, key_fault, can_repeat)
+    } else {
+        // R4.5: same-target retries come only once alternatives are used up; a code
+        // that never fails over (504, 524) is therefore repeated only when alone.
+        repeat_or_return(
+            facts,
+            s.retry.max_retries,
+            can_repeat && !facts.alternatives_left,
+        )
     }
 }
 
@@ -259,19 +226,6 @@ fn repeat_or_return(facts: &Facts, budget: u32, can_repeat: bool) -> Decision {
     } else {
         Decision::Return
     }
-}
-
-/// R10.4: did this attempt end with an unknown outcome after the request was sent
-/// (timeout, broken or reset connection, empty 2xx, deadline while waiting) on a
-/// path that bills an artifact? An `Idempotency-Key` does not clear the mark: it
-/// makes a replay safe, not this attempt's charge known.
-pub fn possibly_charged(outcome: &Outcome, family: PathFamily) -> bool {
-    let unknown = match outcome {
-        Outcome::Transport(k) => !k.is_pre_send(),
-        Outcome::DeadlineExceeded => true,
-        _ => false,
-    };
-    unknown && !retryable(family, false)
 }
 
 /// Tier 1 of R10.3: pre-generation rejections.
@@ -331,3 +285,7 @@ pub(crate) mod tests;
 #[cfg(test)]
 #[path = "safety_tests.rs"]
 mod safety_tests;
+
+#[cfg(test)]
+#[path = "policy_limits_tests.rs"]
+mod limits_tests;

@@ -1,11 +1,12 @@
 //! Property tests of the outcome classifier (R4.4, R4.5, R10): pure, 2xx is Done, no attempt
 //! after the last one, non-retryable families never replay unless image failover says so.
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
 use super::family::{retryable, PathFamily};
-use super::policy::{classify, Decision, Facts, Outcome, Settings, TransportKind};
+use super::policy::{classify, Decision, Facts, Outcome, OutcomeFacts, Settings, TransportKind};
 use crate::config::model::{ImagesFailover, Retry};
 
 use super::policy::tests::routing;
@@ -34,18 +35,6 @@ const FAMILIES: &[PathFamily] = &[
     PathFamily::TokenCount,
 ];
 
-const KINDS: &[TransportKind] = &[
-    TransportKind::Connect,
-    TransportKind::Dns,
-    TransportKind::Tls,
-    TransportKind::Reset,
-    TransportKind::HeaderTimeout,
-    TransportKind::FirstByteTimeout,
-    TransportKind::BodyTimeout,
-    TransportKind::Broken,
-    TransportKind::EmptyBody,
-];
-
 fn outcome() -> impl Strategy<Value = Outcome> {
     let marker = prop::sample::select(vec![
         None,
@@ -62,7 +51,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
                 message: String::new(),
             }
         }),
-        prop::sample::select(KINDS.to_vec()).prop_map(Outcome::Transport),
+        prop::sample::select(TransportKind::ALL.to_vec()).prop_map(Outcome::Transport),
         Just(Outcome::ChannelError("channel:no_available_key".into())),
         Just(Outcome::SkipRetry("x".into())),
         Just(Outcome::ClientGone),
@@ -74,19 +63,26 @@ fn outcome() -> impl Strategy<Value = Outcome> {
 fn facts() -> impl Strategy<Value = Facts> {
     (
         prop::sample::select(FAMILIES.to_vec()),
-        any::<[bool; 4]>(),
+        any::<[bool; 6]>(),
         0u32..5,
         0u32..4,
+        (0u64..3, 0u64..3),
     )
-        .prop_map(|(family, b, same_target_retries, attempts_left)| Facts {
-            family,
-            has_idempotency_key: b[0],
-            is_task: b[1],
-            alternatives_left: b[2],
-            same_target_retries,
-            attempts_left,
-            affinity_skip_retry: b[3],
-        })
+        .prop_map(
+            |(family, b, same_target_retries, attempts_left, (left, wait))| Facts {
+                family,
+                has_idempotency_key: b[0],
+                is_task: b[1],
+                alternatives_left: b[2],
+                same_target_retries,
+                attempts_left,
+                affinity_skip_retry: b[3],
+                breaker_admitted: b[4],
+                time_left: Duration::from_secs(left),
+                retry_backoff: Duration::from_secs(wait),
+                retry_budget: b[5],
+            },
+        )
 }
 
 proptest! {
@@ -102,10 +98,11 @@ proptest! {
         if let Some((from, to)) = map {
             mapping.insert(from, to);
         }
-        let s = Settings { routing: &routing, retry: &retry, images: &images, status_code_mapping: &mapping };
-        let d = classify(&o, &f, &s);
+        let s = Settings { routing: &routing, retry: &retry, images: &images };
+        let facts = OutcomeFacts::of(&o, &mapping, f.family);
+        let d = classify(&facts, &f, &s);
         // Pure: the same inputs give the same decision.
-        prop_assert_eq!(d, classify(&o.clone(), &f, &s));
+        prop_assert_eq!(d, classify(&OutcomeFacts::of(&o.clone(), &mapping, f.family), &f, &s));
         // 2xx (after mapping) is always Done.
         if let Outcome::Status { code, .. } = &o {
             let mapped = mapping.get(code).copied().unwrap_or(*code);
@@ -131,6 +128,18 @@ proptest! {
         if let Decision::RetrySame { attempt } = d {
             prop_assert!(attempt >= 1);
             prop_assert!(f.same_target_retries < max.max(1) || f.is_task);
+            // ... and the request's limits (R6.1, R4.7).
+            prop_assert!(f.breaker_admitted && f.retry_backoff < f.time_left);
+        }
+        // Nothing is retried past the retry budget (R4.9), and only a retry can run out of it.
+        if !f.retry_budget {
+            prop_assert!(!d.retries(&f), "{:?}", d);
+        } else {
+            prop_assert!(d != Decision::OutOfBudget);
+        }
+        // Only a same-target retry can outlast the deadline.
+        if d == Decision::OutOfTime {
+            prop_assert!(f.retry_backoff >= f.time_left && f.breaker_admitted);
         }
     }
 }

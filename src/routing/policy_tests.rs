@@ -27,7 +27,7 @@ fn images_cfg(enabled: bool, ambiguous: bool, uncertain: bool) -> ImagesFailover
     }
 }
 
-fn facts() -> Facts {
+pub(crate) fn facts() -> Facts {
     Facts {
         family: PathFamily::Chat,
         has_idempotency_key: false,
@@ -36,10 +36,14 @@ fn facts() -> Facts {
         same_target_retries: 0,
         attempts_left: 3,
         affinity_skip_retry: false,
+        breaker_admitted: true,
+        time_left: std::time::Duration::from_secs(3600),
+        retry_backoff: std::time::Duration::ZERO,
+        retry_budget: true,
     }
 }
 
-fn status(code: u16) -> Outcome {
+pub(crate) fn status(code: u16) -> Outcome {
     Outcome::Status {
         code,
         error_code: None,
@@ -48,15 +52,15 @@ fn status(code: u16) -> Outcome {
     }
 }
 
-struct Env {
-    routing: Routing,
-    retry: Retry,
-    images: ImagesFailover,
-    mapping: BTreeMap<u16, u16>,
+pub(crate) struct Env {
+    pub(crate) routing: Routing,
+    pub(crate) retry: Retry,
+    pub(crate) images: ImagesFailover,
+    pub(crate) mapping: BTreeMap<u16, u16>,
 }
 
 impl Env {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Env {
             routing: routing(),
             retry: retry(),
@@ -64,14 +68,13 @@ impl Env {
             mapping: BTreeMap::new(),
         }
     }
-    fn run(&self, o: &Outcome, f: &Facts) -> Decision {
+    pub(crate) fn run(&self, o: &Outcome, f: &Facts) -> Decision {
         let s = Settings {
             routing: &self.routing,
             retry: &self.retry,
             images: &self.images,
-            status_code_mapping: &self.mapping,
         };
-        classify(o, f, &s)
+        classify(&OutcomeFacts::of(o, &self.mapping, f.family), f, &s)
     }
 }
 
@@ -206,17 +209,7 @@ fn channel_skip_transport_and_stops() {
     );
     assert_eq!(env.run(&Outcome::Success, &facts()), Done);
     use TransportKind::*;
-    for k in [
-        Connect,
-        Dns,
-        Tls,
-        Reset,
-        HeaderTimeout,
-        FirstByteTimeout,
-        BodyTimeout,
-        Broken,
-        EmptyBody,
-    ] {
+    for k in TransportKind::ALL {
         assert_eq!(env.run(&Outcome::Transport(k), &facts()), FO, "{k:?}");
         let expect = if matches!(k, HeaderTimeout | FirstByteTimeout | BodyTimeout) {
             Return

@@ -4,7 +4,7 @@
 //! real classifier with settings loaded from YAML + env aliases, so a change to the
 //! matrix, the whitelist, the defaults or the alias wiring fails here.
 //! Do not loosen these tables to raise success rates.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::*;
@@ -25,9 +25,8 @@ fn run(cfg: &Config, o: &Outcome, f: &Facts) -> Decision {
         routing: &cfg.routing,
         retry: &cfg.resilience.retry,
         images: &cfg.images_failover,
-        status_code_mapping: &BTreeMap::new(),
     };
-    classify(o, f, &s)
+    classify(&OutcomeFacts::of(o, &BTreeMap::new(), f.family), f, &s)
 }
 
 fn facts(path: &str, key: bool) -> Facts {
@@ -39,6 +38,7 @@ fn facts(path: &str, key: bool) -> Facts {
         same_target_retries: 0,
         attempts_left: 3,
         affinity_skip_retry: false,
+        ..super::tests::facts()
     }
 }
 

@@ -1,8 +1,19 @@
 //! State-machine tests of the breaker on paused tokio time (R6.1–R6.3, R2.5).
 use super::*;
-use crate::routing::policy::Outcome;
-use crate::state::outcome::verdict;
+use crate::routing::family::PathFamily;
+use crate::routing::policy::{Outcome, OutcomeFacts};
 use std::sync::Arc;
+
+/// The breaker verdict of `o` on a channel with `mapping` (its facts derived first).
+fn verdict(
+    o: &Outcome,
+    mapping: &std::collections::BTreeMap<u16, u16>,
+    elapsed: Duration,
+    cfg: &crate::config::model::Breaker,
+) -> Verdict {
+    let f = OutcomeFacts::of(o, mapping, PathFamily::Chat);
+    crate::state::outcome::verdict(&f, elapsed, cfg)
+}
 
 fn lim(fail: u32, succ: u32, timeout_ms: u64) -> Limits {
     Limits {

@@ -10,7 +10,7 @@
 //! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -21,9 +21,7 @@ use super::sync::{Change, Sink};
 /// A replica without the probe lease asks again at most this often.
 pub const LEASE_ASK_EVERY: Duration = Duration::from_millis(500);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sync::lock;
 
 struct Shared {
     channel: String,

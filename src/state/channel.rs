@@ -1,9 +1,10 @@
 //! `ChannelState` (per channel name: key cursor, disabled flags, breakers, health) and the
 //! `Registry` that owns them.
 
+use crate::sync::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use super::keys::KeyFp;
 use crate::routing::table::RouteTable;
@@ -41,11 +42,6 @@ pub struct ChannelState {
     pub metrics: crate::telemetry::ChannelMetrics,
     /// Where changes go when state is shared with other replicas (R17.1).
     pub sync: super::sync::Hook,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means another thread panicked mid-update of plain data; keep serving.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ChannelState {

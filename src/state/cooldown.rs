@@ -6,14 +6,15 @@
 //! breaker it never refuses an attempt that the plan still makes (when every channel is
 //! unavailable the plan falls back to all of them).
 
-use std::sync::{Mutex, MutexGuard};
+use crate::sync::lock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::breaker::{Core, Limits, State, Verdict};
 use crate::config::model::Cooldown as CooldownCfg;
-use crate::routing::policy::{map_status, Outcome};
+use crate::routing::outcome::OutcomeFacts;
 
 /// The breaker thresholds of the cooldown preset.
 pub fn limits(cfg: &CooldownCfg) -> Limits {
@@ -24,25 +25,18 @@ pub fn limits(cfg: &CooldownCfg) -> Limits {
     }
 }
 
-/// How an outcome counts for the cooldown: only upstream faults count — a 5xx, 429 or 408
-/// (after `status_code_mapping`), a transport error, a `channel:*` error. A caller's 4xx
-/// (400, 404, 413, 422, ...) is neutral: two bad requests from one client must not cool a
-/// channel down for everyone. Successes reset.
-pub fn verdict(outcome: &Outcome, mapping: &std::collections::BTreeMap<u16, u16>) -> Verdict {
-    match outcome {
-        Outcome::Success => Verdict::Success,
-        Outcome::Status { code, .. } => {
-            let code = map_status(*code, mapping);
-            if (200..300).contains(&code) {
-                Verdict::Success
-            } else if (500..=599).contains(&code) || code == 429 || code == 408 {
-                Verdict::Failure
-            } else {
-                Verdict::Neutral
-            }
-        }
-        Outcome::Transport(_) | Outcome::ChannelError(_) => Verdict::Failure,
-        _ => Verdict::Neutral,
+/// How an attempt counts for the cooldown: only upstream faults count
+/// ([`OutcomeFacts::upstream_fault`]: a 5xx, 429 or 408 after `status_code_mapping`, a
+/// transport error, a `channel:*` error). A caller's 4xx (400, 404, 413, 422, ...) is
+/// neutral: two bad requests from one client must not cool a channel down for everyone.
+/// Successes reset.
+pub fn verdict(f: &OutcomeFacts) -> Verdict {
+    if f.success {
+        Verdict::Success
+    } else if f.upstream_fault {
+        Verdict::Failure
+    } else {
+        Verdict::Neutral
     }
 }
 
@@ -58,10 +52,6 @@ impl Default for Cooldown {
             core: Mutex::new(Core::new(Instant::now())),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Cooldown {
@@ -103,6 +93,13 @@ impl Cooldown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::family::PathFamily;
+    use crate::routing::policy::Outcome;
+
+    /// The cooldown verdict of `o` on a channel with `mapping` (its facts derived first).
+    fn verdict(o: &Outcome, mapping: &std::collections::BTreeMap<u16, u16>) -> Verdict {
+        super::verdict(&OutcomeFacts::of(o, mapping, PathFamily::Chat))
+    }
 
     fn outcome(code: u16) -> Outcome {
         Outcome::Status {

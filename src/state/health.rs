@@ -1,12 +1,13 @@
 //! Provider health (R7.3, seed 004): a sliding 10-minute window of real outcomes per channel
 //! in 10-second buckets (bounded memory), plus the result of the last model listing.
 
-use std::sync::{Mutex, MutexGuard};
+use crate::sync::lock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::routing::policy::Outcome;
+use crate::routing::outcome::OutcomeFacts;
 
 /// Length of the window.
 pub const WINDOW: Duration = Duration::from_secs(600);
@@ -72,20 +73,11 @@ impl Default for Health {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Does an attempt outcome count in the window, and as an error? Client cancels, local
-/// adapter errors and the request deadline are not the upstream's doing: `None`. Every other
+/// Does an attempt count in the window, and as an error? Client cancels, local adapter
+/// errors and the request deadline are not the upstream's doing: `None`. Every other
 /// failure counts — including 4xx that never trip a breaker (seed 004).
-pub fn is_error(outcome: &Outcome) -> Option<bool> {
-    match outcome {
-        Outcome::Success => Some(false),
-        Outcome::Status { code, .. } => Some(!(200..300).contains(code)),
-        Outcome::Transport(_) | Outcome::ChannelError(_) | Outcome::SkipRetry(_) => Some(true),
-        Outcome::ClientGone | Outcome::LocalAdapter(_) | Outcome::DeadlineExceeded => None,
-    }
+pub fn is_error(f: &OutcomeFacts) -> Option<bool> {
+    f.counted.then_some(!f.success)
 }
 
 impl Health {
@@ -140,6 +132,7 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::policy::Outcome;
 
     #[tokio::test(start_paused = true)]
     async fn degraded_needs_three_errors_and_half() {
@@ -176,6 +169,15 @@ mod tests {
         );
         tokio::time::advance(Duration::from_secs(3600)).await;
         assert_eq!(h.counts(Instant::now()), Counts::default());
+    }
+
+    fn is_error(o: &crate::routing::policy::Outcome) -> Option<bool> {
+        let f = OutcomeFacts::of(
+            o,
+            &Default::default(),
+            crate::routing::family::PathFamily::Chat,
+        );
+        super::is_error(&f)
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! a new entry first drops the expired ones, then the one that expires soonest. Keys are
 //! upstream model names from the config, never client-chosen strings.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -23,10 +24,6 @@ pub struct MissingModels {
     map: Mutex<HashMap<String, Instant>>,
     /// Entries in `map` (read without the lock on the hot path).
     len: AtomicUsize,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl MissingModels {

@@ -8,7 +8,6 @@
 //! pass-through paths), never the client's string: a virtual model's targets on one
 //! channel are separate targets, each with its own model breaker (seed 004).
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -20,7 +19,7 @@ use super::cooldown;
 use super::keys::KeyFp;
 use crate::config::model::Breaker as BreakerCfg;
 use crate::config::model::{AutoDisable, BreakerScope, Channel};
-use crate::routing::policy::{map_status, Outcome};
+use crate::routing::outcome::{Outcome, OutcomeFacts};
 use crate::store::Store;
 
 pub use super::view::{hide_down_models, view};
@@ -79,27 +78,6 @@ fn report(channel: &str, t: Transition, now: State) {
     );
 }
 
-/// `outcome` with the channel's `status_code_mapping` applied to its status.
-pub fn mapped<'a>(
-    outcome: &'a Outcome,
-    mapping: &std::collections::BTreeMap<u16, u16>,
-) -> Cow<'a, Outcome> {
-    match outcome {
-        Outcome::Status {
-            code,
-            error_code,
-            error_type,
-            message,
-        } if mapping.contains_key(code) => Cow::Owned(Outcome::Status {
-            code: map_status(*code, mapping),
-            error_code: error_code.clone(),
-            error_type: error_type.clone(),
-            message: message.clone(),
-        }),
-        o => Cow::Borrowed(o),
-    }
-}
-
 /// One attempt's target: the channel, its key fingerprints, the key used and the upstream
 /// model.
 pub struct Target<'a> {
@@ -111,20 +89,14 @@ pub struct Target<'a> {
 }
 
 /// Record one attempt right away: the health window, a "model not found" mark and the
-/// auto-disable rules (R7.1, R7.3; issue 14), on the mapped status.
-pub fn record_attempt(
-    store: &Store,
-    rules: &AutoDisable,
-    t: &Target,
-    outcome: &Outcome,
-) -> Applied {
+/// auto-disable rules (R7.1, R7.3; issue 14), on the facts of its outcome (mapped status).
+pub fn record_attempt(store: &Store, rules: &AutoDisable, t: &Target, f: &OutcomeFacts) -> Applied {
     let (ch, st) = (t.ch, t.st);
-    let outcome = mapped(outcome, &ch.status_code_mapping);
     let now = Instant::now();
-    if let Some(err) = super::health::is_error(&outcome) {
+    if let Some(err) = super::health::is_error(f) {
         st.health.record(err, now);
     }
-    if !t.model.is_empty() && super::models::is_model_not_found(&outcome) {
+    if !t.model.is_empty() && super::models::is_model_not_found(&f.outcome) {
         let d = ch.resilience.cooldown.duration;
         st.missing_models.mark(t.model, now + d, now);
         st.sync.emit(|| super::sync::Change::ModelMissing {
@@ -134,7 +106,7 @@ pub fn record_attempt(
         });
         tracing::info!(channel = %ch.name, model = t.model, duration = ?d, "upstream does not serve the model");
     }
-    match autodisable::should_disable(&outcome, rules) {
+    match autodisable::should_disable(&f.outcome, rules) {
         Some(reason) => {
             autodisable::apply(store, ch, st, t.fps, t.key, &reason, crate::store::now_ms())
         }
@@ -149,13 +121,13 @@ pub fn record_visit(
     ch: &Channel,
     st: &ChannelState,
     model: &str,
-    outcome: &Outcome,
+    f: &OutcomeFacts,
     elapsed: Duration,
     probe: bool,
 ) {
     let now = Instant::now();
     let cb = &ch.resilience.circuit_breaker;
-    let v = verdict(outcome, &ch.status_code_mapping, elapsed, cb);
+    let v = verdict(f, elapsed, cb);
     let (t, state) = st
         .breakers
         .record(&limits(ch), scope(ch, model), v, probe, now);
@@ -165,8 +137,10 @@ pub fn record_visit(
         // Model scope: the channel gauge follows the breaker of the latest finished call.
         st.metrics.breaker_state.set(state.gauge());
     }
-    let cv = cooldown::verdict(outcome, &ch.status_code_mapping);
-    if st.cooldown.record(&ch.resilience.cooldown, cv, now) {
+    if st
+        .cooldown
+        .record(&ch.resilience.cooldown, cooldown::verdict(f), now)
+    {
         tracing::info!(channel = %ch.name, duration = ?ch.resilience.cooldown.duration, "channel cooling down");
         st.sync.emit(|| super::sync::Change::CooledDown {
             channel: ch.name.clone(),
@@ -216,47 +190,29 @@ pub fn refused_outcome(channel: &str) -> Outcome {
     }
 }
 
-/// Statuses the caller caused: never a breaker failure (R6.2).
-const CALLER_FAULT: &[u16] = &[400, 404, 413, 422];
-
-/// R6.2: how an attempt's outcome counts for the channel breaker. `elapsed` is the time to
-/// response headers (non-stream) or to the first data event (streams).
-pub fn verdict(
-    outcome: &Outcome,
-    mapping: &std::collections::BTreeMap<u16, u16>,
-    elapsed: Duration,
-    cfg: &BreakerCfg,
-) -> Verdict {
+/// R6.2: how an attempt counts for the channel breaker. `elapsed` is the time to response
+/// headers (non-stream) or to the first data event (streams). A caller's fault never counts;
+/// a status counts when it is in `failure_on` (after mapping); transport and `channel:*`
+/// errors count; a call slower than `slow_call_threshold` fails even when it succeeded.
+pub fn verdict(f: &OutcomeFacts, elapsed: Duration, cfg: &BreakerCfg) -> Verdict {
     let slow = !cfg.slow_call_threshold.is_zero() && elapsed > cfg.slow_call_threshold;
-    match outcome {
-        Outcome::Success => {
-            if slow {
-                Verdict::Failure
-            } else {
-                Verdict::Success
-            }
-        }
-        Outcome::Status { code, .. } => {
-            let code = map_status(*code, mapping);
-            if (200..300).contains(&code) {
-                if slow {
-                    Verdict::Failure
-                } else {
-                    Verdict::Success
-                }
-            } else if CALLER_FAULT.contains(&code) {
-                Verdict::Neutral
-            } else if cfg.failure_on.contains(code) {
-                Verdict::Failure
-            } else {
-                Verdict::Neutral
-            }
-        }
-        Outcome::Transport(_) => Verdict::Failure,
-        Outcome::ChannelError(_) => Verdict::Failure,
-        Outcome::ClientGone
-        | Outcome::LocalAdapter(_)
-        | Outcome::SkipRetry(_)
-        | Outcome::DeadlineExceeded => Verdict::Neutral,
+    if f.success {
+        return if slow {
+            Verdict::Failure
+        } else {
+            Verdict::Success
+        };
+    }
+    if f.caller_fault {
+        return Verdict::Neutral;
+    }
+    let failure = match f.status {
+        Some(code) => cfg.failure_on.contains(code),
+        None => f.upstream_fault,
+    };
+    if failure {
+        Verdict::Failure
+    } else {
+        Verdict::Neutral
     }
 }

@@ -14,8 +14,9 @@
 //!
 //! The pending map is bounded by the channel's keys (plus the channel itself).
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::store::{ChannelState as Row, StateKey, Store, WriteOp};
 
@@ -30,10 +31,6 @@ struct Pending {
 #[derive(Debug, Default)]
 pub struct Persister {
     inner: Arc<Mutex<Pending>>,
-}
-
-fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Persister {

@@ -12,13 +12,14 @@
 //! request within 10 s, at most [`KEY_PROBES_IN_FLIGHT`] keys of a channel at once; the
 //! first round runs one interval after start. Operator disables are never lifted here.
 
+use crate::sync::lock;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
+use std::future::Future;
+
 use futures_util::stream::{self, StreamExt};
-use http::{HeaderMap, HeaderValue, Method};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -26,10 +27,9 @@ use super::breaker::{Limits, State};
 use super::channel::ChannelState;
 use super::health::Discovery;
 use super::keys::KeyFp;
+use super::Snapshot;
 use crate::config::model::Channel;
-use crate::proxy::gateway::Gateway;
-use crate::proxy::upstream::{self, Outgoing};
-use crate::store::StateKey;
+use crate::store::{StateKey, Store};
 
 /// A probe gives up after this long.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,8 +37,24 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const KEY_PROBES_IN_FLIGHT: usize = 4;
 const MIN_TICK: Duration = Duration::from_millis(50);
 
+/// What the probe needs from the running gateway: the live snapshot, the store and one
+/// model listing upstream. The gateway's context implements it; this module never sees it.
+pub trait Host: Send + Sync + 'static {
+    /// The snapshot in force now.
+    fn snapshot(&self) -> Arc<Snapshot>;
+    fn store(&self) -> &Store;
+    /// `GET {base_url}/models` on `ch` with key `key`, within `timeout`: the status, or
+    /// `None` on a transport failure or timeout.
+    fn list_models(
+        &self,
+        ch: &Channel,
+        key: usize,
+        timeout: Duration,
+    ) -> impl Future<Output = Option<u16>> + Send;
+}
+
 /// Run until `shutdown` turns true.
-pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run<H: Host>(gw: Arc<H>, mut shutdown: watch::Receiver<bool>) {
     let started = Instant::now();
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
     loop {
@@ -70,15 +86,11 @@ pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
                 .unwrap_or_else(|| Arc::from([]));
             let (gw, st, ch, busy) = (gw.clone(), st.clone(), ch.clone(), busy.clone());
             tokio::spawn(async move {
-                probe_one(&gw, &ch, &st, &fps).await;
+                probe_one(gw.as_ref(), &ch, &st, &fps).await;
                 lock(&busy).remove(&ch.name);
             });
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Failing (not disabled) channels are rechecked at a quarter of the interval.
@@ -113,31 +125,6 @@ fn auto_disabled_keys(st: &ChannelState, fps: &[KeyFp], except: usize) -> Vec<us
         .collect()
 }
 
-/// `GET {base}/models`: Some(status), or None on a transport failure / timeout.
-pub async fn list_models(gw: &Gateway, ch: &Channel, key: usize) -> Option<u16> {
-    let rid = HeaderValue::from_static("probe");
-    let req = upstream::build(Outgoing {
-        channel: ch,
-        key: ch.keys.get(key),
-        method: Method::GET,
-        path_and_query: "/v1/models",
-        client_headers: &HeaderMap::new(),
-        body: Bytes::new(),
-        idempotency_key: None,
-        request_id: &rid,
-    })
-    .ok()?;
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    let resp = tokio::time::timeout_at(deadline, gw.upstream.send(req))
-        .await
-        .ok()?
-        .ok()?;
-    let status = resp.status().as_u16();
-    let mut body = resp.into_body();
-    let _ = crate::proxy::relay::read_error(&mut body, deadline).await;
-    Some(status)
-}
-
 fn count(channel: &str, result: &'static str) {
     metrics::counter!(crate::telemetry::PROBES, "channel" => channel.to_string(), "result" => result)
         .increment(1);
@@ -147,9 +134,9 @@ fn is_ok(status: Option<u16>) -> bool {
     status.is_some_and(|s| (200..300).contains(&s))
 }
 
-async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp]) {
+async fn probe_one<H: Host>(gw: &H, ch: &Channel, st: &ChannelState, fps: &[KeyFp]) {
     let key = probe_key(st, fps);
-    let status = list_models(gw, ch, key).await;
+    let status = gw.list_models(ch, key, PROBE_TIMEOUT).await;
     let ok = is_ok(status);
     count(&ch.name, if ok { "ok" } else { "failed" });
     st.health.set_discovery(Discovery {
@@ -169,7 +156,7 @@ async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp])
     let others = auto_disabled_keys(st, fps, key);
     let lifted: Vec<usize> = stream::iter(others)
         .map(|i| async move {
-            let ok = is_ok(list_models(gw, ch, i).await);
+            let ok = is_ok(gw.list_models(ch, i, PROBE_TIMEOUT).await);
             count(&ch.name, if ok { "ok" } else { "failed" });
             ok.then_some(i)
         })
@@ -187,7 +174,7 @@ async fn probe_one(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp])
 }
 
 /// Lift the auto-disable of key `key` after a successful probe with it (R7.2).
-fn lift_key(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp], key: usize) {
+fn lift_key<H: Host>(gw: &H, ch: &Channel, st: &ChannelState, fps: &[KeyFp], key: usize) {
     let Some(fp) = fps.get(key) else {
         return;
     };
@@ -195,14 +182,14 @@ fn lift_key(gw: &Gateway, ch: &Channel, st: &ChannelState, fps: &[KeyFp], key: u
         return;
     }
     st.enable_key(fp);
-    st.save(&gw.store, StateKey::Key(fp.hex()), None);
+    st.save(gw.store(), StateKey::Key(fp.hex()), None);
     count(&ch.name, "key_reenabled");
     tracing::warn!(channel = %ch.name, key_index = key, key = %fp, by = "probe",
         reason = "GET /models answered 2xx", "key re-enabled");
 }
 
 /// Lift an auto-disable of the channel after a successful probe with key `key` (R7.2).
-fn reenable(gw: &Gateway, ch: &Channel, st: &ChannelState, key: usize) {
+fn reenable<H: Host>(gw: &H, ch: &Channel, st: &ChannelState, key: usize) {
     let Some(d) = st.disabled() else {
         return;
     };
@@ -211,7 +198,7 @@ fn reenable(gw: &Gateway, ch: &Channel, st: &ChannelState, key: usize) {
     }
     st.set_disabled(None);
     super::outcome::reset(st);
-    st.save(&gw.store, StateKey::Channel, None);
+    st.save(gw.store(), StateKey::Channel, None);
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(0.0);
     count(&ch.name, "reenabled");
     tracing::warn!(channel = %ch.name, key_index = key, by = "probe", was = %d.reason,

@@ -7,20 +7,20 @@
 //! them. A position the channel no longer has cannot be resolved and is dropped (logged);
 //! rows of channels that are not configured are left untouched.
 
-use crate::proxy::gateway::Gateway;
 use crate::state::channel::Disabled;
 use crate::state::keys::KeyFp;
-use crate::store::{ChannelState as Row, StateKey};
+use crate::state::Snapshot;
+use crate::store::{ChannelState as Row, StateKey, Store};
 
-pub async fn restore(gw: &Gateway) {
-    let rows = match gw.store.disabled_states().await {
+/// Apply the disabled rows of `store` to the channels of `snap` (start-up, before serving).
+pub async fn restore(store: &Store, snap: &Snapshot) {
+    let rows = match store.disabled_states().await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "could not read persisted channel state");
             return;
         }
     };
-    let snap = gw.snapshot();
     for row in rows {
         let Some(id) = snap
             .table
@@ -48,7 +48,7 @@ pub async fn restore(gw: &Gateway) {
                     tracing::warn!(channel = %row.channel, "unreadable key fingerprint skipped")
                 }
             },
-            StateKey::LegacyIndex(n) => migrate_legacy(gw, st, fps, &row, *n, d),
+            StateKey::LegacyIndex(n) => migrate_legacy(store, st, fps, &row, *n, d),
         }
     }
 }
@@ -56,7 +56,7 @@ pub async fn restore(gw: &Gateway) {
 /// A pre-v4 row (key by position): disable the key configured at that position now and
 /// store it by fingerprint instead.
 fn migrate_legacy(
-    gw: &Gateway,
+    store: &Store,
     st: &crate::state::ChannelState,
     fps: &[KeyFp],
     row: &Row,
@@ -67,12 +67,12 @@ fn migrate_legacy(
     match fp {
         Some(fp) => {
             st.disable_key(fp, d.clone());
-            st.save(&gw.store, StateKey::Key(fp.hex()), Some(&d));
+            st.save(store, StateKey::Key(fp.hex()), Some(&d));
             tracing::info!(channel = %row.channel, key_index = n, key = %fp, "disabled key migrated from its position to its fingerprint");
         }
         None => {
             tracing::info!(channel = %row.channel, key_index = n, "disabled key position no longer configured: dropped")
         }
     }
-    st.save(&gw.store, row.key.clone(), None);
+    st.save(store, row.key.clone(), None);
 }

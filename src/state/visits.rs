@@ -13,11 +13,11 @@ use std::time::Duration;
 use super::autodisable::Applied;
 use super::breaker::Admission;
 use super::outcome::{admit, record_attempt, record_visit, release_probe, Target};
-use crate::routing::policy::Outcome;
+use crate::routing::outcome::OutcomeFacts;
 use crate::store::Store;
 
 struct Pending {
-    outcome: Outcome,
+    facts: OutcomeFacts,
     elapsed: Duration,
 }
 
@@ -77,13 +77,13 @@ impl<'a> Visits<'a> {
         admission
     }
 
-    /// Record one attempt's outcome on the current target with key `key` (not for refused
+    /// Record the facts of one attempt's outcome on the current target with key `key` (not for refused
     /// attempts). Returns what auto-disable did.
     pub fn attempt(
         &mut self,
         channel: usize,
         key: usize,
-        outcome: &Outcome,
+        facts: &OutcomeFacts,
         elapsed: Duration,
     ) -> Applied {
         let snap = self.snap;
@@ -101,7 +101,7 @@ impl<'a> Visits<'a> {
             return Applied::Nothing;
         }
         c.pending = Some(Pending {
-            outcome: outcome.clone(),
+            facts: facts.clone(),
             elapsed,
         });
         let target = Target {
@@ -111,12 +111,7 @@ impl<'a> Visits<'a> {
             key,
             model: &c.model,
         };
-        record_attempt(
-            self.store,
-            &snap.table.config.auto_disable,
-            &target,
-            outcome,
-        )
+        record_attempt(self.store, &snap.table.config.auto_disable, &target, facts)
     }
 
     /// The loop moves off the current target: its visit counts now.
@@ -135,7 +130,7 @@ impl<'a> Visits<'a> {
                 ch,
                 st,
                 &c.model,
-                &p.outcome,
+                &p.facts,
                 p.elapsed,
                 c.admission == Admission::Probe,
             ),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::routing::policy::Outcome;
+use crate::routing::policy::{Outcome, OutcomeFacts};
 use crate::state::Snapshot;
 
 fn snapshot() -> Snapshot {
@@ -18,13 +18,18 @@ fn snapshot() -> Snapshot {
     Snapshot::new(table, &crate::state::Registry::default())
 }
 
-fn status(code: u16) -> Outcome {
-    Outcome::Status {
+fn status(code: u16) -> OutcomeFacts {
+    let o = Outcome::Status {
         code,
         error_code: None,
         error_type: None,
         message: String::new(),
-    }
+    };
+    OutcomeFacts::of(
+        &o,
+        &Default::default(),
+        crate::routing::family::PathFamily::Chat,
+    )
 }
 
 fn usable(s: &Snapshot, model: &str) -> bool {
@@ -58,7 +63,7 @@ async fn a_cancelled_probe_frees_its_slot_at_once() {
         Admission::Probe,
         "the slot is free at once, not after the 60 s timeout"
     );
-    v.attempt(0, 0, &Outcome::Success, Duration::ZERO);
+    v.attempt(0, 0, &OutcomeFacts::succeeded(200), Duration::ZERO);
     drop(v);
     assert!(usable(&s, "m1"), "the probe's success closes the breaker");
 }
@@ -74,7 +79,7 @@ async fn two_models_on_one_channel_are_two_visits() {
     // Moving to m2 on the same channel settles m1's visit and admits m2 on its own breaker.
     assert_eq!(v.admit(0, &m2, 0), Admission::Admitted);
     assert!(!usable(&s, "m1"));
-    v.attempt(0, 0, &Outcome::Success, Duration::ZERO);
+    v.attempt(0, 0, &OutcomeFacts::succeeded(200), Duration::ZERO);
     drop(v);
     assert!(usable(&s, "m2"));
 }

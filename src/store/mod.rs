@@ -54,7 +54,7 @@ mod tests;
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -123,11 +123,7 @@ impl Inner {
     /// Stops the writer after it has written everything queued, and joins it.
     /// Idempotent; later sends are dropped and counted.
     fn shutdown(&self) {
-        let handle = self
-            .writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let handle = crate::sync::lock(&self.writer).take();
         if let Some(handle) = handle {
             self.shared.queued.fetch_add(1, Ordering::Relaxed);
             if self.tx.send(Msg::Shutdown).is_err() {
@@ -161,11 +157,7 @@ impl std::fmt::Debug for Store {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub use crate::clock::now_ms;
 
 impl Store {
     /// Opens (creating and migrating) the database at `path`, or `":memory:"`.

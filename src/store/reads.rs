@@ -2,7 +2,7 @@
 //! `spawn_blocking`; PostgreSQL queries on the pool (`pg::reads`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
@@ -29,7 +29,7 @@ impl Store {
         };
         let reader = Arc::clone(reader);
         tokio::task::spawn_blocking(move || {
-            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            let conn = crate::sync::lock(&reader);
             f(&conn)
         })
         .await

@@ -126,7 +126,6 @@ mod tests {
             error_type: None,
             message: String::new(),
         };
-        use TransportKind::*;
         let mut all = vec![
             Outcome::Success,
             status(429),
@@ -138,21 +137,11 @@ mod tests {
             Outcome::LocalAdapter(String::new()),
             Outcome::DeadlineExceeded,
         ];
-        for k in [
-            Connect,
-            Dns,
-            Tls,
-            Reset,
-            HeaderTimeout,
-            FirstByteTimeout,
-            BodyTimeout,
-            Broken,
-            EmptyBody,
-        ] {
+        for k in TransportKind::ALL {
             all.push(Outcome::Transport(k));
         }
         for o in &all {
-            let class = crate::proxy::finish::error_class(o);
+            let class = crate::routing::outcome::error_class(o);
             assert!(ATTEMPT_OUTCOMES.contains(&class), "{class} not listed");
         }
     }

@@ -11,7 +11,8 @@ use crate::support::external::Redis;
 use switchyard::affinity::{Bindings, StickyKey, StickyKind};
 use switchyard::limits::KeyCooldowns;
 use switchyard::routing::budget::RetryBudget;
-use switchyard::routing::policy::Outcome;
+use switchyard::routing::family::PathFamily;
+use switchyard::routing::outcome::{Outcome, OutcomeFacts};
 use switchyard::shared::{Shared, Wiring};
 use switchyard::state::outcome::{record_attempt, record_visit, Target};
 use switchyard::state::{Registry, Snapshot};
@@ -86,13 +87,14 @@ async fn up(n: &Node) {
         .expect("runtime joined Redis");
 }
 
-fn status(code: u16, message: &str) -> Outcome {
-    Outcome::Status {
+fn status(code: u16, message: &str) -> OutcomeFacts {
+    let o = Outcome::Status {
         code,
         error_code: None,
         error_type: None,
         message: message.into(),
-    }
+    };
+    OutcomeFacts::of(&o, &Default::default(), PathFamily::Chat)
 }
 
 /// A route cooldown, a "model not found" mark and an upstream key cooldown made on one

@@ -127,7 +127,7 @@ impl RedisStore {
     }
 
     fn mirror(&self) -> MutexGuard<'_, HashMap<String, Report>> {
-        self.mirror.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.mirror)
     }
 
     /// Should this admission go to Redis? Yes while up; while down, once per RETRY_EVERY.

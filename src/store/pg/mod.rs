@@ -23,7 +23,7 @@ mod writer;
 use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -120,7 +120,7 @@ pub(crate) struct Remote {
 
 impl Remote {
     pub(crate) fn live(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.live)
     }
 
     /// A pooled connection, within the timeout.

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by valgrind's callgrind: a figure that does not move
+# with the machine's load (wall-clock benchmarks on a shared machine do).
+#
+# Builds in release, starts the mock upstream (natively) and the gateway under callgrind
+# with a minimal config on 127.0.0.1, sends CG_REQUESTS sequential requests of one kind over
+# one kept-alive connection, stops the gateway (SIGTERM, drain) and reads the instruction
+# total. Three gateway runs: non-stream chat requests, streaming chat requests (the mock
+# sends CG_CHUNKS content chunks each), and an idle run as long as the longer of the two
+# (start-up, timers, shutdown). Prints, per kind, (total - idle) / CG_REQUESTS.
+#
+# Knobs (env): CG_REQUESTS (2000), CG_CHUNKS (20), CG_SKIP_BUILD (unset), CG_KEEP (unset:
+# keep the callgrind.out files and logs in the printed directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=${CG_REQUESTS:-2000}
+CHUNKS=${CG_CHUNKS:-20}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+REL=$TARGET_DIR/release
+
+die() { printf 'callgrind: %s\n' "$*" >&2; exit 1; }
+command -v valgrind >/dev/null || die "valgrind is missing (apt-get install valgrind)"
+command -v curl >/dev/null || die "curl is missing"
+
+if [ -z "${CG_SKIP_BUILD:-}" ]; then
+    cargo build --release --bin switchyard --example mock_upstream --example loadgen >&2
+fi
+SY=$REL/switchyard
+MOCK=$REL/examples/mock_upstream
+LG=$REL/examples/loadgen
+for b in "$SY" "$MOCK" "$LG"; do [ -x "$b" ] || die "missing $b"; done
+
+TMP=$(mktemp -d /tmp/switchyard-callgrind.XXXXXX)
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ -z "${CG_KEEP:-}" ]; then rm -rf "$TMP"; else echo "kept $TMP" >&2; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+MOCK_PORT=$(free_port)
+"$MOCK" --listen "127.0.0.1:$MOCK_PORT" >"$TMP/mock.log" 2>&1 &
+PIDS+=($!)
+
+# gateway_run NAME [loadgen args...]: the gateway under callgrind for one kind of load (no
+# args: idle for IDLE_SECONDS); prints the instruction total; the run's seconds land in
+# $TMP/NAME.secs.
+gateway_run() {
+    local name=$1
+    shift
+    local port admin
+    port=$(free_port)
+    admin=$(free_port)
+    mkdir -p "$TMP/$name"
+    cat >"$TMP/$name/switchyard.yaml" <<EOF
+listen: 127.0.0.1:$port
+admin:
+  listen: 127.0.0.1:$admin
+  token: callgrind-admin-token
+storage:
+  path: $TMP/$name/data/switchyard.db
+timeouts:
+  drain: 2s
+channels:
+  mock:
+    kind: openai
+    base_url: http://127.0.0.1:$MOCK_PORT/v1
+    keys: ["sk-mock-upstream"]
+    models: [gpt-4o-mini]
+    groups: [default]
+clients:
+  bench:
+    key: sk-bench-client
+    group: default
+pricing:
+  gpt-4o-mini: {input: 0.15, output: 0.60}
+EOF
+    mkdir -p "$TMP/$name/data"
+    valgrind --tool=callgrind --callgrind-out-file="$TMP/$name/callgrind.out" \
+        "$SY" --config "$TMP/$name/switchyard.yaml" serve >"$TMP/$name/gateway.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    local i
+    for ((i = 0; i < 1500; i++)); do
+        curl -fs -o /dev/null "http://127.0.0.1:$admin/readyz" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || die "$name: the gateway exited: $(tail -5 "$TMP/$name/gateway.log")"
+        sleep 0.1
+    done
+    local t0 t1
+    t0=$(date +%s.%N)
+    if [ $# -gt 0 ]; then
+        "$LG" sse --url "http://127.0.0.1:$port/v1/chat/completions" \
+            --header 'Authorization: Bearer sk-bench-client' --count "$N" --warmup 0 \
+            --timeout 60s "$@" >"$TMP/$name/loadgen.json"
+        python3 - "$TMP/$name/loadgen.json" "$N" "$name" <<'PY' || die "$name: requests failed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["failed"] == 0 and r["ttlb"]["n"] == int(sys.argv[2]), r
+# Only a stream ends with [DONE]; every stream must have.
+assert sys.argv[3] != "sse" or r["incomplete"] == 0, r
+PY
+    else
+        sleep "$IDLE_SECONDS"
+    fi
+    t1=$(date +%s.%N)
+    python3 -c "print($t1 - $t0)" >"$TMP/$name.secs"
+    kill -TERM "$pid"
+    wait "$pid" || true
+    local total
+    total=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' \
+        "$TMP/$name/callgrind.out" | head -1)
+    [ -n "$total" ] || die "$name: no instruction total in $TMP/$name/callgrind.out"
+    echo "$total"
+}
+
+for ((i = 0; i < 100; i++)); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$MOCK_PORT") 2>/dev/null && break
+    sleep 0.05
+done
+
+printf 'callgrind: %s non-stream requests\n' "$N" >&2
+JSON_IR=$(gateway_run json \
+    --body '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}')
+printf 'callgrind: %s streaming requests (%s chunks each)\n' "$N" "$CHUNKS" >&2
+SSE_IR=$(gateway_run sse \
+    --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
+    --header "x-mock-fault: stream=$CHUNKS:0ms")
+IDLE_SECONDS=$(python3 -c "print(max(float(open('$TMP/json.secs').read()), float(open('$TMP/sse.secs').read())))")
+printf 'callgrind: idle run (%.0f s)\n' "$IDLE_SECONDS" >&2
+IDLE_IR=$(gateway_run idle)
+
+python3 - "$N" "$JSON_IR" "$SSE_IR" "$IDLE_IR" "$CHUNKS" "$(git rev-parse --short HEAD)" <<'PY'
+import sys
+n, js, sse, idle, chunks, commit = int(sys.argv[1]), *map(int, sys.argv[2:5]), sys.argv[5], sys.argv[6]
+print(f"commit {commit}: instructions per request (callgrind, {n} requests each, idle {idle:,} subtracted)")
+print(f"  non-stream chat:          {(js - idle) / n:>12,.0f}")
+print(f"  streaming chat ({chunks} chunks): {(sse - idle) / n:>12,.0f}")
+PY

@@ -1,0 +1,267 @@
+//! Validation of one channel's block (R2.3): kind, base URL, keys, models and mappings,
+//! paths, weight, status mapping, stream policy, headers, resilience, protocol.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use http::{HeaderName, HeaderValue};
+
+use super::error::Collector;
+use super::merge::overlay;
+use super::model::*;
+use super::raw::RawChannel;
+use super::scalars::{choice, dur, glob_regex, is_pattern, names, v1_path};
+use crate::secret::Secret;
+
+const FORBIDDEN_HEADERS: &[&str] = &["host", "content-length", "transfer-encoding", "connection"];
+
+fn base_url(c: &mut Collector, key: &str, v: &Option<String>) -> Option<BaseUrl> {
+    let Some(s) = v.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+        c.push(key, "required");
+        return None;
+    };
+    let bad = |c: &mut Collector, why: &str| c.push(key, format!("{s:?} {why}"));
+    let uri: http::Uri = match s.parse() {
+        Ok(u) => u,
+        Err(_) => {
+            bad(c, "is not a valid URL");
+            return None;
+        }
+    };
+    let scheme = match uri.scheme_str() {
+        Some("http") | Some("https") => uri.scheme().cloned(),
+        _ => {
+            bad(c, "must use http or https");
+            return None;
+        }
+    };
+    let authority = uri.authority().cloned().filter(|a| !a.host().is_empty());
+    let (Some(scheme), Some(authority)) = (scheme, authority) else {
+        bad(c, "has no host");
+        return None;
+    };
+    if uri.query().is_some() {
+        bad(c, "must not have a query string");
+        return None;
+    }
+    Some(BaseUrl {
+        scheme,
+        authority,
+        path_prefix: uri.path().trim_end_matches('/').to_string(),
+    })
+}
+
+fn status_code(s: &str) -> Option<u16> {
+    s.trim()
+        .parse::<u16>()
+        .ok()
+        .filter(|n| (100..=599).contains(n))
+}
+
+/// One channel's block; `None` (its errors collected) when anything in it is wrong.
+pub(crate) fn channel(
+    name: &str,
+    r: &RawChannel,
+    global: &Resilience,
+    c: &mut Collector,
+) -> Option<Channel> {
+    let k = |f: &str| format!("channels.{name}.{f}");
+    let before = c.errors.len();
+    let kind = choice(c, &k("kind"), &r.kind, KINDS, ChannelKind::OpenAi);
+    let base = base_url(c, &k("base_url"), &r.base_url);
+    let keys = keys(name, r, c);
+    let mapping = model_mapping(name, r, c);
+    let models = models(name, r, &mapping, c);
+    let paths = paths(name, r, c);
+    let weight = weight(name, r, c);
+    let scm = status_code_mapping(name, r, c);
+    let stream_policy = choice(
+        c,
+        &k("stream_policy"),
+        &r.stream_policy,
+        STREAM_POLICIES,
+        StreamPolicy::Passthrough,
+    );
+    let headers = headers(name, r, c);
+    let resilience = match &r.resilience {
+        Some(block) => overlay(global, block, &k("resilience"), c),
+        None => global.clone(),
+    };
+    let non_stream_timeout = dur(
+        c,
+        &k("non_stream_timeout"),
+        &r.non_stream_timeout,
+        std::time::Duration::ZERO,
+    );
+    let protocol = choice(
+        c,
+        &k("protocol"),
+        &r.protocol,
+        PROTOCOLS,
+        UpstreamProtocol::Http1,
+    );
+    let base = base?;
+    if c.errors.len() != before {
+        return None;
+    }
+    Some(Channel {
+        name: name.to_string(),
+        kind,
+        base_url: base,
+        keys,
+        models,
+        model_mapping: mapping,
+        paths,
+        groups: names(c, &k("groups"), &r.groups, &["default"]),
+        priority: r.priority.unwrap_or(0),
+        weight,
+        enabled: r.enabled.unwrap_or(true),
+        auto_ban: r.auto_ban.unwrap_or(true),
+        status_code_mapping: scm,
+        stream_policy,
+        non_stream_timeout,
+        headers,
+        forward_organization: r.forward_organization.unwrap_or(false),
+        resilience,
+        protocol,
+        include_usage: r.include_usage.unwrap_or(kind == ChannelKind::OpenAi),
+    })
+}
+
+/// The values of `kind`, `stream_policy` and `protocol`.
+const KINDS: &[(&str, ChannelKind)] = &[
+    ("openai", ChannelKind::OpenAi),
+    ("anthropic", ChannelKind::Anthropic),
+];
+const STREAM_POLICIES: &[(&str, StreamPolicy)] = &[
+    ("", StreamPolicy::Passthrough),
+    ("force_stream", StreamPolicy::ForceStream),
+    ("force_non_stream", StreamPolicy::ForceNonStream),
+];
+const PROTOCOLS: &[(&str, UpstreamProtocol)] = &[
+    ("http1", UpstreamProtocol::Http1),
+    ("http2", UpstreamProtocol::Http2),
+];
+
+fn key(name: &str, field: &str) -> String {
+    format!("channels.{name}.{field}")
+}
+
+/// `keys`: each non-empty key, trimmed, as a secret.
+fn keys(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<Secret> {
+    let mut keys = Vec::new();
+    for (i, k) in r.keys.iter().flatten().enumerate() {
+        if k.trim().is_empty() {
+            c.push(
+                format!("{}[{i}]", key(name, "keys")),
+                "empty key (is its variable set to an empty value?)",
+            );
+        } else {
+            keys.push(Secret::new(k.trim()));
+        }
+    }
+    keys
+}
+
+/// `paths`: each a `/v1/...` path.
+fn paths(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<String> {
+    let mut paths = Vec::new();
+    for (i, p) in r.paths.iter().flatten().enumerate() {
+        if v1_path(c, &format!("{}[{i}]", key(name, "paths")), p) {
+            paths.push(p.clone());
+        }
+    }
+    paths
+}
+
+/// `model_mapping`: public model → upstream model, neither empty.
+fn model_mapping(name: &str, r: &RawChannel, c: &mut Collector) -> BTreeMap<String, String> {
+    let mut mapping = BTreeMap::new();
+    for (public, upstream) in r.model_mapping.iter().flatten() {
+        if public.trim().is_empty() {
+            c.push(key(name, "model_mapping"), "empty public model name");
+        } else if upstream.trim().is_empty() {
+            c.push(
+                format!("{}.{public}", key(name, "model_mapping")),
+                "empty upstream model name",
+            );
+        } else {
+            mapping.insert(public.clone(), upstream.clone());
+        }
+    }
+    mapping
+}
+
+/// `models` and the mapped public names, sorted; a pattern must compile.
+fn models(
+    name: &str,
+    r: &RawChannel,
+    mapping: &BTreeMap<String, String>,
+    c: &mut Collector,
+) -> Vec<String> {
+    let mut models: BTreeSet<String> = names(c, &key(name, "models"), &r.models, &[])
+        .into_iter()
+        .collect();
+    models.extend(mapping.keys().cloned());
+    for m in models.iter().filter(|m| is_pattern(m)) {
+        if glob_regex(m).is_none() {
+            c.push(key(name, "models"), format!("pattern {m:?} is too long"));
+        }
+    }
+    models.into_iter().collect()
+}
+
+/// `weight`: 0 to u32::MAX, 100 when absent.
+fn weight(name: &str, r: &RawChannel, c: &mut Collector) -> u32 {
+    match r.weight {
+        None => 100,
+        Some(w) if (0..=i64::from(u32::MAX)).contains(&w) => w as u32,
+        Some(w) if w < 0 => {
+            c.push(key(name, "weight"), format!("weight {w} is negative"));
+            100
+        }
+        Some(w) => {
+            c.push(
+                key(name, "weight"),
+                format!("{w} is larger than {}", u32::MAX),
+            );
+            100
+        }
+    }
+}
+
+/// `status_code_mapping`: status → status, both 100-599.
+fn status_code_mapping(name: &str, r: &RawChannel, c: &mut Collector) -> BTreeMap<u16, u16> {
+    let mut scm = BTreeMap::new();
+    for (from, to) in r.status_code_mapping.iter().flatten() {
+        let k = format!("{}.{from}", key(name, "status_code_mapping"));
+        match (status_code(from), status_code(to)) {
+            (Some(a), Some(b)) => {
+                scm.insert(a, b);
+            }
+            (None, _) => c.push(k, format!("{from:?} is not a status code (100-599)")),
+            (_, None) => c.push(k, format!("{to:?} is not a status code (100-599)")),
+        }
+    }
+    scm
+}
+
+/// `headers`: valid names and values, none the gateway manages; values are secrets.
+fn headers(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<(HeaderName, Secret)> {
+    let mut headers = Vec::new();
+    for (hn, hv) in r.headers.iter().flatten() {
+        let k = format!("{}.{hn}", key(name, "headers"));
+        let Ok(h) = HeaderName::from_bytes(hn.trim().to_ascii_lowercase().as_bytes()) else {
+            c.push(k, "not a valid header name");
+            continue;
+        };
+        if FORBIDDEN_HEADERS.contains(&h.as_str()) {
+            c.push(k, "this header is managed by the gateway and cannot be set");
+            continue;
+        }
+        match HeaderValue::from_str(hv) {
+            Ok(_) => headers.push((h, Secret::new(hv.as_str()))),
+            Err(_) => c.push(k, "not a valid header value"),
+        }
+    }
+    headers
+}

@@ -1,0 +1,92 @@
+//! The response body every answer is written with — full bytes or a channel fed by a relay
+//! task — and the small helpers that build JSON answers.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::mpsc;
+
+use crate::error::{GatewayError, WireFormat};
+
+/// A response as every listener writes it.
+pub type Resp = Response<ResponseBody>;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Body of every response switchyard writes.
+pub enum ResponseBody {
+    Full(Option<Bytes>),
+    /// Frames pushed by a relay task; dropping the body tells the task the client left. An
+    /// `Err` aborts the response (the connection is closed without a clean end of body), so a
+    /// client never takes a truncated pass-through body for a whole one.
+    Channel(mpsc::Receiver<Result<Bytes, Aborted>>),
+}
+
+/// The upstream body broke after the response was committed.
+#[derive(Debug)]
+pub struct Aborted;
+
+impl std::fmt::Display for Aborted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("upstream body ended early")
+    }
+}
+
+impl std::error::Error for Aborted {}
+
+impl ResponseBody {
+    pub fn full(b: impl Into<Bytes>) -> Self {
+        ResponseBody::Full(Some(b.into()))
+    }
+
+    pub fn empty() -> Self {
+        ResponseBody::Full(None)
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Channel(rx) => rx
+                .poll_recv(cx)
+                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ResponseBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ResponseBody::Full(None) => SizeHint::with_exact(0),
+            ResponseBody::Channel(_) => SizeHint::default(),
+        }
+    }
+}
+
+pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {
+    let mut r = Response::new(ResponseBody::full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub fn error_response(e: &GatewayError, format: WireFormat) -> Resp {
+    json_response(e.status, e.body(format))
+}

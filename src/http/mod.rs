@@ -1,0 +1,11 @@
+//! The client-facing HTTP layer: the accept loop and connection limits (`server`, `conn`),
+//! the HTTP/1 framing guard (`sniff`), path hygiene (`path`), the one header filter table
+//! for both directions (`headers`) and the response body every answer is written with
+//! (`body`).
+pub mod body;
+pub mod conn;
+pub mod headers;
+pub mod limits;
+pub mod path;
+pub mod server;
+pub mod sniff;

@@ -1,0 +1,193 @@
+//! The client listener: accept loop, connection caps (total and per address), TCP_NODELAY,
+//! optional TLS, HTTP/1.1 + h2c with keep-alive pings, the first-head and idle watchdog of
+//! `conn.rs`, and graceful drain on shutdown (R13.2, R13.4, R14.2).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Request;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::model::Config;
+use crate::http::body::Resp;
+use crate::http::conn::{Activity, Expired, PerIp, Tracked};
+use crate::http::sniff::Sniffed;
+use crate::telemetry;
+
+/// What the listener serves: an answer to each request, and the configuration in force for
+/// each new connection (its limits and the drain time). The request path implements it;
+/// this layer never imports it.
+pub trait Service: Send + Sync + 'static {
+    /// The configuration in force now (read at each accept and at drain).
+    fn config(&self) -> Arc<Config>;
+    /// Answer one request. Never fails: every failure is a response.
+    fn call(self: Arc<Self>, req: Request<Incoming>) -> impl Future<Output = Resp> + Send;
+}
+
+const OVERLOADED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 105\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"the gateway is at its connection limit; retry shortly\",\"type\":\"overloaded_error\"}}\r\n";
+const PER_IP: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: 116\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"too many open connections from your address; reuse connections\",\"type\":\"rate_limit_error\"}}\r\n";
+
+/// HTTP/2 keep-alive pings on a connection silent this long; no answer within
+/// `H2_PING_TIMEOUT` closes it (a peer that vanished holds no slot).
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`.
+pub async fn serve<S: Service>(
+    listener: TcpListener,
+    gw: Arc<S>,
+    tls: Option<TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let max = gw.config().limits.max_connections;
+    let permits = Arc::new(Semaphore::new(max));
+    let per_ip = PerIp::default();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let accepted = Instant::now();
+        let _ = stream.set_nodelay(true);
+        let limits = gw.config().limits.clone();
+        let Some(ip_slot) = per_ip.acquire(peer.ip(), limits.max_connections_per_ip) else {
+            metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
+            tokio::spawn(reject(stream, PER_IP));
+            continue;
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
+            tokio::spawn(reject(stream, OVERLOADED));
+            continue;
+        };
+        let conn = Conn {
+            gw: gw.clone(),
+            tls: tls.clone(),
+            shutdown: shutdown.clone(),
+            accepted,
+            limits,
+        };
+        metrics::gauge!(telemetry::CONNECTIONS).increment(1.0);
+        tokio::spawn(async move {
+            conn.run(stream).await;
+            metrics::gauge!(telemetry::CONNECTIONS).decrement(1.0);
+            drop((permit, ip_slot));
+        });
+    }
+    drop(listener);
+    let drain = gw.config().timeouts.drain;
+    // Every connection holds a permit until it ends: all permits back = drained.
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(drain, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?drain,
+            "drain timeout reached; closing remaining connections"
+        );
+    }
+}
+
+/// One accepted connection and what it needs.
+struct Conn<S> {
+    gw: Arc<S>,
+    tls: Option<TlsAcceptor>,
+    shutdown: watch::Receiver<bool>,
+    accepted: Instant,
+    limits: crate::config::model::Limits,
+}
+
+impl<S: Service> Conn<S> {
+    async fn run(self, stream: TcpStream) {
+        let activity = Activity::default();
+        let header = self.limits.header_read_timeout;
+        match self.tls.clone() {
+            None => {
+                self.serve(TokioIo::new(Sniffed::new(stream)), &activity)
+                    .await
+            }
+            Some(acc) => {
+                let deadline = self.accepted + header;
+                if let Ok(Ok(s)) = tokio::time::timeout_at(deadline, acc.accept(stream)).await {
+                    self.serve(TokioIo::new(Sniffed::new(s)), &activity).await;
+                }
+            }
+        }
+    }
+
+    /// Serve HTTP/1.1 or HTTP/2 on `io` until the client leaves, the watchdog ends the
+    /// connection, or the gateway drains.
+    async fn serve<I>(mut self, io: TokioIo<I>, activity: &Activity)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let gw = self.gw.clone();
+        let act = activity.clone();
+        let svc = service_fn(move |req| {
+            let gw = gw.clone();
+            let guard = act.begin();
+            async move {
+                let resp = gw.call(req).await;
+                Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, guard)))
+            }
+        });
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.limits.header_read_timeout)
+            .max_buf_size(256 * 1024);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(H2_PING_INTERVAL)
+            .keep_alive_timeout(H2_PING_TIMEOUT)
+            .max_header_list_size(64 * 1024);
+        let conn = builder.serve_connection_with_upgrades(io, svc);
+        tokio::pin!(conn);
+        let (header, idle) = (self.limits.header_read_timeout, self.limits.idle_timeout);
+        // After a graceful shutdown starts, the connection gets this long to finish.
+        let mut closing: Option<Instant> = None;
+        loop {
+            let hard = closing.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = self.shutdown.changed(), if closing.is_none() => {
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now() + self.gw.config().timeouts.drain);
+                }
+                why = activity.expired(self.accepted, header, idle), if closing.is_none() => {
+                    if why == Expired::FirstHead {
+                        return; // dropping the connection closes the socket
+                    }
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now() + header);
+                }
+                _ = tokio::time::sleep_until(hard), if closing.is_some() => return,
+            }
+        }
+    }
+}
+
+async fn reject(mut s: TcpStream, answer: &'static [u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(answer)).await;
+    let _ = s.shutdown().await;
+}

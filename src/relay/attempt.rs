@@ -1,0 +1,289 @@
+//! The attempt loop (R4): plan the request's attempts and admit it; then, for each step of
+//! the plan, exchange with that upstream, classify what came back and act on the decision —
+//! until an answer is committed, or the plan, the deadline or the retry budget ends it (R4,
+//! R5, R9.3, R10, R12.1).
+//!
+//! This is the only place that sequences upstream attempts for a request. What follows an
+//! attempt is decided by `routing::policy::decide` alone, from the facts of its outcome
+//! (`OutcomeFacts`, derived once) and of the request (`Facts`: the breaker's admission, the
+//! time left and the retry budget among them).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::admit::admit;
+use super::context::Context;
+use super::exchange::{exchange, Exchange, Gates, UpstreamFailure};
+use super::finish::Finish;
+use super::gateway::Gateway;
+use super::plan::{plan, Planned};
+use super::respond::{failure_response, transport_error, with_route, LastFailure};
+use crate::config::model::Channel;
+use crate::error::GatewayError;
+use crate::http::body::{error_response, Resp};
+use crate::routing::backoff::backoff;
+use crate::routing::budget::RetryBudget;
+use crate::routing::family::forward_idempotency_key;
+use crate::routing::outcome::{Outcome, OutcomeFacts};
+use crate::routing::plan::Step;
+use crate::routing::policy::{self, Decision, Facts, Settings};
+use crate::state::breaker::Admission;
+use crate::state::outcome::{refused_outcome, Visits};
+use crate::telemetry;
+
+/// Answer one request by walking its plan (see the module doc).
+pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
+    let mut w = match Walk::start(gw, &cx).await {
+        Ok(w) => w,
+        Err(refused) => return refused,
+    };
+    let mut decision = None;
+    while let Some(step) = w.planned.plan.next(decision.as_ref()) {
+        let step = w.step(step).await;
+        let admission = w
+            .visits
+            .admit(step.channel, &step.upstream_model, step.same_target_retry);
+        let t0 = Instant::now();
+        let ex = match admission {
+            // R6.1: a refused attempt never reaches upstream; it fails like a 503.
+            Admission::Refused => Exchange::Failed {
+                outcome: refused_outcome(&w.channel(&step).name),
+                answer: None,
+            },
+            _ => exchange(gw, &cx, &step, w.channel(&step), &w.gates(&step)).await,
+        };
+        let (outcome, answer) = match ex {
+            Exchange::Answer(a) => return w.commit(a, &step, t0),
+            Exchange::Failed { outcome, answer } => (outcome, answer),
+        };
+        let elapsed = t0.elapsed();
+        let facts = w.facts(&outcome, &step, admission);
+        let d = w.classify(&facts, &step, admission);
+        w.act(&facts, answer, &step, admission, d, elapsed);
+        if d.ends() {
+            break;
+        }
+        decision = Some(d);
+    }
+    w.fail()
+}
+
+/// One request's walk through its plan: what the loop carries from attempt to attempt.
+pub(super) struct Walk<'a> {
+    pub(super) gw: &'a Arc<Gateway>,
+    pub(super) cx: &'a Context,
+    pub(super) planned: Planned,
+    pub(super) visits: Visits<'a>,
+    pub(super) fin: Finish,
+    /// The failure to answer with if nothing succeeds.
+    last: LastFailure,
+    /// The first target (channel, upstream model): its attempts carry the idempotency key.
+    first: Option<(usize, Arc<str>)>,
+    rng: fastrand::Rng,
+    deadline: Instant,
+    budget: Arc<RetryBudget>,
+    /// The backoff drawn for a same-target retry of the current target: a fact of its
+    /// classification, waited before the retry is made.
+    backoff: Duration,
+}
+
+impl<'a> Walk<'a> {
+    /// Plan the attempts, then admit the request (R11.1; rate limits go first, R15.1). A
+    /// refused request is answered at once.
+    async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Walk<'a>, Resp> {
+        let deadline = Instant::now() + cx.snap.table.config.timeouts.request_deadline;
+        let mut rng = fastrand::Rng::new();
+        let mut fin = Finish::new(gw, cx);
+        let planned = plan(gw, cx, &mut fin, &mut rng);
+        let budget = gw.budget();
+        budget.record_first_attempt();
+        if let Err(e) = admit(gw, cx, &mut fin).await {
+            fin.set_error_code(e.code);
+            fin.failed(e.status.as_u16());
+            return Err(error_response(&e, cx.format));
+        }
+        Ok(Walk {
+            gw,
+            cx,
+            planned,
+            visits: Visits::new(&cx.snap, &gw.store),
+            fin,
+            last: LastFailure::None,
+            first: None,
+            rng,
+            deadline,
+            budget,
+            backoff: Duration::ZERO,
+        })
+    }
+
+    pub(super) fn channel(&self, step: &Step) -> &'a Channel {
+        &self.cx.snap.table.channels[step.channel]
+    }
+
+    /// The plan's step as the loop makes it: with its real key (the plan walks enabled keys
+    /// only, R7.1); after a failed attempt, the move counted or — for a same-target retry —
+    /// its backoff waited (R4.5).
+    async fn step(&mut self, mut step: Step) -> Step {
+        step.key_index = self.planned.keys.key(step.channel, step.key_index);
+        let ch = self.channel(&step);
+        if self.fin.attempts() > 0 {
+            if step.same_target_retry > 0 {
+                metrics::counter!(telemetry::RETRIES, "channel" => ch.name.clone()).increment(1);
+                tokio::time::sleep(self.backoff).await;
+            } else {
+                let from = self.fin.last_channel().to_string();
+                metrics::counter!(telemetry::FAILOVERS, "from" => from, "to" => ch.name.clone())
+                    .increment(1);
+            }
+        }
+        self.first
+            .get_or_insert((step.channel, step.upstream_model.clone()));
+        step
+    }
+
+    /// The time gates of the step's exchange, and whether the client's Idempotency-Key goes
+    /// on it (R10.2: the first target's attempts, and every same-target retry of any target —
+    /// a retry after a failover repeats that target's request).
+    fn gates(&self, step: &Step) -> Gates {
+        let key = step.same_target_retry > 0
+            || self.first.as_ref().is_some_and(|(ch, model)| {
+                forward_idempotency_key((*ch, model), step.channel, &step.upstream_model)
+            });
+        Gates::of(
+            &self.cx.snap.table.config,
+            self.cx.family,
+            self.deadline,
+            key,
+        )
+    }
+
+    /// What the attempt's outcome means, once, for every consumer.
+    fn facts(&self, outcome: &Outcome, step: &Step, admission: Admission) -> OutcomeFacts {
+        let ch = self.channel(step);
+        let f = OutcomeFacts::of(outcome, &ch.status_code_mapping, self.cx.family);
+        match admission {
+            Admission::Refused => f.refused(),
+            _ => f,
+        }
+    }
+
+    /// Classify the attempt (R4.4, R4.5, R10): the request's facts, its limits included.
+    fn classify(&mut self, f: &OutcomeFacts, step: &Step, admission: Admission) -> Decision {
+        let (cx, ch) = (self.cx, self.channel(step));
+        let cfg = &cx.snap.table.config;
+        self.backoff = backoff(
+            &ch.resilience.retry,
+            step.same_target_retry + 1,
+            &mut self.rng,
+        );
+        let first_attempt = self.fin.attempts() == 0;
+        let facts = Facts {
+            family: cx.family,
+            has_idempotency_key: cx.idempotency_key.is_some(),
+            is_task: cx.is_task,
+            alternatives_left: self.planned.plan.alternatives_left(),
+            same_target_retries: step.same_target_retry,
+            attempts_left: self.planned.plan.attempts_left(),
+            affinity_skip_retry: self
+                .planned
+                .sticky
+                .as_ref()
+                .is_some_and(|s| s.skip_retry(step.channel, first_attempt)),
+            breaker_admitted: admission == Admission::Admitted,
+            time_left: self.deadline.saturating_duration_since(Instant::now()),
+            retry_backoff: self.backoff,
+            retry_budget: true,
+        };
+        let settings = Settings {
+            routing: &cfg.routing,
+            retry: &ch.resilience.retry,
+            images: &cfg.images_failover,
+        };
+        let budget = &self.budget;
+        policy::decide(f, &facts, &settings, || budget.try_acquire_retry())
+    }
+
+    /// Act on a failed attempt: count and record it (R4.6, R12.1), feed its target's visit
+    /// (breaker, cooldown, health, auto-disable; R6, R7), keep the failure to answer with,
+    /// and end the visit when the loop moves off the target.
+    fn act(
+        &mut self,
+        f: &OutcomeFacts,
+        answer: Option<UpstreamFailure>,
+        step: &Step,
+        admission: Admission,
+        d: Decision,
+        elapsed: Duration,
+    ) {
+        let ch = self.channel(step);
+        metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => f.class)
+            .increment(1);
+        self.fin.record(ch, step.key_index, f, elapsed);
+        if let Some(last) = self.failure(f, answer, step, admission) {
+            self.last = last;
+        }
+        if admission != Admission::Refused {
+            self.visits
+                .attempt(step.channel, step.key_index, f, elapsed);
+        }
+        match d {
+            Decision::RetrySame { .. } => return,
+            Decision::OutOfTime => {
+                self.last = LastFailure::Gateway(GatewayError::deadline_exceeded());
+            }
+            Decision::OutOfBudget => {
+                metrics::counter!(telemetry::RETRY_BUDGET_EXHAUSTED).increment(1);
+            }
+            _ => {}
+        }
+        self.visits.settle();
+    }
+
+    /// The failure a failed attempt leaves for the client: the upstream's answer (with its
+    /// status after mapping), or the gateway's own error.
+    fn failure(
+        &self,
+        f: &OutcomeFacts,
+        answer: Option<UpstreamFailure>,
+        step: &Step,
+        admission: Admission,
+    ) -> Option<LastFailure> {
+        let ch = self.channel(step);
+        let gateway = |e| Some(LastFailure::Gateway(e));
+        if admission == Admission::Refused {
+            return if self.cx.snap.states[step.channel].is_disabled() {
+                gateway(GatewayError::no_channel_available(&self.cx.model))
+            } else {
+                gateway(GatewayError::breaker_open(&ch.name))
+            };
+        }
+        match &f.outcome {
+            Outcome::Transport(k) => gateway(transport_error(*k)),
+            Outcome::DeadlineExceeded => gateway(GatewayError::deadline_exceeded()),
+            Outcome::ChannelError(m) => {
+                let detail = format!("channel {} cannot send this request ({m})", ch.name);
+                gateway(GatewayError::upstream_unreachable(&detail))
+            }
+            Outcome::LocalAdapter(m) | Outcome::SkipRetry(m) => {
+                gateway(GatewayError::internal(m.clone()))
+            }
+            _ => answer.map(|a| LastFailure::Upstream {
+                status: f.status.unwrap_or(a.status),
+                headers: a.headers,
+                body: a.body,
+            }),
+        }
+    }
+
+    /// Nothing succeeded: answer with the last failure (scrubbed) and close the record.
+    fn fail(self) -> Resp {
+        let debug = self.cx.snap.table.config.debug_headers;
+        let route = self.fin.chain();
+        let resp = failure_response(self.last, self.cx);
+        self.fin.failed(resp.status().as_u16());
+        with_route(resp, debug, &route)
+    }
+}

@@ -1,0 +1,87 @@
+//! Committing a successful attempt's answer (R9.3, R8.3, R10.5): the attempt's bookkeeping,
+//! then the client's response — a stream relayed from its commit point, a pass-through body,
+//! or a full answer. Once committed, nothing is retried.
+
+use http::Method;
+use tokio::time::Instant;
+
+use super::attempt::Walk;
+use super::exchange::{non_stream_timeout, Answer};
+use super::finish::LogObserver;
+use super::passthrough;
+use super::respond::respond;
+use super::stream::{self, RelayTimes};
+use super::task;
+use crate::http::body::{Resp, ResponseBody};
+use crate::routing::outcome::OutcomeFacts;
+use crate::routing::plan::Step;
+
+impl Walk<'_> {
+    /// Commit `answer` from `step` (sent at `t0`) and answer the client.
+    pub(super) fn commit(mut self, answer: Answer, step: &Step, t0: Instant) -> Resp {
+        self.succeeded(step, answer.status(), t0);
+        let (gw, cx, ch) = (self.gw, self.cx, self.channel(step));
+        let cfg = &cx.snap.table.config;
+        let st = &cx.snap.states[step.channel];
+        let route = self.fin.chain();
+        let model = step.upstream_model.to_string();
+        // The visit ends (its success recorded) when the walk is dropped here.
+        let Walk { fin, .. } = self;
+        let idle = non_stream_timeout(cfg, ch);
+        match answer {
+            Answer::Stream {
+                status,
+                headers,
+                primed,
+            } => {
+                let obs = LogObserver::new(fin, st.clone(), model, status);
+                let times = RelayTimes {
+                    keepalive: cfg.timeouts.keepalive,
+                    idle,
+                };
+                let body = stream::commit(primed, times, Box::new(obs));
+                respond(status, &headers, body, cfg.debug_headers, &route)
+            }
+            Answer::Passthrough {
+                status,
+                headers,
+                head,
+                body,
+            } => {
+                let obs = LogObserver::new(fin, st.clone(), model, status);
+                let body = passthrough::commit(head, body, idle, Box::new(obs));
+                respond(status, &headers, body, cfg.debug_headers, &route)
+            }
+            Answer::Full {
+                status,
+                headers,
+                body,
+                usage,
+            } => {
+                if cx.is_task && cx.method == Method::POST {
+                    task::bind_from_body(gw, &cx.client.name, &ch.name, &body);
+                }
+                fin.done(st, &model, status, usage, None);
+                let body = ResponseBody::full(body);
+                respond(status, &headers, body, cfg.debug_headers, &route)
+            }
+        }
+    }
+
+    /// Bookkeeping of a successful attempt: the attempt record, upstream latency, the
+    /// affinity binding (written only after a success, R8.3) and the target's visit.
+    fn succeeded(&mut self, step: &Step, status: u16, t0: Instant) {
+        let ch = self.channel(step);
+        let st = &self.cx.snap.states[step.channel];
+        let facts = OutcomeFacts::succeeded(status);
+        let elapsed = t0.elapsed();
+        self.fin.record(ch, step.key_index, &facts, elapsed);
+        st.metrics.attempts_success.increment(1);
+        st.metrics.upstream_duration.record(elapsed.as_secs_f64());
+        if let Some(s) = &self.planned.sticky {
+            self.fin.fallback(s.succeeded(&self.gw.bindings, &ch.name));
+        }
+        self.visits
+            .attempt(step.channel, step.key_index, &facts, elapsed);
+    }
+}

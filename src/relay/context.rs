@@ -1,0 +1,60 @@
+//! The request context: the immutable facts about one client request, fixed by the entry
+//! before the first attempt and read by every step after it (plan, admission, exchange,
+//! classification, the response and the request log).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue};
+use http::Method;
+
+use crate::affinity::StickyKey;
+use crate::config::model::Client;
+use crate::error::WireFormat;
+use crate::routing::family::PathFamily;
+use crate::routing::table::Route;
+use crate::state::Snapshot;
+use crate::wire::dialect::StreamFormat;
+use crate::wire::request::Peek;
+
+/// Everything the attempt loop needs about one client request.
+pub struct Context {
+    /// The snapshot the request loaded once (Invariant: one snapshot per request).
+    pub snap: Arc<Snapshot>,
+    pub client: Arc<Client>,
+    /// (group, route) in the order groups are tried (R5).
+    pub routes: Vec<(String, Arc<Route>)>,
+    pub method: Method,
+    /// The normalised path (`http::path::normalise`).
+    pub path: String,
+    pub path_and_query: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The JSON body's one parse, when it has one.
+    pub peek: Option<Peek>,
+    /// The public model ("" when the request names none).
+    pub model: String,
+    pub family: PathFamily,
+    /// The caller's wire format (R1.4): errors are written in it.
+    pub format: WireFormat,
+    pub stream_format: StreamFormat,
+    pub idempotency_key: Option<HeaderValue>,
+    /// A task call (R10.5): classified with the task rule; a successful POST binds its task.
+    pub is_task: bool,
+    pub request_id: HeaderValue,
+    pub started: std::time::Instant,
+    /// The request's sticky key (R8).
+    pub sticky: Option<StickyKey>,
+}
+
+impl Context {
+    /// The request id as text ("" if it is not valid UTF-8, which `entry` never makes).
+    pub fn rid(&self) -> &str {
+        self.request_id.to_str().unwrap_or("")
+    }
+
+    /// The client asked for a stream.
+    pub fn wants_stream(&self) -> bool {
+        self.peek.as_ref().is_some_and(|p| p.stream)
+    }
+}

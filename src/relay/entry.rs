@@ -1,0 +1,348 @@
+//! The request entry point: request id, path hygiene, protocol upgrades, auth, body limits,
+//! route lookup — then hands the request to the attempt loop (R1.1, R1.4, R14.1, R14.2).
+//! A request refused here is still counted, logged and written to the request log.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, StatusCode};
+use hyper::body::Incoming;
+
+use crate::config::model::Client;
+use crate::error::{GatewayError, WireFormat};
+use crate::http::body::{error_response, Resp, ResponseBody};
+use crate::http::headers::ANTHROPIC_REQUEST_ID;
+use crate::http::path;
+use crate::relay::attempt;
+use crate::relay::auth;
+use crate::relay::context::Context;
+use crate::relay::finish::{self, Rejected};
+use crate::relay::gateway::Gateway;
+use crate::relay::local;
+use crate::relay::lookup::{self, groups_for, Wanted};
+use crate::relay::task;
+use crate::routing::family::{classify, valid_idempotency_key, PathFamily};
+use crate::routing::table::Route;
+use crate::state::Snapshot;
+use crate::wire::dialect::StreamFormat;
+use crate::wire::request::{self, Peek};
+
+/// What is known about a request so far: enough to answer and record it if it is refused.
+struct Ctx {
+    request_id: HeaderValue,
+    started: Instant,
+    /// The normalised path, or `Err` when the raw path was refused.
+    path: Result<String, path::PathError>,
+    raw_path: String,
+    format: WireFormat,
+    client: Option<String>,
+    model: Option<String>,
+}
+
+/// Handle one client request. Never panics on request content; every failure is a response.
+pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
+    let raw_path = req.uri().path().to_string();
+    let path = path::normalise(&raw_path);
+    let mut ctx = Ctx {
+        request_id: request_id(req.headers()),
+        started: Instant::now(),
+        format: wire_format(
+            path.as_deref().unwrap_or(&raw_path),
+            req.headers().contains_key("anthropic-version"),
+        ),
+        path,
+        raw_path,
+        client: None,
+        model: None,
+    };
+    let head = req.method() == Method::HEAD;
+    let mut resp = match route(&gw, req, &mut ctx).await {
+        Ok(r) => r,
+        Err(e) => {
+            finish::rejected(
+                &gw,
+                Rejected {
+                    request_id: ctx.request_id.to_str().unwrap_or(""),
+                    client: ctx.client.as_deref().unwrap_or(""),
+                    model: ctx.model.as_deref().unwrap_or(""),
+                    path: ctx.path.as_deref().unwrap_or(&ctx.raw_path),
+                    status: e.status.as_u16(),
+                    code: e.code,
+                    started: ctx.started,
+                },
+            );
+            error_response(&e, ctx.format)
+        }
+    };
+    if ctx.format == WireFormat::Anthropic {
+        resp.headers_mut()
+            .insert(ANTHROPIC_REQUEST_ID, ctx.request_id.clone());
+    }
+    resp.headers_mut().insert("x-request-id", ctx.request_id);
+    if head {
+        // A HEAD answer has no body on any protocol (hyper omits it on HTTP/1 only).
+        *resp.body_mut() = ResponseBody::full(bytes::Bytes::new());
+        resp.headers_mut().remove(header::CONTENT_LENGTH);
+    }
+    resp
+}
+
+/// The caller's wire format (R1.4): Anthropic's for every `/v1/messages*` path and for
+/// `/v1/models*` asked with `anthropic-version` (the Anthropic SDK), else OpenAI's.
+fn wire_format(path: &str, anthropic_version: bool) -> WireFormat {
+    if path.starts_with("/v1/messages") || (anthropic_version && path.starts_with("/v1/models")) {
+        WireFormat::Anthropic
+    } else {
+        WireFormat::OpenAi
+    }
+}
+
+async fn route(
+    gw: &Arc<Gateway>,
+    req: Request<Incoming>,
+    ctx: &mut Ctx,
+) -> Result<Resp, GatewayError> {
+    // An upgrade the gateway does not relay (WebSocket) is refused at once, so clients that
+    // try one first (Codex) fall back to HTTP without waiting.
+    if req.headers().contains_key(header::UPGRADE) {
+        return Err(GatewayError::upgrade_required());
+    }
+    let anthropic = ctx.format == WireFormat::Anthropic;
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+    let model_id = ctx.raw_path.strip_prefix("/v1/models/").map(str::to_string);
+    if let (true, Some(rest)) = (safe, model_id) {
+        let snap = gw.snapshot();
+        let client = authenticate(&snap, req.headers(), ctx)?;
+        let id = path::model_id(&rest).ok_or_else(|| GatewayError::model_not_found(&rest))?;
+        ctx.model = Some(id.clone());
+        return local::model(&snap, &client.group, &id, anthropic);
+    }
+    let path = ctx.path.clone().map_err(GatewayError::invalid_path)?;
+    if path == "/" && req.method() == Method::HEAD {
+        return Ok(local::head_root());
+    }
+    if !path.starts_with("/v1/") {
+        return Err(GatewayError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "not_found_error",
+            format!("no such endpoint `{path}`; the API lives under /v1/"),
+        ));
+    }
+    let snap = gw.snapshot();
+    let client = authenticate(&snap, req.headers(), ctx)?;
+    if path == "/v1/models" && safe {
+        return Ok(local::models(&snap, &client.group, anthropic));
+    }
+    relay(gw, snap, client, req, path, ctx).await
+}
+
+fn authenticate(
+    snap: &Snapshot,
+    headers: &http::HeaderMap,
+    ctx: &mut Ctx,
+) -> Result<Arc<Client>, GatewayError> {
+    let client = auth::authenticate(&snap.table, headers).ok_or_else(GatewayError::unauthorized)?;
+    ctx.client = Some(client.name.clone());
+    Ok(client)
+}
+
+/// Read the body, find the routes, fix the request's context and run the attempt loop.
+async fn relay(
+    gw: &Arc<Gateway>,
+    snap: Arc<Snapshot>,
+    client: Arc<Client>,
+    req: Request<Incoming>,
+    path: String,
+    ctx: &mut Ctx,
+) -> Result<Resp, GatewayError> {
+    let limit = snap.table.config.limits.max_body_bytes;
+    let intake = Intake::read(req, path, limit).await?;
+    ctx.model = intake.model().map(str::to_string);
+    let family = classify(&intake.path, &intake.parts.method);
+    let (routes, is_task) = routes(gw, &snap, &client, family, &intake).await?;
+    let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
+        affinity: &snap.table.config.affinity,
+        group: &client.group,
+        model: intake.model().unwrap_or(""),
+        path: &intake.path,
+        client: &client.name,
+        headers: &intake.parts.headers,
+        body: intake.json.then_some(&intake.body[..]),
+        top: intake.peek.as_ref().map(|p| &p.top),
+    });
+    let Intake {
+        parts,
+        path,
+        body,
+        peek,
+        ..
+    } = intake;
+    let cx = Context {
+        path_and_query: match parts.uri.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path.clone(),
+        },
+        idempotency_key: idempotency_key(&parts.headers),
+        stream_format: StreamFormat::of_path(&path),
+        model: ctx.model.clone().unwrap_or_default(),
+        snap,
+        client,
+        routes,
+        method: parts.method,
+        path,
+        headers: parts.headers,
+        body,
+        peek,
+        family,
+        format: ctx.format,
+        is_task,
+        request_id: ctx.request_id.clone(),
+        started: ctx.started,
+        sticky,
+    };
+    Ok(attempt::run(gw, cx).await)
+}
+
+/// The request as read: its head, its normalised path, its body (within the limit) and the
+/// body's one parse when it is JSON.
+struct Intake {
+    parts: http::request::Parts,
+    path: String,
+    body: Bytes,
+    /// A JSON body (POST, not empty, a JSON content type or none).
+    json: bool,
+    peek: Option<Peek>,
+}
+
+impl Intake {
+    async fn read(
+        req: Request<Incoming>,
+        path: String,
+        limit: u64,
+    ) -> Result<Intake, GatewayError> {
+        let (parts, body) = req.into_parts();
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let body = crate::http::limits::read_limited(body, declared, limit).await?;
+        let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
+        let peek = if json {
+            Some(request::peek(&body)?)
+        } else {
+            None
+        };
+        Ok(Intake {
+            parts,
+            path,
+            body,
+            json,
+            peek,
+        })
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.peek.as_ref()?.model.as_deref()
+    }
+}
+
+/// The (group, route) pairs the request may use, and whether it is a task call: a task
+/// follow-up is locked to the channel that accepted the task (R10.5); anything else is
+/// looked up by model or declared path (R1.1).
+async fn routes(
+    gw: &Gateway,
+    snap: &Snapshot,
+    client: &Client,
+    family: PathFamily,
+    i: &Intake,
+) -> Result<(Vec<(String, Arc<Route>)>, bool), GatewayError> {
+    let groups = groups_for(snap, &client.group);
+    let method = &i.parts.method;
+    let task = task::facts(gw, snap, method, &i.path, &client.name, &groups).await?;
+    let routes = match task.locked {
+        Some(locked) => vec![locked],
+        None => lookup::routes(
+            snap,
+            &groups,
+            &Wanted {
+                family,
+                model: i.model(),
+                path: &i.path,
+                json: i.json,
+                task_path: task.is_task,
+            },
+        )?,
+    };
+    Ok((routes, task.is_task))
+}
+
+/// R10.2: the client's `Idempotency-Key`, when it is valid.
+fn idempotency_key(h: &http::HeaderMap) -> Option<HeaderValue> {
+    h.get("idempotency-key")
+        .filter(|v| valid_idempotency_key(v.as_bytes()))
+        .cloned()
+}
+
+fn is_json(h: &http::HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|ct| ct.contains("json"))
+}
+
+fn request_id(h: &http::HeaderMap) -> HeaderValue {
+    if let Some(v) = h.get("x-request-id") {
+        let b = v.as_bytes();
+        if !b.is_empty() && b.len() <= 128 && b.iter().all(|c| c.is_ascii_graphic()) {
+            return v.clone();
+        }
+    }
+    // Time-ordered (48-bit unix ms, then 80 random bits), so the request log's and the
+    // ledger's id indexes grow at their right edge instead of touching random pages.
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() & ((1 << 48) - 1));
+    let n = (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1));
+    let mut id = *b"req_00000000000000000000000000000000";
+    for (k, d) in id[4..].iter_mut().enumerate() {
+        *d = b"0123456789abcdef"[((n >> (124 - 4 * k)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&id).unwrap_or(HeaderValue::from_static("req_unknown"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_id;
+
+    /// Generated ids: `req_` + 32 hex digits, the first 12 the unix-ms time, so they sort
+    /// by creation time; a valid client id is kept, an invalid one replaced.
+    #[test]
+    fn request_ids_are_time_ordered_hex() {
+        let none = http::HeaderMap::new();
+        let a = request_id(&none);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = request_id(&none);
+        for id in [&a, &b] {
+            let s = id.to_str().unwrap();
+            assert_eq!(s.len(), 36, "{s}");
+            assert!(s.starts_with("req_"));
+            assert!(s[4..]
+                .bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        }
+        assert!(a.to_str().unwrap()[..16] < b.to_str().unwrap()[..16]);
+        let ms = u64::from_str_radix(&a.to_str().unwrap()[4..16], 16).unwrap() as u128;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        assert!(now - ms < 10_000, "{ms} vs {now}");
+        let mut h = http::HeaderMap::new();
+        h.insert("x-request-id", "client-abc".parse().unwrap());
+        assert_eq!(request_id(&h), "client-abc");
+        h.insert("x-request-id", "has space".parse().unwrap());
+        assert!(request_id(&h).to_str().unwrap().starts_with("req_"));
+    }
+}

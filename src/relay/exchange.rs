@@ -1,0 +1,356 @@
+//! One upstream exchange: build the request for a step, send it within the header gate, and
+//! turn the response into either an answer for the client or a classified failure (R9.2–R9.7).
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap};
+use http::{Method, Request, Response};
+use tokio::time::{timeout_at, Instant};
+
+use crate::config::model::{Channel, Config};
+use crate::relay::context::Context;
+use crate::relay::gateway::Gateway;
+use crate::relay::stream::{self, Primed};
+use crate::routing::family::PathFamily;
+use crate::routing::plan::Step;
+use crate::routing::policy::{Outcome, TransportKind};
+use crate::upstream::body::{Coding, UpBody};
+use crate::upstream::read;
+use crate::upstream::{self, Outgoing, UpstreamBody};
+use crate::wire::convert;
+use crate::wire::request::rewrite_model;
+use crate::wire::usage::Usage;
+
+/// A failed exchange's upstream answer, kept to relay to the client if nothing succeeds.
+pub struct UpstreamFailure {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// What one exchange produced. Made and moved once per attempt: boxing the answer would cost
+/// an allocation per request to save a copy of a few hundred bytes.
+#[allow(clippy::large_enum_variant)]
+pub enum Exchange {
+    /// An answer for the client: the attempt succeeded.
+    Answer(Answer),
+    /// A failure for the classifier, with the upstream answer when there was one.
+    Failed {
+        outcome: Outcome,
+        answer: Option<UpstreamFailure>,
+    },
+}
+
+/// A successful answer, ready to commit.
+pub enum Answer {
+    /// A stream that reached its commit point: ready to commit.
+    Stream {
+        status: u16,
+        headers: HeaderMap,
+        primed: Primed,
+    },
+    /// A complete non-stream success.
+    Full {
+        status: u16,
+        headers: HeaderMap,
+        body: Bytes,
+        usage: Usage,
+    },
+    /// A non-SSE body to stream through (not JSON, or JSON too large to inspect): `head` is
+    /// what was read, the rest follows from `body`.
+    Passthrough {
+        status: u16,
+        headers: HeaderMap,
+        head: Bytes,
+        body: UpBody,
+    },
+}
+
+impl Answer {
+    pub fn status(&self) -> u16 {
+        match self {
+            Answer::Stream { status, .. }
+            | Answer::Full { status, .. }
+            | Answer::Passthrough { status, .. } => *status,
+        }
+    }
+}
+
+/// Per-exchange knobs computed by the loop.
+pub struct Gates {
+    /// Response headers of a streaming request (R9.2).
+    pub header_timeout: std::time::Duration,
+    /// A bound on a non-stream request's wait for headers below its non-stream timeout
+    /// (`timeouts.image_upstream_header` for images).
+    pub non_stream_header_cap: Option<std::time::Duration>,
+    pub deadline: Instant,
+    /// Whether the client's Idempotency-Key goes on this exchange (R10.2).
+    pub send_idempotency_key: bool,
+}
+
+impl Gates {
+    /// The gates of one attempt of a request of `family` before `deadline`: images wait
+    /// `timeouts.image_upstream_header` for headers, streamed or not; every other request
+    /// waits `timeouts.upstream_header` when streamed.
+    pub fn of(cfg: &Config, family: PathFamily, deadline: Instant, idempotency_key: bool) -> Gates {
+        let (header_timeout, non_stream_header_cap) = if family == PathFamily::Images {
+            let t = cfg.timeouts.image_upstream_header;
+            (t, Some(t))
+        } else {
+            (cfg.timeouts.upstream_header, None)
+        };
+        Gates {
+            header_timeout,
+            non_stream_header_cap,
+            deadline,
+            send_idempotency_key: idempotency_key,
+        }
+    }
+}
+
+/// The non-stream timeout of `ch` (R9.7): its own value, or the global one when 0.
+pub fn non_stream_timeout(cfg: &Config, ch: &Channel) -> std::time::Duration {
+    if ch.non_stream_timeout.is_zero() {
+        cfg.timeouts.non_stream
+    } else {
+        ch.non_stream_timeout
+    }
+}
+
+/// One exchange with the upstream of `step`: prepare the request, send it within its gate,
+/// and read the answer.
+pub async fn exchange(
+    gw: &Gateway,
+    cx: &Context,
+    step: &Step,
+    ch: &Channel,
+    g: &Gates,
+) -> Exchange {
+    let (plan, req) = match prepare(cx, step, ch, g) {
+        Ok(x) => x,
+        Err(o) => return failed(o),
+    };
+    let sent = Instant::now();
+    let t_ns = (sent + non_stream_timeout(&cx.snap.table.config, ch)).min(g.deadline);
+    match send(gw, ch, req, plan.upstream_stream, g, t_ns).await {
+        Ok(resp) => receive(cx, &plan, resp, t_ns, g).await,
+        Err(o) => failed(o),
+    }
+}
+
+/// The request side: the body this channel gets — `model` rewritten to the upstream model,
+/// the stream policy applied (R9.6); a format translation belongs here too — and the
+/// upstream request built from it. An unbuildable request is the channel's failure.
+fn prepare(
+    cx: &Context,
+    step: &Step,
+    ch: &Channel,
+    g: &Gates,
+) -> Result<(convert::Plan, Request<UpstreamBody>), Outcome> {
+    let body = match (&cx.peek, step.upstream_model.is_empty()) {
+        (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
+        _ => cx.body.clone(),
+    };
+    let plan = convert::plan(ch, &cx.path, cx.peek.as_ref(), body);
+    let req = upstream::build(Outgoing {
+        channel: ch,
+        key: ch.keys.get(step.key_index),
+        method: cx.method.clone(),
+        path_and_query: &cx.path_and_query,
+        client_headers: &cx.headers,
+        body: plan.body.clone(),
+        idempotency_key: cx
+            .idempotency_key
+            .as_ref()
+            .filter(|_| g.send_idempotency_key),
+        request_id: &cx.request_id,
+    })
+    .map_err(|e| Outcome::ChannelError(e.code.to_string()))?;
+    Ok((plan, req))
+}
+
+/// Send within the gate of the request kind. Seed 001: the header gate is for streaming
+/// requests. A non-stream answer sends its headers when generation is done, so its whole
+/// exchange — send to last byte — is governed by the non-stream timeout `t_ns` (R9.7),
+/// capped by the request deadline.
+async fn send(
+    gw: &Gateway,
+    ch: &Channel,
+    req: Request<UpstreamBody>,
+    upstream_stream: bool,
+    g: &Gates,
+    t_ns: Instant,
+) -> Result<Response<UpBody>, Outcome> {
+    let sent = Instant::now();
+    let (gate, timeout_kind) = if upstream_stream {
+        (sent + g.header_timeout, TransportKind::HeaderTimeout)
+    } else {
+        let cap = g.non_stream_header_cap.map_or(t_ns, |c| t_ns.min(sent + c));
+        let kind = if cap < t_ns {
+            TransportKind::HeaderTimeout
+        } else {
+            TransportKind::BodyTimeout
+        };
+        (cap, kind)
+    };
+    let gate = gate.min(g.deadline);
+    match timeout_at(gate, gw.upstream.send_for(ch, req)).await {
+        Err(_) if gate == g.deadline => Err(Outcome::DeadlineExceeded),
+        Err(_) => Err(Outcome::Transport(timeout_kind)),
+        Ok(Err(kind)) => Err(Outcome::Transport(kind)),
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+/// The answer side: an error status is a failure carrying the answer; an answer empty by
+/// definition is a success (R9.5); SSE is primed to its commit point; JSON is read whole;
+/// anything else (or a body in a coding that cannot be read) passes through.
+async fn receive(
+    cx: &Context,
+    plan: &convert::Plan,
+    resp: Response<UpBody>,
+    t_ns: Instant,
+    g: &Gates,
+) -> Exchange {
+    let (mut parts, mut inc) = resp.into_parts();
+    let status = parts.status.as_u16();
+    let coding = Coding::of(&parts.headers);
+    if coding == Coding::Gzip {
+        inc.gunzip();
+        parts.headers.remove(header::CONTENT_ENCODING);
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    if !(200..300).contains(&status) {
+        let body = read::read_error(&mut inc, g.deadline).await;
+        return upstream_failed(status, parts.headers, body);
+    }
+    if matches!(status, 204 | 205) || cx.method == Method::HEAD {
+        return Exchange::Answer(Answer::Full {
+            status,
+            headers: parts.headers,
+            body: Bytes::new(),
+            usage: Usage::default(),
+        });
+    }
+    let is_sse = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"));
+    let inspectable = coding != Coding::Other;
+    if is_sse && inspectable {
+        return stream(cx, plan, status, parts.headers, inc, t_ns, g).await;
+    }
+    if inspectable && read::is_json(&parts.headers) {
+        return whole(plan, status, parts.headers, inc, t_ns).await;
+    }
+    match read::first_chunk(&mut inc, t_ns).await {
+        Err(kind) => failed(Outcome::Transport(kind)),
+        Ok(None) => failed(Outcome::Transport(TransportKind::EmptyBody)),
+        Ok(Some(head)) => Exchange::Answer(Answer::Passthrough {
+            status,
+            headers: parts.headers,
+            head,
+            body: inc,
+        }),
+    }
+}
+
+/// A failure with the upstream's answer, kept to relay if nothing succeeds.
+fn upstream_failed(status: u16, headers: HeaderMap, body: Bytes) -> Exchange {
+    Exchange::Failed {
+        outcome: stream::status_outcome(status, &body),
+        answer: Some(UpstreamFailure {
+            status,
+            headers,
+            body,
+        }),
+    }
+}
+
+/// An SSE answer: prime it to its commit point, then relay it or assemble it (R9.6).
+#[allow(clippy::too_many_arguments)]
+async fn stream(
+    cx: &Context,
+    plan: &convert::Plan,
+    status: u16,
+    headers: HeaderMap,
+    inc: UpBody,
+    t_ns: Instant,
+    g: &Gates,
+) -> Exchange {
+    let first_byte = cx.snap.table.config.timeouts.first_byte;
+    let mut primed = match stream::prime(inc, cx.stream_format, first_byte, g.deadline).await {
+        Ok(p) => p,
+        Err(o) => return failed(o),
+    };
+    if let (convert::Mode::Assemble, Some(d)) = (plan.mode, plan.dialect) {
+        return match stream::assemble(primed, d, t_ns).await {
+            Ok((body, usage)) => Exchange::Answer(Answer::Full {
+                status,
+                headers: convert::with_content_type(headers, false),
+                body,
+                usage,
+            }),
+            Err(o) => failed(o),
+        };
+    }
+    if plan.hide_usage_chunk {
+        primed.hide_usage_chunk();
+    }
+    Exchange::Answer(Answer::Stream {
+        status,
+        headers,
+        primed,
+    })
+}
+
+/// A JSON answer: read whole (bounded) and inspected, or streamed through when too large.
+async fn whole(
+    plan: &convert::Plan,
+    status: u16,
+    headers: HeaderMap,
+    mut inc: UpBody,
+    t_ns: Instant,
+) -> Exchange {
+    let b = match read::read_json(&mut inc, t_ns).await {
+        Err(kind) => return failed(Outcome::Transport(kind)),
+        Ok(read::Read::TooLarge(head)) => {
+            return Exchange::Answer(Answer::Passthrough {
+                status,
+                headers,
+                head,
+                body: inc,
+            })
+        }
+        Ok(read::Read::Whole(b)) => b,
+    };
+    if b.is_empty() {
+        return failed(Outcome::Transport(TransportKind::EmptyBody));
+    }
+    if let Some(code) = crate::wire::hidden::body_hidden_error(&b) {
+        return upstream_failed(code.unwrap_or(502), headers, b);
+    }
+    let usage = match Usage::from_body(&b) {
+        Some(u) => u,
+        // A JSON answer that does not parse was cut short (or is not JSON at all): a broken
+        // answer, never a success.
+        None if serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_err() => {
+            return failed(Outcome::Transport(TransportKind::Broken));
+        }
+        None => Usage::default(),
+    };
+    let (headers, b) = convert::replay_if_planned(plan, headers, b);
+    Exchange::Answer(Answer::Full {
+        status,
+        headers,
+        body: b,
+        usage,
+    })
+}
+
+fn failed(outcome: Outcome) -> Exchange {
+    Exchange::Failed {
+        outcome,
+        answer: None,
+    }
+}

@@ -1,0 +1,295 @@
+//! The end of a request: the attempt chain, the request-log record (R4.6, R12.1) and the
+//! per-request metrics, for full answers and for streams when they end.
+
+use std::sync::Arc;
+
+use std::time::Duration;
+
+use crate::clock::now_ms;
+use crate::config::model::Channel;
+use crate::relay::context::Context;
+use crate::relay::gateway::Gateway;
+use crate::relay::stream::{StreamEnd, StreamObserver};
+use crate::routing::outcome::OutcomeFacts;
+use crate::state::ChannelState;
+use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
+use crate::telemetry;
+use crate::wire::sse::Event;
+use crate::wire::usage::{StreamUsage, Usage};
+
+/// A request's record in the making.
+pub struct Finish {
+    store: Store,
+    metrics: Arc<telemetry::RequestMetrics>,
+    rec: RequestRecord,
+    started: std::time::Instant,
+    /// Size of the client's request body (usage estimates, R9.8).
+    request_bytes: usize,
+    attempts: Vec<AttemptRecord>,
+    /// Settled in `done`, refunded in `failed` (R11.1).
+    pub billing: Option<crate::billing::Session>,
+    /// The record went to the request log (by `done` or `failed`).
+    written: bool,
+}
+
+/// A request dropped before it answered (the client went away before the first byte) is
+/// still logged, as 499 `client_cancelled`; its billing session refunds on drop.
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if !self.written {
+            self.rec.error_code = Some("client_cancelled".into());
+            self.write(499);
+        }
+    }
+}
+
+impl Finish {
+    pub fn new(gw: &Gateway, job: &Context) -> Finish {
+        let rec = RequestRecord {
+            id: job.rid().to_string(),
+            ts_ms: now_ms(),
+            client: job.client.name.clone(),
+            group: job
+                .routes
+                .first()
+                .map(|(g, _)| g.clone())
+                .unwrap_or_default(),
+            public_model: job.model.clone(),
+            path: job.path.clone(),
+            stream: job.wants_stream(),
+            upstream_model: String::new(),
+            attempts: Vec::new(),
+            chain: String::new(),
+            final_status: 0,
+            error_code: None,
+            sticky_kind: None,
+            sticky_hit: None,
+            fallback: false,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: 0,
+            usage_estimated: false,
+            stream_outcome: None,
+            latency_ms: 0,
+        };
+        Finish {
+            store: gw.store.clone(),
+            metrics: gw.request_metrics.clone(),
+            rec,
+            started: job.started,
+            request_bytes: job.body.len(),
+            attempts: Vec::new(),
+            billing: None,
+            written: false,
+        }
+    }
+
+    /// Record one attempt (R4.6): its channel, key index, upstream status, class, latency and
+    /// whether it may have been charged.
+    pub fn record(&mut self, ch: &Channel, key_index: usize, f: &OutcomeFacts, elapsed: Duration) {
+        self.attempts.push(AttemptRecord {
+            channel: ch.name.clone(),
+            key_index: key_index as u32,
+            upstream_status: f.upstream_status,
+            error_class: f.class.to_string(),
+            latency_ms: elapsed.as_millis() as u64,
+            possibly_charged: f.possibly_charged,
+        });
+    }
+
+    /// The channel of the latest attempt ("" before the first).
+    pub fn last_channel(&self) -> &str {
+        self.attempts.last().map_or("", |a| a.channel.as_str())
+    }
+
+    /// Attempts recorded so far.
+    pub fn attempts(&self) -> usize {
+        self.attempts.len()
+    }
+
+    /// Sticky key kind and whether the bound channel was planned first (R8.6).
+    pub fn sticky(&mut self, kind: &str, hit: bool) {
+        self.rec.sticky_kind = Some(kind.to_string());
+        self.rec.sticky_hit = Some(hit);
+    }
+
+    /// A binding existed and another channel answered (R8.6).
+    pub fn fallback(&mut self, fallback: bool) {
+        self.rec.fallback = fallback;
+    }
+
+    /// The attempt chain `a->b->c` (R4.6).
+    pub fn chain(&self) -> String {
+        let names: Vec<&str> = self.attempts.iter().map(|a| a.channel.as_str()).collect();
+        names.join("->")
+    }
+
+    /// The gateway's own error code for a request it refused (e.g. `insufficient_quota`).
+    pub fn set_error_code(&mut self, code: &str) {
+        self.rec.error_code = Some(code.to_string());
+    }
+
+    /// Mark the usage passed to `done` as estimated (R9.8).
+    pub fn set_usage_estimated(&mut self, estimated: bool) {
+        self.rec.usage_estimated = estimated;
+    }
+
+    /// A successful answer (or a committed stream that ended).
+    pub fn done(
+        mut self,
+        channel: &ChannelState,
+        upstream_model: &str,
+        status: u16,
+        usage: Usage,
+        stream_outcome: Option<&'static str>,
+    ) {
+        if let Some(b) = self.billing.take() {
+            b.settle(&usage);
+        }
+        if !usage.is_zero() {
+            channel.metrics.prompt_tokens.increment(usage.prompt_tokens);
+            channel.metrics.cached_tokens.increment(usage.cached_tokens);
+        }
+        self.rec.upstream_model = upstream_model.to_string();
+        self.rec.prompt_tokens = usage.prompt_tokens;
+        self.rec.completion_tokens = usage.completion_tokens;
+        self.rec.cached_tokens = usage.cached_tokens;
+        self.rec.stream_outcome = stream_outcome.map(str::to_string);
+        self.write(status);
+    }
+
+    /// Every attempt failed (or none could be made).
+    pub fn failed(mut self, status: u16) {
+        if let Some(b) = self.billing.take() {
+            b.refund();
+        }
+        self.write(status);
+    }
+
+    fn write(&mut self, status: u16) {
+        self.written = true;
+        let latency = self.started.elapsed();
+        self.rec.chain = self.chain();
+        self.rec.final_status = status;
+        self.rec.latency_ms = latency.as_millis() as u64;
+        let n = self.attempts.len();
+        self.rec.attempts = std::mem::take(&mut self.attempts);
+        // R12.4: one line per request; failures at info, successes at debug (hot path).
+        let r = &self.rec;
+        if (200..300).contains(&status) {
+            tracing::debug!(request_id = %r.id, client = %r.client, model = %r.public_model,
+                chain = %r.chain, status, latency_ms = r.latency_ms, "request finished");
+        } else {
+            tracing::info!(request_id = %r.id, client = %r.client, model = %r.public_model,
+                chain = %r.chain, status, latency_ms = r.latency_ms, "request failed");
+        }
+        self.metrics.requests(status).increment(1);
+        self.metrics.duration.record(latency.as_secs_f64());
+        self.metrics.attempts_per_request.record(n as f64);
+        let rec = std::mem::take(&mut self.rec);
+        self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
+    }
+}
+
+/// A request the gateway refused before any upstream attempt (400, 401, 404, 413, 426, …).
+pub struct Rejected<'a> {
+    pub request_id: &'a str,
+    /// The authenticated client, or "" when authentication is what failed.
+    pub client: &'a str,
+    pub model: &'a str,
+    /// The path without its query string (which may carry credentials).
+    pub path: &'a str,
+    pub status: u16,
+    pub code: &'a str,
+    pub started: std::time::Instant,
+}
+
+/// Count, log (one line, no secrets) and write to the request log a refused request, like
+/// any other request (R12.1, issue 16). Client-chosen strings are cut to a bounded length.
+pub fn rejected(gw: &Gateway, r: Rejected<'_>) {
+    let latency = r.started.elapsed();
+    let latency_ms = latency.as_millis() as u64;
+    let model = bounded(r.model, 128);
+    let path = bounded(r.path, 256);
+    tracing::info!(request_id = %r.request_id, client = %r.client, model = %model, path = %path,
+        status = r.status, code = %r.code, latency_ms, "request rejected");
+    gw.request_metrics.requests(r.status).increment(1);
+    gw.request_metrics.duration.record(latency.as_secs_f64());
+    let rec = RequestRecord {
+        id: r.request_id.to_string(),
+        ts_ms: now_ms(),
+        client: r.client.to_string(),
+        public_model: model.to_string(),
+        path: path.to_string(),
+        final_status: r.status,
+        error_code: Some(r.code.to_string()),
+        latency_ms,
+        ..RequestRecord::default()
+    };
+    gw.store.try_send(WriteOp::RequestLog(Box::new(rec)));
+}
+
+fn bounded(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Watches a committed stream: usage, keepalives, outcome; writes the log when it ends.
+pub struct LogObserver {
+    fin: Finish,
+    channel: Arc<ChannelState>,
+    upstream_model: String,
+    status: u16,
+    usage: StreamUsage,
+    /// Size of the client's request body, for estimating unreported prompt tokens (R9.8).
+    request_bytes: usize,
+}
+
+impl LogObserver {
+    pub fn new(
+        fin: Finish,
+        channel: Arc<ChannelState>,
+        upstream_model: String,
+        status: u16,
+    ) -> Self {
+        fin.metrics.ttfb.record(fin.started.elapsed().as_secs_f64());
+        LogObserver {
+            request_bytes: fin.request_bytes,
+            fin,
+            channel,
+            upstream_model,
+            status,
+            usage: StreamUsage::default(),
+        }
+    }
+}
+
+impl StreamObserver for LogObserver {
+    fn event(&mut self, ev: &Event) {
+        self.usage.observe(ev);
+    }
+
+    fn keepalive(&mut self) {
+        metrics::counter!(telemetry::KEEPALIVES).increment(1);
+    }
+
+    fn end(self: Box<Self>, end: StreamEnd) {
+        metrics::counter!(telemetry::STREAMS, "outcome" => end.label()).increment(1);
+        let mut s = *self;
+        let (usage, estimated) = s.usage.settle(s.request_bytes);
+        s.fin.set_usage_estimated(estimated);
+        s.fin.done(
+            &s.channel,
+            &s.upstream_model,
+            s.status,
+            usage,
+            Some(end.label()),
+        );
+    }
+}

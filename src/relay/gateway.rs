@@ -1,0 +1,136 @@
+//! `Gateway`: the process-wide context every request sees — the live snapshot (arc-swap),
+//! the runtime-state registry, the upstream client, the store and the retry budget.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::model::Config;
+use crate::routing::budget::RetryBudget;
+use crate::routing::compile::compile;
+use crate::state::{Registry, Snapshot};
+use crate::store::Store;
+use crate::telemetry;
+
+use crate::upstream::Upstream;
+
+pub struct Gateway {
+    live: ArcSwap<Snapshot>,
+    /// Sticky bindings, keyed by key hash, valued by channel name (R8.3).
+    pub bindings: Arc<crate::affinity::Bindings>,
+    pub registry: Registry,
+    pub upstream: Upstream,
+    pub store: Store,
+    /// Balances and billing sessions (R11).
+    pub billing: crate::billing::Billing,
+    budget: ArcSwap<RetryBudget>,
+    pub metrics: Option<PrometheusHandle>,
+    /// Set on SIGTERM: new connections are refused, in-flight ones finish.
+    pub draining: AtomicBool,
+    generation: AtomicU64,
+    swapping: std::sync::Mutex<()>,
+    /// Task id → accepting channel, in front of SQLite (R10.5).
+    pub tasks: crate::relay::task::TaskCache,
+    /// Pre-registered request-level metric handles (hot path).
+    pub request_metrics: Arc<telemetry::RequestMetrics>,
+}
+
+impl Gateway {
+    pub fn new(
+        config: Config,
+        store: Store,
+        metrics: Option<PrometheusHandle>,
+    ) -> std::io::Result<Arc<Gateway>> {
+        let registry = Registry::default();
+        let budget = budget_for(&config);
+        let snap = Snapshot::new(compile(Arc::new(config), 1), &registry);
+        metrics::gauge!(telemetry::CONFIG_GENERATION).set(1.0);
+        Ok(Arc::new(Gateway {
+            live: ArcSwap::from_pointee(snap),
+            bindings: Arc::default(),
+            registry,
+            upstream: Upstream::new()?,
+            billing: crate::billing::Billing::new(store.clone()),
+            store,
+            budget: ArcSwap::from_pointee(budget),
+            metrics,
+            draining: AtomicBool::new(false),
+            generation: AtomicU64::new(1),
+            swapping: std::sync::Mutex::new(()),
+            tasks: crate::relay::task::TaskCache::default(),
+            request_metrics: Arc::new(telemetry::RequestMetrics::new()),
+        }))
+    }
+
+    /// The snapshot a request uses from start to end (Invariant 1: one load per request).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.live.load_full()
+    }
+
+    pub fn budget(&self) -> Arc<RetryBudget> {
+        self.budget.load_full()
+    }
+
+    /// Compile `config` and swap it in; in-flight requests keep the snapshot they loaded.
+    /// Returns the new generation.
+    pub fn swap(&self, config: Config) -> u64 {
+        // Swaps are serialised, and the generation is published only after the new
+        // snapshot is live: whoever sees generation N is served by table N or newer.
+        let _one_at_a_time = crate::sync::lock(&self.swapping);
+        let generation = self.generation.load(Ordering::SeqCst) + 1;
+        let old = self.live.load();
+        let rb = &config.routing.retry_budget;
+        let ob = &old.table.config.routing.retry_budget;
+        if rb.ratio != ob.ratio || rb.min_per_second != ob.min_per_second || rb.ttl != ob.ttl {
+            self.budget.store(Arc::new(budget_for(&config)));
+        }
+        let snap = Snapshot::new(compile(Arc::new(config), generation), &self.registry);
+        self.live.store(Arc::new(snap));
+        self.generation.store(generation, Ordering::SeqCst);
+        metrics::gauge!(telemetry::CONFIG_GENERATION).set(generation as f64);
+        generation
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+fn budget_for(config: &Config) -> RetryBudget {
+    let b = &config.routing.retry_budget;
+    RetryBudget::new(b.ratio, b.min_per_second, b.ttl)
+}
+
+impl crate::state::probe::Host for Gateway {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        Gateway::snapshot(self)
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn list_models(
+        &self,
+        ch: &crate::config::model::Channel,
+        key: usize,
+        timeout: std::time::Duration,
+    ) -> Option<u16> {
+        crate::upstream::list_models(&self.upstream, ch, key, timeout).await
+    }
+}
+
+impl crate::http::server::Service for Gateway {
+    fn config(&self) -> Arc<Config> {
+        self.snapshot().table.config.clone()
+    }
+
+    fn call(
+        self: Arc<Self>,
+        req: http::Request<hyper::body::Incoming>,
+    ) -> impl std::future::Future<Output = crate::http::body::Resp> + Send {
+        super::entry::handle(self, req)
+    }
+}

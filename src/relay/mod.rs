@@ -1,0 +1,26 @@
+//! One request, from the entry to the last byte, in the order it happens:
+//!
+//! - `entry` (with `auth`, `lookup`, `local`): request id, path, auth, body, routes — or a
+//!   local answer — and the request's immutable `context`;
+//! - `attempt`: the loop — `plan`, `admit`, then per step `exchange`, classify, act;
+//! - `exchange`: one upstream exchange (request side, send, answer side);
+//! - `stream`: a stream primed to its commit point, committed and pumped; `passthrough`:
+//!   other bodies; `commit`: a successful attempt's answer to the client;
+//! - `respond`: the client's response; `finish`: the request log and metrics at the end;
+//! - `task`: task relay; `gateway`: the process-wide context every request sees.
+pub mod admit;
+pub mod attempt;
+pub mod auth;
+mod commit;
+pub mod context;
+pub mod entry;
+pub mod exchange;
+pub mod finish;
+pub mod gateway;
+mod local;
+mod lookup;
+pub mod passthrough;
+pub mod plan;
+pub mod respond;
+pub mod stream;
+pub mod task;

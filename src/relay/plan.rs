@@ -1,0 +1,69 @@
+//! The plan step (R4.1–R4.3, R4.8, R5, R8.3): the request's fixed attempt order over its
+//! routes, from one availability snapshot, walking only the enabled keys of each channel
+//! (R7.1), with the sticky binding's channel first when it is usable.
+
+use tokio::time::Instant;
+
+use super::context::Context;
+use super::finish::Finish;
+use super::gateway::Gateway;
+use crate::affinity::Sticky;
+use crate::routing::plan::{AttemptPlan, PlanInput};
+use crate::routing::table::Route;
+use crate::state::autodisable::KeyMap;
+use crate::state::outcome as health;
+
+/// A request's plan and what maps it back to the request.
+pub struct Planned {
+    pub plan: AttemptPlan,
+    /// The plan walks enabled keys only; this maps its key positions to real key indexes.
+    pub keys: KeyMap,
+    /// The request's affinity state (R8), when it has a sticky key.
+    pub sticky: Option<Sticky>,
+}
+
+/// Plan the attempts of `cx`; the sticky key's kind and hit go on the request's record.
+pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rng) -> Planned {
+    let snap = &cx.snap;
+    let cfg = &snap.table.config;
+    let routes: Vec<(&str, &Route)> = cx
+        .routes
+        .iter()
+        .map(|(g, r)| (g.as_str(), r.as_ref()))
+        .collect();
+    let keys = KeyMap::new(
+        routes
+            .iter()
+            .flat_map(|(_, r)| r.tiers.iter())
+            .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
+        snap,
+    );
+    let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
+    let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
+    let now = Instant::now();
+    // Availability is per (channel, upstream model): a virtual model's targets are separate.
+    let available = |id: usize, upstream: &str| {
+        health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
+    };
+    let mut sticky = cx
+        .sticky
+        .map(|k| Sticky::lookup(&gw.bindings, snap, &routes, k));
+    let plan = AttemptPlan::new(
+        &PlanInput {
+            groups: &routes,
+            tier_walk: cfg.routing.tier_walk,
+            retry_times: cfg.routing.retry_times,
+            cross_group_retry: cx.client.cross_group_retry,
+            key_count: &key_count,
+            key_cursor: &key_start,
+            available: &available,
+            preferred: sticky.as_ref().and_then(|s| s.preferred),
+        },
+        rng,
+    );
+    if let Some(s) = sticky.as_mut() {
+        s.planned(plan.targets().first().map(|t| t.channel));
+        fin.sticky(s.key.kind.as_str(), s.hit);
+    }
+    Planned { plan, keys, sticky }
+}

@@ -1,0 +1,330 @@
+//! A streamed answer: primed up to its commit point within the first-byte gate, then
+//! committed and pumped to the client event by event — or, under `force_stream`, read to its
+//! end and assembled (R9.1–R9.6, R9.8). Also the outcome an upstream error body stands for.
+//!
+//! Architecture Invariant (commit point, R9.3): a `Primed` stream is the only way to produce a
+//! streaming response, and `commit` consumes it: after `commit` the attempt loop has returned,
+//! so nothing can be retried once a byte has reached the client.
+//!
+//! Every event received is relayed, in order, as soon as it is complete, whatever the read
+//! boundaries were: the framer is drained before each read and at the end of the upstream.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use tokio::sync::mpsc;
+use tokio::time::{timeout_at, Instant};
+
+use crate::http::body::{Aborted, ResponseBody};
+use crate::routing::policy::{Outcome, TransportKind};
+use crate::telemetry;
+use crate::upstream::body::UpBody;
+use crate::wire::convert;
+use crate::wire::dialect::{self, ErrorBody, StreamFormat};
+use crate::wire::sse::{Event, Framer};
+use crate::wire::usage::{StreamUsage, Usage};
+
+/// Turn an upstream error status and body into the classifier's outcome.
+pub fn status_outcome(code: u16, body: &[u8]) -> Outcome {
+    error_outcome(code, ErrorBody::read(body))
+}
+
+/// The outcome of an error status and what its body says.
+fn error_outcome(code: u16, e: ErrorBody) -> Outcome {
+    Outcome::Status {
+        code,
+        error_code: e.code,
+        error_type: e.kind,
+        message: e.message,
+    }
+}
+
+/// A stream that reached its commit point (its first content-bearing or terminal event) without
+/// an error: ready to commit. Only `prime` makes one (its fields are private), and only
+/// `commit` (relay to the client) or `assemble` (fold into one JSON answer before anything
+/// reached the client) consume it.
+pub struct Primed {
+    body: UpBody,
+    framer: Framer,
+    held: Vec<Event>,
+    format: StreamFormat,
+    hide_usage_chunk: bool,
+    /// The upstream body already ended (the framer holds the rest of the stream).
+    ended: bool,
+}
+
+impl Primed {
+    /// Drop the usage-only chat chunk on the way to the client (it was requested upstream on
+    /// the client's behalf); its usage is still observed.
+    pub fn hide_usage_chunk(&mut self) {
+        self.hide_usage_chunk = true;
+    }
+
+    pub fn format(&self) -> StreamFormat {
+        self.format
+    }
+
+    /// Relay (or hide) one event: the observer sees it either way.
+    async fn forward(
+        &self,
+        ev: Event,
+        tx: &mpsc::Sender<Result<Bytes, Aborted>>,
+        obs: &mut dyn StreamObserver,
+    ) -> Result<bool, ()> {
+        obs.event(&ev);
+        if self.hide_usage_chunk && dialect::is_usage_chunk(&ev) {
+            return Ok(false);
+        }
+        tx.send(Ok(ev.raw)).await.map(|_| true).map_err(|_| ())
+    }
+
+    /// Read the next upstream chunk into the framer before `deadline`; `Ok(false)` at the end.
+    async fn read(&mut self, deadline: Instant) -> Result<(), Option<TransportKind>> {
+        match timeout_at(deadline, self.body.frame()).await {
+            Err(_) => Err(None),
+            Ok(None) => {
+                self.framer.finish();
+                self.ended = true;
+                Ok(())
+            }
+            Ok(Some(Err(_))) => Err(Some(TransportKind::Broken)),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(d) = frame.into_data() {
+                    self.framer.push(&d);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The failure a pre-commit error event stands for (its data already parsed).
+fn event_outcome(code: u16, ev: &Event) -> Outcome {
+    let data = ev.data.as_deref().unwrap_or("").as_bytes();
+    error_outcome(code, ErrorBody::of(ev.json(), data))
+}
+
+/// Read up to the commit point: the first content-bearing or terminal event. The preamble
+/// (`message_start`, `ping`, `response.created`, …) is held, not relayed, so an error event
+/// that follows it is still an ordinary failed attempt (R9.3). From the headers to the commit
+/// point every complete event — upstream keepalives included — must come within
+/// `first_byte` of the previous one (R9.2); bytes that do not complete an event do not count.
+pub async fn prime(
+    body: UpBody,
+    format: StreamFormat,
+    first_byte: Duration,
+    deadline: Instant,
+) -> Result<Primed, Outcome> {
+    let mut p = Primed {
+        body,
+        framer: Framer::new(format.strips_ids()),
+        held: Vec::new(),
+        format,
+        hide_usage_chunk: false,
+        ended: false,
+    };
+    let mut gate = (Instant::now() + first_byte).min(deadline);
+    loop {
+        while let Some(ev) = p.framer.next_event() {
+            gate = (Instant::now() + first_byte).min(deadline);
+            if ev.comment_only {
+                continue;
+            }
+            if let Some(code) = dialect::pre_commit_error(format, &ev) {
+                return Err(event_outcome(code, &ev));
+            }
+            let commit = !dialect::is_preamble(format, &ev);
+            p.held.push(ev);
+            if commit {
+                return Ok(p);
+            }
+        }
+        if p.ended {
+            let kind = if p.held.is_empty() {
+                TransportKind::EmptyBody
+            } else {
+                TransportKind::Broken
+            };
+            return Err(Outcome::Transport(kind));
+        }
+        if p.framer.overflowed() {
+            return Err(Outcome::Transport(TransportKind::Broken));
+        }
+        match p.read(gate).await {
+            Ok(()) => {}
+            Err(Some(kind)) => return Err(Outcome::Transport(kind)),
+            Err(None) if gate == deadline => return Err(Outcome::DeadlineExceeded),
+            Err(None) => {
+                metrics::counter!(telemetry::STREAMS, "outcome" => "first_byte_timeout")
+                    .increment(1);
+                return Err(Outcome::Transport(TransportKind::FirstByteTimeout));
+            }
+        }
+    }
+}
+
+/// How a committed stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    Complete,
+    Incomplete,
+    ClientCancel,
+}
+
+impl StreamEnd {
+    pub fn label(self) -> &'static str {
+        match self {
+            StreamEnd::Complete => "complete",
+            StreamEnd::Incomplete => "incomplete",
+            StreamEnd::ClientCancel => "client_cancel",
+        }
+    }
+}
+
+/// Observes every relayed event (usage extraction) and hears how the stream ended.
+pub trait StreamObserver: Send + 'static {
+    fn event(&mut self, ev: &Event);
+    fn keepalive(&mut self) {}
+    fn end(self: Box<Self>, end: StreamEnd);
+}
+
+/// Timing of a committed stream.
+pub struct RelayTimes {
+    pub keepalive: Duration,
+    /// A committed stream silent (not even a comment) for this long is cut.
+    pub idle: Duration,
+}
+
+/// Commit: start relaying `p` to the client and return the client body (R9.1, R9.3).
+pub fn commit(p: Primed, times: RelayTimes, observer: Box<dyn StreamObserver>) -> ResponseBody {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(relay(p, times, tx, observer));
+    ResponseBody::Channel(rx)
+}
+
+async fn relay(
+    mut p: Primed,
+    times: RelayTimes,
+    tx: mpsc::Sender<Result<Bytes, Aborted>>,
+    mut obs: Box<dyn StreamObserver>,
+) {
+    let end = pump(&mut p, &times, &tx, obs.as_mut()).await;
+    // Dropping the upstream body here closes the upstream connection at once (R9.8).
+    drop(p);
+    obs.end(end);
+}
+
+async fn pump(
+    p: &mut Primed,
+    times: &RelayTimes,
+    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
+    obs: &mut dyn StreamObserver,
+) -> StreamEnd {
+    let mut terminal = false;
+    for ev in std::mem::take(&mut p.held) {
+        terminal |= dialect::is_terminal(p.format, &ev);
+        if p.forward(ev, tx, obs).await.is_err() {
+            return StreamEnd::ClientCancel;
+        }
+    }
+    let mut last_upstream = Instant::now();
+    let mut last_client = Instant::now();
+    loop {
+        // Every complete event is relayed before the next read.
+        while let Some(ev) = p.framer.next_event() {
+            terminal |= dialect::is_terminal(p.format, &ev);
+            match p.forward(ev, tx, obs).await {
+                Err(()) => return StreamEnd::ClientCancel,
+                Ok(true) => last_client = Instant::now(),
+                Ok(false) => {}
+            }
+        }
+        if p.ended {
+            return cut(tx, p.format, terminal, "upstream closed the stream").await;
+        }
+        if p.framer.overflowed() {
+            return cut(tx, p.format, terminal, "upstream event too large").await;
+        }
+        let wake = (last_client + times.keepalive).min(last_upstream + times.idle);
+        tokio::select! {
+            biased;
+            _ = tx.closed() => return StreamEnd::ClientCancel,
+            r = p.read(wake) => match r {
+                Ok(()) => last_upstream = Instant::now(),
+                Err(Some(_)) => {
+                    return cut(tx, p.format, terminal, "upstream connection broke").await
+                }
+                Err(None) => {
+                    if Instant::now() >= last_upstream + times.idle {
+                        return cut(tx, p.format, terminal, "upstream went silent").await;
+                    }
+                    if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
+                        return StreamEnd::ClientCancel;
+                    }
+                    obs.keepalive();
+                    last_client = Instant::now();
+                }
+            }
+        }
+    }
+}
+
+/// `force_stream` (R9.6): read the primed stream to its end before `deadline` and fold it into
+/// one JSON answer. Nothing has reached the client, so a stream that breaks or ends before its
+/// terminal event is an ordinary failed attempt.
+pub async fn assemble(
+    mut p: Primed,
+    dialect: convert::Dialect,
+    deadline: Instant,
+) -> Result<(Bytes, Usage), Outcome> {
+    let mut asm = convert::assemble::Assembler::new(dialect);
+    let mut usage = StreamUsage::default();
+    let mut terminal = false;
+    let format = p.format;
+    let mut take = |ev: &Event, terminal: &mut bool| {
+        *terminal |= dialect::is_terminal(format, ev);
+        usage.observe(ev);
+        asm.event(ev);
+    };
+    for ev in std::mem::take(&mut p.held) {
+        take(&ev, &mut terminal);
+    }
+    loop {
+        while let Some(ev) = p.framer.next_event() {
+            take(&ev, &mut terminal);
+        }
+        if p.ended {
+            break;
+        }
+        if p.framer.overflowed() {
+            return Err(Outcome::Transport(TransportKind::Broken));
+        }
+        match p.read(deadline).await {
+            Ok(()) => {}
+            Err(None) => return Err(Outcome::Transport(TransportKind::BodyTimeout)),
+            Err(Some(kind)) => return Err(Outcome::Transport(kind)),
+        }
+    }
+    if !terminal {
+        return Err(Outcome::Transport(TransportKind::Broken));
+    }
+    let body =
+        serde_json::to_vec(&asm.finish()).map_err(|_| Outcome::Transport(TransportKind::Broken))?;
+    Ok((Bytes::from(body), usage.reported))
+}
+
+/// End of the upstream stream: complete when the terminal event was seen, else close with an
+/// explicit `stream_incomplete` error in the endpoint's format (R9.4).
+async fn cut(
+    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
+    format: StreamFormat,
+    terminal: bool,
+    why: &str,
+) -> StreamEnd {
+    if terminal || format == StreamFormat::Other {
+        return StreamEnd::Complete;
+    }
+    let _ = tx.send(Ok(dialect::incomplete_event(format, why))).await;
+    StreamEnd::Incomplete
+}

@@ -1,0 +1,110 @@
+//! The request of one upstream attempt (R1.2, R1.3, R14.3): the channel's base URL and the
+//! provider's path, the client's headers through the one filter table, the provider's auth
+//! and required headers, the idempotency key and request id, the channel's own headers.
+//!
+//! Architecture Invariant: the upstream URL is built only from the channel's configured base
+//! URL; nothing in a request can choose the host (R14.3).
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Uri};
+use http_body_util::Full;
+
+use super::provider;
+use super::UpstreamBody;
+use crate::config::model::Channel;
+use crate::http::headers;
+use crate::secret::Secret;
+
+/// What one upstream attempt sends.
+pub struct Outgoing<'a> {
+    pub channel: &'a Channel,
+    pub key: Option<&'a Secret>,
+    pub method: Method,
+    /// The client's path and query, e.g. `/v1/chat/completions?x=1`.
+    pub path_and_query: &'a str,
+    pub client_headers: &'a HeaderMap,
+    pub body: Bytes,
+    /// Forwarded only on same-target retries and first attempts (R10.2).
+    pub idempotency_key: Option<&'a HeaderValue>,
+    pub request_id: &'a HeaderValue,
+}
+
+/// A request that cannot be built from the channel's configuration: a `channel:*` failure of
+/// that channel (it fails over and counts for auto-disable), never the client's fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    /// `channel:invalid_key` (the key cannot be a header value) or `channel:invalid_request`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+fn invalid_request(message: String) -> BuildError {
+    BuildError {
+        code: "channel:invalid_request",
+        message,
+    }
+}
+
+pub(super) fn invalid_key() -> BuildError {
+    BuildError {
+        code: "channel:invalid_key",
+        message: "the channel key is not a valid header value".into(),
+    }
+}
+
+/// Build the upstream request for `o` (the channel-kind adapter, R1.2).
+pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
+    let ch = o.channel;
+    let pq = provider::of(ch.kind).path_and_query(&ch.base_url.path_prefix, o.path_and_query);
+    let uri = Uri::builder()
+        .scheme(ch.base_url.scheme.clone())
+        .authority(ch.base_url.authority.clone())
+        .path_and_query(pq)
+        .build()
+        .map_err(|e| invalid_request(format!("invalid upstream uri: {e}")))?;
+    let mut b = Request::builder().method(o.method).uri(uri);
+    let headers = b
+        .headers_mut()
+        .ok_or_else(|| invalid_request("request builder failed".into()))?;
+    headers::to_upstream(o.client_headers, headers, ch.forward_organization);
+    let provider = provider::of(ch.kind);
+    if let Some(key) = o.key {
+        provider.authenticate(key, headers)?;
+    }
+    provider.required_headers(headers);
+    if let Some(k) = o.idempotency_key {
+        headers.insert(HeaderName::from_static("idempotency-key"), k.clone());
+    }
+    headers.insert(
+        HeaderName::from_static("x-request-id"),
+        o.request_id.clone(),
+    );
+    headers::channel_headers(ch, headers).map_err(invalid_request)?;
+    if !o.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    // The relay reads SSE events and JSON usage: ask for plain bytes (an upstream that
+    // compresses anyway is decoded by `UpBody`). The client's own Accept-Encoding is not
+    // forwarded; compression towards clients belongs to a front proxy.
+    headers.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    b.body(Full::new(o.body))
+        .map_err(|e| invalid_request(format!("invalid upstream request: {e}")))
+}
+
+pub(super) fn mark_sensitive(mut v: HeaderValue) -> HeaderValue {
+    v.set_sensitive(true);
+    v
+}

@@ -1,0 +1,164 @@
+//! The upstream side: the HTTP clients (rustls, TCP_NODELAY) — a pooled HTTP/1.1 client and
+//! the HTTP/2 pool for `protocol: http2` channels (`h2pool`) — the request of one attempt
+//! (`build`, with the provider kinds of `provider`), and the upstream body as the relay reads
+//! it (`body`, `read`) (R1.2, R1.3, R13.4, R14.3, R14.5). Redirects are never followed.
+
+pub mod body;
+mod build;
+mod h2pool;
+pub mod provider;
+pub mod read;
+
+pub use build::{build, BuildError, Outgoing};
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue};
+use http::{Method, Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::config::model::{Channel, UpstreamProtocol};
+use crate::routing::policy::TransportKind;
+use crate::upstream::body::UpBody;
+use crate::upstream::h2pool::H2Pool;
+
+pub type UpstreamBody = Full<Bytes>;
+
+/// Install ring as the process-wide rustls provider (exactly one provider; see ECOSYSTEM-NOTES).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[derive(Clone)]
+pub struct Upstream {
+    client: Client<HttpsConnector<HttpConnector>, UpstreamBody>,
+    h2: std::sync::Arc<H2Pool>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").finish_non_exhaustive()
+    }
+}
+
+fn tcp_connector() -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    http
+}
+
+impl Upstream {
+    pub fn new() -> Result<Upstream, std::io::Error> {
+        install_crypto_provider();
+        // `protocol: http1` (the default) offers only HTTP/1.1 in ALPN: an h2 connection
+        // shared by every request to a host is what `protocol: http2` manages explicitly.
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp_connector());
+        let h2 = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http2()
+            .wrap_connector(tcp_connector());
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(1024)
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .build(https);
+        Ok(Upstream {
+            client,
+            h2: std::sync::Arc::new(H2Pool::new(h2)),
+        })
+    }
+
+    /// Send one attempt to `ch` over the channel's protocol.
+    pub async fn send_for(
+        &self,
+        ch: &Channel,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<UpBody>, TransportKind> {
+        match ch.protocol {
+            UpstreamProtocol::Http1 => Ok(self.send(req).await?.map(|b| UpBody::new(b, None))),
+            UpstreamProtocol::Http2 => {
+                let (resp, slot) = self.h2.send(req).await?;
+                Ok(resp.map(|b| UpBody::new(b, Some(slot))))
+            }
+        }
+    }
+
+    /// Send over the pooled HTTP/1.1 client.
+    pub async fn send(
+        &self,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, TransportKind> {
+        self.client
+            .request(req)
+            .await
+            .map_err(|e| classify_error(&e))
+    }
+}
+
+/// Map a client error onto the transport kinds of the classifier.
+fn classify_error(e: &hyper_util::client::legacy::Error) -> TransportKind {
+    if e.is_connect() {
+        connect_error(&format!("{e:?}"))
+    } else {
+        TransportKind::Reset
+    }
+}
+
+/// The kind of a failed connection, from its error text: name resolution, TLS, or the
+/// connection itself.
+pub(crate) fn connect_error(text: &str) -> TransportKind {
+    let text = text.to_ascii_lowercase();
+    if text.contains("dns") || text.contains("resolve") {
+        TransportKind::Dns
+    } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+        TransportKind::Tls
+    } else {
+        TransportKind::Connect
+    }
+}
+
+/// `GET {base_url}/models` on `ch` with key `key` (the health probe, R7.2, R7.3): the status,
+/// or `None` on a transport failure or when no answer came within `timeout`.
+pub async fn list_models(
+    up: &Upstream,
+    ch: &Channel,
+    key: usize,
+    timeout: Duration,
+) -> Option<u16> {
+    let rid = HeaderValue::from_static("probe");
+    let req = build(Outgoing {
+        channel: ch,
+        key: ch.keys.get(key),
+        method: Method::GET,
+        path_and_query: "/v1/models",
+        client_headers: &HeaderMap::new(),
+        body: Bytes::new(),
+        idempotency_key: None,
+        request_id: &rid,
+    })
+    .ok()?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let resp = tokio::time::timeout_at(deadline, up.send(req))
+        .await
+        .ok()?
+        .ok()?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let _ = read::read_error(&mut body, deadline).await;
+    Some(status)
+}

@@ -1,0 +1,174 @@
+//! What stream events mean in each endpoint's dialect (R9.2–R9.5): which event ends a stream,
+//! which only opens it (held back until the commit point), which is an error before content,
+//! which chat chunk carries only usage; the gateway's own events (keepalive,
+//! `stream_incomplete`) in each format; and the fields of an upstream error body. Every check
+//! reads the event's one JSON parse (`Event::json`).
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::hidden::embedded_error;
+use super::sse::Event;
+
+/// The stream dialect of the endpoint the client called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFormat {
+    /// `/v1/chat/completions` and `/v1/completions`: `data: [DONE]` or a `finish_reason`.
+    Chat,
+    /// `/v1/responses`: a terminal `response.*` event.
+    Responses,
+    /// `/v1/messages`: `message_stop`.
+    Messages,
+    /// Anything else: passed through, no terminal event known.
+    Other,
+}
+
+impl StreamFormat {
+    /// The dialect of the (normalised) path the client called.
+    pub fn of_path(path: &str) -> StreamFormat {
+        match path {
+            "/v1/chat/completions" | "/v1/completions" => StreamFormat::Chat,
+            "/v1/responses" => StreamFormat::Responses,
+            "/v1/messages" => StreamFormat::Messages,
+            _ => StreamFormat::Other,
+        }
+    }
+
+    /// OpenAI formats carry `id:` lines the client must not see (they are dropped).
+    pub fn strips_ids(self) -> bool {
+        self != StreamFormat::Messages && self != StreamFormat::Other
+    }
+}
+
+/// Does this event end the stream for `format`? (R9.4)
+pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
+    match format {
+        StreamFormat::Chat => {
+            if ev.data.as_deref().is_some_and(|d| d.trim() == "[DONE]") {
+                return true;
+            }
+            ev.json().is_some_and(|v| {
+                v["choices"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["finish_reason"].is_string()))
+            })
+        }
+        StreamFormat::Responses => matches!(
+            ev.kind(),
+            Some("response.completed" | "response.failed" | "response.incomplete")
+        ),
+        StreamFormat::Messages => {
+            ev.name.as_deref() == Some("message_stop") || ev.json_type() == Some("message_stop")
+        }
+        StreamFormat::Other => false,
+    }
+}
+
+/// A 200 stream whose first event is only an error object (R9.5): the embedded status, if any.
+pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
+    embedded_error(ev.json()?)
+}
+
+/// An event that opens a stream without content: held back until the first content-bearing
+/// (or terminal) event, so an error that follows it can still fail over (R9.3). Anthropic
+/// sends `message_start` and `ping`; the Responses API `response.created` and
+/// `response.in_progress`.
+pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
+    match format {
+        StreamFormat::Messages => matches!(ev.kind(), Some("message_start" | "ping")),
+        StreamFormat::Responses => {
+            matches!(ev.kind(), Some("response.created" | "response.in_progress"))
+        }
+        StreamFormat::Chat | StreamFormat::Other => false,
+    }
+}
+
+/// An event before the commit point that fails the attempt: a hidden error (R9.5), or a
+/// Responses `error` / `response.failed` event. The status to classify it with.
+pub fn pre_commit_error(format: StreamFormat, ev: &Event) -> Option<u16> {
+    if let Some(code) = hidden_error(ev) {
+        return Some(code.unwrap_or(502));
+    }
+    if format != StreamFormat::Responses {
+        return None;
+    }
+    matches!(ev.kind(), Some("error" | "response.failed")).then_some(502)
+}
+
+/// Is this chat event the usage-only chunk (empty `choices` and a `usage` object)?
+pub fn is_usage_chunk(ev: &Event) -> bool {
+    ev.json().is_some_and(|v| {
+        v["usage"].is_object() && v["choices"].as_array().is_some_and(|c| c.is_empty())
+    })
+}
+
+/// The keepalive to inject after silence (R9.2): a comment, or Anthropic's native ping.
+pub fn keepalive(format: StreamFormat) -> Bytes {
+    match format {
+        StreamFormat::Messages => {
+            Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+        }
+        _ => Bytes::from_static(b": keepalive\n\n"),
+    }
+}
+
+/// The explicit error that closes a stream cut before its terminal event (R9.4).
+pub fn incomplete_event(format: StreamFormat, detail: &str) -> Bytes {
+    let msg = format!(
+        "upstream stream ended before its terminal event ({detail}); the answer is incomplete"
+    );
+    let s = match format {
+        StreamFormat::Messages => format!(
+            "event: error\ndata: {}\n\n",
+            serde_json::json!({"type":"error","error":{"type":"api_error","message":msg,"code":"stream_incomplete"}})
+        ),
+        StreamFormat::Responses => format!(
+            "event: error\ndata: {}\n\n",
+            serde_json::json!({"type":"error","code":"stream_incomplete","message":msg,"param":null})
+        ),
+        StreamFormat::Chat | StreamFormat::Other => format!(
+            "data: {}\n\n",
+            serde_json::json!({"error":{"message":msg,"type":"api_error","code":"stream_incomplete"}})
+        ),
+    };
+    Bytes::from(s)
+}
+
+/// What an upstream error body says, in any dialect: `error.{code,type,message}` (or the
+/// same fields at the top level); the message falls back to the body's first 512 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub code: Option<String>,
+    pub kind: Option<String>,
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// Read an error body.
+    pub fn read(body: &[u8]) -> ErrorBody {
+        let v: Option<Value> = serde_json::from_slice(body).ok();
+        ErrorBody::of(v.as_ref(), body)
+    }
+
+    /// The same reading from an already parsed body (`v`) with its bytes.
+    pub fn of(v: Option<&Value>, body: &[u8]) -> ErrorBody {
+        let v = v.unwrap_or(&Value::Null);
+        let err = if v["error"].is_object() {
+            &v["error"]
+        } else {
+            v
+        };
+        let s = |x: &Value| x.as_str().map(str::to_string);
+        ErrorBody {
+            code: s(&err["code"]),
+            kind: s(&err["type"]),
+            message: s(&err["message"]).unwrap_or_else(|| {
+                String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned()
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "dialect_tests.rs"]
+mod tests;

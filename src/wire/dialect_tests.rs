@@ -1,0 +1,158 @@
+//! Per-format meaning of stream events: terminal events (R9.4), the preamble held before the
+//! commit point (R9.3), hidden errors (R9.5), the usage-only chunk, error bodies.
+use super::*;
+
+fn events(chunks: &[&[u8]]) -> Vec<Event> {
+    crate::wire::sse::tests::events(chunks, false)
+}
+
+#[test]
+fn terminal_event_table() {
+    use StreamFormat::*;
+    let ev = |name: Option<&str>, data: &str| {
+        Event::new(
+            Bytes::new(),
+            name.map(str::to_string),
+            Some(data.to_string()),
+            false,
+        )
+    };
+    let cases: &[(StreamFormat, Event, bool)] = &[
+        (Chat, ev(None, "[DONE]"), true),
+        (
+            Chat,
+            ev(
+                None,
+                r#"{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#,
+            ),
+            false,
+        ),
+        (
+            Chat,
+            ev(None, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
+            true,
+        ),
+        (
+            Chat,
+            ev(
+                None,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            ),
+            true,
+        ),
+        (
+            Chat,
+            ev(None, r#"{"choices":[],"usage":{"prompt_tokens":1}}"#),
+            false,
+        ),
+        (Responses, ev(Some("response.completed"), "{}"), true),
+        (Responses, ev(Some("response.failed"), "{}"), true),
+        (Responses, ev(Some("response.incomplete"), "{}"), true),
+        (
+            Responses,
+            ev(Some("response.output_text.delta"), "{}"),
+            false,
+        ),
+        (
+            Responses,
+            ev(None, r#"{"type":"response.completed"}"#),
+            true,
+        ),
+        (
+            Messages,
+            ev(Some("message_stop"), r#"{"type":"message_stop"}"#),
+            true,
+        ),
+        (
+            Messages,
+            ev(Some("message_delta"), r#"{"type":"message_delta"}"#),
+            false,
+        ),
+        (Messages, ev(None, r#"{"type":"message_stop"}"#), true),
+        (Other, ev(None, "[DONE]"), false),
+    ];
+    for (i, (f, e, want)) in cases.iter().enumerate() {
+        assert_eq!(is_terminal(*f, e), *want, "case {i}: {f:?} {e:?}");
+    }
+}
+
+#[test]
+fn incomplete_events_are_in_each_format() {
+    let chat = String::from_utf8(incomplete_event(StreamFormat::Chat, "cut").to_vec()).unwrap();
+    assert!(chat.starts_with("data: {\"error\""), "{chat}");
+    assert!(chat.contains("stream_incomplete") && !chat.contains("[DONE]"));
+    let resp =
+        String::from_utf8(incomplete_event(StreamFormat::Responses, "cut").to_vec()).unwrap();
+    assert!(resp.starts_with("event: error\n") && resp.contains("\"code\":\"stream_incomplete\""));
+    let msg = String::from_utf8(incomplete_event(StreamFormat::Messages, "cut").to_vec()).unwrap();
+    assert!(msg.starts_with("event: error\n") && msg.contains("\"type\":\"api_error\""));
+}
+
+#[test]
+fn hidden_error_in_first_event() {
+    let e = events(&[b"data: {\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n"]);
+    assert_eq!(hidden_error(&e[0]), Some(Some(429)));
+    let e = events(&[b"data: {\"error\":{\"message\":\"boom\"}}\n\n"]);
+    assert_eq!(hidden_error(&e[0]), Some(None));
+    let e = events(&[b"data: {\"choices\":[]}\n\n"]);
+    assert_eq!(hidden_error(&e[0]), None);
+}
+
+#[test]
+fn preamble_and_pre_commit_errors() {
+    use StreamFormat::*;
+    let named = |n: &str, d: &str| Event::new(Bytes::new(), Some(n.into()), Some(d.into()), false);
+    assert!(is_preamble(Messages, &named("message_start", "{}")));
+    assert!(is_preamble(Messages, &Event::data(r#"{"type":"ping"}"#)));
+    assert!(!is_preamble(Messages, &named("content_block_delta", "{}")));
+    assert!(is_preamble(
+        Responses,
+        &Event::data(r#"{"type":"response.in_progress"}"#)
+    ));
+    assert!(!is_preamble(Chat, &Event::data(r#"{"type":"ping"}"#)));
+    assert_eq!(
+        pre_commit_error(Responses, &named("error", "{}")),
+        Some(502)
+    );
+    assert_eq!(
+        pre_commit_error(Responses, &Event::data(r#"{"type":"response.failed"}"#)),
+        Some(502)
+    );
+    assert_eq!(pre_commit_error(Chat, &named("error", "{}")), None);
+    assert_eq!(
+        pre_commit_error(Chat, &Event::data(r#"{"error":{"code":"503"}}"#)),
+        Some(503)
+    );
+}
+
+#[test]
+fn error_bodies_in_every_shape() {
+    let e = ErrorBody::read(br#"{"error":{"code":"rate_limited","type":"x","message":"slow"}}"#);
+    assert_eq!(
+        (e.code.as_deref(), e.kind.as_deref(), e.message.as_str()),
+        (Some("rate_limited"), Some("x"), "slow")
+    );
+    let e = ErrorBody::read(br#"{"type":"overloaded_error","message":"busy"}"#);
+    assert_eq!(
+        (e.kind.as_deref(), e.message.as_str()),
+        (Some("overloaded_error"), "busy")
+    );
+    let long = vec![b'x'; 600];
+    let e = ErrorBody::read(&long);
+    assert_eq!((e.code, e.message.len()), (None, 512));
+}
+
+#[test]
+fn dialect_of_each_path() {
+    assert_eq!(StreamFormat::of_path("/v1/completions"), StreamFormat::Chat);
+    assert_eq!(
+        StreamFormat::of_path("/v1/messages"),
+        StreamFormat::Messages
+    );
+    assert_eq!(
+        StreamFormat::of_path("/v1/responses"),
+        StreamFormat::Responses
+    );
+    assert_eq!(StreamFormat::of_path("/v1/files"), StreamFormat::Other);
+    assert!(StreamFormat::Chat.strips_ids() && !StreamFormat::Messages.strips_ids());
+}

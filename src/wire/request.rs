@@ -1,0 +1,189 @@
+//! Peeking at a JSON request body — `model`, `stream` and the few other fields routing,
+//! billing and stickiness read, in one parse — and the byte-preserving `model` rewrite (R1.3).
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::GatewayError;
+use crate::wire::json;
+use crate::wire::lenient::{Count, Lenient};
+
+/// Byte ranges (into the body) of the top-level fields the default sticky-key ladder reads
+/// (R8.2), and the number of turns (`messages` or `input` elements), found by the request's
+/// one parse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopFields {
+    pub metadata: Option<(usize, usize)>,
+    pub conversation_id: Option<(usize, usize)>,
+    pub conversation: Option<(usize, usize)>,
+    pub session_id: Option<(usize, usize)>,
+    pub prompt_cache_key: Option<(usize, usize)>,
+    pub user: Option<(usize, usize)>,
+    pub turns: usize,
+}
+
+/// The few fields the gateway reads from a JSON request body, all taken in one parse
+/// (routing, the billing estimate and the sticky key used to scan the body three times).
+#[derive(Debug, Clone)]
+pub struct Peek {
+    pub model: Option<String>,
+    /// Byte range of the `model` value (the JSON string token, quotes included).
+    pub model_span: Option<(usize, usize)>,
+    pub stream: bool,
+    /// Byte range of the `stream` value token, when present.
+    pub stream_span: Option<(usize, usize)>,
+    /// `max_completion_tokens`, `max_tokens` or `max_output_tokens`, for the estimate (R11.1).
+    pub completion_hint: Option<u64>,
+    /// The top-level fields of the default sticky-key ladder (R8.2).
+    pub top: TopFields,
+}
+
+#[derive(Deserialize)]
+struct RawPeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    #[serde(borrow)]
+    stream: Option<&'a RawValue>,
+    #[serde(default)]
+    max_completion_tokens: Lenient,
+    #[serde(default)]
+    max_tokens: Lenient,
+    #[serde(default)]
+    max_output_tokens: Lenient,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    conversation_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    conversation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    prompt_cache_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user: Option<&'a RawValue>,
+    #[serde(default)]
+    messages: Count,
+    #[serde(default)]
+    input: Count,
+}
+
+/// Parse the body enough to route, bill and pin it. Bodies that are not a JSON object are
+/// a 400.
+pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return Err(GatewayError::bad_json("expected a JSON object"));
+    }
+    let raw: RawPeek =
+        serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
+    let (model, model_span) = match raw.model {
+        Some(m) => {
+            let s: String =
+                serde_json::from_str(m.get()).map_err(|_| GatewayError::missing_model())?;
+            (Some(s), Some(json::span_of(body, m)))
+        }
+        None => (None, None),
+    };
+    let (stream, stream_span) = match raw.stream {
+        Some(s) => (s.get() == "true", Some(json::span_of(body, s))),
+        None => (false, None),
+    };
+    let span = |r: Option<&RawValue>| r.map(|r| json::span_of(body, r));
+    Ok(Peek {
+        model,
+        model_span,
+        stream,
+        stream_span,
+        completion_hint: raw
+            .max_completion_tokens
+            .0
+            .or(raw.max_tokens.0)
+            .or(raw.max_output_tokens.0),
+        top: TopFields {
+            metadata: span(raw.metadata),
+            conversation_id: span(raw.conversation_id),
+            conversation: span(raw.conversation),
+            session_id: span(raw.session_id),
+            prompt_cache_key: span(raw.prompt_cache_key),
+            user: span(raw.user),
+            turns: raw.messages.0.max(raw.input.0),
+        },
+    })
+}
+
+/// The body to send upstream with `model` rewritten to `upstream_model` (only when it differs).
+pub fn rewrite_model(body: &Bytes, peek: &Peek, upstream_model: &str) -> Bytes {
+    match (&peek.model, peek.model_span) {
+        (Some(m), Some(span)) if m != upstream_model => {
+            let quoted = serde_json::to_string(upstream_model)
+                .unwrap_or_else(|_| format!("\"{upstream_model}\""));
+            json::splice(body, span, quoted.as_bytes())
+        }
+        _ => body.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peek_and_rewrite_keep_other_bytes() {
+        let body = Bytes::from_static(br#"{ "messages":[{"role":"user","content":"hi \"x\""}], "model" : "deepseek-chat","stream":true , "n":1}"#);
+        let p = peek(&body).unwrap();
+        assert_eq!(p.model.as_deref(), Some("deepseek-chat"));
+        assert!(p.stream);
+        let out = rewrite_model(&body, &p, "deepseek-v3");
+        assert_eq!(
+            &out[..],
+            &br#"{ "messages":[{"role":"user","content":"hi \"x\""}], "model" : "deepseek-v3","stream":true , "n":1}"#[..]
+        );
+    }
+
+    #[test]
+    fn same_model_is_not_copied() {
+        let body = Bytes::from_static(br#"{"model":"m"}"#);
+        let p = peek(&body).unwrap();
+        assert_eq!(rewrite_model(&body, &p, "m"), body);
+    }
+
+    #[test]
+    fn bad_json_and_non_string_model() {
+        assert_eq!(peek(b"{not json").unwrap_err().code, "invalid_json");
+        assert_eq!(peek(b"[1,2]").unwrap_err().code, "invalid_json");
+        assert_eq!(peek(br#"{"model":5}"#).unwrap_err().code, "missing_model");
+        assert!(peek(br#"{"prompt":"x"}"#).unwrap().model.is_none());
+    }
+
+    #[test]
+    fn escaped_model_name_is_decoded() {
+        let p = peek(br#"{"model":"a\u0062c"}"#).unwrap();
+        assert_eq!(p.model.as_deref(), Some("abc"));
+    }
+    /// One parse gives routing, billing and sticky-key facts: the completion limit by
+    /// precedence (wrong types skipped), the sticky fields' exact spans, the turn count of
+    /// `messages` or `input` (0 for a string `input`).
+    #[test]
+    fn peek_collects_billing_and_sticky_facts() {
+        let body = br#"{"model":"m","max_tokens":50,"max_completion_tokens":"x","max_output_tokens":70,
+            "metadata":{"user_id":"u1"},"user":"bob","messages":[{"role":"user"},{"role":"assistant"},{}],
+            "input":"text","prompt_cache_key":"k1"}"#;
+        let p = peek(body).unwrap();
+        assert_eq!(p.completion_hint, Some(50));
+        let text = std::str::from_utf8(body).unwrap();
+        let at = |s: Option<(usize, usize)>| s.map(|(a, b)| &text[a..b]);
+        assert_eq!(at(p.top.metadata), Some(r#"{"user_id":"u1"}"#));
+        assert_eq!(at(p.top.user), Some(r#""bob""#));
+        assert_eq!(at(p.top.prompt_cache_key), Some(r#""k1""#));
+        assert_eq!(p.top.conversation_id, None);
+        assert_eq!(p.top.turns, 3);
+        let p = peek(br#"{"model":"m","input":[1,2],"max_output_tokens":9}"#).unwrap();
+        assert_eq!((p.completion_hint, p.top.turns), (Some(9), 2));
+        let p = peek(br#"{"model":"m"}"#).unwrap();
+        assert_eq!((p.completion_hint, p.top.turns), (None, 0));
+        // Still a clear 400 for what is not a JSON object.
+        assert!(peek(b"[1]").is_err());
+        assert!(peek(br#"{"model":"m","messages":[}"#).is_err());
+    }
+}

@@ -1,0 +1,257 @@
+//! SSE framing of upstream streams (R9.1): split any read boundaries into events, drop `id:`
+//! lines on OpenAI formats, and parse each event's data as JSON at most once, on first use,
+//! for every reader after it (terminal and preamble checks, hidden errors, usage, the
+//! usage-only chunk, force_stream assembly). What the events mean per format is in
+//! `dialect`.
+//!
+//! Hand-written rather than a crate: the relay must pass upstream bytes through unchanged
+//! (only `id:` lines are removed) while looking at each event, and must never re-encode.
+
+use std::sync::OnceLock;
+
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+
+/// One complete SSE event as received.
+#[derive(Clone)]
+pub struct Event {
+    /// The bytes to forward (the event as received, minus `id:` lines when stripping).
+    pub raw: Bytes,
+    pub name: Option<String>,
+    /// `data:` lines joined with '\n' (None when the event had none).
+    pub data: Option<String>,
+    /// Only comments (e.g. `: keepalive`): no `data`, no `event`.
+    pub comment_only: bool,
+    /// `data` parsed as JSON, once, by the first reader that asks.
+    json: OnceLock<Option<Value>>,
+}
+
+impl Event {
+    pub fn new(raw: Bytes, name: Option<String>, data: Option<String>, comment_only: bool) -> Self {
+        Event {
+            raw,
+            name,
+            data,
+            comment_only,
+            json: OnceLock::new(),
+        }
+    }
+
+    /// An event with only `data` (tests and replays).
+    pub fn data(data: &str) -> Self {
+        Event::new(Bytes::new(), None, Some(data.to_string()), false)
+    }
+
+    /// The event's data as JSON: parsed on the first call, shared by every later one;
+    /// `None` when there is no data or it is not JSON (`[DONE]`).
+    pub fn json(&self) -> Option<&Value> {
+        self.json
+            .get_or_init(|| serde_json::from_str(self.data.as_deref()?).ok())
+            .as_ref()
+    }
+
+    /// The event's type: its `event:` name, else the `type` of its JSON data.
+    pub fn kind(&self) -> Option<&str> {
+        self.name.as_deref().or_else(|| self.json_type())
+    }
+
+    /// The `type` of the event's JSON data.
+    pub fn json_type(&self) -> Option<&str> {
+        self.json()?.get("type")?.as_str()
+    }
+}
+
+/// Events are compared and shown by what was received; whether the data was parsed yet
+/// does not matter.
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        (&self.raw, &self.name, &self.data, self.comment_only)
+            == (&o.raw, &o.name, &o.data, o.comment_only)
+    }
+}
+
+impl Eq for Event {}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("raw", &self.raw)
+            .field("name", &self.name)
+            .field("data", &self.data)
+            .field("comment_only", &self.comment_only)
+            .finish()
+    }
+}
+
+/// Largest incomplete event the framer holds (bytes): an upstream that sends more without
+/// ending an event is hostile or broken, and its stream fails instead of growing memory.
+pub const MAX_PENDING: usize = 16 * 1024 * 1024;
+
+/// Incremental splitter: push upstream chunks, pull complete events. Read boundaries are not
+/// event boundaries: a chunk may hold several events or part of one, split anywhere (inside a
+/// UTF-8 character, between `\r` and `\n`). Lines end in `\n`, `\r\n` or `\r`.
+#[derive(Debug, Default)]
+pub struct Framer {
+    buf: BytesMut,
+    /// Next byte to examine; everything before it is scanned.
+    scan: usize,
+    /// Start of the line being scanned.
+    line_start: usize,
+    strip_ids: bool,
+}
+
+impl Framer {
+    pub fn new(strip_ids: bool) -> Self {
+        Framer {
+            strip_ids,
+            ..Framer::default()
+        }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes held that do not yet form a complete event.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The incomplete event held is larger than [`MAX_PENDING`].
+    pub fn overflowed(&self) -> bool {
+        self.buf.len() > MAX_PENDING
+    }
+
+    /// The upstream ended: complete a final event that lacked its blank line, so the next
+    /// calls to [`Framer::next_event`] return every event received.
+    pub fn finish(&mut self) {
+        match self.buf.last() {
+            None => {}
+            Some(_) if self.buf.iter().all(|c| matches!(c, b'\n' | b'\r')) => self.clear(),
+            Some(b'\n') => self.buf.extend_from_slice(b"\n"),
+            Some(_) => self.buf.extend_from_slice(b"\n\n"),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.scan = 0;
+        self.line_start = 0;
+    }
+
+    /// The next complete event, if the buffer holds one.
+    pub fn next_event(&mut self) -> Option<Event> {
+        let end = self.find_event_end()?;
+        let raw = self.buf.split_to(end).freeze();
+        self.scan = 0;
+        self.line_start = 0;
+        Some(parse_event(raw, self.strip_ids))
+    }
+
+    /// Find the end (exclusive) of the first event: the byte after an empty line. Each byte
+    /// is examined once however the event was split into chunks.
+    fn find_event_end(&mut self) -> Option<usize> {
+        let b = &self.buf[..];
+        let mut i = self.scan;
+        while i < b.len() {
+            let Some(p) = memchr::memchr2(b'\n', b'\r', &b[i..]) else {
+                i = b.len();
+                break;
+            };
+            i += p;
+            let mut next = i + 1;
+            if b[i] == b'\r' {
+                if next >= b.len() {
+                    // A CR at the very end: wait for a possible LF.
+                    break;
+                }
+                if b[next] == b'\n' {
+                    next += 1;
+                }
+            }
+            if i == self.line_start {
+                return Some(next);
+            }
+            self.line_start = next;
+            i = next;
+        }
+        self.scan = i;
+        None
+    }
+}
+
+/// The lines of `raw` with their terminators (`\n`, `\r\n` or `\r`): (line, line + terminator).
+fn lines(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut rest = raw;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (line_len, full) = match memchr::memchr2(b'\n', b'\r', rest) {
+            None => (rest.len(), rest.len()),
+            Some(p) if rest[p] == b'\r' && rest.get(p + 1) == Some(&b'\n') => (p, p + 2),
+            Some(p) => (p, p + 1),
+        };
+        let out = (&rest[..line_len], &rest[..full]);
+        rest = &rest[full..];
+        Some(out)
+    })
+}
+
+fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
+    let mut name = None;
+    let mut data: Option<String> = None;
+    let mut has_id = false;
+    let mut comment_only = true;
+    for (line, _) in lines(&raw) {
+        if line.is_empty() || line[0] == b':' {
+            continue;
+        }
+        let line = String::from_utf8_lossy(line);
+        let (field, value) = match line.find(':') {
+            Some(p) => (
+                &line[..p],
+                line[p + 1..].strip_prefix(' ').unwrap_or(&line[p + 1..]),
+            ),
+            None => (&line[..], ""),
+        };
+        match field {
+            "event" => {
+                comment_only = false;
+                name = Some(value.to_string());
+            }
+            "data" => {
+                comment_only = false;
+                match &mut data {
+                    Some(d) => {
+                        d.push('\n');
+                        d.push_str(value);
+                    }
+                    None => data = Some(value.to_string()),
+                }
+            }
+            "id" => has_id = true,
+            _ => comment_only = false,
+        }
+    }
+    let raw = if strip_ids && has_id {
+        strip_id_lines(&raw)
+    } else {
+        raw
+    };
+    Event::new(raw, name, data, comment_only)
+}
+
+fn strip_id_lines(raw: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(raw.len());
+    for (line, full) in lines(raw) {
+        if !(line.starts_with(b"id:") || line == b"id") {
+            out.extend_from_slice(full);
+        }
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+#[path = "sse_tests.rs"]
+pub(crate) mod tests;

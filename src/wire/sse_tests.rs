@@ -1,0 +1,73 @@
+//! SSE framing (R9.1): any read boundaries, line ends, `id:` stripping, the one JSON parse.
+use super::*;
+
+/// The events a framer gives for `chunks`, read as they arrive.
+pub(crate) fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
+    let mut f = Framer::new(strip);
+    let mut out = vec![];
+    for c in chunks {
+        f.push(c);
+        while let Some(e) = f.next_event() {
+            out.push(e);
+        }
+    }
+    out
+}
+
+#[test]
+fn splits_on_blank_lines_across_chunk_boundaries() {
+    let evs = events(
+        &[
+            b"data: a\n",
+            b"\nda",
+            b"ta: b\r\n\r",
+            b"\n: keep",
+            b"alive\n\n",
+        ],
+        false,
+    );
+    assert_eq!(evs.len(), 3);
+    assert_eq!(evs[0].data.as_deref(), Some("a"));
+    assert_eq!(evs[1].data.as_deref(), Some("b"));
+    assert!(evs[2].comment_only);
+    assert_eq!(&evs[1].raw[..], b"data: b\r\n\r\n");
+}
+
+#[test]
+fn strips_id_lines_only_when_asked() {
+    let evs = events(&[b"id: 7\ndata: x\n\n"], true);
+    assert_eq!(&evs[0].raw[..], b"data: x\n\n");
+    let evs = events(&[b"id: 7\ndata: x\n\n"], false);
+    assert_eq!(&evs[0].raw[..], b"id: 7\ndata: x\n\n");
+}
+
+#[test]
+fn multi_line_data_and_event_names() {
+    let evs = events(
+        &[b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"],
+        false,
+    );
+    assert_eq!(evs[0].name.as_deref(), Some("message_stop"));
+    let evs = events(&[b"data: l1\ndata: l2\n\n"], false);
+    assert_eq!(evs[0].data.as_deref(), Some("l1\nl2"));
+}
+
+#[test]
+fn data_is_parsed_once_and_shared() {
+    let evs = events(
+        &[
+            b"data: {\"type\":\"ping\",\"n\":1}\n\n",
+            b"data: [DONE]\n\n",
+        ],
+        false,
+    );
+    let a = evs[0].json().unwrap() as *const serde_json::Value;
+    let b = evs[0].json().unwrap() as *const serde_json::Value;
+    assert_eq!(a, b, "the second reader gets the first parse");
+    assert_eq!(evs[0].kind(), Some("ping"));
+    assert_eq!(evs[1].json(), None);
+    // Parsing does not change what an event is.
+    let fresh = events(&[b"data: {\"type\":\"ping\",\"n\":1}\n\n"], false);
+    assert_eq!(evs[0], fresh[0]);
+    assert_eq!(format!("{:?}", evs[0]), format!("{:?}", fresh[0]));
+}

@@ -1,0 +1,160 @@
+//! Token usage extraction from upstream bodies and stream events (R8.5, R11), normalised
+//! across wire formats:
+//!
+//! | normalised | OpenAI chat / completions | OpenAI Responses | Anthropic Messages |
+//! |---|---|---|---|
+//! | `prompt_tokens` (all input) | `prompt_tokens` | `input_tokens` | `input_tokens` + `cache_read_input_tokens` + `cache_creation_input_tokens` |
+//! | `cached_tokens` (cache reads, part of prompt) | `prompt_tokens_details.cached_tokens` | `input_tokens_details.cached_tokens` | `cache_read_input_tokens` |
+//! | `cache_write_tokens` (part of prompt) | 0 | 0 | `cache_creation_input_tokens` |
+//! | `completion_tokens` | `completion_tokens` | `output_tokens` | `output_tokens` |
+//!
+//! OpenAI's prompt count already includes its cached tokens; Anthropic's `input_tokens`
+//! excludes both cache counts, so they are added. `cached_tokens <= prompt_tokens` always.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::lenient::{Lenient, Object};
+
+pub use super::usage_stream::{estimate_tokens, StreamUsage, CHARS_PER_TOKEN};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    /// Every input token, cache reads and writes included.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Input tokens read from the provider's prompt cache (part of `prompt_tokens`).
+    pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (part of `prompt_tokens`).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    pub fn is_zero(&self) -> bool {
+        self.prompt_tokens == 0 && self.completion_tokens == 0
+    }
+
+    /// Fold a parsed `usage` object (OpenAI chat/completions/responses or Anthropic) into
+    /// `self`. Later reports replace earlier ones field by field (Anthropic sends input at
+    /// `message_start` and output at `message_delta`).
+    pub fn absorb(&mut self, u: &Value) {
+        if let Ok(Object(Some(r))) = Object::<Report>::deserialize(u) {
+            self.fold(r.raw());
+        }
+    }
+
+    /// Usage from a complete non-stream body: `usage`, or `response.usage` (Responses API);
+    /// `None` when there is none or the body is not a JSON object. Every other field is
+    /// skipped without being built.
+    pub fn from_body(body: &[u8]) -> Option<Usage> {
+        // Most bodies that carry usage say so near their end; none without the key at all.
+        memchr::memmem::rfind(body, b"\"usage\"")?;
+        let b: Body = serde_json::from_slice(body).ok()?;
+        let r = b.usage.0.or_else(|| b.response.0.and_then(|r| r.usage.0))?;
+        let mut out = Usage::default();
+        out.fold(r.raw());
+        Some(out)
+    }
+
+    /// Fold one report's raw fields in, normalising (see the module table).
+    fn fold(&mut self, r: Raw) {
+        if let Some(c) = r.completion {
+            self.completion_tokens = c;
+        }
+        if let Some(p) = r.prompt {
+            self.prompt_tokens = p;
+            self.cached_tokens = r.cached.unwrap_or(0).min(p);
+            self.cache_write_tokens = 0;
+        } else if let Some(i) = r.input {
+            if r.cache_read.is_some() || r.cache_write.is_some() {
+                // Anthropic: input excludes both cache counts.
+                let read = r.cache_read.unwrap_or(0);
+                let write = r.cache_write.unwrap_or(0);
+                self.prompt_tokens = i.saturating_add(read).saturating_add(write);
+                self.cached_tokens = read;
+                self.cache_write_tokens = write;
+            } else {
+                self.prompt_tokens = i;
+                self.cached_tokens = r.cached.unwrap_or(0).min(i);
+                self.cache_write_tokens = 0;
+            }
+        }
+    }
+}
+
+/// The usage fields of one report, as sent.
+#[derive(Debug, Clone, Copy, Default)]
+struct Raw {
+    prompt: Option<u64>,
+    input: Option<u64>,
+    completion: Option<u64>,
+    /// OpenAI `*_tokens_details.cached_tokens` (included in the prompt count).
+    cached: Option<u64>,
+    /// Anthropic `cache_read_input_tokens` (excluded from `input_tokens`).
+    cache_read: Option<u64>,
+    /// Anthropic `cache_creation_input_tokens` (excluded from `input_tokens`).
+    cache_write: Option<u64>,
+}
+
+/// The one reader of a `usage` object, for every dialect: read typed from a body (nothing
+/// else is built) or from an already parsed stream event. A field of the wrong type reads as
+/// absent, never failing the report.
+#[derive(Deserialize, Default)]
+struct Report {
+    #[serde(default)]
+    prompt_tokens: Lenient,
+    #[serde(default)]
+    input_tokens: Lenient,
+    #[serde(default)]
+    completion_tokens: Lenient,
+    #[serde(default)]
+    output_tokens: Lenient,
+    #[serde(default)]
+    prompt_tokens_details: Object<Details>,
+    #[serde(default)]
+    input_tokens_details: Object<Details>,
+    #[serde(default)]
+    cache_read_input_tokens: Lenient,
+    #[serde(default)]
+    cache_creation_input_tokens: Lenient,
+}
+
+#[derive(Deserialize, Default)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Lenient,
+}
+
+impl Report {
+    fn raw(&self) -> Raw {
+        let cached = |d: &Object<Details>| d.0.as_ref().and_then(|d| d.cached_tokens.0);
+        Raw {
+            prompt: self.prompt_tokens.0,
+            input: self.input_tokens.0,
+            completion: self.completion_tokens.0.or(self.output_tokens.0),
+            cached: cached(&self.prompt_tokens_details)
+                .or_else(|| cached(&self.input_tokens_details)),
+            cache_read: self.cache_read_input_tokens.0,
+            cache_write: self.cache_creation_input_tokens.0,
+        }
+    }
+}
+
+/// A complete answer: its `usage`, or the Responses API's `response.usage`.
+#[derive(Deserialize)]
+struct Body {
+    #[serde(default)]
+    usage: Object<Report>,
+    #[serde(default)]
+    response: Object<Inner>,
+}
+
+#[derive(Deserialize)]
+struct Inner {
+    #[serde(default)]
+    usage: Object<Report>,
+}
+
+#[cfg(test)]
+#[path = "usage_tests.rs"]
+mod tests;

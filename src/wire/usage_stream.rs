@@ -1,0 +1,79 @@
+//! Usage of a relayed stream (R8.5, R9.8, R11): what the upstream reported in its events,
+//! folded by the one usage reader, plus the characters of content relayed, so a stream that
+//! ends without its usage report (client cancel, cut) is estimated rather than counted 0.
+
+use serde_json::Value;
+
+use super::sse::Event;
+use super::usage::Usage;
+
+/// Characters per token used when usage has to be estimated (R9.8): the common rule of thumb
+/// for English text and code with BPE tokenizers. Estimates are marked `usage_estimated`.
+pub const CHARS_PER_TOKEN: u64 = 4;
+
+/// Tokens for `chars` characters, rounded up.
+pub fn estimate_tokens(chars: u64) -> u64 {
+    chars.div_ceil(CHARS_PER_TOKEN)
+}
+
+/// Usage of a relayed stream: what upstream reported, plus the characters of content relayed,
+/// so a stream that ends without its usage report (client cancel, cut) is estimated, not 0.
+#[derive(Debug, Clone, Default)]
+pub struct StreamUsage {
+    pub reported: Usage,
+    /// A final usage report (completion/output tokens) was seen.
+    pub final_seen: bool,
+    /// Characters of generated content relayed so far.
+    pub content_chars: u64,
+}
+
+impl StreamUsage {
+    pub fn observe(&mut self, ev: &Event) {
+        let Some(v) = ev.json() else { return };
+        for u in [&v["usage"], &v["response"]["usage"]] {
+            if u.is_object() {
+                self.reported.absorb(u);
+                let out = &u["completion_tokens"];
+                self.final_seen |= out.is_u64() || u["output_tokens"].is_u64();
+            }
+        }
+        if v["message"]["usage"].is_object() {
+            self.reported.absorb(&v["message"]["usage"]);
+        }
+        self.content_chars += content_chars(v);
+    }
+
+    /// The usage to record and whether it was estimated: reported figures when the stream
+    /// carried its final usage report, else completion tokens from the relayed content and
+    /// prompt tokens (when unreported) from the request body size.
+    pub fn settle(&self, request_bytes: usize) -> (Usage, bool) {
+        if self.final_seen {
+            return (self.reported, false);
+        }
+        let mut u = self.reported;
+        if u.prompt_tokens == 0 {
+            u.prompt_tokens = estimate_tokens(request_bytes as u64);
+        }
+        u.completion_tokens = u.completion_tokens.max(estimate_tokens(self.content_chars));
+        (u, true)
+    }
+}
+
+/// Characters of generated content in one parsed stream event (any dialect).
+fn content_chars(v: &Value) -> u64 {
+    let len = |x: &Value| x.as_str().map_or(0, |s| s.chars().count() as u64);
+    let mut n = 0;
+    for c in v["choices"].as_array().into_iter().flatten() {
+        let d = &c["delta"];
+        n += len(&d["content"]) + len(&d["reasoning_content"]) + len(&c["text"]);
+        for t in d["tool_calls"].as_array().into_iter().flatten() {
+            n += len(&t["function"]["name"]) + len(&t["function"]["arguments"]);
+        }
+    }
+    let d = &v["delta"];
+    n += len(&d["text"]) + len(&d["partial_json"]) + len(&d["thinking"]);
+    if v["type"].as_str().is_some_and(|t| t.ends_with(".delta")) {
+        n += len(d);
+    }
+    n
+}

@@ -1,0 +1,153 @@
+//! The one usage reader: bodies and stream events, every dialect, odd field types.
+use serde_json::Value;
+
+use super::*;
+use crate::wire::sse::Event;
+use crate::wire::usage_stream::StreamUsage;
+
+#[test]
+fn openai_and_anthropic_bodies() {
+    let u = Usage::from_body(br#"{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
+    assert_eq!(
+        u,
+        Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_tokens: 4,
+            cache_write_tokens: 0
+        }
+    );
+    let u = Usage::from_body(
+        br#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        u,
+        Usage {
+            prompt_tokens: 9,
+            completion_tokens: 3,
+            cached_tokens: 2,
+            cache_write_tokens: 0
+        }
+    );
+    assert!(Usage::from_body(b"{}").is_none());
+}
+
+fn ev(d: &str) -> Event {
+    Event::data(d)
+}
+
+#[test]
+fn stream_usage_reported_is_not_estimated() {
+    let mut s = StreamUsage::default();
+    s.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
+    s.observe(&ev(
+        r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+    ));
+    assert_eq!(
+        s.settle(1000),
+        (
+            Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+                ..Usage::default()
+            },
+            false
+        )
+    );
+}
+
+#[test]
+fn cut_stream_is_estimated_from_content() {
+    let mut s = StreamUsage::default();
+    // 12 + 5 chars of chat content, tool arguments count too.
+    s.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
+    s.observe(&ev(
+        r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\"}"}}]}}]}"#,
+    ));
+    let (u, est) = s.settle(400);
+    assert!(est);
+    assert_eq!(u.completion_tokens, 5); // ceil(17 / 4)
+    assert_eq!(u.prompt_tokens, 100);
+    // Anthropic: input reported at message_start is kept, output estimated.
+    let mut s = StreamUsage::default();
+    s.observe(&ev(
+        r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
+    ));
+    s.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghij"}}"#));
+    let (u, est) = s.settle(4000);
+    assert!(est);
+    assert_eq!((u.prompt_tokens, u.completion_tokens), (9, 3));
+    // Responses deltas.
+    let mut s = StreamUsage::default();
+    s.observe(&ev(
+        r#"{"type":"response.output_text.delta","delta":"abcdefgh"}"#,
+    ));
+    assert_eq!(s.settle(0).0.completion_tokens, 2);
+}
+
+#[test]
+fn anthropic_stream_merges_start_and_delta() {
+    let mut u = StreamUsage::default();
+    u.observe(&ev(
+        r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
+    ));
+    u.observe(&ev(
+        r#"{"type":"message_delta","usage":{"output_tokens":12}}"#,
+    ));
+    assert_eq!(
+        u.reported,
+        Usage {
+            prompt_tokens: 9,
+            completion_tokens: 12,
+            ..Usage::default()
+        }
+    );
+}
+
+/// The event path: a full `Value` parse, its usage object folded by `Usage::absorb`.
+fn reference(body: &[u8]) -> Option<Usage> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let u = if v["usage"].is_object() {
+        &v["usage"]
+    } else {
+        &v["response"]["usage"]
+    };
+    if !u.is_object() {
+        return None;
+    }
+    let mut out = Usage::default();
+    out.absorb(u);
+    Some(out)
+}
+
+#[test]
+fn bodies_and_events_read_usage_alike() {
+    let bodies: &[&str] = &[
+        r#"{"id":"x","choices":[{"message":{"content":"hi \"usage\""}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+        r#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
+        r#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":90000,"cache_creation_input_tokens":500}}"#,
+        r#"{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":40}}}"#,
+        r#"{"response":{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":1}}}}"#,
+        r#"{"usage":{"prompt_tokens":1.5,"completion_tokens":"7","extra":[1,{"a":2}]}}"#,
+        r#"{"usage":{"prompt_tokens":-3,"completion_tokens":null}}"#,
+        r#"{"usage":{}}"#,
+        // Odd shapes read as absent, field by field, on both paths.
+        r#"{"usage":{"prompt_tokens":10,"prompt_tokens_details":5,"completion_tokens":2}}"#,
+        r#"{"usage":{"input_tokens":4,"input_tokens_details":[1],"output_tokens":1}}"#,
+        r#"{"usage":"n/a","response":{"usage":{"input_tokens":2,"output_tokens":1}}}"#,
+        r#"{"usage":null,"response":{"usage":{"input_tokens":2}}}"#,
+        r#"{"id":"no usage","choices":[]}"#,
+        "{}",
+        "[1,2]",
+        "not json",
+        "",
+    ];
+    for b in bodies {
+        assert_eq!(
+            Usage::from_body(b.as_bytes()),
+            reference(b.as_bytes()),
+            "{b}"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! The import rules (ARCHITECTURE.md "Layers"; issue 17): data flows one way, so a lower
+//! layer never names a module above it. Read from the source itself — every `crate::…` path
+//! and every `super::…` path that climbs out of its top-level module, in code (comments
+//! aside) — so the boundary cannot rot silently.
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The request path and the process around it: no lower layer may name these.
+const UPPER: &[&str] = &["relay", "http", "upstream", "app", "admin", "admin_views"];
+
+/// (module, what it must not import).
+fn forbidden(module: &str) -> Vec<&'static str> {
+    let all_but = |allowed: &[&str]| -> Vec<&'static str> {
+        TOP.iter()
+            .copied()
+            .filter(|m| *m != module && !allowed.contains(m))
+            .collect()
+    };
+    match module {
+        // Pure wire formats: nothing but the config types and the error type.
+        "wire" => all_but(&["config", "error"]),
+        // The client-facing HTTP layer serves whatever implements its `Service`.
+        "http" => all_but(&["config", "error", "telemetry", "secret", "sync", "clock"]),
+        // The upstream client uses the one header table of `http`, nothing of a request.
+        "upstream" => vec!["relay", "app", "admin", "admin_views"],
+        "config" | "routing" | "state" | "billing" | "store" | "limits" | "affinity"
+        | "telemetry" | "secret" | "error" | "mock" | "sync" | "clock" | "shared" => UPPER.to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// Every top-level module of the crate (`every_module_has_a_rule` checks `src/lib.rs` declares
+/// none that is missing here). `shared` is the live state replicas share (R17): a lower layer.
+const TOP: &[&str] = &[
+    "admin",
+    "admin_views",
+    "affinity",
+    "app",
+    "billing",
+    "clock",
+    "config",
+    "error",
+    "http",
+    "limits",
+    "mock",
+    "relay",
+    "routing",
+    "secret",
+    "shared",
+    "state",
+    "store",
+    "sync",
+    "telemetry",
+    "upstream",
+    "wire",
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The files of top-level module `m`: `src/m.rs` and everything under `src/m/`.
+fn files_of(m: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let file = src().join(format!("{m}.rs"));
+    if file.exists() {
+        out.push(file);
+    }
+    let dir = src().join(m);
+    if dir.is_dir() {
+        rust_files(&dir, &mut out);
+    }
+    out
+}
+
+/// How many `super::` a file can climb before it leaves its top-level module: `src/m.rs`
+/// and `src/m/mod.rs` are the module itself (0), `src/m/x.rs` one below it, and so on. A
+/// test file included with `#[path]` (`x_tests.rs`, `tests/…`) sits one level deeper than
+/// its place in the tree says, so it is given the larger depth.
+fn depth(file: &Path) -> usize {
+    let rel = file.strip_prefix(src()).unwrap();
+    let parts: Vec<_> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().to_string())
+        .collect();
+    let mut d = parts.len() - 1;
+    if parts.last().is_some_and(|f| f == "mod.rs") {
+        d -= 1;
+    }
+    let name = parts.last().cloned().unwrap_or_default();
+    if name.contains("test") || parts.iter().any(|p| p == "tests") {
+        d += 1;
+    }
+    d
+}
+
+/// The identifier at the start of `s`.
+fn ident(s: &str) -> String {
+    s.trim()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The top-level modules named by one line of code (comments and strings stripped roughly).
+fn named(line: &str, depth: usize) -> Vec<String> {
+    let code = line.split("//").next().unwrap_or("");
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + 7..];
+        if let Some(group) = after.strip_prefix('{') {
+            let inner = group.split('}').next().unwrap_or("");
+            out.extend(inner.split(',').map(ident));
+        } else {
+            out.push(ident(after));
+        }
+        rest = after;
+    }
+    // `super::super::x` from a file `depth` levels below its top-level module names the
+    // crate root's `x` once it climbs more than `depth` levels.
+    let mut rest = code;
+    while let Some(i) = rest.find("super::") {
+        let mut after = &rest[i..];
+        let mut n = 0;
+        while let Some(a) = after.strip_prefix("super::") {
+            n += 1;
+            after = a;
+        }
+        if n > depth {
+            out.push(ident(after));
+        }
+        rest = after;
+    }
+    out
+}
+
+#[test]
+fn lower_layers_never_import_the_request_path() {
+    let mut broken = Vec::new();
+    for m in TOP {
+        let no = forbidden(m);
+        for f in files_of(m) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let d = depth(&f);
+            for (n, line) in text.lines().enumerate() {
+                for name in named(line, d) {
+                    if no.contains(&name.as_str()) {
+                        broken.push(format!(
+                            "{}:{}: `{m}` must not import `{name}`: {}",
+                            f.display(),
+                            n + 1,
+                            line.trim()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "import rules broken (see ARCHITECTURE.md, Layers):\n{}",
+        broken.join("\n")
+    );
+}
+
+/// `wire` is pure: no I/O, no clock (the caller passes time in).
+#[test]
+fn wire_does_no_io() {
+    let io = [
+        "tokio::",
+        "hyper::",
+        "std::net",
+        "std::fs",
+        "std::time::Instant",
+        "SystemTime",
+    ];
+    let mut broken = Vec::new();
+    for f in files_of("wire") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if let Some(what) = io.iter().find(|w| code.contains(*w)) {
+                broken.push(format!("{}:{}: `{what}` in wire", f.display(), n + 1));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// Every module declared in `src/lib.rs` is in the table, so a new one gets a rule.
+#[test]
+fn every_module_has_a_rule() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let declared: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';'))
+        .collect();
+    let known: BTreeSet<&str> = TOP.iter().copied().collect();
+    let missing: Vec<&&str> = declared.difference(&known).collect();
+    assert!(
+        missing.is_empty(),
+        "add {missing:?} to TOP in tests/layers.rs and give it a rule"
+    );
+}
+
+/// The checker itself finds what it must: a path, a group, a climb out of the module.
+#[test]
+fn the_reader_sees_every_form() {
+    assert_eq!(named("use crate::relay::gateway::Gateway;", 1), ["relay"]);
+    assert_eq!(
+        named("use crate::{http::body, state::Snapshot};", 1),
+        ["http", "state"]
+    );
+    assert_eq!(named("let x = crate::upstream::build(o);", 2), ["upstream"]);
+    assert_eq!(named("use super::super::relay::x;", 1), ["relay"]);
+    assert!(named("use super::channel::X;", 1).is_empty());
+    assert!(named("// see crate::relay::entry", 1).is_empty());
+}
