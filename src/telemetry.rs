@@ -85,126 +85,65 @@ fn install_once() -> Option<PrometheusHandle> {
     Some(handle)
 }
 
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric's HELP text, one row per metric: name, kind, unit, description.
+const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
+    (REQUESTS, Kind::Counter, None, "Client requests by endpoint family and final status class."),
+    (REQUEST_DURATION, Kind::Histogram, Some(Unit::Seconds), "Whole-request latency."),
+    (ATTEMPTS, Kind::Counter, None, "Upstream attempts by channel and outcome class."),
+    (ATTEMPTS_PER_REQUEST, Kind::Histogram, None, "Upstream attempts made per request."),
+    (FAILOVERS, Kind::Counter, None, "Moves after a failure, by the channel left (from) and the channel tried next (to; the same channel when only the key changes)."),
+    (RETRIES, Kind::Counter, None, "Same-target retries after backoff."),
+    (RETRY_BUDGET_EXHAUSTED, Kind::Counter, None, "Failures returned because the retry budget was spent."),
+    (UPSTREAM_DURATION, Kind::Histogram, Some(Unit::Seconds), "Upstream attempt latency to response headers."),
+    (TTFB, Kind::Histogram, Some(Unit::Seconds), "Time from request start to the first byte sent to the client."),
+    (STREAMS, Kind::Counter, None, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout."),
+    (KEEPALIVES, Kind::Counter, None, "SSE keepalive comments sent to clients."),
+    (BREAKER_STATE, Kind::Gauge, None, "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open."),
+    (BREAKER_TRANSITIONS, Kind::Counter, None, "Circuit breaker state transitions."),
+    (CHANNEL_DISABLED, Kind::Gauge, None, "1 when a channel is disabled (manually or automatically)."),
+    (CONFIG_RELOADS, Kind::Counter, None, "Config reloads by result: ok (applied), unchanged (file equals the live config), error (rejected)."),
+    (CONFIG_LAST_RELOAD_OK, Kind::Gauge, None, "1 when the last config load (start-up or reload) succeeded, 0 when it was rejected."),
+    (CONFIG_LAST_RELOAD_SUCCESS_TS, Kind::Gauge, Some(Unit::Seconds), "Unix time of the last successful config load (start-up or reload)."),
+    (CONFIG_GENERATION, Kind::Gauge, None, "Generation number of the live routing table."),
+    (CONNECTIONS, Kind::Gauge, None, "Open client connections."),
+    (CONNECTIONS_REJECTED, Kind::Counter, None, "Client connections refused at the connection cap (total or per address)."),
+    (STORE_DROPPED, Kind::Counter, None, "Store writes dropped because the writer queue was full."),
+    (STORE_WRITTEN, Kind::Counter, None, "Store writes committed."),
+    (STORE_DISK_FULL, Kind::Gauge, None, "1 while the database cannot grow (disk full): request-log entries are dropped, quota-limited clients get 503."),
+    (STORE_PRUNED, Kind::Counter, None, "Rows removed by retention: request_log rows deleted, ledger rows folded into their client's totals."),
+    (STORE_UP, Kind::Gauge, None, "1 while the database answers (always for SQLite); 0 while PostgreSQL is unreachable."),
+    (QUOTA_LEASE_REFUNDS, Kind::Counter, None, "Precharges refunded because their replica's lease expired (the replica died mid-request)."),
+    (QUOTA_LEASE_LOST, Kind::Counter, None, "Settles or refunds not applied because the session was already closed by another replica after its lease expired."),
+    (QUOTA_UNAVAILABLE, Kind::Counter, None, "Quota-limited requests admitted without the database (mode fail_open) or refused with 503 (fail_closed) while PostgreSQL was unreachable."),
+    (QUOTA_CHARGED, Kind::Counter, None, "Credits charged (settled), by client."),
+    (QUOTA_REFUNDED, Kind::Counter, None, "Credits refunded, by client."),
+    (QUOTA_REJECTED, Kind::Counter, None, "Requests rejected for insufficient quota, by client."),
+    (CACHED_TOKENS, Kind::Counter, None, "Prompt tokens served from the upstream prompt cache."),
+    (PROMPT_TOKENS, Kind::Counter, None, "Prompt tokens reported by upstreams."),
+    (STICKY, Kind::Counter, None, "Sticky routing lookups by key kind and result."),
+    (PROBES, Kind::Counter, None, "Health probes by channel and result: ok, failed, reenabled."),
+    (SHARED_STATE_UP, Kind::Gauge, None, "1 while the shared-state Redis answers (shared.redis), 0 while replicas run on local state."),
+    (SHARED_CHANGES, Kind::Counter, None, "Live-state changes exchanged with other replicas, by result: published, applied, dropped (outbox full or Redis unreachable)."),
+    (SHARED_LIMIT_FALLBACKS, Kind::Counter, None, "Rate-limit checks answered locally (limits divided by shared.replicas) because Redis was unreachable."),
+];
+
 fn describe() {
-    describe_counter!(
-        REQUESTS,
-        "Client requests by endpoint family and final status class."
-    );
-    describe_histogram!(REQUEST_DURATION, Unit::Seconds, "Whole-request latency.");
-    describe_counter!(ATTEMPTS, "Upstream attempts by channel and outcome class.");
-    describe_histogram!(ATTEMPTS_PER_REQUEST, "Upstream attempts made per request.");
-    describe_counter!(
-        FAILOVERS,
-        "Moves after a failure, by the channel left (from) and the channel tried next (to; the same channel when only the key changes)."
-    );
-    describe_counter!(RETRIES, "Same-target retries after backoff.");
-    describe_counter!(
-        RETRY_BUDGET_EXHAUSTED,
-        "Failures returned because the retry budget was spent."
-    );
-    describe_histogram!(
-        UPSTREAM_DURATION,
-        Unit::Seconds,
-        "Upstream attempt latency to response headers."
-    );
-    describe_histogram!(
-        TTFB,
-        Unit::Seconds,
-        "Time from request start to the first byte sent to the client."
-    );
-    describe_counter!(
-        STREAMS,
-        "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout."
-    );
-    describe_counter!(KEEPALIVES, "SSE keepalive comments sent to clients.");
-    describe_gauge!(
-        BREAKER_STATE,
-        "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open."
-    );
-    describe_counter!(BREAKER_TRANSITIONS, "Circuit breaker state transitions.");
-    describe_gauge!(
-        CHANNEL_DISABLED,
-        "1 when a channel is disabled (manually or automatically)."
-    );
-    describe_counter!(
-        CONFIG_RELOADS,
-        "Config reloads by result: ok (applied), unchanged (file equals the live config), error (rejected)."
-    );
-    describe_gauge!(
-        CONFIG_LAST_RELOAD_OK,
-        "1 when the last config load (start-up or reload) succeeded, 0 when it was rejected."
-    );
-    describe_gauge!(
-        CONFIG_LAST_RELOAD_SUCCESS_TS,
-        Unit::Seconds,
-        "Unix time of the last successful config load (start-up or reload)."
-    );
-    describe_gauge!(
-        CONFIG_GENERATION,
-        "Generation number of the live routing table."
-    );
-    describe_gauge!(CONNECTIONS, "Open client connections.");
-    describe_counter!(
-        CONNECTIONS_REJECTED,
-        "Client connections refused at the connection cap (total or per address)."
-    );
-    describe_counter!(
-        STORE_DROPPED,
-        "Store writes dropped because the writer queue was full."
-    );
-    describe_counter!(STORE_WRITTEN, "Store writes committed.");
-    describe_gauge!(
-        STORE_DISK_FULL,
-        "1 while the database cannot grow (disk full): request-log entries are dropped, quota-limited clients get 503."
-    );
-    describe_counter!(
-        STORE_PRUNED,
-        "Rows removed by retention: request_log rows deleted, ledger rows folded into their client's totals."
-    );
-    describe_gauge!(
-        STORE_UP,
-        "1 while the database answers (always for SQLite); 0 while PostgreSQL is unreachable."
-    );
-    describe_counter!(
-        QUOTA_LEASE_REFUNDS,
-        "Precharges refunded because their replica's lease expired (the replica died mid-request)."
-    );
-    describe_counter!(
-        QUOTA_LEASE_LOST,
-        "Settles or refunds not applied because the session was already closed by another replica after its lease expired."
-    );
-    describe_counter!(
-        QUOTA_UNAVAILABLE,
-        "Quota-limited requests admitted without the database (mode fail_open) or refused with 503 (fail_closed) while PostgreSQL was unreachable."
-    );
-    describe_counter!(QUOTA_CHARGED, "Credits charged (settled), by client.");
-    describe_counter!(QUOTA_REFUNDED, "Credits refunded, by client.");
-    describe_counter!(
-        QUOTA_REJECTED,
-        "Requests rejected for insufficient quota, by client."
-    );
-    describe_counter!(
-        CACHED_TOKENS,
-        "Prompt tokens served from the upstream prompt cache."
-    );
-    describe_counter!(PROMPT_TOKENS, "Prompt tokens reported by upstreams.");
-    describe_counter!(STICKY, "Sticky routing lookups by key kind and result.");
-    describe_counter!(
-        PROBES,
-        "Health probes by channel and result: ok, failed, reenabled."
-    );
-    describe_gauge!(
-        SHARED_STATE_UP,
-        "1 while the shared-state Redis answers (shared.redis), 0 while replicas run on local state."
-    );
-    describe_counter!(
-        SHARED_CHANGES,
-        "Live-state changes exchanged with other replicas, by result: published, applied, dropped (outbox full or Redis unreachable)."
-    );
-    describe_counter!(
-        SHARED_LIMIT_FALLBACKS,
-        "Rate-limit checks answered locally (limits divided by shared.replicas) because Redis was unreachable."
-    );
+    for &(name, kind, unit, help) in DESCRIPTIONS {
+        match (kind, unit) {
+            (Kind::Counter, _) => describe_counter!(name, help),
+            (Kind::Gauge, Some(u)) => describe_gauge!(name, u, help),
+            (Kind::Gauge, None) => describe_gauge!(name, help),
+            (Kind::Histogram, Some(u)) => describe_histogram!(name, u, help),
+            (Kind::Histogram, None) => describe_histogram!(name, help),
+        }
+    }
 }
 
 /// Results of `CONFIG_RELOADS`.

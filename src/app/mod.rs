@@ -76,6 +76,34 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     let fail_open = cfg.shared.fail_open;
     let gateway = Gateway::new(cfg, store, metrics)?;
     gateway.billing.set_fail_open(fail_open);
+    restore(&gateway).await?;
+    let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));
+    let reloader = Arc::new(reload::Reloader::new(
+        config_path,
+        gateway.clone(),
+        status.clone(),
+        certs,
+        reload::fingerprint(&text),
+    ));
+    let watcher = watch::install(reloader, hup);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let (shared, shared_task) = start_shared(&gateway, rx.clone())?;
+    let mut tasks = spawn_tasks(&gateway, listener, admin, tls, &status, watcher, rx);
+    tasks.extend(shared_task);
+    tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
+    Ok(Running {
+        gateway,
+        bound,
+        status,
+        shared,
+        shutdown: tx,
+        tasks,
+    })
+}
+
+/// Durable state back into memory before serving: disabled channels and keys, balances
+/// (precharges a dead process left are refunded), sticky bindings.
+async fn restore(gateway: &Arc<Gateway>) -> anyhow::Result<()> {
     crate::state::restore::restore(&gateway.store, &gateway.snapshot()).await;
     let recovered = gateway
         .billing
@@ -88,17 +116,20 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         "balances rebuilt from the ledger"
     );
     crate::affinity::persist::restore(&gateway.bindings, &gateway.store).await;
-    let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));
-    let reloader = Arc::new(reload::Reloader::new(
-        config_path,
-        gateway.clone(),
-        status.clone(),
-        certs,
-        reload::fingerprint(&text),
-    ));
-    let watcher = watch::install(reloader, hup);
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let (shared, shared_task) = start_shared(&gateway, rx.clone())?;
+    Ok(())
+}
+
+/// The long-lived tasks: both listeners, the config watcher, probes, persistence and
+/// retention, and the lease keeper with PostgreSQL. Each stops when `rx` says so.
+fn spawn_tasks(
+    gateway: &Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    admin: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    status: &Arc<status::ConfigStatus>,
+    watcher: watch::Installed,
+    rx: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = vec![
         tokio::spawn(crate::affinity::persist::run(
             gateway.bindings.clone(),
@@ -126,16 +157,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
             async move { gw.billing.keep_leases(rx).await },
         ));
     }
-    tasks.extend(shared_task);
-    tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
-    Ok(Running {
-        gateway,
-        bound,
-        status,
-        shared,
-        shutdown: tx,
-        tasks,
-    })
+    tasks
 }
 
 /// SQLite at `storage.path`, or PostgreSQL at `storage.url` (several replicas, R17).

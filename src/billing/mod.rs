@@ -203,6 +203,30 @@ impl Billing {
             };
             return self.begin_shared(q, open).await;
         }
+        let pending = Pending {
+            client,
+            price: p,
+            estimate,
+            id,
+            account,
+            amount,
+            limit,
+        };
+        self.debit_local(pending).await
+    }
+
+    /// The single-process debit (R11.3): one conditional atomic update of the client's
+    /// in-memory account, then the precharge entry through the durable send.
+    async fn debit_local(&self, d: Pending<'_>) -> Result<Session, GatewayError> {
+        let Pending {
+            client,
+            price: p,
+            estimate,
+            id,
+            account,
+            amount,
+            limit,
+        } = d;
         let refused = if client.trusted {
             // No debit: only refuse a trusted client that has nothing left at all.
             limit
@@ -287,4 +311,15 @@ impl Billing {
             tracing::warn!(model, "model has no `pricing` entry: its requests are free");
         }
     }
+}
+
+/// A precharge about to be debited in this process.
+struct Pending<'a> {
+    client: &'a Client,
+    price: Price,
+    estimate: price::Estimate,
+    id: String,
+    account: Arc<balances::Account>,
+    amount: i64,
+    limit: Option<i64>,
 }

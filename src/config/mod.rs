@@ -11,6 +11,7 @@ pub mod explain;
 mod lenient;
 pub mod merge;
 pub mod model;
+mod model_channel;
 mod raw;
 pub mod scalars;
 mod sections;

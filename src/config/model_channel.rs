@@ -1,0 +1,104 @@
+//! The validated, typed configuration of one channel (an upstream endpoint): its kind, base
+//! URL, keys, models and the per-channel settings the request path reads.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use http::HeaderName;
+
+use super::model::Resilience;
+use crate::secret::Secret;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    OpenAi,
+    Anthropic,
+}
+
+impl ChannelKind {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::OpenAi => "openai",
+            ChannelKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamPolicy {
+    /// "" — the client decides.
+    Passthrough,
+    ForceStream,
+    ForceNonStream,
+}
+
+impl StreamPolicy {
+    /// As written in the config (`""` for pass-through).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamPolicy::Passthrough => "",
+            StreamPolicy::ForceStream => "force_stream",
+            StreamPolicy::ForceNonStream => "force_non_stream",
+        }
+    }
+}
+
+/// An upstream base URL split once at load time: `https://api.x.com/v1` →
+/// scheme "https", authority "api.x.com", path prefix "/v1" (no trailing slash).
+#[derive(Debug, Clone)]
+pub struct BaseUrl {
+    pub scheme: http::uri::Scheme,
+    pub authority: http::uri::Authority,
+    pub path_prefix: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Channel {
+    pub name: String,
+    pub kind: ChannelKind,
+    pub base_url: BaseUrl,
+    pub keys: Vec<Secret>,
+    /// Public model names served: `models` plus the keys of `model_mapping`, deduplicated, sorted.
+    pub models: Vec<String>,
+    pub model_mapping: BTreeMap<String, String>,
+    /// Extra `/v1/*` paths served as pass-through (each starts with `/v1/`).
+    pub paths: Vec<String>,
+    pub groups: Vec<String>,
+    pub priority: i64,
+    pub weight: u32,
+    pub enabled: bool,
+    pub auto_ban: bool,
+    pub status_code_mapping: BTreeMap<u16, u16>,
+    pub stream_policy: StreamPolicy,
+    /// Zero = `timeouts.non_stream`.
+    pub non_stream_timeout: Duration,
+    /// Extra upstream headers; values are secrets (Azure `api-key`, custom auth) and are
+    /// scrubbed from relayed error bodies like `keys`.
+    pub headers: Vec<(HeaderName, Secret)>,
+    /// Forward the client's `OpenAI-Organization` / `OpenAI-Project` headers (default false:
+    /// a client cannot pick an organization or project of the operator's account).
+    pub forward_organization: bool,
+    /// Effective: global resilience overlaid with this channel's block (R2.2).
+    pub resilience: Resilience,
+    /// HTTP version spoken to the upstream.
+    pub protocol: UpstreamProtocol,
+    /// Add `stream_options.include_usage` to streaming chat requests (OpenAI kinds).
+    pub include_usage: bool,
+}
+
+/// `channels.*.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1, a pooled connection per concurrent request.
+    Http1,
+    /// HTTP/2: several connections per host, each with a stream cap.
+    Http2,
+}
+
+impl Channel {
+    /// Every secret of the channel: its keys and its header values (R14.4).
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.keys.iter().chain(self.headers.iter().map(|(_, v)| v))
+    }
+}
