@@ -151,6 +151,33 @@ impl GatewayError {
         )
     }
 
+    /// An upstream error that came as an event inside a 200 stream (R9.5), when no other
+    /// attempt succeeded: its status, a type the caller's SDK maps to the same exception,
+    /// and the upstream's message.
+    pub fn upstream_status(status: u16, channel: &str, message: &str) -> Self {
+        let status = StatusCode::from_u16(status)
+            .ok()
+            .filter(|s| s.is_client_error() || s.is_server_error())
+            .unwrap_or(StatusCode::BAD_GATEWAY);
+        let kind = match status.as_u16() {
+            400 | 422 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        };
+        let message: String = message.chars().take(500).collect();
+        Self::new(
+            status,
+            "upstream_error",
+            kind,
+            format!("upstream {channel} failed its stream with {status}: {message}"),
+        )
+    }
+
     pub fn upstream_timeout(detail: &str) -> Self {
         Self::new(
             StatusCode::GATEWAY_TIMEOUT,

@@ -204,3 +204,48 @@ async fn gzip_answers_are_decoded_and_their_usage_read() {
     assert_eq!(rows[0]["usage_estimated"], false);
     gw.stop().await;
 }
+
+/// R9.5, R1.4: when every attempt's stream opened with an error event (a 200 whose preamble
+/// is followed by Anthropic's `overloaded_error`, or an OpenAI `data: {"error":…}`), the
+/// client gets that status and message in its own format — not a 503 claiming every channel
+/// was disabled.
+#[tokio::test]
+async fn a_stream_error_on_every_attempt_reaches_the_client_with_its_status() {
+    for (kind, path, fault, status, kind_name) in [
+        (
+            "anthropic",
+            "/v1/messages",
+            "error_after_start=529",
+            529,
+            "overloaded_error",
+        ),
+        (
+            "openai",
+            "/v1/chat/completions",
+            "hidden=429",
+            429,
+            "rate_limit_error",
+        ),
+    ] {
+        let (gw, m) = pair(kind, "").await;
+        for n in ["a", "b"] {
+            m[n].set_default(fault.parse().unwrap());
+        }
+        let r = faulty(&gw, path, true, fault).await;
+        assert_eq!(r.status(), status, "{path}");
+        // (429 is also retried on the last target, R4.5.)
+        assert!(route(&r).starts_with("a->b"), "{path}");
+        let v: Value = r.json().await.unwrap();
+        let err = &v["error"];
+        assert_eq!(err["type"], kind_name, "{path}: {v}");
+        assert_ne!(err["code"], "no_channel_available", "{path}: {v}");
+        assert!(
+            err["message"].as_str().unwrap().contains("upstream b"),
+            "{path}: {v}"
+        );
+        if kind == "anthropic" {
+            assert_eq!(v["type"], "error", "Anthropic's shape: {v}");
+        }
+        gw.stop().await;
+    }
+}

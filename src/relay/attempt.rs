@@ -270,6 +270,11 @@ impl<'a> Walk<'a> {
             Outcome::LocalAdapter(m) | Outcome::SkipRetry(m) => {
                 gateway(GatewayError::internal(m.clone()))
             }
+            // An error event in a 200 stream carries no answer of its own: the client gets
+            // its status and message, not a claim that no channel was available.
+            Outcome::Status { code, message, .. } if answer.is_none() => gateway(
+                GatewayError::upstream_status(f.status.unwrap_or(*code), &ch.name, message),
+            ),
             _ => answer.map(|a| LastFailure::Upstream {
                 status: f.status.unwrap_or(a.status),
                 headers: a.headers,
