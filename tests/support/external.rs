@@ -45,6 +45,7 @@ pub struct Redis {
     pub port: u16,
     child: Option<Child>,
     dir: tempfile::TempDir,
+    started_once: bool,
 }
 
 impl Redis {
@@ -54,25 +55,52 @@ impl Redis {
             port: free_port(),
             child: None,
             dir,
+            started_once: false,
         };
         r.spawn();
         r
     }
 
+    /// Start `redis-server`; a port taken meanwhile by another test (`free_port` races) moves
+    /// a first start to a new port, and is retried on the same port for a restart.
     fn spawn(&mut self) {
-        let bin = which("redis-server", "redis-server");
-        let child = Command::new(bin)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        self.child = Some(child);
-        let port = self.port;
-        wait_until("redis-server", Duration::from_secs(10), || redis_ping(port));
+        let first = self.child.is_none() && !self.started_once;
+        for attempt in 0..5 {
+            let bin = which("redis-server", "redis-server");
+            let mut child = Command::new(bin)
+                .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+                .arg("--dir")
+                .arg(self.dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server starts");
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(10) {
+                if redis_ping(self.port) {
+                    self.child = Some(child);
+                    self.started_once = true;
+                    return;
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            assert!(
+                attempt < 4,
+                "redis-server did not start on port {}",
+                self.port
+            );
+            if first {
+                self.port = free_port();
+            } else {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
     }
 
     pub fn url(&self) -> String {
@@ -121,6 +149,7 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     data: PathBuf,
     running: bool,
+    started_once: bool,
 }
 
 fn pg_bin(name: &str) -> PathBuf {
@@ -191,6 +220,7 @@ impl Postgres {
             dir,
             data,
             running: false,
+            started_once: false,
         };
         pg.start_server();
         let st = as_pg_user(&pg_bin("createdb"))
@@ -209,14 +239,40 @@ impl Postgres {
         pg
     }
 
-    /// Start (or restart) the server on its port.
+    /// Start (or restart) the server on its port. `free_port` can race with another test
+    /// that binds the same port in between: a first start then moves to a new port, a restart
+    /// (which must keep its URL) tries the same port again.
     pub fn start_server(&mut self) {
+        let first = !self.started_once;
+        for attempt in 0..5 {
+            if self.try_start() {
+                self.started_once = true;
+                self.running = true;
+                let port = self.port;
+                wait_until("postgres", Duration::from_secs(30), || {
+                    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                });
+                return;
+            }
+            let log = std::fs::read_to_string(self.dir.path().join("pg.log")).unwrap_or_default();
+            if attempt == 4 {
+                panic!("pg_ctl start failed on port {}:\n{log}", self.port);
+            }
+            if first {
+                self.port = free_port();
+            } else {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
+    }
+
+    fn try_start(&self) -> bool {
         let opts = format!(
             "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
             self.port,
             self.dir.path().display()
         );
-        let st = as_pg_user(&pg_bin("pg_ctl"))
+        as_pg_user(&pg_bin("pg_ctl"))
             .arg("-D")
             .arg(&self.data)
             .args(["-o", &opts, "-l"])
@@ -224,17 +280,8 @@ impl Postgres {
             .args(["-w", "-t", "30", "start"])
             .stdout(Stdio::null())
             .status()
-            .expect("pg_ctl runs");
-        assert!(
-            st.success(),
-            "pg_ctl start failed: see {}/pg.log",
-            self.dir.path().display()
-        );
-        self.running = true;
-        let port = self.port;
-        wait_until("postgres", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
+            .expect("pg_ctl runs")
+            .success()
     }
 
     /// Stop the server at once (`-m immediate`): the fault "PostgreSQL unreachable".
