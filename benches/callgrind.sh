@@ -9,6 +9,10 @@
 # sends CG_CHUNKS content chunks each), and an idle run as long as the longer of the two
 # (start-up, timers, shutdown). Prints, per kind, (total - idle) / CG_REQUESTS.
 #
+# Then allocations per request: the same loads natively through the bench build
+# (`--features count-allocs`, copied to switchyard-count-allocs), reading
+# `switchyard_allocations_total` from /metrics before and after (warm-up excluded).
+#
 # Knobs (env): CG_REQUESTS (2000), CG_CHUNKS (20), CG_SKIP_BUILD (unset), CG_KEEP (unset:
 # keep the callgrind.out files and logs in the printed directory).
 set -euo pipefail
@@ -24,9 +28,12 @@ command -v valgrind >/dev/null || die "valgrind is missing (apt-get install valg
 command -v curl >/dev/null || die "curl is missing"
 
 if [ -z "${CG_SKIP_BUILD:-}" ]; then
+    cargo build --release --features count-allocs --bin switchyard >&2
+    cp "$REL/switchyard" "$REL/switchyard-count-allocs"
     cargo build --release --bin switchyard --example mock_upstream --example loadgen >&2
 fi
 SY=$REL/switchyard
+ALLOC_SY=$REL/switchyard-count-allocs
 MOCK=$REL/examples/mock_upstream
 LG=$REL/examples/loadgen
 for b in "$SY" "$MOCK" "$LG"; do [ -x "$b" ] || die "missing $b"; done
@@ -49,16 +56,10 @@ MOCK_PORT=$(free_port)
 "$MOCK" --listen "127.0.0.1:$MOCK_PORT" >"$TMP/mock.log" 2>&1 &
 PIDS+=($!)
 
-# gateway_run NAME [loadgen args...]: the gateway under callgrind for one kind of load (no
-# args: idle for IDLE_SECONDS); prints the instruction total; the run's seconds land in
-# $TMP/NAME.secs.
-gateway_run() {
-    local name=$1
-    shift
-    local port admin
-    port=$(free_port)
-    admin=$(free_port)
-    mkdir -p "$TMP/$name"
+# write_config NAME PORT ADMIN_PORT: the minimal gateway config of every run.
+write_config() {
+    local name=$1 port=$2 admin=$3
+    mkdir -p "$TMP/$name/data"
     cat >"$TMP/$name/switchyard.yaml" <<EOF
 listen: 127.0.0.1:$port
 admin:
@@ -82,7 +83,18 @@ clients:
 pricing:
   gpt-4o-mini: {input: 0.15, output: 0.60}
 EOF
-    mkdir -p "$TMP/$name/data"
+}
+
+# gateway_run NAME [loadgen args...]: the gateway under callgrind for one kind of load (no
+# args: idle for IDLE_SECONDS); prints the instruction total; the run's seconds land in
+# $TMP/NAME.secs.
+gateway_run() {
+    local name=$1
+    shift
+    local port admin
+    port=$(free_port)
+    admin=$(free_port)
+    write_config "$name" "$port" "$admin"
     valgrind --tool=callgrind --callgrind-out-file="$TMP/$name/callgrind.out" \
         "$SY" --config "$TMP/$name/switchyard.yaml" serve >"$TMP/$name/gateway.log" 2>&1 &
     local pid=$!
@@ -136,10 +148,49 @@ IDLE_SECONDS=$(python3 -c "print(max(float(open('$TMP/json.secs').read()), float
 printf 'callgrind: idle run (%.0f s)\n' "$IDLE_SECONDS" >&2
 IDLE_IR=$(gateway_run idle)
 
-python3 - "$N" "$JSON_IR" "$SSE_IR" "$IDLE_IR" "$CHUNKS" "$(git rev-parse --short HEAD)" <<'PY'
+# alloc_run NAME LOADGEN-ARGS...: allocations per request through the counting build.
+alloc_run() {
+    local name=alloc-$1
+    shift
+    local port admin
+    port=$(free_port)
+    admin=$(free_port)
+    write_config "$name" "$port" "$admin"
+    "$ALLOC_SY" --config "$TMP/$name/switchyard.yaml" serve >"$TMP/$name/gateway.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    local i
+    for ((i = 0; i < 300; i++)); do
+        curl -fs -o /dev/null "http://127.0.0.1:$admin/readyz" 2>/dev/null && break
+        sleep 0.05
+    done
+    count() { curl -fs "http://127.0.0.1:$admin/metrics" | sed -n 's/^switchyard_allocations_total \([0-9]*\).*/\1/p'; }
+    local url="http://127.0.0.1:$port/v1/chat/completions"
+    "$LG" sse --url "$url" --header 'Authorization: Bearer sk-bench-client' --count 200 \
+        --warmup 0 --timeout 60s "$@" >/dev/null
+    local a0 a1
+    a0=$(count)
+    [ -n "$a0" ] || die "$name: no switchyard_allocations_total (built without count-allocs?)"
+    "$LG" sse --url "$url" --header 'Authorization: Bearer sk-bench-client' --count "$N" \
+        --warmup 0 --timeout 60s "$@" >"$TMP/$name/loadgen.json"
+    a1=$(count)
+    kill -TERM "$pid"
+    wait "$pid" || true
+    echo $(((a1 - a0) / N))
+}
+printf 'allocations: %s requests of each kind through the count-allocs build\n' "$N" >&2
+JSON_ALLOCS=$(alloc_run json \
+    --body '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}')
+SSE_ALLOCS=$(alloc_run sse \
+    --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
+    --header "x-mock-fault: stream=$CHUNKS:0ms")
+
+python3 - "$N" "$JSON_IR" "$SSE_IR" "$IDLE_IR" "$CHUNKS" "$(git rev-parse --short HEAD)" \
+    "$JSON_ALLOCS" "$SSE_ALLOCS" <<'PY'
 import sys
 n, js, sse, idle, chunks, commit = int(sys.argv[1]), *map(int, sys.argv[2:5]), sys.argv[5], sys.argv[6]
-print(f"commit {commit}: instructions per request (callgrind, {n} requests each, idle {idle:,} subtracted)")
-print(f"  non-stream chat:          {(js - idle) / n:>12,.0f}")
-print(f"  streaming chat ({chunks} chunks): {(sse - idle) / n:>12,.0f}")
+ja, sa = sys.argv[7], sys.argv[8]
+print(f"commit {commit}: per request ({n} requests each; callgrind idle {idle:,} subtracted)")
+print(f"  non-stream chat:          {(js - idle) / n:>12,.0f} instructions  {ja:>5} allocations")
+print(f"  streaming chat ({chunks} chunks): {(sse - idle) / n:>12,.0f} instructions  {sa:>5} allocations")
 PY

@@ -44,7 +44,8 @@ def check(ok, hard, text):
 
 # ---- closed loop ----------------------------------------------------------------------
 closed = {}
-for p in ["direct", "static", "nginx", "hyper", "switchyard", "nginx_long", "hyper_long", "switchyard_long", "litellm"]:
+# Every closed-loop row run.sh recorded, in the order it ran them.
+for p in [k.split(".", 1)[1] for k in R if k.startswith("closed.")]:
     w, c = R.get(f"closed.{p}"), R.get(f"cpu.{p}")
     if not w:
         continue
@@ -85,6 +86,18 @@ if syl and ngl:
         "cpu_per_req": ratio(syl["cpu_us_per_req"], ngl["cpu_us_per_req"]),
         "p50": ratio(syl["p50_us"], ngl["p50_us"]),
     }
+# Shared mode (PostgreSQL + Redis): the same targets for a client that needs no shared
+# decision; the cost of a quota client's PostgreSQL debit is stated.
+shr, shq = closed.get("shared"), closed.get("shared_quota")
+if shr and ng:
+    report["ratios_shared_over_nginx"] = r = {
+        "rps": ratio(shr["rps"], ng["rps"]),
+        "cpu_per_req": ratio(shr["cpu_us_per_req"], ng["cpu_us_per_req"]),
+        "cpu_over_single_node": ratio(shr["cpu_us_per_req"], (sy or {}).get("cpu_us_per_req")),
+        "quota_cpu_over_single_node": ratio((shq or {}).get("cpu_us_per_req"), (sy or {}).get("cpu_us_per_req")),
+    }
+    check(r["cpu_per_req"] is not None and r["cpu_per_req"] <= 1.5, False, f"shared mode, no shared decision: CPU/request <= 1.5x nginx (got {fmt(r['cpu_per_req'])}x)")
+    check(r["rps"] is not None and r["rps"] >= 0.8, False, f"shared mode, no shared decision: RPS >= 0.8x nginx (got {fmt(r['rps'])}x)")
 if sy:
     check(sy["p50_us"] <= STALL_US, True, f"closed-loop p50 through switchyard <= 20 ms, no TCP_NODELAY stall (got {fmt(ms(sy['p50_us']))} ms)")
     check(sy["errors"] == 0, False, f"closed loop through switchyard: 0 errors (got {sy['errors']})")
@@ -193,6 +206,10 @@ if (ll := closed.get("litellm")) and ng:
 if "ratios_long_body_switchyard_over_nginx" in report:
     r = report["ratios_long_body_switchyard_over_nginx"]
     P(f"*_long = 60-turn (~62 KB) body; switchyard/nginx: RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x  p50 {fmt(r['p50'])}x")
+if "ratios_shared_over_nginx" in report:
+    r = report["ratios_shared_over_nginx"]
+    P(f"shared mode (PostgreSQL + Redis): no shared decision RPS {fmt(r['rps'])}x CPU/req {fmt(r['cpu_per_req'])}x nginx, "
+      f"{fmt(r['cpu_over_single_node'])}x single-node CPU/req; quota client {fmt(r['quota_cpu_over_single_node'])}x single-node CPU/req")
 for rate, rows in opened.items():
     P(f"\nopen loop {rate} rps (latency from scheduled start)")
     P(f"{'path':<12}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'+p50 ms':>9}{'+p99 ms':>9}{'failed':>8}")

@@ -8,11 +8,12 @@
 #     then nginx, the bare hop and switchyard again with a 60-turn (~62 KB) conversation;
 #   open loop (loadgen, fixed rates, latency from the scheduled start);
 #   SSE time to first / last byte; cold start and idle RSS; many held streams;
-#   reloads under load; failover cost; the TCP_NODELAY stall check.
+#   reloads under load; failover cost; the TCP_NODELAY stall check; shared mode (private
+#   PostgreSQL + Redis, benches/shared-services.sh; BENCH_SHARED=0 skips it).
 # Prints a table and writes target/bench/<timestamp>.json and target/bench/latest.json.
 # Every process it starts is stopped on exit. Knobs (env): BENCH_DURATION (s, default 10),
 # BENCH_WARMUP (2), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_OPEN_DURATION (10),
-# BENCH_RATES ("100 1000"), BENCH_STREAMS (10000), BENCH_SSE_COUNT (200), BENCH_RELOADS (10),
+# BENCH_RATES ("1000 5000"), BENCH_STREAMS (10000), BENCH_SSE_COUNT (200), BENCH_RELOADS (10),
 # BENCH_RELOAD_RATE (500), BENCH_FAILOVER_RATE (500), BENCH_SKIP_BUILD (unset),
 # PEERS ("litellm": the closed loop also through LiteLLM's proxy, installed into a venv).
 set -euo pipefail
@@ -23,7 +24,7 @@ WARM=${BENCH_WARMUP:-2}
 CONNS=${BENCH_CONNS:-64}
 THREADS=${BENCH_THREADS:-2}
 OPEN_DUR=${BENCH_OPEN_DURATION:-10}
-RATES=${BENCH_RATES:-100 1000}
+RATES=${BENCH_RATES:-1000 5000}
 STREAMS=${BENCH_STREAMS:-10000}
 SSE_COUNT=${BENCH_SSE_COUNT:-200}
 RELOADS=${BENCH_RELOADS:-10}
@@ -94,18 +95,20 @@ cleanup() {
     done
     for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    if [ -n "${SHARED_UP:-}" ]; then bash benches/shared-services.sh stop "$TMP/shared"; fi
     rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Eleven distinct free ports below the ephemeral range: the many-streams run uses ~20k
+# Fifteen distinct free ports below the ephemeral range: the many-streams run uses ~20k
 # ephemeral ports, and a later listener must not collide with one of those connections.
 read -r MOCK_PORT MOCK503_PORT NGX_PROXY_PORT NGX_STATIC_PORT SY_PORT SY_ADMIN_PORT \
-    FO_PORT FO_ADMIN_PORT CS_PORT CS_ADMIN_PORT HOP_PORT < <(python3 - <<'PY'
+    FO_PORT FO_ADMIN_PORT CS_PORT CS_ADMIN_PORT HOP_PORT SH_PORT SH_ADMIN_PORT REDIS_PORT \
+    PG_PORT < <(python3 - <<'PY'
 import random, socket
 got = []
-while len(got) < 11:
+while len(got) < 15:
     p = random.randint(20000, 32000)
     s = socket.socket()
     try:
@@ -119,14 +122,15 @@ while len(got) < 11:
 print(*got)
 PY
 )
-[ -n "$HOP_PORT" ] || die "could not pick free ports"
+[ -n "$PG_PORT" ] || die "could not pick free ports"
 
 # fill TEMPLATE OUT [WEIGHT] [SY_PORT] [ADMIN_PORT]
 fill() {
     sed -e "s|@TMP@|$TMP|g" -e "s|@MOCK_PORT@|$MOCK_PORT|g" -e "s|@MOCK503_PORT@|$MOCK503_PORT|g" \
         -e "s|@NGX_PROXY_PORT@|$NGX_PROXY_PORT|g" -e "s|@NGX_STATIC_PORT@|$NGX_STATIC_PORT|g" \
         -e "s|@WEIGHT@|${3:-100}|g" -e "s|@SY_PORT@|${4:-$SY_PORT}|g" \
-        -e "s|@SY_ADMIN_PORT@|${5:-$SY_ADMIN_PORT}|g" "$1" >"$2"
+        -e "s|@SY_ADMIN_PORT@|${5:-$SY_ADMIN_PORT}|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
+        -e "s|@PG_PORT@|$PG_PORT|g" "$1" >"$2"
 }
 
 wait_http() { # URL [seconds]
@@ -226,6 +230,7 @@ run_wrk() { # NAME PIDS...
     # NAME_long: the same path with a long conversation as the body.
     local script=benches/post.lua url=${URL[${name%_long}]}
     [ "$name" != "${name%_long}" ] && script=$TMP/post-long.lua
+    [ "$name" = shared_quota ] && script=$TMP/post-quota.lua
     wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s "$script" "$url" >/dev/null
     local t0 t1
     t0=$(cpu_ticks "$@")
@@ -259,6 +264,39 @@ PY
 run_wrk nginx_long $(ngx_pids)
 run_wrk hyper_long "$HOP_PID"
 run_wrk switchyard_long "$SY_PID"
+
+# ---- shared mode (issue 20): PostgreSQL + Redis ------------------------------------------
+# The same closed loop through a gateway whose durable state is in a private PostgreSQL and
+# whose live state is shared through a private Redis (both started here on free ports,
+# stopped on exit): `shared` is the bench client (needs no shared decision), `shared_quota`
+# a client with a quota (one PostgreSQL debit per request). BENCH_SHARED=0 skips it; it is
+# skipped with a note when redis-server or PostgreSQL is not installed.
+if [ "${BENCH_SHARED:-1}" != 0 ] && bash benches/shared-services.sh check; then
+    log "shared mode: private redis on $REDIS_PORT, PostgreSQL on $PG_PORT"
+    bash benches/shared-services.sh start "$TMP/shared" "$REDIS_PORT" "$PG_PORT"
+    SHARED_UP=1
+    fill benches/switchyard-shared.yaml.tmpl "$TMP/shared.yaml" 100 "$SH_PORT" "$SH_ADMIN_PORT"
+    "$SY" --config "$TMP/shared.yaml" serve >"$TMP/shared.log" 2>&1 &
+    PIDS+=($!)
+    SH_PID=$!
+    wait_http "http://127.0.0.1:$SH_ADMIN_PORT/readyz" 30
+    URL[shared]="http://127.0.0.1:$SH_PORT$CHAT"
+    URL[shared_quota]=${URL[shared]}
+    sed 's/sk-bench-client/sk-bench-quota/' benches/post.lua >"$TMP/post-quota.lua"
+    for p in shared shared_quota; do
+        key=sk-bench-client
+        [ "$p" = shared_quota ] && key=sk-bench-quota
+        code=$(curl -s -o "$TMP/probe.out" -w '%{http_code}' -H "Authorization: Bearer $key" \
+            -H 'content-type: application/json' -d "$BODY" "${URL[$p]}")
+        [ "$code" = 200 ] || die "$p answered $code: $(head -c 300 "$TMP/probe.out")"
+    done
+    run_wrk shared "$SH_PID"
+    run_wrk shared_quota "$SH_PID"
+    kill -TERM "$SH_PID" 2>/dev/null || true
+else
+    log "shared mode skipped (BENCH_SHARED=0, or redis-server/PostgreSQL not installed)"
+    record shared.skipped true
+fi
 
 # ---- peers (optional) ------------------------------------------------------------------
 # LiteLLM's proxy in front of the same mock, started offline (local cost map), with the

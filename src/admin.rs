@@ -162,7 +162,10 @@ fn readyz(gw: &Gateway) -> Resp {
 }
 
 fn metrics(gw: &Gateway) -> Resp {
-    let text = gw.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    #[allow(unused_mut)]
+    let mut text = gw.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    #[cfg(feature = "count-allocs")]
+    text.push_str(&crate::telemetry::allocs::exposition());
     let mut r = Response::new(ResponseBody::full(text));
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -8,8 +8,15 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// mimalloc instead of glibc malloc: the request path allocates and frees many small
 /// buffers across worker threads, where glibc's arenas (malloc_consolidate, unlink_chunk)
 /// showed up as ~11 % of the gateway's CPU in the issue-9 profile.
+#[cfg(not(feature = "count-allocs"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The bench build (`--features count-allocs`) counts allocations on top of mimalloc
+/// (`switchyard_allocations_total` on `/metrics`; benches/callgrind.sh).
+#[cfg(feature = "count-allocs")]
+#[global_allocator]
+static GLOBAL: switchyard::telemetry::allocs::Counting = switchyard::telemetry::allocs::Counting;
 
 /// mimalloc (v3) commits its arenas eagerly on Linux by default, which measured here as
 /// +10 MiB idle RSS and ~75 instead of ~48 KB per held stream; committing on demand costs

@@ -3,6 +3,7 @@
 //! Names follow Prometheus conventions: `switchyard_` prefix, base units, `_total` counters.
 //! Label sets are bounded: channel, model, group, outcome class — never key or request id.
 
+pub mod allocs;
 mod quota;
 mod series;
 
