@@ -1,6 +1,7 @@
 //! The plan step (R4.1–R4.3, R4.8, R5, R8.3): the request's fixed attempt order over its
 //! routes, from one availability snapshot, walking only the enabled keys of each channel
-//! (R7.1), with the sticky binding's channel first when it is usable.
+//! (R7.1) that no rate limit holds back (R15.3, `keys`), with the sticky binding's channel
+//! first when it is usable.
 
 use tokio::time::Instant;
 
@@ -10,14 +11,14 @@ use super::gateway::Gateway;
 use crate::affinity::Sticky;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::table::Route;
-use crate::state::autodisable::KeyMap;
+use super::keys::{plan_keys, PlanKeys};
 use crate::state::outcome as health;
 
 /// A request's plan and what maps it back to the request.
 pub struct Planned {
     pub plan: AttemptPlan,
     /// The plan walks enabled keys only; this maps its key positions to real key indexes.
-    pub keys: KeyMap,
+    pub keys: PlanKeys,
     /// The request's affinity state (R8), when it has a sticky key.
     pub sticky: Option<Sticky>,
 }
@@ -31,19 +32,20 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
         .iter()
         .map(|(g, r)| (g.as_str(), r.as_ref()))
         .collect();
-    let keys = KeyMap::new(
-        routes
-            .iter()
-            .flat_map(|(_, r)| r.tiers.iter())
-            .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
-        snap,
-    );
+    let candidates = routes
+        .iter()
+        .flat_map(|(_, r)| r.tiers.iter())
+        .flat_map(|t| t.candidates.iter().map(|c| c.channel));
+    // R15.3: keys cooling after a rate-limit answer or out of budget are set aside; a
+    // channel with none left is unavailable (other channels first).
+    let keys = plan_keys(gw, snap, candidates, super::admit::estimate_tokens(cx));
     let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
     let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
     let now = Instant::now();
     // Availability is per (channel, upstream model): a virtual model's targets are separate.
     let available = |id: usize, upstream: &str| {
-        health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
+        !keys.held.contains(&id)
+            && health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
     let mut sticky = cx
         .sticky
