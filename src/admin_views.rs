@@ -322,6 +322,7 @@ fn sample_order(
             key_cursor: &key_start,
             available: &available,
             preferred: None,
+            weight_scale: None,
         },
         &mut rng,
     );

@@ -115,6 +115,22 @@ impl Gateway {
         generation
     }
 
+    /// Drop rate-limit state that counts nothing any more (R15; the maps are bounded
+    /// anyway), every 30 s until `stop` says so.
+    pub async fn sweep_limits(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let now = tokio::time::Instant::now();
+                    self.limiter().sweep(now);
+                    self.key_cooldowns.sweep(now);
+                }
+                r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+            }
+        }
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }

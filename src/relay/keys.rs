@@ -123,6 +123,25 @@ fn held_back(
     true
 }
 
+/// `routing.balance: capacity`: the mean remaining fraction of the keys the plan walks on
+/// channel `id` (1 for a channel without limits).
+pub fn remaining_fraction(gw: &Gateway, snap: &Snapshot, id: ChannelId, keys: &PlanKeys) -> f64 {
+    let Some(ch) = snap.table.channels.get(id) else {
+        return 1.0;
+    };
+    if ch.limits.is_unlimited() {
+        return 1.0;
+    }
+    let n = keys.count(id, ch.keys.len()).max(1);
+    let limiter = gw.limiter();
+    let now = Instant::now();
+    let sum: f64 = (0..n)
+        .filter_map(|p| key_fp(snap, id, keys.key(id, p)))
+        .map(|fp| limiter.key_remaining_fraction(&ch.name, &fp, &ch.limits, now))
+        .sum();
+    sum / n as f64
+}
+
 /// An attempt's hold on its key's limits (`None`: the key has none).
 pub type KeyHold = Option<Admission<LimitGrant>>;
 

@@ -9,6 +9,7 @@ use super::context::Context;
 use super::finish::Finish;
 use super::gateway::Gateway;
 use crate::affinity::Sticky;
+use crate::config::model::Balance;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::table::Route;
 use super::keys::{plan_keys, PlanKeys};
@@ -47,6 +48,8 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
         !keys.held.contains(&id)
             && health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
+    let capacity = |id: usize| super::keys::remaining_fraction(gw, snap, id, &keys);
+    let by_capacity = cfg.routing.balance == Balance::Capacity;
     let mut sticky = cx
         .sticky
         .map(|k| Sticky::lookup(&gw.bindings, snap, &routes, k));
@@ -60,6 +63,7 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
             key_cursor: &key_start,
             available: &available,
             preferred: sticky.as_ref().and_then(|s| s.preferred),
+            weight_scale: by_capacity.then_some(&capacity as &dyn Fn(usize) -> f64),
         },
         rng,
     );

@@ -52,6 +52,7 @@ fn input<'a>(
         key_cursor: &zero,
         available: &yes,
         preferred: None,
+        weight_scale: None,
     }
 }
 
