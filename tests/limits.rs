@@ -11,13 +11,16 @@ use serde_json::{json, Value};
 use support::streams::requests;
 use support::*;
 
-/// `alice` with `limits` (a YAML flow mapping) in front of one OpenAI and one Anthropic
-/// channel on mock `a`.
-async fn gw_with(limits: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
+/// Client `name` (key `ALICE`; a name per test, as metrics are process-wide) with `limits`
+/// (a YAML flow mapping) in front of one OpenAI and one Anthropic channel on mock `a`.
+async fn gw_with(
+    name: &str,
+    limits: &str,
+) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
     let m = mocks(&["a"]).await;
     let yaml = fill(
         &format!(
-            "channels:\n  oa:\n    kind: openai\n    base_url: {{a}}\n    keys: [k1]\n    models: [m]\n  an:\n    kind: anthropic\n    base_url: {{a}}\n    keys: [k2]\n    models: [claude-x]\nclients:\n  alice:\n    key: {ALICE}\n    limits: {limits}\n"
+            "channels:\n  oa:\n    kind: openai\n    base_url: {{a}}\n    keys: [k1]\n    models: [m]\n  an:\n    kind: anthropic\n    base_url: {{a}}\n    keys: [k2]\n    models: [claude-x]\nclients:\n  {name}:\n    key: {ALICE}\n    limits: {limits}\n"
         ),
         &m,
     );
@@ -32,7 +35,7 @@ fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
 /// OpenAI's headers and error shape, never reach the upstream and are logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
-    let (gw, m) = gw_with("{rpm: 10}").await;
+    let (gw, m) = gw_with("burst", "{rpm: 10}").await;
     let gw = std::sync::Arc::new(gw);
     let mut tasks = Vec::new();
     for _ in 0..40 {
@@ -82,7 +85,7 @@ async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
     assert_eq!(row["error_code"], "rate_limit_exceeded", "{row}");
     let metrics = g.metrics().await;
     assert!(
-        metrics.contains(r#"switchyard_rate_limited_total{client="alice",kind="rpm"} 30"#),
+        metrics.contains(r#"switchyard_rate_limited_total{client="burst",kind="rpm"} 30"#),
         "{}",
         metrics
             .lines()
@@ -90,7 +93,7 @@ async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let (s, v) = g.admin_get("/admin/clients/alice").await;
+    let (s, v) = g.admin_get("/admin/clients/burst").await;
     assert_eq!(s, 200);
     assert_eq!(v["limits"]["rpm"]["limit"], 10, "{v}");
     assert_eq!(v["limits"]["rpm"]["used"], 10, "{v}");
@@ -101,7 +104,7 @@ async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
 /// The same refusal on `/v1/messages`: Anthropic's error shape and its header names.
 #[tokio::test]
 async fn anthropic_callers_get_rate_limit_error_and_anthropic_headers() {
-    let (gw, m) = gw_with("{rpm: 2, tpm: 100000}").await;
+    let (gw, m) = gw_with("anth", "{rpm: 2, tpm: 100000}").await;
     let body = json!({"model": "claude-x", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
     for _ in 0..2 {
         let r = gw.post("/v1/messages", ALICE, body.clone()).await;
@@ -130,7 +133,7 @@ async fn anthropic_callers_get_rate_limit_error_and_anthropic_headers() {
 /// upstream reports, so a second such request fits; one that can never fit says so.
 #[tokio::test]
 async fn tpm_reserves_the_estimate_and_reconciles_to_usage() {
-    let (gw, m) = gw_with("{tpm: 2000}").await;
+    let (gw, m) = gw_with("tok", "{tpm: 2000}").await;
     let ask = |max: u64| json!({"model": "m", "max_tokens": max, "messages": [{"role": "user", "content": "hi"}]});
     // Reserves ~1500 of 2000; the mock uses a few dozen, so after settle there is room.
     let r = gw.post("/v1/chat/completions", ALICE, ask(1500)).await;
@@ -155,7 +158,7 @@ async fn tpm_reserves_the_estimate_and_reconciles_to_usage() {
     );
     assert_eq!(m["a"].requests().len(), 2);
     // Used tokens are the settled usage, not the reservations.
-    let (_, c) = gw.admin_get("/admin/clients/alice").await;
+    let (_, c) = gw.admin_get("/admin/clients/tok").await;
     let used = c["limits"]["tpm"]["used"].as_u64().unwrap();
     assert!(used > 0 && used < 200, "settled to usage: {c}");
     gw.stop().await;
@@ -165,7 +168,7 @@ async fn tpm_reserves_the_estimate_and_reconciles_to_usage() {
 /// mid-stream releases it.
 #[tokio::test]
 async fn concurrency_is_held_by_a_stream_and_released_by_a_disconnect() {
-    let (gw, m) = gw_with("{concurrency: 1}").await;
+    let (gw, m) = gw_with("conc", "{concurrency: 1}").await;
     m["a"].push(Behavior::Stream {
         chunks: 200,
         delay: Duration::from_millis(50),
@@ -178,7 +181,7 @@ async fn concurrency_is_held_by_a_stream_and_released_by_a_disconnect() {
     assert_eq!(r.status(), 429, "the stream holds the only permit");
     let v: Value = r.json().await.unwrap();
     assert!(v["error"]["message"].as_str().unwrap().contains("concurrency"));
-    let (_, c) = gw.admin_get("/admin/clients/alice").await;
+    let (_, c) = gw.admin_get("/admin/clients/conc").await;
     assert_eq!(c["limits"]["concurrency"]["used"], 1, "{c}");
     drop(first);
     let mut ok = false;

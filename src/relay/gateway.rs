@@ -126,7 +126,10 @@ impl Gateway {
                     self.limiter().sweep(now);
                     self.key_cooldowns.sweep(now);
                 }
-                r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+                r = stop.changed() => if r.is_err() { return },
+            }
+            if *stop.borrow() {
+                return;
             }
         }
     }
