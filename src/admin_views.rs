@@ -220,6 +220,7 @@ pub fn explain_value(
     let order = sample_order(snap, &routes, c.cross_group_retry);
     let mut v = json!({
         "client": client,
+        "client_limits": {"rpm": c.limits.rpm, "rpd": c.limits.rpd, "tpm": c.limits.tpm, "concurrency": c.limits.concurrency},
         "groups": groups,
         "model": model,
         "path": path,
