@@ -273,13 +273,28 @@ impl<'a> Walk<'a> {
         let tokens = super::admit::estimate_tokens(self.cx);
         let ch = self.channel(step);
         let snap = &self.cx.snap;
-        hold_key(self.gw, snap, ch, step.channel, step.key_index, tokens, self.deadline).await
+        hold_key(
+            self.gw,
+            snap,
+            ch,
+            step.channel,
+            step.key_index,
+            tokens,
+            self.deadline,
+        )
+        .await
     }
 
     /// R15.3: an upstream's rate-limit answer cools that key (not the channel).
     fn learn(&self, answer: &Option<UpstreamFailure>, step: &Step) {
         if let Some(a) = answer.as_ref().filter(|a| a.status == 429) {
-            learn(self.gw, &self.cx.snap, step.channel, step.key_index, &a.headers);
+            learn(
+                self.gw,
+                &self.cx.snap,
+                step.channel,
+                step.key_index,
+                &a.headers,
+            );
         }
     }
 

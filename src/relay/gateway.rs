@@ -10,9 +10,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::model::Config;
 use crate::limits::Limiter;
-use crate::shared::limits::LimitStore;
 use crate::routing::budget::RetryBudget;
 use crate::routing::compile::compile;
+use crate::shared::limits::LimitStore;
 use crate::state::{Registry, Snapshot};
 use crate::store::Store;
 use crate::telemetry;

@@ -112,7 +112,10 @@ fn held_back(
     let reason = if gw.key_cooldowns.cooling_until(&ch.name, &fp, now).is_some() {
         "cooldown"
     } else if !ch.limits.is_unlimited()
-        && gw.limiter().key_room(&ch.name, &fp, &ch.limits, tokens, now) != Room::Now
+        && gw
+            .limiter()
+            .key_room(&ch.name, &fp, &ch.limits, tokens, now)
+            != Room::Now
     {
         "limit"
     } else {
@@ -171,10 +174,15 @@ pub async fn hold_key(
             None if ch.limits.is_unlimited() => return Ok(None),
             None => {
                 let limiter = gw.limiter();
-                match limiter.take_key(&ch.name, &fp, &ch.limits, tokens, now).await {
+                match limiter
+                    .take_key(&ch.name, &fp, &ch.limits, tokens, now)
+                    .await
+                {
                     Ok(a) => return Ok(Some(a)),
                     Err(r) => r.retry_after.ok_or_else(|| {
-                        format!("key_rate_limited: the attempt needs more than key {k}'s limits allow")
+                        format!(
+                            "key_rate_limited: the attempt needs more than key {k}'s limits allow"
+                        )
                     })?,
                 }
             }

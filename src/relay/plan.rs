@@ -8,11 +8,11 @@ use tokio::time::Instant;
 use super::context::Context;
 use super::finish::Finish;
 use super::gateway::Gateway;
+use super::keys::{plan_keys, PlanKeys};
 use crate::affinity::Sticky;
 use crate::config::model::Balance;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::table::Route;
-use super::keys::{plan_keys, PlanKeys};
 use crate::state::outcome as health;
 
 /// A request's plan and what maps it back to the request.

@@ -102,7 +102,11 @@ fn scaled(mut tiers: Tiers, scale: Option<&dyn Fn(ChannelId) -> f64>) -> Tiers {
     if let Some(f) = scale {
         for c in tiers.iter_mut().flatten() {
             let s = f(c.0);
-            let s = if s.is_finite() { s.clamp(0.0, 1.0) } else { 1.0 };
+            let s = if s.is_finite() {
+                s.clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
             c.2 = ((c.2 as f64 * s).round() as u64).max(1);
         }
     }

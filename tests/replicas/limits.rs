@@ -289,7 +289,12 @@ async fn rpm_10_admits_exactly_10_across_three_replicas_end_to_end() {
             (s, _) => panic!("unexpected status {s}\n{}", fleet.logs()),
         }
     }
-    assert_eq!(ok, 10, "exactly the limit across the replicas\n{}", fleet.logs());
+    assert_eq!(
+        ok,
+        10,
+        "exactly the limit across the replicas\n{}",
+        fleet.logs()
+    );
     let upstream = m["s1"].requests().len() + m["s2"].requests().len();
     assert_eq!(upstream, 10, "refused requests never reach an upstream");
 }
