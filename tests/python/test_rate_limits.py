@@ -25,7 +25,8 @@ def test_openai_sdk_retries_after_retry_after_and_succeeds(gateway: Gateway) -> 
     )
     stream = holder.send(req, stream=True)
     assert stream.status_code == 200
-    next(stream.iter_raw())  # the stream is open
+    chunks = stream.iter_raw()  # kept: dropping the generator would close the stream
+    next(chunks)  # the stream is open
     # ...and is dropped by its client half a second later.
     closer = threading.Timer(0.5, stream.close)
     closer.start()
@@ -65,7 +66,8 @@ def test_openai_sdk_raises_rate_limit_error_without_retries(gateway: Gateway) ->
         json={"model": CHAT_MODEL, "stream": True, "messages": MESSAGES},
     )
     stream = holder.send(req, stream=True)
-    next(stream.iter_raw())
+    chunks = stream.iter_raw()  # kept: dropping the generator would close the stream
+    next(chunks)
     try:
         client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=LIMITED_KEY, max_retries=0)
         try:
