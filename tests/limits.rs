@@ -294,6 +294,17 @@ async fn config_rejects_negative_limits_and_merges_group_defaults() {
     let l = cfg.clients[0].limits;
     assert_eq!((l.rpm, l.tpm, l.rpd, l.concurrency), (7, 900, 0, 0));
     assert_eq!(cfg.channels[0].limits.rpm, 3);
+    // A `groups` entry no channel declares is a typo: its clients would run unlimited.
+    let ghost = ok.replace("  default:\n    limits", "  defualt:\n    limits");
+    let e =
+        switchyard::config::load_str(&ghost, std::path::Path::new("t.yaml"), &Default::default())
+            .unwrap_err();
+    assert!(e.to_string().contains("groups.defualt: no channel"), "{e}");
+    // Channels take no rpd: one key's published limits are rpm, tpm, concurrency.
+    let rpd = ok.replace("{rpm: 3}", "{rpd: 3}");
+    let e = switchyard::config::load_str(&rpd, std::path::Path::new("t.yaml"), &Default::default())
+        .unwrap_err();
+    assert!(e.to_string().contains("channels.c.limits"), "{e}");
 }
 
 /// R15.3: `channels.*.limits` per key — a key whose budget is spent is left out while the
