@@ -235,6 +235,13 @@ if f := report.get("failover"):
 if hs := report.get("many_streams"):
     P(f"many streams: {hs['streams']} held (asked {hs['asked']}, fd limit {hs['nofile']}), completed {hs['completed']}, dropped {hs['dropped']}, peak live {hs['peak_live']}; "
       f"RSS {hs['rss_before_mib']} -> {hs['rss_during_mib']} MiB (peak {hs['rss_peak_mib']}), {fmt(hs['bytes_per_stream'])} bytes/stream")
+if lim := R.get("limits"):
+    report["rate_limit_check"] = lim
+    n = lim.get("admit_settle_ns")
+    check(n is not None and n < 1000, False, f"rate-limit check of a limited client under 1 us ({fmt(n)} ns)")
+    P(f"rate-limit check (local, one thread): limited client admit+settle {fmt(lim.get('admit_settle_ns'))} ns, "
+      f"refused {fmt(lim.get('refused_ns'))} ns, unlimited {fmt(lim.get('unlimited_ns'))} ns, "
+      f"1000 clients {fmt(lim.get('many_clients_ns'))} ns")
 P("\nchecks")
 for s, t in checks:
     P(f"  {s:<5}{t}")

@@ -69,7 +69,7 @@ command -v python3 >/dev/null || die "python3 is needed for the report"
 if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
     log "building (release)"
     cargo build --release --bin switchyard --example mock_upstream --example loadgen \
-        --example bare_hop
+        --example bare_hop --example limits_bench
 fi
 SY=$REL/switchyard
 MOCK=$REL/examples/mock_upstream
@@ -392,6 +392,22 @@ record hold "$("$LG" hold --url "${URL[switchyard]}" --header "$AUTH" --body "$S
     --header 'x-mock-fault: stream=15:1s' --streams "$N" --pid "$SY_PID" --timeout 60s \
     --deadline 120s)"
 record hold.asked "{\"streams\":$STREAMS,\"nofile\":$NOFILE}"
+
+# ---- the rate-limit check alone (issue 19: < 1 us per request single-node) --------------
+if [ -x "$REL/examples/limits_bench" ]; then
+    log "rate-limit check (examples/limits_bench)"
+    record limits "$("$REL/examples/limits_bench" | python3 -c '
+import json, re, sys
+keys = {"limited client, admit + settle": "admit_settle_ns", "limited client, refused by rpm": "refused_ns",
+        "unlimited client": "unlimited_ns", "1000 limited clients, round robin": "many_clients_ns"}
+out = {}
+for line in sys.stdin:
+    name, _, rest = line.partition(":")
+    m = re.match(r"\s*([0-9.]+)\s*ns", rest)
+    if name.strip() in keys and m:
+        out[keys[name.strip()]] = float(m.group(1))
+print(json.dumps(out))')"
+fi
 
 record meta.end "{\"loadavg_end\":$(python3 -c 'import json; print(json.dumps(open("/proc/loadavg").read().split()[:3]))')}"
 

@@ -41,6 +41,7 @@ fn config_view(c: &crate::config::model::Channel) -> Value {
         "weight": c.weight,
         "groups": c.groups,
         "models": c.models,
+        "key_limits": {"rpm": c.limits.rpm, "tpm": c.limits.tpm, "concurrency": c.limits.concurrency},
     })
 }
 
@@ -97,8 +98,56 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
         StatusCode::OK,
         json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry,
             "charged": credits(a.charged), "refunded": credits(a.refunded), "remaining": a.remaining.map(credits),
-            "charged_micro": a.charged, "refunded_micro": a.refunded, "remaining_micro": a.remaining}).to_string(),
+            "charged_micro": a.charged, "refunded_micro": a.refunded, "remaining_micro": a.remaining,
+            "limits": limits_view(gw, c)}).to_string(),
     )
+}
+
+/// R15.1: each configured limit of a client with what is used and what remains now
+/// (`concurrency`: requests in flight); `{}` for an unlimited client.
+fn limits_view(gw: &Gateway, c: &crate::config::model::Client) -> Value {
+    use crate::limits::Kind;
+    let report = gw
+        .limiter()
+        .client_report(&c.name, &c.limits, tokio::time::Instant::now());
+    let mut out = serde_json::Map::new();
+    for kind in Kind::ALL {
+        if let Some(n) = report.get(kind) {
+            out.insert(
+                kind.as_str().into(),
+                json!({"limit": n.limit, "used": n.limit.saturating_sub(n.remaining),
+                    "remaining": n.remaining, "reset_ms": n.reset.as_millis() as u64}),
+            );
+        }
+    }
+    Value::Object(out)
+}
+
+/// R15.3: the keys of `channels` held back now — cooling after an upstream's rate-limit
+/// answer (until when) or out of their `channels.*.limits` budget (with the numbers).
+fn held_back_view(gw: &Gateway, snap: &Snapshot, channels: &[usize]) -> Vec<Value> {
+    use crate::limits::Room;
+    let now = tokio::time::Instant::now();
+    let mut out = Vec::new();
+    for &id in channels {
+        let ch = &snap.table.channels[id];
+        for k in 0..ch.keys.len() {
+            let Some(fp) = crate::relay::keys::key_fp(snap, id, k) else {
+                continue;
+            };
+            if let Some(until) = gw.key_cooldowns.cooling_until(&ch.name, &fp, now) {
+                let ms = until.saturating_duration_since(now).as_millis() as u64;
+                out.push(json!({"channel": ch.name, "key_index": k, "reason": "upstream_reset", "for_ms": ms}));
+            } else if !ch.limits.is_unlimited() {
+                let room = gw.limiter().key_room(&ch.name, &fp, &ch.limits, 0, now);
+                if let Room::After(d) = room {
+                    let ms = d.as_millis() as u64;
+                    out.push(json!({"channel": ch.name, "key_index": k, "reason": "limit", "for_ms": ms}));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `GET /admin/explain?client=&model=[&path=][&key=]` (`key`: a sticky key value, R8.6).
@@ -112,6 +161,18 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
         true,
     ) {
         Ok(mut v) => {
+            let mut ids: Vec<usize> = v["routes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g["tiers"].as_array().into_iter().flatten())
+                .flat_map(|t| t["candidates"].as_array().into_iter().flatten())
+                .filter_map(|c| c["name"].as_str())
+                .filter_map(|n| snap.table.channels.iter().position(|ch| ch.name == n))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            v["keys_held_back"] = json!(held_back_view(gw, &snap, &ids));
             if let (Some(key), Some(c)) = (q.get("key"), q.get("client")) {
                 let group = snap.table.clients.iter().find(|x| &x.name == c);
                 let model = q.get("model").map_or("", String::as_str);
@@ -159,6 +220,7 @@ pub fn explain_value(
     let order = sample_order(snap, &routes, c.cross_group_retry);
     let mut v = json!({
         "client": client,
+        "client_limits": {"rpm": c.limits.rpm, "rpd": c.limits.rpd, "tpm": c.limits.tpm, "concurrency": c.limits.concurrency},
         "groups": groups,
         "model": model,
         "path": path,
@@ -261,6 +323,7 @@ fn sample_order(
             key_cursor: &key_start,
             available: &available,
             preferred: None,
+            weight_scale: None,
         },
         &mut rng,
     );

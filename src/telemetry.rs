@@ -57,6 +57,10 @@ pub const PROBES: &str = "switchyard_probes_total";
 pub const SHARED_STATE_UP: &str = "switchyard_shared_state_up";
 pub const SHARED_CHANGES: &str = "switchyard_shared_changes_total";
 pub const SHARED_LIMIT_FALLBACKS: &str = "switchyard_shared_limit_fallbacks_total";
+pub const RATE_LIMITED: &str = "switchyard_rate_limited_total";
+pub const KEY_COOLDOWNS: &str = "switchyard_upstream_key_cooldowns_total";
+pub const KEYS_HELD_BACK: &str = "switchyard_upstream_keys_held_back_total";
+pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -133,6 +137,10 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (SHARED_STATE_UP, Kind::Gauge, None, "1 while the shared-state Redis answers (shared.redis), 0 while replicas run on local state."),
     (SHARED_CHANGES, Kind::Counter, None, "Live-state changes exchanged with other replicas, by result: published, applied, dropped (outbox full or Redis unreachable)."),
     (SHARED_LIMIT_FALLBACKS, Kind::Counter, None, "Rate-limit checks answered locally (limits divided by shared.replicas) because Redis was unreachable."),
+    (RATE_LIMITED, Kind::Counter, None, "Client requests refused with 429 by the client's own limits, by client and limit kind (rpm, rpd, tpm, concurrency)."),
+    (KEY_COOLDOWNS, Kind::Counter, None, "Upstream keys cooled by a rate-limit answer, by channel and the header the wait came from (retry-after-ms, retry-after, x-ratelimit-reset, anthropic-ratelimit-reset)."),
+    (KEYS_HELD_BACK, Kind::Counter, None, "Attempts moved off an upstream key because its channels.*.limits budget was spent or it was cooling after a rate-limit answer, by channel and reason (limit, cooldown)."),
+    (CLIENT_CONCURRENCY, Kind::Gauge, None, "Requests in flight per client with a concurrency limit (streams included)."),
 ];
 
 fn describe() {

@@ -150,6 +150,7 @@ fn spawn_tasks(
         )),
         tokio::spawn(watcher.run(rx.clone())),
         tokio::spawn(crate::state::probe::run(gateway.clone(), rx.clone())),
+        tokio::spawn(gateway.clone().sweep_limits(rx.clone())),
     ];
     if gateway.billing.is_shared() {
         let gw = gateway.clone();
@@ -204,6 +205,9 @@ fn start_shared(
     };
     let (shared, task) = crate::shared::Shared::start(url.expose(), wiring, &gw.registry, shutdown)
         .map_err(|e| anyhow::anyhow!("shared.redis: {e}"))?;
+    // R15, R17.1: rate-limit counters and upstream key cool-downs are shared too.
+    gw.share_limits(shared.limit_store());
+    shared.attach_key_cooldowns(gw.key_cooldowns.clone());
     tracing::info!(replicas = cfg.replicas, "sharing live state through Redis");
     Ok((Some(shared), Some(task)))
 }

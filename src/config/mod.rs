@@ -21,6 +21,7 @@ mod validate;
 mod validate_affinity;
 mod validate_channel;
 mod validate_channels;
+pub mod validate_limits;
 mod validate_shared;
 pub mod validate_storage;
 mod yaml;
@@ -83,6 +84,9 @@ pub fn load_str(
     let raw = sections::split(&tree, &mut c);
     let cfg = validate::build(raw, source_name, &mut c);
     if c.is_empty() {
+        for w in validate_limits::warnings(source_name, &cfg.clients) {
+            tracing::warn!("{w}");
+        }
         Ok(cfg)
     } else {
         Err(c.finish())

@@ -148,6 +148,29 @@ pub struct Routing {
     pub failover_on: StatusSet,
     pub never_failover_on: StatusSet,
     pub retry_budget: RetryBudget,
+    /// How weighted draws pick among a channel's keys and a tier's channels (R15.3).
+    pub balance: Balance,
+    /// The longest an upstream's rate-limit answer may hold one of its keys back (R15.3).
+    pub max_upstream_cooldown: Duration,
+}
+
+/// `routing.balance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    /// Configured weights as written.
+    Weight,
+    /// Each weight scaled by the remaining fraction of its key's tightest limit.
+    Capacity,
+}
+
+impl Balance {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::Weight => "weight",
+            Balance::Capacity => "capacity",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -290,6 +313,9 @@ pub struct Client {
     /// None = unlimited.
     pub quota: Option<u64>,
     pub trusted: bool,
+    /// Effective rate limits (R15.1): the client's own, each field defaulted from its
+    /// group's `groups.NAME.limits`. All zero = unlimited.
+    pub limits: crate::limits::ClientLimits,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

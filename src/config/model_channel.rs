@@ -85,6 +85,8 @@ pub struct Channel {
     pub protocol: UpstreamProtocol,
     /// Add `stream_options.include_usage` to streaming chat requests (OpenAI kinds).
     pub include_usage: bool,
+    /// Each key's published limits (R15.3); all zero = unlimited.
+    pub limits: crate::limits::KeyLimits,
 }
 
 /// `channels.*.protocol`.

@@ -85,6 +85,35 @@ pub(crate) struct RawRouting {
     pub failover_on: Option<String>,
     pub never_failover_on: Option<String>,
     pub retry_budget: Option<RawRetryBudget>,
+    pub balance: Option<String>,
+    pub max_upstream_cooldown: Dur,
+}
+
+/// `clients.NAME.limits` / `groups.NAME.limits` (R15.1). Signed so a negative value is
+/// reported as such rather than as a type error.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClientLimits {
+    pub rpm: Option<i64>,
+    pub rpd: Option<i64>,
+    pub tpm: Option<i64>,
+    pub concurrency: Option<i64>,
+}
+
+/// `channels.NAME.limits` (R15.3): one key's published limits.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKeyLimits {
+    pub rpm: Option<i64>,
+    pub tpm: Option<i64>,
+    pub concurrency: Option<i64>,
+}
+
+/// `groups.NAME`: defaults for the clients of a group.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGroup {
+    pub limits: Option<RawClientLimits>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -168,6 +197,7 @@ pub(crate) struct RawChannel {
     pub resilience: Option<RawResilience>,
     pub protocol: Option<String>,
     pub include_usage: Option<bool>,
+    pub limits: Option<RawKeyLimits>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -213,6 +243,7 @@ pub(crate) struct RawClient {
     pub cross_group_retry: Option<bool>,
     pub quota: Option<u64>,
     pub trusted: Option<bool>,
+    pub limits: Option<RawClientLimits>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,6 +284,7 @@ pub(crate) struct RawConfig {
     pub virtual_models: Vec<(String, Option<RawVirtualModel>)>,
     pub affinity: RawAffinity,
     pub clients: Vec<(String, Option<RawClient>)>,
+    pub groups: Vec<(String, Option<RawGroup>)>,
     pub pricing: Vec<(String, Option<RawPrice>)>,
     pub tasks: RawTasks,
     /// Groups declared by channels and virtual models as written (broken entries included);

@@ -110,6 +110,7 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
             "virtual_models" => raw.virtual_models = entries(v, k, errs),
             "affinity" => raw.affinity = section(v, k, errs),
             "clients" => raw.clients = entries(v, k, errs),
+            "groups" => raw.groups = entries(v, k, errs),
             "pricing" => raw.pricing = entries(v, k, errs),
             "tasks" => raw.tasks = section(v, k, errs),
             _ => {

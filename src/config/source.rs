@@ -33,6 +33,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "virtual_models",
     "affinity",
     "clients",
+    "groups",
     "pricing",
     "tasks",
 ];

@@ -41,7 +41,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
     let images_failover = images_failover(&raw);
     let chans = channels(&raw.channels, &resilience, c);
     let vms = virtual_models(&raw.virtual_models, &raw.channels, &chans, c);
-    let cls = clients(&raw.clients, c);
+    let cls = client_limits(&raw, clients(&raw.clients, c), c);
     let auto_groups = names(c, "auto_groups", &raw.auto_groups, &[]);
     cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, c);
     let tasks = tasks(&raw, c);
@@ -145,6 +145,8 @@ fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
 fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
     let r = &raw.routing;
     let rb = r.retry_budget.as_ref();
+    let (balance, max_upstream_cooldown) =
+        super::validate_limits::balance(c, &r.balance, &r.max_upstream_cooldown);
     Routing {
         retry_times: r.retry_times.unwrap_or(3),
         tier_walk: choice(
@@ -186,7 +188,34 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
                 Duration::from_secs(10),
             ),
         },
+        balance,
+        max_upstream_cooldown,
     }
+}
+
+/// R15.1: each client's effective limits (its own fields over its group's); a `groups`
+/// entry must name a group some channel or virtual model declares (or `auto`).
+fn client_limits(raw: &RawConfig, mut cls: Vec<Client>, c: &mut Collector) -> Vec<Client> {
+    use super::validate_limits as vl;
+    for (name, _) in &raw.groups {
+        let declared = raw.declared_groups.as_ref();
+        if name != "auto" && declared.is_some_and(|d| !d.contains(name)) {
+            c.push(
+                format!("groups.{name}"),
+                format!("no channel or virtual model declares group {name:?}"),
+            );
+        }
+    }
+    let groups = vl::groups(&raw.groups, c);
+    for cl in &mut cls {
+        let own = raw
+            .clients
+            .iter()
+            .find(|(n, _)| *n == cl.name)
+            .and_then(|(_, r)| r.as_ref()?.limits.as_ref());
+        cl.limits = vl::client_limits(&cl.name, own, groups.get(&cl.group), c);
+    }
+    cls
 }
 
 fn auto_disable(raw: &RawConfig, c: &mut Collector) -> AutoDisable {

@@ -99,6 +99,7 @@ pub(crate) fn channel(
         PROTOCOLS,
         UpstreamProtocol::Http1,
     );
+    let limits = super::validate_limits::key_limits(&k("limits"), r.limits.as_ref(), c);
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -124,6 +125,7 @@ pub(crate) fn channel(
         resilience,
         protocol,
         include_usage: r.include_usage.unwrap_or(kind == ChannelKind::OpenAi),
+        limits,
     })
 }
 

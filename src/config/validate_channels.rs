@@ -134,6 +134,7 @@ pub(crate) fn clients(raw: &[(String, Option<RawClient>)], c: &mut Collector) ->
             cross_group_retry: r.cross_group_retry.unwrap_or(false),
             quota: r.quota,
             trusted: r.trusted.unwrap_or(false),
+            limits: Default::default(), // set in validate_limits (group defaults)
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -7,6 +7,7 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -27,6 +28,9 @@ pub struct KeyCooldowns {
     per_shard: usize,
     hasher: RandomState,
     sync: crate::state::sync::Hook,
+    /// Entries held (expired ones not yet swept included): zero lets a planner skip the
+    /// lookups with one atomic load.
+    entries: AtomicUsize,
 }
 
 impl Default for KeyCooldowns {
@@ -43,6 +47,7 @@ impl KeyCooldowns {
             per_shard: max_keys.div_ceil(SHARDS).max(1),
             hasher: RandomState::new(),
             sync: Default::default(),
+            entries: AtomicUsize::new(0),
         }
     }
 
@@ -106,6 +111,7 @@ impl KeyCooldowns {
             *d = (*d).max(until);
             return (*d, longer);
         }
+        let before = shard.len();
         if shard.len() >= self.per_shard {
             shard.retain(|_, d| *d > now);
             if shard.len() >= self.per_shard {
@@ -119,6 +125,7 @@ impl KeyCooldowns {
             }
         }
         shard.insert(s.to_owned_key(), until);
+        self.adjust(before, shard.len());
         (until, true)
     }
 
@@ -144,7 +151,25 @@ impl KeyCooldowns {
     /// End a key's cool-down (an operator re-enabled it, or the key was removed).
     pub fn clear(&self, channel: &str, key: &str) {
         let s = Subject::Key { channel, key };
-        self.write(self.shard_of(&s)).remove(&s as &dyn SubjectView);
+        let mut shard = self.write(self.shard_of(&s));
+        if shard.remove(&s as &dyn SubjectView).is_some() {
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Keep the entry count in step with a shard that went from `before` to `after`.
+    fn adjust(&self, before: usize, after: usize) {
+        if after >= before {
+            self.entries.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.entries.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// False when no key has cooled since the last sweep: one atomic load, so a request
+    /// pays no lookup while nothing cools.
+    pub fn any(&self) -> bool {
+        self.entries.load(Ordering::Relaxed) > 0
     }
 
     /// Drop expired entries; returns how many.
@@ -155,6 +180,7 @@ impl KeyCooldowns {
             let before = s.len();
             s.retain(|_, d| *d > now);
             n += before - s.len();
+            self.adjust(before, s.len());
         }
         n
     }

@@ -1,29 +1,164 @@
-//! Admission of a request before its first attempt: the place where the request's limits
-//! are checked, then its precharge taken (R15.1 puts the rate limits before the precharge;
-//! R11.1). A refused request is answered here and never reaches an upstream.
+//! Admission of a request before its first attempt: the client's rate limits first (R15.1),
+//! then its precharge (R11.1). A refused request is answered here — a 429 in the caller's
+//! format with `Retry-After` and its SDK's rate-limit headers (R15.2) — and never reaches
+//! an upstream nor pays anything. The limit admission is held in the request's `Finish`
+//! until the request ends (a stream's last byte included) and settled to actual usage.
+
+use std::time::SystemTime;
+
+use http::StatusCode;
+use tokio::time::Instant;
 
 use super::context::Context;
 use super::finish::Finish;
 use super::gateway::Gateway;
 use crate::billing::price;
-use crate::error::GatewayError;
+use crate::error::{GatewayError, WireFormat};
+use crate::http::body::{error_response, Resp};
+use crate::limits::{refusal_headers, Admission, HeaderFormat, Kind, Refusal};
+use crate::shared::limits::LimitGrant;
+use crate::telemetry;
+use crate::wire::usage::Usage;
 
-/// Admit `cx`: precharge its estimate, holding the billing session in `fin` (settled or
-/// refunded when the request ends). Token counting is free upstream: never precharged,
-/// never billed (R11.1).
-pub async fn admit(gw: &Gateway, cx: &Context, fin: &mut Finish) -> Result<(), GatewayError> {
+/// A request's holds on rate limits: the client's, for the whole request, and the key of
+/// the attempt that committed, to the end of its answer (stream included). Dropped
+/// unsettled (a client disconnect, a cancelled task), each releases its concurrency and
+/// keeps its reservation as the charge.
+#[derive(Default)]
+pub struct LimitHolds {
+    client: Option<Admission<LimitGrant>>,
+    pub key: Option<Admission<LimitGrant>>,
+    /// The client's in-flight gauge, decremented when the holds end.
+    in_flight: Option<metrics::Gauge>,
+}
+
+impl Drop for LimitHolds {
+    fn drop(&mut self) {
+        if let Some(g) = self.in_flight.take() {
+            g.decrement(1.0);
+        }
+    }
+}
+
+impl LimitHolds {
+    /// The request is over: settle to the tokens it used (input + output); a request that
+    /// never reached an upstream gives its count and reservation back.
+    pub fn settle(&mut self, usage: &Usage, reached_upstream: bool) {
+        let now = Instant::now();
+        let used = usage.prompt_tokens + usage.completion_tokens;
+        if let Some(a) = self.client.take() {
+            if reached_upstream {
+                a.settle(used, now);
+            } else {
+                a.cancel(now);
+            }
+        }
+        if let Some(a) = self.key.take() {
+            a.settle(used, now);
+        }
+    }
+}
+
+/// Why a request was not admitted: its answer is ready.
+pub struct Refused {
+    pub error: GatewayError,
+    pub resp: Resp,
+}
+
+/// Admit `cx`: take its rate limits, then precharge its estimate; both are held in `fin`
+/// (settled or given back when the request ends). Token counting is free upstream: never
+/// precharged, never billed (R11.1), but it counts against the request limits.
+pub async fn admit(gw: &Gateway, cx: &Context, fin: &mut Finish) -> Result<(), Refused> {
+    let estimate = estimate(cx);
+    let limits = &cx.client.limits;
+    if !limits.is_unlimited() {
+        let tokens = estimate.prompt_tokens + estimate.completion_tokens;
+        let limiter = gw.limiter();
+        match limiter
+            .admit_client(&cx.client.name, limits, tokens, Instant::now())
+            .await
+        {
+            Ok(a) => {
+                let in_flight = (limits.concurrency > 0).then(|| {
+                    let g = metrics::gauge!(telemetry::CLIENT_CONCURRENCY,
+                        "client" => cx.client.name.clone());
+                    g.increment(1.0);
+                    g
+                });
+                fin.limit = LimitHolds {
+                    client: Some(a),
+                    key: None,
+                    in_flight,
+                };
+            }
+            Err(r) => return Err(refused(cx, &r)),
+        }
+    }
     if !cx.family.billed() {
         return Ok(());
     }
-    let estimate = price::Estimate::new(
-        cx.body.len(),
-        cx.peek.as_ref().and_then(|p| p.completion_hint),
-    );
     let pricing = &cx.snap.table.config.pricing;
     let session = gw
         .billing
         .begin(&cx.client, pricing, &cx.model, estimate, cx.rid())
-        .await?;
-    fin.billing = Some(session);
-    Ok(())
+        .await;
+    match session {
+        Ok(s) => {
+            fin.billing = Some(s);
+            Ok(())
+        }
+        Err(e) => {
+            // Nothing reached an upstream: the request count and reservation go back.
+            fin.limit.settle(&Usage::default(), false);
+            let resp = error_response(&e, cx.format);
+            Err(Refused { error: e, resp })
+        }
+    }
+}
+
+/// What the precharge and the token limits reserve for `cx` (R11.1, R15.1).
+pub fn estimate(cx: &Context) -> price::Estimate {
+    price::Estimate::new(
+        cx.body.len(),
+        cx.peek.as_ref().and_then(|p| p.completion_hint),
+    )
+}
+
+/// [`estimate`] as tokens (prompt estimate + `max_tokens`).
+pub fn estimate_tokens(cx: &Context) -> u64 {
+    let e = estimate(cx);
+    e.prompt_tokens + e.completion_tokens
+}
+
+/// The 429 of a refused admission, counted by client and kind.
+fn refused(cx: &Context, r: &Refusal) -> Refused {
+    metrics::counter!(telemetry::RATE_LIMITED, "client" => cx.client.name.clone(),
+        "kind" => r.kind.as_str())
+    .increment(1);
+    let error = rate_limited(r);
+    let mut resp = error_response(&error, cx.format);
+    let format = match cx.format {
+        WireFormat::Anthropic => HeaderFormat::Anthropic,
+        WireFormat::OpenAi => HeaderFormat::OpenAi,
+    };
+    let headers = resp.headers_mut();
+    for (name, value) in refusal_headers(r, format, SystemTime::now()) {
+        headers.insert(name, value);
+    }
+    Refused { error, resp }
+}
+
+/// The error of a refused admission: OpenAI's `rate_limit_exceeded` with type `requests` or
+/// `tokens` (Anthropic callers get `rate_limit_error` from the status).
+pub fn rate_limited(r: &Refusal) -> GatewayError {
+    let kind = match r.kind {
+        Kind::Tpm => "tokens",
+        _ => "requests",
+    };
+    GatewayError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit_exceeded",
+        kind,
+        r.to_string(),
+    )
 }

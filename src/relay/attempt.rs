@@ -18,11 +18,12 @@ use super::context::Context;
 use super::exchange::{exchange, Exchange, Gates, UpstreamFailure};
 use super::finish::Finish;
 use super::gateway::Gateway;
+use super::keys::{hold_key, learn, KeyHold};
 use super::plan::{plan, Planned};
 use super::respond::{failure_response, transport_error, with_route, LastFailure};
 use crate::config::model::Channel;
 use crate::error::GatewayError;
-use crate::http::body::{error_response, Resp};
+use crate::http::body::Resp;
 use crate::routing::backoff::backoff;
 use crate::routing::budget::RetryBudget;
 use crate::routing::family::forward_idempotency_key;
@@ -46,18 +47,40 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             .visits
             .admit(step.channel, &step.upstream_model, step.same_target_retry);
         let t0 = Instant::now();
+        let mut key = None;
+        w.held = false;
         let ex = match admission {
             // R6.1: a refused attempt never reaches upstream; it fails like a 503.
             Admission::Refused => Exchange::Failed {
                 outcome: refused_outcome(&w.channel(&step).name),
                 answer: None,
             },
-            _ => exchange(gw, &cx, &step, w.channel(&step), &w.gates(&step)).await,
+            _ => match w.hold_key(&step).await {
+                Ok(hold) => {
+                    key = hold;
+                    exchange(gw, &cx, &step, w.channel(&step), &w.gates(&step)).await
+                }
+                // R15.3: the key has no room: fail over without reaching the upstream.
+                Err(why) => {
+                    w.held = true;
+                    Exchange::Failed {
+                        outcome: Outcome::ChannelError(why),
+                        answer: None,
+                    }
+                }
+            },
         };
         let (outcome, answer) = match ex {
-            Exchange::Answer(a) => return w.commit(a, &step, t0),
+            Exchange::Answer(a) => {
+                w.fin.limit.key = key;
+                return w.commit(a, &step, t0);
+            }
             Exchange::Failed { outcome, answer } => (outcome, answer),
         };
+        if let Some(k) = key {
+            k.settle(0, Instant::now());
+        }
+        w.learn(&answer, &step);
         let elapsed = t0.elapsed();
         let facts = w.facts(&outcome, &step, admission);
         let d = w.classify(&facts, &step, admission);
@@ -87,6 +110,8 @@ pub(super) struct Walk<'a> {
     /// The backoff drawn for a same-target retry of the current target: a fact of its
     /// classification, waited before the retry is made.
     backoff: Duration,
+    /// The current attempt was held back by its key's limits (never reached the upstream).
+    held: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -99,10 +124,10 @@ impl<'a> Walk<'a> {
         let planned = plan(gw, cx, &mut fin, &mut rng);
         let budget = gw.budget();
         budget.record_first_attempt();
-        if let Err(e) = admit(gw, cx, &mut fin).await {
-            fin.set_error_code(e.code);
-            fin.failed(e.status.as_u16());
-            return Err(error_response(&e, cx.format));
+        if let Err(r) = admit(gw, cx, &mut fin).await {
+            fin.set_error_code(r.error.code);
+            fin.failed(r.error.status.as_u16());
+            return Err(r.resp);
         }
         Ok(Walk {
             gw,
@@ -116,6 +141,7 @@ impl<'a> Walk<'a> {
             deadline,
             budget,
             backoff: Duration::ZERO,
+            held: false,
         })
     }
 
@@ -225,7 +251,7 @@ impl<'a> Walk<'a> {
         if let Some(last) = self.failure(f, answer, step, admission) {
             self.last = last;
         }
-        if admission != Admission::Refused {
+        if admission != Admission::Refused && !self.held {
             self.visits
                 .attempt(step.channel, step.key_index, f, elapsed);
         }
@@ -240,6 +266,36 @@ impl<'a> Walk<'a> {
             _ => {}
         }
         self.visits.settle();
+    }
+
+    /// R15.3: take the step's key's share of its limits (waiting a bounded time for room).
+    async fn hold_key(&self, step: &Step) -> Result<KeyHold, String> {
+        let tokens = super::admit::estimate_tokens(self.cx);
+        let ch = self.channel(step);
+        let snap = &self.cx.snap;
+        hold_key(
+            self.gw,
+            snap,
+            ch,
+            step.channel,
+            step.key_index,
+            tokens,
+            self.deadline,
+        )
+        .await
+    }
+
+    /// R15.3: an upstream's rate-limit answer cools that key (not the channel).
+    fn learn(&self, answer: &Option<UpstreamFailure>, step: &Step) {
+        if let Some(a) = answer.as_ref().filter(|a| a.status == 429) {
+            learn(
+                self.gw,
+                &self.cx.snap,
+                step.channel,
+                step.key_index,
+                &a.headers,
+            );
+        }
     }
 
     /// The failure a failed attempt leaves for the client: the upstream's answer (with its
@@ -259,6 +315,15 @@ impl<'a> Walk<'a> {
             } else {
                 gateway(GatewayError::breaker_open(&ch.name))
             };
+        }
+        if self.held {
+            return gateway(GatewayError::new(
+                http::StatusCode::TOO_MANY_REQUESTS,
+                "upstream_rate_limited",
+                "rate_limit_error",
+                "every upstream key that serves this model is at its rate limit \
+                 (channels.*.limits or an upstream's reset); retry later",
+            ));
         }
         match &f.outcome {
             Outcome::Transport(k) => gateway(transport_error(*k)),

@@ -28,6 +28,9 @@ pub struct Finish {
     attempts: Vec<AttemptRecord>,
     /// Settled in `done`, refunded in `failed` (R11.1).
     pub billing: Option<crate::billing::Session>,
+    /// Rate-limit holds (R15), to the end (stream included): settled to actual usage in
+    /// `done`, released on every other exit.
+    pub limit: crate::relay::admit::LimitHolds,
     /// The record went to the request log (by `done` or `failed`).
     written: bool,
 }
@@ -80,6 +83,7 @@ impl Finish {
             request_bytes: job.body.len(),
             attempts: Vec::new(),
             billing: None,
+            limit: Default::default(),
             written: false,
         }
     }
@@ -146,6 +150,7 @@ impl Finish {
         if let Some(b) = self.billing.take() {
             b.settle(&usage);
         }
+        self.limit.settle(&usage, true);
         if !usage.is_zero() {
             channel.metrics.prompt_tokens.increment(usage.prompt_tokens);
             channel.metrics.cached_tokens.increment(usage.cached_tokens);
@@ -163,6 +168,8 @@ impl Finish {
         if let Some(b) = self.billing.take() {
             b.refund();
         }
+        let reached = !self.attempts.is_empty();
+        self.limit.settle(&Usage::default(), reached);
         self.write(status);
     }
 

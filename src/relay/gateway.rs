@@ -1,5 +1,6 @@
 //! `Gateway`: the process-wide context every request sees — the live snapshot (arc-swap),
-//! the runtime-state registry, the upstream client, the store and the retry budget.
+//! the runtime-state registry, the upstream client, the store, the retry budget, and the
+//! rate limiter with the upstream keys' learned cool-downs (R15).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,8 +9,10 @@ use arc_swap::ArcSwap;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::model::Config;
+use crate::limits::Limiter;
 use crate::routing::budget::RetryBudget;
 use crate::routing::compile::compile;
+use crate::shared::limits::LimitStore;
 use crate::state::{Registry, Snapshot};
 use crate::store::Store;
 use crate::telemetry;
@@ -35,6 +38,11 @@ pub struct Gateway {
     pub tasks: crate::relay::task::TaskCache,
     /// Pre-registered request-level metric handles (hot path).
     pub request_metrics: Arc<telemetry::RequestMetrics>,
+    /// Client and upstream-key rate limits (R15.1, R15.3): local, or shared through Redis
+    /// once `app` hands it the shared store ([`Gateway::share_limits`]).
+    limiter: ArcSwap<Limiter<LimitStore>>,
+    /// Upstream keys held back by their rate-limit answers (R15.3).
+    pub key_cooldowns: Arc<crate::limits::KeyCooldowns>,
 }
 
 impl Gateway {
@@ -61,7 +69,21 @@ impl Gateway {
             swapping: std::sync::Mutex::new(()),
             tasks: crate::relay::task::TaskCache::default(),
             request_metrics: Arc::new(telemetry::RequestMetrics::new()),
+            limiter: ArcSwap::from_pointee(Limiter::new(LimitStore::Local(Default::default()))),
+            key_cooldowns: Arc::default(),
         }))
+    }
+
+    /// The rate limiter (R15). An unlimited client on unlimited keys never calls this.
+    pub fn limiter(&self) -> Arc<Limiter<LimitStore>> {
+        self.limiter.load_full()
+    }
+
+    /// Share rate limits with the other replicas (R17.1): called once at start, before
+    /// the listener accepts requests.
+    pub fn share_limits(&self, store: crate::shared::limits::RedisStore) {
+        let shared = LimitStore::Shared(Box::new(store));
+        self.limiter.store(Arc::new(Limiter::new(shared)));
     }
 
     /// The snapshot a request uses from start to end (Invariant 1: one load per request).
@@ -91,6 +113,25 @@ impl Gateway {
         self.generation.store(generation, Ordering::SeqCst);
         metrics::gauge!(telemetry::CONFIG_GENERATION).set(generation as f64);
         generation
+    }
+
+    /// Drop rate-limit state that counts nothing any more (R15; the maps are bounded
+    /// anyway), every 30 s until `stop` says so.
+    pub async fn sweep_limits(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let now = tokio::time::Instant::now();
+                    self.limiter().sweep(now);
+                    self.key_cooldowns.sweep(now);
+                }
+                r = stop.changed() => if r.is_err() { return },
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
     }
 
     pub fn generation(&self) -> u64 {

@@ -17,6 +17,7 @@ pub mod entry;
 pub mod exchange;
 pub mod finish;
 pub mod gateway;
+pub mod keys;
 mod local;
 mod lookup;
 pub mod passthrough;

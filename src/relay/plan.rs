@@ -1,23 +1,25 @@
 //! The plan step (R4.1–R4.3, R4.8, R5, R8.3): the request's fixed attempt order over its
 //! routes, from one availability snapshot, walking only the enabled keys of each channel
-//! (R7.1), with the sticky binding's channel first when it is usable.
+//! (R7.1) that no rate limit holds back (R15.3, `keys`), with the sticky binding's channel
+//! first when it is usable.
 
 use tokio::time::Instant;
 
 use super::context::Context;
 use super::finish::Finish;
 use super::gateway::Gateway;
+use super::keys::{plan_keys, PlanKeys};
 use crate::affinity::Sticky;
+use crate::config::model::Balance;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::table::Route;
-use crate::state::autodisable::KeyMap;
 use crate::state::outcome as health;
 
 /// A request's plan and what maps it back to the request.
 pub struct Planned {
     pub plan: AttemptPlan,
     /// The plan walks enabled keys only; this maps its key positions to real key indexes.
-    pub keys: KeyMap,
+    pub keys: PlanKeys,
     /// The request's affinity state (R8), when it has a sticky key.
     pub sticky: Option<Sticky>,
 }
@@ -31,20 +33,23 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
         .iter()
         .map(|(g, r)| (g.as_str(), r.as_ref()))
         .collect();
-    let keys = KeyMap::new(
-        routes
-            .iter()
-            .flat_map(|(_, r)| r.tiers.iter())
-            .flat_map(|t| t.candidates.iter().map(|c| c.channel)),
-        snap,
-    );
+    let candidates = routes
+        .iter()
+        .flat_map(|(_, r)| r.tiers.iter())
+        .flat_map(|t| t.candidates.iter().map(|c| c.channel));
+    // R15.3: keys cooling after a rate-limit answer or out of budget are set aside; a
+    // channel with none left is unavailable (other channels first).
+    let keys = plan_keys(gw, snap, candidates, super::admit::estimate_tokens(cx));
     let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
     let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
     let now = Instant::now();
     // Availability is per (channel, upstream model): a virtual model's targets are separate.
     let available = |id: usize, upstream: &str| {
-        health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
+        !keys.held.contains(&id)
+            && health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
+    let capacity = |id: usize| super::keys::remaining_fraction(gw, snap, id, &keys);
+    let by_capacity = cfg.routing.balance == Balance::Capacity;
     let mut sticky = cx
         .sticky
         .map(|k| Sticky::lookup(&gw.bindings, snap, &routes, k));
@@ -58,6 +63,7 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
             key_cursor: &key_start,
             available: &available,
             preferred: sticky.as_ref().and_then(|s| s.preferred),
+            weight_scale: by_capacity.then_some(&capacity as &dyn Fn(usize) -> f64),
         },
         rng,
     );

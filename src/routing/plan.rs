@@ -35,6 +35,9 @@ pub struct PlanInput<'a> {
     /// A channel to try first when it is a candidate of the groups used (the sticky
     /// binding, R8.3); it then appears once, at the front.
     pub preferred: Option<ChannelId>,
+    /// `routing.balance: capacity` (R15.3): each candidate's weight is scaled by this
+    /// fraction in `[0, 1]` (its keys' remaining budget); `None` = weights as configured.
+    pub weight_scale: Option<&'a dyn Fn(ChannelId) -> f64>,
 }
 
 /// One planned channel visit (for `/admin/explain` and tests).
@@ -94,6 +97,22 @@ fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId, &str) -> bool) -> Tiers {
         .collect()
 }
 
+/// Weights scaled by `scale` (at least 1, so a spent candidate stays last, not gone).
+fn scaled(mut tiers: Tiers, scale: Option<&dyn Fn(ChannelId) -> f64>) -> Tiers {
+    if let Some(f) = scale {
+        for c in tiers.iter_mut().flatten() {
+            let s = f(c.0);
+            let s = if s.is_finite() {
+                s.clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
+            c.2 = ((c.2 as f64 * s).round() as u64).max(1);
+        }
+    }
+    tiers
+}
+
 fn pick(
     tier: &[(ChannelId, Arc<str>, u64)],
     group: usize,
@@ -142,7 +161,7 @@ fn usable_groups(input: &PlanInput) -> (Vec<(usize, Tiers)>, bool) {
             .groups
             .iter()
             .enumerate()
-            .map(|(i, (_, r))| (i, tiers_of(r, keep)))
+            .map(|(i, (_, r))| (i, scaled(tiers_of(r, keep), input.weight_scale)))
             .filter(|(_, t)| !t.is_empty())
             .collect()
     };

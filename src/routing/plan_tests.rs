@@ -52,6 +52,7 @@ fn input<'a>(
         key_cursor: &zero,
         available: &yes,
         preferred: None,
+        weight_scale: None,
     }
 }
 
@@ -349,4 +350,37 @@ fn r8_3_preferred_outside_the_candidates_is_ignored() {
     let mut ch: Vec<ChannelId> = p.targets().iter().map(|t| t.channel).collect();
     ch.sort();
     assert_eq!(ch, vec![0, 1]);
+}
+
+/// R15.3 `routing.balance: capacity`: a candidate whose keys have little budget left is
+/// drawn in proportion to what remains (a spent one keeps weight 1: last, not gone).
+#[test]
+fn capacity_scales_weights_by_remaining_budget() {
+    let r = route(&[&[(0, 100), (1, 100)]]);
+    let groups = [("g", &r)];
+    let scale = |id: ChannelId| if id == 0 { 0.0 } else { 0.5 };
+    let mut first_is_1 = 0;
+    for seed in 0..400 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut inp = input(&groups, TierWalk::Exhaust, 3);
+        inp.weight_scale = Some(&scale);
+        let mut p = AttemptPlan::new(&inp, &mut rng);
+        let got = channels(&run(&mut p, FO));
+        assert_eq!(
+            got.len(),
+            2,
+            "the spent candidate stays in the plan: {got:?}"
+        );
+        first_is_1 += usize::from(got[0] == 1);
+    }
+    // Weights 1 vs 50: channel 1 first in ~98% of draws.
+    assert!(first_is_1 > 370, "{first_is_1}");
+    // Without scaling the configured weights are equal.
+    let mut first_is_1 = 0;
+    for seed in 0..400 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+        first_is_1 += usize::from(channels(&run(&mut p, FO))[0] == 1);
+    }
+    assert!((120..280).contains(&first_is_1), "{first_is_1}");
 }

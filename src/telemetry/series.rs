@@ -41,6 +41,14 @@ pub const BREAKER_STATES: &[&str] = &["closed", "half_open", "open"];
 /// `result` values of `STICKY`.
 pub const STICKY_RESULTS: &[&str] = &["hit", "miss", "stale", "fallback"];
 
+/// `source` values of `KEY_COOLDOWNS` (`limits::upstream::Source::as_str`).
+pub const KEY_COOLDOWN_SOURCES: &[&str] = &[
+    "retry-after-ms",
+    "retry-after",
+    "x-ratelimit-reset",
+    "anthropic-ratelimit-reset",
+];
+
 /// `op` values of `STORE_DROPPED`.
 pub const STORE_OPS: &[&str] = &[
     "request_log",
@@ -72,6 +80,12 @@ pub fn register_config(cfg: &Config) {
         for to in BREAKER_STATES {
             metrics::counter!(BREAKER_TRANSITIONS, "channel" => name(), "to" => *to).increment(0);
         }
+        for s in KEY_COOLDOWN_SOURCES {
+            metrics::counter!(KEY_COOLDOWNS, "channel" => name(), "source" => *s).increment(0);
+        }
+        for r in ["limit", "cooldown"] {
+            metrics::counter!(KEYS_HELD_BACK, "channel" => name(), "reason" => r).increment(0);
+        }
     }
     for kind in crate::affinity::StickyKind::ALL {
         for r in STICKY_RESULTS {
@@ -93,6 +107,11 @@ pub fn register_config(cfg: &Config) {
     }
     for cl in &cfg.clients {
         quota().register(&cl.name);
+        for kind in crate::limits::Kind::ALL {
+            metrics::counter!(RATE_LIMITED, "client" => cl.name.clone(), "kind" => kind.as_str())
+                .increment(0);
+        }
+        let _ = metrics::gauge!(CLIENT_CONCURRENCY, "client" => cl.name.clone());
     }
     for o in STREAM_OUTCOMES {
         metrics::counter!(STREAMS, "outcome" => *o).increment(0);
@@ -116,6 +135,20 @@ pub fn register_config(cfg: &Config) {
 mod tests {
     use super::*;
     use crate::routing::policy::{Outcome, TransportKind};
+
+    /// Every source a key cool-down can be learned from is exported at 0.
+    #[test]
+    fn every_key_cooldown_source_is_listed() {
+        use crate::limits::upstream::Source;
+        for s in [
+            Source::RetryAfterMs,
+            Source::RetryAfter,
+            Source::OpenAiReset,
+            Source::AnthropicReset,
+        ] {
+            assert!(KEY_COOLDOWN_SOURCES.contains(&s.as_str()), "{s:?}");
+        }
+    }
 
     /// Every attempt class the request path can produce is exported at 0 at start-up.
     #[test]

@@ -32,6 +32,8 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 CLIENT_KEY = "sk-test-client"
+# A client with `limits: {concurrency: 1}` (issue 19).
+LIMITED_KEY = "sk-test-limited"
 ADMIN_TOKEN = "test-admin-token"
 CHAT_MODEL = "gpt-5.4-mini"
 EMBED_MODEL = "text-embedding-3-small"
@@ -78,6 +80,10 @@ clients:
   tester:
     key: ${client_key}
     group: default
+  limited:
+    key: ${limited_key}
+    group: default
+    limits: {concurrency: 1}
 """
 )
 
@@ -195,6 +201,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory):
                 admin_token=ADMIN_TOKEN,
                 db_path=work / "switchyard.db",
                 client_key=CLIENT_KEY,
+                limited_key=LIMITED_KEY,
                 chat_model=CHAT_MODEL,
                 embed_model=EMBED_MODEL,
                 claude_model=CLAUDE_MODEL,

@@ -9,6 +9,9 @@ use crate::support::external::{free_port, Redis, Replica};
 use crate::support::{ADMIN_TOKEN, ALICE};
 use switchyard::mock::MockUpstream;
 
+/// The key of client `limited` (`limits: {rpm: 10}`, issue 19).
+pub const LIMITED: &str = "sk-test-limited";
+
 pub struct Fleet {
     pub replicas: Vec<Replica>,
     pub http: reqwest::Client,
@@ -50,7 +53,7 @@ fn config(
          resilience:\n  retry: {{max_retries: 0}}\n  circuit_breaker: {{failure_threshold: 2, success_threshold: 1, timeout: 2s}}\n\
          auto_disable:\n  probe_interval: 1h\n\
          channels:\n{}{}{}{}\
-         clients:\n  alice:\n    key: {ALICE}\n",
+         clients:\n  alice:\n    key: {ALICE}\n  limited:\n    key: {LIMITED}\n    limits: {{rpm: 10}}\n",
         dir.join(format!("r{i}.db")).display(),
         ch("bad", 10, "m"),
         ch("good", 0, "m"),

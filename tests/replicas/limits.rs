@@ -253,3 +253,48 @@ async fn cost_of_a_shared_decision() {
     let per = t.elapsed() / (n / 64 * 64);
     eprintln!("shared admit: {seq:?} per call sequential, {per:?} per call with 64 in flight");
 }
+
+/// Issue 19 end to end: three real replicas on one Redis, a client with `rpm: 10`, 60
+/// concurrent requests spread round-robin — exactly 10 are admitted in total; the others
+/// get 429 with the OpenAI headers and never reach an upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpm_10_admits_exactly_10_across_three_replicas_end_to_end() {
+    let r = Redis::start();
+    let m = crate::fleet::mocks().await;
+    let fleet = crate::fleet::Fleet::start(&r, &m);
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let (http, base) = (fleet.http.clone(), fleet.replicas[i % 3].base.clone());
+        tasks.push(tokio::spawn(async move {
+            let resp = http
+                .post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(crate::fleet::LIMITED)
+                .json(&serde_json::json!({"model": "s", "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .expect("request");
+            let limit = resp
+                .headers()
+                .get("x-ratelimit-limit-requests")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            (resp.status().as_u16(), limit)
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            (200, _) => ok += 1,
+            (429, limit) => assert_eq!(limit.as_deref(), Some("10")),
+            (s, _) => panic!("unexpected status {s}\n{}", fleet.logs()),
+        }
+    }
+    assert_eq!(
+        ok,
+        10,
+        "exactly the limit across the replicas\n{}",
+        fleet.logs()
+    );
+    let upstream = m["s1"].requests().len() + m["s2"].requests().len();
+    assert_eq!(upstream, 10, "refused requests never reach an upstream");
+}

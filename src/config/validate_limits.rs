@@ -1,0 +1,153 @@
+//! Validation of the rate-limit keys (R15, issue 19): `clients.NAME.limits`,
+//! `groups.NAME.limits` (a client's own fields override its group's, field by field),
+//! `channels.NAME.limits` (per key), `routing.balance` and `routing.max_upstream_cooldown`.
+//! 0 or omitted = unlimited; negative values are errors; a client `tpm` below the
+//! reservation of a request that names no `max_tokens` is a warning (logged at load).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use super::error::Collector;
+use super::model::Balance;
+use super::raw::{RawClientLimits, RawGroup, RawKeyLimits};
+use super::scalars::{choice, dur_nonzero};
+use crate::billing::price::DEFAULT_MAX_TOKENS;
+use crate::limits::{ClientLimits, KeyLimits};
+
+/// A day's worth of requests per second at most; beyond is a typo, not a limit.
+const MAX_COUNT: i64 = 1 << 40;
+/// Concurrency beyond this is a typo.
+const MAX_CONCURRENCY: i64 = 1_000_000;
+
+/// One count: omitted = 0 (unlimited), negative or absurd = error.
+fn count(c: &mut Collector, key: &str, field: &str, v: Option<i64>, max: i64) -> Option<u64> {
+    match v {
+        None => None,
+        Some(n) if n < 0 => {
+            c.push(
+                format!("{key}.{field}"),
+                format!("must not be negative (got {n}); 0 or omitted means unlimited"),
+            );
+            None
+        }
+        Some(n) if n > max => {
+            c.push(format!("{key}.{field}"), format!("must be at most {max}"));
+            None
+        }
+        Some(n) => Some(n as u64),
+    }
+}
+
+/// The fields a client or group block sets (`None` = not written).
+#[derive(Clone, Copy, Debug, Default)]
+struct Partial {
+    rpm: Option<u64>,
+    rpd: Option<u64>,
+    tpm: Option<u64>,
+    concurrency: Option<u64>,
+}
+
+fn partial(c: &mut Collector, key: &str, r: Option<&RawClientLimits>) -> Partial {
+    let Some(r) = r else {
+        return Partial::default();
+    };
+    Partial {
+        rpm: count(c, key, "rpm", r.rpm, MAX_COUNT),
+        rpd: count(c, key, "rpd", r.rpd, MAX_COUNT),
+        tpm: count(c, key, "tpm", r.tpm, MAX_COUNT),
+        concurrency: count(c, key, "concurrency", r.concurrency, MAX_CONCURRENCY),
+    }
+}
+
+/// `groups:` → each group's default limits, by name.
+pub(crate) fn groups(
+    raw: &[(String, Option<RawGroup>)],
+    c: &mut Collector,
+) -> BTreeMap<String, RawGroupLimits> {
+    let mut out = BTreeMap::new();
+    for (name, g) in raw {
+        let Some(g) = g else { continue };
+        let key = format!("groups.{name}.limits");
+        out.insert(
+            name.clone(),
+            RawGroupLimits(partial(c, &key, g.limits.as_ref())),
+        );
+    }
+    out
+}
+
+/// A group's validated default limits (fields it does not set stay unset).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RawGroupLimits(Partial);
+
+/// A client's effective limits: its own fields, else its group's.
+pub(crate) fn client_limits(
+    name: &str,
+    own: Option<&RawClientLimits>,
+    group: Option<&RawGroupLimits>,
+    c: &mut Collector,
+) -> ClientLimits {
+    let own = partial(c, &format!("clients.{name}.limits"), own);
+    let g = group.map(|g| g.0).unwrap_or_default();
+    ClientLimits {
+        rpm: own.rpm.or(g.rpm).unwrap_or(0),
+        rpd: own.rpd.or(g.rpd).unwrap_or(0),
+        tpm: own.tpm.or(g.tpm).unwrap_or(0),
+        concurrency: own.concurrency.or(g.concurrency).unwrap_or(0) as u32,
+    }
+}
+
+/// `channels.NAME.limits`: one key's published limits.
+pub(crate) fn key_limits(key: &str, r: Option<&RawKeyLimits>, c: &mut Collector) -> KeyLimits {
+    let Some(r) = r else {
+        return KeyLimits::default();
+    };
+    KeyLimits {
+        rpm: count(c, key, "rpm", r.rpm, MAX_COUNT).unwrap_or(0),
+        tpm: count(c, key, "tpm", r.tpm, MAX_COUNT).unwrap_or(0),
+        concurrency: count(c, key, "concurrency", r.concurrency, MAX_CONCURRENCY).unwrap_or(0)
+            as u32,
+    }
+}
+
+/// `routing.balance` and `routing.max_upstream_cooldown` (default 5 minutes).
+pub(crate) fn balance(
+    c: &mut Collector,
+    balance: &Option<String>,
+    max_cooldown: &Option<String>,
+) -> (Balance, Duration) {
+    let b = choice(
+        c,
+        "routing.balance",
+        balance,
+        &[("weight", Balance::Weight), ("capacity", Balance::Capacity)],
+        Balance::Weight,
+    );
+    let d = dur_nonzero(
+        c,
+        "routing.max_upstream_cooldown",
+        max_cooldown,
+        Duration::from_secs(300),
+    );
+    (b, d)
+}
+
+/// The warnings a valid config may still deserve: a client whose `tpm` is below the
+/// reservation of a request that names no `max_tokens` refuses every such request.
+pub fn warnings(source: &Path, clients: &[super::model::Client]) -> Vec<String> {
+    clients
+        .iter()
+        .filter(|cl| cl.limits.tpm > 0 && cl.limits.tpm < DEFAULT_MAX_TOKENS)
+        .map(|cl| {
+            format!(
+                "{}: clients.{}.limits.tpm: {} is below {DEFAULT_MAX_TOKENS}, the reservation \
+                 of a request that names no max_tokens; such requests are refused (429, \
+                 x-should-retry: false)",
+                source.display(),
+                cl.name,
+                cl.limits.tpm
+            )
+        })
+        .collect()
+}
