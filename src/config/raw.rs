@@ -168,6 +168,8 @@ pub(crate) struct RawChannel {
     pub resilience: Option<RawResilience>,
     pub protocol: Option<String>,
     pub include_usage: Option<bool>,
+    pub api_version: Option<String>,
+    pub translate: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -99,6 +99,7 @@ pub(crate) fn channel(
         PROTOCOLS,
         UpstreamProtocol::Http1,
     );
+    let api_version = api_version(c, &k("api_version"), kind, &r.api_version);
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -123,7 +124,11 @@ pub(crate) fn channel(
         forward_organization: r.forward_organization.unwrap_or(false),
         resilience,
         protocol,
-        include_usage: r.include_usage.unwrap_or(kind == ChannelKind::OpenAi),
+        include_usage: r
+            .include_usage
+            .unwrap_or(matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure)),
+        api_version,
+        translate: r.translate.unwrap_or(true),
     })
 }
 
@@ -131,7 +136,31 @@ pub(crate) fn channel(
 const KINDS: &[(&str, ChannelKind)] = &[
     ("openai", ChannelKind::OpenAi),
     ("anthropic", ChannelKind::Anthropic),
+    ("azure", ChannelKind::Azure),
+    ("gemini", ChannelKind::Gemini),
 ];
+
+/// `api_version`: required for azure (the `api-version` query value, e.g. `2024-10-21`),
+/// meaningless elsewhere.
+fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> String {
+    let s = v.as_deref().map(str::trim).unwrap_or("");
+    let query_safe = s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    match kind {
+        ChannelKind::Azure if s.is_empty() => c.push(
+            key,
+            "required for kind azure (the api-version query value, e.g. \"2024-10-21\")",
+        ),
+        ChannelKind::Azure if !query_safe => {
+            c.push(key, format!("{s:?} is not an api-version (letters, digits, -, ., _)"))
+        }
+        ChannelKind::Azure => {}
+        _ if !s.is_empty() => c.push(key, format!("only kind azure takes an api_version")),
+        _ => {}
+    }
+    s.to_string()
+}
 const STREAM_POLICIES: &[(&str, StreamPolicy)] = &[
     ("", StreamPolicy::Passthrough),
     ("force_stream", StreamPolicy::ForceStream),

@@ -10,6 +10,7 @@ use crate::config::model::Channel;
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{StreamEnd, StreamObserver};
+use crate::relay::translated;
 use crate::routing::outcome::OutcomeFacts;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
@@ -30,6 +31,8 @@ pub struct Finish {
     pub billing: Option<crate::billing::Session>,
     /// The record went to the request log (by `done` or `failed`).
     written: bool,
+    /// Attempts on a channel of another wire format are translated (R16.2).
+    family: crate::routing::family::PathFamily,
 }
 
 /// A request dropped before it answered (the client went away before the first byte) is
@@ -81,6 +84,7 @@ impl Finish {
             attempts: Vec::new(),
             billing: None,
             written: false,
+            family: job.family,
         }
     }
 
@@ -94,6 +98,7 @@ impl Finish {
             error_class: f.class.to_string(),
             latency_ms: elapsed.as_millis() as u64,
             possibly_charged: f.possibly_charged,
+            translation: translated::of(self.family, ch.kind).map(|x| x.label()),
         });
     }
 
