@@ -14,6 +14,7 @@ use super::behavior::{Behavior, Wire, CHAOS};
 use super::body::MockBody;
 use super::json::{self, DEFAULT_CHUNKS};
 use super::gemini;
+use super::tools;
 use super::request::{azure_rest, Endpoint, ReqInfo};
 use super::shape::shape;
 use super::sse::{self, SseParts};
@@ -162,7 +163,10 @@ async fn respond(
         Behavior::EndWithoutTerminal { chunks } => chunks,
         _ => DEFAULT_CHUNKS,
     };
-    let payload = render(shared, ep, parts, info, n);
+    let payload = match behavior {
+        Behavior::ToolCall => tool_call(ep, parts, info),
+        _ => render(shared, ep, parts, info, n),
+    };
     if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
         // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
         if ctype == JSON {
@@ -253,6 +257,21 @@ fn fixed(
             Some(r)
         }
         _ => None,
+    }
+}
+
+/// The endpoint's tool-call answer.
+fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>) -> Payload {
+    let model = gemini::model_of(parts.uri.path()).unwrap_or(info.model());
+    let m = json::quote(model);
+    let stream = match ep {
+        Endpoint::Gemini { stream } => stream,
+        _ => ep.streamable() && info.stream,
+    };
+    if stream {
+        Payload::Sse(tools::stream(ep, &m, info.include_usage()))
+    } else {
+        Payload::Full(tools::whole(ep, &m).into(), JSON)
     }
 }
 

@@ -13,6 +13,7 @@ mod json;
 mod request;
 mod shape;
 mod sse;
+mod tools;
 mod wire;
 
 pub use behavior::{Behavior, ParseFaultError, Wire, CHAOS};
