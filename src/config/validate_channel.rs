@@ -156,7 +156,7 @@ fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<Strin
             c.push(key, format!("{s:?} is not an api-version (letters, digits, -, ., _)"))
         }
         ChannelKind::Azure => {}
-        _ if !s.is_empty() => c.push(key, format!("only kind azure takes an api_version")),
+        _ if !s.is_empty() => c.push(key, "only kind azure takes an api_version"),
         _ => {}
     }
     s.to_string()

@@ -199,9 +199,12 @@ fn prepare(
     };
     let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
     if let Some(x) = x {
-        let t = x.request(&plan.body, model).map_err(|r| Exchange::Failed {
-            outcome: r.outcome,
-            answer: Some(r.failure(HeaderMap::new())),
+        let t = x.request(&plan.body, model).map_err(|r| {
+            let answer = Some(r.failure(HeaderMap::new()));
+            Exchange::Failed {
+                outcome: r.outcome,
+                answer,
+            }
         })?;
         plan.body = t.body;
         (path, stream) = (x.upstream_path(), t.stream);

@@ -79,8 +79,11 @@ fn servable(snap: &Snapshot, w: &Wanted<'_>, r: Arc<Route>) -> Option<Arc<Route>
             .get(ch)
             .is_some_and(|c| channel_serves(w.family, w.path, c.kind, c.translate))
     };
-    let all = r.tiers.iter().flat_map(|t| t.candidates.iter());
-    if all.clone().all(|c| serves(c.channel)) {
+    if r.tiers
+        .iter()
+        .flat_map(|t| t.candidates.iter())
+        .all(|c| serves(c.channel))
+    {
         return Some(r);
     }
     let tiers: Vec<Tier> = r

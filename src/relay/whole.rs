@@ -2,7 +2,6 @@
 //! hidden error and its usage, translated into the client's format when the attempt is, or
 //! streamed through when too large to inspect.
 
-use bytes::Bytes;
 use http::header::HeaderMap;
 use tokio::time::Instant;
 

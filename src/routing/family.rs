@@ -3,6 +3,8 @@
 //! A request that generates and bills an artifact is not replayed by default;
 //! an `Idempotency-Key` reopens retries for every such family except images.
 
+use crate::config::model::ChannelKind;
+
 /// What kind of endpoint a request path addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PathFamily {

@@ -11,6 +11,7 @@
 
 use std::io::Write;
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -68,7 +69,9 @@ pub struct UpBody {
     inner: Incoming,
     gunzip: Option<GzDecoder<Vec<u8>>>,
     done: bool,
-    transform: Option<Box<dyn Transform>>,
+    /// In a `Mutex` only to keep the body `Sync` (a `&UpBody` crosses an await in the
+    /// relay); it is reached through `get_mut`, never locked.
+    transform: Option<Mutex<Box<dyn Transform>>>,
     /// The transform has written its end.
     transform_done: bool,
     _slot: Option<Slot>,
@@ -97,7 +100,7 @@ impl UpBody {
 
     /// Rewrite the (decoded) bytes through `t` from here on.
     pub fn transform(&mut self, t: Box<dyn Transform>) {
-        self.transform = Some(t);
+        self.transform = Some(Mutex::new(t));
     }
 
     /// The next decoded frame, before any transform.
@@ -164,6 +167,7 @@ impl Body for UpBody {
             let Some(t) = this.transform.as_mut() else {
                 return polled;
             };
+            let t = t.get_mut().unwrap_or_else(|e| e.into_inner());
             let mut out = Vec::new();
             match polled {
                 Poll::Pending => return Poll::Pending,
