@@ -72,13 +72,22 @@ async fn attempts(gw: &Gw) -> Vec<Value> {
 #[tokio::test]
 async fn openai_client_on_anthropic_channel() {
     let (gw, m) = one("anthropic", "claude-x", "", None).await;
-    let r = gw.post("/v1/chat/completions", ALICE, openai_body("claude-x", false)).await;
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            openai_body("claude-x", false),
+        )
+        .await;
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["object"], "chat.completion", "{v}");
     assert_eq!(v["choices"][0]["message"]["content"], mock_text());
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
-    assert_eq!(v["usage"]["prompt_tokens"], PROMPT_TOKENS, "all input counted: {v}");
+    assert_eq!(
+        v["usage"]["prompt_tokens"], PROMPT_TOKENS,
+        "all input counted: {v}"
+    );
     assert_eq!(v["usage"]["completion_tokens"], DEFAULT_CHUNKS);
     let req = &m.requests()[0];
     assert_eq!(req.path, "/v1/messages");
@@ -112,11 +121,16 @@ async fn openai_stream_on_anthropic_channel_with_and_without_usage() {
             .collect();
         assert_eq!(content, mock_text(), "{text}");
         assert_eq!(evs.last(), Some(&json!("[DONE]")), "{text}");
-        assert!(evs.iter().all(|e| e.get("object").is_none_or(|o| o == "chat.completion.chunk")));
+        assert!(evs
+            .iter()
+            .all(|e| e.get("object").is_none_or(|o| o == "chat.completion.chunk")));
         let usage: Vec<&Value> = evs.iter().filter(|e| e["usage"].is_object()).collect();
         match include {
             false => assert!(usage.is_empty(), "not asked for: {text}"),
-            true => assert_eq!(usage[0]["usage"]["completion_tokens"], DEFAULT_CHUNKS, "{text}"),
+            true => assert_eq!(
+                usage[0]["usage"]["completion_tokens"], DEFAULT_CHUNKS,
+                "{text}"
+            ),
         }
     }
     assert_eq!(m.requests()[0].json().unwrap()["stream"], true);
@@ -142,10 +156,16 @@ async fn anthropic_client_on_openai_channel() {
     let req = &m.requests()[0];
     assert_eq!(req.path, "/v1/chat/completions");
     assert_eq!(req.header("authorization"), Some("Bearer sk-up"));
-    assert!(req.header("anthropic-version").is_none(), "dropped for OpenAI");
+    assert!(
+        req.header("anthropic-version").is_none(),
+        "dropped for OpenAI"
+    );
     assert!(req.header("anthropic-beta").is_none());
     let sent = req.json().unwrap();
-    assert_eq!(sent["messages"][0], json!({"role": "system", "content": "be brief"}));
+    assert_eq!(
+        sent["messages"][0],
+        json!({"role": "system", "content": "be brief"})
+    );
     assert_eq!(sent["max_completion_tokens"], 100, "{sent}");
 
     let r = anthropic_post(&gw, anthropic_body("gpt-x", true)).await;
@@ -174,14 +194,33 @@ async fn anthropic_client_on_openai_channel() {
 #[tokio::test]
 async fn errors_are_mapped_and_untranslatable_fields_refused() {
     let (gw, m) = one("anthropic", "claude-x", "", None).await;
-    for (code, status, kind) in [(529, 503, "overloaded_error"), (400, 400, "invalid_request_error"), (429, 429, "rate_limit_error")] {
+    for (code, status, kind) in [
+        (529, 503, "overloaded_error"),
+        (400, 400, "invalid_request_error"),
+        (429, 429, "rate_limit_error"),
+    ] {
         m.push(Behavior::Status { code, body: None });
-        let r = gw.post("/v1/chat/completions", ALICE, openai_body("claude-x", false)).await;
+        let r = gw
+            .post(
+                "/v1/chat/completions",
+                ALICE,
+                openai_body("claude-x", false),
+            )
+            .await;
         assert_eq!(r.status(), status, "upstream {code}");
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["error"]["type"], kind, "{v}");
-        assert!(v["error"]["message"].as_str().unwrap().contains("mock upstream error"), "{v}");
-        assert!(v.get("type").is_none(), "OpenAI shape, not Anthropic's: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("mock upstream error"),
+            "{v}"
+        );
+        assert!(
+            v.get("type").is_none(),
+            "OpenAI shape, not Anthropic's: {v}"
+        );
     }
     let calls = m.calls();
     let mut body = openai_body("claude-x", false);
@@ -189,7 +228,10 @@ async fn errors_are_mapped_and_untranslatable_fields_refused() {
     let r = gw.post("/v1/chat/completions", ALICE, body).await;
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
-    assert!(v["error"]["message"].as_str().unwrap().contains("`n`"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("`n`"),
+        "{v}"
+    );
     assert_eq!(v["error"]["code"], "untranslatable_field");
     assert_eq!(m.calls(), calls, "no attempt made");
     gw.stop().await;
@@ -198,7 +240,13 @@ async fn errors_are_mapped_and_untranslatable_fields_refused() {
 #[tokio::test]
 async fn openai_client_on_gemini_channel() {
     let (gw, m) = one("gemini", "gemini-x", "", Some("/v1beta")).await;
-    let r = gw.post("/v1/chat/completions", ALICE, openai_body("gemini-x", false)).await;
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            openai_body("gemini-x", false),
+        )
+        .await;
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], mock_text(), "{v}");
@@ -207,7 +255,10 @@ async fn openai_client_on_gemini_channel() {
     assert_eq!(req.path, "/v1beta/models/gemini-x:generateContent");
     assert_eq!(req.header("x-goog-api-key"), Some("sk-up"));
     let sent = req.json().unwrap();
-    assert_eq!(sent["systemInstruction"]["parts"][0]["text"], "be brief", "{sent}");
+    assert_eq!(
+        sent["systemInstruction"]["parts"][0]["text"], "be brief",
+        "{sent}"
+    );
 
     let mut body = openai_body("gemini-x", true);
     body["stream_options"] = json!({"include_usage": true});
@@ -226,11 +277,17 @@ async fn openai_client_on_gemini_channel() {
         "/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
     );
     // A Gemini error reaches an Anthropic client as Anthropic's.
-    m.push(Behavior::Status { code: 429, body: None });
+    m.push(Behavior::Status {
+        code: 429,
+        body: None,
+    });
     let r = anthropic_post(&gw, anthropic_body("gemini-x", false)).await;
     assert_eq!(r.status(), 429);
     let v: Value = r.json().await.unwrap();
-    assert_eq!((&v["type"], &v["error"]["type"]), (&json!("error"), &json!("rate_limit_error")));
+    assert_eq!(
+        (&v["type"], &v["error"]["type"]),
+        (&json!("error"), &json!("rate_limit_error"))
+    );
     gw.stop().await;
 }
 
@@ -238,7 +295,9 @@ async fn openai_client_on_gemini_channel() {
 async fn azure_channel_uses_deployment_paths() {
     let extra = "    api_version: \"2024-10-21\"\n    model_mapping: {gpt-4o: gpt4o-prod}\n";
     let (gw, m) = one("azure", "gpt-4o", extra, Some("")).await;
-    let r = gw.post("/v1/chat/completions", ALICE, openai_body("gpt-4o", false)).await;
+    let r = gw
+        .post("/v1/chat/completions", ALICE, openai_body("gpt-4o", false))
+        .await;
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], mock_text());
@@ -254,7 +313,9 @@ async fn azure_channel_uses_deployment_paths() {
     assert_eq!(r.status(), 200);
     let text = r.text().await.unwrap();
     assert!(text.contains("event: message_stop"), "{text}");
-    assert!(m.requests()[1].path.starts_with("/openai/deployments/gpt4o-prod/chat/completions?"));
+    assert!(m.requests()[1]
+        .path
+        .starts_with("/openai/deployments/gpt4o-prod/chat/completions?"));
     assert_eq!(attempts(&gw).await[0]["translation"], "anthropic->openai");
     gw.stop().await;
 }
@@ -272,11 +333,23 @@ async fn translate_false_and_count_tokens_stay_in_format() {
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..4 {
-        let r = gw.post("/v1/chat/completions", ALICE, openai_body("claude-x", false)).await;
+        let r = gw
+            .post(
+                "/v1/chat/completions",
+                ALICE,
+                openai_body("claude-x", false),
+            )
+            .await;
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["x-mock-name"], "oa");
     }
-    let r = gw.post("/v1/chat/completions", ALICE, openai_body("only-claude", false)).await;
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            openai_body("only-claude", false),
+        )
+        .await;
     assert_eq!(r.status(), 404, "not served in this format");
     assert_eq!(m["an"].calls(), 0);
     let r = anthropic_post(&gw, anthropic_body("only-claude", false)).await;
@@ -291,6 +364,10 @@ async fn translate_false_and_count_tokens_stay_in_format() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(m["an"].calls_to("/v1/messages/count_tokens"), 1);
-    assert_eq!(m["oa"].calls_to("/v1/messages/count_tokens"), 0, "never translated");
+    assert_eq!(
+        m["oa"].calls_to("/v1/messages/count_tokens"),
+        0,
+        "never translated"
+    );
     gw.stop().await;
 }

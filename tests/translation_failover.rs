@@ -54,7 +54,10 @@ async fn charged(gw: &Gw) -> i64 {
 #[tokio::test]
 async fn openai_primary_down_fails_over_to_anthropic() {
     let (gw, m) = pair().await;
-    m["oa"].set_default(Behavior::Status { code: 503, body: None });
+    m["oa"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
     let cost = PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE;
     let r = gw.chat("resilient", false).await;
     assert_eq!(r.status(), 200);
@@ -62,7 +65,11 @@ async fn openai_primary_down_fails_over_to_anthropic() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(v["choices"][0]["message"]["content"], mock_text());
-    assert_eq!(charged(&gw).await, cost, "billed at the Anthropic answer's usage");
+    assert_eq!(
+        charged(&gw).await,
+        cost,
+        "billed at the Anthropic answer's usage"
+    );
     gw.flush().await;
     let (_, log) = gw.admin_get("/admin/requests?limit=1").await;
     let a = &log["requests"][0]["attempts"];
@@ -75,7 +82,10 @@ async fn openai_primary_down_fails_over_to_anthropic() {
     let text = r.text().await.unwrap();
     assert_eq!(content(&text), mock_text(), "{text}");
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
-    assert!(!text.contains("\"usage\""), "the client did not ask for usage: {text}");
+    assert!(
+        !text.contains("\"usage\""),
+        "the client did not ask for usage: {text}"
+    );
     gw.flush().await;
     assert_eq!(charged(&gw).await, 2 * cost, "the stream billed too");
     gw.stop().await;
@@ -138,7 +148,8 @@ async fn openai_tool_call_round_trip_on_anthropic() {
     let call = &v["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["id"], "toolu_01A09q90qw90lq917835lq9", "{v}");
     assert_eq!(call["function"]["name"], "get_weather");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(args, json!({"city": "Paris"}));
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
     let sent = m["an"].requests()[0].json().unwrap();
@@ -150,25 +161,55 @@ async fn openai_tool_call_round_trip_on_anthropic() {
         {"role": "user", "content": "weather?"},
         {"role": "assistant", "content": null, "tool_calls": [call.clone()]},
         {"role": "tool", "tool_call_id": call["id"].clone(), "content": "sunny"}]);
-    assert_eq!(gw.post("/v1/chat/completions", ALICE, next).await.status(), 200);
+    assert_eq!(
+        gw.post("/v1/chat/completions", ALICE, next).await.status(),
+        200
+    );
     let sent = m["an"].requests()[1].json().unwrap();
     let msgs = sent["messages"].as_array().unwrap();
-    assert_eq!(msgs[1]["content"][0]["id"], "toolu_01A09q90qw90lq917835lq9", "{sent}");
-    assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_01A09q90qw90lq917835lq9");
+    assert_eq!(
+        msgs[1]["content"][0]["id"], "toolu_01A09q90qw90lq917835lq9",
+        "{sent}"
+    );
+    assert_eq!(
+        msgs[2]["content"][0]["tool_use_id"],
+        "toolu_01A09q90qw90lq917835lq9"
+    );
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
 
-    let split = Wire { split: vec![7, 1, 13], ..Wire::default() };
+    let split = Wire {
+        split: vec![7, 1, 13],
+        ..Wire::default()
+    };
     m["an"].push(raw(ANTHROPIC_TOOL_STREAM, "text/event-stream").with(split));
     let mut s = ask.clone();
     s["stream"] = json!(true);
-    let text = gw.post("/v1/chat/completions", ALICE, s).await.text().await.unwrap();
+    let text = gw
+        .post("/v1/chat/completions", ALICE, s)
+        .await
+        .text()
+        .await
+        .unwrap();
     let evs = events(&text);
-    let calls: Vec<&Value> = evs.iter().filter_map(|e| e["choices"][0]["delta"]["tool_calls"].get(0)).collect();
+    let calls: Vec<&Value> = evs
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["tool_calls"].get(0))
+        .collect();
     assert_eq!(calls[0]["id"], "toolu_01", "{text}");
     assert_eq!(calls[0]["function"]["name"], "get_weather");
-    let args: String = calls.iter().filter_map(|c| c["function"]["arguments"].as_str()).collect();
-    assert_eq!(serde_json::from_str::<Value>(&args).unwrap(), json!({"city": "Paris"}));
-    assert!(evs.iter().any(|e| e["choices"][0]["finish_reason"] == "tool_calls"), "{text}");
+    let args: String = calls
+        .iter()
+        .filter_map(|c| c["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&args).unwrap(),
+        json!({"city": "Paris"})
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e["choices"][0]["finish_reason"] == "tool_calls"),
+        "{text}"
+    );
     gw.stop().await;
 }
 
@@ -195,7 +236,13 @@ async fn anthropic_tool_call_round_trip_on_openai() {
     };
     let ask = json!({"model": "gpt-x", "max_tokens": 50, "tools": tools, "messages": [{"role": "user", "content": "weather?"}]});
     let v: Value = post(ask.clone()).await.unwrap().json().await.unwrap();
-    let block = v["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").cloned().unwrap();
+    let block = v["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .cloned()
+        .unwrap();
     assert_eq!(block["id"], "call_abc123", "{v}");
     assert_eq!(block["input"], json!({"city": "Paris"}));
     assert_eq!(v["stop_reason"], "tool_use");

@@ -152,9 +152,10 @@ fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<Strin
             key,
             "required for kind azure (the api-version query value, e.g. \"2024-10-21\")",
         ),
-        ChannelKind::Azure if !query_safe => {
-            c.push(key, format!("{s:?} is not an api-version (letters, digits, -, ., _)"))
-        }
+        ChannelKind::Azure if !query_safe => c.push(
+            key,
+            format!("{s:?} is not an api-version (letters, digits, -, ., _)"),
+        ),
         ChannelKind::Azure => {}
         _ if !s.is_empty() => c.push(key, "only kind azure takes an api_version"),
         _ => {}

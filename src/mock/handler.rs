@@ -12,12 +12,12 @@ use hyper::body::Incoming;
 
 use super::behavior::{Behavior, Wire, CHAOS};
 use super::body::MockBody;
-use super::json::{self, DEFAULT_CHUNKS};
 use super::gemini;
-use super::tools;
+use super::json::{self, DEFAULT_CHUNKS};
 use super::request::{azure_rest, Endpoint, ReqInfo};
 use super::shape::shape;
 use super::sse::{self, SseParts};
+use super::tools;
 use super::{RecordedRequest, Shared};
 
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -108,8 +108,10 @@ pub(crate) async fn handle(
 
 fn has_api_version(query: Option<&str>) -> bool {
     query.is_some_and(|q| {
-        q.split('&')
-            .any(|p| p.strip_prefix("api-version=").is_some_and(|v| !v.is_empty()))
+        q.split('&').any(|p| {
+            p.strip_prefix("api-version=")
+                .is_some_and(|v| !v.is_empty())
+        })
     })
 }
 

@@ -27,7 +27,9 @@ pub(crate) enum Endpoint {
     VideoGet,
     /// Gemini `models/{model}:generateContent` (`stream: false`) or
     /// `:streamGenerateContent` (`stream: true`), under any version prefix.
-    Gemini { stream: bool },
+    Gemini {
+        stream: bool,
+    },
     /// Any other `/v1/*` path: echoed back.
     Echo,
     /// Outside `/v1/`.

@@ -67,8 +67,12 @@ fn openai_stream(m: &str, include_usage: bool) -> SseParts {
         chunk(&format!(
             r#"[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"{OPENAI_CALL_ID}","type":"function","function":{{"name":"get_weather","arguments":""}}}}]}},"finish_reason":null}}]"#
         )),
-        chunk(r#"[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]"#),
-        chunk(r#"[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]},"finish_reason":null}]"#),
+        chunk(
+            r#"[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]"#,
+        ),
+        chunk(
+            r#"[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]},"finish_reason":null}]"#,
+        ),
     ];
     let mut tail = vec![chunk(
         r#"[{"index":0,"delta":{},"finish_reason":"tool_calls"}]"#,
@@ -111,7 +115,10 @@ fn anthropic_stream(m: &str) -> SseParts {
         delta(r#""Paris"}"#),
     ];
     let tail = vec![
-        event("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        event(
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":0}"#,
+        ),
         event(
             "message_delta",
             &format!(
@@ -129,7 +136,11 @@ mod tests {
 
     #[test]
     fn answers_are_json() {
-        for ep in [Endpoint::Chat, Endpoint::Messages, Endpoint::Gemini { stream: false }] {
+        for ep in [
+            Endpoint::Chat,
+            Endpoint::Messages,
+            Endpoint::Gemini { stream: false },
+        ] {
             let v: serde_json::Value = serde_json::from_str(&whole(ep, "\"m\"")).unwrap();
             assert!(v.is_object(), "{ep:?}");
         }

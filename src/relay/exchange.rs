@@ -10,14 +10,14 @@ use crate::config::model::{Channel, Config};
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{self, Primed};
-use crate::relay::whole;
 use crate::relay::translated::{self, Xlate};
+use crate::relay::whole;
 use crate::routing::family::PathFamily;
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::upstream::body::{Coding, UpBody};
-use crate::upstream::read;
 use crate::upstream::provider::Target;
+use crate::upstream::read;
 use crate::upstream::{self, Outgoing, UpstreamBody};
 use crate::wire::convert;
 use crate::wire::request::rewrite_model;
@@ -152,7 +152,7 @@ pub async fn exchange(
 ) -> Exchange {
     let (plan, x, req) = match prepare(cx, step, ch, g) {
         Ok(p) => p,
-        Err(e) => return e,
+        Err(e) => return *e,
     };
     let sent = Instant::now();
     let t_ns = (sent + non_stream_timeout(&cx.snap.table.config, ch)).min(g.deadline);
@@ -178,7 +178,7 @@ fn prepare(
     step: &Step,
     ch: &Channel,
     g: &Gates,
-) -> Result<(convert::Plan, Option<Translation>, Request<UpstreamBody>), Exchange> {
+) -> Result<(convert::Plan, Option<Translation>, Request<UpstreamBody>), Box<Exchange>> {
     let body = match (&cx.peek, step.upstream_model.is_empty()) {
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
@@ -201,10 +201,10 @@ fn prepare(
     if let Some(x) = x {
         let t = x.request(&plan.body, model).map_err(|r| {
             let answer = Some(r.failure(HeaderMap::new()));
-            Exchange::Failed {
+            Box::new(Exchange::Failed {
                 outcome: r.outcome,
                 answer,
-            }
+            })
         })?;
         plan.body = t.body;
         (path, stream) = (x.upstream_path(), t.stream);
@@ -231,7 +231,7 @@ fn prepare(
             .filter(|_| g.send_idempotency_key),
         request_id: &cx.request_id,
     })
-    .map_err(|e| failed(Outcome::ChannelError(e.code.to_string())))?;
+    .map_err(|e| Box::new(failed(Outcome::ChannelError(e.code.to_string()))))?;
     Ok((plan, tr, req))
 }
 
@@ -333,7 +333,12 @@ async fn receive(
 
 /// A failure with the upstream's answer, kept to relay if nothing succeeds; classified on
 /// the upstream's own status and body, translated only when relayed.
-pub(super) fn upstream_failed(status: u16, headers: HeaderMap, body: Bytes, x: Option<Xlate>) -> Exchange {
+pub(super) fn upstream_failed(
+    status: u16,
+    headers: HeaderMap,
+    body: Bytes,
+    x: Option<Xlate>,
+) -> Exchange {
     Exchange::Failed {
         outcome: stream::status_outcome(status, &body),
         answer: Some(UpstreamFailure {

@@ -77,7 +77,12 @@ impl Xlate {
     /// The upstream request body for the client's `body` (already model-rewritten and
     /// stream-planned); `Err`: the client's 400 naming the field — no attempt is made.
     pub fn request(self, body: &[u8], model: &str) -> Result<Prepared, Refused> {
-        match translate_request(self.client, self.upstream, body, &RequestOptions::new(model)) {
+        match translate_request(
+            self.client,
+            self.upstream,
+            body,
+            &RequestOptions::new(model),
+        ) {
             Ok(t) => Ok(Prepared {
                 body: Bytes::from(t.body),
                 stream: t.stream,

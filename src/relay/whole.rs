@@ -83,4 +83,3 @@ fn usage_of(b: &[u8]) -> Result<Usage, Outcome> {
     };
     Ok(usage)
 }
-

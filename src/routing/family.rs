@@ -327,7 +327,11 @@ mod tests {
             (Custom, "/v1/files", A, false, true),
         ];
         for (f, p, k, t, want) in rows {
-            assert_eq!(channel_serves(f, p, k, t), want, "{f:?} {p} {k:?} translate={t}");
+            assert_eq!(
+                channel_serves(f, p, k, t),
+                want,
+                "{f:?} {p} {k:?} translate={t}"
+            );
         }
     }
 

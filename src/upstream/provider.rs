@@ -104,7 +104,10 @@ impl Provider for Azure {
         let mut out = if t.model.is_empty() {
             format!("{prefix}/openai{rest}")
         } else {
-            format!("{prefix}/openai/deployments/{}{rest}", encode_segment(t.model))
+            format!(
+                "{prefix}/openai/deployments/{}{rest}",
+                encode_segment(t.model)
+            )
         };
         out.push_str("?api-version=");
         out.push_str(t.api_version);
