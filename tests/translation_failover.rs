@@ -1,7 +1,8 @@
 //! Cross-provider failover and tool calls through a translation (R16.1, R16.2, issue 18): a
 //! virtual model whose OpenAI primary is down answers from an Anthropic channel, streamed and
 //! not, billed at the real usage; an error at the start of a translated stream still fails
-//! over; tool calls keep their ids both ways, in answers, streams and the next request.
+//! over; tool calls keep their ids both ways, in answers, streams and the next request; a
+//! Gemini safety block is an error, never an empty answer.
 mod support;
 
 use serde_json::{json, Value};
@@ -260,5 +261,55 @@ async fn anthropic_tool_call_round_trip_on_openai() {
     assert_eq!(msgs[2]["role"], "tool");
     assert_eq!(msgs[2]["tool_call_id"], "call_abc123");
     assert_eq!(msgs[2]["content"], "sunny");
+    gw.stop().await;
+}
+
+/// A Gemini safety block (`promptFeedback.blockReason`, no candidates) is an error, not an
+/// empty answer: the OpenAI client gets 400 `content_filter`, and a stream blocked before
+/// content fails the attempt the same way.
+#[tokio::test]
+async fn gemini_safety_block_is_a_content_filter_error() {
+    let m = MockUpstream::start().await.unwrap();
+    let yaml = format!(
+        "routing:\n  retry_times: 0\nchannels:\n  g:\n    kind: gemini\n    base_url: http://{}/v1beta\n    keys: [k]\n    models: [gemini-x]\n{CLIENTS}",
+        m.addr()
+    );
+    let gw = start_gw(&yaml).await;
+    let openai_body = |model: &str, stream: bool| json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
+    let blocked = r#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"gemini-x"}"#;
+    m.push(Behavior::Raw {
+        content_type: "application/json".into(),
+        body: blocked.into(),
+    });
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            openai_body("gemini-x", false),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "content_filter", "{v}");
+    m.push(Behavior::Raw {
+        content_type: "text/event-stream".into(),
+        body: format!("data: {blocked}\r\n\r\n"),
+    });
+    let r = gw
+        .post("/v1/chat/completions", ALICE, openai_body("gemini-x", true))
+        .await;
+    assert_ne!(r.status(), 200, "blocked before any content: not committed");
+    // The mock speaks Azure faithfully: a deployment path without api-version is a 404.
+    let direct = reqwest::Client::new()
+        .post(format!(
+            "http://{}/openai/deployments/d/chat/completions",
+            m.addr()
+        ))
+        .header("api-key", "k")
+        .json(&openai_body("x", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 404);
     gw.stop().await;
 }
