@@ -17,6 +17,7 @@ use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::upstream::body::Transform;
+use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
 use crate::wire::translate::{
     translate_answer, translate_error, translate_request, AnswerOptions, Format, RequestOptions,
@@ -136,7 +137,12 @@ impl Xlate {
             &answer_options(request_id),
             include_usage,
         );
+        let format = match self.client {
+            Format::Anthropic => StreamFormat::Messages,
+            Format::OpenAi | Format::Gemini => StreamFormat::Chat,
+        };
         Box::new(SseXlate {
+            keepalive: dialect::keepalive(format),
             framer: Framer::new(false),
             tr,
             held: Vec::new(),
@@ -211,6 +217,8 @@ fn answer_options(request_id: &str) -> AnswerOptions<'_> {
 /// before content replaces it with one error event carrying the upstream's status, which
 /// the relay's hidden-error check turns into a failed attempt (R9.5).
 struct SseXlate {
+    /// The client format's keepalive (a comment, or Anthropic's `ping`).
+    keepalive: Bytes,
     framer: Framer,
     tr: StreamTranslator,
     held: Vec<u8>,
@@ -248,10 +256,13 @@ impl SseXlate {
             } else {
                 self.tr.feed(ev.name.as_deref(), data, &mut buf)
             };
-            if !self.committed && !self.dead && buf.is_empty() && step.error.is_none() {
+            let keepalive = ev.comment_only || ev.name.as_deref() == Some("ping");
+            let silent = buf.is_empty() && step.error.is_none() && !self.dead;
+            if silent && (!self.committed || keepalive) {
                 // Before the commit point every upstream event counts for the first-byte
-                // gate, pings included: pass it on as a comment.
-                out.extend_from_slice(b": keepalive\n\n");
+                // gate; after it an upstream keepalive still proves the upstream alive (the
+                // idle gate): pass it on as a comment.
+                out.extend_from_slice(&self.keepalive);
             }
             self.take(step, buf, out);
         }
