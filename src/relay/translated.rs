@@ -257,14 +257,14 @@ impl SseXlate {
                 self.tr.feed(ev.name.as_deref(), data, &mut buf)
             };
             let keepalive = ev.comment_only || ev.name.as_deref() == Some("ping");
-            let silent = buf.is_empty() && step.error.is_none() && !self.dead;
-            if silent && (!self.committed || keepalive) {
+            let (before, was_committed) = (out.len(), self.committed);
+            self.take(step, buf, out);
+            if out.len() == before && !self.dead && (!was_committed || keepalive) {
                 // Before the commit point every upstream event counts for the first-byte
-                // gate; after it an upstream keepalive still proves the upstream alive (the
-                // idle gate): pass it on as a comment.
+                // gate, held or not; after it an upstream keepalive still proves the
+                // upstream alive (the idle gate): pass it on as the client's keepalive.
                 out.extend_from_slice(&self.keepalive);
             }
-            self.take(step, buf, out);
         }
     }
 
@@ -297,4 +297,67 @@ impl SseXlate {
 /// translate): a broken answer, for another channel to do better.
 pub fn untranslatable() -> Outcome {
     Outcome::Transport(TransportKind::Broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"c\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+    const PING: &str = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+    const OVERLOADED: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+    const TEXT: &str = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n";
+
+    fn xlate() -> Box<dyn Transform> {
+        let x = of(PathFamily::Chat, ChannelKind::Anthropic).unwrap();
+        x.stream(true, "req1")
+    }
+
+    /// Fed byte by byte: what the relay's framer will see.
+    fn feed(t: &mut dyn Transform, s: &str) -> String {
+        let mut out = Vec::new();
+        for b in s.as_bytes() {
+            t.chunk(std::slice::from_ref(b), &mut out).unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn nothing_before_content_but_keepalives() {
+        let mut t = xlate();
+        let out = feed(t.as_mut(), &format!("{START}{PING}"));
+        assert_eq!(
+            out, ": keepalive\n\n: keepalive\n\n",
+            "the role chunk is held; each event still counts for the first-byte gate"
+        );
+        let out = feed(t.as_mut(), TEXT);
+        assert!(out.contains("\"role\":\"assistant\""), "{out}");
+        assert!(out.contains("\"content\":\"hi\""), "{out}");
+        assert!(
+            out.find("assistant") < out.find("\"hi\""),
+            "held first: {out}"
+        );
+        let mut end = Vec::new();
+        t.end(&mut end);
+        assert!(
+            end.is_empty(),
+            "cut before message_stop: the relay says incomplete"
+        );
+    }
+
+    #[test]
+    fn an_error_before_content_is_one_hidden_error_with_the_upstream_status() {
+        let mut t = xlate();
+        let out = feed(t.as_mut(), &format!("{START}{PING}{OVERLOADED}{TEXT}"));
+        let events: Vec<&str> = out.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(events.len(), 3, "{out}");
+        let last = events[2].strip_prefix("data: ").unwrap();
+        let v: serde_json::Value = serde_json::from_str(last).unwrap();
+        assert_eq!(v["error"]["code"], 529, "{v}");
+        assert_eq!(
+            crate::wire::hidden::embedded_error(&v),
+            Some(Some(529)),
+            "the relay's hidden-error check reads it"
+        );
+    }
 }
