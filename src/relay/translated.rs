@@ -261,9 +261,14 @@ impl SseXlate {
             self.take(step, buf, out);
             if out.len() == before && !self.dead && (!was_committed || keepalive) {
                 // Before the commit point every upstream event counts for the first-byte
-                // gate, held or not; after it an upstream keepalive still proves the
-                // upstream alive (the idle gate): pass it on as the client's keepalive.
-                out.extend_from_slice(&self.keepalive);
+                // gate, held or not: a comment (the relay drops it, so nothing precedes
+                // the held opening). After it an upstream keepalive still proves the
+                // upstream alive (the idle gate): passed on as the client's keepalive.
+                if was_committed {
+                    out.extend_from_slice(&self.keepalive);
+                } else {
+                    out.extend_from_slice(b": keepalive\n\n");
+                }
             }
         }
     }
