@@ -186,6 +186,13 @@ async fn anthropic_client_on_openai_channel() {
     assert_eq!(sent["stream_options"]["include_usage"], true, "{sent}");
     let a = attempts(&gw).await;
     assert_eq!(a[0]["translation"], "anthropic->openai");
+    let (_, log) = gw.admin_get("/admin/requests?limit=1").await;
+    let rec = &log["requests"][0];
+    assert_eq!(
+        (&rec["prompt_tokens"], &rec["completion_tokens"]),
+        (&json!(PROMPT_TOKENS), &json!(DEFAULT_CHUNKS)),
+        "the translated stream's usage is billed: {rec}"
+    );
     gw.stop().await;
 }
 
