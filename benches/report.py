@@ -63,7 +63,7 @@ for p in [k.split(".", 1)[1] for k in R if k.startswith("closed.")]:
     }
 d = closed.get("direct")
 for p, row in closed.items():
-    if d and p in ("nginx", "hyper", "switchyard", "litellm"):
+    if d and p in ("nginx", "hyper", "switchyard", "switchyard_xlate", "litellm"):
         row["added_p50_us"] = row["p50_us"] - d["p50_us"]
         row["added_p99_us"] = row["p99_us"] - d["p99_us"]
 report["closed_loop"] = closed
@@ -79,6 +79,15 @@ if sy and ng:
     check(r["added_p99"] is not None and r["added_p99"] <= 1.5, False, f"added p99 <= 1.5x nginx (got {fmt(r['added_p99'])}x)")
     check(r["rps"] is not None and r["rps"] >= 0.8, False, f"RPS at {report['meta'].get('connections')} conns >= 0.8x nginx (got {fmt(r['rps'])}x)")
     check(r["cpu_per_req"] is not None and r["cpu_per_req"] <= 1.5, False, f"CPU/request <= 1.5x nginx (got {fmt(r['cpu_per_req'])}x)")
+# An OpenAI client on an Anthropic channel (issue 18): the translation's CPU per request
+# against the plain path.
+if (sx := closed.get("switchyard_xlate")) and sy:
+    report["ratios_translated_over_plain"] = {
+        "cpu_per_req": ratio(sx["cpu_us_per_req"], sy["cpu_us_per_req"]),
+        "added_cpu_us_per_req": None if sx["cpu_us_per_req"] is None or sy["cpu_us_per_req"] is None
+        else round(sx["cpu_us_per_req"] - sy["cpu_us_per_req"], 1),
+        "rps": ratio(sx["rps"], sy["rps"]),
+    }
 syl, ngl = closed.get("switchyard_long"), closed.get("nginx_long")
 if syl and ngl:
     report["ratios_long_body_switchyard_over_nginx"] = {
@@ -203,6 +212,9 @@ if (ll := closed.get("litellm")) and ng:
     rps_x = ll["rps"] / ng["rps"] if ng["rps"] else None
     P(f"litellm (peer): RPS {'n/a' if rps_x is None else f'{rps_x:.2g}'}x nginx's, CPU/req {fmt(ratio(ll['cpu_us_per_req'], ng['cpu_us_per_req']))}x")
     report["ratios_litellm_over_nginx"] = {"rps": rps_x, "cpu_per_req": ratio(ll["cpu_us_per_req"], ng["cpu_us_per_req"])}
+if "ratios_translated_over_plain" in report:
+    r = report["ratios_translated_over_plain"]
+    P(f"switchyard_xlate = OpenAI client on an Anthropic channel; over the plain path: CPU/req {fmt(r['cpu_per_req'])}x (+{fmt(r['added_cpu_us_per_req'])} us)  RPS {fmt(r['rps'])}x")
 if "ratios_long_body_switchyard_over_nginx" in report:
     r = report["ratios_long_body_switchyard_over_nginx"]
     P(f"*_long = 60-turn (~62 KB) body; switchyard/nginx: RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x  p50 {fmt(r['p50'])}x")

@@ -231,6 +231,10 @@ run_wrk() { # NAME PIDS...
     local script=benches/post.lua url=${URL[${name%_long}]}
     [ "$name" != "${name%_long}" ] && script=$TMP/post-long.lua
     [ "$name" = shared_quota ] && script=$TMP/post-quota.lua
+    # NAME_xlate: the same path for a model served by an Anthropic channel (translated).
+    if [ "$name" != "${name%_xlate}" ]; then
+        script=$TMP/post-xlate.lua url=${URL[${name%_xlate}]}
+    fi
     wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s "$script" "$url" >/dev/null
     local t0 t1
     t0=$(cpu_ticks "$@")
@@ -250,6 +254,9 @@ run_wrk static $(ngx_pids)
 run_wrk nginx $(ngx_pids)
 run_wrk hyper "$HOP_PID"
 run_wrk switchyard "$SY_PID"
+# An OpenAI client on an Anthropic channel (issue 18): translation both ways per request.
+sed 's/"gpt-4o-mini"/"claude-bench"/' benches/post.lua >"$TMP/post-xlate.lua"
+run_wrk switchyard_xlate "$SY_PID"
 # A long conversation (60 turns, ~62 KB): what chat bodies look like once a session runs.
 python3 - benches/post.lua "$TMP/post-long.lua" <<'PY'
 import json, sys

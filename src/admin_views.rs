@@ -35,6 +35,7 @@ fn config_view(c: &crate::config::model::Channel) -> Value {
     json!({
         "name": c.name,
         "kind": c.kind.as_str(),
+        "translate": c.translate,
         "configured_enabled": c.enabled,
         "keys": c.keys.len(),
         "priority": c.priority,

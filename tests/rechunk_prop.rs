@@ -32,7 +32,7 @@ fn world() -> &'static World {
             let m = mocks(&["up"]).await;
             let yaml = fill(
                 &format!(
-                    "channels:\n  oa:\n    kind: openai\n    base_url: {{up}}\n    keys: [k]\n    models: [\"{MODEL}\"]\n  an:\n    kind: anthropic\n    base_url: {{up}}\n    keys: [k]\n    models: [\"{MODEL}\"]\n    paths: []\n{CLIENTS}"
+                    "channels:\n  oa:\n    kind: openai\n    base_url: {{up}}\n    keys: [k]\n    models: [\"{MODEL}\"]\n    translate: false\n  an:\n    kind: anthropic\n    base_url: {{up}}\n    keys: [k]\n    models: [\"{MODEL}\"]\n    paths: []\n    translate: false\n{CLIENTS}"
                 ),
                 &m,
             );

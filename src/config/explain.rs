@@ -68,14 +68,16 @@ pub fn explain(cfg: &Config) -> String {
         let _ = writeln!(out, "channel {}:", ch.name);
         let _ = writeln!(
             out,
-            "    kind={} base_url={}://{}{} keys={} enabled={} auto_ban={}",
+            "    kind={}{} base_url={}://{}{} keys={} enabled={} auto_ban={} translate={}",
             kind,
+            api_version(ch),
             ch.base_url.scheme,
             ch.base_url.authority,
             ch.base_url.path_prefix,
             ch.keys.len(),
             ch.enabled,
-            ch.auto_ban
+            ch.auto_ban,
+            ch.translate
         );
         let _ = writeln!(
             out,
@@ -117,4 +119,13 @@ pub fn explain(cfg: &Config) -> String {
         );
     }
     out
+}
+
+/// ` api_version=...` for an azure channel, "" otherwise.
+fn api_version(ch: &crate::config::model::Channel) -> String {
+    if ch.api_version.is_empty() {
+        String::new()
+    } else {
+        format!(" api_version={}", ch.api_version)
+    }
 }

@@ -11,8 +11,13 @@ use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChannelKind {
+    /// OpenAI and every OpenAI-compatible API (DeepSeek, vLLM, Ollama, Groq, ...).
     OpenAi,
     Anthropic,
+    /// Azure OpenAI: the OpenAI wire format on deployment paths, `api-key` auth.
+    Azure,
+    /// Google Gemini's native `generateContent` API: always translated.
+    Gemini,
 }
 
 impl ChannelKind {
@@ -21,6 +26,8 @@ impl ChannelKind {
         match self {
             ChannelKind::OpenAi => "openai",
             ChannelKind::Anthropic => "anthropic",
+            ChannelKind::Azure => "azure",
+            ChannelKind::Gemini => "gemini",
         }
     }
 }
@@ -87,6 +94,11 @@ pub struct Channel {
     pub include_usage: bool,
     /// Each key's published limits (R15.3); all zero = unlimited.
     pub limits: crate::limits::KeyLimits,
+    /// `api_version` (azure: the `api-version` query value; required there, "" elsewhere).
+    pub api_version: String,
+    /// May serve the other client wire format, translated (R16.1; default true). A `gemini`
+    /// channel with `translate: false` serves no client.
+    pub translate: bool,
 }
 
 /// `channels.*.protocol`.

@@ -198,6 +198,8 @@ pub(crate) struct RawChannel {
     pub protocol: Option<String>,
     pub include_usage: Option<bool>,
     pub limits: Option<RawKeyLimits>,
+    pub api_version: Option<String>,
+    pub translate: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

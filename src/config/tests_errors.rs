@@ -249,3 +249,29 @@ fn shared_section_is_validated() {
         assert!(text.contains(key) && text.contains(says), "{yaml}: {text}");
     }
 }
+
+/// Issue 18: the four kinds; azure needs its `api_version`, the others take none; `translate`
+/// defaults to on.
+#[test]
+fn kinds_api_version_and_translate() {
+    let ch = |kind: &str, extra: &str| {
+        format!("channels:\n  c:\n    kind: {kind}\n    base_url: http://x\n    models: [m]\n{extra}clients:\n  a: {{key: k}}\n")
+    };
+    let e = errs(&ch("azure", ""));
+    assert!(
+        e.to_string().contains("channels.c.api_version") && e.to_string().contains("required"),
+        "{e}"
+    );
+    let e = errs(&ch("azure", "    api_version: \"2024-10-21&x=1\"\n"));
+    assert!(e.to_string().contains("is not an api-version"), "{e}");
+    let e = errs(&ch("openai", "    api_version: \"2024-10-21\"\n"));
+    assert!(e.to_string().contains("only kind azure"), "{e}");
+    let e = errs(&ch("bedrock", ""));
+    assert!(e.to_string().contains("channels.c.kind"), "{e}");
+    let cfg = load(&ch("azure", "    api_version: \"2024-10-21\"\n")).unwrap();
+    assert_eq!(cfg.channels[0].api_version, "2024-10-21");
+    assert!(cfg.channels[0].translate && cfg.channels[0].include_usage);
+    let cfg = load(&ch("gemini", "    translate: false\n")).unwrap();
+    assert_eq!(cfg.channels[0].kind, model::ChannelKind::Gemini);
+    assert!(!cfg.channels[0].translate && !cfg.channels[0].include_usage);
+}

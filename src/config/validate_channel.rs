@@ -100,6 +100,7 @@ pub(crate) fn channel(
         UpstreamProtocol::Http1,
     );
     let limits = super::validate_limits::key_limits(&k("limits"), r.limits.as_ref(), c);
+    let api_version = api_version(c, &k("api_version"), kind, &r.api_version);
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -124,7 +125,11 @@ pub(crate) fn channel(
         forward_organization: r.forward_organization.unwrap_or(false),
         resilience,
         protocol,
-        include_usage: r.include_usage.unwrap_or(kind == ChannelKind::OpenAi),
+        include_usage: r
+            .include_usage
+            .unwrap_or(matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure)),
+        api_version,
+        translate: r.translate.unwrap_or(true),
         limits,
     })
 }
@@ -133,7 +138,32 @@ pub(crate) fn channel(
 const KINDS: &[(&str, ChannelKind)] = &[
     ("openai", ChannelKind::OpenAi),
     ("anthropic", ChannelKind::Anthropic),
+    ("azure", ChannelKind::Azure),
+    ("gemini", ChannelKind::Gemini),
 ];
+
+/// `api_version`: required for azure (the `api-version` query value, e.g. `2024-10-21`),
+/// meaningless elsewhere.
+fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> String {
+    let s = v.as_deref().map(str::trim).unwrap_or("");
+    let query_safe = s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    match kind {
+        ChannelKind::Azure if s.is_empty() => c.push(
+            key,
+            "required for kind azure (the api-version query value, e.g. \"2024-10-21\")",
+        ),
+        ChannelKind::Azure if !query_safe => c.push(
+            key,
+            format!("{s:?} is not an api-version (letters, digits, -, ., _)"),
+        ),
+        ChannelKind::Azure => {}
+        _ if !s.is_empty() => c.push(key, "only kind azure takes an api_version"),
+        _ => {}
+    }
+    s.to_string()
+}
 const STREAM_POLICIES: &[(&str, StreamPolicy)] = &[
     ("", StreamPolicy::Passthrough),
     ("force_stream", StreamPolicy::ForceStream),

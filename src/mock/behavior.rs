@@ -33,6 +33,9 @@ pub enum Behavior {
     SlowBody { delay: Duration },
     /// 200 with an empty body.
     EmptyOk,
+    /// A tool call (`get_weather`, `{"city": "Paris"}`) in the endpoint's format, streamed
+    /// or not as asked (`tool`).
+    ToolCall,
     /// 307 to `location`.
     Redirect { location: String },
     /// A stream whose preamble (Anthropic `message_start` + `ping`, Responses
@@ -199,7 +202,7 @@ impl FromStr for Behavior {
     /// — `ok`, `status=503`, `hang=2s`, `stall=2s`, `stream=20:10ms`, `cut=3`, `eof=3`,
     /// `keepalive=3:100ms`, `hidden`, `hidden=429`, `empty`, `slow=1s`,
     /// `redirect=http://...`, `error_after_start=529`, `drip=100ms`, `flood=20MiB`,
-    /// `pad=9MiB`, `chaos` — and wire modifiers: `coalesce`, `split=3/7/1`, `gap=1ms`, `cl`,
+    /// `pad=9MiB`, `tool`, `chaos` — and wire modifiers: `coalesce`, `split=3/7/1`, `gap=1ms`, `cl`,
     /// `gzip`, `crlf`. `ok,coalesce` is a normal answer written in one piece.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut base = None;
@@ -240,6 +243,7 @@ fn one(s: &str) -> Result<Behavior, ParseFaultError> {
         Ok(match key {
             "ok" => Behavior::Ok,
             "empty" => Behavior::EmptyOk,
+            "tool" => Behavior::ToolCall,
             "status" => {
                 let code: u16 = num(need()?, whole)?;
                 if !(100..=999).contains(&code) {

@@ -12,10 +12,12 @@ use hyper::body::Incoming;
 
 use super::behavior::{Behavior, Wire, CHAOS};
 use super::body::MockBody;
+use super::gemini;
 use super::json::{self, DEFAULT_CHUNKS};
-use super::request::{Endpoint, ReqInfo};
+use super::request::{azure_rest, Endpoint, ReqInfo};
 use super::shape::shape;
 use super::sse::{self, SseParts};
+use super::tools;
 use super::{RecordedRequest, Shared};
 
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -73,9 +75,18 @@ pub(crate) async fn handle(
     if let Some(want) = shared.key.load_full() {
         let got = presented_key(&parts.headers);
         if got != want.as_str() {
+            if ep.gemini() {
+                let b = gemini::bad_key();
+                return Ok(shared.named(plain(StatusCode::BAD_REQUEST, b.into())));
+            }
             let b = json::bad_key(got, ep.anthropic());
             return Ok(shared.named(plain(StatusCode::UNAUTHORIZED, b.into())));
         }
+    }
+    if azure_rest(path).is_some() && !has_api_version(parts.uri.query()) {
+        // Azure OpenAI answers a deployment path without `api-version` with a 404.
+        let b = r#"{"error":{"code":"404","message":"Resource not found"}}"#;
+        return Ok(shared.named(plain(StatusCode::NOT_FOUND, b.into())));
     }
 
     let behavior = match parts.headers.get(MOCK_FAULT) {
@@ -93,6 +104,15 @@ pub(crate) async fn handle(
 
     let resp = respond(&shared, ep, &parts, &info, behavior).await;
     Ok(shared.named(resp))
+}
+
+fn has_api_version(query: Option<&str>) -> bool {
+    query.is_some_and(|q| {
+        q.split('&').any(|p| {
+            p.strip_prefix("api-version=")
+                .is_some_and(|v| !v.is_empty())
+        })
+    })
 }
 
 /// The key the client presented (bearer token, `x-api-key`, `api-key` or `x-goog-api-key`).
@@ -145,7 +165,10 @@ async fn respond(
         Behavior::EndWithoutTerminal { chunks } => chunks,
         _ => DEFAULT_CHUNKS,
     };
-    let payload = render(shared, ep, parts, info, n);
+    let payload = match behavior {
+        Behavior::ToolCall => tool_call(ep, parts, info),
+        _ => render(shared, ep, parts, info, n),
+    };
     if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
         // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
         if ctype == JSON {
@@ -192,9 +215,10 @@ fn fixed(
     match behavior {
         Behavior::Status { code, body } => {
             let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let body = body
-                .clone()
-                .unwrap_or_else(|| json::status_error(*code, ep.anthropic()));
+            let body = body.clone().unwrap_or_else(|| match ep.gemini() {
+                true => gemini::error(*code),
+                false => json::status_error(*code, ep.anthropic()),
+            });
             Some(plain(status, body.into()))
         }
         Behavior::Redirect { location } => {
@@ -238,6 +262,21 @@ fn fixed(
     }
 }
 
+/// The endpoint's tool-call answer.
+fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>) -> Payload {
+    let model = gemini::model_of(parts.uri.path()).unwrap_or(info.model());
+    let m = json::quote(model);
+    let stream = match ep {
+        Endpoint::Gemini { stream } => stream,
+        _ => ep.streamable() && info.stream,
+    };
+    if stream {
+        Payload::Sse(tools::stream(ep, &m, info.include_usage()))
+    } else {
+        Payload::Full(tools::whole(ep, &m).into(), JSON)
+    }
+}
+
 /// The endpoint's normal answer with `n` content chunks.
 fn render(
     shared: &Shared,
@@ -246,6 +285,13 @@ fn render(
     info: &ReqInfo<'_>,
     n: usize,
 ) -> Payload {
+    if let Endpoint::Gemini { stream } = ep {
+        let m = json::quote(gemini::model_of(parts.uri.path()).unwrap_or(info.model()));
+        return match stream {
+            true => Payload::Sse(gemini::stream(&m, n)),
+            false => Payload::Full(gemini::answer(&m, n).into(), JSON),
+        };
+    }
     let m = json::quote(info.model());
     if ep.streamable() && info.stream {
         return Payload::Sse(sse::render(ep, &m, n, info.include_usage()));
@@ -271,7 +317,7 @@ fn render(
             let id = parts.uri.path().rsplit('/').next().unwrap_or_default();
             json::video_status(id)
         }
-        Endpoint::Echo | Endpoint::NotFound => {
+        Endpoint::Echo | Endpoint::NotFound | Endpoint::Gemini { .. } => {
             let path = parts
                 .uri
                 .path_and_query()

@@ -1,4 +1,5 @@
-//! A scriptable mock LLM upstream with fault injection (OpenAI and Anthropic wire formats),
+//! A scriptable mock LLM upstream with fault injection (OpenAI, Anthropic, Azure OpenAI and
+//! Gemini wire formats),
 //! served over HTTP/1.1 and h2c on a spawned task; used by integration tests, the demo and
 //! the benchmarks.
 //!
@@ -6,11 +7,13 @@
 //! [`Behavior`] (see [`MockUpstream::push`]), else the default ([`MockUpstream::set_default`]).
 mod behavior;
 mod body;
+mod gemini;
 mod handler;
 mod json;
 mod request;
 mod shape;
 mod sse;
+mod tools;
 mod wire;
 
 pub use behavior::{Behavior, ParseFaultError, Wire, CHAOS};

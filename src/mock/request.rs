@@ -25,6 +25,11 @@ pub(crate) enum Endpoint {
     Models,
     VideoCreate,
     VideoGet,
+    /// Gemini `models/{model}:generateContent` (`stream: false`) or
+    /// `:streamGenerateContent` (`stream: true`), under any version prefix.
+    Gemini {
+        stream: bool,
+    },
     /// Any other `/v1/*` path: echoed back.
     Echo,
     /// Outside `/v1/`.
@@ -32,9 +37,22 @@ pub(crate) enum Endpoint {
 }
 
 impl Endpoint {
+    /// The endpoint of `path`. Azure OpenAI's `/openai/deployments/{deployment}/X` is the
+    /// OpenAI endpoint `/v1/X`; Gemini's methods are recognised under any prefix.
     pub(crate) fn classify(method: &Method, path: &str) -> Endpoint {
-        let Some(rest) = path.strip_prefix("/v1/") else {
-            return Endpoint::NotFound;
+        if let Some(stream) = super::gemini::method_of(path) {
+            return if method == Method::POST {
+                Endpoint::Gemini { stream }
+            } else {
+                Endpoint::NotFound
+            };
+        }
+        let rest = match azure_rest(path) {
+            Some(r) => r,
+            None => match path.strip_prefix("/v1/") {
+                Some(r) => r,
+                None => return Endpoint::NotFound,
+            },
         };
         let post = method == Method::POST;
         let get = method == Method::GET;
@@ -57,6 +75,10 @@ impl Endpoint {
         }
     }
 
+    pub(crate) fn gemini(self) -> bool {
+        matches!(self, Endpoint::Gemini { .. })
+    }
+
     /// Whether the endpoint answers with SSE when asked to stream.
     pub(crate) fn streamable(self) -> bool {
         matches!(
@@ -69,6 +91,14 @@ impl Endpoint {
     pub(crate) fn anthropic(self) -> bool {
         self == Endpoint::Messages
     }
+}
+
+/// The OpenAI path under an Azure deployment: `/openai/deployments/d/chat/completions` →
+/// `chat/completions`.
+pub(crate) fn azure_rest(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/openai/deployments/")?;
+    let (deployment, rest) = rest.split_once('/')?;
+    (!deployment.is_empty()).then_some(rest)
 }
 
 /// The request body fields the answers depend on.

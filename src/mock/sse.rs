@@ -182,6 +182,9 @@ fn messages(m: &str, n: usize) -> SseParts {
 
 /// The first (and only) event of a streamed `HiddenError`.
 pub(crate) fn hidden_error(ep: Endpoint, code: Option<u16>) -> Bytes {
+    if ep.gemini() {
+        return super::gemini::error_event(code.unwrap_or(500));
+    }
     let body = json::hidden_error(code, ep.anthropic());
     match ep {
         Endpoint::Messages | Endpoint::Responses => event("error", &body),
@@ -199,6 +202,7 @@ pub(crate) fn error_after_start(ep: Endpoint, head: Vec<Bytes>, code: u16) -> Ve
             let kind = json::anthropic_type(code);
             v.push(event("error", &json::anthropic_error(kind, "Overloaded")));
         }
+        Endpoint::Gemini { .. } => v.push(super::gemini::error_event(code)),
         Endpoint::Responses => v.push(event(
             "error",
             r#"{"type":"error","code":"server_error","message":"mock upstream error after start","param":null}"#,

@@ -340,10 +340,14 @@ impl<'a> Walk<'a> {
             Outcome::Status { code, message, .. } if answer.is_none() => gateway(
                 GatewayError::upstream_status(f.status.unwrap_or(*code), &ch.name, message),
             ),
-            _ => answer.map(|a| LastFailure::Upstream {
-                status: f.status.unwrap_or(a.status),
-                headers: a.headers,
-                body: a.body,
+            _ => answer.map(|a| {
+                let status = f.status.unwrap_or(a.status);
+                let (status, headers, body) = a.for_client(status);
+                LastFailure::Upstream {
+                    status,
+                    headers,
+                    body,
+                }
             }),
         }
     }

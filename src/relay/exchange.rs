@@ -10,10 +10,13 @@ use crate::config::model::{Channel, Config};
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{self, Primed};
+use crate::relay::translated::{self, Xlate};
+use crate::relay::whole;
 use crate::routing::family::PathFamily;
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::upstream::body::{Coding, UpBody};
+use crate::upstream::provider::Target;
 use crate::upstream::read;
 use crate::upstream::{self, Outgoing, UpstreamBody};
 use crate::wire::convert;
@@ -25,6 +28,28 @@ pub struct UpstreamFailure {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The answer is in the upstream's format: translated when relayed (R16.1).
+    pub translate: Option<Xlate>,
+    /// The body is the gateway's, in the client's format, with this status (an untranslatable
+    /// request or answer): relayed as it is.
+    pub client_status: Option<u16>,
+}
+
+impl UpstreamFailure {
+    /// The status and body the client gets: `status` (the upstream's after the channel's
+    /// mapping), translated into the client's format when the attempt was.
+    pub fn for_client(self, status: u16) -> (u16, HeaderMap, Bytes) {
+        if let Some(fixed) = self.client_status {
+            return (fixed, self.headers, self.body);
+        }
+        match self.translate {
+            None => (status, self.headers, self.body),
+            Some(x) => {
+                let (status, body) = x.error(status, &self.body);
+                (status, translated::json_headers(self.headers), body)
+            }
+        }
+    }
 }
 
 /// What one exchange produced. Made and moved once per attempt: boxing the answer would cost
@@ -125,37 +150,79 @@ pub async fn exchange(
     ch: &Channel,
     g: &Gates,
 ) -> Exchange {
-    let (plan, req) = match prepare(cx, step, ch, g) {
-        Ok(x) => x,
-        Err(o) => return failed(o),
+    let (plan, x, req) = match prepare(cx, step, ch, g) {
+        Ok(p) => p,
+        Err(e) => return *e,
     };
     let sent = Instant::now();
     let t_ns = (sent + non_stream_timeout(&cx.snap.table.config, ch)).min(g.deadline);
     match send(gw, ch, req, plan.upstream_stream, g, t_ns).await {
-        Ok(resp) => receive(cx, &plan, resp, t_ns, g).await,
+        Ok(resp) => receive(cx, &plan, x, resp, t_ns, g).await,
         Err(o) => failed(o),
     }
 }
 
+/// The attempt's translation (R16.1): the request as the channel's format has it.
+struct Translation {
+    x: Xlate,
+    /// The stream carries the usage chunk (OpenAI clients).
+    include_usage: bool,
+}
+
 /// The request side: the body this channel gets — `model` rewritten to the upstream model,
-/// the stream policy applied (R9.6); a format translation belongs here too — and the
-/// upstream request built from it. An unbuildable request is the channel's failure.
+/// the stream policy applied (R9.6), translated into the channel's format when it speaks
+/// another (R16.1) — and the upstream request built from it. An unbuildable request is the
+/// channel's failure; an untranslatable one the client's 400, with no attempt made.
 fn prepare(
     cx: &Context,
     step: &Step,
     ch: &Channel,
     g: &Gates,
-) -> Result<(convert::Plan, Request<UpstreamBody>), Outcome> {
+) -> Result<(convert::Plan, Option<Translation>, Request<UpstreamBody>), Box<Exchange>> {
     let body = match (&cx.peek, step.upstream_model.is_empty()) {
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let plan = convert::plan(ch, &cx.path, cx.peek.as_ref(), body);
+    let x = translated::of(cx.family, ch.kind);
+    // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
+    let include_usage = ch.include_usage || x.is_some();
+    let mut plan = convert::plan_with(
+        ch.stream_policy,
+        include_usage,
+        &cx.path,
+        cx.peek.as_ref(),
+        body,
+    );
+    let model = match &*step.upstream_model {
+        "" => cx.model.as_str(),
+        m => m,
+    };
+    let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
+    if let Some(x) = x {
+        let t = x.request(&plan.body, model).map_err(|r| {
+            let answer = Some(r.failure(HeaderMap::new()));
+            Box::new(Exchange::Failed {
+                outcome: r.outcome,
+                answer,
+            })
+        })?;
+        plan.body = t.body;
+        (path, stream) = (x.upstream_path(), t.stream);
+        tr = Some(Translation {
+            x,
+            include_usage: t.include_usage,
+        });
+    }
     let req = upstream::build(Outgoing {
         channel: ch,
         key: ch.keys.get(step.key_index),
         method: cx.method.clone(),
-        path_and_query: &cx.path_and_query,
+        path_and_query: path,
+        target: Target {
+            model,
+            stream,
+            api_version: "",
+        },
         client_headers: &cx.headers,
         body: plan.body.clone(),
         idempotency_key: cx
@@ -164,8 +231,8 @@ fn prepare(
             .filter(|_| g.send_idempotency_key),
         request_id: &cx.request_id,
     })
-    .map_err(|e| Outcome::ChannelError(e.code.to_string()))?;
-    Ok((plan, req))
+    .map_err(|e| Box::new(failed(Outcome::ChannelError(e.code.to_string()))))?;
+    Ok((plan, tr, req))
 }
 
 /// Send within the gate of the request kind. Seed 001: the header gate is for streaming
@@ -207,10 +274,12 @@ async fn send(
 async fn receive(
     cx: &Context,
     plan: &convert::Plan,
+    tr: Option<Translation>,
     resp: Response<UpBody>,
     t_ns: Instant,
     g: &Gates,
 ) -> Exchange {
+    let x = tr.as_ref().map(|t| t.x);
     let (mut parts, mut inc) = resp.into_parts();
     let status = parts.status.as_u16();
     let coding = Coding::of(&parts.headers);
@@ -221,7 +290,7 @@ async fn receive(
     }
     if !(200..300).contains(&status) {
         let body = read::read_error(&mut inc, g.deadline).await;
-        return upstream_failed(status, parts.headers, body);
+        return upstream_failed(status, parts.headers, body, x);
     }
     if matches!(status, 204 | 205) || cx.method == Method::HEAD {
         return Exchange::Answer(Answer::Full {
@@ -238,10 +307,17 @@ async fn receive(
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
     let inspectable = coding != Coding::Other;
     if is_sse && inspectable {
+        if let Some(t) = &tr {
+            inc.transform(t.x.stream(t.include_usage, cx.rid()));
+        }
         return stream(cx, plan, status, parts.headers, inc, t_ns, g).await;
     }
     if inspectable && read::is_json(&parts.headers) {
-        return whole(plan, status, parts.headers, inc, t_ns).await;
+        return whole::whole(cx, plan, x, status, parts.headers, inc, t_ns).await;
+    }
+    if x.is_some() {
+        // Neither SSE nor JSON: nothing the client's format can carry.
+        return failed(translated::untranslatable());
     }
     match read::first_chunk(&mut inc, t_ns).await {
         Err(kind) => failed(Outcome::Transport(kind)),
@@ -255,14 +331,22 @@ async fn receive(
     }
 }
 
-/// A failure with the upstream's answer, kept to relay if nothing succeeds.
-fn upstream_failed(status: u16, headers: HeaderMap, body: Bytes) -> Exchange {
+/// A failure with the upstream's answer, kept to relay if nothing succeeds; classified on
+/// the upstream's own status and body, translated only when relayed.
+pub(super) fn upstream_failed(
+    status: u16,
+    headers: HeaderMap,
+    body: Bytes,
+    x: Option<Xlate>,
+) -> Exchange {
     Exchange::Failed {
         outcome: stream::status_outcome(status, &body),
         answer: Some(UpstreamFailure {
             status,
             headers,
             body,
+            translate: x,
+            client_status: None,
         }),
     }
 }
@@ -304,51 +388,7 @@ async fn stream(
     })
 }
 
-/// A JSON answer: read whole (bounded) and inspected, or streamed through when too large.
-async fn whole(
-    plan: &convert::Plan,
-    status: u16,
-    headers: HeaderMap,
-    mut inc: UpBody,
-    t_ns: Instant,
-) -> Exchange {
-    let b = match read::read_json(&mut inc, t_ns).await {
-        Err(kind) => return failed(Outcome::Transport(kind)),
-        Ok(read::Read::TooLarge(head)) => {
-            return Exchange::Answer(Answer::Passthrough {
-                status,
-                headers,
-                head,
-                body: inc,
-            })
-        }
-        Ok(read::Read::Whole(b)) => b,
-    };
-    if b.is_empty() {
-        return failed(Outcome::Transport(TransportKind::EmptyBody));
-    }
-    if let Some(code) = crate::wire::hidden::body_hidden_error(&b) {
-        return upstream_failed(code.unwrap_or(502), headers, b);
-    }
-    let usage = match Usage::from_body(&b) {
-        Some(u) => u,
-        // A JSON answer that does not parse was cut short (or is not JSON at all): a broken
-        // answer, never a success.
-        None if serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_err() => {
-            return failed(Outcome::Transport(TransportKind::Broken));
-        }
-        None => Usage::default(),
-    };
-    let (headers, b) = convert::replay_if_planned(plan, headers, b);
-    Exchange::Answer(Answer::Full {
-        status,
-        headers,
-        body: b,
-        usage,
-    })
-}
-
-fn failed(outcome: Outcome) -> Exchange {
+pub(super) fn failed(outcome: Outcome) -> Exchange {
     Exchange::Failed {
         outcome,
         answer: None,

@@ -10,6 +10,7 @@ use crate::config::model::Channel;
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{StreamEnd, StreamObserver};
+use crate::relay::translated;
 use crate::routing::outcome::OutcomeFacts;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
@@ -33,6 +34,8 @@ pub struct Finish {
     pub limit: crate::relay::admit::LimitHolds,
     /// The record went to the request log (by `done` or `failed`).
     written: bool,
+    /// Attempts on a channel of another wire format are translated (R16.2).
+    family: crate::routing::family::PathFamily,
 }
 
 /// A request dropped before it answered (the client went away before the first byte) is
@@ -85,6 +88,7 @@ impl Finish {
             billing: None,
             limit: Default::default(),
             written: false,
+            family: job.family,
         }
     }
 
@@ -98,6 +102,7 @@ impl Finish {
             error_class: f.class.to_string(),
             latency_ms: elapsed.as_millis() as u64,
             possibly_charged: f.possibly_charged,
+            translation: translated::of(self.family, ch.kind).map(|x| x.label()),
         });
     }
 

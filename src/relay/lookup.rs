@@ -1,12 +1,13 @@
 //! Which routes a request may use (R1.1, R3.1, R5.1; issue 15 "only declared endpoints reach
 //! upstream"): the R1.1 endpoint families are routed by the body's `model` (exact names, then
 //! model patterns); every other path reaches only channels that declare it in `paths` (or a
-//! `tasks.paths` prefix), and is answered 404 otherwise — whatever model the body names.
+//! `tasks.paths` prefix), and is answered 404 otherwise — whatever model the body names. A
+//! channel of another wire format serves chat and messages only translated (R16.1).
 
 use std::sync::Arc;
 
 use crate::error::GatewayError;
-use crate::routing::family::PathFamily;
+use crate::routing::family::{channel_serves, PathFamily};
 use crate::routing::table::{Route, Tier};
 use crate::state::Snapshot;
 
@@ -54,7 +55,7 @@ pub fn routes(
                 None => d.clone(),
             })
         };
-        if let Some(r) = found {
+        if let Some(r) = found.and_then(|r| servable(snap, w, r)) {
             out.push((g.clone(), r));
         }
     }
@@ -66,6 +67,40 @@ pub fn routes(
         (None, true) if w.json => GatewayError::missing_model(),
         _ => GatewayError::path_not_found(w.path),
     })
+}
+
+/// The route without the channels that cannot serve this request's wire format (R16.1:
+/// `translate: false`, token counting, Gemini); `None` when none is left. The route itself
+/// (no allocation) when every channel can.
+fn servable(snap: &Snapshot, w: &Wanted<'_>, r: Arc<Route>) -> Option<Arc<Route>> {
+    let serves = |ch: usize| {
+        snap.table
+            .channels
+            .get(ch)
+            .is_some_and(|c| channel_serves(w.family, w.path, c.kind, c.translate))
+    };
+    if r.tiers
+        .iter()
+        .flat_map(|t| t.candidates.iter())
+        .all(|c| serves(c.channel))
+    {
+        return Some(r);
+    }
+    let tiers: Vec<Tier> = r
+        .tiers
+        .iter()
+        .map(|t| Tier {
+            priority: t.priority,
+            candidates: t
+                .candidates
+                .iter()
+                .filter(|c| serves(c.channel))
+                .cloned()
+                .collect(),
+        })
+        .filter(|t| !t.candidates.is_empty())
+        .collect();
+    (!tiers.is_empty()).then(|| Arc::new(Route { tiers }))
 }
 
 /// A declared path whose request names a model: the declaring channels that also serve the

@@ -4,6 +4,8 @@
 //!   local answer — and the request's immutable `context`;
 //! - `attempt`: the loop — `plan`, `admit`, then per step `exchange`, classify, act;
 //! - `exchange`: one upstream exchange (request side, send, answer side);
+//! - `whole`: a JSON answer read whole and inspected;
+//! - `translated`: an attempt on a channel of another wire format (R16.1);
 //! - `stream`: a stream primed to its commit point, committed and pumped; `passthrough`:
 //!   other bodies; `commit`: a successful attempt's answer to the client;
 //! - `respond`: the client's response; `finish`: the request log and metrics at the end;
@@ -25,3 +27,5 @@ pub mod plan;
 pub mod respond;
 pub mod stream;
 pub mod task;
+pub mod translated;
+mod whole;

@@ -3,6 +3,8 @@
 //! A request that generates and bills an artifact is not replayed by default;
 //! an `Idempotency-Key` reopens retries for every such family except images.
 
+use crate::config::model::ChannelKind;
+
 /// What kind of endpoint a request path addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PathFamily {
@@ -48,6 +50,23 @@ impl PathFamily {
     /// counting is free at every provider, so it is neither precharged nor billed.
     pub fn billed(self) -> bool {
         self != PathFamily::TokenCount
+    }
+}
+
+/// Whether a channel of `kind` may serve a request of `family` on `path` (R16.1). Chat
+/// Completions and Messages reach a channel of the other wire format only translated, so
+/// only with `translate` on (a `gemini` channel speaks neither and is always translated).
+/// Token counting (`/v1/messages/count_tokens`, `/v1/responses/input_tokens`) is not
+/// translated: it reaches channels of its own format only. Every other family reaches
+/// OpenAI, Azure and Anthropic channels as before, never Gemini.
+pub fn channel_serves(family: PathFamily, path: &str, kind: ChannelKind, translate: bool) -> bool {
+    let openai_format = matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure);
+    match family {
+        PathFamily::Chat => openai_format || translate,
+        PathFamily::Messages => kind == ChannelKind::Anthropic || translate,
+        PathFamily::TokenCount if path.contains("count_tokens") => kind == ChannelKind::Anthropic,
+        PathFamily::TokenCount => openai_format,
+        _ => kind != ChannelKind::Gemini,
     }
 }
 
@@ -271,6 +290,47 @@ mod tests {
                 forward_idempotency_key(first, ch, model),
                 want,
                 "{first:?} -> {ch}/{model}"
+            );
+        }
+    }
+
+    /// R16.1: chat and messages cross formats only with `translate`; token counting never.
+    #[test]
+    fn channels_serve_the_other_format_only_translated() {
+        use ChannelKind::{Anthropic as A, Azure as Z, Gemini as G, OpenAi as O};
+        let chat = "/v1/chat/completions";
+        let msgs = "/v1/messages";
+        let count = "/v1/messages/count_tokens";
+        let input = "/v1/responses/input_tokens";
+        // (family, path, kind, translate, served)
+        let rows = [
+            (Chat, chat, O, false, true),
+            (Chat, chat, Z, false, true),
+            (Chat, chat, A, true, true),
+            (Chat, chat, A, false, false),
+            (Chat, chat, G, true, true),
+            (Chat, chat, G, false, false),
+            (Messages, msgs, A, false, true),
+            (Messages, msgs, O, true, true),
+            (Messages, msgs, O, false, false),
+            (Messages, msgs, Z, true, true),
+            (Messages, msgs, G, true, true),
+            (Messages, msgs, G, false, false),
+            (TokenCount, count, A, true, true),
+            (TokenCount, count, O, true, false),
+            (TokenCount, count, G, true, false),
+            (TokenCount, input, O, true, true),
+            (TokenCount, input, A, true, false),
+            (Embeddings, "/v1/embeddings", O, true, true),
+            (Embeddings, "/v1/embeddings", Z, false, true),
+            (Embeddings, "/v1/embeddings", G, true, false),
+            (Custom, "/v1/files", A, false, true),
+        ];
+        for (f, p, k, t, want) in rows {
+            assert_eq!(
+                channel_serves(f, p, k, t),
+                want,
+                "{f:?} {p} {k:?} translate={t}"
             );
         }
     }

@@ -16,6 +16,10 @@ pub struct AttemptRecord {
     pub error_class: String,
     pub latency_ms: u64,
     pub possibly_charged: bool,
+    /// `openai->anthropic` when the attempt was translated (R16.2); absent otherwise (kept
+    /// inside the JSON `attempts` column: no schema change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub translation: Option<String>,
 }
 
 /// One finished request as shown by the admin API (R12.1).

@@ -4,9 +4,14 @@
 //! switchyard asks upstreams for `Accept-Encoding: identity` (it must read SSE events and JSON
 //! usage), but an upstream that compresses anyway is decoded here, incrementally, so the
 //! framer and the JSON reader only ever see plain bytes.
+//!
+//! A `Transform` may rewrite the decoded bytes on the way (a stream translated into the
+//! client's wire format, R16.1): the relay then reads the client's format as if the upstream
+//! had spoken it.
 
 use std::io::Write;
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -51,11 +56,24 @@ impl Coding {
     }
 }
 
+/// A rewrite of the decoded body bytes, chunk by chunk (see the module doc).
+pub trait Transform: Send {
+    /// Rewrite one chunk into `out`; an error breaks the body.
+    fn chunk(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), String>;
+    /// The upstream body ended: write what remains.
+    fn end(&mut self, out: &mut Vec<u8>);
+}
+
 /// The upstream body (see the module doc).
 pub struct UpBody {
     inner: Incoming,
     gunzip: Option<GzDecoder<Vec<u8>>>,
     done: bool,
+    /// In a `Mutex` only to keep the body `Sync` (a `&UpBody` crosses an await in the
+    /// relay); it is reached through `get_mut`, never locked.
+    transform: Option<Mutex<Box<dyn Transform>>>,
+    /// The transform has written its end.
+    transform_done: bool,
     _slot: Option<Slot>,
 }
 
@@ -65,6 +83,8 @@ impl UpBody {
             inner,
             gunzip: None,
             done: false,
+            transform: None,
+            transform_done: false,
             _slot: slot,
         }
     }
@@ -77,17 +97,15 @@ impl UpBody {
     pub fn is_decoding(&self) -> bool {
         self.gunzip.is_some()
     }
-}
 
-impl Body for UpBody {
-    type Data = Bytes;
-    type Error = UpError;
+    /// Rewrite the (decoded) bytes through `t` from here on.
+    pub fn transform(&mut self, t: Box<dyn Transform>) {
+        self.transform = Some(Mutex::new(t));
+    }
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, UpError>>> {
-        let this = self.get_mut();
+    /// The next decoded frame, before any transform.
+    fn poll_plain(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, UpError>>> {
+        let this = self;
         loop {
             if this.done {
                 return Poll::Ready(None);
@@ -127,13 +145,62 @@ impl Body for UpBody {
             }
         }
     }
+}
+
+impl Body for UpBody {
+    type Data = Bytes;
+    type Error = UpError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, UpError>>> {
+        let this = self.get_mut();
+        if this.transform.is_none() {
+            return this.poll_plain(cx);
+        }
+        loop {
+            if this.transform_done {
+                return Poll::Ready(None);
+            }
+            let polled = this.poll_plain(cx);
+            let Some(t) = this.transform.as_mut() else {
+                return polled;
+            };
+            let t = t.get_mut().unwrap_or_else(|e| e.into_inner());
+            let mut out = Vec::new();
+            match polled {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    if let Err(e) = t.chunk(&data, &mut out) {
+                        this.transform_done = true;
+                        return Poll::Ready(Some(Err(UpError(e))));
+                    }
+                }
+                Poll::Ready(None) => {
+                    this.transform_done = true;
+                    t.end(&mut out);
+                }
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+        }
+    }
 
     fn is_end_stream(&self) -> bool {
+        if self.transform.is_some() {
+            return self.transform_done;
+        }
         self.done || (self.gunzip.is_none() && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.gunzip.is_some() {
+        if self.gunzip.is_some() || self.transform.is_some() {
             SizeHint::default()
         } else {
             self.inner.size_hint()

@@ -10,9 +10,9 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri};
 use http_body_util::Full;
 
-use super::provider;
+use super::provider::{self, Target};
 use super::UpstreamBody;
-use crate::config::model::Channel;
+use crate::config::model::{Channel, ChannelKind};
 use crate::http::headers;
 use crate::secret::Secret;
 
@@ -21,8 +21,11 @@ pub struct Outgoing<'a> {
     pub channel: &'a Channel,
     pub key: Option<&'a Secret>,
     pub method: Method,
-    /// The client's path and query, e.g. `/v1/chat/completions?x=1`.
+    /// The path and query in the channel's wire format, e.g. `/v1/chat/completions?x=1`
+    /// (the client's, or the translated request's); the provider places it (R1.2).
     pub path_and_query: &'a str,
+    /// The upstream model and stream mode (Azure deployment paths, Gemini methods).
+    pub target: Target<'a>,
     pub client_headers: &'a HeaderMap,
     pub body: Bytes,
     /// Forwarded only on same-target retries and first attempts (R10.2).
@@ -62,7 +65,12 @@ pub(super) fn invalid_key() -> BuildError {
 /// Build the upstream request for `o` (the channel-kind adapter, R1.2).
 pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
     let ch = o.channel;
-    let pq = provider::of(ch.kind).path_and_query(&ch.base_url.path_prefix, o.path_and_query);
+    let target = Target {
+        api_version: &ch.api_version,
+        ..o.target
+    };
+    let pq =
+        provider::of(ch.kind).path_and_query(&ch.base_url.path_prefix, o.path_and_query, &target);
     let uri = Uri::builder()
         .scheme(ch.base_url.scheme.clone())
         .authority(ch.base_url.authority.clone())
@@ -74,6 +82,12 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
     headers::to_upstream(o.client_headers, headers, ch.forward_organization);
+    if ch.kind != ChannelKind::Anthropic {
+        // Anthropic SDK headers mean nothing to the other providers (an Anthropic client on
+        // a translated channel).
+        headers.remove("anthropic-version");
+        headers.remove("anthropic-beta");
+    }
     let provider = provider::of(ch.kind);
     if let Some(key) = o.key {
         provider.authenticate(key, headers)?;

@@ -146,6 +146,7 @@ pub async fn list_models(
         key: ch.keys.get(key),
         method: Method::GET,
         path_and_query: "/v1/models",
+        target: Default::default(),
         client_headers: &HeaderMap::new(),
         body: Bytes::new(),
         idempotency_key: None,

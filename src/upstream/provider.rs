@@ -1,9 +1,13 @@
-//! Provider kinds (R1.2): what each kind of channel adds to a request — where the client's
-//! path goes under the base URL, how the key authenticates, which headers the provider
-//! requires. One `Provider` per `ChannelKind`; a new kind (Azure's deployment paths and
-//! `api-key`, Gemini's `x-goog-api-key`) is a new implementation here. A kind that signs the
-//! whole request (SigV4) or presents a fetched token (OAuth) needs one more step after the
-//! headers are final; it is added with the first such kind.
+//! Provider kinds (R1.2): what each kind of channel adds to a request — where the request goes
+//! under the base URL, how the key authenticates, which headers the provider requires. One
+//! `Provider` per `ChannelKind`: OpenAI(-compatible) `Authorization: Bearer`, Anthropic
+//! `x-api-key`, Azure OpenAI deployment paths with `api-key`, Gemini `models/{model}:...` with
+//! `x-goog-api-key`.
+//!
+//! Room for signing kinds: a kind that signs the whole request (AWS SigV4 for Bedrock) or
+//! presents a fetched token (OAuth for Vertex) needs one more step after the headers are final
+//! (`fn sign(&self, req: &mut Request<..>)`, called last in `build`, with access to the body
+//! bytes) and, for OAuth, a token cache outside this pure trait. Neither is built yet.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -11,11 +15,24 @@ use super::build::{invalid_key, mark_sensitive, BuildError};
 use crate::config::model::ChannelKind;
 use crate::secret::Secret;
 
+/// What the path of one request depends on besides the client's path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Target<'a> {
+    /// The upstream model (Azure: the deployment; Gemini: the model in the URL); "" for a
+    /// request that names none (pass-through paths).
+    pub model: &'a str,
+    /// The upstream is asked for a stream (Gemini chooses its method by it).
+    pub stream: bool,
+    /// Azure's `api-version`.
+    pub api_version: &'a str,
+}
+
 /// What a kind of provider adds to a request.
 pub trait Provider: Sync {
-    /// The upstream path and query: the client's `/v1/...` path and query under the base
-    /// URL's path `prefix` (which already names the API version).
-    fn path_and_query(&self, prefix: &str, client: &str) -> String {
+    /// The upstream path and query: the request's `/v1/...` path and query (in the channel's
+    /// own wire format) under the base URL's path `prefix` (which already names the API
+    /// version).
+    fn path_and_query(&self, prefix: &str, client: &str, _t: &Target) -> String {
         let rest = client.strip_prefix("/v1").unwrap_or(client);
         format!("{prefix}{rest}")
     }
@@ -33,7 +50,16 @@ pub fn of(kind: ChannelKind) -> &'static dyn Provider {
     match kind {
         ChannelKind::OpenAi => &OpenAi,
         ChannelKind::Anthropic => &Anthropic,
+        ChannelKind::Azure => &Azure,
+        ChannelKind::Gemini => &Gemini,
     }
+}
+
+/// `key` as a sensitive header value.
+fn key_value(key: &Secret) -> Result<HeaderValue, BuildError> {
+    HeaderValue::try_from(key.expose())
+        .map(mark_sensitive)
+        .map_err(|_| invalid_key())
 }
 
 /// OpenAI and every OpenAI-compatible API: `Authorization: Bearer`.
@@ -53,8 +79,7 @@ struct Anthropic;
 
 impl Provider for Anthropic {
     fn authenticate(&self, key: &Secret, headers: &mut HeaderMap) -> Result<(), BuildError> {
-        let v = HeaderValue::try_from(key.expose()).map_err(|_| invalid_key())?;
-        headers.insert(HeaderName::from_static("x-api-key"), mark_sensitive(v));
+        headers.insert(HeaderName::from_static("x-api-key"), key_value(key)?);
         Ok(())
     }
 
@@ -66,6 +91,79 @@ impl Provider for Anthropic {
             );
         }
     }
+}
+
+/// Azure OpenAI: `/v1/X` goes to `/openai/deployments/{deployment}/X?api-version=...` under
+/// the resource endpoint (the deployment is the mapped model name), `api-key` authenticates.
+struct Azure;
+
+impl Provider for Azure {
+    fn path_and_query(&self, prefix: &str, client: &str, t: &Target) -> String {
+        let (path, query) = client.split_once('?').unwrap_or((client, ""));
+        let rest = path.strip_prefix("/v1").unwrap_or(path);
+        let mut out = if t.model.is_empty() {
+            format!("{prefix}/openai{rest}")
+        } else {
+            format!(
+                "{prefix}/openai/deployments/{}{rest}",
+                encode_segment(t.model)
+            )
+        };
+        out.push_str("?api-version=");
+        out.push_str(t.api_version);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            if !pair.starts_with("api-version=") {
+                out.push('&');
+                out.push_str(pair);
+            }
+        }
+        out
+    }
+
+    fn authenticate(&self, key: &Secret, headers: &mut HeaderMap) -> Result<(), BuildError> {
+        headers.insert(HeaderName::from_static("api-key"), key_value(key)?);
+        Ok(())
+    }
+}
+
+/// Gemini's native API: `{base}/models/{model}:generateContent`, or
+/// `:streamGenerateContent?alt=sse` for a stream; `x-goog-api-key` authenticates. Requests
+/// reach it only translated (the request path is not the client's).
+struct Gemini;
+
+impl Provider for Gemini {
+    fn path_and_query(&self, prefix: &str, client: &str, t: &Target) -> String {
+        if t.model.is_empty() {
+            // A request naming no model (the probe's `GET /v1/models`): the plain mapping.
+            let rest = client.strip_prefix("/v1").unwrap_or(client);
+            return format!("{prefix}{rest}");
+        }
+        let model = encode_segment(t.model.strip_prefix("models/").unwrap_or(t.model));
+        if t.stream {
+            format!("{prefix}/models/{model}:streamGenerateContent?alt=sse")
+        } else {
+            format!("{prefix}/models/{model}:generateContent")
+        }
+    }
+
+    fn authenticate(&self, key: &Secret, headers: &mut HeaderMap) -> Result<(), BuildError> {
+        headers.insert(HeaderName::from_static("x-goog-api-key"), key_value(key)?);
+        Ok(())
+    }
+}
+
+/// A model or deployment name as one path segment: unreserved characters kept, the rest
+/// percent-encoded (a name can never add a path segment or a query).
+fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -110,14 +208,89 @@ mod tests {
     #[test]
     fn paths_go_under_the_base_url() {
         let p = of(ChannelKind::OpenAi);
+        let t = Target::default();
         assert_eq!(
-            p.path_and_query("/v1", "/v1/chat/completions?x=1"),
+            p.path_and_query("/v1", "/v1/chat/completions?x=1", &t),
             "/v1/chat/completions?x=1"
         );
         assert_eq!(
-            p.path_and_query("/api/paas/v4", "/v1/chat/completions"),
+            p.path_and_query("/api/paas/v4", "/v1/chat/completions", &t),
             "/api/paas/v4/chat/completions"
         );
-        assert_eq!(p.path_and_query("", "/other"), "/other");
+        assert_eq!(p.path_and_query("", "/other", &t), "/other");
+    }
+
+    #[test]
+    fn azure_uses_deployment_paths_and_api_version() {
+        let p = of(ChannelKind::Azure);
+        let t = Target {
+            model: "gpt4o-prod",
+            stream: true,
+            api_version: "2024-10-21",
+        };
+        let rows = [
+            (
+                "/v1/chat/completions",
+                "/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21",
+            ),
+            (
+                "/v1/embeddings?x=1&api-version=evil",
+                "/openai/deployments/gpt4o-prod/embeddings?api-version=2024-10-21&x=1",
+            ),
+        ];
+        for (client, want) in rows {
+            assert_eq!(p.path_and_query("", client, &t), want, "{client}");
+        }
+        let odd = Target {
+            model: "a/../b?c",
+            ..t
+        };
+        assert_eq!(
+            p.path_and_query("/base", "/v1/chat/completions", &odd),
+            "/base/openai/deployments/a%2F..%2Fb%3Fc/chat/completions?api-version=2024-10-21"
+        );
+        let none = Target { model: "", ..t };
+        assert_eq!(
+            p.path_and_query("", "/v1/files", &none),
+            "/openai/files?api-version=2024-10-21"
+        );
+        let mut h = HeaderMap::new();
+        p.authenticate(&Secret::new("az-1"), &mut h).unwrap();
+        assert_eq!(h["api-key"], "az-1");
+        assert!(h["api-key"].is_sensitive() && !h.contains_key(header::AUTHORIZATION));
+    }
+
+    #[test]
+    fn gemini_names_the_model_and_method_in_the_path() {
+        let p = of(ChannelKind::Gemini);
+        let mut t = Target {
+            model: "gemini-2.5-flash",
+            stream: false,
+            api_version: "",
+        };
+        assert_eq!(
+            p.path_and_query("/v1beta", "/v1/chat/completions", &t),
+            "/v1beta/models/gemini-2.5-flash:generateContent"
+        );
+        t.stream = true;
+        assert_eq!(
+            p.path_and_query("/v1beta", "/v1/messages", &t),
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        t.model = "models/gemini-pro";
+        assert_eq!(
+            p.path_and_query("", "", &t),
+            "/models/gemini-pro:streamGenerateContent?alt=sse"
+        );
+        t.model = "";
+        assert_eq!(
+            p.path_and_query("/v1beta", "/v1/models", &t),
+            "/v1beta/models",
+            "the probe lists models"
+        );
+        let mut h = HeaderMap::new();
+        p.authenticate(&Secret::new("AIza1"), &mut h).unwrap();
+        assert_eq!(h["x-goog-api-key"], "AIza1");
+        assert!(h["x-goog-api-key"].is_sensitive());
     }
 }

@@ -41,6 +41,10 @@ CLAUDE_MODEL = "claude-sonnet-5-5"
 VIRTUAL_MODEL = "resilient-chat"
 # Served only to the "vip" group; the test client is in "default".
 VIP_ONLY_MODEL = "vip-only-model"
+# Served only by an Anthropic channel (OpenAI SDK tests translate) and only by an OpenAI
+# channel (Anthropic SDK tests translate), issue 18.
+XLATE_CLAUDE_MODEL = "xlate-claude"
+XLATE_GPT_MODEL = "xlate-gpt"
 
 CONFIG_TEMPLATE = string.Template(
     """\
@@ -66,6 +70,18 @@ channels:
     models: [${claude_model}]
     groups: [default]
     priority: 10
+  xlate-anthropic:
+    kind: anthropic
+    base_url: http://127.0.0.1:${mock_port}/v1
+    keys: ["sk-upstream-test-anthropic"]
+    models: [${xlate_claude_model}]
+    groups: [default]
+  xlate-openai:
+    kind: openai
+    base_url: http://127.0.0.1:${mock_port}/v1
+    keys: ["sk-upstream-test-openai"]
+    models: [${xlate_gpt_model}]
+    groups: [default]
   mock-vip:
     kind: openai
     base_url: http://127.0.0.1:${mock_port}/v1
@@ -207,6 +223,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory):
                 claude_model=CLAUDE_MODEL,
                 virtual_model=VIRTUAL_MODEL,
                 vip_only_model=VIP_ONLY_MODEL,
+                xlate_claude_model=XLATE_CLAUDE_MODEL,
+                xlate_gpt_model=XLATE_GPT_MODEL,
             )
         )
         # Settings must come from the file only.

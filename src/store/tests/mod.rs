@@ -27,6 +27,7 @@ pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
                 error_class: "upstream_5xx".into(),
                 latency_ms: 12,
                 possibly_charged: false,
+                translation: None,
             },
             AttemptRecord {
                 channel: "b".into(),
@@ -35,6 +36,7 @@ pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
                 error_class: "ok".into(),
                 latency_ms: 340,
                 possibly_charged: true,
+                translation: Some("openai->anthropic".into()),
             },
         ],
         chain: "a->b".into(),

@@ -115,14 +115,19 @@ pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
     )
 }
 
-/// Refuse any key left in `m` (every known key was taken out already); `ignored` keys pass.
+/// Refuse any key left in `m` (every known key was taken out already); `ignored` keys pass,
+/// and so does any key whose value is `null`: both APIs read a null optional field as an
+/// absent one, and the SDKs echo unset fields of earlier answers as null (`toolset_name`).
 pub(super) fn no_more(
     m: &Map<String, Value>,
     p: Path,
     target: Format,
     ignored: &[&str],
 ) -> Result<()> {
-    match m.keys().find(|k| !ignored.contains(&k.as_str())) {
+    let left = m
+        .iter()
+        .find(|(k, v)| !v.is_null() && !ignored.contains(&k.as_str()));
+    match left.map(|(k, _)| k) {
         Some(k) => Err(unknown(p.key(k), target)),
         None => Ok(()),
     }

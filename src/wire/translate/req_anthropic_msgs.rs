@@ -81,6 +81,7 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
                     ))
                 }
             };
+            caller(m.remove("caller"), p, target)?;
             convo.tool_call(id, name, args);
         }
         ("tool_result", Role::User) => return tool_result(m, p, convo, target),
@@ -95,6 +96,21 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
         }
     }
     read::no_more(&m, p, target, BLOCK_IGNORED)
+}
+
+/// A `tool_use` block's `caller`: the SDKs echo it back (`null`, or `{"type": "direct"}`:
+/// the model called the tool itself, the only kind the other formats have). A call made
+/// from code execution (programmatic tool calling) cannot be expressed.
+fn caller(v: Option<Value>, p: Path, target: Format) -> Result<()> {
+    match v {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(c)) if c.get("type").and_then(Value::as_str) == Some("direct") => Ok(()),
+        Some(_) => Err(refuse(
+            p.key("caller"),
+            target,
+            "a tool call made from code execution",
+        )),
+    }
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -181,4 +197,43 @@ fn result_block(v: Value, p: Path, target: Format) -> Result<Part> {
     read::check_tool_result_part(&part, p, target)?;
     read::no_more(&m, p, target, BLOCK_IGNORED)?;
     Ok(part)
+}
+
+#[cfg(test)]
+mod caller_tests {
+    use serde_json::json;
+
+    use crate::wire::translate::{translate_request, Format, RequestOptions};
+
+    /// The SDKs echo `caller` back on `tool_use` blocks (`msg.content` passed as is).
+    #[test]
+    fn direct_callers_pass_and_code_execution_is_refused() {
+        let body = |caller: serde_json::Value| {
+            json!({"model": "m", "max_tokens": 5, "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
+                    "name": "f", "input": {}, "caller": caller}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                    "content": "r"}]}]})
+            .to_string()
+        };
+        let go = |b: String| {
+            translate_request(
+                Format::Anthropic,
+                Format::OpenAi,
+                b.as_bytes(),
+                &RequestOptions::new("m"),
+            )
+        };
+        for ok in [json!(null), json!({"type": "direct"})] {
+            let out = go(body(ok.clone())).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            let v: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
+            assert_eq!(v["messages"][1]["tool_calls"][0]["id"], "toolu_1");
+        }
+        let e = go(body(
+            json!({"type": "code_execution_20250825", "tool_id": "x"}),
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "messages[1].content[0].caller");
+    }
 }

@@ -1,0 +1,368 @@
+//! One attempt on a channel of another wire format (R16.1, R16.2): which attempts are
+//! translated, the upstream request body and path, the answer (JSON or stream) and the error
+//! in the client's format. The conversion itself is `wire::translate` (pure); this module
+//! applies it to one exchange so that everything downstream — commit point, hidden errors,
+//! `stream_incomplete`, usage and billing — reads the client's own format as if the upstream
+//! had spoken it.
+//!
+//! Classification never sees a translated status: a failed attempt is classified on the
+//! upstream's real status and body, and its answer is translated only when it is relayed.
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+
+use crate::config::model::ChannelKind;
+use crate::error::{GatewayError, WireFormat};
+use crate::relay::exchange::UpstreamFailure;
+use crate::routing::family::PathFamily;
+use crate::routing::policy::{Outcome, TransportKind};
+use crate::upstream::body::Transform;
+use crate::wire::dialect::{self, StreamFormat};
+use crate::wire::sse::Framer;
+use crate::wire::translate::{
+    translate_answer, translate_error, translate_request, AnswerOptions, Format, RequestOptions,
+    Step, StreamTranslator, UpstreamError,
+};
+use crate::wire::usage::Usage;
+
+/// A translated attempt: the client's format and the upstream's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Xlate {
+    pub client: Format,
+    pub upstream: Format,
+}
+
+/// The wire format of a channel kind (Azure speaks OpenAI's).
+pub fn channel_format(kind: ChannelKind) -> Format {
+    match kind {
+        ChannelKind::OpenAi | ChannelKind::Azure => Format::OpenAi,
+        ChannelKind::Anthropic => Format::Anthropic,
+        ChannelKind::Gemini => Format::Gemini,
+    }
+}
+
+/// The attempt's translation, when a request of `family` goes to a channel of `kind` that
+/// speaks another format (only chat completions and messages are translated).
+pub fn of(family: PathFamily, kind: ChannelKind) -> Option<Xlate> {
+    let client = match family {
+        PathFamily::Chat => Format::OpenAi,
+        PathFamily::Messages => Format::Anthropic,
+        _ => return None,
+    };
+    let upstream = channel_format(kind);
+    (client != upstream).then_some(Xlate { client, upstream })
+}
+
+impl Xlate {
+    /// `openai->anthropic`, as the request log shows it.
+    pub fn label(self) -> String {
+        format!("{}->{}", self.client.label(), self.upstream.label())
+    }
+
+    /// The path the upstream's format uses (Gemini's is chosen by its provider).
+    pub fn upstream_path(self) -> &'static str {
+        match self.upstream {
+            Format::OpenAi => "/v1/chat/completions",
+            Format::Anthropic => "/v1/messages",
+            Format::Gemini => "/v1/models",
+        }
+    }
+
+    fn wire_format(self) -> WireFormat {
+        match self.client {
+            Format::Anthropic => WireFormat::Anthropic,
+            Format::OpenAi | Format::Gemini => WireFormat::OpenAi,
+        }
+    }
+
+    /// The upstream request body for the client's `body` (already model-rewritten and
+    /// stream-planned); `Err`: the client's 400 naming the field — no attempt is made.
+    pub fn request(self, body: &[u8], model: &str) -> Result<Prepared, Refused> {
+        match translate_request(
+            self.client,
+            self.upstream,
+            body,
+            &RequestOptions::new(model),
+        ) {
+            Ok(t) => Ok(Prepared {
+                body: Bytes::from(t.body),
+                stream: t.stream,
+                include_usage: t.include_usage,
+            }),
+            Err(e) => {
+                let g = GatewayError::bad_request(e.code(), e.to_string());
+                Err(Refused {
+                    status: 400,
+                    outcome: Outcome::Status {
+                        code: 400,
+                        error_code: Some(e.code().to_string()),
+                        error_type: Some("invalid_request_error".into()),
+                        message: e.to_string(),
+                    },
+                    body: g.body(self.wire_format()),
+                })
+            }
+        }
+    }
+
+    /// An upstream error answer (`status` after the channel's mapping) in the client's
+    /// format: its status and body.
+    pub fn error(self, status: u16, body: &[u8]) -> (u16, Bytes) {
+        let t = translate_error(self.upstream, status, body, self.client);
+        (t.status, Bytes::from(t.body))
+    }
+
+    /// A 200 JSON answer in the client's format with its usage; `Err`: an error the answer
+    /// carried (a hidden error, a safety block, an answer that cannot be expressed).
+    pub fn answer(self, body: &[u8], request_id: &str) -> Result<(Bytes, Usage), Refused> {
+        let opts = answer_options(request_id);
+        match translate_answer(self.upstream, self.client, body, &opts) {
+            Ok(a) => {
+                let usage = Usage::from_body(&a.body).unwrap_or_default();
+                Ok((Bytes::from(a.body), usage))
+            }
+            Err(e) => Err(Refused {
+                status: e.client_status(self.client),
+                outcome: error_outcome(&e),
+                body: Bytes::from(e.body(self.client)),
+            }),
+        }
+    }
+
+    /// The transform that turns the upstream's SSE stream into the client's.
+    pub fn stream(self, include_usage: bool, request_id: &str) -> Box<dyn Transform> {
+        let tr = StreamTranslator::new(
+            self.upstream,
+            self.client,
+            &answer_options(request_id),
+            include_usage,
+        );
+        let format = match self.client {
+            Format::Anthropic => StreamFormat::Messages,
+            Format::OpenAi | Format::Gemini => StreamFormat::Chat,
+        };
+        Box::new(SseXlate {
+            keepalive: dialect::keepalive(format),
+            framer: Framer::new(false),
+            tr,
+            held: Vec::new(),
+            committed: false,
+            dead: false,
+        })
+    }
+}
+
+/// The upstream side of a translated request.
+pub struct Prepared {
+    pub body: Bytes,
+    /// The upstream is asked for a stream (Gemini's method).
+    pub stream: bool,
+    /// An OpenAI client's stream carries the usage chunk (possibly hidden from the client).
+    pub include_usage: bool,
+}
+
+/// A translated attempt that failed on the gateway's side of the translation: the outcome to
+/// classify and the client-format body to answer with.
+pub struct Refused {
+    pub outcome: Outcome,
+    /// The client's status and body.
+    pub status: u16,
+    pub body: Bytes,
+}
+
+impl Refused {
+    /// The failure to relay if nothing succeeds (already in the client's format).
+    pub fn failure(&self, headers: HeaderMap) -> UpstreamFailure {
+        UpstreamFailure {
+            status: self.status,
+            headers: json_headers(headers),
+            body: self.body.clone(),
+            translate: None,
+            client_status: Some(self.status),
+        }
+    }
+}
+
+/// Headers for a translated JSON body (the upstream's length and type no longer hold).
+pub fn json_headers(mut h: HeaderMap) -> HeaderMap {
+    h.remove(header::CONTENT_LENGTH);
+    h.remove(header::CONTENT_ENCODING);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h
+}
+
+/// The outcome an error carried by a 200 stands for: its status, for the classifier.
+fn error_outcome(e: &UpstreamError) -> Outcome {
+    Outcome::Status {
+        code: e.status,
+        error_code: e.code.clone(),
+        error_type: None,
+        message: e.message.clone(),
+    }
+}
+
+fn answer_options(request_id: &str) -> AnswerOptions<'_> {
+    AnswerOptions {
+        created: (crate::clock::now_ms().max(0) / 1000) as u64,
+        id_seed: request_id,
+        model: None,
+    }
+}
+
+/// A translated stream (see `Xlate::stream`). What the translator writes before the first
+/// content is held, so the relay's commit point is the first content (or the end); an error
+/// before content replaces it with one error event carrying the upstream's status, which
+/// the relay's hidden-error check turns into a failed attempt (R9.5).
+struct SseXlate {
+    /// The client format's keepalive (a comment, or Anthropic's `ping`).
+    keepalive: Bytes,
+    framer: Framer,
+    tr: StreamTranslator,
+    held: Vec<u8>,
+    committed: bool,
+    /// A hidden error was written: nothing more.
+    dead: bool,
+}
+
+impl Transform for SseXlate {
+    fn chunk(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        self.framer.push(data);
+        self.drain(out);
+        if self.framer.overflowed() {
+            return Err("upstream event too large".into());
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, out: &mut Vec<u8>) {
+        self.framer.finish();
+        self.drain(out);
+        let mut buf = Vec::new();
+        let step = self.tr.finish(&mut buf);
+        self.take(step, buf, out);
+    }
+}
+
+impl SseXlate {
+    fn drain(&mut self, out: &mut Vec<u8>) {
+        while let Some(ev) = self.framer.next_event() {
+            let data = ev.data.as_deref().unwrap_or("");
+            let mut buf = Vec::new();
+            let step = if ev.comment_only || data.is_empty() {
+                Step::default()
+            } else {
+                self.tr.feed(ev.name.as_deref(), data, &mut buf)
+            };
+            let keepalive = ev.comment_only || ev.name.as_deref() == Some("ping");
+            let (before, was_committed) = (out.len(), self.committed);
+            self.take(step, buf, out);
+            if out.len() == before && !self.dead && (!was_committed || keepalive) {
+                // Before the commit point every upstream event counts for the first-byte
+                // gate, held or not: a comment (the relay drops it, so nothing precedes
+                // the held opening). After it an upstream keepalive still proves the
+                // upstream alive (the idle gate): passed on as the client's keepalive.
+                if was_committed {
+                    out.extend_from_slice(&self.keepalive);
+                } else {
+                    out.extend_from_slice(b": keepalive\n\n");
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, step: Step, buf: Vec<u8>, out: &mut Vec<u8>) {
+        if self.dead {
+            return;
+        }
+        if self.committed {
+            out.extend_from_slice(&buf);
+            return;
+        }
+        if let Some(e) = step.error.as_ref().filter(|_| step.error_before_content) {
+            self.held.clear();
+            self.dead = true;
+            let ev = serde_json::json!({"error": {
+                "message": e.message, "type": e.client_type(Format::Anthropic), "code": e.status,
+            }});
+            out.extend_from_slice(format!("data: {ev}\n\n").as_bytes());
+            return;
+        }
+        self.held.extend_from_slice(&buf);
+        if step.content || step.terminal || step.error.is_some() {
+            out.append(&mut self.held);
+            self.committed = true;
+        }
+    }
+}
+
+/// A translated body the gateway cannot relay as it came (not SSE or JSON, or too large to
+/// translate): a broken answer, for another channel to do better.
+pub fn untranslatable() -> Outcome {
+    Outcome::Transport(TransportKind::Broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"c\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+    const PING: &str = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+    const OVERLOADED: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+    const TEXT: &str = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n";
+
+    fn xlate() -> Box<dyn Transform> {
+        let x = of(PathFamily::Chat, ChannelKind::Anthropic).unwrap();
+        x.stream(true, "req1")
+    }
+
+    /// Fed byte by byte: what the relay's framer will see.
+    fn feed(t: &mut dyn Transform, s: &str) -> String {
+        let mut out = Vec::new();
+        for b in s.as_bytes() {
+            t.chunk(std::slice::from_ref(b), &mut out).unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn nothing_before_content_but_keepalives() {
+        let mut t = xlate();
+        let out = feed(t.as_mut(), &format!("{START}{PING}"));
+        assert_eq!(
+            out, ": keepalive\n\n: keepalive\n\n",
+            "the role chunk is held; each event still counts for the first-byte gate"
+        );
+        let out = feed(t.as_mut(), TEXT);
+        assert!(out.contains("\"role\":\"assistant\""), "{out}");
+        assert!(out.contains("\"content\":\"hi\""), "{out}");
+        assert!(
+            out.find("assistant") < out.find("\"hi\""),
+            "held first: {out}"
+        );
+        let mut end = Vec::new();
+        t.end(&mut end);
+        assert!(
+            end.is_empty(),
+            "cut before message_stop: the relay says incomplete"
+        );
+    }
+
+    #[test]
+    fn an_error_before_content_is_one_hidden_error_with_the_upstream_status() {
+        let mut t = xlate();
+        let out = feed(t.as_mut(), &format!("{START}{PING}{OVERLOADED}{TEXT}"));
+        let events: Vec<&str> = out.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(events.len(), 3, "{out}");
+        let last = events[2].strip_prefix("data: ").unwrap();
+        let v: serde_json::Value = serde_json::from_str(last).unwrap();
+        assert_eq!(v["error"]["code"], 529, "{v}");
+        assert_eq!(
+            crate::wire::hidden::embedded_error(&v),
+            Some(Some(529)),
+            "the relay's hidden-error check reads it"
+        );
+    }
+}

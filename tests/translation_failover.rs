@@ -1,0 +1,315 @@
+//! Cross-provider failover and tool calls through a translation (R16.1, R16.2, issue 18): a
+//! virtual model whose OpenAI primary is down answers from an Anthropic channel, streamed and
+//! not, billed at the real usage; an error at the start of a translated stream still fails
+//! over; tool calls keep their ids both ways, in answers, streams and the next request; a
+//! Gemini safety block is an error, never an empty answer.
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+use switchyard::mock::{Wire, DEFAULT_CHUNKS, PROMPT_TOKENS};
+
+const IN_PRICE: i64 = 1000;
+const OUT_PRICE: i64 = 2000;
+
+fn mock_text() -> String {
+    (0..DEFAULT_CHUNKS).map(|i| format!("chunk {i} ")).collect()
+}
+
+/// `oa` (openai) serves gpt-x, `an` (anthropic) claude-x; `resilient` tries oa then an,
+/// `resilient2` an then oa.
+async fn pair() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
+    let m = mocks(&["oa", "an"]).await;
+    for up in m.values() {
+        up.set_record(true);
+    }
+    let yaml = fill(
+        &format!(
+            "routing:\n  retry_times: 3\nchannels:\n{}  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [claude-x]\nvirtual_models:\n  resilient:\n    targets: [oa/gpt-x, an/claude-x]\n  resilient2:\n    targets: [an/claude-x, oa/gpt-x]\nclients:\n  alice:\n    key: {ALICE}\n    quota: 100\npricing:\n  resilient: {{input: {IN_PRICE}, output: {OUT_PRICE}}}\n",
+            channel("oa", "{oa}", 0, &["gpt-x"]),
+        ),
+        &m,
+    );
+    (start_gw(&yaml).await, m)
+}
+
+fn events(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap_or(Value::String(d.to_string())))
+        .collect()
+}
+
+fn content(text: &str) -> String {
+    events(text)
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect()
+}
+
+async fn charged(gw: &Gw) -> i64 {
+    let (_, v) = gw.admin_get("/admin/clients/alice").await;
+    v["charged_micro"].as_i64().unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn openai_primary_down_fails_over_to_anthropic() {
+    let (gw, m) = pair().await;
+    m["oa"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let cost = PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE;
+    let r = gw.chat("resilient", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "oa->an");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["choices"][0]["message"]["content"], mock_text());
+    assert_eq!(
+        charged(&gw).await,
+        cost,
+        "billed at the Anthropic answer's usage"
+    );
+    gw.flush().await;
+    let (_, log) = gw.admin_get("/admin/requests?limit=1").await;
+    let a = &log["requests"][0]["attempts"];
+    assert!(a[0].get("translation").is_none(), "{a}");
+    assert_eq!(a[1]["translation"], "openai->anthropic", "{a}");
+
+    let r = gw.chat("resilient", true).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "oa->an");
+    let text = r.text().await.unwrap();
+    assert_eq!(content(&text), mock_text(), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    // As on the plain path, chunks may say `"usage": null`; the usage chunk itself (asked
+    // for on the client's behalf, for billing) is hidden.
+    assert!(
+        !events(&text).iter().any(|e| e["usage"].is_object()),
+        "the client did not ask for usage: {text}"
+    );
+    gw.flush().await;
+    assert_eq!(charged(&gw).await, 2 * cost, "the stream billed too");
+    gw.stop().await;
+}
+
+/// Anthropic's overload after `message_start` is a hidden error before content: the
+/// translated stream still fails over, and the client sees only the next channel's answer.
+#[tokio::test]
+async fn error_at_the_start_of_a_translated_stream_fails_over() {
+    let (gw, m) = pair().await;
+    m["an"].push(Behavior::ErrorAfterStart { code: 529 });
+    let r = gw.chat("resilient2", true).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "an->oa");
+    let text = r.text().await.unwrap();
+    assert_eq!(content(&text), mock_text(), "{text}");
+    assert!(!text.contains("error"), "{text}");
+    // Cut after content: the client gets `stream_incomplete` in its own format.
+    m["an"].push(Behavior::CutMidStream { after_chunks: 2 });
+    let r = gw.chat("resilient2", true).await;
+    let text = r.text().await.unwrap();
+    assert!(text.contains("chunk 0"), "{text}");
+    assert!(text.contains("stream_incomplete"), "{text}");
+    assert!(!text.contains("event:"), "OpenAI framing only: {text}");
+    gw.stop().await;
+}
+
+const ANTHROPIC_TOOL: &str = r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Checking."},{"type":"tool_use","id":"toolu_01A09q90qw90lq917835lq9","name":"get_weather","input":{"city":"Paris"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":20,"output_tokens":12}}"#;
+
+const ANTHROPIC_TOOL_STREAM: &str = concat!(
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_01\",\"name\":\"get_weather\",\"input\":{}}}\n\n",
+    "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\":\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\" \\\"Paris\\\"}\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+);
+
+fn tools_openai() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
+}
+
+/// OpenAI client, Anthropic channel: the tool call keeps its id in the answer, in a stream
+/// split at arbitrary bytes, and back in the next request's `tool_result`.
+#[tokio::test]
+async fn openai_tool_call_round_trip_on_anthropic() {
+    let (gw, m) = pair().await;
+    let raw = |body: &str, ct: &str| Behavior::Raw {
+        content_type: ct.into(),
+        body: body.into(),
+    };
+    m["an"].push(raw(ANTHROPIC_TOOL, "application/json"));
+    let ask = json!({"model": "claude-x", "tools": tools_openai(), "messages": [{"role": "user", "content": "weather?"}]});
+    let r = gw.post("/v1/chat/completions", ALICE, ask.clone()).await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let call = &v["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["id"], "toolu_01A09q90qw90lq917835lq9", "{v}");
+    assert_eq!(call["function"]["name"], "get_weather");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"city": "Paris"}));
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    let sent = m["an"].requests()[0].json().unwrap();
+    assert_eq!(sent["tools"][0]["name"], "get_weather");
+    assert_eq!(sent["tools"][0]["input_schema"]["type"], "object", "{sent}");
+
+    let mut next = ask.clone();
+    next["messages"] = json!([
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [call.clone()]},
+        {"role": "tool", "tool_call_id": call["id"].clone(), "content": "sunny"}]);
+    assert_eq!(
+        gw.post("/v1/chat/completions", ALICE, next).await.status(),
+        200
+    );
+    let sent = m["an"].requests()[1].json().unwrap();
+    let msgs = sent["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs[1]["content"][0]["id"], "toolu_01A09q90qw90lq917835lq9",
+        "{sent}"
+    );
+    assert_eq!(
+        msgs[2]["content"][0]["tool_use_id"],
+        "toolu_01A09q90qw90lq917835lq9"
+    );
+    assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+
+    let split = Wire {
+        split: vec![7, 1, 13],
+        ..Wire::default()
+    };
+    m["an"].push(raw(ANTHROPIC_TOOL_STREAM, "text/event-stream").with(split));
+    let mut s = ask.clone();
+    s["stream"] = json!(true);
+    let text = gw
+        .post("/v1/chat/completions", ALICE, s)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let evs = events(&text);
+    let calls: Vec<&Value> = evs
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["tool_calls"].get(0))
+        .collect();
+    assert_eq!(calls[0]["id"], "toolu_01", "{text}");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    let args: String = calls
+        .iter()
+        .filter_map(|c| c["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&args).unwrap(),
+        json!({"city": "Paris"})
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e["choices"][0]["finish_reason"] == "tool_calls"),
+        "{text}"
+    );
+    gw.stop().await;
+}
+
+const OPENAI_TOOL: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc123","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":20,"completion_tokens":9,"total_tokens":29}}"#;
+
+/// Anthropic client, OpenAI channel: the call's id becomes the `tool_use` id and comes back
+/// as the `tool` message's `tool_call_id`.
+#[tokio::test]
+async fn anthropic_tool_call_round_trip_on_openai() {
+    let (gw, m) = pair().await;
+    m["oa"].push(Behavior::Raw {
+        content_type: "application/json".into(),
+        body: OPENAI_TOOL.into(),
+    });
+    let tools = json!([{"name": "get_weather", "description": "weather",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    let post = |body: Value| {
+        gw.http
+            .post(format!("{}/v1/messages", gw.base))
+            .header("x-api-key", ALICE)
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+    };
+    let ask = json!({"model": "gpt-x", "max_tokens": 50, "tools": tools, "messages": [{"role": "user", "content": "weather?"}]});
+    let v: Value = post(ask.clone()).await.unwrap().json().await.unwrap();
+    let block = v["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .cloned()
+        .unwrap();
+    assert_eq!(block["id"], "call_abc123", "{v}");
+    assert_eq!(block["input"], json!({"city": "Paris"}));
+    assert_eq!(v["stop_reason"], "tool_use");
+    let mut next = ask.clone();
+    next["messages"] = json!([
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [block]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_abc123", "content": "sunny"}]}]);
+    assert_eq!(post(next).await.unwrap().status(), 200);
+    let sent = m["oa"].requests()[1].json().unwrap();
+    let msgs = sent["messages"].as_array().unwrap();
+    assert_eq!(msgs[1]["tool_calls"][0]["id"], "call_abc123", "{sent}");
+    assert_eq!(msgs[2]["role"], "tool");
+    assert_eq!(msgs[2]["tool_call_id"], "call_abc123");
+    assert_eq!(msgs[2]["content"], "sunny");
+    gw.stop().await;
+}
+
+/// A Gemini safety block (`promptFeedback.blockReason`, no candidates) is an error, not an
+/// empty answer: the OpenAI client gets 400 `content_filter`, and a stream blocked before
+/// content fails the attempt the same way.
+#[tokio::test]
+async fn gemini_safety_block_is_a_content_filter_error() {
+    let m = MockUpstream::start().await.unwrap();
+    let yaml = format!(
+        "routing:\n  retry_times: 0\nchannels:\n  g:\n    kind: gemini\n    base_url: http://{}/v1beta\n    keys: [k]\n    models: [gemini-x]\n{CLIENTS}",
+        m.addr()
+    );
+    let gw = start_gw(&yaml).await;
+    let openai_body = |model: &str, stream: bool| json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
+    let blocked = r#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"gemini-x"}"#;
+    m.push(Behavior::Raw {
+        content_type: "application/json".into(),
+        body: blocked.into(),
+    });
+    let r = gw
+        .post(
+            "/v1/chat/completions",
+            ALICE,
+            openai_body("gemini-x", false),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "content_filter", "{v}");
+    m.push(Behavior::Raw {
+        content_type: "text/event-stream".into(),
+        body: format!("data: {blocked}\r\n\r\n"),
+    });
+    let r = gw
+        .post("/v1/chat/completions", ALICE, openai_body("gemini-x", true))
+        .await;
+    assert_ne!(r.status(), 200, "blocked before any content: not committed");
+    // The mock speaks Azure faithfully: a deployment path without api-version is a 404.
+    let direct = reqwest::Client::new()
+        .post(format!(
+            "http://{}/openai/deployments/d/chat/completions",
+            m.addr()
+        ))
+        .header("api-key", "k")
+        .json(&openai_body("x", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 404);
+    gw.stop().await;
+}
