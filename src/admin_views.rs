@@ -270,6 +270,31 @@ fn explain_routes(
     Ok((routes, patterns))
 }
 
+/// How a channel serves each client wire format (R16.1): `"as-is"`, translated
+/// (`"openai->anthropic"`: client format -> the channel's), or `"no"` (`translate: false`).
+fn client_formats(ch: &crate::config::model::Channel) -> Value {
+    use crate::config::model::ChannelKind as K;
+    use crate::routing::family::{channel_serves, PathFamily};
+    let own = match ch.kind {
+        K::OpenAi | K::Azure => "openai",
+        K::Anthropic => "anthropic",
+        K::Gemini => "gemini",
+    };
+    let how = |family, path, client: &str| {
+        if !channel_serves(family, path, ch.kind, ch.translate) {
+            "no".to_string()
+        } else if client == own {
+            "as-is".to_string()
+        } else {
+            format!("{client}->{own}")
+        }
+    };
+    json!({
+        "chat_completions": how(PathFamily::Chat, "/v1/chat/completions", "openai"),
+        "messages": how(PathFamily::Messages, "/v1/messages", "anthropic"),
+    })
+}
+
 /// One route's tiers, each candidate with its channel view (live state or config only).
 fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Vec<Value> {
     r.tiers
@@ -289,6 +314,7 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
                     v["effective_weight"] = json!(cd.weight);
                     let pat = patterns.iter().find(|(c, _)| *c == cd.channel);
                     v["matched_pattern"] = json!(pat.map(|(_, p)| p.as_ref()));
+                    v["client_formats"] = client_formats(ch);
                     v
                 })
                 .collect();

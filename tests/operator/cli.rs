@@ -111,3 +111,42 @@ fn a_port_in_use_is_reported_once_before_any_file_is_created() {
     assert_eq!(files, ["switchyard.yaml"], "files created: {files:?}");
     drop(taken);
 }
+
+/// Issue 18: `explain` says, per candidate, how it serves each client format — as is,
+/// translated (`openai->anthropic`), or not at all (`translate: false`).
+#[test]
+fn explain_shows_which_candidates_translate() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.yaml");
+    let yaml = "channels:\n  oa:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n  an:\n    kind: anthropic\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n  strict:\n    kind: anthropic\n    translate: false\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n  gem:\n    kind: gemini\n    base_url: http://127.0.0.1:9/v1beta\n    models: [m]\nclients:\n  alice: {key: k}\n";
+    std::fs::write(&f, yaml).unwrap();
+    let out = Command::new(BIN)
+        .args(["explain", "--client", "alice", "--model", "m", "--config"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for t in v["routes"][0]["tiers"].as_array().unwrap() {
+        for c in t["candidates"].as_array().unwrap() {
+            let f = &c["client_formats"];
+            seen.insert(
+                c["name"].as_str().unwrap().to_string(),
+                (
+                    f["chat_completions"].as_str().unwrap().to_string(),
+                    f["messages"].as_str().unwrap().to_string(),
+                ),
+            );
+        }
+    }
+    let want = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(seen["oa"], want("as-is", "anthropic->openai"), "{seen:?}");
+    assert_eq!(seen["an"], want("openai->anthropic", "as-is"), "{seen:?}");
+    assert_eq!(seen["strict"], want("no", "as-is"), "{seen:?}");
+    assert_eq!(
+        seen["gem"],
+        want("openai->gemini", "anthropic->gemini"),
+        "{seen:?}"
+    );
+}
