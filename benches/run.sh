@@ -227,14 +227,14 @@ run_wrk() { # NAME PIDS...
     local name=$1
     shift
     log "closed loop: $name (${CONNS} conns, ${DUR}s)"
-    # NAME_long: the same path with a long conversation as the body.
-    local script=benches/post.lua url=${URL[${name%_long}]}
+    # NAME_long: the same path with a long conversation as the body; NAME_xlate: the same
+    # path for a model served by an Anthropic channel (translated).
+    local base=${name%_long}
+    base=${base%_xlate}
+    local script=benches/post.lua url=${URL[$base]}
     [ "$name" != "${name%_long}" ] && script=$TMP/post-long.lua
+    [ "$name" != "${name%_xlate}" ] && script=$TMP/post-xlate.lua
     [ "$name" = shared_quota ] && script=$TMP/post-quota.lua
-    # NAME_xlate: the same path for a model served by an Anthropic channel (translated).
-    if [ "$name" != "${name%_xlate}" ]; then
-        script=$TMP/post-xlate.lua url=${URL[${name%_xlate}]}
-    fi
     wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s "$script" "$url" >/dev/null
     local t0 t1
     t0=$(cpu_ticks "$@")
