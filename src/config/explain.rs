@@ -55,54 +55,7 @@ pub fn explain(cfg: &Config) -> String {
         r.retry_times, walk, r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
     );
     for ch in &cfg.channels {
-        let kind = ch.kind.as_str();
-        let policy = match ch.stream_policy {
-            StreamPolicy::Passthrough => "\"\"",
-            other => other.as_str(),
-        };
-        let ns = if ch.non_stream_timeout.is_zero() {
-            t.non_stream
-        } else {
-            ch.non_stream_timeout
-        };
-        let _ = writeln!(out, "channel {}:", ch.name);
-        let _ = writeln!(
-            out,
-            "    kind={}{} base_url={}://{}{} keys={} enabled={} auto_ban={} translate={}",
-            kind,
-            api_version(ch),
-            ch.base_url.scheme,
-            ch.base_url.authority,
-            ch.base_url.path_prefix,
-            ch.keys.len(),
-            ch.enabled,
-            ch.auto_ban,
-            ch.translate
-        );
-        let _ = writeln!(
-            out,
-            "    priority={} weight={} groups=[{}] stream_policy={} non_stream_timeout={}",
-            ch.priority,
-            ch.weight,
-            ch.groups.join(", "),
-            policy,
-            d(ns)
-        );
-        let mapped: Vec<String> = ch
-            .models
-            .iter()
-            .map(|m| match ch.model_mapping.get(m) {
-                Some(up) => format!("{m}->{up}"),
-                None => m.clone(),
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "    models=[{}] paths=[{}]",
-            mapped.join(", "),
-            ch.paths.join(", ")
-        );
-        resilience(&mut out, &ch.resilience);
+        channel(&mut out, ch, t);
     }
     for vm in &cfg.virtual_models {
         let targets: Vec<String> = vm
@@ -119,6 +72,58 @@ pub fn explain(cfg: &Config) -> String {
         );
     }
     out
+}
+
+/// One channel's block: kind and endpoint, routing, models and paths, resilience.
+fn channel(out: &mut String, ch: &Channel, t: &Timeouts) {
+    let kind = ch.kind.as_str();
+    let policy = match ch.stream_policy {
+        StreamPolicy::Passthrough => "\"\"",
+        other => other.as_str(),
+    };
+    let ns = if ch.non_stream_timeout.is_zero() {
+        t.non_stream
+    } else {
+        ch.non_stream_timeout
+    };
+    let _ = writeln!(out, "channel {}:", ch.name);
+    let _ = writeln!(
+        out,
+        "    kind={}{} base_url={}://{}{} keys={} enabled={} auto_ban={} translate={}",
+        kind,
+        api_version(ch),
+        ch.base_url.scheme,
+        ch.base_url.authority,
+        ch.base_url.path_prefix,
+        ch.keys.len(),
+        ch.enabled,
+        ch.auto_ban,
+        ch.translate
+    );
+    let _ = writeln!(
+        out,
+        "    priority={} weight={} groups=[{}] stream_policy={} non_stream_timeout={}",
+        ch.priority,
+        ch.weight,
+        ch.groups.join(", "),
+        policy,
+        d(ns)
+    );
+    let mapped: Vec<String> = ch
+        .models
+        .iter()
+        .map(|m| match ch.model_mapping.get(m) {
+            Some(up) => format!("{m}->{up}"),
+            None => m.clone(),
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "    models=[{}] paths=[{}]",
+        mapped.join(", "),
+        ch.paths.join(", ")
+    );
+    resilience(out, &ch.resilience);
 }
 
 /// ` api_version=...` for an azure channel, "" otherwise.
