@@ -223,11 +223,16 @@ async fn restart_only_settings_are_warned_per_key_and_the_rest_applies() {
     let moved = head(dir.path())
         .replace("listen: 127.0.0.1:0\nadmin", "listen: 127.0.0.1:1\nadmin")
         .replace("switchyard.db", "elsewhere.db");
+    // Written aside and renamed into place: a plain write is truncate-then-write, and a
+    // watcher that reads between the two (a loaded machine) sees an empty file — another
+    // test's subject (reload::a_plain_write_reloads_once), not this one's.
+    let next = dir.path().join("switchyard.yaml.next");
     std::fs::write(
-        &cfg,
+        &next,
         format!("{moved}limits: {{max_connections: 7}}\n{}", body("m2")),
     )
     .unwrap();
+    std::fs::rename(&next, &cfg).unwrap();
     let msg = notified(&sock, "STATUS=");
     assert!(
         msg.contains("STATUS=config generation 2 live; restart needed for: listen, limits.max_connections, storage.path"),
