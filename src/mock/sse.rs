@@ -25,7 +25,7 @@ fn data(json: &str) -> Bytes {
     Bytes::from(s)
 }
 
-fn event(name: &str, json: &str) -> Bytes {
+pub(crate) fn event(name: &str, json: &str) -> Bytes {
     let mut s = String::with_capacity(json.len() + name.len() + 16);
     s.push_str("event: ");
     s.push_str(name);
@@ -164,7 +164,18 @@ fn messages(m: &str, n: usize) -> SseParts {
             )
         })
         .collect();
-    let tail = vec![
+    let tail = anthropic_tail("end_turn", n);
+    SseParts { head, chunks, tail }
+}
+
+/// The closing events of an Anthropic stream whose one content block is at index 0:
+/// `content_block_stop`, `message_delta` with `stop_reason` and the output tokens, and
+/// `message_stop`.
+pub(crate) fn anthropic_tail(
+    stop_reason: &str,
+    output_tokens: impl std::fmt::Display,
+) -> Vec<Bytes> {
+    vec![
         event(
             "content_block_stop",
             r#"{"type":"content_block_stop","index":0}"#,
@@ -172,12 +183,11 @@ fn messages(m: &str, n: usize) -> SseParts {
         event(
             "message_delta",
             &format!(
-                r#"{{"type":"message_delta","delta":{{"stop_reason":"end_turn","stop_sequence":null}},"usage":{{"output_tokens":{n}}}}}"#
+                r#"{{"type":"message_delta","delta":{{"stop_reason":"{stop_reason}","stop_sequence":null}},"usage":{{"output_tokens":{output_tokens}}}}}"#
             ),
         ),
         event("message_stop", r#"{"type":"message_stop"}"#),
-    ];
-    SseParts { head, chunks, tail }
+    ]
 }
 
 /// The first (and only) event of a streamed `HiddenError`.

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::json::{self, CREATED, PROMPT_TOKENS};
 use super::request::Endpoint;
-use super::sse::SseParts;
+use super::sse::{anthropic_tail, event, SseParts};
 
 /// The id of the call in OpenAI format.
 pub const OPENAI_CALL_ID: &str = "call_mock_weather_1";
@@ -17,10 +17,6 @@ const OUTPUT_TOKENS: usize = 7;
 
 fn data(s: &str) -> Bytes {
     Bytes::from(format!("data: {s}\n\n"))
-}
-
-fn event(name: &str, s: &str) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {s}\n\n"))
 }
 
 /// A whole tool-call answer for `ep`; `m` is the quoted model.
@@ -114,19 +110,7 @@ fn anthropic_stream(m: &str) -> SseParts {
         delta(r#"{"city":"#),
         delta(r#""Paris"}"#),
     ];
-    let tail = vec![
-        event(
-            "content_block_stop",
-            r#"{"type":"content_block_stop","index":0}"#,
-        ),
-        event(
-            "message_delta",
-            &format!(
-                r#"{{"type":"message_delta","delta":{{"stop_reason":"tool_use","stop_sequence":null}},"usage":{{"output_tokens":{OUTPUT_TOKENS}}}}}"#
-            ),
-        ),
-        event("message_stop", r#"{"type":"message_stop"}"#),
-    ];
+    let tail = anthropic_tail("tool_use", OUTPUT_TOKENS);
     SseParts { head, chunks, tail }
 }
 
