@@ -82,19 +82,21 @@ if sy and ng:
 # An OpenAI client on an Anthropic channel (issue 18): the translation's CPU per request
 # against the plain path.
 if (sx := closed.get("switchyard_xlate")) and sy:
-    report["ratios_translated_over_plain"] = {
+    report["ratios_translated_over_plain"] = rt = {
         "cpu_per_req": ratio(sx["cpu_us_per_req"], sy["cpu_us_per_req"]),
         "added_cpu_us_per_req": None if sx["cpu_us_per_req"] is None or sy["cpu_us_per_req"] is None
         else round(sx["cpu_us_per_req"] - sy["cpu_us_per_req"], 1),
         "rps": ratio(sx["rps"], sy["rps"]),
     }
+    check(rt["cpu_per_req"] is not None and rt["cpu_per_req"] <= 1.5, False, f"translation path CPU/request <= 1.5x the plain path's (got {fmt(rt['cpu_per_req'])}x)")
 syl, ngl = closed.get("switchyard_long"), closed.get("nginx_long")
 if syl and ngl:
-    report["ratios_long_body_switchyard_over_nginx"] = {
+    report["ratios_long_body_switchyard_over_nginx"] = rl = {
         "rps": ratio(syl["rps"], ngl["rps"]),
         "cpu_per_req": ratio(syl["cpu_us_per_req"], ngl["cpu_us_per_req"]),
         "p50": ratio(syl["p50_us"], ngl["p50_us"]),
     }
+    check(rl["cpu_per_req"] is not None and rl["cpu_per_req"] <= 1.0, False, f"62 KB body: CPU/request <= nginx's (got {fmt(rl['cpu_per_req'])}x)")
 # Shared mode (PostgreSQL + Redis): the same targets for a client that needs no shared
 # decision; the cost of a quota client's PostgreSQL debit is stated.
 shr, shq = closed.get("shared"), closed.get("shared_quota")
@@ -132,10 +134,13 @@ for rate, rows in opened.items():
         s = rows["switchyard"]
         check(s["p50_us"] <= STALL_US, True, f"open loop {rate} rps: p50 through switchyard <= 20 ms (got {fmt(ms(s['p50_us']))} ms)")
         if "nginx" in rows:
-            rows["ratios_switchyard_over_nginx"] = {
+            rows["ratios_switchyard_over_nginx"] = ro = {
                 "added_p50": ratio(s.get("added_p50_us"), rows["nginx"].get("added_p50_us")),
                 "added_p99": ratio(s.get("added_p99_us"), rows["nginx"].get("added_p99_us")),
             }
+            for q in ("p50", "p99"):
+                v = ro[f"added_{q}"]
+                check(v is not None and v <= 1.5, False, f"open loop {rate} rps: added {q} <= 1.5x nginx's (got {fmt(v)}x)")
 report["open_loop"] = opened
 
 # ---- SSE -------------------------------------------------------------------------------
@@ -193,6 +198,8 @@ if h := R.get("hold"):
     }
     check(hs["dropped"] == 0, True, f"{hs['streams']} concurrent streams: none dropped (dropped {hs['dropped']}, peak live {hs['peak_live']})")
     check(hs["bytes_per_stream"] <= 64 * 1024, False, f"bytes per held stream bounded (<= 64 KiB; got {fmt(hs['bytes_per_stream'])})")
+    # Issue 21: no worse than the ~49.8 KB per stream measured before it.
+    check(hs["bytes_per_stream"] <= 51_000, False, f"bytes per held stream no worse than ~49.8 KB (<= 51,000; got {fmt(hs['bytes_per_stream'])})")
 
 report["checks"] = [{"status": s, "check": t} for s, t in checks]
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -109,14 +109,19 @@ impl TopFields {
 }
 
 /// Header names that carry a conversation id (`thread-id`: Codex).
-pub const CONVERSATION_HEADERS: &[&str] = &["x-conversation-id", "thread-id"];
+/// Parsed names (`HeaderName`), not `&str`: a `&str` lookup parses and validates the name on
+/// every call (six per request here; issue 21).
+pub static CONVERSATION_HEADERS: [HeaderName; 2] = [
+    HeaderName::from_static("x-conversation-id"),
+    HeaderName::from_static("thread-id"),
+];
 /// Header names that carry a session id (`session-id`: Codex; `x-claude-code-session-id`:
 /// Claude Code).
-pub const SESSION_HEADERS: &[&str] = &[
-    "x-session-id",
-    "session_id",
-    "session-id",
-    "x-claude-code-session-id",
+pub static SESSION_HEADERS: [HeaderName; 4] = [
+    HeaderName::from_static("x-session-id"),
+    HeaderName::from_static("session_id"),
+    HeaderName::from_static("session-id"),
+    HeaderName::from_static("x-claude-code-session-id"),
 ];
 
 /// Hash of (client, group, model, kind, value): the binding map key (R8.2: keys are stored
@@ -163,9 +168,9 @@ fn body_path(body: &[u8], path: &[String]) -> Option<String> {
     scalar(raw)
 }
 
-fn header(h: &HeaderMap, names: &[&str]) -> Option<String> {
+fn header(h: &HeaderMap, names: &[HeaderName]) -> Option<String> {
     names.iter().find_map(|n| {
-        h.get(*n)
+        h.get(n)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|s| !s.is_empty())
@@ -304,7 +309,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
         ));
     }
     let st = &i.affinity.sticky;
-    if let Some(v) = header(i.headers, CONVERSATION_HEADERS) {
+    if let Some(v) = header(i.headers, &CONVERSATION_HEADERS) {
         return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
     }
     let text = i.body.and_then(|b| std::str::from_utf8(b).ok());
@@ -327,7 +332,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
         .as_deref()
         .and_then(claude_identity)
         .unwrap_or_default();
-    let session = header(i.headers, SESSION_HEADERS)
+    let session = header(i.headers, &SESSION_HEADERS)
         .or_else(|| field(meta_f, &["session_id"]))
         .or(claude.session)
         .or_else(|| field(top_f, &["session_id", "prompt_cache_key"]));

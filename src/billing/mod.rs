@@ -201,7 +201,8 @@ impl Billing {
                 amount,
                 limit: l,
             };
-            return self.begin_shared(q, open).await;
+            // Boxed: only shared mode pays for the PostgreSQL debit's state (issue 21).
+            return Box::pin(self.begin_shared(q, open)).await;
         }
         let pending = Pending {
             client,

@@ -30,6 +30,7 @@ struct Inner {
     in_flight: AtomicUsize,
     /// When the connection last became idle (nothing in flight).
     idle_since: Mutex<Option<Instant>>,
+    /// Notified once, when the first request head arrives.
     changed: Notify,
 }
 
@@ -49,44 +50,51 @@ pub enum Expired {
 impl Activity {
     /// A request head arrived: it is in flight until the returned guard drops.
     pub fn begin(&self) -> InFlight {
-        self.0.served.store(true, Ordering::Release);
         self.0.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.0.changed.notify_waiters();
+        if !self.0.served.swap(true, Ordering::AcqRel) {
+            // The first head: the watchdog leaves the header deadline for the idle one.
+            self.0.changed.notify_waiters();
+        }
         InFlight(self.0.clone())
     }
 
     /// Resolves when the connection should end; never while a request is in flight.
+    ///
+    /// Only the first request head wakes the watchdog (it ends the header deadline). After
+    /// that it is lazy: a request's start or end wakes nothing — the watchdog shares the
+    /// connection's task, so each wake-up also polled hyper's dispatcher, two spurious
+    /// polls and a timer re-arm per request (issue 21). It sleeps to the earliest moment
+    /// the connection could expire and looks again there, every `idle` while a request is
+    /// in flight.
     pub async fn expired(&self, accepted: Instant, header: Duration, idle: Duration) -> Expired {
         loop {
-            let changed = self.0.changed.notified();
-            let deadline = if !self.0.served.load(Ordering::Acquire) {
-                Some((accepted + header, Expired::FirstHead))
-            } else if self.0.in_flight.load(Ordering::Acquire) == 0 {
-                let since = *lock(&self.0.idle_since);
-                Some((since.unwrap_or(accepted) + idle, Expired::Idle))
-            } else {
-                None
-            };
-            match deadline {
-                Some((at, why)) => {
-                    tokio::select! {
-                        _ = sleep_until(at) => {
-                            if self.still(why) {
-                                return why;
-                            }
-                        }
-                        _ = changed => {}
+            let first_head = self.0.changed.notified();
+            if self.0.served.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::select! {
+                _ = sleep_until(accepted + header) => {
+                    if !self.0.served.load(Ordering::Acquire) {
+                        return Expired::FirstHead;
                     }
                 }
-                None => changed.await,
+                _ = first_head => {}
             }
         }
-    }
-
-    fn still(&self, why: Expired) -> bool {
-        match why {
-            Expired::FirstHead => !self.0.served.load(Ordering::Acquire),
-            Expired::Idle => self.0.in_flight.load(Ordering::Acquire) == 0,
+        let mut at = Instant::now() + idle;
+        loop {
+            sleep_until(at).await;
+            if self.0.in_flight.load(Ordering::Acquire) > 0 {
+                at = Instant::now() + idle;
+                continue;
+            }
+            let since = lock(&self.0.idle_since).unwrap_or(accepted);
+            at = since + idle;
+            // A request may have begun since the check above: it keeps the connection.
+            if at <= Instant::now() && self.0.in_flight.load(Ordering::Acquire) == 0 {
+                return Expired::Idle;
+            }
+            at = at.max(Instant::now() + Duration::from_millis(1));
         }
     }
 }
@@ -98,7 +106,6 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         *lock(&self.0.idle_since) = Some(Instant::now());
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.0.changed.notify_waiters();
     }
 }
 
@@ -186,6 +193,30 @@ impl Drop for IpSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A head that arrives early ends the (longer) header deadline at once: the idle
+    /// timeout counts from the end of the request, not from the header deadline; many
+    /// requests in a row keep the connection, however long they take together.
+    #[tokio::test(start_paused = true)]
+    async fn an_early_head_switches_to_the_idle_deadline() {
+        let a = Activity::default();
+        let t0 = Instant::now();
+        let (header, idle) = (Duration::from_secs(10), Duration::from_millis(500));
+        let a2 = a.clone();
+        let w = tokio::spawn(async move { a2.expired(t0, header, idle).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for _ in 0..20 {
+            let g = a.begin();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            drop(g);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(!w.is_finished(), "closed between requests");
+        let last = Instant::now() - Duration::from_millis(100);
+        assert_eq!(w.await.unwrap(), Expired::Idle);
+        assert_eq!(last.elapsed(), idle);
+        assert!(t0.elapsed() < header + idle);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn first_head_then_idle() {

@@ -144,8 +144,11 @@ impl<S: Service> Conn<S> {
         let svc = service_fn(move |req| {
             let gw = gw.clone();
             let guard = act.begin();
+            // Boxed: the handler's future is ~14 KB, and hyper moves the service future
+            // into its in-flight slot by value (a 14 KB memcpy per request, issue 21).
+            let call = Box::pin(gw.call(req));
             async move {
-                let resp = gw.call(req).await;
+                let resp = call.await;
                 Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, guard)))
             }
         });

@@ -117,8 +117,3 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
     b.body(Full::new(o.body))
         .map_err(|e| invalid_request(format!("invalid upstream request: {e}")))
 }
-
-pub(super) fn mark_sensitive(mut v: HeaderValue) -> HeaderValue {
-    v.set_sensitive(true);
-    v
-}

@@ -92,7 +92,9 @@ impl Upstream {
         match ch.protocol {
             UpstreamProtocol::Http1 => Ok(self.send(req).await?.map(|b| UpBody::new(b, None))),
             UpstreamProtocol::Http2 => {
-                let (resp, slot) = self.h2.send(req).await?;
+                // Boxed: the HTTP/2 pool's ~6 KB of state would otherwise be part of every
+                // request's future, HTTP/1 ones included (issue 21).
+                let (resp, slot) = Box::pin(self.h2.send(req)).await?;
                 Ok(resp.map(|b| UpBody::new(b, Some(slot))))
             }
         }

@@ -11,7 +11,7 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use super::build::{invalid_key, mark_sensitive, BuildError};
+use super::build::{invalid_key, BuildError};
 use crate::config::model::ChannelKind;
 use crate::secret::Secret;
 
@@ -55,11 +55,9 @@ pub fn of(kind: ChannelKind) -> &'static dyn Provider {
     }
 }
 
-/// `key` as a sensitive header value.
+/// `key` as a sensitive header value (built once per key, kept with it).
 fn key_value(key: &Secret) -> Result<HeaderValue, BuildError> {
-    HeaderValue::try_from(key.expose())
-        .map(mark_sensitive)
-        .map_err(|_| invalid_key())
+    key.header_value().ok_or_else(invalid_key)
 }
 
 /// OpenAI and every OpenAI-compatible API: `Authorization: Bearer`.
@@ -67,9 +65,8 @@ struct OpenAi;
 
 impl Provider for OpenAi {
     fn authenticate(&self, key: &Secret, headers: &mut HeaderMap) -> Result<(), BuildError> {
-        let v =
-            HeaderValue::try_from(format!("Bearer {}", key.expose())).map_err(|_| invalid_key())?;
-        headers.insert(header::AUTHORIZATION, mark_sensitive(v));
+        let v = key.bearer_value().ok_or_else(invalid_key)?;
+        headers.insert(header::AUTHORIZATION, v);
         Ok(())
     }
 }

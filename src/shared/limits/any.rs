@@ -56,7 +56,11 @@ impl Store for LimitStore {
     ) -> Result<LimitGrant, Refusal> {
         match self {
             LimitStore::Local(s) => s.admit_now(subject, ask, now).map(LimitGrant::Local),
-            LimitStore::Shared(s) => s.admit(subject, ask, now).await.map(LimitGrant::Shared),
+            // Boxed: the Redis round trip's state would otherwise sit in every request's
+            // future (moved by value at least once per request; issue 21).
+            LimitStore::Shared(s) => Box::pin(s.admit(subject, ask, now))
+                .await
+                .map(LimitGrant::Shared),
         }
     }
 
