@@ -2,8 +2,9 @@
 # Same-minute A/B of two gateway binaries (issue 21): both run the `make bench` config in
 # front of one mock upstream; `wrk` alternates between them for AB_ROUNDS rounds and each
 # round prints RPS and the gateway's CPU per request (utime+stime from /proc/PID/stat over
-# the round / requests). On a shared machine only an interleaved comparison like this one
-# says whether a change made the request path cheaper.
+# the round / requests), in ABBA order; the last lines are the means. On a shared machine
+# only an interleaved comparison like this one says whether a change made the request path
+# cheaper.
 #
 # Usage: bash benches/ab.sh BASE_BINARY NEW_BINARY
 # Knobs (env): AB_ROUNDS (3), AB_SECS (4), AB_CONNS (64), AB_BODY (a wrk lua script;
@@ -86,7 +87,23 @@ hz = os.sysconf('SC_CLK_TCK'); reqs = int('$reqs'); secs = float('$SECS')
 cpu = ($t1 - $t0) / hz * 1e6 / max(reqs, 1)
 print(f'{sys.argv[1]:<5} {reqs / secs:>9,.0f} rps  {cpu:6.1f} us CPU/req')" "$([ "$i" = 0 ] && echo base || echo new)"
 }
+# ABBA order: the second binary of a round measured slower in both positions (by up to
+# ~10 %), so the order alternates and the summary averages over both.
 for ((r = 1; r <= ROUNDS; r++)); do
-    round 0
-    if [ "$r" = "$ROUNDS" ]; then round 1 "${PERF_NEW:-}"; else round 1; fi
-done
+    perf_arg=
+    [ "$r" = "$ROUNDS" ] && perf_arg=${PERF_NEW:-}
+    if ((r % 2)); then
+        round 0
+        round 1 "$perf_arg"
+    else
+        round 1 "$perf_arg"
+        round 0
+    fi
+done | tee "$TMP/rounds.txt"
+python3 - "$TMP/rounds.txt" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+for who in ("base", "new"):
+    cpu = [float(r[3]) for r in rows if r[0] == who]
+    print(f"{who:<5} mean {sum(cpu) / len(cpu):6.1f} us CPU/req over {len(cpu)} rounds")
+PY

@@ -316,6 +316,26 @@ pub struct Client {
     /// Effective rate limits (R15.1): the client's own, each field defaulted from its
     /// group's `groups.NAME.limits`. All zero = unlimited.
     pub limits: crate::limits::ClientLimits,
+    /// Its `switchyard_client_in_flight` gauge, registered on first use and kept for the
+    /// config generation (no registry lookup and label allocation per request; issue 21).
+    pub in_flight_gauge: LazyGauge,
+}
+
+/// A metric handle looked up once, on first use.
+#[derive(Clone, Default)]
+pub struct LazyGauge(std::sync::OnceLock<metrics::Gauge>);
+
+impl LazyGauge {
+    /// The handle; `register` runs on the first call only.
+    pub fn get(&self, register: impl FnOnce() -> metrics::Gauge) -> &metrics::Gauge {
+        self.0.get_or_init(register)
+    }
+}
+
+impl std::fmt::Debug for LazyGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LazyGauge")
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -135,6 +135,7 @@ pub(crate) fn clients(raw: &[(String, Option<RawClient>)], c: &mut Collector) ->
             quota: r.quota,
             trusted: r.trusted.unwrap_or(false),
             limits: Default::default(), // set in validate_limits (group defaults)
+            in_flight_gauge: Default::default(),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

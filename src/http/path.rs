@@ -9,6 +9,7 @@
 //! (`%2e%2e`, `.%2E`), encoded `/` and `\` (`%2f`, `%5c`) and their double encodings
 //! (`%252e`, `%252f`), a raw `\`, control characters, and `%` not followed by two hex digits.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// Why a path was refused; the message is shown to the client.
@@ -34,9 +35,17 @@ pub fn normalise(raw: &str) -> Result<String, PathError> {
     Ok(out)
 }
 
-/// One segment: decoded where it is safe to, refused where it is not.
-fn segment(seg: &str) -> Result<String, PathError> {
+/// One segment: decoded where it is safe to, refused where it is not. A segment with no
+/// escape, backslash or control character is already normal and is borrowed (the common
+/// case: no allocation per segment, issue 21).
+fn segment(seg: &str) -> Result<Cow<'_, str>, PathError> {
     let b = seg.as_bytes();
+    if !b
+        .iter()
+        .any(|&c| c == b'%' || c == b'\\' || c.is_ascii_control())
+    {
+        return Ok(Cow::Borrowed(seg));
+    }
     let mut out = String::with_capacity(seg.len());
     let mut i = 0;
     while i < b.len() {
@@ -73,7 +82,7 @@ fn segment(seg: &str) -> Result<String, PathError> {
             }
         }
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 fn dangerous(byte: u8) -> bool {

@@ -129,8 +129,15 @@ impl Finish {
 
     /// The attempt chain `a->b->c` (R4.6).
     pub fn chain(&self) -> String {
-        let names: Vec<&str> = self.attempts.iter().map(|a| a.channel.as_str()).collect();
-        names.join("->")
+        // One allocation (the string), not two (a Vec of names, then the join).
+        let mut out = String::new();
+        for (i, a) in self.attempts.iter().enumerate() {
+            if i > 0 {
+                out.push_str("->");
+            }
+            out.push_str(&a.channel);
+        }
+        out
     }
 
     /// The gateway's own error code for a request it refused (e.g. `insufficient_quota`).

@@ -9,7 +9,6 @@
 //! fail fast (an open breaker answers 503 at once, R6.1) and the client gets that
 //! answer rather than a bare "no channel".
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::policy::Decision;
@@ -75,7 +74,10 @@ pub struct AttemptPlan {
     max_steps: u32,
     steps: u32,
     current: Option<Step>,
-    keys: HashMap<ChannelId, Keys>,
+    /// Key rotation per planned channel: a few entries (one per distinct channel of the
+    /// plan), searched linearly — a `HashMap` here cost an allocation and a SipHash per
+    /// request (issue 21).
+    keys: Vec<(ChannelId, Keys)>,
     all_unavailable: bool,
     finished: bool,
 }
@@ -243,16 +245,18 @@ impl AttemptPlan {
             prefer(&mut slots, &groups, p);
         }
         slots.truncate(cap);
-        let mut keys = HashMap::new();
+        let mut keys: Vec<(ChannelId, Keys)> = Vec::with_capacity(slots.len());
         for s in &slots {
-            keys.entry(s.channel).or_insert_with(|| {
-                let count = (input.key_count)(s.channel).max(1);
-                Keys {
-                    count,
-                    next: (input.key_cursor)(s.channel) % count,
-                    used: 0,
-                }
-            });
+            if keys.iter().any(|(c, _)| *c == s.channel) {
+                continue;
+            }
+            let count = (input.key_count)(s.channel).max(1);
+            let k = Keys {
+                count,
+                next: (input.key_cursor)(s.channel) % count,
+                used: 0,
+            };
+            keys.push((s.channel, k));
         }
         AttemptPlan {
             slots,
@@ -267,7 +271,7 @@ impl AttemptPlan {
     }
 
     fn take_key(&mut self, ch: ChannelId) -> usize {
-        match self.keys.get_mut(&ch) {
+        match self.keys.iter_mut().find(|(c, _)| *c == ch).map(|(_, k)| k) {
             Some(k) => {
                 let i = k.next;
                 k.next = (k.next + 1) % k.count;
@@ -279,7 +283,7 @@ impl AttemptPlan {
     }
 
     fn untried_key(&self, ch: ChannelId) -> bool {
-        self.keys.get(&ch).is_some_and(|k| k.used < k.count)
+        self.keys.iter().any(|(c, k)| *c == ch && k.used < k.count)
     }
 
     fn start_slot(&mut self) -> Option<Step> {
