@@ -59,12 +59,9 @@ pub struct Step {
     pub same_target_retry: u32,
 }
 
+/// One channel's key rotation: how many keys, the next to use, how many were used.
 #[derive(Debug, Clone, Copy)]
-struct Keys {
-    count: usize,
-    next: usize,
-    used: usize,
-}
+struct Keys(usize, usize, usize);
 
 /// The attempt order of one request.
 #[derive(Debug)]
@@ -74,9 +71,7 @@ pub struct AttemptPlan {
     max_steps: u32,
     steps: u32,
     current: Option<Step>,
-    /// Key rotation per planned channel: a few entries (one per distinct channel of the
-    /// plan), searched linearly — a `HashMap` here cost an allocation and a SipHash per
-    /// request (issue 21).
+    /// Key rotation per distinct planned channel (a few; a map cost a SipHash per request).
     keys: Vec<(ChannelId, Keys)>,
     all_unavailable: bool,
     finished: bool,
@@ -246,17 +241,11 @@ impl AttemptPlan {
         }
         slots.truncate(cap);
         let mut keys: Vec<(ChannelId, Keys)> = Vec::with_capacity(slots.len());
-        for s in &slots {
-            if keys.iter().any(|(c, _)| *c == s.channel) {
-                continue;
+        for ch in slots.iter().map(|s| s.channel) {
+            if !keys.iter().any(|(c, _)| *c == ch) {
+                let count = (input.key_count)(ch).max(1);
+                keys.push((ch, Keys(count, (input.key_cursor)(ch) % count, 0)));
             }
-            let count = (input.key_count)(s.channel).max(1);
-            let k = Keys {
-                count,
-                next: (input.key_cursor)(s.channel) % count,
-                used: 0,
-            };
-            keys.push((s.channel, k));
         }
         AttemptPlan {
             slots,
@@ -271,11 +260,11 @@ impl AttemptPlan {
     }
 
     fn take_key(&mut self, ch: ChannelId) -> usize {
-        match self.keys.iter_mut().find(|(c, _)| *c == ch).map(|(_, k)| k) {
-            Some(k) => {
-                let i = k.next;
-                k.next = (k.next + 1) % k.count;
-                k.used = (k.used + 1).min(k.count);
+        match self.keys.iter_mut().find(|(c, _)| *c == ch) {
+            Some((_, Keys(count, next, used))) => {
+                let i = *next;
+                *next = (*next + 1) % *count;
+                *used = (*used + 1).min(*count);
                 i
             }
             None => 0,
@@ -283,7 +272,7 @@ impl AttemptPlan {
     }
 
     fn untried_key(&self, ch: ChannelId) -> bool {
-        self.keys.iter().any(|(c, k)| *c == ch && k.used < k.count)
+        self.keys.iter().any(|(c, k)| *c == ch && k.2 < k.0)
     }
 
     fn start_slot(&mut self) -> Option<Step> {
