@@ -260,7 +260,11 @@ fn explain_routes(
                 }
                 r
             }),
-            (None, Some(p)) => snap.table.paths.get(&(g.clone(), p.to_string())).cloned(),
+            (None, Some(p)) => snap
+                .table
+                .paths
+                .get(crate::routing::pair::key(&(g.as_str(), p)))
+                .cloned(),
             (None, None) => return Err("`model` or `path` is required".into()),
         };
         if let Some(r) = r {

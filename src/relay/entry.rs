@@ -21,7 +21,7 @@ use crate::relay::context::Context;
 use crate::relay::finish::{self, Rejected};
 use crate::relay::gateway::Gateway;
 use crate::relay::local;
-use crate::relay::lookup::{self, groups_for, Wanted};
+use crate::relay::lookup::{self, Wanted};
 use crate::relay::task;
 use crate::routing::family::{classify, valid_idempotency_key, PathFamily};
 use crate::routing::table::Route;
@@ -259,14 +259,14 @@ async fn routes(
     family: PathFamily,
     i: &Intake,
 ) -> Result<(Vec<(String, Arc<Route>)>, bool), GatewayError> {
-    let groups = groups_for(snap, &client.group);
+    let groups = lookup::client_groups(snap, client);
     let method = &i.parts.method;
-    let task = task::facts(gw, snap, method, &i.path, &client.name, &groups).await?;
+    let task = task::facts(gw, snap, method, &i.path, &client.name, groups).await?;
     let routes = match task.locked {
         Some(locked) => vec![locked],
         None => lookup::routes(
             snap,
-            &groups,
+            groups,
             &Wanted {
                 family,
                 model: i.model(),

@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
+use crate::config::model::Client;
 use crate::error::GatewayError;
 use crate::routing::family::{channel_serves, PathFamily};
+use crate::routing::pair;
 use crate::routing::table::{Route, Tier};
 use crate::state::Snapshot;
 
@@ -17,6 +19,16 @@ pub fn groups_for(snap: &Snapshot, group: &str) -> Vec<String> {
         snap.table.config.auto_groups.clone()
     } else {
         vec![group.to_string()]
+    }
+}
+
+/// A client's groups, borrowed from the table or the client (no allocation per request):
+/// the `auto_groups` for `group: auto`, else its one group.
+pub fn client_groups<'a>(snap: &'a Snapshot, client: &'a Client) -> &'a [String] {
+    if client.group == "auto" {
+        &snap.table.config.auto_groups
+    } else {
+        std::slice::from_ref(&client.group)
     }
 }
 
@@ -41,7 +53,7 @@ pub fn routes(
     let by_model = w.family.routed_by_model() || w.task_path;
     let mut out = Vec::new();
     for g in groups {
-        let declared = snap.table.paths.get(&(g.clone(), w.path.to_string()));
+        let declared = snap.table.paths.get(pair::key(&(g.as_str(), w.path)));
         let model_route = || {
             w.model
                 .and_then(|m| snap.table.model_route(g, m))

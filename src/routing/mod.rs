@@ -4,6 +4,7 @@ pub mod budget;
 pub mod compile;
 pub mod family;
 pub mod outcome;
+pub mod pair;
 pub mod plan;
 pub mod policy;
 #[cfg(test)]

@@ -85,7 +85,7 @@ impl RouteTable {
     /// The route of `model` in `group`: the exact name when some channel or virtual model
     /// serves it, else every channel of the group whose pattern matches it (R3, issue 16).
     pub fn model_route(&self, group: &str, model: &str) -> Option<(Arc<Route>, ModelMatch)> {
-        if let Some(r) = self.routes.get(&(group.to_string(), model.to_string())) {
+        if let Some(r) = self.routes.get(super::pair::key(&(group, model))) {
             return Some((r.clone(), ModelMatch::Exact));
         }
         let entries = self.patterns.get(group)?;
@@ -108,8 +108,7 @@ impl RouteTable {
 
     /// Whether `model` is served to `group`, exactly or by a pattern.
     pub fn serves(&self, group: &str, model: &str) -> bool {
-        self.routes
-            .contains_key(&(group.to_string(), model.to_string()))
+        self.routes.contains_key(super::pair::key(&(group, model)))
             || self
                 .patterns
                 .get(group)

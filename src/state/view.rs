@@ -9,6 +9,7 @@ use super::breaker::State;
 use super::channel::ChannelState;
 use super::outcome::{limits, scope};
 use crate::config::model::Channel;
+use crate::routing::pair;
 
 /// Is the channel down for upstream `model`: disabled, its breaker refuses (R7.3), or the
 /// model is marked not found?
@@ -25,7 +26,7 @@ pub fn hide_down_models(snap: &super::Snapshot, groups: &[String], names: &mut V
     let up = |m: &str| {
         groups
             .iter()
-            .filter_map(|g| snap.table.routes.get(&(g.clone(), m.to_string())))
+            .filter_map(|g| snap.table.routes.get(pair::key(&(g.as_str(), m))))
             .flat_map(|r| r.tiers.iter())
             .flat_map(|t| t.candidates.iter())
             .any(|c| {
