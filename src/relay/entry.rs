@@ -117,7 +117,7 @@ async fn route(
         let client = authenticate(&snap, req.headers(), ctx)?;
         let id = path::model_id(&rest).ok_or_else(|| GatewayError::model_not_found(&rest))?;
         ctx.model = Some(id.clone());
-        return local::model(&snap, &client.group, &id, anthropic);
+        return local::model(&snap, &client, &id, anthropic);
     }
     let path = ctx.path.clone().map_err(GatewayError::invalid_path)?;
     if path == "/" && req.method() == Method::HEAD {
@@ -134,7 +134,7 @@ async fn route(
     let snap = gw.snapshot();
     let client = authenticate(&snap, req.headers(), ctx)?;
     if path == "/v1/models" && safe {
-        return Ok(local::models(&snap, &client.group, anthropic));
+        return Ok(local::models(&snap, &client, anthropic));
     }
     relay(gw, snap, client, req, path, ctx).await
 }

@@ -5,9 +5,10 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::config::model::Client;
 use crate::error::GatewayError;
 use crate::http::body::{json_response, Resp};
-use crate::relay::lookup::groups_for;
+use crate::relay::lookup::client_groups;
 use crate::state::Snapshot;
 
 /// Anthropic's model objects carry a creation time; the gateway has none to give.
@@ -24,8 +25,8 @@ fn object(id: &str, anthropic: bool) -> Value {
 /// `GET /v1/models` from the routing table: the models the caller's groups reach, less those
 /// whose every channel is down (R1.1). Pattern-served models are not listed (a pattern is
 /// not a model id); `GET /v1/models/{id}` answers for them.
-pub fn models(snap: &Snapshot, group: &str, anthropic: bool) -> Resp {
-    let groups = groups_for(snap, group);
+pub fn models(snap: &Snapshot, client: &Client, anthropic: bool) -> Resp {
+    let groups = client_groups(snap, client);
     let mut names: Vec<&String> = groups
         .iter()
         .filter_map(|g| snap.table.models_by_group.get(g))
@@ -33,7 +34,7 @@ pub fn models(snap: &Snapshot, group: &str, anthropic: bool) -> Resp {
         .collect();
     names.sort();
     names.dedup();
-    crate::state::outcome::hide_down_models(snap, &groups, &mut names);
+    crate::state::outcome::hide_down_models(snap, groups, &mut names);
     let data: Vec<Value> = names.iter().map(|m| object(m, anthropic)).collect();
     let body = if anthropic {
         json!({"data": data, "has_more": false,
@@ -48,11 +49,11 @@ pub fn models(snap: &Snapshot, group: &str, anthropic: bool) -> Resp {
 /// virtual model or pattern), else 404 `model_not_found`.
 pub fn model(
     snap: &Snapshot,
-    group: &str,
+    client: &Client,
     id: &str,
     anthropic: bool,
 ) -> Result<Resp, GatewayError> {
-    let served = groups_for(snap, group)
+    let served = client_groups(snap, client)
         .iter()
         .any(|g| snap.table.serves(g, id));
     if !served {

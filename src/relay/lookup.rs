@@ -13,17 +13,9 @@ use crate::routing::pair;
 use crate::routing::table::{Route, Tier};
 use crate::state::Snapshot;
 
-/// The groups a client's requests may use, in order (R5.1).
-pub fn groups_for(snap: &Snapshot, group: &str) -> Vec<String> {
-    if group == "auto" {
-        snap.table.config.auto_groups.clone()
-    } else {
-        vec![group.to_string()]
-    }
-}
-
-/// A client's groups, borrowed from the table or the client (no allocation per request):
-/// the `auto_groups` for `group: auto`, else its one group.
+/// The groups a client's requests may use, in order (R5.1): the `auto_groups` for
+/// `group: auto`, else its one group; borrowed from the table or the client (no allocation
+/// per request).
 pub fn client_groups<'a>(snap: &'a Snapshot, client: &'a Client) -> &'a [String] {
     if client.group == "auto" {
         &snap.table.config.auto_groups
