@@ -43,12 +43,14 @@ impl Proc {
         let l2 = lines.clone();
         std::thread::spawn(move || {
             for line in stderr.lines().map_while(Result::ok) {
+                // Kept before the ready signal goes out: a caller that reads the lines
+                // as soon as `spawn` returns must find the ready line among them.
+                l2.lock().unwrap().push(line.clone());
                 if line.contains("switchyard ready") {
                     let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
                     let addr = |k: &str| v[k].as_str().unwrap_or_default().to_string();
                     let _ = tx.send((addr("listen"), addr("admin")));
                 }
-                l2.lock().unwrap().push(line);
             }
         });
         let (listen, admin) = rx

@@ -211,15 +211,7 @@ async fn restart_only_settings_are_warned_per_key_and_the_rest_applies() {
         .unwrap();
     let p = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
     notified(&sock, "READY=1");
-    let base = {
-        let logs = p.lines.lock().unwrap();
-        let ready = logs
-            .iter()
-            .find(|l| l.contains("switchyard ready"))
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(ready).unwrap();
-        format!("http://{}", v["listen"].as_str().unwrap())
-    };
+    let base = p.base.clone();
     let moved = head(dir.path())
         .replace("listen: 127.0.0.1:0\nadmin", "listen: 127.0.0.1:1\nadmin")
         .replace("switchyard.db", "elsewhere.db");
