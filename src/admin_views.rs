@@ -293,9 +293,19 @@ fn client_formats(ch: &crate::config::model::Channel) -> Value {
             format!("{client}->{own}")
         }
     };
+    let count = "/v1/messages/count_tokens";
+    let count_tokens = if channel_serves(PathFamily::TokenCount, count, ch.kind, ch.translate) {
+        "as-is"
+    } else if channel_serves(PathFamily::Messages, "/v1/messages", ch.kind, ch.translate) {
+        // No upstream call: the gateway's own estimate (relay::local::count_tokens).
+        "local_estimate"
+    } else {
+        "no"
+    };
     json!({
         "chat_completions": how(PathFamily::Chat, "/v1/chat/completions", "openai"),
         "messages": how(PathFamily::Messages, "/v1/messages", "anthropic"),
+        "count_tokens": count_tokens,
     })
 }
 
@@ -355,6 +365,7 @@ fn sample_order(
             available: &available,
             preferred: None,
             weight_scale: None,
+            native: None,
         },
         &mut rng,
     );

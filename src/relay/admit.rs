@@ -120,10 +120,14 @@ pub async fn admit(gw: &Gateway, cx: &Context, fin: &mut Finish) -> Result<(), R
 
 /// What the precharge and the token limits reserve for `cx` (R11.1, R15.1).
 pub fn estimate(cx: &Context) -> price::Estimate {
-    price::Estimate::new(
-        cx.body.len(),
-        cx.peek.as_ref().and_then(|p| p.completion_hint),
-    )
+    price::Estimate {
+        prompt_tokens: cx.prompt_tokens(),
+        completion_tokens: cx
+            .peek
+            .as_ref()
+            .and_then(|p| p.completion_hint)
+            .unwrap_or(price::DEFAULT_MAX_TOKENS),
+    }
 }
 
 /// [`estimate`] as tokens (prompt estimate + `max_tokens`).

@@ -15,12 +15,13 @@ use tokio::time::Instant;
 
 use super::admit::admit;
 use super::context::Context;
-use super::exchange::{exchange, Exchange, Gates, UpstreamFailure};
+use super::exchange::{exchange, prepare, Exchange, Gates, Unprepared, UpstreamFailure};
 use super::finish::Finish;
 use super::gateway::Gateway;
 use super::keys::{hold_key, learn, KeyHold};
 use super::plan::{plan, Planned};
 use super::respond::{failure_response, transport_error, with_route, LastFailure};
+use super::translated::Refused;
 use crate::config::model::Channel;
 use crate::error::GatewayError;
 use crate::http::body::Resp;
@@ -43,6 +44,19 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
     let mut decision = None;
     while let Some(step) = w.planned.plan.next(decision.as_ref()) {
         let step = w.step(step).await;
+        let gates = w.gates(&step);
+        let prepared = match prepare(&cx, &step, w.channel(&step), &gates) {
+            Ok(p) => Ok(p),
+            Err(Unprepared::Failed(e)) => Err(e),
+            Err(Unprepared::Skip(refused)) => {
+                let d = w.skip(&step, refused);
+                if d.ends() {
+                    break;
+                }
+                decision = Some(d);
+                continue;
+            }
+        };
         let admission = w
             .visits
             .admit(step.channel, &step.upstream_model, step.same_target_retry);
@@ -58,7 +72,10 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             _ => match w.hold_key(&step).await {
                 Ok(hold) => {
                     key = hold;
-                    exchange(gw, &cx, &step, w.channel(&step), &w.gates(&step)).await
+                    match prepared {
+                        Ok(p) => exchange(gw, &cx, w.channel(&step), &gates, p).await,
+                        Err(e) => *e,
+                    }
                 }
                 // R15.3: the key has no room: fail over without reaching the upstream.
                 Err(why) => {
@@ -112,6 +129,8 @@ pub(super) struct Walk<'a> {
     backoff: Duration,
     /// The current attempt was held back by its key's limits (never reached the upstream).
     held: bool,
+    /// `last` is a translation refusal (R16.1): any later failure is more useful.
+    last_is_skip: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -142,6 +161,7 @@ impl<'a> Walk<'a> {
             budget,
             backoff: Duration::ZERO,
             held: false,
+            last_is_skip: false,
         })
     }
 
@@ -250,6 +270,7 @@ impl<'a> Walk<'a> {
         self.fin.record(ch, step.key_index, f, elapsed);
         if let Some(last) = self.failure(f, answer, step, admission) {
             self.last = last;
+            self.last_is_skip = false;
         }
         if admission != Admission::Refused && !self.held {
             self.visits
@@ -266,6 +287,49 @@ impl<'a> Walk<'a> {
             _ => {}
         }
         self.visits.settle();
+    }
+
+    /// R16.1 (a refusal is never the final word while a target can serve): the step's
+    /// channel cannot take the request in its format without changing its meaning. The
+    /// target is skipped locally — logged with its reason, recorded in the chain, but not
+    /// counted by breakers, cooldowns, health, the retry budget or `retry_times` — and the
+    /// plan moves on. The refusal answers the client only if no other failure does.
+    fn skip(&mut self, step: &Step, refused: Refused) -> Decision {
+        let ch = self.channel(step);
+        tracing::debug!(
+            request_id = self.cx.rid(),
+            channel = %ch.name,
+            reason = %refused.reason,
+            "target skipped: its format cannot express this request"
+        );
+        metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(),
+            "outcome" => OutcomeFacts::SKIPPED)
+        .increment(1);
+        self.fin
+            .record(ch, step.key_index, &OutcomeFacts::skipped(), Duration::ZERO);
+        if matches!(self.last, LastFailure::None) || self.last_is_skip {
+            let a = refused.failure(http::HeaderMap::new());
+            let (status, headers, body) = a.for_client(refused.status);
+            self.last = LastFailure::Upstream {
+                status,
+                headers,
+                body,
+            };
+            self.last_is_skip = true;
+        }
+        if self
+            .first
+            .as_ref()
+            .is_some_and(|(c, m)| *c == step.channel && *m == step.upstream_model)
+        {
+            self.first = None;
+        }
+        self.planned.plan.skip_current();
+        if self.planned.plan.alternatives_left() {
+            Decision::FailOver { key_fault: false }
+        } else {
+            Decision::Return
+        }
     }
 
     /// R15.3: take the step's key's share of its limits (waiting a bounded time for room).

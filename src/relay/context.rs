@@ -45,12 +45,22 @@ pub struct Context {
     pub started: std::time::Instant,
     /// The request's sticky key (R8).
     pub sticky: Option<StickyKey>,
+    /// The body's input-token estimate (`wire::tokens`), made on first use.
+    pub prompt_estimate: std::sync::OnceLock<u64>,
 }
 
 impl Context {
     /// The request id as text ("" if it is not valid UTF-8, which `entry` never makes).
     pub fn rid(&self) -> &str {
         self.request_id.to_str().unwrap_or("")
+    }
+
+    /// The body's estimated input tokens (admission, precharge, key limits): text by
+    /// script, images by their size, never base64 as prose (`wire::tokens`).
+    pub fn prompt_tokens(&self) -> u64 {
+        *self
+            .prompt_estimate
+            .get_or_init(|| crate::wire::tokens::estimate_input_tokens(&self.body))
     }
 
     /// The client asked for a stream.

@@ -162,7 +162,12 @@ async fn relay(
     let intake = Intake::read(req, path, limit).await?;
     ctx.model = intake.model().map(str::to_string);
     let family = classify(&intake.path, &intake.parts.method);
-    let (routes, is_task) = routes(gw, &snap, &client, family, &intake).await?;
+    let (routes, is_task) = match routes(gw, &snap, &client, family, &intake).await {
+        Err(e) if counts_locally(&snap, &client, family, &intake, &e) => {
+            return Ok(local::count_tokens(&intake.body));
+        }
+        r => r?,
+    };
     let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
         affinity: &snap.table.config.affinity,
         group: &client.group,
@@ -202,6 +207,7 @@ async fn relay(
         request_id: ctx.request_id.clone(),
         started: ctx.started,
         sticky,
+        prompt_estimate: std::sync::OnceLock::new(),
     };
     Ok(attempt::run(gw, cx).await)
 }
@@ -277,6 +283,32 @@ async fn routes(
         )?,
     };
     Ok((routes, task.is_task))
+}
+
+/// R16.1 (issue 27): token counting for a model that no channel can count (only Anthropic
+/// channels serve `count_tokens`) but that is served for Messages — translated — is answered
+/// with the gateway's own estimate rather than a 404 the model listing contradicts.
+fn counts_locally(
+    snap: &Snapshot,
+    client: &Client,
+    family: PathFamily,
+    i: &Intake,
+    e: &GatewayError,
+) -> bool {
+    if family != PathFamily::TokenCount || !i.path.contains("count_tokens") {
+        return false;
+    }
+    if e.code != "model_not_found" {
+        return false;
+    }
+    let messages = Wanted {
+        family: PathFamily::Messages,
+        model: i.model(),
+        path: "/v1/messages",
+        json: i.json,
+        task_path: false,
+    };
+    lookup::routes(snap, lookup::client_groups(snap, client), &messages).is_ok()
 }
 
 /// R10.2: the client's `Idempotency-Key`, when it is valid.

@@ -141,25 +141,39 @@ pub fn non_stream_timeout(cfg: &Config, ch: &Channel) -> std::time::Duration {
     }
 }
 
-/// One exchange with the upstream of `step`: prepare the request, send it within its gate,
+/// One exchange with the upstream of a prepared step: send the request within its gate,
 /// and read the answer.
 pub async fn exchange(
     gw: &Gateway,
     cx: &Context,
-    step: &Step,
     ch: &Channel,
     g: &Gates,
+    p: Prepared,
 ) -> Exchange {
-    let (plan, x, req) = match prepare(cx, step, ch, g) {
-        Ok(p) => p,
-        Err(e) => return *e,
-    };
+    let Prepared { plan, tr, req } = p;
     let sent = Instant::now();
     let t_ns = (sent + non_stream_timeout(&cx.snap.table.config, ch)).min(g.deadline);
     match send(gw, ch, req, plan.upstream_stream, g, t_ns).await {
-        Ok(resp) => receive(cx, &plan, x, resp, t_ns, g).await,
+        Ok(resp) => receive(cx, &plan, tr, resp, t_ns, g).await,
         Err(o) => failed(o),
     }
+}
+
+/// A step's upstream request, ready to send.
+pub struct Prepared {
+    plan: convert::Plan,
+    tr: Option<Translation>,
+    req: Request<UpstreamBody>,
+}
+
+/// A step that cannot be sent.
+pub enum Unprepared {
+    /// The translation into the channel's format would change the request's meaning
+    /// (R16.1): a local skip — no upstream contact, nothing for breakers, cooldowns or the
+    /// retry budget; the refusal (the client's 400) is the answer only if no target serves.
+    Skip(translated::Refused),
+    /// The request cannot be built for this channel (a `channel:*` failure, R7.1).
+    Failed(Box<Exchange>),
 }
 
 /// The attempt's translation (R16.1): the request as the channel's format has it.
@@ -172,13 +186,8 @@ struct Translation {
 /// The request side: the body this channel gets — `model` rewritten to the upstream model,
 /// the stream policy applied (R9.6), translated into the channel's format when it speaks
 /// another (R16.1) — and the upstream request built from it. An unbuildable request is the
-/// channel's failure; an untranslatable one the client's 400, with no attempt made.
-fn prepare(
-    cx: &Context,
-    step: &Step,
-    ch: &Channel,
-    g: &Gates,
-) -> Result<(convert::Plan, Option<Translation>, Request<UpstreamBody>), Box<Exchange>> {
+/// channel's failure; an untranslatable one a local skip of this target.
+pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Prepared, Unprepared> {
     let body = match (&cx.peek, step.upstream_model.is_empty()) {
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
@@ -199,13 +208,7 @@ fn prepare(
     };
     let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
     if let Some(x) = x {
-        let t = x.request(&plan.body, model).map_err(|r| {
-            let answer = Some(r.failure(HeaderMap::new()));
-            Box::new(Exchange::Failed {
-                outcome: r.outcome,
-                answer,
-            })
-        })?;
+        let t = x.request(&plan.body, model).map_err(Unprepared::Skip)?;
         plan.body = t.body;
         (path, stream) = (x.upstream_path(), t.stream);
         tr = Some(Translation {
@@ -231,8 +234,8 @@ fn prepare(
             .filter(|_| g.send_idempotency_key),
         request_id: &cx.request_id,
     })
-    .map_err(|e| Box::new(failed(Outcome::ChannelError(e.code.to_string()))))?;
-    Ok((plan, tr, req))
+    .map_err(|e| Unprepared::Failed(Box::new(failed(Outcome::ChannelError(e.code.to_string())))))?;
+    Ok(Prepared { plan, tr, req })
 }
 
 /// Send within the gate of the request kind. Seed 001: the header gate is for streaming

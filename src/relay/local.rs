@@ -69,3 +69,16 @@ pub fn model(
 pub fn head_root() -> Resp {
     json_response(StatusCode::OK, bytes::Bytes::new())
 }
+
+/// R16.1 (issue 27): `POST /v1/messages/count_tokens` for a model whose channels can all
+/// serve Messages (translated) but none can count: the gateway's own estimate
+/// (`wire::tokens`), in Anthropic's shape, with no upstream call and no charge.
+pub fn count_tokens(body: &[u8]) -> Resp {
+    let n = crate::wire::tokens::estimate_input_tokens(body);
+    let mut resp = json_response(StatusCode::OK, json!({ "input_tokens": n }).to_string());
+    resp.headers_mut().insert(
+        "x-switchyard-estimate",
+        http::HeaderValue::from_static("local"),
+    );
+    resp
+}

@@ -50,6 +50,9 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
     };
     let capacity = |id: usize| super::keys::remaining_fraction(gw, snap, id, &keys);
     let by_capacity = cfg.routing.balance == Balance::Capacity;
+    // R16.1: within a tier, the channels that speak the client's format go first.
+    let native =
+        |id: usize| super::translated::of(cx.family, snap.table.channels[id].kind).is_none();
     let mut sticky = cx
         .sticky
         .map(|k| Sticky::lookup(&gw.bindings, snap, &routes, k));
@@ -64,6 +67,7 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
             available: &available,
             preferred: sticky.as_ref().and_then(|s| s.preferred),
             weight_scale: by_capacity.then_some(&capacity as &dyn Fn(usize) -> f64),
+            native: Some(&native),
         },
         rng,
     );

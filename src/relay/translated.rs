@@ -92,6 +92,7 @@ impl Xlate {
             Err(e) => {
                 let g = GatewayError::bad_request(e.code(), e.to_string());
                 Err(Refused {
+                    reason: e.to_string(),
                     status: 400,
                     outcome: Outcome::Status {
                         code: 400,
@@ -122,6 +123,7 @@ impl Xlate {
                 Ok((Bytes::from(a.body), usage))
             }
             Err(e) => Err(Refused {
+                reason: e.message.clone(),
                 status: e.client_status(self.client),
                 outcome: error_outcome(&e),
                 body: Bytes::from(e.body(self.client)),
@@ -165,6 +167,8 @@ pub struct Prepared {
 /// classify and the client-format body to answer with.
 pub struct Refused {
     pub outcome: Outcome,
+    /// What could not be expressed, for the log.
+    pub reason: String,
     /// The client's status and body.
     pub status: u16,
     pub body: Bytes,

@@ -198,6 +198,22 @@ impl OutcomeFacts {
         }
     }
 
+    /// The class of a target skipped because its format cannot express the request (R16.1).
+    pub const SKIPPED: &'static str = "translation_skipped";
+
+    /// The facts of a skipped target: nothing reached the upstream, nothing is counted.
+    pub fn skipped() -> Self {
+        OutcomeFacts {
+            counted: false,
+            class: Self::SKIPPED,
+            ..OutcomeFacts::of(
+                &Outcome::LocalAdapter(String::new()),
+                &BTreeMap::new(),
+                PathFamily::Chat,
+            )
+        }
+    }
+
     /// An attempt the breaker refused (R6.1): counted as `circuit_open`.
     pub fn refused(mut self) -> Self {
         self.class = "circuit_open";

@@ -37,6 +37,10 @@ pub struct PlanInput<'a> {
     /// `routing.balance: capacity` (R15.3): each candidate's weight is scaled by this
     /// fraction in `[0, 1]` (its keys' remaining budget); `None` = weights as configured.
     pub weight_scale: Option<&'a dyn Fn(ChannelId) -> f64>,
+    /// R16.1: the candidates that serve the request as it is (no translation). Within a
+    /// tier they are planned before the others, so a translated target is a fallback for a
+    /// native one of the same priority, never its competitor. `None` = no preference.
+    pub native: Option<&'a dyn Fn(ChannelId) -> bool>,
 }
 
 /// One planned channel visit (for `/admin/explain` and tests).
@@ -73,6 +77,9 @@ pub struct AttemptPlan {
     current: Option<Step>,
     /// Key rotation per distinct planned channel (a few; a map cost a SipHash per request).
     keys: Vec<(ChannelId, Keys)>,
+    /// Targets past the step cap, in order: a skipped target (`skip_current`) gives its
+    /// attempt back, and the next of these takes it.
+    spare: Vec<PlannedTarget>,
     all_unavailable: bool,
     finished: bool,
 }
@@ -92,6 +99,19 @@ fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId, &str) -> bool) -> Tiers {
         })
         .filter(|t| !t.is_empty())
         .collect()
+}
+
+/// Each tier split in two, the native candidates first (R16.1, see `PlanInput::native`).
+fn native_first(tiers: Tiers, native: Option<&dyn Fn(ChannelId) -> bool>) -> Tiers {
+    let Some(native) = native else {
+        return tiers;
+    };
+    let mut out = Vec::with_capacity(tiers.len());
+    for tier in tiers {
+        let (own, other): (Vec<_>, Vec<_>) = tier.into_iter().partition(|c| native(c.0));
+        out.extend([own, other].into_iter().filter(|t| !t.is_empty()));
+    }
+    out
 }
 
 /// Weights scaled by `scale` (at least 1, so a spent candidate stays last, not gone).
@@ -158,7 +178,10 @@ fn usable_groups(input: &PlanInput) -> (Vec<(usize, Tiers)>, bool) {
             .groups
             .iter()
             .enumerate()
-            .map(|(i, (_, r))| (i, scaled(tiers_of(r, keep), input.weight_scale)))
+            .map(|(i, (_, r))| {
+                let tiers = native_first(tiers_of(r, keep), input.native);
+                (i, scaled(tiers, input.weight_scale))
+            })
             .filter(|(_, t)| !t.is_empty())
             .collect()
     };
@@ -239,9 +262,9 @@ impl AttemptPlan {
         if let Some(p) = input.preferred {
             prefer(&mut slots, &groups, p);
         }
-        slots.truncate(cap);
+        let spare = slots.split_off(cap.min(slots.len()));
         let mut keys: Vec<(ChannelId, Keys)> = Vec::with_capacity(slots.len());
-        for ch in slots.iter().map(|s| s.channel) {
+        for ch in slots.iter().chain(&spare).map(|s| s.channel) {
             if !keys.iter().any(|(c, _)| *c == ch) {
                 let count = (input.key_count)(ch).max(1);
                 keys.push((ch, Keys(count, (input.key_cursor)(ch) % count, 0)));
@@ -254,8 +277,26 @@ impl AttemptPlan {
             steps: 0,
             current: None,
             keys,
+            spare,
             all_unavailable,
             finished: false,
+        }
+    }
+
+    /// The current target was skipped without reaching the upstream (R16.1: the request
+    /// cannot be expressed in its format): the attempt does not count against
+    /// `retry_times`, and the first target past the cap, if any, joins the plan. Its other
+    /// keys are not tried (they would refuse alike); the next decision should fail over.
+    pub fn skip_current(&mut self) {
+        self.steps = self.steps.saturating_sub(1);
+        if let Some(c) = self.current.as_ref().map(|c| c.channel) {
+            if let Some((_, k)) = self.keys.iter_mut().find(|(ch, _)| *ch == c) {
+                k.2 = k.0;
+            }
+        }
+        if !self.spare.is_empty() {
+            let t = self.spare.remove(0);
+            self.slots.push(t);
         }
     }
 

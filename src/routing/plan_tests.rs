@@ -53,6 +53,7 @@ fn input<'a>(
         available: &yes,
         preferred: None,
         weight_scale: None,
+        native: None,
     }
 }
 
@@ -383,4 +384,43 @@ fn capacity_scales_weights_by_remaining_budget() {
         first_is_1 += usize::from(channels(&run(&mut p, FO))[0] == 1);
     }
     assert!((120..280).contains(&first_is_1), "{first_is_1}");
+}
+
+/// R16.1 (issue 27): within a tier, the candidates that serve the request as it is come
+/// before those that would translate it, whatever the weights; tiers keep their order.
+#[test]
+fn native_candidates_come_first_within_their_tier() {
+    // tier 1: 0 (translated, heavy), 1 (native, light); tier 2: 2 (native)
+    let r = route(&[&[(0, 1000), (1, 1)], &[(2, 10)]]);
+    let groups = [("g", &r)];
+    let native = |c: ChannelId| c != 0;
+    for seed in 0..20 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut inp = input(&groups, TierWalk::Exhaust, 5);
+        inp.native = Some(&native);
+        let mut p = AttemptPlan::new(&inp, &mut rng);
+        assert_eq!(channels(&run(&mut p, FO)), vec![1, 0, 2]);
+    }
+}
+
+/// A skipped target gives its attempt back: with `retry_times: 0` (one attempt), a skip
+/// of the first target still lets the second be tried; its other keys are not walked.
+#[test]
+fn a_skipped_target_does_not_use_up_an_attempt_or_its_keys() {
+    let r = route(&[&[(0, 1)], &[(1, 1)], &[(2, 1)]]);
+    let groups = [("g", &r)];
+    let three = |_: ChannelId| 3;
+    let mut rng = fastrand::Rng::with_seed(3);
+    let mut inp = input(&groups, TierWalk::Exhaust, 0);
+    inp.key_count = &three;
+    let mut p = AttemptPlan::new(&inp, &mut rng);
+    let first = p.next(None).map(|s| s.channel);
+    assert_eq!(first, Some(0));
+    p.skip_current();
+    assert!(p.alternatives_left());
+    let second = p.next(Some(&FO)).map(|s| s.channel);
+    assert_eq!(second, Some(1));
+    // An ordinary failure uses the one attempt up: channel 2 is never tried.
+    assert_eq!(p.attempts_left(), 0);
+    assert_eq!(p.next(Some(&FO)), None);
 }

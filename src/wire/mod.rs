@@ -12,6 +12,7 @@ pub mod json;
 mod lenient;
 pub mod request;
 pub mod sse;
+pub mod tokens;
 pub mod translate;
 pub mod usage;
 pub mod usage_stream;
