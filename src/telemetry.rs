@@ -61,6 +61,8 @@ pub const RATE_LIMITED: &str = "switchyard_rate_limited_total";
 pub const KEY_COOLDOWNS: &str = "switchyard_upstream_key_cooldowns_total";
 pub const KEYS_HELD_BACK: &str = "switchyard_upstream_keys_held_back_total";
 pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
+pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
+pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -141,6 +143,8 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (KEY_COOLDOWNS, Kind::Counter, None, "Upstream keys cooled by a rate-limit answer, by channel and the header the wait came from (retry-after-ms, retry-after, x-ratelimit-reset, anthropic-ratelimit-reset)."),
     (KEYS_HELD_BACK, Kind::Counter, None, "Attempts moved off an upstream key because its channels.*.limits budget was spent or it was cooling after a rate-limit answer, by channel and reason (limit, cooldown)."),
     (CLIENT_CONCURRENCY, Kind::Gauge, None, "Requests in flight per client with a concurrency limit (streams included)."),
+    (TRANSLATION_DROPPED, Kind::Counter, None, "Advisory request fields a translation dropped because the target format cannot express them and their absence does not change the answer, by field (README: translation)."),
+    (MALFORMED_EVENTS, Kind::Counter, None, "Upstream stream events dropped because their data was not JSON in a format whose SDKs parse every event (Chat Completions, Responses)."),
 ];
 
 fn describe() {

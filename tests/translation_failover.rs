@@ -313,3 +313,358 @@ async fn gemini_safety_block_is_a_content_filter_error() {
     assert_eq!(direct.status(), 404);
     gw.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 27: where translation meets failover, the commit point and the client's tools.
+// ---------------------------------------------------------------------------------------
+
+/// `an` (anthropic, claude-x) and `oa` (openai, gpt-x) behind virtual models in both orders,
+/// with one attempt allowed (`retry_times: 0`), and `first_byte: 300ms`.
+async fn crossing(retries: u32) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
+    let m = mocks(&["oa", "an"]).await;
+    for up in m.values() {
+        up.set_record(true);
+    }
+    let yaml = fill(
+        &format!(
+            "timeouts:\n  first_byte: 300ms\nrouting:\n  retry_times: {{retries}}\nchannels:\n{}  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [claude-x]\nvirtual_models:\n  native_first:\n    targets: [an/claude-x, oa/gpt-x]\n  translated_first:\n    targets: [oa/gpt-x, an/claude-x]\n  only_oa:\n    targets: [oa/gpt-x]\n{CLIENTS}",
+            channel("oa", "{oa}", 0, &["gpt-x"]),
+        ),
+        &m,
+    );
+    (
+        start_gw(&yaml.replace("{retries}", &retries.to_string())).await,
+        m,
+    )
+}
+
+/// An Anthropic request OpenAI cannot serve without changing its meaning: a server tool.
+fn server_tool_request(model: &str) -> Value {
+    json!({"model": model, "max_tokens": 50, "messages": [{"role": "user", "content": "search it"}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 1}]})
+}
+
+/// R16.1 (issue 27 item 2): a translation refusal skips its target. With one attempt
+/// allowed, the skipped target gives its attempt back and the next one serves; with the
+/// native primary overloaded, the client gets the 529 (retryable), never the refusal; with
+/// no target left but the refusing one, the 400 names the field. Nothing reached `oa`.
+#[tokio::test]
+async fn a_translation_refusal_is_a_local_skip_never_the_final_word_while_a_target_serves() {
+    let (gw, m) = crossing(0).await;
+    let r = gw
+        .post(
+            "/v1/messages",
+            ALICE,
+            server_tool_request("translated_first"),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "the native target serves after the skip");
+    assert_eq!(route(&r), "oa->an");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "message");
+
+    gw.stop().await;
+    let (gw, m2) = crossing(1).await;
+    m2["an"].push(Behavior::Status {
+        code: 529,
+        body: Some(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+        ),
+    });
+    let r = gw
+        .post("/v1/messages", ALICE, server_tool_request("native_first"))
+        .await;
+    assert_eq!(
+        r.status(),
+        529,
+        "the overload is more useful than the refusal"
+    );
+    assert_eq!(
+        route(&r),
+        "an->oa",
+        "the refusing fallback was reached and skipped"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "overloaded_error", "{v}");
+    assert_eq!(m2["oa"].calls(), 0);
+
+    let r = gw
+        .post("/v1/messages", ALICE, server_tool_request("only_oa"))
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("tools"),
+        "{v}"
+    );
+    assert_eq!(
+        m2["oa"].calls(),
+        0,
+        "a refused request never reaches the upstream"
+    );
+    assert_eq!(m["oa"].calls(), 0);
+
+    // The skips are recorded as local skips, not as upstream 400s (the two gateways of this
+    // test share the process's metrics: three skips in all).
+    gw.flush().await;
+    let (_, log) = gw.admin_get("/admin/requests?limit=2").await;
+    let first = &log["requests"][1]["attempts"];
+    assert_eq!(first[1]["error_class"], "translation_skipped", "{first}");
+    assert!(first[1]["upstream_status"].is_null(), "{first}");
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics
+            .contains(r#"switchyard_attempts_total{channel="oa",outcome="translation_skipped"} 3"#),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("attempts_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    gw.stop().await;
+}
+
+/// Issue 27 item 3: `count_tokens` for a model served only by OpenAI-kind channels answers
+/// from the gateway's estimate in Anthropic's shape, with no upstream call; `explain` says so.
+/// A model the client cannot use is still a 404.
+#[tokio::test]
+async fn count_tokens_without_an_anthropic_channel_is_a_local_estimate() {
+    let (gw, m) = crossing(0).await;
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/clients/claude-code-count-tokens.json"
+        ))
+        .expect("fixture"),
+    )
+    .expect("fixture json");
+    let mut body = fixture["body"].clone();
+    body["model"] = json!("only_oa");
+    let r = gw
+        .post("/v1/messages/count_tokens?beta=true", ALICE, body.clone())
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-switchyard-estimate"], "local");
+    let v: Value = r.json().await.unwrap();
+    let n = v["input_tokens"].as_u64().expect("input_tokens");
+    let text_len = body.to_string().len() as u64;
+    assert!(n > 0 && n <= text_len / 3, "{n} for {text_len} bytes");
+    assert_eq!(m["oa"].calls() + m["an"].calls(), 0);
+    body["model"] = json!("no-such-model");
+    let r = gw.post("/v1/messages/count_tokens", ALICE, body).await;
+    assert_eq!(r.status(), 404);
+    let (_, ex) = gw
+        .admin_get("/admin/explain?client=alice&model=only_oa")
+        .await;
+    assert!(
+        ex.to_string()
+            .contains(r#""count_tokens":"local_estimate""#),
+        "{ex}"
+    );
+    gw.stop().await;
+}
+
+/// Issue 27 item 5: once the stream's opening has arrived the upstream has proven alive and
+/// the first-byte gate (300 ms here) hands over to the idle timer — a model that reasons
+/// silently for a second is not cut, natively or translated. An upstream that sends its
+/// headers and nothing else is still cut by the first-byte gate.
+#[tokio::test]
+async fn a_model_that_reasons_silently_after_its_opening_is_not_cut() {
+    let (gw, m) = crossing(0).await;
+    let think = Behavior::ThinkSilently(std::time::Duration::from_millis(1200));
+    // Native Messages: message_start, an empty text block and a ping, then silence.
+    m["an"].push(think.clone());
+    let r = gw
+        .post(
+            "/v1/messages",
+            ALICE,
+            json!({"model": "claude-x", "max_tokens": 10, "stream": true,
+            "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("message_stop") && text.contains("chunk 0"),
+        "{text}"
+    );
+    assert_eq!(m["an"].calls(), 1);
+    // Translated (OpenAI client, Anthropic channel): the held opening proves it alive too.
+    m["an"].push(think.clone());
+    let r = gw.chat("claude-x", true).await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert_eq!(content(&text), mock_text(), "{text}");
+    assert_eq!(m["an"].calls(), 2);
+    // Native chat: the role chunk is the opening.
+    m["oa"].push(think);
+    let r = gw.chat("gpt-x", true).await;
+    let text = r.text().await.unwrap();
+    assert_eq!(content(&text), mock_text(), "{text}");
+    // Headers and then nothing: cut at the first-byte gate, and the next target answers.
+    m["oa"].push(Behavior::StallAfterHeaders(std::time::Duration::from_secs(
+        5,
+    )));
+    let t0 = std::time::Instant::now();
+    let r = gw.chat("gpt-x", true).await;
+    assert_ne!(r.status(), 200);
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        t0.elapsed()
+    );
+    gw.stop().await;
+}
+
+/// Issue 27 item 5: a chat chunk with no content (the role chunk) is preamble, so an error
+/// right after it fails over (it used to commit the stream and end it in an error).
+#[tokio::test]
+async fn an_error_right_after_the_chat_role_chunk_fails_over() {
+    let (gw, m) = crossing(0).await;
+    let gw = {
+        gw.stop().await;
+        let yaml = fill(
+            &format!(
+                "routing:\n  retry_times: 2\nchannels:\n{}{}virtual_models:\n  pair:\n    targets: [oa/gpt-x, an/gpt-x]\n{CLIENTS}",
+                channel("oa", "{oa}", 0, &["gpt-x"]),
+                channel("an", "{an}", 0, &["gpt-x"]),
+            ),
+            &m,
+        );
+        start_gw(&yaml).await
+    };
+    m["oa"].push(Behavior::ErrorAfterStart { code: 503 });
+    let r = gw.chat("pair", true).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "oa->an");
+    let text = r.text().await.unwrap();
+    assert_eq!(content(&text), mock_text(), "{text}");
+    assert!(!text.contains("error"), "{text}");
+    gw.stop().await;
+}
+
+/// Issue 27 item 6: an OpenAI-format stream event whose data is not JSON never reaches the
+/// client (the official SDK dies on it); the stream goes on and the drop is counted.
+#[tokio::test]
+async fn a_malformed_event_never_reaches_an_openai_client() {
+    let (gw, m) = crossing(0).await;
+    let chunk = |c: &str| {
+        format!("data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-x\",\"choices\":[{{\"index\":0,\"delta\":{c},\"finish_reason\":null}}]}}\n\n")
+    };
+    let body = [
+        chunk(r#"{"role":"assistant","content":""}"#),
+        "data: {\"truncated\": tru\n\n".to_string(),
+        chunk(r#"{"content":"Hello"}"#),
+        "data: <html>oops</html>\n\n".to_string(),
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-x\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n".to_string(),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    m["oa"].push(Behavior::Raw {
+        content_type: "text/event-stream".into(),
+        body,
+    });
+    let r = gw.chat("gpt-x", true).await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(
+        !text.contains("tru\n") && !text.contains("<html>"),
+        "{text}"
+    );
+    for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        assert!(
+            line == "[DONE]" || serde_json::from_str::<Value>(line).is_ok(),
+            "every data line parses: {line}"
+        );
+    }
+    assert_eq!(content(&text), "Hello");
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics.contains("switchyard_stream_malformed_events_total 2"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("malformed"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    gw.stop().await;
+}
+
+/// Issue 27 item 4: a translated request's output limit goes in the field the channel takes
+/// (`max_tokens_field`, default by kind and model family), and `include_usage: false` holds
+/// for translated requests: no `stream_options` upstream, the usage estimated, never 0.
+#[tokio::test]
+async fn translated_requests_follow_the_channels_compatibility_switches() {
+    let m = mocks(&["ds", "oa", "fixed"]).await;
+    for up in m.values() {
+        up.set_record(true);
+    }
+    let ch = |name: &str, model: &str, extra: &str| {
+        format!("  {name}:\n    kind: openai\n    base_url: {{{name}}}\n    keys: [k]\n    models: [{model}]\n{extra}")
+    };
+    let yaml = fill(
+        &format!(
+            "channels:\n{}{}{}{CLIENTS}",
+            ch("ds", "deepseek-chat", "    include_usage: false\n"),
+            ch("oa", "gpt-5", ""),
+            ch(
+                "fixed",
+                "local-model",
+                "    max_tokens_field: max_completion_tokens\n"
+            ),
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    for (name, model, field) in [
+        ("ds", "deepseek-chat", "max_tokens"),
+        ("oa", "gpt-5", "max_completion_tokens"),
+        ("fixed", "local-model", "max_completion_tokens"),
+    ] {
+        let r = gw
+            .post(
+                "/v1/messages",
+                ALICE,
+                json!({"model": model, "max_tokens": 77, "stream": true,
+                "messages": [{"role": "user", "content": "hi"}]}),
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{name}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("message_stop"), "{name}: {text}");
+        let sent = m[name]
+            .requests()
+            .last()
+            .and_then(|r| r.json())
+            .expect("recorded");
+        assert_eq!(sent[field], 77, "{name}: {sent}");
+        let other = if field == "max_tokens" {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        assert!(sent.get(other).is_none(), "{name}: {sent}");
+        assert_eq!(
+            sent.get("stream_options").is_some(),
+            name != "ds",
+            "{name}: {sent}"
+        );
+    }
+    let rows = {
+        gw.flush().await;
+        let (_, v) = gw.admin_get("/admin/requests?limit=3").await;
+        v["requests"].as_array().cloned().unwrap_or_default()
+    };
+    let ds = rows
+        .iter()
+        .find(|r| r["public_model"] == "deepseek-chat")
+        .expect("ds row");
+    assert_eq!(ds["usage_estimated"], true, "{ds}");
+    assert!(ds["completion_tokens"].as_u64().unwrap_or(0) > 0, "{ds}");
+    gw.stop().await;
+}

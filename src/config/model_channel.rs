@@ -99,6 +99,28 @@ pub struct Channel {
     /// May serve the other client wire format, translated (R16.1; default true). A `gemini`
     /// channel with `translate: false` serves no client.
     pub translate: bool,
+    /// The output limit field sent to an OpenAI-format upstream, translated requests too.
+    pub max_tokens_field: MaxTokensChoice,
+    /// How thinking in a conversation's history reaches an OpenAI-format upstream.
+    pub reasoning_history: ReasoningChoice,
+}
+
+/// `channels.*.max_tokens_field`: `auto` chooses by kind and model family
+/// (`relay::translated::max_tokens_field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokensChoice {
+    Auto,
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+/// `channels.*.reasoning_history`: `auto` chooses by upstream model (models that require
+/// their reasoning back, such as DeepSeek's thinking mode, get `reasoning_content`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningChoice {
+    Auto,
+    ReasoningContent,
+    Drop,
 }
 
 /// `channels.*.protocol`.

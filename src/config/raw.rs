@@ -200,6 +200,8 @@ pub(crate) struct RawChannel {
     pub limits: Option<RawKeyLimits>,
     pub api_version: Option<String>,
     pub translate: Option<bool>,
+    pub max_tokens_field: Option<String>,
+    pub reasoning_history: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

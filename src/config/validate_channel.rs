@@ -101,6 +101,20 @@ pub(crate) fn channel(
     );
     let limits = super::validate_limits::key_limits(&k("limits"), r.limits.as_ref(), c);
     let api_version = api_version(c, &k("api_version"), kind, &r.api_version);
+    let max_tokens_field = choice(
+        c,
+        &k("max_tokens_field"),
+        &r.max_tokens_field,
+        MAX_TOKENS_FIELDS,
+        MaxTokensChoice::Auto,
+    );
+    let reasoning_history = choice(
+        c,
+        &k("reasoning_history"),
+        &r.reasoning_history,
+        REASONING_HISTORY,
+        ReasoningChoice::Auto,
+    );
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -131,8 +145,25 @@ pub(crate) fn channel(
         api_version,
         translate: r.translate.unwrap_or(true),
         limits,
+        max_tokens_field,
+        reasoning_history,
     })
 }
+
+/// The values of `max_tokens_field` and `reasoning_history`.
+const MAX_TOKENS_FIELDS: &[(&str, MaxTokensChoice)] = &[
+    ("auto", MaxTokensChoice::Auto),
+    ("max_tokens", MaxTokensChoice::MaxTokens),
+    (
+        "max_completion_tokens",
+        MaxTokensChoice::MaxCompletionTokens,
+    ),
+];
+const REASONING_HISTORY: &[(&str, ReasoningChoice)] = &[
+    ("auto", ReasoningChoice::Auto),
+    ("reasoning_content", ReasoningChoice::ReasoningContent),
+    ("drop", ReasoningChoice::Drop),
+];
 
 /// The values of `kind`, `stream_policy` and `protocol`.
 const KINDS: &[(&str, ChannelKind)] = &[

@@ -42,6 +42,8 @@ fn refusal(kind: Kind, retry_ms: Option<u64>) -> Refusal {
     }
 }
 
+/// The wait is capped at the refused kind's window (issue 27: a 60 s window answers
+/// `retry-after: 60`, never 61 — Claude Code gives up above 60).
 #[test]
 fn openai_headers_carry_both_trios_and_retry_after() {
     let h = refusal_headers(
@@ -56,14 +58,32 @@ fn openai_headers_carry_both_trios_and_retry_after() {
         ("x-ratelimit-limit-tokens", "100000"),
         ("x-ratelimit-remaining-tokens", "2500"),
         ("x-ratelimit-reset-tokens", "6m0s"),
-        ("retry-after", "61"),
-        ("retry-after-ms", "60200"),
+        ("retry-after", "60"),
+        ("retry-after-ms", "60000"),
     ];
     for (n, v) in want {
         assert_eq!(get(&h, n).as_deref(), Some(v), "{n}");
     }
     assert_eq!(h.len(), want.len());
     assert!(h.iter().all(|(n, _)| !n.as_str().starts_with("anthropic-")));
+}
+
+#[test]
+fn retry_after_never_exceeds_the_window_of_the_refused_kind() {
+    for (kind, ms, want) in [
+        (Kind::Rpm, 60_001, "60"),
+        (Kind::Tpm, 59_001, "60"),
+        (Kind::Tpm, 1_500, "2"),
+        (Kind::Rpd, 90_000_000, "86400"),
+        (Kind::Concurrency, 120_000, "120"),
+    ] {
+        let h = refusal_headers(&refusal(kind, Some(ms)), HeaderFormat::Anthropic, wall());
+        assert_eq!(
+            get(&h, "retry-after").as_deref(),
+            Some(want),
+            "{kind:?} {ms}"
+        );
+    }
 }
 
 #[test]

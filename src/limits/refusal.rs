@@ -26,6 +26,15 @@ impl Kind {
         }
     }
 
+    /// The window the kind counts over (`None`: concurrency has none).
+    pub fn window(self) -> Option<Duration> {
+        match self {
+            Kind::Rpm | Kind::Tpm => Some(Duration::from_secs(60)),
+            Kind::Rpd => Some(Duration::from_secs(86_400)),
+            Kind::Concurrency => None,
+        }
+    }
+
     pub(crate) fn index(self) -> usize {
         self as usize
     }

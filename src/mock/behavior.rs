@@ -17,6 +17,9 @@ pub enum Behavior {
     StallAfterHeaders(Duration),
     /// `chunks` content chunks with `delay` between each, then the terminal event.
     Stream { chunks: usize, delay: Duration },
+    /// The stream's opening (Anthropic `message_start`, the chat role chunk, ...), then
+    /// silence for this long — a model reasoning before its first token — then the answer.
+    ThinkSilently(Duration),
     /// `after_chunks` chunks, then the connection is closed abruptly (no terminal event,
     /// no clean end of the chunked body).
     CutMidStream { after_chunks: usize },
@@ -253,6 +256,7 @@ fn one(s: &str) -> Result<Behavior, ParseFaultError> {
             }
             "hang" => Behavior::HangBeforeHeaders(dur(need()?, whole)?),
             "stall" => Behavior::StallAfterHeaders(dur(need()?, whole)?),
+            "think" => Behavior::ThinkSilently(dur(need()?, whole)?),
             "slow" => Behavior::SlowBody {
                 delay: dur(need()?, whole)?,
             },

@@ -148,6 +148,11 @@ fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
             v.extend(data(head).chain(data(chunks)));
             v.push(Step::Cut);
         }
+        Behavior::ThinkSilently(d) => {
+            v.extend(data(head));
+            v.push(Step::Sleep(d));
+            v.extend(data(chunks).chain(data(tail)));
+        }
         Behavior::EndWithoutTerminal { .. } => v.extend(data(head).chain(data(chunks))),
         Behavior::HiddenError { code } => v.push(Step::Data(sse::hidden_error(ep, code))),
         Behavior::ErrorAfterStart { code } => {

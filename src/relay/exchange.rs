@@ -153,8 +153,9 @@ pub async fn exchange(
     let Prepared { plan, tr, req } = p;
     let sent = Instant::now();
     let t_ns = (sent + non_stream_timeout(&cx.snap.table.config, ch)).min(g.deadline);
+    let idle = non_stream_timeout(&cx.snap.table.config, ch);
     match send(gw, ch, req, plan.upstream_stream, g, t_ns).await {
-        Ok(resp) => receive(cx, &plan, tr, resp, t_ns, g).await,
+        Ok(resp) => receive(cx, &plan, tr, resp, (t_ns, idle), g).await,
         Err(o) => failed(o),
     }
 }
@@ -208,7 +209,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
     };
     let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
     if let Some(x) = x {
-        let t = x.request(&plan.body, model).map_err(Unprepared::Skip)?;
+        let t = x.request(&plan.body, model, ch).map_err(Unprepared::Skip)?;
         plan.body = t.body;
         (path, stream) = (x.upstream_path(), t.stream);
         tr = Some(Translation {
@@ -279,7 +280,7 @@ async fn receive(
     plan: &convert::Plan,
     tr: Option<Translation>,
     resp: Response<UpBody>,
-    t_ns: Instant,
+    (t_ns, idle): (Instant, std::time::Duration),
     g: &Gates,
 ) -> Exchange {
     let x = tr.as_ref().map(|t| t.x);
@@ -313,7 +314,7 @@ async fn receive(
         if let Some(t) = &tr {
             inc.transform(t.x.stream(t.include_usage, cx.rid()));
         }
-        return stream(cx, plan, status, parts.headers, inc, t_ns, g).await;
+        return stream(cx, plan, status, parts.headers, inc, (t_ns, idle), g).await;
     }
     if inspectable && read::is_json(&parts.headers) {
         return whole::whole(cx, plan, x, status, parts.headers, inc, t_ns).await;
@@ -362,11 +363,12 @@ async fn stream(
     status: u16,
     headers: HeaderMap,
     inc: UpBody,
-    t_ns: Instant,
+    (t_ns, idle): (Instant, std::time::Duration),
     g: &Gates,
 ) -> Exchange {
     let first_byte = cx.snap.table.config.timeouts.first_byte;
-    let mut primed = match stream::prime(inc, cx.stream_format, first_byte, g.deadline).await {
+    let gates = (first_byte, idle);
+    let mut primed = match stream::prime(inc, cx.stream_format, gates, g.deadline).await {
         Ok(p) => p,
         Err(o) => return failed(o),
     };

@@ -72,6 +72,10 @@ impl Primed {
         tx: &mpsc::Sender<Result<Bytes, Aborted>>,
         obs: &mut dyn StreamObserver,
     ) -> Result<bool, ()> {
+        if dialect::is_malformed(self.format, &ev) {
+            metrics::counter!(telemetry::MALFORMED_EVENTS).increment(1);
+            return Ok(false);
+        }
         obs.event(&ev);
         if self.hide_usage_chunk && dialect::is_usage_chunk(&ev) {
             return Ok(false);
@@ -110,12 +114,17 @@ fn event_outcome(code: u16, ev: &Event) -> Outcome {
 /// that follows it is still an ordinary failed attempt (R9.3). From the headers to the commit
 /// point every complete event — upstream keepalives included — must come within
 /// `first_byte` of the previous one (R9.2); bytes that do not complete an event do not count.
+/// Once the opening has arrived (a preamble event, or a translated stream's held opening) the
+/// upstream has proven alive: from then on the gate is `idle`, the committed stream's idle
+/// cut, so a model that reasons silently before its first token is not cut and re-billed
+/// elsewhere. Malformed events (`dialect::is_malformed`) are dropped.
 pub async fn prime(
     body: UpBody,
     format: StreamFormat,
-    first_byte: Duration,
+    gates: (Duration, Duration),
     deadline: Instant,
 ) -> Result<Primed, Outcome> {
+    let (first_byte, idle) = gates;
     let mut p = Primed {
         body,
         framer: Framer::new(format.strips_ids()),
@@ -125,10 +134,21 @@ pub async fn prime(
         ended: false,
     };
     let mut gate = (Instant::now() + first_byte).min(deadline);
+    let mut opened = false;
     loop {
         while let Some(ev) = p.framer.next_event() {
-            gate = (Instant::now() + first_byte).min(deadline);
+            opened |= !ev.comment_only || dialect::is_opening_comment(&ev);
+            let wait = if opened {
+                idle.max(first_byte)
+            } else {
+                first_byte
+            };
+            gate = (Instant::now() + wait).min(deadline);
             if ev.comment_only {
+                continue;
+            }
+            if dialect::is_malformed(format, &ev) {
+                metrics::counter!(telemetry::MALFORMED_EVENTS).increment(1);
                 continue;
             }
             if let Some(code) = dialect::pre_commit_error(format, &ev) {

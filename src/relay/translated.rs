@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 
-use crate::config::model::ChannelKind;
+use crate::config::model::{Channel, ChannelKind, MaxTokensChoice};
 use crate::error::{GatewayError, WireFormat};
 use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
@@ -20,8 +20,8 @@ use crate::upstream::body::Transform;
 use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
 use crate::wire::translate::{
-    translate_answer, translate_error, translate_request, AnswerOptions, Format, RequestOptions,
-    Step, StreamTranslator, UpstreamError,
+    translate_answer, translate_error, translate_request, AnswerOptions, Format, MaxTokensField,
+    RequestOptions, Step, StreamTranslator, UpstreamError,
 };
 use crate::wire::usage::Usage;
 
@@ -76,16 +76,16 @@ impl Xlate {
     }
 
     /// The upstream request body for the client's `body` (already model-rewritten and
-    /// stream-planned); `Err`: the client's 400 naming the field — no attempt is made.
-    pub fn request(self, body: &[u8], model: &str) -> Result<Prepared, Refused> {
-        match translate_request(
-            self.client,
-            self.upstream,
-            body,
-            &RequestOptions::new(model),
-        ) {
+    /// stream-planned) on channel `ch`; `Err`: the refusal naming the field (a local skip of
+    /// this target, R16.1).
+    pub fn request(self, body: &[u8], model: &str, ch: &Channel) -> Result<Prepared, Refused> {
+        let opts = RequestOptions {
+            max_tokens_field: max_tokens_field(ch, model),
+            ..RequestOptions::new(model)
+        };
+        match translate_request(self.client, self.upstream, body, &opts) {
             Ok(t) => Ok(Prepared {
-                body: Bytes::from(t.body),
+                body: Bytes::from(self.without_usage_option(t.body, ch)),
                 stream: t.stream,
                 include_usage: t.include_usage,
             }),
@@ -103,6 +103,24 @@ impl Xlate {
                     body: g.body(self.wire_format()),
                 })
             }
+        }
+    }
+
+    /// `include_usage: false` on an OpenAI-format channel (a server that refuses
+    /// `stream_options`) holds for translated requests too: the option is taken out, and the
+    /// stream's usage is then estimated from what was relayed (`usage_estimated`).
+    fn without_usage_option(self, body: Vec<u8>, ch: &Channel) -> Vec<u8> {
+        if self.upstream != Format::OpenAi || ch.include_usage {
+            return body;
+        }
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(mut v) if v.get("stream_options").is_some() => {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("stream_options");
+                }
+                serde_json::to_vec(&v).unwrap_or(body)
+            }
+            _ => body,
         }
     }
 
@@ -149,8 +167,32 @@ impl Xlate {
             tr,
             held: Vec::new(),
             committed: false,
+            opened: false,
             dead: false,
         })
+    }
+}
+
+/// `channels.*.max_tokens_field` (issue 27): the output limit field an OpenAI-format upstream
+/// takes. `auto`: `max_completion_tokens` for Azure, OpenAI's own API and OpenAI's model
+/// families (its reasoning models refuse `max_tokens`); `max_tokens` for every other
+/// OpenAI-compatible server (DeepSeek, vLLM, Ollama... — some do not know the newer field).
+pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
+    match ch.max_tokens_field {
+        MaxTokensChoice::MaxTokens => MaxTokensField::MaxTokens,
+        MaxTokensChoice::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
+        MaxTokensChoice::Auto => {
+            let m = model.to_ascii_lowercase();
+            let openai_family = ["o1", "o3", "o4", "gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
+                .iter()
+                .any(|p| m.starts_with(p));
+            let openai_host = ch.base_url.authority.host().ends_with("openai.com");
+            if ch.kind == ChannelKind::Azure || openai_host || openai_family {
+                MaxTokensField::MaxCompletionTokens
+            } else {
+                MaxTokensField::MaxTokens
+            }
+        }
     }
 }
 
@@ -227,6 +269,8 @@ struct SseXlate {
     tr: StreamTranslator,
     held: Vec<u8>,
     committed: bool,
+    /// The opening comment was written (see `dialect::OPENING_COMMENT`).
+    opened: bool,
     /// A hidden error was written: nothing more.
     dead: bool,
 }
@@ -270,6 +314,10 @@ impl SseXlate {
                 // upstream alive (the idle gate): passed on as the client's keepalive.
                 if was_committed {
                     out.extend_from_slice(&self.keepalive);
+                } else if !self.held.is_empty() && !self.opened {
+                    // The opening is held: the upstream has proven alive (R9.2 hand-over).
+                    self.opened = true;
+                    out.extend_from_slice(dialect::OPENING_COMMENT);
                 } else {
                     out.extend_from_slice(b": keepalive\n\n");
                 }

@@ -71,16 +71,84 @@ pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
 
 /// An event that opens a stream without content: held back until the first content-bearing
 /// (or terminal) event, so an error that follows it can still fail over (R9.3). Anthropic
-/// sends `message_start` and `ping`; the Responses API `response.created` and
-/// `response.in_progress`.
+/// sends `message_start`, `ping` and empty `content_block_start`s (text or thinking); the
+/// Responses API `response.created` and `response.in_progress`; Chat Completions a chunk
+/// whose deltas carry no content, reasoning, tool call or finish reason (the role chunk,
+/// Azure's empty-`choices` content-filter chunk).
 pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
     match format {
-        StreamFormat::Messages => matches!(ev.kind(), Some("message_start" | "ping")),
+        StreamFormat::Messages => match ev.kind() {
+            Some("message_start" | "ping") => true,
+            Some("content_block_start") => {
+                ev.json().is_some_and(|v| empty_block(&v["content_block"]))
+            }
+            _ => false,
+        },
         StreamFormat::Responses => {
             matches!(ev.kind(), Some("response.created" | "response.in_progress"))
         }
-        StreamFormat::Chat | StreamFormat::Other => false,
+        StreamFormat::Chat => ev.json().is_some_and(empty_chunk),
+        StreamFormat::Other => false,
     }
+}
+
+/// A text or thinking block that opens with nothing in it.
+fn empty_block(b: &Value) -> bool {
+    let empty = |k: &str| b[k].as_str().is_none_or(str::is_empty);
+    match b["type"].as_str() {
+        Some("text") => empty("text"),
+        Some("thinking") => empty("thinking"),
+        _ => false,
+    }
+}
+
+/// A chat chunk that carries nothing of the answer (not an error, not the usage chunk).
+fn empty_chunk(v: &Value) -> bool {
+    let Some(choices) = v.get("choices").and_then(Value::as_array) else {
+        return false;
+    };
+    if v.get("error").is_some() || (choices.is_empty() && v["usage"].is_object()) {
+        return false;
+    }
+    choices.iter().all(|c| {
+        let d = &c["delta"];
+        let blank = |k: &str| match &d[k] {
+            Value::Null => true,
+            Value::String(s) => s.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        c["finish_reason"].is_null()
+            && blank("content")
+            && blank("reasoning_content")
+            && blank("reasoning")
+            && blank("tool_calls")
+            && blank("refusal")
+            && d.get("function_call").is_none()
+            && d.get("audio").is_none()
+    })
+}
+
+/// An event an OpenAI-format SDK cannot parse: data that is not JSON (nor `[DONE]`) in a
+/// Chat Completions or Responses stream. The official SDKs parse every `data:` line and die
+/// on such an event, so the relay drops it (and counts it) rather than forward it.
+pub fn is_malformed(format: StreamFormat, ev: &Event) -> bool {
+    matches!(format, StreamFormat::Chat | StreamFormat::Responses)
+        && !ev.comment_only
+        && ev
+            .data
+            .as_deref()
+            .is_some_and(|d| !d.trim().is_empty() && d.trim() != "[DONE]")
+        && ev.json().is_none()
+}
+
+/// The comment a translated stream writes for its held opening: the upstream has proven
+/// alive, so the first-byte gate hands over to the idle timer (R9.2). Never relayed.
+pub const OPENING_COMMENT: &[u8] = b": opening\n\n";
+
+/// Is this the comment a translated stream writes for its held opening?
+pub fn is_opening_comment(ev: &Event) -> bool {
+    ev.comment_only && ev.raw.starts_with(b": opening")
 }
 
 /// An event before the commit point that fails the attempt: a hidden error (R9.5), or a

@@ -156,3 +156,68 @@ fn dialect_of_each_path() {
     assert_eq!(StreamFormat::of_path("/v1/files"), StreamFormat::Other);
     assert!(StreamFormat::Chat.strips_ids() && !StreamFormat::Messages.strips_ids());
 }
+
+/// Issue 27 item 5: the commit point is the first content-bearing event. Empty opening
+/// blocks and chat chunks that carry nothing of the answer are preamble; anything with
+/// content, reasoning, a tool call, a refusal or a finish reason commits.
+#[test]
+fn empty_openings_are_preamble_and_content_commits() {
+    use StreamFormat::*;
+    let named = |n: &str, d: &str| Event::new(Bytes::new(), Some(n.into()), Some(d.into()), false);
+    let block = |b: &str| {
+        named(
+            "content_block_start",
+            &format!(r#"{{"type":"content_block_start","index":0,"content_block":{b}}}"#),
+        )
+    };
+    assert!(is_preamble(
+        Messages,
+        &block(r#"{"type":"text","text":""}"#)
+    ));
+    assert!(is_preamble(
+        Messages,
+        &block(r#"{"type":"thinking","thinking":"","signature":""}"#)
+    ));
+    assert!(!is_preamble(
+        Messages,
+        &block(r#"{"type":"text","text":"Hi"}"#)
+    ));
+    assert!(!is_preamble(
+        Messages,
+        &block(r#"{"type":"tool_use","id":"t","name":"f","input":{}}"#)
+    ));
+    for preamble in [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+        r#"{"choices":[],"prompt_filter_results":[{"prompt_index":0}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":null,"tool_calls":[]}}]}"#,
+    ] {
+        assert!(is_preamble(Chat, &Event::data(preamble)), "{preamble}");
+    }
+    for content in [
+        r#"{"choices":[{"index":0,"delta":{"content":"H"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0}}"#,
+        r#"{"error":{"message":"x"}}"#,
+        "[DONE]",
+    ] {
+        assert!(!is_preamble(Chat, &Event::data(content)), "{content}");
+    }
+}
+
+/// Issue 27 item 6: non-JSON data in an OpenAI-format stream is malformed (dropped by the
+/// relay); `[DONE]`, comments and other formats are not.
+#[test]
+fn non_json_data_is_malformed_only_in_openai_formats() {
+    use StreamFormat::*;
+    assert!(is_malformed(Chat, &Event::data("{not json")));
+    assert!(is_malformed(Responses, &Event::data("oops")));
+    assert!(!is_malformed(Chat, &Event::data("[DONE]")));
+    assert!(!is_malformed(Chat, &Event::data(r#"{"choices":[]}"#)));
+    assert!(!is_malformed(Messages, &Event::data("{not json")));
+    assert!(!is_malformed(Other, &Event::data("plain")));
+    let comment = Event::new(Bytes::from_static(b": hi\n\n"), None, None, true);
+    assert!(!is_malformed(Chat, &comment));
+}

@@ -57,6 +57,27 @@ fn stream_usage_reported_is_not_estimated() {
     );
 }
 
+/// Issue 27 item 4: a translated stream whose upstream ignored `include_usage` ends with
+/// `output_tokens: 0` after relaying text; that zero is not billed, the content is estimated.
+#[test]
+fn a_zero_output_report_after_content_is_estimated_not_billed_as_zero() {
+    let mut s = StreamUsage::default();
+    s.observe(&ev(
+        r#"{"type":"message_start","message":{"usage":{"input_tokens":0,"output_tokens":0}}}"#,
+    ));
+    s.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghijklmnop"}}"#));
+    s.observe(&ev(r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":0}}"#));
+    let (u, est) = s.settle(400);
+    assert!(est);
+    assert_eq!((u.prompt_tokens, u.completion_tokens), (100, 4));
+    // A stream that produced nothing and says so is not estimated.
+    let mut s = StreamUsage::default();
+    s.observe(&ev(
+        r#"{"type":"message_delta","usage":{"output_tokens":0}}"#,
+    ));
+    assert!(!s.settle(400).1);
+}
+
 #[test]
 fn cut_stream_is_estimated_from_content() {
     let mut s = StreamUsage::default();
