@@ -48,7 +48,8 @@ pub enum Behavior {
     /// 200 and the first bytes of an event, then one more byte every `interval`, never
     /// completing an event (for at most ten minutes).
     Drip { interval: Duration },
-    /// After the first event, `bytes` bytes that never end an event (a hostile upstream).
+    /// After the opening and the first content event, `bytes` bytes that never end an event
+    /// (a hostile upstream).
     Flood { bytes: usize },
     /// A JSON answer padded with `bytes` spaces after its opening brace.
     Pad { bytes: usize },

@@ -167,7 +167,8 @@ fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
             }
         }
         Behavior::Flood { bytes } => {
-            v.extend(data(head));
+            // After the opening and the first content event: a committed stream.
+            v.extend(data(head).chain(data(chunks.into_iter().take(1).collect())));
             v.push(Step::Data(Bytes::from_static(b"data: ")));
             filler(&XS, bytes, &mut v);
         }

@@ -384,7 +384,7 @@ mod tests {
         let mut t = xlate();
         let out = feed(t.as_mut(), &format!("{START}{PING}"));
         assert_eq!(
-            out, ": keepalive\n\n: keepalive\n\n",
+            out, ": opening\n\n: keepalive\n\n",
             "the role chunk is held; each event still counts for the first-byte gate"
         );
         let out = feed(t.as_mut(), TEXT);
