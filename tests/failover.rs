@@ -353,3 +353,56 @@ async fn request_log_records_the_attempt_chain() {
     );
     gw.stop().await;
 }
+
+/// Issue 31 (error-code routing): a 400 saying the prompt does not fit the model
+/// (`context_length_exceeded`, or Anthropic's "prompt is too long") is never resent to the
+/// same upstream model: the next target with the same upstream model is skipped, the one
+/// with a larger model serves. With no other model left, the 400 is the answer.
+#[tokio::test]
+async fn a_prompt_too_long_goes_to_a_larger_model_never_to_the_same_one_again() {
+    let m = mocks(&["a", "b", "c"]).await;
+    let yaml = fill(
+        &format!(
+            "routing:\n  retry_times: 5\nchannels:\n{}{}{}virtual_models:\n  grow:\n    targets: [a/small, b/small, c/large]\n  same:\n    targets: [a/small, b/small]\n{CLIENTS}",
+            channel("a", "{a}", 0, &["small"]),
+            channel("b", "{b}", 0, &["small"]),
+            channel("c", "{c}", 0, &["large"]),
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    let too_long = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+    m["a"].push(Behavior::Status {
+        code: 400,
+        body: Some(too_long.into()),
+    });
+    let r = gw.chat("grow", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "a->c");
+    assert_eq!((m["a"].calls(), m["b"].calls(), m["c"].calls()), (1, 0, 1));
+    // Anthropic's words for it, and no larger model to go to: the 400 is returned.
+    let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+    m["a"].push(Behavior::Status {
+        code: 400,
+        body: Some(anthropic.into()),
+    });
+    let r = gw.chat("same", false).await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(route(&r), "a");
+    assert_eq!(
+        m["b"].calls(),
+        0,
+        "the same upstream model is never asked again"
+    );
+    // Any other 400 is the caller's and returned at once, as before.
+    m["a"].push(Behavior::Status {
+        code: 400,
+        body: Some(
+            r#"{"error":{"message":"bad","type":"invalid_request_error","code":"invalid_value"}}"#
+                .into(),
+        ),
+    });
+    let r = gw.chat("grow", false).await;
+    assert_eq!((r.status().as_u16(), route(&r)), (400, "a".to_string()));
+    gw.stop().await;
+}

@@ -341,3 +341,32 @@ async fn a_spent_upstream_key_is_held_back_until_every_key_is_spent() {
     assert_eq!(held[0]["reason"], "limit", "{e}");
     gw.stop().await;
 }
+
+/// Issue 31 (`routing.wait_retry_after`): a 429 whose Retry-After (2 s) is within the
+/// setting is waited out once on the same target before failing over; shorter settings
+/// (and the default 0) fail over at once.
+#[tokio::test]
+async fn a_short_retry_after_is_waited_out_on_the_same_target() {
+    for (setting, hits, chain) in [
+        ("3s", 2, "slow->slow->b"),
+        ("1s", 1, "slow->b"),
+        ("0s", 1, "slow->b"),
+    ] {
+        let up = keyed::KeyedUpstream::start(&["k-bad"]).await;
+        let m = mocks(&["b"]).await;
+        let yaml = fill(
+            &format!(
+                "routing:\n  wait_retry_after: {setting}\nresilience:\n  retry:\n    initial_backoff: 1ms\n    max_backoff: 2ms\nchannels:\n  slow:\n    kind: openai\n    base_url: {}\n    keys: [k-bad]\n    models: [m]\n    priority: 10\n    auto_ban: false\n{}{CLIENTS}",
+                up.base_url(),
+                channel("b", "{b}", 0, &["m"]),
+            ),
+            &m,
+        );
+        let gw = start_gw(&yaml).await;
+        let r = gw.chat("m", false).await;
+        assert_eq!(r.status(), 200, "{setting}");
+        assert_eq!(route(&r), chain, "{setting}");
+        assert_eq!(up.hits("k-bad"), hits, "{setting}");
+        gw.stop().await;
+    }
+}

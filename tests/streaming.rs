@@ -271,3 +271,39 @@ async fn client_leaving_before_the_first_byte_cancels_upstream() {
         gw.stop().await;
     }
 }
+
+/// Issue 31: after the commit point an upstream that sends nothing for `stream_stall` has
+/// stalled: the client's stream ends with `stream_incomplete` within the stall plus a second,
+/// although the upstream keeps the socket open for ten minutes; keepalives reach the client
+/// only while the upstream is alive. For every client format.
+#[tokio::test]
+async fn a_stall_after_the_first_tokens_ends_the_stream_within_stream_stall() {
+    let m = mocks(&["a"]).await;
+    let yaml = fill(
+        &format!(
+            "timeouts:\n  keepalive: 200ms\n  stream_stall: 1s\nchannels:\n{}{CLIENTS}",
+            ch("a", "openai", 0, "")
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    for path in ["/v1/chat/completions", "/v1/messages", "/v1/responses"] {
+        m["a"].set_default(Behavior::Stream {
+            chunks: 3,
+            delay: Duration::from_secs(600),
+        });
+        let t0 = Instant::now();
+        let r = send(&gw, path, true).await;
+        assert_eq!(r.status(), 200, "{path}");
+        let text = r.text().await.unwrap();
+        let took = t0.elapsed();
+        assert!(took < Duration::from_millis(2500), "{path}: {took:?}");
+        assert!(text.contains("chunk 0"), "{path}: {text}");
+        assert!(!text.contains("chunk 1"), "{path}: {text}");
+        assert!(
+            text.contains("stream_incomplete") && text.contains("stalled"),
+            "{path}: {text}"
+        );
+    }
+    gw.stop().await;
+}

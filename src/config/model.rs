@@ -125,6 +125,8 @@ pub struct Timeouts {
     pub non_stream: Duration,
     pub request_deadline: Duration,
     pub drain: Duration,
+    /// After the commit point, upstream silence that ends the attempt as a cut (0 = off).
+    pub stream_stall: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +156,12 @@ pub struct Routing {
     pub balance: Balance,
     /// The longest an upstream's rate-limit answer may hold one of its keys back (R15.3).
     pub max_upstream_cooldown: Duration,
+    /// Error codes (of a 400) that say the request does not fit the model: never resent to
+    /// the same upstream model, failed over to a target with another one.
+    pub failover_on_codes: Vec<String>,
+    /// A 429 whose Retry-After is at most this long is waited out on the same target
+    /// (0 = fail over at once).
+    pub wait_retry_after: Duration,
 }
 
 /// `routing.balance`.

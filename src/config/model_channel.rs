@@ -103,6 +103,8 @@ pub struct Channel {
     pub max_tokens_field: MaxTokensChoice,
     /// How thinking in a conversation's history reaches an OpenAI-format upstream.
     pub reasoning_history: ReasoningChoice,
+    /// `timeouts.stream_stall` for this channel (zero = the global value).
+    pub stream_stall: Duration,
 }
 
 /// `channels.*.max_tokens_field`: `auto` chooses by kind and model family

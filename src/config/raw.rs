@@ -67,6 +67,7 @@ pub(crate) struct RawTimeouts {
     pub non_stream: Dur,
     pub request_deadline: Dur,
     pub drain: Dur,
+    pub stream_stall: Dur,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -87,6 +88,8 @@ pub(crate) struct RawRouting {
     pub retry_budget: Option<RawRetryBudget>,
     pub balance: Option<String>,
     pub max_upstream_cooldown: Dur,
+    pub failover_on_codes: Option<Vec<String>>,
+    pub wait_retry_after: Dur,
 }
 
 /// `clients.NAME.limits` / `groups.NAME.limits` (R15.1). Signed so a negative value is
@@ -202,6 +205,7 @@ pub(crate) struct RawChannel {
     pub translate: Option<bool>,
     pub max_tokens_field: Option<String>,
     pub reasoning_history: Option<String>,
+    pub stream_stall: Dur,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -139,6 +139,7 @@ fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
         non_stream: dur_nonzero(c, "timeouts.non_stream", &t.non_stream, s(600)),
         request_deadline: dur_nonzero(c, "timeouts.request_deadline", &t.request_deadline, s(900)),
         drain: dur(c, "timeouts.drain", &t.drain, s(30)),
+        stream_stall: dur(c, "timeouts.stream_stall", &t.stream_stall, s(30)),
     }
 }
 
@@ -190,7 +191,38 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
         },
         balance,
         max_upstream_cooldown,
+        failover_on_codes: failover_on_codes(c, &r.failover_on_codes),
+        wait_retry_after: dur(
+            c,
+            "routing.wait_retry_after",
+            &r.wait_retry_after,
+            Duration::ZERO,
+        ),
     }
+}
+
+/// `routing.failover_on_codes` (default `[context_length_exceeded]`): error codes, each a
+/// word of letters, digits, `_`, `-` or `.`.
+fn failover_on_codes(c: &mut Collector, v: &Option<Vec<String>>) -> Vec<String> {
+    let Some(list) = v else {
+        return vec!["context_length_exceeded".to_string()];
+    };
+    let mut out = Vec::new();
+    for (i, code) in list.iter().enumerate() {
+        let ok = !code.is_empty()
+            && code
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        if ok {
+            out.push(code.clone());
+        } else {
+            c.push(
+                &format!("routing.failover_on_codes[{i}]"),
+                format!("{code:?} is not an error code (letters, digits, _, -, .)"),
+            );
+        }
+    }
+    out
 }
 
 /// R15.1: each client's effective limits (its own fields over its group's); a `groups`

@@ -115,6 +115,12 @@ pub(crate) fn channel(
         REASONING_HISTORY,
         ReasoningChoice::Auto,
     );
+    let stream_stall = dur(
+        c,
+        &k("stream_stall"),
+        &r.stream_stall,
+        std::time::Duration::ZERO,
+    );
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -147,6 +153,7 @@ pub(crate) fn channel(
         limits,
         max_tokens_field,
         reasoning_history,
+        stream_stall,
     })
 }
 

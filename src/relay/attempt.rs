@@ -44,6 +44,12 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
     let mut decision = None;
     while let Some(step) = w.planned.plan.next(decision.as_ref()) {
         let step = w.step(step).await;
+        if w.misfits.contains(&step.upstream_model) {
+            // Issue 31: this upstream model already said the request does not fit it.
+            w.planned.plan.skip_current();
+            decision = Some(w.after_misfit());
+            continue;
+        }
         let gates = w.gates(&step);
         let prepared = match prepare(&cx, &step, w.channel(&step), &gates) {
             Ok(p) => Ok(p),
@@ -97,7 +103,10 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
         if let Some(k) = key {
             k.settle(0, Instant::now());
         }
-        w.learn(&answer, &step);
+        w.short_wait = w.short_retry_after(&answer, admission);
+        if w.short_wait.is_none() {
+            w.learn(&answer, &step);
+        }
         let elapsed = t0.elapsed();
         let facts = w.facts(&outcome, &step, admission);
         let d = w.classify(&facts, &step, admission);
@@ -108,6 +117,44 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
         decision = Some(d);
     }
     w.fail()
+}
+
+/// Issue 31 (error-code routing): a 400 whose error code — or, for `context_length_exceeded`,
+/// whose message in any provider's words — says the request does not fit the model.
+fn misfit(f: &OutcomeFacts, codes: &[String]) -> bool {
+    let Outcome::Status {
+        error_code,
+        error_type,
+        message,
+        ..
+    } = &f.outcome
+    else {
+        return false;
+    };
+    if !matches!(f.status, Some(400 | 413)) {
+        return false;
+    }
+    let is = |c: &String| {
+        error_code.as_deref() == Some(c.as_str()) || error_type.as_deref() == Some(c.as_str())
+    };
+    codes
+        .iter()
+        .any(|c| is(c) || (c == "context_length_exceeded" && context_too_long(message)))
+}
+
+/// The providers' words for a prompt longer than the model's context.
+fn context_too_long(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "prompt is too long",
+        "maximum context length",
+        "context_length_exceeded",
+        "context window",
+        "input is too long",
+        "exceeds the maximum number of tokens",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
 }
 
 /// One request's walk through its plan: what the loop carries from attempt to attempt.
@@ -131,6 +178,12 @@ pub(super) struct Walk<'a> {
     held: bool,
     /// `last` is a translation refusal (R16.1): any later failure is more useful.
     last_is_skip: bool,
+    /// Upstream models that answered that the request does not fit them
+    /// (`routing.failover_on_codes`): never sent the same request again.
+    misfits: Vec<Arc<str>>,
+    /// The current attempt's 429 asked for a wait within `routing.wait_retry_after`: it is
+    /// waited out on the same target instead of failing over.
+    short_wait: Option<Duration>,
 }
 
 impl<'a> Walk<'a> {
@@ -162,6 +215,8 @@ impl<'a> Walk<'a> {
             backoff: Duration::ZERO,
             held: false,
             last_is_skip: false,
+            misfits: Vec::new(),
+            short_wait: None,
         })
     }
 
@@ -249,7 +304,39 @@ impl<'a> Walk<'a> {
             images: &cfg.images_failover,
         };
         let budget = &self.budget;
+        if let Some(wait) = self.short_wait {
+            self.backoff = wait;
+            return match budget.try_acquire_retry() {
+                true => Decision::RetrySame {
+                    attempt: step.same_target_retry + 1,
+                },
+                false => Decision::OutOfBudget,
+            };
+        }
+        if misfit(f, &cfg.routing.failover_on_codes) {
+            self.misfits.push(step.upstream_model.clone());
+            return match self.after_misfit() {
+                Decision::FailOver { .. } if !budget.try_acquire_retry() => Decision::OutOfBudget,
+                d => d,
+            };
+        }
         policy::decide(f, &facts, &settings, || budget.try_acquire_retry())
+    }
+
+    /// After a "does not fit" answer: fail over while a planned target maps the model to
+    /// another upstream model, else return that answer.
+    fn after_misfit(&self) -> Decision {
+        let other = self
+            .planned
+            .plan
+            .upcoming()
+            .iter()
+            .any(|t| !self.misfits.contains(&t.upstream_model));
+        if other {
+            Decision::FailOver { key_fault: false }
+        } else {
+            Decision::Return
+        }
     }
 
     /// Act on a failed attempt: count and record it (R4.6, R12.1), feed its target's visit
@@ -347,6 +434,24 @@ impl<'a> Walk<'a> {
             self.deadline,
         )
         .await
+    }
+
+    /// Issue 31 (`routing.wait_retry_after`): a 429 that asks for a wait no longer than the
+    /// setting — and than the time left — is waited out on the same target, once, rather
+    /// than failing over to a more expensive tier. Not for a half-open probe.
+    fn short_retry_after(
+        &self,
+        answer: &Option<UpstreamFailure>,
+        admission: Admission,
+    ) -> Option<Duration> {
+        let max = self.cx.snap.table.config.routing.wait_retry_after;
+        let a = answer.as_ref().filter(|a| a.status == 429)?;
+        if max.is_zero() || admission != Admission::Admitted || self.short_wait.is_some() {
+            return None;
+        }
+        let hint = crate::limits::upstream::rate_limited(&a.headers, std::time::SystemTime::now())?;
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        (hint.wait <= max && hint.wait < left).then_some(hint.wait)
     }
 
     /// R15.3: an upstream's rate-limit answer cools that key (not the channel).

@@ -38,6 +38,11 @@ impl Walk<'_> {
                 let times = RelayTimes {
                     keepalive: cfg.timeouts.keepalive,
                     idle,
+                    stall: if ch.stream_stall.is_zero() {
+                        cfg.timeouts.stream_stall
+                    } else {
+                        ch.stream_stall
+                    },
                 };
                 let body = stream::commit(primed, times, Box::new(obs));
                 respond(status, &headers, body, cfg.debug_headers, &route)

@@ -214,6 +214,21 @@ pub struct RelayTimes {
     pub keepalive: Duration,
     /// A committed stream silent (not even a comment) for this long is cut.
     pub idle: Duration,
+    /// `timeouts.stream_stall`: a committed stream whose upstream sends nothing (no event,
+    /// no ping, no comment) for this long has stalled and is cut like a broken one; zero =
+    /// only `idle` applies. Keepalives to the client go on only while the upstream is alive.
+    pub stall: Duration,
+}
+
+impl RelayTimes {
+    /// The upstream silence that ends a committed stream, and what the cut says.
+    fn silence(&self) -> (Duration, &'static str) {
+        if !self.stall.is_zero() && self.stall < self.idle {
+            (self.stall, "upstream stalled")
+        } else {
+            (self.idle, "upstream went silent")
+        }
+    }
 }
 
 /// Commit: start relaying `p` to the client and return the client body (R9.1, R9.3).
@@ -266,7 +281,8 @@ async fn pump(
         if p.framer.overflowed() {
             return cut(tx, p.format, terminal, "upstream event too large").await;
         }
-        let wake = (last_client + times.keepalive).min(last_upstream + times.idle);
+        let (silence, why) = times.silence();
+        let wake = (last_client + times.keepalive).min(last_upstream + silence);
         tokio::select! {
             biased;
             _ = tx.closed() => return StreamEnd::ClientCancel,
@@ -276,8 +292,8 @@ async fn pump(
                     return cut(tx, p.format, terminal, "upstream connection broke").await
                 }
                 Err(None) => {
-                    if Instant::now() >= last_upstream + times.idle {
-                        return cut(tx, p.format, terminal, "upstream went silent").await;
+                    if Instant::now() >= last_upstream + silence {
+                        return cut(tx, p.format, terminal, why).await;
                     }
                     if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
                         return StreamEnd::ClientCancel;
