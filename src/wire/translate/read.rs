@@ -1,11 +1,11 @@
 //! Helpers shared by the request readers: typed access to JSON values with the field's path in
-//! every error, image sources (data URLs, Anthropic `source`), and the per-target checks that
-//! both client formats need (image kinds, tool-result lookup).
+//! every error, image sources (data URLs, Anthropic `source`), fields dropped and reported,
+//! and the per-target image checks both client formats need.
 
 use serde_json::{Map, Value};
 
 use super::error::{Path, Result, TranslateError};
-use super::ir::{Image, Part};
+use super::ir::{note, Image};
 use super::Format;
 
 pub(super) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
@@ -133,6 +133,25 @@ pub(super) fn no_more(
     }
 }
 
+/// Anthropic block fields that only steer its prompt cache or carry citations of earlier
+/// answers: dropped and reported towards the other formats (which cache implicitly).
+pub(super) const BLOCK_DROPPED: &[(&str, &str)] =
+    &[("cache_control", "cache_control"), ("citations", "citations")];
+
+/// Take the `(key, reported name)` fields out of `m`; each one that is not `null` is noted in
+/// `dropped` under its reported name.
+pub(super) fn drop_keys(
+    m: &mut Map<String, Value>,
+    keys: &[(&str, &'static str)],
+    dropped: &mut Vec<&'static str>,
+) {
+    for &(key, name) in keys {
+        if m.remove(key).is_some_and(|v| !v.is_null()) {
+            note(dropped, name);
+        }
+    }
+}
+
 /// An image from an OpenAI `image_url.url`: a `data:` URL with base64 data, or a URL.
 pub(super) fn image_from_url(url: String, p: Path) -> Result<Image> {
     let Some(rest) = url.strip_prefix("data:") else {
@@ -187,17 +206,6 @@ pub(super) fn check_image(img: &Image, p: Path, target: Format) -> Result<()> {
                 p,
                 "must be an http(s) URL or a base64 data URL",
             ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Refuse tool-result content `target` cannot carry (only text goes into OpenAI `tool`
-/// messages and Gemini `functionResponse`).
-pub(super) fn check_tool_result_part(part: &Part, p: Path, target: Format) -> Result<()> {
-    match part {
-        Part::Image(_) if target != Format::Anthropic => {
-            Err(refuse(p, target, "an image in a tool result"))
         }
         _ => Ok(()),
     }

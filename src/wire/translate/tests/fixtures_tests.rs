@@ -23,7 +23,7 @@ fixture!(
     6
 );
 fixture!(request_to_gemini, "request_gemini.txt", 4);
-fixture!(request_refusals, "refusals.txt", 25);
+fixture!(request_refusals, "refusals.txt", 24);
 fixture!(answers, "answers.txt", 19);
 fixture!(stream_anthropic_to_openai, "stream_anthropic_openai.txt", 4);
 fixture!(stream_openai_to_anthropic, "stream_openai_anthropic.txt", 4);
