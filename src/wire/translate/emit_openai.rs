@@ -5,6 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::ids;
 use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
 use super::{MaxTokensField, ReasoningHistory, RequestOptions};
 
@@ -176,6 +177,7 @@ fn user(parts: Vec<Part>, join: bool, out: &mut Vec<Value>) {
                     (true, false) => Value::from(IMAGE_PLACEHOLDER),
                     (true, true) => Value::from(""),
                 };
+                let id = ids::upstream_openai_id(id);
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
             }
             Part::CacheControl(_) | Part::Thinking(_) => {}
@@ -223,7 +225,7 @@ fn assistant(parts: Vec<Part>, style: Style) -> Value {
             Part::Text(t) => texts.push(t),
             Part::Thinking(t) => thinking.push(t),
             Part::ToolCall { id, name, args } => calls.push(json!({
-                "id": id,
+                "id": ids::upstream_openai_id(id),
                 "type": "function",
                 "function": {"name": name, "arguments": args.to_string()},
             })),
