@@ -7,4 +7,5 @@ mod harness;
 mod prop_nopanic;
 mod prop_request;
 mod prop_stream;
+mod stream_commit;
 mod stream_tests;
