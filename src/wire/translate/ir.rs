@@ -191,3 +191,38 @@ pub enum AnswerPart {
         args: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(role: Role, t: &str) -> Message {
+        Message {
+            role,
+            parts: vec![Part::Text(t.into())],
+        }
+    }
+
+    #[test]
+    fn hoisting_system_messages_keeps_their_order_and_merges_the_neighbours() {
+        let mut req = ChatRequest {
+            messages: vec![
+                msg(Role::User, "a"),
+                msg(Role::System, "s1"),
+                msg(Role::User, "b"),
+                msg(Role::Assistant, "c"),
+                msg(Role::System, "s2"),
+            ],
+            ..ChatRequest::default()
+        };
+        let sys = req.hoist_system();
+        assert_eq!(sys, vec![Part::Text("s1".into()), Part::Text("s2".into())]);
+        let users = vec![Part::Text("a".into()), Part::Text("b".into())];
+        assert_eq!(req.messages.len(), 2);
+        assert_eq!((req.messages[0].role, &req.messages[0].parts), (Role::User, &users));
+        assert_eq!(req.messages[1], msg(Role::Assistant, "c"));
+        req.note_dropped("x");
+        req.note_dropped("x");
+        assert_eq!(req.dropped, ["x"]);
+    }
+}

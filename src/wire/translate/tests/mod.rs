@@ -1,6 +1,7 @@
 //! Tests of the translation: fixture tables per direction, refusals, flags and properties.
 
 mod assemble;
+mod clients;
 mod collect;
 mod fixtures_tests;
 mod harness;
@@ -9,3 +10,4 @@ mod prop_request;
 mod prop_stream;
 mod stream_commit;
 mod stream_tests;
+mod validate;
