@@ -62,10 +62,11 @@ impl Convo {
             .is_some_and(|m| m.role == Role::System && plain(m))
         {
             let first = self.messages.remove(0);
-            req.system.extend(first.parts.into_iter().filter_map(|p| match p {
-                Part::Text(t) => Some(t),
-                _ => None,
-            }));
+            req.system
+                .extend(first.parts.into_iter().filter_map(|p| match p {
+                    Part::Text(t) => Some(t),
+                    _ => None,
+                }));
         }
         req.messages = self.messages;
         for f in self.dropped {

@@ -26,8 +26,7 @@ pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
     out.insert("model".into(), opts.model.into());
     let style = Style {
         join: opts.join_text_parts,
-        reasoning: opts.reasoning_history.resolve(opts.model)
-            == ReasoningHistory::ReasoningContent,
+        reasoning: opts.reasoning_history.resolve(opts.model) == ReasoningHistory::ReasoningContent,
     };
     out.insert(
         "messages".into(),

@@ -202,7 +202,11 @@ mod tests {
             let g = IdGen::new(client, seed);
             // The last call a stream may make (`MAX_TOOL_CALLS`).
             let id = g.call_id("", "", 1023);
-            assert!(id.len() <= OPENAI_ID_MAX, "{id} has {} characters", id.len());
+            assert!(
+                id.len() <= OPENAI_ID_MAX,
+                "{id} has {} characters",
+                id.len()
+            );
             assert!(id.ends_with("8e7f6a5b4c3d_1023"), "{id}");
             // Two requests differing only in their random tail get different ids.
             let other = IdGen::new(client, "req_019ad3f2c7e14b5a9c0d8e7f6a5b4c3e");

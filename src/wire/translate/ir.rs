@@ -219,7 +219,10 @@ mod tests {
         assert_eq!(sys, vec![Part::Text("s1".into()), Part::Text("s2".into())]);
         let users = vec![Part::Text("a".into()), Part::Text("b".into())];
         assert_eq!(req.messages.len(), 2);
-        assert_eq!((req.messages[0].role, &req.messages[0].parts), (Role::User, &users));
+        assert_eq!(
+            (req.messages[0].role, &req.messages[0].parts),
+            (Role::User, &users)
+        );
         assert_eq!(req.messages[1], msg(Role::Assistant, "c"));
         req.note_dropped("x");
         req.note_dropped("x");

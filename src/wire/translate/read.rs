@@ -96,8 +96,8 @@ pub(super) fn refuse(p: Path, target: Format, what: &str) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
-            "{what} cannot be expressed in {}; remove it or use a channel that speaks \
-             the client's format",
+            "{what} cannot be expressed in {}; remove it, or route this model to a channel \
+             that speaks the client's format",
             target.name()
         ),
     )
@@ -108,8 +108,8 @@ pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
-            "is not a field the translation to {} knows; remove it or use a channel that \
-             speaks the client's format",
+            "is not a field the translation to {} knows; remove it, or route this model to a \
+             channel that speaks the client's format",
             target.name()
         ),
     )
@@ -135,8 +135,10 @@ pub(super) fn no_more(
 
 /// Anthropic block fields that only steer its prompt cache or carry citations of earlier
 /// answers: dropped and reported towards the other formats (which cache implicitly).
-pub(super) const BLOCK_DROPPED: &[(&str, &str)] =
-    &[("cache_control", "cache_control"), ("citations", "citations")];
+pub(super) const BLOCK_DROPPED: &[(&str, &str)] = &[
+    ("cache_control", "cache_control"),
+    ("citations", "citations"),
+];
 
 /// Take the `(key, reported name)` fields out of `m`; each one that is not `null` is noted in
 /// `dropped` under its reported name.

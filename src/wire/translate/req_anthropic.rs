@@ -161,12 +161,7 @@ pub(super) fn openai_user(id: String) -> String {
     format!("u_{h}")
 }
 
-fn tools(
-    v: Value,
-    p: Path,
-    target: Format,
-    dropped: &mut Vec<&'static str>,
-) -> Result<Vec<Tool>> {
+fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> Result<Vec<Tool>> {
     let list = read::array(v, p)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {

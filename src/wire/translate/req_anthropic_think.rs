@@ -14,7 +14,9 @@ use super::Format;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
     /// `enabled` (with `budget_tokens`) or `adaptive` (no budget: Claude decides).
-    On { budget: Option<u64> },
+    On {
+        budget: Option<u64>,
+    },
     Off,
 }
 
@@ -126,7 +128,11 @@ mod tests {
 
     #[test]
     fn gemini_takes_the_budget_or_the_effort_and_off_drops_the_effort() {
-        let r = applied(Some(Mode::On { budget: None }), Some("high"), Format::Gemini);
+        let r = applied(
+            Some(Mode::On { budget: None }),
+            Some("high"),
+            Format::Gemini,
+        );
         assert_eq!(
             (r.thinking_budget, r.reasoning_effort.as_deref()),
             (None, Some("high"))

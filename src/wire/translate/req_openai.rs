@@ -190,12 +190,7 @@ fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
     Ok(stops)
 }
 
-fn tools(
-    v: Value,
-    p: Path,
-    target: Format,
-    dropped: &mut Vec<&'static str>,
-) -> Result<Vec<Tool>> {
+fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> Result<Vec<Tool>> {
     let list = read::array(v, p)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {

@@ -161,7 +161,11 @@ fn user_part(
             let mut u = read::object(m.remove("image_url").unwrap_or(Value::Null), pu)?;
             let url = read::req_str(&mut u, "url", pu)?;
             // `detail` picks OpenAI's image resolution; the others choose their own (README.md).
-            read::drop_keys(&mut u, &[("detail", "image_url.detail")], &mut convo.dropped);
+            read::drop_keys(
+                &mut u,
+                &[("detail", "image_url.detail")],
+                &mut convo.dropped,
+            );
             read::no_more(&u, pu, target, &[])?;
             let img = read::image_from_url(url, pu.key("url"))?;
             read::check_image(&img, pu.key("url"), target)?;

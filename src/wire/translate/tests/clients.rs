@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::super::{translate_request, Format, ReasoningHistory, RequestOptions, TranslatedRequest};
+use super::super::{
+    translate_request, Format, ReasoningHistory, RequestOptions, TranslatedRequest,
+};
 use super::validate;
 
 /// `shared/` sits beside the repository in CI (`../shared`); a worktree sees it one level up.
@@ -38,8 +40,8 @@ fn fixtures() -> Vec<Fixture> {
     files.sort();
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let v: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let v: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let target = v["path"].as_str().unwrap_or("");
         let target = target.split('?').next().unwrap_or("");
         let from = match target {
@@ -153,10 +155,17 @@ fn a_mid_conversation_system_message_stays_at_its_place() {
     assert_eq!(v["messages"][2]["content"], late);
 
     let (_, g) = translate(&f, Format::Gemini, true);
-    let sys = g["systemInstruction"]["parts"].as_array().cloned().unwrap_or_default();
+    let sys = g["systemInstruction"]["parts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(sys.last().map(|p| &p["text"]), Some(&Value::from(late)));
     let turns = g["contents"].as_array().map_or(0, Vec::len);
-    assert_eq!(turns, roles.len() - 1, "the neighbours of the system message stay apart");
+    assert_eq!(
+        turns,
+        roles.len() - 1,
+        "the neighbours of the system message stay apart"
+    );
 }
 
 #[test]
@@ -191,10 +200,15 @@ fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
         .iter()
         .position(|m| m["role"] == "tool")
         .unwrap_or_else(|| panic!("no tool message: {v:#}"));
-    assert_eq!(msgs[at]["content"], super::super::emit_openai::IMAGE_PLACEHOLDER);
+    assert_eq!(
+        msgs[at]["content"],
+        super::super::emit_openai::IMAGE_PLACEHOLDER
+    );
     let next = &msgs[at + 1];
     assert_eq!(next["role"], "user");
-    let url = next["content"][0]["image_url"]["url"].as_str().unwrap_or("");
+    let url = next["content"][0]["image_url"]["url"]
+        .as_str()
+        .unwrap_or("");
     let b64 = url.strip_prefix("data:image/png;base64,").unwrap_or("");
     assert!(!b64.is_empty() && data.contains(b64), "{url}");
 
@@ -262,7 +276,11 @@ fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
     let (t, v) = translate(&f, Format::OpenAi, true);
     assert_eq!(v["response_format"]["type"], "json_schema");
     assert!(v.get("reasoning_effort").is_none(), "thinking disabled");
-    assert!(t.dropped.contains(&"output_config.effort"), "{:?}", t.dropped);
+    assert!(
+        t.dropped.contains(&"output_config.effort"),
+        "{:?}",
+        t.dropped
+    );
 
     let f = fixture("opencode-chat-gpt-tool-followup.json");
     let (t, _) = translate(&f, Format::Anthropic, true);

@@ -20,8 +20,7 @@ use serde_json::Value;
 
 use super::super::{
     translate_answer, translate_error, translate_request, AnswerOptions, Format, ReasoningHistory,
-    RequestOptions,
-    StreamTranslator,
+    RequestOptions, StreamTranslator,
 };
 
 pub struct Case {

@@ -25,7 +25,8 @@ const A_PING: &str = r#"{"type":"ping"}"#;
 const A_TEXT_START: &str =
     r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
 const A_THINK_START: &str = r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#;
-const A_THINK: &str = r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#;
+const A_THINK: &str =
+    r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#;
 const A_TEXT: &str =
     r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#;
 const A_OVERLOADED: &str =
@@ -46,7 +47,10 @@ fn anthropic_overload_after_the_preamble_and_an_empty_block_is_hidden() {
     let mut t = StreamTranslator::new(Format::Anthropic, Format::OpenAi, &OPTS, false);
     let (steps, out) = feed_all(&mut t, &[A_START, A_PING, A_TEXT_START, A_OVERLOADED]);
     let last = &steps[3];
-    assert_eq!(last.error.as_ref().map(|e| e.kind), Some(ErrorKind::Overloaded));
+    assert_eq!(
+        last.error.as_ref().map(|e| e.kind),
+        Some(ErrorKind::Overloaded)
+    );
     assert!(last.error_before_content && last.terminal);
     assert!(out.contains("overloaded_error"), "{out}");
 
@@ -67,7 +71,10 @@ const AZURE_FILTER: &str = r#"{"choices":[],"created":0,"id":"","model":"","obje
 
 #[test]
 fn openai_chunks_without_content_are_not_content() {
-    let role = chunk(r#"{"role":"assistant","content":"","refusal":null}"#, "null");
+    let role = chunk(
+        r#"{"role":"assistant","content":"","refusal":null}"#,
+        "null",
+    );
     let empty = chunk("{}", "null");
     let empty_reasoning = chunk(r#"{"reasoning_content":""}"#, "null");
     let text = chunk(r#"{"content":"hi"}"#, "null");
@@ -86,7 +93,8 @@ fn openai_chunks_without_content_are_not_content() {
 #[test]
 fn an_openai_error_right_after_the_preamble_is_hidden() {
     let role = chunk(r#"{"role":"assistant","content":""}"#, "null");
-    let err = r#"{"error":{"message":"The server is overloaded","type":"overloaded_error","code":null}}"#;
+    let err =
+        r#"{"error":{"message":"The server is overloaded","type":"overloaded_error","code":null}}"#;
     let mut t = StreamTranslator::new(Format::OpenAi, Format::Anthropic, &OPTS, false);
     let (steps, out) = feed_all(&mut t, &[AZURE_FILTER, &role, err]);
     let e = steps[2].error.as_ref().expect("error reported");
@@ -115,6 +123,9 @@ fn openai_events_that_are_not_json_are_dropped_and_counted() {
     let mut t = StreamTranslator::new(Format::OpenAi, Format::OpenAi, &OPTS, false);
     let (steps, _) = feed_all(&mut t, &["[1,2]"]);
     let e = steps[0].error.as_ref().expect("unreadable chunk");
-    assert_eq!((e.kind, e.client_status(Format::OpenAi)), (ErrorKind::Api, 502));
+    assert_eq!(
+        (e.kind, e.client_status(Format::OpenAi)),
+        (ErrorKind::Api, 502)
+    );
     assert_eq!(t.malformed_dropped(), 0);
 }

@@ -213,7 +213,9 @@ fn text_blocks_around_another_block_are_joined_with_a_blank_line() {
         format!(r#"{{"type":"content_block_start","index":{i},"content_block":{b}}}"#)
     };
     let text = |i: u8, t: &str| {
-        format!(r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"text_delta","text":"{t}"}}}}"#)
+        format!(
+            r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"text_delta","text":"{t}"}}}}"#
+        )
     };
     let events = [
         A_START.to_string(),

@@ -114,7 +114,9 @@ fn openai_messages(msgs: &[Value]) -> Check {
         let m = obj(m, &at)?;
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "tool" && !open.is_empty() {
-            return fail(format!("{at}: {role} message before the tool results {open:?}"));
+            return fail(format!(
+                "{at}: {role} message before the tool results {open:?}"
+            ));
         }
         match role {
             "system" | "developer" => {
@@ -127,7 +129,14 @@ fn openai_messages(msgs: &[Value]) -> Check {
             }
             "assistant" => {
                 // `reasoning_content`: DeepSeek's (and other compatible servers') extension.
-                let allowed = ["role", "content", "refusal", "tool_calls", "name", "reasoning_content"];
+                let allowed = [
+                    "role",
+                    "content",
+                    "refusal",
+                    "tool_calls",
+                    "name",
+                    "reasoning_content",
+                ];
                 keys_within(m, &allowed, &at)?;
                 open = assistant_calls(m, &at)?;
             }
@@ -150,7 +159,9 @@ fn assistant_calls(m: &Map<String, Value>, at: &str) -> Result<Vec<String>, Stri
     let content = m.get("content").unwrap_or(&Value::Null);
     let calls = m.get("tool_calls").map(|c| arr(c, at)).transpose()?;
     if content.is_null() && calls.is_none_or(|c| c.is_empty()) {
-        return fail(format!("{at}: assistant message with neither content nor tool calls"));
+        return fail(format!(
+            "{at}: assistant message with neither content nor tool calls"
+        ));
     }
     if !content.is_null() {
         text_only(Some(content), at)?;
@@ -243,7 +254,11 @@ pub fn anthropic(b: &Value) -> Check {
         None | Some(Value::String(_)) => {}
         Some(Value::Array(blocks)) => {
             for b in blocks {
-                keys_within(obj(b, "system")?, &["type", "text", "cache_control"], "system")?;
+                keys_within(
+                    obj(b, "system")?,
+                    &["type", "text", "cache_control"],
+                    "system",
+                )?;
                 non_empty_text(b, "system")?;
             }
         }
@@ -318,7 +333,11 @@ fn anthropic_blocks(
             ("image", "user") => {}
             ("tool_use", "assistant") => {
                 let id = b["id"].as_str().unwrap_or("");
-                if id.is_empty() || !id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+                if id.is_empty()
+                    || !id
+                        .bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+                {
                     return fail(format!("{at}: tool_use id `{id}`"));
                 }
                 opened.insert(id.to_string());
@@ -394,7 +413,11 @@ pub fn gemini(b: &Value) -> Check {
     let top = obj(b, "body")?;
     keys_within(top, GEMINI_TOP, "body")?;
     if let Some(g) = top.get("generationConfig") {
-        keys_within(obj(g, "generationConfig")?, GEMINI_GENERATION, "generationConfig")?;
+        keys_within(
+            obj(g, "generationConfig")?,
+            GEMINI_GENERATION,
+            "generationConfig",
+        )?;
     }
     if let Some(s) = top.get("systemInstruction") {
         for p in arr(&s["parts"], "systemInstruction.parts")? {
@@ -417,7 +440,10 @@ pub fn gemini(b: &Value) -> Check {
         for (j, p) in parts.iter().enumerate() {
             let at = format!("{at}.parts[{j}]");
             let p = obj(p, &at)?;
-            let data = p.keys().filter(|k| GEMINI_DATA.contains(&k.as_str())).count();
+            let data = p
+                .keys()
+                .filter(|k| GEMINI_DATA.contains(&k.as_str()))
+                .count();
             let meta = ["thought", "thoughtSignature"];
             keys_within(p, &[GEMINI_DATA, &meta].concat(), &at)?;
             if data != 1 {
@@ -457,7 +483,8 @@ mod tests {
         for b in bad_openai {
             assert!(super::openai(&b).is_err(), "accepted {b}");
         }
-        let ok = json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "q"}]});
+        let ok =
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "q"}]});
         assert_eq!(super::anthropic(&ok), Ok(()));
         let bad_anthropic = [
             json!({"model": "m", "messages": [{"role": "user", "content": "q"}]}),
