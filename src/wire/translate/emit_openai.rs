@@ -112,19 +112,42 @@ fn messages(system: Vec<String>, msgs: Vec<Message>, style: Style) -> Vec<Value>
     if !system.is_empty() {
         out.push(json!({"role": "system", "content": text_content(system, style.join)}));
     }
+    // A system message between tool calls and their results waits until after the `tool`
+    // messages: OpenAI wants those right after the calls.
+    let mut deferred: Vec<Value> = Vec::new();
+    let mut calls_open = false;
     for m in msgs {
         match m.role {
-            Role::User => user(m.parts, style.join, &mut out),
-            Role::Assistant => out.push(assistant(m.parts, style)),
+            Role::User => {
+                let start = out.len();
+                user(m.parts, style.join, &mut out);
+                let at = (start..out.len())
+                    .find(|&i| out[i]["role"] != "tool")
+                    .unwrap_or(out.len());
+                out.splice(at..at, deferred.drain(..));
+                calls_open = false;
+            }
+            Role::Assistant => {
+                out.append(&mut deferred);
+                let a = assistant(m.parts, style);
+                calls_open = a.get("tool_calls").is_some();
+                out.push(a);
+            }
             Role::System => {
                 let texts = texts_of(m.parts);
                 if !texts.is_empty() {
                     let content = text_content(texts, style.join);
-                    out.push(json!({"role": "system", "content": content}));
+                    let v = json!({"role": "system", "content": content});
+                    if calls_open {
+                        deferred.push(v);
+                    } else {
+                        out.push(v);
+                    }
                 }
             }
         }
     }
+    out.append(&mut deferred);
     out
 }
 
