@@ -263,7 +263,9 @@ fn assistant(parts: Vec<Part>, style: Style) -> Value {
         (true, true) => Value::from(""),
     };
     m.insert("content".into(), content);
-    if style.reasoning && !thinking.is_empty() {
+    // DeepSeek's thinking mode refuses a tool-call turn without `reasoning_content`, even an
+    // empty one (a turn another model wrote).
+    if style.reasoning && (!thinking.is_empty() || !calls.is_empty()) {
         m.insert(
             "reasoning_content".into(),
             thinking.join(TEXT_JOINER).into(),

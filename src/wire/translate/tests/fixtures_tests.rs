@@ -20,7 +20,7 @@ fixture!(
 fixture!(
     request_anthropic_to_openai,
     "request_anthropic_openai.txt",
-    10
+    11
 );
 fixture!(request_to_gemini, "request_gemini.txt", 6);
 fixture!(request_refusals, "refusals.txt", 24);
