@@ -116,24 +116,7 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
                 return Err(refuse(p, target, "`logit_bias`"));
             }
         }
-        "reasoning_effort" => {
-            let s = read::string(v, p)?;
-            if gemini {
-                if super::emit_gemini::effort_budget(&s).is_none() {
-                    return Err(TranslateError::unsupported(
-                        p,
-                        format!(
-                            "`{s}` has no Gemini thinking budget; use none, minimal, low, \
-                             medium or high"
-                        ),
-                    ));
-                }
-                req.reasoning_effort = Some(s);
-            } else {
-                // Anthropic thinking needs a budget below `max_tokens` (README.md).
-                req.note_dropped("reasoning_effort");
-            }
-        }
+        "reasoning_effort" => reasoning_effort(v, p, req, target)?,
         "modalities" => {
             let only_text = v.as_array().is_some_and(|a| a.iter().all(|m| m == "text"));
             if !only_text {
@@ -150,6 +133,24 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
         }
         _ => return Err(read::unknown(p, target)),
     }
+    Ok(())
+}
+
+/// `reasoning_effort`: a Gemini thinking budget; towards Anthropic dropped (its thinking needs
+/// a budget below `max_tokens` and fixes the temperature: README.md).
+fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+    let s = read::string(v, p)?;
+    if target != Format::Gemini {
+        req.note_dropped("reasoning_effort");
+        return Ok(());
+    }
+    if super::emit_gemini::effort_budget(&s).is_none() {
+        return Err(TranslateError::unsupported(
+            p,
+            format!("`{s}` has no Gemini thinking budget; use none, minimal, low, medium or high"),
+        ));
+    }
+    req.reasoning_effort = Some(s);
     Ok(())
 }
 
