@@ -2,7 +2,8 @@
 //! `generateContent` (R16.1): requests, non-stream answers, streams and error bodies. Pure code:
 //! bytes and JSON in, bytes out, no I/O, no clock (the caller passes `created` and id seeds).
 //!
-//! The field mapping, what is refused and what is ignored are in `README.md` next to this file.
+//! The field mapping, what is refused and what is dropped (and reported) are in `README.md` next
+//! to this file.
 //!
 //! How the gateway calls it, per attempt on a channel whose format differs from the client's:
 //!
