@@ -187,7 +187,9 @@ fn wire_does_no_io() {
         "SystemTime",
     ];
     let mut broken = Vec::new();
-    for f in files_of("wire") {
+    // Test modules may read their fixtures from disk; the production code may not.
+    let is_test = |f: &std::path::Path| f.components().any(|c| c.as_os_str() == "tests");
+    for f in files_of("wire").into_iter().filter(|f| !is_test(f)) {
         let text = std::fs::read_to_string(&f).unwrap();
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");

@@ -217,7 +217,7 @@ fn failover_on_codes(c: &mut Collector, v: &Option<Vec<String>>) -> Vec<String> 
             out.push(code.clone());
         } else {
             c.push(
-                &format!("routing.failover_on_codes[{i}]"),
+                format!("routing.failover_on_codes[{i}]"),
                 format!("{code:?} is not an error code (letters, digits, _, -, .)"),
             );
         }

@@ -55,7 +55,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             Ok(p) => Ok(p),
             Err(Unprepared::Failed(e)) => Err(e),
             Err(Unprepared::Skip(refused)) => {
-                let d = w.skip(&step, refused);
+                let d = w.skip(&step, &refused);
                 if d.ends() {
                     break;
                 }
@@ -381,7 +381,7 @@ impl<'a> Walk<'a> {
     /// target is skipped locally — logged with its reason, recorded in the chain, but not
     /// counted by breakers, cooldowns, health, the retry budget or `retry_times` — and the
     /// plan moves on. The refusal answers the client only if no other failure does.
-    fn skip(&mut self, step: &Step, refused: Refused) -> Decision {
+    fn skip(&mut self, step: &Step, refused: &Refused) -> Decision {
         let ch = self.channel(step);
         tracing::debug!(
             request_id = self.cx.rid(),

@@ -172,7 +172,7 @@ pub enum Unprepared {
     /// The translation into the channel's format would change the request's meaning
     /// (R16.1): a local skip — no upstream contact, nothing for breakers, cooldowns or the
     /// retry budget; the refusal (the client's 400) is the answer only if no target serves.
-    Skip(translated::Refused),
+    Skip(Box<translated::Refused>),
     /// The request cannot be built for this channel (a `channel:*` failure, R7.1).
     Failed(Box<Exchange>),
 }

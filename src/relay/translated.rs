@@ -11,17 +11,18 @@
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 
-use crate::config::model::{Channel, ChannelKind, MaxTokensChoice};
+use crate::config::model::{Channel, ChannelKind, MaxTokensChoice, ReasoningChoice};
 use crate::error::{GatewayError, WireFormat};
 use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::telemetry;
 use crate::upstream::body::Transform;
 use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
 use crate::wire::translate::{
     translate_answer, translate_error, translate_request, AnswerOptions, Format, MaxTokensField,
-    RequestOptions, Step, StreamTranslator, UpstreamError,
+    ReasoningHistory, RequestOptions, Step, StreamTranslator, UpstreamError,
 };
 use crate::wire::usage::Usage;
 
@@ -78,12 +79,21 @@ impl Xlate {
     /// The upstream request body for the client's `body` (already model-rewritten and
     /// stream-planned) on channel `ch`; `Err`: the refusal naming the field (a local skip of
     /// this target, R16.1).
-    pub fn request(self, body: &[u8], model: &str, ch: &Channel) -> Result<Prepared, Refused> {
+    pub fn request(self, body: &[u8], model: &str, ch: &Channel) -> Result<Prepared, Box<Refused>> {
         let opts = RequestOptions {
             max_tokens_field: max_tokens_field(ch, model),
+            reasoning_history: match ch.reasoning_history {
+                ReasoningChoice::Auto => ReasoningHistory::Auto,
+                ReasoningChoice::ReasoningContent => ReasoningHistory::ReasoningContent,
+                ReasoningChoice::Drop => ReasoningHistory::Drop,
+            },
             ..RequestOptions::new(model)
         };
-        match translate_request(self.client, self.upstream, body, &opts) {
+        let t = translate_request(self.client, self.upstream, body, &opts);
+        if let Ok(t) = &t {
+            count_dropped(&t.dropped);
+        }
+        match t {
             Ok(t) => Ok(Prepared {
                 body: Bytes::from(self.without_usage_option(t.body, ch)),
                 stream: t.stream,
@@ -91,7 +101,7 @@ impl Xlate {
             }),
             Err(e) => {
                 let g = GatewayError::bad_request(e.code(), e.to_string());
-                Err(Refused {
+                Err(Box::new(Refused {
                     reason: e.to_string(),
                     status: 400,
                     outcome: Outcome::Status {
@@ -101,7 +111,7 @@ impl Xlate {
                         message: e.to_string(),
                     },
                     body: g.body(self.wire_format()),
-                })
+                }))
             }
         }
     }
@@ -133,19 +143,19 @@ impl Xlate {
 
     /// A 200 JSON answer in the client's format with its usage; `Err`: an error the answer
     /// carried (a hidden error, a safety block, an answer that cannot be expressed).
-    pub fn answer(self, body: &[u8], request_id: &str) -> Result<(Bytes, Usage), Refused> {
+    pub fn answer(self, body: &[u8], request_id: &str) -> Result<(Bytes, Usage), Box<Refused>> {
         let opts = answer_options(request_id);
         match translate_answer(self.upstream, self.client, body, &opts) {
             Ok(a) => {
                 let usage = Usage::from_body(&a.body).unwrap_or_default();
                 Ok((Bytes::from(a.body), usage))
             }
-            Err(e) => Err(Refused {
+            Err(e) => Err(Box::new(Refused {
                 reason: e.message.clone(),
                 status: e.client_status(self.client),
                 outcome: error_outcome(&e),
                 body: Bytes::from(e.body(self.client)),
-            }),
+            })),
         }
     }
 
@@ -192,6 +202,26 @@ pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
             } else {
                 MaxTokensField::MaxTokens
             }
+        }
+    }
+}
+
+/// Issue 27: each dropped field is counted, and logged once per process at debug (the
+/// fields are advisory; a log line per request would be noise).
+fn count_dropped(fields: &[&'static str]) {
+    static LOGGED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    for f in fields {
+        metrics::counter!(telemetry::TRANSLATION_DROPPED, "field" => *f).increment(1);
+        let first = {
+            let mut seen = crate::sync::lock(&LOGGED);
+            let first = !seen.contains(f);
+            if first {
+                seen.push(f);
+            }
+            first
+        };
+        if first {
+            tracing::debug!(field = f, "translation dropped an advisory field the target cannot express (counted from now on, not logged again)");
         }
     }
 }
@@ -299,11 +329,15 @@ impl SseXlate {
         while let Some(ev) = self.framer.next_event() {
             let data = ev.data.as_deref().unwrap_or("");
             let mut buf = Vec::new();
+            let malformed = self.tr.malformed_dropped();
             let step = if ev.comment_only || data.is_empty() {
                 Step::default()
             } else {
                 self.tr.feed(ev.name.as_deref(), data, &mut buf)
             };
+            if self.tr.malformed_dropped() > malformed {
+                metrics::counter!(telemetry::MALFORMED_EVENTS).increment(1);
+            }
             let keepalive = ev.comment_only || ev.name.as_deref() == Some("ping");
             let (before, was_committed) = (out.len(), self.committed);
             self.take(step, buf, out);

@@ -128,6 +128,9 @@ pub fn register_config(cfg: &Config) {
     metrics::counter!(SHARED_LIMIT_FALLBACKS).increment(0);
     metrics::counter!(KEEPALIVES).increment(0);
     metrics::counter!(super::MALFORMED_EVENTS).increment(0);
+    for field in crate::wire::translate::DROPPABLE_FIELDS {
+        metrics::counter!(super::TRANSLATION_DROPPED, "field" => *field).increment(0);
+    }
 
     metrics::counter!(CONNECTIONS_REJECTED).increment(0);
     metrics::counter!(STORE_WRITTEN).increment(0);

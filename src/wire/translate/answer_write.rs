@@ -37,9 +37,21 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
     let mut text: Option<String> = None;
     let mut reasoning: Option<String> = None;
     let mut tool_calls = Vec::new();
+    // Text blocks with another block between them are joined with a blank line, as the
+    // request direction joins them; neighbours are one text split for its citations.
+    let mut gap = false;
     for p in ch.parts {
+        if !matches!(p, AnswerPart::Text(_)) {
+            gap = true;
+        }
         match p {
-            AnswerPart::Text(t) => text.get_or_insert_with(String::new).push_str(&t),
+            AnswerPart::Text(t) => {
+                let s = text.get_or_insert_with(String::new);
+                if std::mem::take(&mut gap) && !s.is_empty() && !t.is_empty() {
+                    s.push_str(super::emit_openai::TEXT_JOINER);
+                }
+                s.push_str(&t);
+            }
             AnswerPart::Thinking { text: t, .. } => {
                 reasoning.get_or_insert_with(String::new).push_str(&t)
             }

@@ -1,6 +1,7 @@
 //! `Convo`: builds the neutral message list while a reader walks the client's messages —
-//! neighbours with the same role are merged, and for Gemini each tool result learns the name
-//! of the call it answers (Gemini matches results to calls by name, not id).
+//! neighbours with the same role are merged, for Gemini each tool result learns the name
+//! of the call it answers (Gemini matches results to calls by name, not id), and the fields
+//! dropped on the way are collected.
 
 use std::collections::HashMap;
 
@@ -12,6 +13,8 @@ use super::Format;
 
 pub(super) struct Convo {
     pub messages: Vec<Message>,
+    /// Fields dropped while reading the messages (`ChatRequest::dropped`).
+    pub dropped: Vec<&'static str>,
     target: Format,
     /// Tool-call id → name, kept only for Gemini (the latest call with an id wins).
     names: HashMap<String, String>,
@@ -21,6 +24,7 @@ impl Convo {
     pub fn new(target: Format, capacity: usize) -> Self {
         Convo {
             messages: Vec::with_capacity(capacity),
+            dropped: Vec::new(),
             target,
             names: HashMap::new(),
         }
@@ -36,6 +40,38 @@ impl Convo {
         }
         let last = self.messages.len() - 1;
         &mut self.messages[last].parts
+    }
+
+    /// The upstream format the conversation is read for.
+    pub fn target(&self) -> Format {
+        self.target
+    }
+
+    /// Record a dropped field once.
+    pub fn dropped(&mut self, field: &'static str) {
+        super::ir::note(&mut self.dropped, field);
+    }
+
+    /// The messages and the dropped fields, into the request. A leading system message of
+    /// plain text joins the system prompt (the canonical form every writer reads the same).
+    pub fn finish(mut self, req: &mut super::ir::ChatRequest) {
+        let plain = |m: &Message| m.parts.iter().all(|p| matches!(p, Part::Text(_)));
+        if self
+            .messages
+            .first()
+            .is_some_and(|m| m.role == Role::System && plain(m))
+        {
+            let first = self.messages.remove(0);
+            req.system
+                .extend(first.parts.into_iter().filter_map(|p| match p {
+                    Part::Text(t) => Some(t),
+                    _ => None,
+                }));
+        }
+        req.messages = self.messages;
+        for f in self.dropped {
+            req.note_dropped(f);
+        }
     }
 
     /// Add an assistant's tool call to the current assistant turn.

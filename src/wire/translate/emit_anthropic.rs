@@ -1,6 +1,7 @@
-//! Writing the neutral request as an Anthropic Messages body: `system` at the top, `max_tokens`
-//! always present (the default when the client gave none), tool calls as `tool_use` and tool
-//! results as `tool_result` blocks with their ids.
+//! Writing the neutral request as an Anthropic Messages body: `system` at the top (system
+//! messages of the conversation merged into it in order), `max_tokens` always present (the
+//! default when the client gave none), tool calls as `tool_use` and tool results as
+//! `tool_result` blocks with their ids, cache marks as `cache_control` on the block before.
 
 use serde_json::{json, Map, Value};
 
@@ -8,15 +9,21 @@ use super::emit_openai::put;
 use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
 use super::RequestOptions;
 
-pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
+pub(super) fn write(mut req: ChatRequest, opts: &RequestOptions) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), opts.model.into());
     out.insert(
         "max_tokens".into(),
         req.max_tokens.unwrap_or(opts.default_max_tokens).into(),
     );
-    if !req.system.is_empty() {
-        out.insert("system".into(), system(req.system));
+    let hoisted = req.hoist_system();
+    let mut sys: Vec<Part> = std::mem::take(&mut req.system)
+        .into_iter()
+        .map(Part::Text)
+        .collect();
+    sys.extend(hoisted);
+    if sys.iter().any(|p| matches!(p, Part::Text(_))) {
+        out.insert("system".into(), content(sys));
     }
     let msgs = req.messages.into_iter().map(message).collect();
     out.insert("messages".into(), Value::Array(msgs));
@@ -62,18 +69,31 @@ pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
     Value::Object(out)
 }
 
-fn system(texts: Vec<String>) -> Value {
-    if texts.len() == 1 {
-        return texts
-            .into_iter()
-            .next()
-            .map(Value::from)
-            .unwrap_or_default();
+/// Blocks for `parts`: a cache mark becomes `cache_control` on the block before it.
+fn blocks(parts: Vec<Part>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(parts.len());
+    for p in parts {
+        match p {
+            Part::CacheControl(c) => {
+                if let Some(Value::Object(b)) = out.last_mut() {
+                    b.insert("cache_control".into(), c);
+                }
+            }
+            // Unsigned reasoning cannot go to Anthropic (readers never keep it for it).
+            Part::Thinking(_) => {}
+            other => out.push(block(other)),
+        }
     }
-    texts
-        .into_iter()
-        .map(|t| json!({"type": "text", "text": t}))
-        .collect()
+    out
+}
+
+/// `parts` as Anthropic content (or `system`): one plain text as a string, else blocks.
+fn content(parts: Vec<Part>) -> Value {
+    match <[Part; 1]>::try_from(parts) {
+        Ok([Part::Text(t)]) => Value::from(t),
+        Ok(one) => Value::Array(blocks(one.into())),
+        Err(parts) => Value::Array(blocks(parts)),
+    }
 }
 
 /// `tool_choice` carries Anthropic's parallel switch; without tools only `none`/`auto` can be
@@ -100,22 +120,10 @@ fn tool_choice(c: Option<ToolChoice>, parallel: Option<bool>, has_tools: bool) -
 
 fn message(m: Message) -> Value {
     let role = match m.role {
-        Role::User => "user",
+        Role::User | Role::System => "user",
         Role::Assistant => "assistant",
     };
-    let content: Value = if let [Part::Text(_)] = m.parts.as_slice() {
-        m.parts
-            .into_iter()
-            .next()
-            .and_then(|p| match p {
-                Part::Text(t) => Some(Value::from(t)),
-                _ => None,
-            })
-            .unwrap_or_default()
-    } else {
-        m.parts.into_iter().map(block).collect()
-    };
-    json!({"role": role, "content": content})
+    json!({"role": role, "content": content(m.parts)})
 }
 
 fn block(p: Part) -> Value {
@@ -131,24 +139,14 @@ fn block(p: Part) -> Value {
             is_error,
             ..
         } => {
-            let content: Value = if let [Part::Text(_)] = content.as_slice() {
-                content
-                    .into_iter()
-                    .next()
-                    .and_then(|p| match p {
-                        Part::Text(t) => Some(Value::from(t)),
-                        _ => None,
-                    })
-                    .unwrap_or_default()
-            } else {
-                content.into_iter().map(block).collect()
-            };
+            let content = self::content(content);
             let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": content});
             if is_error {
                 b["is_error"] = true.into();
             }
             b
         }
+        Part::Thinking(_) | Part::CacheControl(_) => Value::Null,
     }
 }
 

@@ -1,7 +1,9 @@
-//! Writing the neutral request as a Gemini `generateContent` body: `systemInstruction`,
-//! `contents` with roles `user`/`model`, images as `inlineData` (base64) or `fileData` (Files
-//! API URIs), tool calls as `functionCall` and results as `functionResponse` (matched by name:
-//! ids are not sent), and `generationConfig`. The model and `stream` go in the URL.
+//! Writing the neutral request as a Gemini `generateContent` body: `systemInstruction` (system
+//! messages of the conversation appended in order), `contents` with roles `user`/`model`,
+//! images as `inlineData` (base64) or `fileData` (Files API URIs), tool calls as
+//! `functionCall` and results as `functionResponse` (matched by name: ids are not sent; a
+//! result's images follow it as parts), and `generationConfig`. The model and `stream` go in
+//! the URL.
 
 use serde_json::{json, Map, Value};
 
@@ -25,6 +27,11 @@ pub(super) fn write(mut req: ChatRequest) -> Value {
     let format = req.response_format.take();
     let gen = generation_config(format, &req);
     let mut out = Map::new();
+    for p in req.hoist_system() {
+        if let Part::Text(t) = p {
+            req.system.push(t);
+        }
+    }
     if !req.system.is_empty() {
         let parts: Vec<Value> = req.system.into_iter().map(|t| json!({"text": t})).collect();
         out.insert("systemInstruction".into(), json!({ "parts": parts }));
@@ -112,25 +119,22 @@ fn generation_config(format: Option<ResponseFormat>, req: &ChatRequest) -> Map<S
 
 fn content(m: Message) -> Value {
     let role = match m.role {
-        Role::User => "user",
+        Role::User | Role::System => "user",
         Role::Assistant => "model",
     };
     let mut first_call = true;
-    let parts: Vec<Value> = m
-        .parts
-        .into_iter()
-        .map(|p| {
-            let sig = match &p {
-                Part::ToolCall { id, .. } => signature(id, std::mem::take(&mut first_call)),
-                _ => None,
-            };
-            let mut v = part(p);
-            if let Some(s) = sig {
-                v["thoughtSignature"] = s.into();
-            }
-            v
-        })
-        .collect();
+    let mut parts: Vec<Value> = Vec::with_capacity(m.parts.len());
+    for p in m.parts {
+        let sig = match &p {
+            Part::ToolCall { id, .. } => signature(id, std::mem::take(&mut first_call)),
+            _ => None,
+        };
+        let at = parts.len();
+        part(p, &mut parts);
+        if let (Some(s), Some(v)) = (sig, parts.get_mut(at)) {
+            v["thoughtSignature"] = s.into();
+        }
+    }
     json!({"role": role, "parts": parts})
 }
 
@@ -141,14 +145,11 @@ fn signature(id: &str, first: bool) -> Option<String> {
     ids::signature_of(id).or_else(|| first.then(|| ids::SKIP_SIGNATURE.to_string()))
 }
 
-fn part(p: Part) -> Value {
-    match p {
+/// The Gemini parts of `p` (a tool result's images follow its `functionResponse`).
+fn part(p: Part, out: &mut Vec<Value>) {
+    let v = match p {
         Part::Text(t) => json!({ "text": t }),
-        Part::Image(Image::Base64 { media_type, data }) => {
-            json!({"inlineData": {"mimeType": media_type, "data": data}})
-        }
-        // Readers admit only Files API URIs for Gemini.
-        Part::Image(Image::Url(uri)) => json!({"fileData": {"fileUri": uri}}),
+        Part::Image(img) => image(img),
         Part::ToolCall { name, args, .. } => json!({"functionCall": {"name": name, "args": args}}),
         Part::ToolResult {
             name,
@@ -156,19 +157,37 @@ fn part(p: Part) -> Value {
             is_error,
             ..
         } => {
-            let text = content
-                .into_iter()
-                .filter_map(|p| match p {
-                    Part::Text(t) => Some(t),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join(super::emit_openai::TEXT_JOINER);
+            let mut texts = Vec::new();
+            let mut images = Vec::new();
+            for p in content {
+                match p {
+                    Part::Text(t) => texts.push(t),
+                    Part::Image(img) => images.push(image(img)),
+                    _ => {}
+                }
+            }
+            let text = texts.join(super::emit_openai::TEXT_JOINER);
             // Google's documented keys: `output` for a result, `error` for a failure.
             let key = if is_error { "error" } else { "output" };
             let mut response = Map::new();
             response.insert(key.into(), text.into());
-            json!({"functionResponse": {"name": name.unwrap_or_default(), "response": response}})
+            let name = name.unwrap_or_default();
+            out.push(json!({"functionResponse": {"name": name, "response": response}}));
+            out.extend(images);
+            return;
         }
+        // Readers keep neither for Gemini.
+        Part::Thinking(_) | Part::CacheControl(_) => return,
+    };
+    out.push(v);
+}
+
+fn image(img: Image) -> Value {
+    match img {
+        Image::Base64 { media_type, data } => {
+            json!({"inlineData": {"mimeType": media_type, "data": data}})
+        }
+        // Readers admit only Files API URIs for Gemini.
+        Image::Url(uri) => json!({"fileData": {"fileUri": uri}}),
     }
 }

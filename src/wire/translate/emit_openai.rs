@@ -1,18 +1,36 @@
 //! Writing the neutral request as an OpenAI Chat Completions body: the system prompt first,
-//! each tool result as a `tool` message ahead of the rest of its user turn, assistant text
-//! and `tool_calls` with their ids.
+//! system messages at their place, each tool result as a `tool` message ahead of the rest of
+//! its user turn (images of tool results follow in a user message), assistant text,
+//! `tool_calls` with their ids and — where the upstream wants it — `reasoning_content`.
 
 use serde_json::{json, Map, Value};
 
+use super::ids;
 use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
-use super::{MaxTokensField, RequestOptions};
+use super::{MaxTokensField, ReasoningHistory, RequestOptions};
+
+/// What a tool message says when its result is only images (they follow in a user message).
+pub(super) const IMAGE_PLACEHOLDER: &str = "(image attached below)";
+
+/// How the messages are written.
+#[derive(Clone, Copy)]
+struct Style {
+    /// Text-only content as one string (`RequestOptions::join_text_parts`).
+    join: bool,
+    /// Earlier turns' thinking as `reasoning_content` (`ReasoningHistory`).
+    reasoning: bool,
+}
 
 pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), opts.model.into());
+    let style = Style {
+        join: opts.join_text_parts,
+        reasoning: opts.reasoning_history.resolve(opts.model) == ReasoningHistory::ReasoningContent,
+    };
     out.insert(
         "messages".into(),
-        Value::Array(messages(req.system, req.messages, opts.join_text_parts)),
+        Value::Array(messages(req.system, req.messages, style)),
     );
     if let Some(n) = req.max_tokens {
         let key = match opts.max_tokens_field {
@@ -51,6 +69,11 @@ pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
         req.parallel_tool_calls.map(Value::from),
     );
     put(&mut out, "user", req.user.map(Value::from));
+    put(
+        &mut out,
+        "reasoning_effort",
+        req.reasoning_effort.map(Value::from),
+    );
     if let Some(ResponseFormat::JsonSchema {
         name,
         schema,
@@ -84,18 +107,59 @@ fn tool_choice(c: ToolChoice) -> Value {
     }
 }
 
-fn messages(system: Vec<String>, msgs: Vec<Message>, join: bool) -> Vec<Value> {
+fn messages(system: Vec<String>, msgs: Vec<Message>, style: Style) -> Vec<Value> {
     let mut out = Vec::with_capacity(msgs.len() + 1);
     if !system.is_empty() {
-        out.push(json!({"role": "system", "content": text_content(system, join)}));
+        out.push(json!({"role": "system", "content": text_content(system, style.join)}));
     }
+    // A system message between tool calls and their results waits until after the `tool`
+    // messages: OpenAI wants those right after the calls.
+    let mut deferred: Vec<Value> = Vec::new();
+    let mut calls_open = false;
     for m in msgs {
         match m.role {
-            Role::User => user(m.parts, join, &mut out),
-            Role::Assistant => out.push(assistant(m.parts, join)),
+            Role::User => {
+                let start = out.len();
+                user(m.parts, style.join, &mut out);
+                let at = (start..out.len())
+                    .find(|&i| out[i]["role"] != "tool")
+                    .unwrap_or(out.len());
+                out.splice(at..at, deferred.drain(..));
+                calls_open = false;
+            }
+            Role::Assistant => {
+                out.append(&mut deferred);
+                let a = assistant(m.parts, style);
+                calls_open = a.get("tool_calls").is_some();
+                out.push(a);
+            }
+            Role::System => {
+                let texts = texts_of(m.parts);
+                if !texts.is_empty() {
+                    let content = text_content(texts, style.join);
+                    let v = json!({"role": "system", "content": content});
+                    if calls_open {
+                        deferred.push(v);
+                    } else {
+                        out.push(v);
+                    }
+                }
+            }
         }
     }
+    out.append(&mut deferred);
     out
+}
+
+/// The texts among `parts` (cache marks and anything else left out).
+fn texts_of(parts: Vec<Part>) -> Vec<String> {
+    parts
+        .into_iter()
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What separates text blocks joined into one string.
@@ -112,30 +176,38 @@ fn text_content(texts: Vec<String>, join: bool) -> Value {
         .collect()
 }
 
-/// Tool results go first, as `tool` messages right after the assistant's calls; the rest of
-/// the turn follows as one user message.
+/// Tool results go first, as `tool` messages right after the assistant's calls (a `tool`
+/// message carries text only: an image of a result follows, in order, at the start of the
+/// user message after the turn's tool messages — the pattern OpenAI-compatible servers
+/// document); the rest of the turn follows in that user message.
 fn user(parts: Vec<Part>, join: bool, out: &mut Vec<Value>) {
+    let mut images = Vec::new();
     let mut rest = Vec::new();
     for part in parts {
         match part {
             Part::ToolResult { id, content, .. } => {
-                let texts = content
-                    .into_iter()
-                    .filter_map(|p| match p {
-                        Part::Text(t) => Some(t),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>();
-                let content = if texts.is_empty() {
-                    Value::from("")
-                } else {
-                    text_content(texts, join)
+                let mut texts = Vec::new();
+                for p in content {
+                    match p {
+                        Part::Text(t) => texts.push(t),
+                        img @ Part::Image(_) => images.push(img),
+                        _ => {}
+                    }
+                }
+                let content = match (texts.is_empty(), images.is_empty()) {
+                    (false, _) => text_content(texts, join),
+                    (true, false) => Value::from(IMAGE_PLACEHOLDER),
+                    (true, true) => Value::from(""),
                 };
+                let id = ids::upstream_openai_id(id);
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
             }
+            Part::CacheControl(_) | Part::Thinking(_) => {}
             other => rest.push(other),
         }
     }
+    images.append(&mut rest);
+    let rest = images;
     if rest.is_empty() {
         return;
     }
@@ -162,33 +234,43 @@ fn user_part(p: Part) -> Option<Value> {
             let url = format!("data:{media_type};base64,{data}");
             Some(json!({"type": "image_url", "image_url": {"url": url}}))
         }
-        Part::ToolCall { .. } | Part::ToolResult { .. } => None,
+        _ => None,
     }
 }
 
-fn assistant(parts: Vec<Part>, join: bool) -> Value {
+fn assistant(parts: Vec<Part>, style: Style) -> Value {
     let mut texts = Vec::new();
+    let mut thinking = Vec::new();
     let mut calls = Vec::new();
     for p in parts {
         match p {
             Part::Text(t) => texts.push(t),
+            Part::Thinking(t) => thinking.push(t),
             Part::ToolCall { id, name, args } => calls.push(json!({
-                "id": id,
+                "id": ids::upstream_openai_id(id),
                 "type": "function",
                 "function": {"name": name, "arguments": args.to_string()},
             })),
-            Part::Image(_) | Part::ToolResult { .. } => {}
+            _ => {}
         }
     }
     let mut m = Map::new();
     m.insert("role".into(), "assistant".into());
     // OpenAI requires content when there are no tool calls (a turn that held only thinking).
     let content = match (texts.is_empty(), calls.is_empty()) {
-        (false, _) => text_content(texts, join),
+        (false, _) => text_content(texts, style.join),
         (true, false) => Value::Null,
         (true, true) => Value::from(""),
     };
     m.insert("content".into(), content);
+    // DeepSeek's thinking mode refuses a tool-call turn without `reasoning_content`, even an
+    // empty one (a turn another model wrote).
+    if style.reasoning && (!thinking.is_empty() || !calls.is_empty()) {
+        m.insert(
+            "reasoning_content".into(),
+            thinking.join(TEXT_JOINER).into(),
+        );
+    }
     if !calls.is_empty() {
         m.insert("tool_calls".into(), Value::Array(calls));
     }

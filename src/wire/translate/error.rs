@@ -29,9 +29,13 @@ impl std::error::Error for TranslateError {}
 /// The two ways a request fails translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TranslateErrorKind {
-    /// The field is well-formed but the target format cannot express it.
+    /// A refusal of the request's meaning: the field is well-formed but this target format
+    /// cannot express it, and dropping it would change the answer (`n` > 1, `logprobs`, ...).
+    /// Another target (a channel speaking the client's format, or another format) may serve
+    /// the request: skip this one.
     Unsupported,
-    /// The field does not have the shape the client's own format requires.
+    /// The field does not have the shape the client's own format requires: no target can
+    /// serve the request as it is.
     Invalid,
 }
 
@@ -50,6 +54,12 @@ impl TranslateError {
             field: field.to_string(),
             reason: reason.into(),
         }
+    }
+
+    /// This target cannot carry the request's meaning, but the request itself is well-formed:
+    /// the relay may skip this target and try others (a 400 only when none is left).
+    pub fn refuses_meaning(&self) -> bool {
+        self.kind == TranslateErrorKind::Unsupported
     }
 
     /// Stable machine-readable code for the error body.
@@ -134,7 +144,9 @@ mod tests {
             "`messages[2].content[0].image_url` is refused"
         );
         assert_eq!(e.code(), "untranslatable_field");
+        assert!(e.refuses_meaning());
         let body = TranslateError::invalid("", "request body is not valid JSON");
+        assert!(!body.refuses_meaning());
         assert_eq!(body.to_string(), "request body is not valid JSON");
     }
 }

@@ -3,13 +3,18 @@
 //!
 //! Gemini returns function calls without ids (or with ids of its own); a client needs one per
 //! call to match its results. The id is `call_<seed>_<n>` (`toolu_<seed>_<n>` for Anthropic
-//! clients): `seed` is the gateway's request id (letters and digits only), `n` the call's
-//! position in the answer. Nothing is stored: a tool result coming back is matched to its call
-//! by the call in the client's history (Gemini matches results by function name).
+//! clients): `seed` is the gateway's request id (letters and digits only, its last
+//! `CALL_SEED_MAX` of them: the gateway's ids end in 80 random bits), `n` the call's position
+//! in the answer, so a made-up id has at most 35 characters (OpenAI accepts 40). Nothing is
+//! stored: a tool result coming back is matched to its call by the call in the client's
+//! history (Gemini matches results by function name).
 //!
 //! Gemini 3 requires the `thoughtSignature` of a function call back with the call in the next
 //! request. It is appended to the id as `__ts__<base64url>` (the id stays within Anthropic's
-//! `[a-zA-Z0-9_-]`), and the request writer puts it back on the `functionCall` part.
+//! `[a-zA-Z0-9_-]`), and the request writer puts it back on the `functionCall` part. This is
+//! the one exception to the 40-character bound: the signature has nowhere else to travel in
+//! the client's history. Such an id never reaches an OpenAI-format upstream as it is:
+//! `upstream_openai_id` shortens it there.
 
 use super::Format;
 
@@ -20,11 +25,34 @@ const SIG_MARKER: &str = "__ts__";
 /// another model).
 pub(crate) const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
+/// Most characters of the request id a made-up tool-call id carries.
+const CALL_SEED_MAX: usize = 24;
+
+/// The longest tool-call id OpenAI accepts.
+pub(crate) const OPENAI_ID_MAX: usize = 40;
+
 /// Makes ids for one answer.
 #[derive(Debug, Clone)]
 pub(crate) struct IdGen {
     client: Format,
     seed: String,
+}
+
+/// A tool-call id of the client's history as an OpenAI-format upstream accepts it: at most
+/// 40 characters. A carried Gemini signature means nothing there and is cut; an id still too
+/// long becomes `call_` and 35 hex digits of its SHA-256 (the call and its result map alike).
+pub(crate) fn upstream_openai_id(id: String) -> String {
+    use sha2::{Digest, Sha256};
+    let id = match id.split_once(SIG_MARKER) {
+        Some((base, _)) if !base.is_empty() => base.to_string(),
+        _ => id,
+    };
+    if id.len() <= OPENAI_ID_MAX {
+        return id;
+    }
+    let mut h = hex::encode(Sha256::digest(id.as_bytes()));
+    h.truncate(OPENAI_ID_MAX - "call_".len());
+    format!("call_{h}")
 }
 
 impl IdGen {
@@ -52,7 +80,8 @@ impl IdGen {
                 Format::Anthropic => "toolu_",
                 _ => "call_",
             };
-            format!("{prefix}{}_{n}", self.seed)
+            let cut = self.seed.len().saturating_sub(CALL_SEED_MAX);
+            format!("{prefix}{}_{n}", &self.seed[cut..])
         } else if self.client == Format::Anthropic || !signature.is_empty() {
             safe(upstream)
         } else {
@@ -164,6 +193,44 @@ mod tests {
         assert_eq!(o.call_id("", "", 2), "call_0_2");
         assert_eq!(o.call_id("fc-1", "", 2), "fc-1");
         assert_eq!(o.message_id(""), "chatcmpl-0");
+    }
+
+    #[test]
+    fn made_up_ids_fit_openai_for_the_gateways_request_ids() {
+        let seed = "req_019ad3f2c7e14b5a9c0d8e7f6a5b4c3d";
+        for client in [Format::Anthropic, Format::OpenAi] {
+            let g = IdGen::new(client, seed);
+            // The last call a stream may make (`MAX_TOOL_CALLS`).
+            let id = g.call_id("", "", 1023);
+            assert!(
+                id.len() <= OPENAI_ID_MAX,
+                "{id} has {} characters",
+                id.len()
+            );
+            assert!(id.ends_with("8e7f6a5b4c3d_1023"), "{id}");
+            // Two requests differing only in their random tail get different ids.
+            let other = IdGen::new(client, "req_019ad3f2c7e14b5a9c0d8e7f6a5b4c3e");
+            assert_ne!(other.call_id("", "", 0), g.call_id("", "", 0));
+        }
+        // The message id keeps the whole request id.
+        assert_eq!(
+            IdGen::new(Format::Anthropic, seed).message_id(""),
+            "msg_req019ad3f2c7e14b5a9c0d8e7f6a5b4c3d"
+        );
+    }
+
+    #[test]
+    fn ids_sent_to_openai_upstreams_fit_40_characters() {
+        let g = IdGen::new(Format::Anthropic, "abc");
+        let signed = g.call_id("", &"QUJD".repeat(50), 0);
+        assert!(signed.len() > OPENAI_ID_MAX);
+        assert_eq!(upstream_openai_id(signed), "toolu_abc_0");
+        let long = "x".repeat(64);
+        let short = upstream_openai_id(long.clone());
+        assert_eq!(short.len(), OPENAI_ID_MAX);
+        assert!(short.starts_with("call_"));
+        assert_eq!(short, upstream_openai_id(long), "stable");
+        assert_eq!(upstream_openai_id("call_1".into()), "call_1");
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! `generateContent` (R16.1): requests, non-stream answers, streams and error bodies. Pure code:
 //! bytes and JSON in, bytes out, no I/O, no clock (the caller passes `created` and id seeds).
 //!
-//! The field mapping, what is refused and what is ignored are in `README.md` next to this file.
+//! The field mapping, what is refused and what is dropped (and reported) are in `README.md` next
+//! to this file.
 //!
 //! How the gateway calls it, per attempt on a channel whose format differs from the client's:
 //!
-//! 1. `translate_request(client, upstream, body, &RequestOptions)` → upstream body (or a
-//!    `TranslateError`: a 400 naming the field, no attempt is made).
+//! 1. `translate_request(client, upstream, body, &RequestOptions)` → upstream body and the
+//!    fields dropped on the way (`TranslatedRequest::dropped`: count them, log each once), or a
+//!    `TranslateError`: a 400 naming the field and what to do; `refuses_meaning()` says this
+//!    target cannot carry the request's meaning (skip it, another channel may serve).
 //! 2. non-2xx: `translate_error(upstream, status, body, client)` → the status and body to relay.
 //! 3. JSON answer: `translate_answer(upstream, client, body, &AnswerOptions)` → client body and
 //!    usage, or an `UpstreamError` (a hidden error or a Gemini safety block).
@@ -31,6 +34,7 @@ pub mod ir;
 mod read;
 mod req_anthropic;
 mod req_anthropic_msgs;
+mod req_anthropic_think;
 mod req_openai;
 mod req_openai_msgs;
 mod shapes;
@@ -83,6 +87,32 @@ impl Format {
 /// client as `finish_reason: "length"`.
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 
+/// Every name `TranslatedRequest::dropped` can carry (the `field` label of
+/// `switchyard_translation_dropped_fields_total`, exported at zero from start-up).
+pub const DROPPABLE_FIELDS: &[&str] = &[
+    "annotations",
+    "cache_control",
+    "citations",
+    "context_management",
+    "image_url.detail",
+    "metadata",
+    "metadata.user_id",
+    "output_config.effort",
+    "prediction",
+    "prompt_cache_key",
+    "reasoning_content",
+    "reasoning_effort",
+    "response_format.json_schema.description",
+    "seed",
+    "service_tier",
+    "store",
+    "stream_options.include_obfuscation",
+    "thinking",
+    "tool_result.is_error",
+    "tools[].strict",
+    "verbosity",
+];
+
 /// Which field carries the output limit to an OpenAI-format upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxTokensField {
@@ -104,6 +134,43 @@ pub struct RequestOptions<'a> {
     /// blank line: OpenAI-compatible servers such as DeepSeek refuse content arrays. `false`
     /// sends text parts as the OpenAI reference allows.
     pub join_text_parts: bool,
+    /// How assistant reasoning of earlier turns goes back to an OpenAI-format upstream.
+    pub reasoning_history: ReasoningHistory,
+}
+
+/// How the thinking of earlier assistant turns is written for an OpenAI-format upstream
+/// (config `channels.*.reasoning_history`). Towards Anthropic unsigned thinking is always
+/// dropped (a signature cannot be made up); towards Gemini it is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningHistory {
+    /// `ReasoningContent` for models known to require their reasoning back, else `Drop`.
+    #[default]
+    Auto,
+    /// Thinking blocks of an assistant turn become its `reasoning_content` (joined by a blank
+    /// line), as DeepSeek's thinking mode requires in tool loops.
+    ReasoningContent,
+    /// Thinking is left out of the history.
+    Drop,
+}
+
+impl ReasoningHistory {
+    /// `Auto` resolved by the upstream model name: a name containing `deepseek`, `reasoner`,
+    /// `qwq`, `qwen3`, `kimi` or `glm` (case-insensitive) → `ReasoningContent`, any other →
+    /// `Drop`. The other values are returned as they are.
+    pub fn resolve(self, upstream_model: &str) -> ReasoningHistory {
+        const WANT_REASONING: [&str; 6] = ["deepseek", "reasoner", "qwq", "qwen3", "kimi", "glm"];
+        match self {
+            ReasoningHistory::Auto => {
+                let m = upstream_model.to_ascii_lowercase();
+                if WANT_REASONING.iter().any(|k| m.contains(k)) {
+                    ReasoningHistory::ReasoningContent
+                } else {
+                    ReasoningHistory::Drop
+                }
+            }
+            other => other,
+        }
+    }
 }
 
 impl<'a> RequestOptions<'a> {
@@ -113,6 +180,7 @@ impl<'a> RequestOptions<'a> {
             default_max_tokens: DEFAULT_MAX_TOKENS,
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             join_text_parts: true,
+            reasoning_history: ReasoningHistory::Auto,
         }
     }
 }
@@ -125,6 +193,10 @@ pub struct TranslatedRequest {
     pub stream: bool,
     /// An OpenAI client asked for `stream_options.include_usage` (pass to `StreamTranslator`).
     pub include_usage: bool,
+    /// Fields of the client's request left out because the upstream cannot express them and
+    /// their absence does not change the answer (stable names such as `context_management`,
+    /// `cache_control`, `metadata`, `thinking`; each once). README.md lists them.
+    pub dropped: Vec<&'static str>,
 }
 
 /// Translate a client request body (`from`: OpenAI or Anthropic) for an upstream of format `to`.
@@ -137,13 +209,24 @@ pub fn translate_request(
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         TranslateError::invalid("", format!("request body is not valid JSON ({e})"))
     })?;
-    let ir = read_request(from, to, v)?;
+    let mut ir = read_request(from, to, v)?;
+    let keeps_thinking = to == Format::OpenAi
+        && opts.reasoning_history.resolve(opts.model) == ReasoningHistory::ReasoningContent;
+    let has_thinking = ir
+        .messages
+        .iter()
+        .any(|m| m.parts.iter().any(|p| matches!(p, ir::Part::Thinking(_))));
+    if has_thinking && !keeps_thinking {
+        ir.note_dropped("thinking");
+    }
     let (stream, include_usage) = (ir.stream, ir.include_usage);
+    let dropped = std::mem::take(&mut ir.dropped);
     let out = write_request(ir, to, opts);
     Ok(TranslatedRequest {
         body: out.to_string().into_bytes(),
         stream,
         include_usage,
+        dropped,
     })
 }
 

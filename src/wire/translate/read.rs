@@ -1,11 +1,11 @@
 //! Helpers shared by the request readers: typed access to JSON values with the field's path in
-//! every error, image sources (data URLs, Anthropic `source`), and the per-target checks that
-//! both client formats need (image kinds, tool-result lookup).
+//! every error, image sources (data URLs, Anthropic `source`), fields dropped and reported,
+//! and the per-target image checks both client formats need.
 
 use serde_json::{Map, Value};
 
 use super::error::{Path, Result, TranslateError};
-use super::ir::{Image, Part};
+use super::ir::{note, Image};
 use super::Format;
 
 pub(super) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
@@ -96,8 +96,8 @@ pub(super) fn refuse(p: Path, target: Format, what: &str) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
-            "{what} cannot be expressed in {}; remove it or use a channel that speaks \
-             the client's format",
+            "{what} cannot be expressed in {}; remove it, or route this model to a channel \
+             that speaks the client's format",
             target.name()
         ),
     )
@@ -108,8 +108,8 @@ pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
-            "is not a field the translation to {} knows; remove it or use a channel that \
-             speaks the client's format",
+            "is not a field the translation to {} knows; remove it, or route this model to a \
+             channel that speaks the client's format",
             target.name()
         ),
     )
@@ -130,6 +130,27 @@ pub(super) fn no_more(
     match left.map(|(k, _)| k) {
         Some(k) => Err(unknown(p.key(k), target)),
         None => Ok(()),
+    }
+}
+
+/// Anthropic block fields that only steer its prompt cache or carry citations of earlier
+/// answers: dropped and reported towards the other formats (which cache implicitly).
+pub(super) const BLOCK_DROPPED: &[(&str, &str)] = &[
+    ("cache_control", "cache_control"),
+    ("citations", "citations"),
+];
+
+/// Take the `(key, reported name)` fields out of `m`; each one that is not `null` is noted in
+/// `dropped` under its reported name.
+pub(super) fn drop_keys(
+    m: &mut Map<String, Value>,
+    keys: &[(&str, &'static str)],
+    dropped: &mut Vec<&'static str>,
+) {
+    for &(key, name) in keys {
+        if m.remove(key).is_some_and(|v| !v.is_null()) {
+            note(dropped, name);
+        }
     }
 }
 
@@ -187,17 +208,6 @@ pub(super) fn check_image(img: &Image, p: Path, target: Format) -> Result<()> {
                 p,
                 "must be an http(s) URL or a base64 data URL",
             ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Refuse tool-result content `target` cannot carry (only text goes into OpenAI `tool`
-/// messages and Gemini `functionResponse`).
-pub(super) fn check_tool_result_part(part: &Part, p: Path, target: Format) -> Result<()> {
-    match part {
-        Part::Image(_) if target != Format::Anthropic => {
-            Err(refuse(p, target, "an image in a tool result"))
         }
         _ => Ok(()),
     }

@@ -1,30 +1,38 @@
 //! Reading an Anthropic Messages request into the neutral form: every top-level field is
-//! mapped, ignored (listed in `IGNORED`) or refused with its path. Messages:
-//! `req_anthropic_msgs`.
+//! mapped, dropped and reported (`ChatRequest::dropped`) or refused with its path. Thinking
+//! and effort: `req_anthropic_think`; messages: `req_anthropic_msgs`.
 
 use serde_json::Value;
 
 use super::error::{Path, Result, TranslateError};
 use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
 use super::read::{self, refuse};
+use super::req_anthropic_think::{self as think, Thinking};
 use super::Format;
 
-/// Fields dropped on purpose (README.md says why).
-const IGNORED: &[&str] = &["model", "service_tier"];
+/// Top-level fields dropped and reported (README.md says why): they steer Anthropic's own
+/// context editing and capacity, not the answer.
+const DROPPED: &[(&str, &str)] = &[
+    ("context_management", "context_management"),
+    ("service_tier", "service_tier"),
+];
 
 pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
-    let map = read::object(v, Path::ROOT)?;
+    let mut map = read::object(v, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
+    let mut thinking = Thinking::default();
+    map.remove("model");
+    read::drop_keys(&mut map, DROPPED, &mut req.dropped);
     for (k, v) in map {
-        if v.is_null() || IGNORED.contains(&k.as_str()) {
+        if v.is_null() {
             continue;
         }
         let root = Path::ROOT;
         let p = root.key(&k);
         match k.as_str() {
             "messages" => messages = Some(v),
-            "system" => req.system = system(v, p, target)?,
+            "system" => req.system = system(v, p, target, &mut req.dropped)?,
             "max_tokens" => req.max_tokens = Some(read::count(&v, p)?),
             "stream" => req.stream = read::boolean(&v, p)?,
             "temperature" => req.temperature = Some(read::number(&v, p)?),
@@ -32,11 +40,15 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
             "top_k" if target == Format::Gemini => req.top_k = Some(read::count(&v, p)?),
             "top_k" => return Err(refuse(p, target, "`top_k`")),
             "stop_sequences" => req.stop = stop_sequences(v, p, target)?,
-            "metadata" => req.user = metadata(v, p, target)?,
-            "tools" => req.tools = tools(v, p, target)?,
+            "metadata" => req.user = metadata(v, p, target, &mut req.dropped)?,
+            "tools" => req.tools = tools(v, p, target, &mut req.dropped)?,
             "tool_choice" => tool_choice(v, p, &mut req, target)?,
-            "thinking" => req.thinking_budget = thinking(v, p, target)?,
-            "output_config" => req.response_format = output_config(v, p, target)?,
+            "thinking" => thinking.mode = Some(think::read(v, p, target)?),
+            "output_config" => {
+                let (format, effort) = output_config(v, p, target)?;
+                req.response_format = format;
+                thinking.effort = effort;
+            }
             "output_format" => req.response_format = Some(output_format(v, p, target)?),
             _ => return Err(read::unknown(p, target)),
         }
@@ -44,13 +56,19 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
     // An OpenAI upstream reports usage in a stream only when asked; the Anthropic client
     // always gets it (message_start / message_delta).
     req.include_usage = req.stream;
+    think::apply(thinking, &mut req, target);
     let messages = messages.ok_or_else(|| TranslateError::invalid("messages", "is required"))?;
     super::req_anthropic_msgs::read(messages, &mut req, target)?;
     Ok(req)
 }
 
-/// `system`: a string or text blocks (`cache_control` and `citations` ignored).
-fn system(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
+/// `system`: a string or text blocks (`cache_control` and `citations` dropped).
+fn system(
+    v: Value,
+    p: Path,
+    target: Format,
+    dropped: &mut Vec<&'static str>,
+) -> Result<Vec<String>> {
     match v {
         Value::String(s) => Ok(vec![s]),
         Value::Array(blocks) => blocks
@@ -68,7 +86,8 @@ fn system(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
                     ));
                 }
                 let text = read::req_str(&mut m, "text", pi)?;
-                read::no_more(&m, pi, target, &["cache_control", "citations"])?;
+                read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
+                read::no_more(&m, pi, target, &[])?;
                 Ok(text)
             })
             .collect(),
@@ -104,15 +123,45 @@ fn stop_sequences(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
         .collect()
 }
 
-/// `metadata.user_id` (OpenAI `user`; Gemini has no such field: ignored, README.md).
-fn metadata(v: Value, p: Path, target: Format) -> Result<Option<String>> {
+/// `metadata.user_id` (OpenAI `user`, hashed when longer than OpenAI's 64 characters; Gemini
+/// has no such field). Other metadata keys are dropped and reported.
+fn metadata(
+    v: Value,
+    p: Path,
+    target: Format,
+    dropped: &mut Vec<&'static str>,
+) -> Result<Option<String>> {
     let mut m = read::object(v, p)?;
     let user = read::opt_str(&mut m, "user_id", p)?;
-    read::no_more(&m, p, target, &[])?;
-    Ok(user.filter(|_| target != Format::Gemini))
+    if m.values().any(|v| !v.is_null()) {
+        super::ir::note(dropped, "metadata");
+    }
+    let user = match (user, target) {
+        (Some(_), Format::Gemini) => {
+            super::ir::note(dropped, "metadata.user_id");
+            None
+        }
+        (Some(u), Format::OpenAi) => Some(openai_user(u)),
+        (u, _) => u,
+    };
+    Ok(user)
 }
 
-fn tools(v: Value, p: Path, target: Format) -> Result<Vec<Tool>> {
+/// OpenAI's `user` is at most 64 characters. A longer id (Claude Code sends a JSON document)
+/// becomes `u_` and the first 62 hex digits of its SHA-256: stable, so per-user tracking and
+/// caching upstream still see one user.
+pub(super) fn openai_user(id: String) -> String {
+    use sha2::{Digest, Sha256};
+    const MAX: usize = 64;
+    if id.len() <= MAX {
+        return id;
+    }
+    let mut h = hex::encode(Sha256::digest(id.as_bytes()));
+    h.truncate(MAX - 2);
+    format!("u_{h}")
+}
+
+fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> Result<Vec<Tool>> {
     let list = read::array(v, p)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
@@ -136,7 +185,8 @@ fn tools(v: Value, p: Path, target: Format) -> Result<Vec<Tool>> {
                 "is required",
             ));
         }
-        read::no_more(&m, pi, target, &["cache_control"])?;
+        read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
+        read::no_more(&m, pi, target, &[])?;
         out.push(Tool {
             name,
             description,
@@ -175,36 +225,21 @@ fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Resu
     read::no_more(&m, p, target, &[])
 }
 
-/// `thinking`: Gemini gets a thinking budget; OpenAI-format upstreams have no budget field
-/// and decide by model (README.md: ignored).
-fn thinking(v: Value, p: Path, target: Format) -> Result<Option<u64>> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
-    let budget = match m.remove("budget_tokens").filter(|b| !b.is_null()) {
-        Some(b) => Some(read::count(&b, p.key("budget_tokens"))?),
-        None => None,
-    };
-    read::no_more(&m, p, target, &[])?;
-    match ty.as_str() {
-        "enabled" if target == Format::Gemini => Ok(budget),
-        "enabled" | "disabled" => Ok(None),
-        other => Err(TranslateError::unsupported(
-            p.key("type"),
-            format!("`{other}` is not enabled or disabled"),
-        )),
-    }
-}
-
-/// `output_config`: `format` is structured output; `effort` tunes Claude's token spend and
-/// has no counterpart (README.md: ignored).
-fn output_config(v: Value, p: Path, target: Format) -> Result<Option<ResponseFormat>> {
+/// `output_config`: `format` is structured output; `effort` tunes Claude's token spend (the
+/// reasoning effort where the target has one: `req_anthropic_think`).
+fn output_config(
+    v: Value,
+    p: Path,
+    target: Format,
+) -> Result<(Option<ResponseFormat>, Option<String>)> {
     let mut m = read::object(v, p)?;
     let format = match m.remove("format").filter(|f| !f.is_null()) {
         Some(f) => Some(output_format(f, p.key("format"), target)?),
         None => None,
     };
-    read::no_more(&m, p, target, &["effort"])?;
-    Ok(format)
+    let effort = read::opt_str(&mut m, "effort", p)?;
+    read::no_more(&m, p, target, &[])?;
+    Ok((format, effort))
 }
 
 /// `output_config.format` (and the beta `output_format`): `{type: json_schema, schema}`.

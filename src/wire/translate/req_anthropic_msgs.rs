@@ -1,6 +1,8 @@
 //! Reading Anthropic `messages` into neutral turns: text, images (base64 and URL), `tool_use`
-//! with ids kept, `tool_result` (text and images, `is_error`); thinking blocks of earlier
-//! turns are dropped (README.md says why); other block types are refused with their path.
+//! with ids kept, `tool_result` (text and images, `is_error`), `role: system` messages at
+//! their place, thinking of earlier turns (kept for an OpenAI target, which may want it back:
+//! `ReasoningHistory`); cache marks and citations are dropped and reported; other block types
+//! are refused with their path.
 
 use serde_json::{Map, Value};
 
@@ -9,9 +11,6 @@ use super::error::{Path, Result, TranslateError};
 use super::ir::{ChatRequest, Image, Part, Role};
 use super::read::{self, refuse};
 use super::Format;
-
-/// Block fields that only steer Anthropic's prompt cache or carry citations of earlier answers.
-const BLOCK_IGNORED: &[&str] = &["cache_control", "citations"];
 
 pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()> {
     let root = Path::ROOT;
@@ -24,10 +23,12 @@ pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()
         let role = match read::req_str(&mut m, "role", pi)?.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
+            // Claude Code's mid-conversation system messages (text only).
+            "system" => Role::System,
             other => {
                 return Err(TranslateError::invalid(
                     pi.key("role"),
-                    format!("`{other}` is not user or assistant"),
+                    format!("`{other}` is not user, assistant or system"),
                 ))
             }
         };
@@ -53,7 +54,7 @@ pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()
         }
         read::no_more(&m, pi, target, &[])?;
     }
-    req.messages = convo.messages;
+    convo.finish(req);
     Ok(())
 }
 
@@ -85,8 +86,21 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
             convo.tool_call(id, name, args);
         }
         ("tool_result", Role::User) => return tool_result(m, p, convo, target),
-        // Earlier turns' reasoning: Anthropic's signature means nothing elsewhere (README.md).
-        ("thinking" | "redacted_thinking", Role::Assistant) => return Ok(()),
+        // Earlier turns' reasoning: the text may go back to an OpenAI-format upstream; the
+        // signature means nothing elsewhere (README.md).
+        ("thinking", Role::Assistant) => {
+            match read::opt_str(&mut m, "thinking", p)? {
+                Some(t) if target == Format::OpenAi && !t.is_empty() => {
+                    convo.open(role).push(Part::Thinking(t))
+                }
+                _ => convo.dropped("thinking"),
+            }
+            return Ok(());
+        }
+        ("redacted_thinking", Role::Assistant) => {
+            convo.dropped("thinking");
+            return Ok(());
+        }
         (other, _) => {
             return Err(refuse(
                 p.key("type"),
@@ -95,7 +109,8 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
             ))
         }
     }
-    read::no_more(&m, p, target, BLOCK_IGNORED)
+    read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
+    read::no_more(&m, p, target, &[])
 }
 
 /// A `tool_use` block's `caller`: the SDKs echo it back (`null`, or `{"type": "direct"}`:
@@ -117,6 +132,7 @@ fn role_name(role: Role) -> &'static str {
     match role {
         Role::User => "user",
         Role::Assistant => "assistant",
+        Role::System => "system",
     }
 }
 
@@ -162,7 +178,7 @@ fn tool_result(
         Some(Value::Array(blocks)) => {
             let mut parts = Vec::with_capacity(blocks.len());
             for (j, b) in blocks.into_iter().enumerate() {
-                parts.push(result_block(b, pc.idx(j), target)?);
+                parts.push(result_block(b, pc.idx(j), target, &mut convo.dropped)?);
             }
             parts
         }
@@ -176,11 +192,21 @@ fn tool_result(
             ))
         }
     };
-    read::no_more(&m, p, target, BLOCK_IGNORED)?;
+    if is_error && target == Format::OpenAi {
+        // OpenAI `tool` messages have no error flag; the result text says what failed.
+        convo.dropped("tool_result.is_error");
+    }
+    read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
+    read::no_more(&m, p, target, &[])?;
     convo.tool_result(id, content, is_error, p.key("tool_use_id"))
 }
 
-fn result_block(v: Value, p: Path, target: Format) -> Result<Part> {
+fn result_block(
+    v: Value,
+    p: Path,
+    target: Format,
+    dropped: &mut Vec<&'static str>,
+) -> Result<Part> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     let part = match ty.as_str() {
@@ -194,8 +220,8 @@ fn result_block(v: Value, p: Path, target: Format) -> Result<Part> {
             ))
         }
     };
-    read::check_tool_result_part(&part, p, target)?;
-    read::no_more(&m, p, target, BLOCK_IGNORED)?;
+    read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
+    read::no_more(&m, p, target, &[])?;
     Ok(part)
 }
 

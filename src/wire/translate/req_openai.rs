@@ -1,5 +1,6 @@
 //! Reading an OpenAI Chat Completions request into the neutral form: every top-level field is
-//! mapped, ignored (listed in `IGNORED`) or refused with its path. Messages: `req_openai_msgs`.
+//! mapped, dropped and reported (`DROPPED`, `ChatRequest::dropped`) or refused with its path.
+//! Messages: `req_openai_msgs`.
 
 use serde_json::{Map, Value};
 
@@ -8,25 +9,26 @@ use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
 use super::read::{self, refuse};
 use super::Format;
 
-/// Fields that change nothing a translated upstream could honour, dropped on purpose
+/// Fields that change nothing a translated upstream could honour: dropped and reported
 /// (README.md says why for each).
-const IGNORED: &[&str] = &[
-    "model",
-    "metadata",
-    "store",
-    "service_tier",
-    "prompt_cache_key",
-    "prediction",
-    "verbosity",
+const DROPPED: &[(&str, &str)] = &[
+    ("metadata", "metadata"),
+    ("store", "store"),
+    ("service_tier", "service_tier"),
+    ("prompt_cache_key", "prompt_cache_key"),
+    ("prediction", "prediction"),
+    ("verbosity", "verbosity"),
 ];
 
 pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
-    let map = read::object(v, Path::ROOT)?;
+    let mut map = read::object(v, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
     let (mut max_tokens, mut max_completion) = (None, None);
+    map.remove("model");
+    read::drop_keys(&mut map, DROPPED, &mut req.dropped);
     for (k, v) in map {
-        if v.is_null() || IGNORED.contains(&k.as_str()) {
+        if v.is_null() {
             continue;
         }
         let root = Path::ROOT;
@@ -38,10 +40,12 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
             "stream" => req.stream = read::boolean(&v, p)?,
             "stream_options" => stream_options(v, p, &mut req, target)?,
             "stop" => req.stop = stop(v, p, target)?,
-            "tools" => req.tools = tools(v, p, target)?,
+            "tools" => req.tools = tools(v, p, target, &mut req.dropped)?,
             "tool_choice" => req.tool_choice = Some(tool_choice(v, p, target)?),
             "parallel_tool_calls" => parallel(&v, p, &mut req, target)?,
-            "response_format" => req.response_format = response_format(v, p, target)?,
+            "response_format" => {
+                req.response_format = response_format(v, p, target, &mut req.dropped)?
+            }
             "user" | "safety_identifier" => {
                 let s = read::string(v, p)?;
                 // `user` wins over `safety_identifier` whatever the key order.
@@ -87,8 +91,11 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
             _ => return Err(refuse(p, target, "more than one choice (`n` > 1)")),
         },
         "seed" if gemini => req.seed = Some(read::integer(&v, p)?),
-        // Best-effort determinism only, in OpenAI too: ignorable.
-        "seed" => {}
+        // Best-effort determinism only, in OpenAI too: dropped.
+        "seed" => {
+            read::integer(&v, p)?;
+            req.note_dropped("seed");
+        }
         "presence_penalty" | "frequency_penalty" => {
             let x = read::number(&v, p)?;
             match (x == 0.0, gemini, k) {
@@ -109,21 +116,7 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
                 return Err(refuse(p, target, "`logit_bias`"));
             }
         }
-        "reasoning_effort" => {
-            let s = read::string(v, p)?;
-            if gemini {
-                if super::emit_gemini::effort_budget(&s).is_none() {
-                    return Err(TranslateError::unsupported(
-                        p,
-                        format!(
-                            "`{s}` has no Gemini thinking budget; use none, minimal, low, \
-                             medium or high"
-                        ),
-                    ));
-                }
-                req.reasoning_effort = Some(s);
-            }
-        }
+        "reasoning_effort" => reasoning_effort(v, p, req, target)?,
         "modalities" => {
             let only_text = v.as_array().is_some_and(|a| a.iter().all(|m| m == "text"));
             if !only_text {
@@ -143,12 +136,32 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
     Ok(())
 }
 
+/// `reasoning_effort`: a Gemini thinking budget; towards Anthropic dropped (its thinking needs
+/// a budget below `max_tokens` and fixes the temperature: README.md).
+fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+    let s = read::string(v, p)?;
+    if target != Format::Gemini {
+        req.note_dropped("reasoning_effort");
+        return Ok(());
+    }
+    if super::emit_gemini::effort_budget(&s).is_none() {
+        return Err(TranslateError::unsupported(
+            p,
+            format!("`{s}` has no Gemini thinking budget; use none, minimal, low, medium or high"),
+        ));
+    }
+    req.reasoning_effort = Some(s);
+    Ok(())
+}
+
 fn stream_options(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
     let mut m = read::object(v, p)?;
     if let Some(u) = m.remove("include_usage").filter(|u| !u.is_null()) {
         req.include_usage = read::boolean(&u, p.key("include_usage"))?;
     }
-    read::no_more(&m, p, target, &["include_obfuscation"])
+    let obfuscation = [("include_obfuscation", "stream_options.include_obfuscation")];
+    read::drop_keys(&mut m, &obfuscation, &mut req.dropped);
+    read::no_more(&m, p, target, &[])
 }
 
 fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
@@ -178,7 +191,7 @@ fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
     Ok(stops)
 }
 
-fn tools(v: Value, p: Path, target: Format) -> Result<Vec<Tool>> {
+fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> Result<Vec<Tool>> {
     let list = read::array(v, p)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
@@ -199,8 +212,9 @@ fn tools(v: Value, p: Path, target: Format) -> Result<Vec<Tool>> {
         let description = read::opt_str(&mut f, "description", pf)?;
         let schema = f.remove("parameters").filter(|s| !s.is_null());
         // `strict` asks OpenAI to enforce the schema; the others follow it without a
-        // guarantee (README.md: ignored).
-        read::no_more(&f, pf, target, &["strict"])?;
+        // guarantee (README.md: dropped).
+        read::drop_keys(&mut f, &[("strict", "tools[].strict")], dropped);
+        read::no_more(&f, pf, target, &[])?;
         out.push(Tool {
             name,
             description,
@@ -247,7 +261,12 @@ fn parallel(v: &Value, p: Path, req: &mut ChatRequest, target: Format) -> Result
     Ok(())
 }
 
-fn response_format(v: Value, p: Path, target: Format) -> Result<Option<ResponseFormat>> {
+fn response_format(
+    v: Value,
+    p: Path,
+    target: Format,
+    dropped: &mut Vec<&'static str>,
+) -> Result<Option<ResponseFormat>> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     let rf = match ty.as_str() {
@@ -265,7 +284,9 @@ fn response_format(v: Value, p: Path, target: Format) -> Result<Option<ResponseF
                 Some(s) if !s.is_null() => Some(read::boolean(&s, pj.key("strict"))?),
                 _ => None,
             };
-            read::no_more(&j, pj, target, &["description"])?;
+            let description = [("description", "response_format.json_schema.description")];
+            read::drop_keys(&mut j, &description, dropped);
+            read::no_more(&j, pj, target, &[])?;
             ResponseFormat::JsonSchema {
                 name,
                 schema,

@@ -1,6 +1,8 @@
-//! Reading OpenAI `messages` into neutral turns: leading system/developer messages become the
-//! system prompt, `tool` messages become tool results of the following user turn, assistant
-//! `tool_calls` become tool calls with their ids kept.
+//! Reading OpenAI `messages` into neutral turns: system/developer messages stay at their place
+//! (the Anthropic and Gemini writers merge them into the system prompt in order), `tool`
+//! messages become tool results of the following user turn, assistant `tool_calls` become
+//! tool calls with their ids kept, and OpenRouter-style `cache_control` (on a message or on a
+//! content part) becomes a cache mark for Anthropic.
 
 use serde_json::{Map, Value};
 
@@ -10,13 +12,14 @@ use super::ir::{ChatRequest, Part, Role};
 use super::read::{self, refuse};
 use super::Format;
 
-/// Assistant fields that carry earlier turns' reasoning: neither Anthropic (which requires its
-/// own signature) nor Gemini takes them back as input (README.md).
-const ASSISTANT_IGNORED: &[&str] = &[
-    "reasoning_content",
-    "reasoning",
-    "thinking_blocks",
-    "annotations",
+/// Assistant fields that carry earlier turns' reasoning and citations: neither Anthropic
+/// (which requires its own signature, never made up) nor Gemini takes them back as input
+/// (README.md); dropped and reported.
+const ASSISTANT_DROPPED: &[(&str, &str)] = &[
+    ("reasoning_content", "reasoning_content"),
+    ("reasoning", "reasoning_content"),
+    ("thinking_blocks", "reasoning_content"),
+    ("annotations", "annotations"),
 ];
 
 pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()> {
@@ -31,21 +34,12 @@ pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()
         if m.remove("name").is_some_and(|n| !n.is_null()) {
             return Err(refuse(pi.key("name"), target, "a participant name"));
         }
+        let cache = cache_mark(&mut m, &mut convo, target);
         match role.as_str() {
             "system" | "developer" => {
-                if !convo.messages.is_empty() {
-                    return Err(TranslateError::unsupported(
-                        pi.key("role"),
-                        format!(
-                            "is a system message after the conversation started; {} has one \
-                             system prompt before all turns: move it to the start",
-                            target.name()
-                        ),
-                    ));
-                }
-                req.system
-                    .extend(text_content(m.remove("content"), pi.key("content"))?);
+                let parts = text_parts(m.remove("content"), pi.key("content"), &mut convo)?;
                 read::no_more(&m, pi, target, &[])?;
+                convo.open(Role::System).extend(parts);
             }
             "user" => user(m, pi, &mut convo, target)?,
             "assistant" => assistant(m, pi, &mut convo, target)?,
@@ -63,20 +57,42 @@ pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()
                 ))
             }
         }
+        if let Some(c) = cache {
+            mark_last(&mut convo, c);
+        }
     }
-    req.messages = convo.messages;
+    convo.finish(req);
     Ok(())
 }
 
-/// A string, or an array of `{type: text, text}` parts (system and tool messages).
-fn text_content(v: Option<Value>, p: Path) -> Result<Vec<String>> {
+/// A `cache_control` field of `m`: kept for Anthropic, dropped and reported for the others.
+fn cache_mark(m: &mut Map<String, Value>, convo: &mut Convo, target: Format) -> Option<Value> {
+    let c = m.remove("cache_control").filter(|c| !c.is_null())?;
+    if target == Format::Anthropic {
+        Some(c)
+    } else {
+        convo.dropped("cache_control");
+        None
+    }
+}
+
+/// A message-level cache mark applies to the message's last block (a tool message's: its
+/// tool result).
+fn mark_last(convo: &mut Convo, c: Value) {
+    if let Some(last) = convo.messages.last_mut() {
+        last.parts.push(Part::CacheControl(c));
+    }
+}
+
+/// A string, or an array of `{type: text, text}` parts (system and tool messages); a part's
+/// `cache_control` follows it as a cache mark (Anthropic) or is dropped.
+fn text_parts(v: Option<Value>, p: Path, convo: &mut Convo) -> Result<Vec<Part>> {
     match v {
         None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![s]),
-        Some(Value::Array(parts)) => parts
-            .into_iter()
-            .enumerate()
-            .map(|(i, part)| {
+        Some(Value::String(s)) => Ok(vec![Part::Text(s)]),
+        Some(Value::Array(list)) => {
+            let mut parts = Vec::with_capacity(list.len());
+            for (i, part) in list.into_iter().enumerate() {
                 let pi = p.idx(i);
                 let mut m = read::object(part, pi)?;
                 let ty = read::req_str(&mut m, "type", pi)?;
@@ -86,9 +102,12 @@ fn text_content(v: Option<Value>, p: Path) -> Result<Vec<String>> {
                         format!("`{ty}` here; only text parts are allowed"),
                     ));
                 }
-                read::req_str(&mut m, "text", pi)
-            })
-            .collect(),
+                parts.push(Part::Text(read::req_str(&mut m, "text", pi)?));
+                let target = convo.target();
+                parts.extend(cache_mark(&mut m, convo, target).map(Part::CacheControl));
+            }
+            Ok(parts)
+        }
         Some(other) => Err(TranslateError::invalid(
             p,
             format!(
@@ -106,7 +125,7 @@ fn user(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -
         Some(Value::Array(list)) => {
             let mut parts = Vec::with_capacity(list.len());
             for (i, part) in list.into_iter().enumerate() {
-                parts.push(user_part(part, pc.idx(i), target)?);
+                user_part(part, pc.idx(i), target, convo, &mut parts)?;
             }
             parts
         }
@@ -126,7 +145,13 @@ fn user(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -
     Ok(())
 }
 
-fn user_part(v: Value, p: Path, target: Format) -> Result<Part> {
+fn user_part(
+    v: Value,
+    p: Path,
+    target: Format,
+    convo: &mut Convo,
+    out: &mut Vec<Part>,
+) -> Result<()> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     let part = match ty.as_str() {
@@ -136,7 +161,12 @@ fn user_part(v: Value, p: Path, target: Format) -> Result<Part> {
             let mut u = read::object(m.remove("image_url").unwrap_or(Value::Null), pu)?;
             let url = read::req_str(&mut u, "url", pu)?;
             // `detail` picks OpenAI's image resolution; the others choose their own (README.md).
-            read::no_more(&u, pu, target, &["detail"])?;
+            read::drop_keys(
+                &mut u,
+                &[("detail", "image_url.detail")],
+                &mut convo.dropped,
+            );
+            read::no_more(&u, pu, target, &[])?;
             let img = read::image_from_url(url, pu.key("url"))?;
             read::check_image(&img, pu.key("url"), target)?;
             Part::Image(img)
@@ -150,8 +180,11 @@ fn user_part(v: Value, p: Path, target: Format) -> Result<Part> {
             ))
         }
     };
+    let cache = cache_mark(&mut m, convo, target);
     read::no_more(&m, p, target, &[])?;
-    Ok(part)
+    out.push(part);
+    out.extend(cache.map(Part::CacheControl));
+    Ok(())
 }
 
 fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
@@ -196,7 +229,8 @@ fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Form
             "is the deprecated function-calling API; send `tool_calls`",
         ));
     }
-    read::no_more(&m, p, target, ASSISTANT_IGNORED)?;
+    read::drop_keys(&mut m, ASSISTANT_DROPPED, &mut convo.dropped);
+    read::no_more(&m, p, target, &[])?;
     convo.open(Role::Assistant).extend(parts);
     for (id, name, args) in calls_out {
         convo.tool_call(id, name, args);
@@ -256,10 +290,7 @@ fn tool_call(v: Value, p: Path, target: Format) -> Result<(String, String, Value
 
 fn tool(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
     let id = read::req_str(&mut m, "tool_call_id", p)?;
-    let content = text_content(m.remove("content"), p.key("content"))?
-        .into_iter()
-        .map(Part::Text)
-        .collect();
+    let content = text_parts(m.remove("content"), p.key("content"), convo)?;
     read::no_more(&m, p, target, &[])?;
     convo.tool_result(id, content, false, p.key("tool_call_id"))
 }

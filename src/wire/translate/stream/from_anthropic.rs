@@ -21,6 +21,10 @@ pub(crate) struct FromAnthropic {
     tools: Vec<(u64, usize)>,
     stop: Option<Stop>,
     stop_sequence: Option<String>,
+    /// Text was written, and another block started since: the next text block begins with
+    /// a blank line (as in the non-stream answer).
+    text_seen: bool,
+    gap: bool,
 }
 
 impl FromAnthropic {
@@ -89,7 +93,11 @@ impl FromAnthropic {
 
     fn block_delta(&mut self, index: u64, d: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
         match d.ty.as_deref() {
-            Some("text_delta") => emit.text(d.text.as_deref().unwrap_or(""), out),
+            Some("text_delta") => {
+                let t = d.text.as_deref().unwrap_or("");
+                self.text_seen |= !t.is_empty();
+                emit.text(t, out);
+            }
             Some("thinking_delta") => emit.thinking(d.thinking.as_deref().unwrap_or(""), out),
             Some("input_json_delta") => {
                 // Deltas go to the latest block; look there first.
@@ -118,8 +126,18 @@ impl FromAnthropic {
         emit: &mut dyn Emit,
         out: &mut Vec<u8>,
     ) -> Result<(), UpstreamError> {
+        if b.ty.as_ref() != "text" {
+            self.gap = self.text_seen;
+        }
         match b.ty.as_ref() {
-            "text" => emit.text(b.text.as_deref().unwrap_or(""), out),
+            "text" => {
+                if std::mem::take(&mut self.gap) {
+                    emit.text(super::super::emit_openai::TEXT_JOINER, out);
+                }
+                let t = b.text.as_deref().unwrap_or("");
+                self.text_seen |= !t.is_empty();
+                emit.text(t, out);
+            }
             "thinking" => emit.thinking(b.thinking.as_deref().unwrap_or(""), out),
             "tool_use" => {
                 let k = self.tools.len();

@@ -1,6 +1,8 @@
 //! Reading an OpenAI Chat Completions stream: chunks with `content`, `reasoning_content` (or
 //! `reasoning`), `refusal` and tool-call fragments (keyed by `index`; `id` and `name` in the
-//! first), `finish_reason`, the usage chunk, `data: [DONE]`; `data: {"error":…}` ends it.
+//! first), `finish_reason`, the usage chunk, `data: [DONE]`; `data: {"error":…}` ends it. An
+//! event whose data is not JSON at all (a proxy's comment, a keepalive word) is dropped and
+//! counted; JSON that is not a chunk is an unreadable answer.
 
 use serde_json::json;
 
@@ -30,11 +32,18 @@ pub(crate) struct FromOpenAi {
     finish: Option<Stop>,
     refusal: bool,
     usage: Option<Usage>,
+    /// Events dropped because their data was not JSON.
+    malformed: u64,
 }
 
 impl FromOpenAi {
     pub fn usage(&self) -> Option<Usage> {
         self.usage
+    }
+
+    /// Events dropped so far because their data was not JSON.
+    pub fn malformed_dropped(&self) -> u64 {
+        self.malformed
     }
 
     /// A `finish_reason` was seen: the answer is complete even if `[DONE]` never comes.
@@ -56,8 +65,14 @@ impl FromOpenAi {
             self.done(emit, out);
             return Ok(());
         }
-        let c: OCompletion =
-            serde_json::from_str(data).map_err(|e| UpstreamError::bad_answer(Format::OpenAi, e))?;
+        let c: OCompletion = match serde_json::from_str(data) {
+            Ok(c) => c,
+            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(data).is_err() => {
+                self.malformed += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(UpstreamError::bad_answer(Format::OpenAi, e)),
+        };
         if let Some(e) = c.error {
             return Err(UpstreamError::from_value(
                 Format::OpenAi,

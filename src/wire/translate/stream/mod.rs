@@ -148,6 +148,15 @@ impl StreamTranslator {
         self.content_seen
     }
 
+    /// Events of an OpenAI-format upstream dropped because their data was not JSON (other
+    /// than `[DONE]`): the stream went on without them. Always 0 for the other formats.
+    pub fn malformed_dropped(&self) -> u64 {
+        match &self.source {
+            Source::OpenAi(s) => s.malformed_dropped(),
+            Source::Anthropic(_) | Source::Gemini(_) => 0,
+        }
+    }
+
     /// Characters of content written so far (for a usage estimate when none is reported).
     pub fn content_chars(&self) -> u64 {
         self.emit.counters().chars

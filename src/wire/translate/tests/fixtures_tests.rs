@@ -15,15 +15,15 @@ macro_rules! fixture {
 fixture!(
     request_openai_to_anthropic,
     "request_openai_anthropic.txt",
-    9
+    11
 );
 fixture!(
     request_anthropic_to_openai,
     "request_anthropic_openai.txt",
-    6
+    11
 );
-fixture!(request_to_gemini, "request_gemini.txt", 4);
-fixture!(request_refusals, "refusals.txt", 25);
+fixture!(request_to_gemini, "request_gemini.txt", 6);
+fixture!(request_refusals, "refusals.txt", 24);
 fixture!(answers, "answers.txt", 19);
 fixture!(stream_anthropic_to_openai, "stream_anthropic_openai.txt", 4);
 fixture!(stream_openai_to_anthropic, "stream_openai_anthropic.txt", 4);

@@ -12,13 +12,15 @@
 //! Instead of `--- expect`: `--- refuse <field path>` (a request the target cannot express)
 //! or `--- error <status> <type>` (an answer that is an error for the client).
 //! Options: `include_usage`, `status=<n>`, `model=<name>`, `keep_parts` (text parts are not
-//! joined for OpenAI).
+//! joined for OpenAI), `reasoning=content|drop` (`RequestOptions::reasoning_history`),
+//! `dropped=<a,b,...>` (the fields the translation must report as dropped, in any order;
+//! without it none may be reported).
 
 use serde_json::Value;
 
 use super::super::{
-    translate_answer, translate_error, translate_request, AnswerOptions, Format, RequestOptions,
-    StreamTranslator,
+    translate_answer, translate_error, translate_request, AnswerOptions, Format, ReasoningHistory,
+    RequestOptions, StreamTranslator,
 };
 
 pub struct Case {
@@ -122,8 +124,14 @@ fn json(s: &str, what: &str) -> Value {
 }
 
 fn run_request(c: &Case) {
+    let reasoning_history = match c.opt("reasoning") {
+        Some("content") => ReasoningHistory::ReasoningContent,
+        Some("drop") => ReasoningHistory::Drop,
+        _ => ReasoningHistory::Auto,
+    };
     let opts = RequestOptions {
         join_text_parts: c.opt("keep_parts").is_none(),
+        reasoning_history,
         ..RequestOptions::new("upstream-model")
     };
     let r = translate_request(c.from, c.to, c.input.as_bytes(), &opts);
@@ -131,6 +139,13 @@ fn run_request(c: &Case) {
     match h[0].as_str() {
         "expect" => {
             let got = r.unwrap_or_else(|e| panic!("{}: refused: {e}", c.name));
+            let mut dropped = got.dropped.clone();
+            dropped.sort_unstable();
+            let mut want_dropped: Vec<&str> = c
+                .opt("dropped")
+                .map_or(Vec::new(), |d| d.split(',').collect());
+            want_dropped.sort_unstable();
+            assert_eq!(dropped, want_dropped, "{}: dropped fields", c.name);
             let got: Value = serde_json::from_slice(&got.body).unwrap();
             let want = json(body, &c.name);
             assert_eq!(

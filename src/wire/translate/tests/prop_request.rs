@@ -260,6 +260,7 @@ proptest! {
                         let Part::Text(t) = &content[0] else { unreachable!() };
                         prop_assert_eq!(&gp["functionResponse"]["response"]["output"], t.as_str());
                     }
+                    Part::Thinking(_) | Part::CacheControl(_) => prop_assert!(false, "not generated"),
                 }
             }
         }

@@ -133,7 +133,7 @@ fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
     );
     assert!(out.starts_with("event: error\n"), "{out}");
 
-    for from in [Format::Anthropic, Format::OpenAi, Format::Gemini] {
+    for from in [Format::Anthropic, Format::Gemini] {
         let mut t = StreamTranslator::new(from, Format::OpenAi, &OPTS, false);
         let (steps, _) = feed_all(&mut t, &["{not json", "[1,2]"]);
         let e = steps[0]
@@ -192,4 +192,46 @@ fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
         "{}",
         e.message
     );
+}
+
+/// Text blocks with another block between them are joined with a blank line, stream and
+/// not (as the request direction joins them); neighbouring blocks — one text Anthropic split
+/// for its citations — are concatenated.
+#[test]
+fn text_blocks_around_another_block_are_joined_with_a_blank_line() {
+    let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"c","content":[
+        {"type":"text","text":"The grass is "},{"type":"text","text":"green","citations":[]},
+        {"type":"thinking","thinking":"more","signature":"s"},{"type":"text","text":"Next."}],
+        "stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
+    let a = super::super::translate_answer(Format::Anthropic, Format::OpenAi, body, &OPTS)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap_or_default();
+    let want = "The grass is green\n\nNext.";
+    assert_eq!(v["choices"][0]["message"]["content"], want);
+
+    let block = |i: u8, b: &str| {
+        format!(r#"{{"type":"content_block_start","index":{i},"content_block":{b}}}"#)
+    };
+    let text = |i: u8, t: &str| {
+        format!(
+            r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"text_delta","text":"{t}"}}}}"#
+        )
+    };
+    let events = [
+        A_START.to_string(),
+        block(0, r#"{"type":"text","text":""}"#),
+        text(0, "The grass is "),
+        block(1, r#"{"type":"text","text":""}"#),
+        text(1, "green"),
+        block(2, r#"{"type":"thinking","thinking":"","signature":""}"#),
+        block(3, r#"{"type":"text","text":""}"#),
+        text(3, "Next."),
+        A_DELTA.to_string(),
+        A_STOP.to_string(),
+    ];
+    let events: Vec<&str> = events.iter().map(String::as_str).collect();
+    let mut t = StreamTranslator::new(Format::Anthropic, Format::OpenAi, &OPTS, false);
+    let (_, out) = feed_all(&mut t, &events);
+    let got = super::collect::from_openai_stream(&out);
+    assert_eq!(got.text, want, "{out}");
 }

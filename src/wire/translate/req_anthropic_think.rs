@@ -1,0 +1,153 @@
+//! Anthropic `thinking` (`enabled` with a budget, `adaptive`, `disabled`) and
+//! `output_config.effort`, mapped to what the target has: OpenAI `reasoning_effort` (the
+//! effort if given, else one derived from the budget), Gemini `thinkingConfig` (the budget,
+//! else the effort's budget). What the target cannot take is dropped and reported.
+
+use serde_json::Value;
+
+use super::error::{Path, Result, TranslateError};
+use super::ir::ChatRequest;
+use super::read;
+use super::Format;
+
+/// What `thinking` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `enabled` (with `budget_tokens`) or `adaptive` (no budget: Claude decides).
+    On {
+        budget: Option<u64>,
+    },
+    Off,
+}
+
+/// `thinking` and `output_config.effort`, read in any key order and applied together.
+#[derive(Debug, Default)]
+pub(super) struct Thinking {
+    pub mode: Option<Mode>,
+    pub effort: Option<String>,
+}
+
+/// `thinking: {type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}`.
+pub(super) fn read(v: Value, p: Path, target: Format) -> Result<Mode> {
+    let mut m = read::object(v, p)?;
+    let ty = read::req_str(&mut m, "type", p)?;
+    let budget = match m.remove("budget_tokens").filter(|b| !b.is_null()) {
+        Some(b) => Some(read::count(&b, p.key("budget_tokens"))?),
+        None => None,
+    };
+    read::no_more(&m, p, target, &[])?;
+    match ty.as_str() {
+        "enabled" | "adaptive" => Ok(Mode::On { budget }),
+        "disabled" => Ok(Mode::Off),
+        other => Err(TranslateError::unsupported(
+            p.key("type"),
+            format!("`{other}` is not enabled, adaptive or disabled"),
+        )),
+    }
+}
+
+/// OpenAI's effort for an Anthropic effort (`max` is OpenAI's `high`); `None`: unknown.
+fn openai_effort(effort: &str) -> Option<&'static str> {
+    match effort {
+        "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" | "max" => Some("high"),
+        _ => None,
+    }
+}
+
+/// An effort for a thinking budget: up to 4096 tokens `low`, up to 16384 `medium`, more
+/// `high` (between the budgets Google documents for those efforts).
+pub(super) fn budget_effort(budget: u64) -> &'static str {
+    match budget {
+        0..=4096 => "low",
+        4097..=16384 => "medium",
+        _ => "high",
+    }
+}
+
+/// Set the request's reasoning fields for `target`; report what it cannot take.
+pub(super) fn apply(t: Thinking, req: &mut ChatRequest, target: Format) {
+    let effort = t.effort.as_deref().and_then(openai_effort);
+    if t.effort.is_some() && effort.is_none() {
+        req.note_dropped("output_config.effort");
+    }
+    let Some(Mode::On { budget }) = t.mode else {
+        // Without thinking the effort only tunes Claude's spend.
+        if effort.is_some() {
+            req.note_dropped("output_config.effort");
+        }
+        return;
+    };
+    match target {
+        Format::Gemini => {
+            req.thinking_budget = budget;
+            if budget.is_none() {
+                // Gemini thinks dynamically by default; an effort picks its budget.
+                req.reasoning_effort = effort.map(str::to_string);
+            } else if effort.is_some() {
+                req.note_dropped("output_config.effort");
+            }
+        }
+        _ => match effort.or(budget.map(budget_effort)) {
+            Some(e) => req.reasoning_effort = Some(e.to_string()),
+            // `adaptive` without an effort: reasoning models decide by themselves.
+            None => req.note_dropped("thinking"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(mode: Option<Mode>, effort: Option<&str>, target: Format) -> ChatRequest {
+        let mut req = ChatRequest::default();
+        let t = Thinking {
+            mode,
+            effort: effort.map(str::to_string),
+        };
+        apply(t, &mut req, target);
+        req
+    }
+
+    #[test]
+    fn the_effort_wins_over_the_budget_and_the_budget_gives_one() {
+        let on = |b| Some(Mode::On { budget: b });
+        let r = applied(on(Some(31999)), Some("low"), Format::OpenAi);
+        assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
+        let r = applied(on(Some(31999)), None, Format::OpenAi);
+        assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
+        let r = applied(on(Some(2000)), None, Format::OpenAi);
+        assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
+        let r = applied(on(None), Some("max"), Format::OpenAi);
+        assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
+        let r = applied(on(None), None, Format::OpenAi);
+        assert_eq!((r.reasoning_effort, r.dropped), (None, vec!["thinking"]));
+    }
+
+    #[test]
+    fn gemini_takes_the_budget_or_the_effort_and_off_drops_the_effort() {
+        let r = applied(
+            Some(Mode::On { budget: None }),
+            Some("high"),
+            Format::Gemini,
+        );
+        assert_eq!(
+            (r.thinking_budget, r.reasoning_effort.as_deref()),
+            (None, Some("high"))
+        );
+        let r = applied(
+            Some(Mode::On { budget: Some(5) }),
+            Some("high"),
+            Format::Gemini,
+        );
+        assert_eq!(r.thinking_budget, Some(5));
+        assert_eq!(r.dropped, vec!["output_config.effort"]);
+        let r = applied(Some(Mode::Off), Some("high"), Format::OpenAi);
+        assert_eq!(r.reasoning_effort, None);
+        assert_eq!(r.dropped, vec!["output_config.effort"]);
+        let r = applied(None, Some("turbo"), Format::OpenAi);
+        assert_eq!(r.dropped, vec!["output_config.effort"]);
+    }
+}
