@@ -17,7 +17,9 @@ use super::json::{self, DEFAULT_CHUNKS};
 use super::request::{azure_rest, Endpoint, ReqInfo};
 use super::shape::shape;
 use super::sse::{self, SseParts};
+use super::reasoning;
 use super::tools;
+use super::validate::{self, Flavour, Refusal, Target};
 use super::{RecordedRequest, Shared};
 
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -50,6 +52,20 @@ pub(crate) async fn handle(
     let ep = Endpoint::classify(&parts.method, path);
     let info = ReqInfo::parse(&body);
     shared.tally(path, info.model.as_deref());
+    let flavour = shared.flavour();
+    let refusal = match shared.validate.load(Ordering::Relaxed) {
+        true => validate::check(
+            &Target {
+                flavour,
+                ep,
+                headers: &parts.headers,
+                path_model: path_model(path),
+            },
+            &body,
+        )
+        .err(),
+        false => None,
+    };
     if shared.record.load(Ordering::Relaxed) {
         shared.push_record(RecordedRequest {
             method: parts.method.to_string(),
@@ -69,6 +85,7 @@ pub(crate) async fn handle(
                 .collect(),
             body: body.clone(),
             arrived_at,
+            refusal: refusal.as_ref().map(|r| r.body.clone()),
         });
     }
 
@@ -102,8 +119,34 @@ pub(crate) async fn handle(
         None => shared.next_behavior(),
     };
 
-    let resp = respond(&shared, ep, &parts, &info, behavior).await;
+    let ask = Ask {
+        ep,
+        parts: &parts,
+        info: &info,
+        flavour,
+        refusal,
+    };
+    let resp = respond(&shared, &ask, behavior).await;
     Ok(shared.named(resp))
+}
+
+/// One request as the answer sees it.
+struct Ask<'a> {
+    ep: Endpoint,
+    parts: &'a http::request::Parts,
+    info: &'a ReqInfo<'a>,
+    flavour: Flavour,
+    /// What the provider's validation refused, if anything.
+    refusal: Option<Refusal>,
+}
+
+/// The model a path names: an Azure deployment or a Gemini model.
+fn path_model(path: &str) -> Option<&str> {
+    if let Some(m) = gemini::model_of(path) {
+        return Some(m);
+    }
+    let rest = path.strip_prefix("/openai/deployments/")?;
+    rest.split_once('/').map(|(d, _)| d)
 }
 
 fn has_api_version(query: Option<&str>) -> bool {
@@ -141,13 +184,8 @@ fn plain(status: StatusCode, body: Bytes) -> Response<MockBody> {
     r
 }
 
-async fn respond(
-    shared: &Arc<Shared>,
-    ep: Endpoint,
-    parts: &http::request::Parts,
-    info: &ReqInfo<'_>,
-    behavior: Behavior,
-) -> Response<MockBody> {
+async fn respond(shared: &Arc<Shared>, ask: &Ask<'_>, behavior: Behavior) -> Response<MockBody> {
+    let (ep, parts, info) = (ask.ep, ask.parts, ask.info);
     if ep == Endpoint::NotFound {
         let b = json::status_error(404, false);
         return plain(StatusCode::NOT_FOUND, b.into());
@@ -155,6 +193,15 @@ async fn respond(
     let (behavior, wire) = resolve(behavior);
     if let Behavior::HangBeforeHeaders(d) = behavior {
         tokio::time::sleep(d).await;
+    }
+    // A provider's front end answers these before the API reads the body.
+    let front = matches!(
+        behavior,
+        Behavior::Status { .. } | Behavior::HangBeforeHeaders(_) | Behavior::Redirect { .. }
+    );
+    if let (Some(r), false) = (&ask.refusal, front) {
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+        return plain(status, r.body.clone().into());
     }
     if let Some(r) = fixed(shared, ep, &behavior, &wire) {
         return r;
@@ -168,6 +215,10 @@ async fn respond(
     let payload = match behavior {
         Behavior::ToolCall => tool_call(ep, parts, info),
         _ => render(shared, ep, parts, info, n),
+    };
+    let payload = match (ask.flavour, ep) {
+        (Flavour::DeepseekThinking, Endpoint::Chat) => reasoning::add(payload, info),
+        _ => payload,
     };
     if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
         // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
@@ -301,6 +352,7 @@ fn render(
         Endpoint::Completions => json::completions(&m, n),
         Endpoint::Responses => json::responses_object(&m, n, "completed", true),
         Endpoint::Messages => json::messages(&m, n),
+        Endpoint::CountTokens => json::count_tokens(),
         Endpoint::Embeddings => json::embeddings(&m, info.input.map_or(1, |c| c.0)),
         Endpoint::Moderations => json::moderations(&m),
         Endpoint::Images => json::images(&m),
