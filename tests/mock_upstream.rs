@@ -9,6 +9,8 @@ use switchyard::mock::{
 
 #[path = "mock_upstream/faults.rs"]
 mod faults;
+#[path = "mock_upstream/script.rs"]
+mod script;
 #[path = "mock_upstream/validate.rs"]
 mod validate;
 #[path = "mock_upstream/wire.rs"]

@@ -18,7 +18,8 @@ use super::request::{azure_rest, Endpoint, ReqInfo};
 use super::shape::shape;
 use super::sse::{self, SseParts};
 use super::reasoning;
-use super::tools;
+use super::script::{self, Script};
+use super::tools::{self, Call};
 use super::validate::{self, Flavour, Refusal, Target};
 use super::{RecordedRequest, Shared};
 
@@ -122,6 +123,7 @@ pub(crate) async fn handle(
     let ask = Ask {
         ep,
         parts: &parts,
+        body: &body,
         info: &info,
         flavour,
         refusal,
@@ -134,6 +136,7 @@ pub(crate) async fn handle(
 struct Ask<'a> {
     ep: Endpoint,
     parts: &'a http::request::Parts,
+    body: &'a [u8],
     info: &'a ReqInfo<'a>,
     flavour: Flavour,
     /// What the provider's validation refused, if anything.
@@ -213,7 +216,12 @@ async fn respond(shared: &Arc<Shared>, ask: &Ask<'_>, behavior: Behavior) -> Res
         _ => DEFAULT_CHUNKS,
     };
     let payload = match behavior {
-        Behavior::ToolCall => tool_call(ep, parts, info),
+        Behavior::ToolCall => tool_call(ep, parts, info, &Call::weather()),
+        Behavior::Ok => match script::plan(ep, ask.body) {
+            Some(Script::Call(c)) => tool_call(ep, parts, info, &c),
+            Some(Script::Text(t)) => script::retext(render(shared, ep, parts, info, 1), &t),
+            None => render(shared, ep, parts, info, n),
+        },
         _ => render(shared, ep, parts, info, n),
     };
     let payload = match (ask.flavour, ep) {
@@ -313,8 +321,8 @@ fn fixed(
     }
 }
 
-/// The endpoint's tool-call answer.
-fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>) -> Payload {
+/// The endpoint's answer calling `c`.
+fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>, c: &Call) -> Payload {
     let model = gemini::model_of(parts.uri.path()).unwrap_or(info.model());
     let m = json::quote(model);
     let stream = match ep {
@@ -322,9 +330,9 @@ fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>) -> 
         _ => ep.streamable() && info.stream,
     };
     if stream {
-        Payload::Sse(tools::stream(ep, &m, info.include_usage()))
+        Payload::Sse(tools::stream(ep, &m, info.include_usage(), c))
     } else {
-        Payload::Full(tools::whole(ep, &m).into(), JSON)
+        Payload::Full(tools::whole(ep, &m, c).into(), JSON)
     }
 }
 

@@ -5,6 +5,9 @@
 //!
 //! Behaviour per request: the `x-mock-fault` header if present, else the next queued
 //! [`Behavior`] (see [`MockUpstream::push`]), else the default ([`MockUpstream::set_default`]).
+//! Requests are validated as the real provider of the endpoint does ([`Flavour`],
+//! `validate/`) and refused with its status and error body; `TOOLTEST:` / `READTEST:`
+//! prompts get scripted tool loops (`script.rs`) for end-to-end runs with real clients.
 mod behavior;
 mod body;
 mod gemini;
@@ -12,6 +15,7 @@ mod handler;
 mod json;
 mod reasoning;
 mod request;
+mod script;
 mod shape;
 mod sse;
 mod tools;
@@ -23,6 +27,8 @@ pub use body::{MockBody, MockCut};
 pub use json::{CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
 pub use reasoning::THOUGHT;
 pub use request::DEFAULT_MODEL;
+pub use script::{ANSWER_PREFIX, TOOL_COMMAND};
+pub use tools::{ANTHROPIC_CALL_ID, OPENAI_CALL_ID, RESPONSES_CALL_ID};
 pub use validate::Flavour;
 
 use crate::sync::lock;
