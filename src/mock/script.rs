@@ -81,11 +81,33 @@ fn role(m: &Value) -> &str {
     m.get("role").and_then(Value::as_str).unwrap_or("")
 }
 
+/// Whether a chat message is a user message carrying only images (the way an image of a
+/// tool result reaches an OpenAI-compatible server: right after the tool message).
+fn images_only(m: &Value) -> bool {
+    role(m) == "user"
+        && m["content"].as_array().is_some_and(|parts| {
+            !parts.is_empty() && parts.iter().all(|p| p["type"] == "image_url")
+        })
+}
+
 fn chat_turn(v: &Value) -> Option<Turn> {
     let msgs = v.get("messages")?.as_array()?;
-    let prompt = msgs.iter().rev().find(|m| role(m) == "user")?;
-    let last = msgs.last()?;
-    let result = (role(last) == "tool").then(|| text(&last["content"]));
+    let prompt = msgs
+        .iter()
+        .rev()
+        .find(|m| role(m) == "user" && !images_only(m))?;
+    let tail: Vec<&Value> = msgs
+        .iter()
+        .rev()
+        .take_while(|m| role(m) == "tool" || images_only(m))
+        .collect();
+    let result = tail.iter().any(|m| role(m) == "tool").then(|| {
+        tail.iter()
+            .rev()
+            .map(|m| text(&m["content"]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
     Some(Turn {
         prompt: text(&prompt["content"]),
         result,

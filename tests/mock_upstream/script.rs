@@ -74,3 +74,21 @@ async fn responses_tooltest_is_a_function_call_item() {
         .await.json().await.unwrap();
     assert_eq!(v["output"][0]["content"][0]["text"], format!("{ANSWER_PREFIX}Output:\ntool-ok-42"), "{v}");
 }
+
+/// An image of a tool result on Chat Completions comes as a user message right after the
+/// tool message; the script reads both as the tool's result.
+#[tokio::test]
+async fn chat_readtest_reads_the_image_after_the_tool_message() {
+    let m = MockUpstream::start().await.unwrap();
+    let prompt = json!({"role": "user", "content": "READTEST: /tmp/x/shot.png"});
+    let v: Value = post(&m, "chat/completions", json!({"model": "m", "tools": [tool("Read")], "messages": [prompt]}))
+        .await.json().await.unwrap();
+    let call = v["choices"][0]["message"].clone();
+    assert_eq!(call["tool_calls"][0]["function"]["arguments"], r#"{"file_path":"/tmp/x/shot.png"}"#, "{v}");
+    let id = call["tool_calls"][0]["id"].clone();
+    let image = json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]});
+    let body = json!({"model": "m", "tools": [tool("Read")], "messages": [prompt, call,
+        {"role": "tool", "tool_call_id": id, "content": "the image follows"}, image]});
+    let v: Value = post(&m, "chat/completions", body).await.json().await.unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], format!("{ANSWER_PREFIX}the image follows\n[an image]"), "{v}");
+}
