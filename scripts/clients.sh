@@ -123,7 +123,7 @@ channels:
     kind: openai
     base_url: http://127.0.0.1:$native_port/v1
     keys: ["sk-up-oa"]
-    models: [claude-opus-4-8, claude-sonnet-4-6, claude-haiku-4-5-20251001, codex-native]
+    models: [claude-opus-4-8, claude-sonnet-4-6, claude-haiku-4-5-20251001, codex-native, opencode-gpt]
     model_mapping: {claude-opus-4-8: gpt-5.4, claude-sonnet-4-6: gpt-5.4, claude-haiku-4-5-20251001: gpt-5.4-mini, codex-native: gpt-5.4}
   chat:
     kind: openai
@@ -256,14 +256,19 @@ if wants opencode; then
       "npm": "@ai-sdk/openai-compatible",
       "name": "switchyard",
       "options": {"baseURL": "$base/v1", "apiKey": "$key"},
-      "models": {"opencode-claude": {"name": "opencode-claude"}}
+      "models": {"opencode-claude": {"name": "opencode-claude"}, "opencode-gpt": {"name": "opencode-gpt"}}
     }
   }
 }
 EOF
-    scenario opencode-bash-loop-anthropic-channel "$v" "tool-ok-42" \
-        env OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_LSP_DOWNLOAD=1 \
-        OPENCODE_DISABLE_DEFAULT_PLUGINS=1 "$npm_bin/opencode" run -m sy/opencode-claude \
+    opencode_env=(env OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1
+        OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_DEFAULT_PLUGINS=1)
+    # A model id with "claude" in it: OpenCode adds OpenAI-format cache_control.
+    scenario opencode-bash-loop-anthropic-channel "$v" "$tool_ok" \
+        "${opencode_env[@]}" "$npm_bin/opencode" run -m sy/opencode-claude \
+        "TOOLTEST: run a shell command with the bash tool and tell me what it printed"
+    scenario opencode-bash-loop-openai-channel "$v" "$tool_ok" \
+        "${opencode_env[@]}" "$npm_bin/opencode" run -m sy/opencode-gpt \
         "TOOLTEST: run a shell command with the bash tool and tell me what it printed"
 fi
 

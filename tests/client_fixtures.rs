@@ -17,6 +17,7 @@ mod composition;
 #[path = "client_fixtures/fixture.rs"]
 mod fixture;
 
+use answer::Reply;
 use fixture::{Api, Fixture};
 use support::*;
 use switchyard::mock::Flavour;
@@ -104,7 +105,12 @@ const GPT5: Kind = Kind {
 
 /// The gateway for `kind` with one channel `up` serving every model the fixtures name;
 /// `Err` when the gateway refuses the configuration.
-async fn gateway(kind: &Kind, mock: &MockUpstream, models: &[String], extra: &str) -> Result<Gw, String> {
+async fn gateway(
+    kind: &Kind,
+    mock: &MockUpstream,
+    models: &[String],
+    extra: &str,
+) -> Result<Gw, String> {
     let list: Vec<String> = models.iter().map(|m| format!("\"{m}\"")).collect();
     let mapping = match kind.upstream_model {
         Some(up) => {
@@ -121,31 +127,7 @@ async fn gateway(kind: &Kind, mock: &MockUpstream, models: &[String], extra: &st
         list.join(", "),
         extra,
     );
-    try_start(&yaml).await
-}
-
-/// `support::start_gw` that reports a refused configuration instead of panicking.
-async fn try_start(body: &str) -> Result<Gw, String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let config_path = dir.path().join("switchyard.yaml");
-    std::fs::write(&config_path, format!("{}{}", head(dir.path()), body)).map_err(|e| e.to_string())?;
-    let running = switchyard::app::start(&config_path)
-        .await
-        .map_err(|e| format!("gateway refused the config: {e:#}"))?;
-    let base = format!("http://{}", running.bound.listen);
-    let admin = format!("http://{}", running.bound.admin);
-    let http = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-        .map_err(|e| e.to_string())?;
-    Ok(Gw {
-        running: Some(running),
-        base,
-        admin,
-        dir,
-        config_path,
-        http,
-    })
+    try_start_gw(&yaml).await
 }
 
 /// Every model the fixtures name.
@@ -158,7 +140,13 @@ fn models(fixtures: &[Fixture]) -> Vec<String> {
 
 /// Replays one fixture with `stream` (`None`: as recorded) and checks the answer and what
 /// the mock received.
-async fn replay(gw: &Gw, mock: &MockUpstream, kind: &Kind, f: &Fixture, stream: Option<bool>) -> Result<(), String> {
+async fn replay(
+    gw: &Gw,
+    mock: &MockUpstream,
+    kind: &Kind,
+    f: &Fixture,
+    stream: Option<bool>,
+) -> Result<(), String> {
     mock.reset();
     let api = f.api();
     let body = match stream {
@@ -166,20 +154,8 @@ async fn replay(gw: &Gw, mock: &MockUpstream, kind: &Kind, f: &Fixture, stream: 
         None => f.body.clone(),
     };
     let streams = stream.unwrap_or_else(|| f.streams());
-    let r = f.send(gw, body).await;
-    let status = r.status().as_u16();
-    let ctype = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let text = r.text().await.unwrap_or_default();
-    let refusals: Vec<String> = mock.refused().into_iter().filter_map(|q| q.refusal).collect();
-    let detail = || {
-        let cut: String = text.chars().take(400).collect();
-        format!("{status} {cut} | mock refused: {refusals:?}")
-    };
+    let reply = Reply::read(f.send(gw, body).await, mock).await;
+    let (status, detail) = (reply.status, || reply.detail());
     let want = if api == Api::Upgrade { 426 } else { 200 };
     if status != want {
         return Err(format!("want {want}, got {}", detail()));
@@ -190,21 +166,27 @@ async fn replay(gw: &Gw, mock: &MockUpstream, kind: &Kind, f: &Fixture, stream: 
             n => Err(format!("answered locally, yet {n} upstream calls")),
         };
     }
-    answer::check(api, streams, &ctype, &text).map_err(|e| format!("{e} | {}", detail()))?;
+    answer::check(api, streams, &reply.ctype, &reply.text)
+        .map_err(|e| format!("{e} | {}", detail()))?;
     let local_count = api == Api::CountTokens && kind.kind != "anthropic";
     let reqs = mock.requests();
     match (local_count, reqs.last()) {
         (true, None) => Ok(()),
         (true, Some(_)) => Err(format!("count_tokens made {} upstream calls", reqs.len())),
         (false, None) => Err("no upstream request".into()),
-        (false, Some(q)) if q.refusal.is_some() => Err(format!("answered after a refused request: {}", detail())),
+        (false, Some(q)) if q.refusal.is_some() => {
+            Err(format!("answered after a refused request: {}", detail()))
+        }
         (false, Some(_)) => Ok(()),
     }
 }
 
 /// Every fixture of `apis` on `kind`, as recorded and with `stream` flipped.
 async fn replay_all(kind: &Kind, apis: &[Api]) {
-    let fixtures: Vec<Fixture> = fixture::all().into_iter().filter(|f| apis.contains(&f.api())).collect();
+    let fixtures: Vec<Fixture> = fixture::all()
+        .into_iter()
+        .filter(|f| apis.contains(&f.api()))
+        .collect();
     let mock = MockUpstream::start().await.expect("mock starts");
     mock.set_flavour(kind.flavour);
     let models = models(&fixture::all());
@@ -213,8 +195,13 @@ async fn replay_all(kind: &Kind, apis: &[Api]) {
         Ok(gw) => gw,
         // A channel option the gateway does not know yet: the rest runs without it.
         Err(e) if !kind.extra.is_empty() => {
-            failed.push(format!("{}: channel options {:?}: {e}", kind.name, kind.extra));
-            gateway(kind, &mock, &models, "").await.unwrap_or_else(|e| panic!("{}: {e}", kind.name))
+            failed.push(format!(
+                "{}: channel options {:?}: {e}",
+                kind.name, kind.extra
+            ));
+            gateway(kind, &mock, &models, "")
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", kind.name))
         }
         Err(e) => panic!("{}: {e}", kind.name),
     };
@@ -225,7 +212,13 @@ async fn replay_all(kind: &Kind, apis: &[Api]) {
             _ => &[None],
         };
         for s in flips {
-            let label = format!("{} {} ({}) stream={}", kind.name, f.file, f.client, s.unwrap_or_else(|| f.streams()));
+            let label = format!(
+                "{} {} ({}) stream={}",
+                kind.name,
+                f.file,
+                f.client,
+                s.unwrap_or_else(|| f.streams())
+            );
             match replay(&gw, &mock, kind, f, *s).await {
                 Ok(()) => passed += 1,
                 Err(e) => failed.push(format!("{label}: {e}")),
@@ -243,7 +236,14 @@ async fn replay_all(kind: &Kind, apis: &[Api]) {
     );
 }
 
-const EVERY: &[Api] = &[Api::Messages, Api::CountTokens, Api::Chat, Api::Responses, Api::Probe, Api::Upgrade];
+const EVERY: &[Api] = &[
+    Api::Messages,
+    Api::CountTokens,
+    Api::Chat,
+    Api::Responses,
+    Api::Probe,
+    Api::Upgrade,
+];
 
 #[tokio::test]
 async fn fixtures_on_an_anthropic_channel() {
@@ -289,15 +289,24 @@ async fn anthropic_clients_on_a_gpt5_channel() {
 async fn count_tokens_without_an_anthropic_channel_is_local() {
     let f = fixture::named("claude-code-count-tokens.json");
     let mock = MockUpstream::start().await.expect("mock starts");
-    let gw = gateway(&OPENAI, &mock, &models(&[fixture::named("claude-code-count-tokens.json")]), "")
-        .await
-        .expect("gateway starts");
+    let gw = gateway(
+        &OPENAI,
+        &mock,
+        &models(&[fixture::named("claude-code-count-tokens.json")]),
+        "",
+    )
+    .await
+    .expect("gateway starts");
     let r = f.send(&gw, f.body.clone()).await;
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.json().await.expect("JSON");
     assert!(v["input_tokens"].as_u64().is_some_and(|n| n > 0), "{v}");
     assert_eq!(mock.calls(), 0, "no upstream call");
     let (_, c) = gw.admin_get("/admin/clients/alice").await;
-    assert_eq!(c["charged_micro"].as_i64().unwrap_or(0), 0, "nothing charged: {c}");
+    assert_eq!(
+        c["charged_micro"].as_i64().unwrap_or(0),
+        0,
+        "nothing charged: {c}"
+    );
     gw.stop().await;
 }

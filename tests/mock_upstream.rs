@@ -28,7 +28,9 @@ fn client() -> reqwest::Client {
 /// Fields already given are kept.
 fn valid(path: &str, mut body: Value) -> Value {
     let defaults = match path {
-        "chat/completions" => json!({"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]}),
+        "chat/completions" => {
+            json!({"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]})
+        }
         "messages" => json!({"model": "mock-model", "max_tokens": 5,
             "messages": [{"role": "user", "content": "hi"}]}),
         "responses" => json!({"model": "mock-model"}),

@@ -182,9 +182,15 @@ fn shell_call(names: &[String]) -> Option<Call> {
     let has = |n: &str| names.iter().any(|x| x == n);
     let cmd = serde_json::to_string(TOOL_COMMAND).ok()?;
     let (name, args) = if has("Bash") {
-        ("Bash", format!(r#"{{"command":{cmd},"description":"Print a test string"}}"#))
+        (
+            "Bash",
+            format!(r#"{{"command":{cmd},"description":"Print a test string"}}"#),
+        )
     } else if has("bash") {
-        ("bash", format!(r#"{{"command":{cmd},"description":"Print a test string"}}"#))
+        (
+            "bash",
+            format!(r#"{{"command":{cmd},"description":"Print a test string"}}"#),
+        )
     } else if has("exec_command") {
         ("exec_command", format!(r#"{{"cmd":{cmd}}}"#))
     } else if has("shell") {
@@ -203,7 +209,11 @@ fn read_call(names: &[String], rest: &str) -> Option<Call> {
     let name = ["Read", "read", "view"]
         .into_iter()
         .find(|n| names.iter().any(|x| x == n))?;
-    let key = if name == "Read" { "file_path" } else { "filePath" };
+    let key = if name == "Read" {
+        "file_path"
+    } else {
+        "filePath"
+    };
     Some(Call {
         name: name.into(),
         args: serde_json::json!({ key: path }).to_string(),

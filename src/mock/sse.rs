@@ -119,12 +119,8 @@ fn responses(m: &str, n: usize) -> SseParts {
         "response.created",
         &format!(r#"{{"type":"response.created","sequence_number":0,"response":{created}}}"#),
     )];
-    let opening = concat!(
-        r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_mock","status":"in_progress","role":"assistant","content":[]}}"#,
-    );
-    let part = concat!(
-        r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_mock","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}"#,
-    );
+    let opening = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_mock","status":"in_progress","role":"assistant","content":[]}}"#;
+    let part = r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_mock","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}"#;
     let chunks = (0..n)
         .map(|i| {
             let delta = event(

@@ -126,14 +126,20 @@ fn responses_stream(m: &str, c: &Call) -> SseParts {
         ev(
             "response.function_call_arguments.delta",
             seq,
-            format!(r#""item_id":"fc_mock_1","output_index":0,"delta":{}"#, json::quote(piece)),
+            format!(
+                r#""item_id":"fc_mock_1","output_index":0,"delta":{}"#,
+                json::quote(piece)
+            ),
         )
     };
     let chunks = vec![
         ev(
             "response.output_item.added",
             1,
-            format!(r#""output_index":0,"item":{}"#, responses_item(c, "", "in_progress")),
+            format!(
+                r#""output_index":0,"item":{}"#,
+                responses_item(c, "", "in_progress")
+            ),
         ),
         delta(2, a),
         delta(3, b),
@@ -142,12 +148,18 @@ fn responses_stream(m: &str, c: &Call) -> SseParts {
         ev(
             "response.function_call_arguments.done",
             4,
-            format!(r#""item_id":"fc_mock_1","output_index":0,"arguments":{}"#, json::quote(&c.args)),
+            format!(
+                r#""item_id":"fc_mock_1","output_index":0,"arguments":{}"#,
+                json::quote(&c.args)
+            ),
         ),
         ev(
             "response.output_item.done",
             5,
-            format!(r#""output_index":0,"item":{}"#, responses_item(c, &c.args, "completed")),
+            format!(
+                r#""output_index":0,"item":{}"#,
+                responses_item(c, &c.args, "completed")
+            ),
         ),
         ev(
             "response.completed",

@@ -3,8 +3,54 @@
 //! in `[DONE]`, a Responses object or its events ending in `response.completed`, a token
 //! count.
 use serde_json::Value;
+use switchyard::mock::MockUpstream;
 
 use super::fixture::Api;
+
+/// What the client got back, and what the upstream refused on the way.
+pub struct Reply {
+    pub status: u16,
+    pub route: String,
+    pub ctype: String,
+    pub text: String,
+    /// The error bodies of the requests `mock` refused.
+    pub refused: Vec<String>,
+}
+
+impl Reply {
+    pub async fn read(r: reqwest::Response, mock: &MockUpstream) -> Reply {
+        let status = r.status().as_u16();
+        let route = super::support::route(&r);
+        let ctype = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let text = r.text().await.unwrap_or_default();
+        let refused = mock
+            .refused()
+            .into_iter()
+            .filter_map(|q| q.refusal)
+            .collect();
+        Reply {
+            status,
+            route,
+            ctype,
+            text,
+            refused,
+        }
+    }
+
+    /// Status, route, the start of the body and the refusals, for a failure message.
+    pub fn detail(&self) -> String {
+        let cut: String = self.text.chars().take(400).collect();
+        format!(
+            "{} route={:?} {cut} | upstream refused: {:?}",
+            self.status, self.route, self.refused
+        )
+    }
+}
 
 /// The SSE events of `text`: (event name, data).
 pub fn events(text: &str) -> Vec<(Option<String>, String)> {
@@ -35,11 +81,18 @@ pub fn check(api: Api, stream: bool, ctype: &str, text: &str) -> Result<(), Stri
     }
     match (api, stream) {
         (Api::Messages, false) => message(&json(text)?),
-        (Api::Messages, true) => message_events(text),
+        (Api::Messages, true) => {
+            named_events(text, "message_start", "message_delta", "message_stop")
+        }
         (Api::Chat, false) => completion(&json(text)?),
         (Api::Chat, true) => chunks(text),
         (Api::Responses, false) => response(&json(text)?),
-        (Api::Responses, true) => response_events(text),
+        (Api::Responses, true) => named_events(
+            text,
+            "response.created",
+            "response.output_text.delta",
+            "response.completed",
+        ),
         (Api::CountTokens, _) => count(&json(text)?),
         (Api::Probe | Api::Upgrade, _) => Ok(()),
     }
@@ -55,29 +108,34 @@ fn message(v: &Value) -> Result<(), String> {
         && v["content"].is_array()
         && v["stop_reason"].is_string()
         && v["usage"]["output_tokens"].is_u64();
-    ok.then_some(()).ok_or_else(|| format!("not an Anthropic message: {v}"))
+    ok.then_some(())
+        .ok_or_else(|| format!("not an Anthropic message: {v}"))
 }
 
-fn message_events(text: &str) -> Result<(), String> {
+/// Named events whose data's `type` is the event name, none an `error`, opening with
+/// `first`, closing with `last` and holding `middle`.
+fn named_events(text: &str, first: &str, middle: &str, last: &str) -> Result<(), String> {
     let ev = events(text);
     for (name, data) in &ev {
-        let v: Value = serde_json::from_str(data).map_err(|e| format!("event data not JSON ({e}): {data}"))?;
+        let v: Value =
+            serde_json::from_str(data).map_err(|e| format!("event data not JSON ({e}): {data}"))?;
         if name.as_deref() != v["type"].as_str() || name.as_deref() == Some("error") {
             return Err(format!("event {name:?} with data {data}"));
         }
     }
     let names: Vec<&str> = ev.iter().filter_map(|(n, _)| n.as_deref()).collect();
-    let ok = names.first() == Some(&"message_start")
-        && names.last() == Some(&"message_stop")
-        && names.contains(&"message_delta");
-    ok.then_some(()).ok_or_else(|| format!("not a whole Anthropic stream: {names:?}"))
+    let ok =
+        names.first() == Some(&first) && names.last() == Some(&last) && names.contains(&middle);
+    ok.then_some(())
+        .ok_or_else(|| format!("not a whole {first}..{last} stream: {names:?}"))
 }
 
 fn completion(v: &Value) -> Result<(), String> {
     let ok = v["object"] == "chat.completion"
         && v["choices"][0]["message"]["role"] == "assistant"
         && v["choices"][0]["finish_reason"].is_string();
-    ok.then_some(()).ok_or_else(|| format!("not a chat completion: {v}"))
+    ok.then_some(())
+        .ok_or_else(|| format!("not a chat completion: {v}"))
 }
 
 fn chunks(text: &str) -> Result<(), String> {
@@ -90,31 +148,22 @@ fn chunks(text: &str) -> Result<(), String> {
     }
     let mut finished = false;
     for (name, data) in rest {
-        let v: Value = serde_json::from_str(data).map_err(|e| format!("chunk not JSON ({e}): {data}"))?;
+        let v: Value =
+            serde_json::from_str(data).map_err(|e| format!("chunk not JSON ({e}): {data}"))?;
         if name.is_some() || v["object"] != "chat.completion.chunk" || v.get("error").is_some() {
             return Err(format!("not a chunk: {name:?} {data}"));
         }
         finished |= v["choices"][0]["finish_reason"].is_string();
     }
-    finished.then_some(()).ok_or_else(|| format!("no finish_reason: {text}"))
+    finished
+        .then_some(())
+        .ok_or_else(|| format!("no finish_reason: {text}"))
 }
 
 fn response(v: &Value) -> Result<(), String> {
     let ok = v["object"] == "response" && v["status"] == "completed" && v["output"].is_array();
-    ok.then_some(()).ok_or_else(|| format!("not a completed Responses object: {v}"))
-}
-
-fn response_events(text: &str) -> Result<(), String> {
-    let ev = events(text);
-    for (name, data) in &ev {
-        let v: Value = serde_json::from_str(data).map_err(|e| format!("event data not JSON ({e}): {data}"))?;
-        if name.as_deref() != v["type"].as_str() {
-            return Err(format!("event {name:?} with data {data}"));
-        }
-    }
-    let names: Vec<&str> = ev.iter().filter_map(|(n, _)| n.as_deref()).collect();
-    let ok = names.first() == Some(&"response.created") && names.last() == Some(&"response.completed");
-    ok.then_some(()).ok_or_else(|| format!("not a whole Responses stream: {names:?}"))
+    ok.then_some(())
+        .ok_or_else(|| format!("not a completed Responses object: {v}"))
 }
 
 fn count(v: &Value) -> Result<(), String> {
@@ -130,8 +179,14 @@ pub fn text_of(api: Api, stream: bool, body: &str) -> String {
     if !stream {
         let v: Value = serde_json::from_str(body).unwrap_or_default();
         return match api {
-            Api::Messages => v["content"][0]["text"].as_str().unwrap_or_default().to_string(),
-            _ => v["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_string(),
+            Api::Messages => v["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            _ => v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
         };
     }
     events(body)
@@ -139,7 +194,9 @@ pub fn text_of(api: Api, stream: bool, body: &str) -> String {
         .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
         .filter_map(|v| match api {
             Api::Messages => v["delta"]["text"].as_str().map(str::to_string),
-            _ => v["choices"][0]["delta"]["content"].as_str().map(str::to_string),
+            _ => v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string),
         })
         .collect()
 }

@@ -6,7 +6,7 @@
 //! openai SDK's).
 use std::time::Duration;
 
-use super::answer;
+use super::answer::{self, Reply};
 use super::fixture::{self, Fixture};
 use super::support::*;
 use switchyard::mock::DEFAULT_CHUNKS;
@@ -15,10 +15,32 @@ use switchyard::mock::DEFAULT_CHUNKS;
 fn faults() -> Vec<(&'static str, Behavior, bool)> {
     let long = Duration::from_secs(30);
     vec![
-        ("529", Behavior::Status { code: 529, body: None }, false),
-        ("503", Behavior::Status { code: 503, body: None }, false),
-        ("cut before content", Behavior::CutMidStream { after_chunks: 0 }, true),
-        ("error after preamble", Behavior::ErrorAfterStart { code: 529 }, true),
+        (
+            "529",
+            Behavior::Status {
+                code: 529,
+                body: None,
+            },
+            false,
+        ),
+        (
+            "503",
+            Behavior::Status {
+                code: 503,
+                body: None,
+            },
+            false,
+        ),
+        (
+            "cut before content",
+            Behavior::CutMidStream { after_chunks: 0 },
+            true,
+        ),
+        (
+            "error after preamble",
+            Behavior::ErrorAfterStart { code: 529 },
+            true,
+        ),
         ("header hang", Behavior::HangBeforeHeaders(long), false),
         ("first-byte hang", Behavior::StallAfterHeaders(long), false),
     ]
@@ -84,30 +106,34 @@ async fn run(first: &str, second: &str, files: &[&str]) {
     );
 }
 
-async fn one(gw: &Gw, primary: &MockUpstream, fallback: &MockUpstream, f: &Fixture, stream: bool) -> Result<(), String> {
+async fn one(
+    gw: &Gw,
+    primary: &MockUpstream,
+    fallback: &MockUpstream,
+    f: &Fixture,
+    stream: bool,
+) -> Result<(), String> {
     let api = f.api();
-    let r = f.send(gw, f.body_streaming(stream)).await;
-    let status = r.status().as_u16();
-    let route = route(&r);
-    let ctype = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let text = r.text().await.unwrap_or_default();
-    let refused: Vec<String> = fallback.refused().into_iter().filter_map(|q| q.refusal).collect();
-    let cut: String = text.chars().take(300).collect();
-    let detail = format!("{status} route={route:?} {cut} | fallback refused: {refused:?}");
+    let reply = Reply::read(f.send(gw, f.body_streaming(stream)).await, fallback).await;
+    let detail = reply.detail();
+    let (status, route, ctype, text) = (reply.status, &reply.route, &reply.ctype, &reply.text);
     if status != 200 || route != "primary->fallback" {
         return Err(format!("want 200 via primary->fallback, got {detail}"));
     }
-    answer::check(api, stream, &ctype, &text).map_err(|e| format!("{e} | {detail}"))?;
-    if answer::text_of(api, stream, &text) != mock_text() {
+    answer::check(api, stream, ctype, text).map_err(|e| format!("{e} | {detail}"))?;
+    if answer::text_of(api, stream, text) != mock_text() {
         return Err(format!("not the fallback's text: {detail}"));
     }
-    if primary.calls() == 0 || fallback.requests().last().is_none_or(|q| q.refusal.is_some()) {
-        return Err(format!("primary {} calls, fallback {detail}", primary.calls()));
+    if primary.calls() == 0
+        || fallback
+            .requests()
+            .last()
+            .is_none_or(|q| q.refusal.is_some())
+    {
+        return Err(format!(
+            "primary {} calls, fallback {detail}",
+            primary.calls()
+        ));
     }
     Ok(())
 }
@@ -117,7 +143,11 @@ async fn anthropic_primary_fails_over_to_a_translated_openai_fallback() {
     run(
         "anthropic",
         "openai",
-        &["anthropic-python-messages-plain.json", "claude-code-haiku-first-request.json", "claude-code-opus-first-request.json"],
+        &[
+            "anthropic-python-messages-plain.json",
+            "claude-code-haiku-first-request.json",
+            "claude-code-opus-first-request.json",
+        ],
     )
     .await;
 }
@@ -127,7 +157,10 @@ async fn openai_primary_fails_over_to_a_translated_anthropic_fallback() {
     run(
         "openai",
         "anthropic",
-        &["openai-python-chat-plain.json", "opencode-chat-claude-cache-control.json"],
+        &[
+            "openai-python-chat-plain.json",
+            "opencode-chat-claude-cache-control.json",
+        ],
     )
     .await;
 }
@@ -135,6 +168,11 @@ async fn openai_primary_fails_over_to_a_translated_anthropic_fallback() {
 /// The same faults with both channels native: the baseline the translated runs compose with.
 #[tokio::test]
 async fn native_failover_baseline() {
-    run("anthropic", "anthropic", &["anthropic-python-messages-plain.json"]).await;
+    run(
+        "anthropic",
+        "anthropic",
+        &["anthropic-python-messages-plain.json"],
+    )
+    .await;
     run("openai", "openai", &["openai-python-chat-plain.json"]).await;
 }

@@ -57,11 +57,13 @@ pub fn all() -> Vec<Fixture> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).expect("fixture readable");
-            let raw: Raw = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let raw: Raw =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             let body = raw.body.get();
             Fixture {
-                file: p.file_name().map_or_else(String::new, |f| f.to_string_lossy().into()),
+                file: p
+                    .file_name()
+                    .map_or_else(String::new, |f| f.to_string_lossy().into()),
                 client: raw.client,
                 method: raw.method,
                 path: raw.path,
@@ -267,10 +269,21 @@ fn stream_flips_in_place() {
         headers: Vec::new(),
         body: Some(body.into()),
     };
-    let x = f(r#"{"model": "m", "stream": true, "stream_options": {"include_usage": true}, "n": "a,}"}"#);
-    assert_eq!(x.body_streaming(false).unwrap(), r#"{"model": "m", "stream": false, "n": "a,}"}"#);
+    let x = f(
+        r#"{"model": "m", "stream": true, "stream_options": {"include_usage": true}, "n": "a,}"}"#,
+    );
+    assert_eq!(
+        x.body_streaming(false).unwrap(),
+        r#"{"model": "m", "stream": false, "n": "a,}"}"#
+    );
     let y = f(r#"{"messages":[{"stream":1}],"model":"m"}"#);
-    assert_eq!(y.body_streaming(true).unwrap(), r#"{"stream":true,"messages":[{"stream":1}],"model":"m"}"#);
+    assert_eq!(
+        y.body_streaming(true).unwrap(),
+        r#"{"stream":true,"messages":[{"stream":1}],"model":"m"}"#
+    );
     let z = f(r#"{"model":"m","stream_options":{"a":1}}"#);
-    assert_eq!(z.body_streaming(false).unwrap(), r#"{"stream":false,"model":"m"}"#);
+    assert_eq!(
+        z.body_streaming(false).unwrap(),
+        r#"{"stream":false,"model":"m"}"#
+    );
 }

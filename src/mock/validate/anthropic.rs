@@ -71,7 +71,13 @@ fn block_fields(ty: &str) -> Option<&'static [&'static str]> {
             "citations",
         ],
         "tool_use" | "server_tool_use" => &["type", "id", "name", "input", "cache_control"],
-        "tool_result" => &["type", "tool_use_id", "content", "is_error", "cache_control"],
+        "tool_result" => &[
+            "type",
+            "tool_use_id",
+            "content",
+            "is_error",
+            "cache_control",
+        ],
         "thinking" => &["type", "thinking", "signature"],
         "redacted_thinking" => &["type", "data"],
         _ => return None,
@@ -108,7 +114,7 @@ pub(crate) fn messages(h: &HeaderMap, b: &Map<String, Value>) -> Result<(), Refu
     let Some(max) = b.get("max_tokens") else {
         return Err(Refusal::anthropic("max_tokens: Field required"));
     };
-    if !max.as_u64().is_some_and(|m| m >= 1) {
+    if max.as_u64().is_none_or(|m| m < 1) {
         return Err(Refusal::anthropic(
             "max_tokens: Input should be greater than or equal to 1",
         ));
@@ -314,7 +320,11 @@ fn pairing(msgs: &[Value]) -> Result<(), Refusal> {
             )));
         }
         let next: &[&str] = turns.get(k + 1).map_or(&[], |n| &n.3);
-        let missing: Vec<&str> = t.2.iter().copied().filter(|id| !next.contains(id)).collect();
+        let missing: Vec<&str> =
+            t.2.iter()
+                .copied()
+                .filter(|id| !next.contains(id))
+                .collect();
         // The last assistant turn may end in tool use only when nothing follows it.
         if !missing.is_empty() && k + 1 < turns.len() {
             return Err(Refusal::anthropic(&format!(

@@ -162,7 +162,12 @@ pub(crate) fn generate(b: &Map<String, Value>) -> Result<(), Refusal> {
             let Some(t) = t.as_object() else { continue };
             unknown(t, TOOL, &format!("tools[{i}]"))?;
             let decls = get(t, "functionDeclarations", "function_declarations");
-            for (j, d) in decls.and_then(Value::as_array).into_iter().flatten().enumerate() {
+            for (j, d) in decls
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
                 let Some(d) = d.as_object() else { continue };
                 let at = format!("tools[{i}].function_declarations[{j}]");
                 unknown(d, DECLARATION, &at)?;

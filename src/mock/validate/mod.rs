@@ -128,7 +128,10 @@ pub(crate) fn check(t: &Target<'_>, body: &[u8]) -> Result<(), Refusal> {
     if t.flavour.chat_only()
         && matches!(
             t.ep,
-            Endpoint::Responses | Endpoint::Messages | Endpoint::CountTokens | Endpoint::Gemini { .. }
+            Endpoint::Responses
+                | Endpoint::Messages
+                | Endpoint::CountTokens
+                | Endpoint::Gemini { .. }
         )
     {
         return Err(Refusal::not_found());

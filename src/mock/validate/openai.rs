@@ -87,8 +87,22 @@ const RESPONSES_FIELDS: &[&str] = &[
     "client_metadata",
 ];
 
-const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
-const PART_TYPES: &[&str] = &["text", "image_url", "input_audio", "refusal", "audio", "file"];
+const ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+const PART_TYPES: &[&str] = &[
+    "text",
+    "image_url",
+    "input_audio",
+    "refusal",
+    "audio",
+    "file",
+];
 /// OpenAI's limits: `user` and tool-call ids.
 const MAX_USER: usize = 64;
 const MAX_CALL_ID: usize = 40;
@@ -96,9 +110,10 @@ const MAX_CALL_ID: usize = 40;
 /// o1/o3/o4 and gpt-5 families: `max_completion_tokens` only, default temperature only.
 pub(crate) fn reasoning_model(model: &str) -> bool {
     let m = model.rsplit('/').next().unwrap_or(model);
-    ["o1", "o3", "o4", "gpt-5"]
-        .iter()
-        .any(|p| m.strip_prefix(p).is_some_and(|r| r.is_empty() || r.starts_with(['-', '.'])))
+    ["o1", "o3", "o4", "gpt-5"].iter().any(|p| {
+        m.strip_prefix(p)
+            .is_some_and(|r| r.is_empty() || r.starts_with(['-', '.']))
+    })
 }
 
 /// A Chat Completions request.
@@ -107,7 +122,7 @@ pub(crate) fn chat(t: &Target<'_>, b: &Map<String, Value>) -> Result<(), Refusal
     if let Some(k) = b
         .keys()
         .map(String::as_str)
-        .find(|k| !CHAT_FIELDS.contains(k) && !(compat && COMPAT_FIELDS.contains(k)))
+        .find(|k| !CHAT_FIELDS.contains(k) && (!compat || !COMPAT_FIELDS.contains(k)))
     {
         let msg = format!("Unrecognized request argument supplied: {k}");
         return Err(Refusal::openai(&msg, None, None));
@@ -239,7 +254,11 @@ fn message(i: usize, m: &Value) -> Result<(), Refusal> {
         }
     }
     for (j, id) in call_ids(m).into_iter().enumerate() {
-        too_long(&format!("messages[{i}].tool_calls[{j}].id"), id, MAX_CALL_ID)?;
+        too_long(
+            &format!("messages[{i}].tool_calls[{j}].id"),
+            id,
+            MAX_CALL_ID,
+        )?;
     }
     Ok(())
 }
