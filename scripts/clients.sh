@@ -15,7 +15,7 @@
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
+cd "$root" || exit 1
 
 cache="$root/.cache/clients"
 target_dir="${CARGO_TARGET_DIR:-target}"
@@ -58,17 +58,17 @@ free_port() {
 ## Install -----------------------------------------------------------------
 
 install_npm() {
-    local dir="$cache/npm" want=() pkg
+    local dir="$cache/npm" missing=() pkg
     mkdir -p "$dir"
     for pkg in "@anthropic-ai/claude-code@$claude_v" "@openai/codex@$codex_v" "opencode-ai@$opencode_v"; do
         local name="${pkg%@*}" version="${pkg##*@}"
         local have
         have="$(node -p "try{require('$dir/node_modules/$name/package.json').version}catch(e){''}" 2>/dev/null)"
-        [[ "$have" == "$version" ]] || want+=("$pkg")
+        [[ "$have" == "$version" ]] || missing+=("$pkg")
     done
-    if ((${#want[@]})); then
-        echo "+ npm install ${want[*]}"
-        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "${want[@]}" >"$work/npm.log" 2>&1 ||
+    if ((${#missing[@]})); then
+        echo "+ npm install ${missing[*]}"
+        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "${missing[@]}" >"$work/npm.log" 2>&1 ||
             { echo "npm install failed:"; tail -20 "$work/npm.log"; }
     fi
 }
@@ -77,9 +77,10 @@ install_aider() {
     local venv="$cache/aider-venv"
     if [[ ! -x "$venv/bin/aider" ]] || [[ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("aider-chat"))' 2>/dev/null)" != "$aider_v" ]]; then
         echo "+ pip install aider-chat==$aider_v (own venv)"
-        python3 -m venv "$venv" &&
-            "$venv/bin/pip" install -q "aider-chat==$aider_v" >"$work/pip.log" 2>&1 ||
-            { echo "pip install failed:"; tail -20 "$work/pip.log"; }
+        if ! { python3 -m venv "$venv" && "$venv/bin/pip" install -q "aider-chat==$aider_v"; } >"$work/pip.log" 2>&1; then
+            echo "pip install failed:"
+            tail -20 "$work/pip.log"
+        fi
     fi
 }
 
@@ -225,8 +226,12 @@ if wants claude; then
         "${claude_env[@]}" ANTHROPIC_MODEL=claude-native ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-native \
         "$npm_bin/claude" -p \
         "TOOLTEST: run a shell command with the Bash tool and tell me what it printed" --allowedTools Bash
-    scenario claude-code-read-png-openai-channel "$v" "MOCK-ANSWER: the tool said:" \
+    scenario claude-code-read-png-openai-channel "$v" "MOCK-ANSWER: the tool said:|[an image]" \
         "${claude_env[@]}" "$npm_bin/claude" -p \
+        "READTEST: look at the screenshot $work/project/shot.png and describe it" --allowedTools Read
+    scenario claude-code-read-png-anthropic-channel "$v" "MOCK-ANSWER: the tool said:|[an image]" \
+        "${claude_env[@]}" ANTHROPIC_MODEL=claude-native ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-native \
+        "$npm_bin/claude" -p \
         "READTEST: look at the screenshot $work/project/shot.png and describe it" --allowedTools Read
 fi
 
