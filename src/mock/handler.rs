@@ -68,26 +68,7 @@ pub(crate) async fn handle(
         false => None,
     };
     if shared.record.load(Ordering::Relaxed) {
-        shared.push_record(RecordedRequest {
-            method: parts.method.to_string(),
-            path: parts
-                .uri
-                .path_and_query()
-                .map_or_else(|| path.to_string(), |pq| pq.as_str().to_string()),
-            headers: parts
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            body: body.clone(),
-            arrived_at,
-            refusal: refusal.as_ref().map(|r| r.body.clone()),
-        });
+        shared.push_record(record(&parts, &body, arrived_at, refusal.as_ref()));
     }
 
     if let Some(want) = shared.key.load_full() {
@@ -130,6 +111,35 @@ pub(crate) async fn handle(
     };
     let resp = respond(&shared, &ask, behavior).await;
     Ok(shared.named(resp))
+}
+
+/// The request as [`super::MockUpstream::requests`] returns it.
+fn record(
+    parts: &http::request::Parts,
+    body: &Bytes,
+    arrived_at: tokio::time::Instant,
+    refusal: Option<&Refusal>,
+) -> RecordedRequest {
+    RecordedRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path_and_query().map_or_else(
+            || parts.uri.path().to_string(),
+            |pq| pq.as_str().to_string(),
+        ),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.clone(),
+        arrived_at,
+        refusal: refusal.map(|r| r.body.clone()),
+    }
 }
 
 /// One request as the answer sees it.
