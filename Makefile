@@ -7,6 +7,7 @@
 #   make lint         cargo fmt --check, cargo clippy -D warnings, shellcheck
 #   make bench        load benchmarks (benches/run.sh); PEERS=litellm adds LiteLLM's proxy
 #   make soak         chaos soak of the real binary (SOAK_DURATION=60s, SOAK_CONCURRENCY=32)
+#   make clients      real Claude Code, Codex, OpenCode, aider through the gateway (scripts/clients.sh)
 #   make fuzz         fuzzers (fuzz/run.sh)
 #   make clean        remove build output, the Python venv and the demo database
 
@@ -26,10 +27,10 @@ PYTEST_ARGS ?=
 
 export CARGO_TERM_COLOR ?= auto
 
-.PHONY: help build build-bins run check test test-rust test-python lint fmt clippy shellcheck bench soak fuzz clean
+.PHONY: help build build-bins run check test test-rust test-python lint fmt clippy shellcheck bench soak fuzz clients clean
 
 help:
-	@sed -n '3,12s/^# \{0,1\}//p' Makefile
+	@sed -n '3,13s/^# \{0,1\}//p' Makefile
 
 ## Build -------------------------------------------------------------------
 
@@ -111,6 +112,11 @@ soak:
 	$(CARGO) build --bin switchyard --example soak
 	$(TARGET_DIR)/debug/examples/soak --gateway $(GATEWAY_BIN) \
 	  --duration $(SOAK_DURATION) --concurrency $(SOAK_CONCURRENCY)
+
+# Not part of `make test`: installs the real clients from npm and PyPI into .cache/clients and
+# runs their scenarios against the mock through the gateway; one PASS/FAIL line each.
+clients:
+	bash scripts/clients.sh
 
 fuzz:
 	@if [ -f fuzz/run.sh ]; then \

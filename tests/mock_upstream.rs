@@ -9,6 +9,10 @@ use switchyard::mock::{
 
 #[path = "mock_upstream/faults.rs"]
 mod faults;
+#[path = "mock_upstream/script.rs"]
+mod script;
+#[path = "mock_upstream/validate.rs"]
+mod validate;
 #[path = "mock_upstream/wire.rs"]
 mod wire;
 
@@ -19,10 +23,31 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// `body` completed to a request the provider accepts (the mock validates as the provider
+/// does): chat gets `model` and `messages`, messages also `max_tokens`, responses `model`.
+/// Fields already given are kept.
+fn valid(path: &str, mut body: Value) -> Value {
+    let defaults = match path {
+        "chat/completions" => {
+            json!({"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]})
+        }
+        "messages" => json!({"model": "mock-model", "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}]}),
+        "responses" => json!({"model": "mock-model"}),
+        _ => json!({}),
+    };
+    if let (Some(b), Value::Object(d)) = (body.as_object_mut(), defaults) {
+        for (k, v) in d {
+            b.entry(k).or_insert(v);
+        }
+    }
+    body
+}
+
 async fn post(m: &MockUpstream, path: &str, body: Value) -> reqwest::Response {
     client()
         .post(format!("{}/{path}", m.base_url()))
-        .json(&body)
+        .json(&valid(path, body))
         .send()
         .await
         .unwrap()
@@ -32,7 +57,7 @@ async fn post_fault(m: &MockUpstream, path: &str, body: Value, fault: &str) -> r
     client()
         .post(format!("{}/{path}", m.base_url()))
         .header("x-mock-fault", fault)
-        .json(&body)
+        .json(&valid(path, body))
         .send()
         .await
         .unwrap()

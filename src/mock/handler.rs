@@ -14,10 +14,13 @@ use super::behavior::{Behavior, Wire, CHAOS};
 use super::body::MockBody;
 use super::gemini;
 use super::json::{self, DEFAULT_CHUNKS};
+use super::reasoning;
 use super::request::{azure_rest, Endpoint, ReqInfo};
+use super::script::{self, Script};
 use super::shape::shape;
 use super::sse::{self, SseParts};
-use super::tools;
+use super::tools::{self, Call};
+use super::validate::{self, Flavour, Refusal, Target};
 use super::{RecordedRequest, Shared};
 
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -50,26 +53,22 @@ pub(crate) async fn handle(
     let ep = Endpoint::classify(&parts.method, path);
     let info = ReqInfo::parse(&body);
     shared.tally(path, info.model.as_deref());
+    let flavour = shared.flavour();
+    let refusal = match shared.validate.load(Ordering::Relaxed) {
+        true => validate::check(
+            &Target {
+                flavour,
+                ep,
+                headers: &parts.headers,
+                path_model: path_model(path),
+            },
+            &body,
+        )
+        .err(),
+        false => None,
+    };
     if shared.record.load(Ordering::Relaxed) {
-        shared.push_record(RecordedRequest {
-            method: parts.method.to_string(),
-            path: parts
-                .uri
-                .path_and_query()
-                .map_or_else(|| path.to_string(), |pq| pq.as_str().to_string()),
-            headers: parts
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            body: body.clone(),
-            arrived_at,
-        });
+        shared.push_record(record(&parts, &body, arrived_at, refusal.as_ref()));
     }
 
     if let Some(want) = shared.key.load_full() {
@@ -102,8 +101,65 @@ pub(crate) async fn handle(
         None => shared.next_behavior(),
     };
 
-    let resp = respond(&shared, ep, &parts, &info, behavior).await;
+    let ask = Ask {
+        ep,
+        parts: &parts,
+        body: &body,
+        info: &info,
+        flavour,
+        refusal,
+    };
+    let resp = respond(&shared, &ask, behavior).await;
     Ok(shared.named(resp))
+}
+
+/// The request as [`super::MockUpstream::requests`] returns it.
+fn record(
+    parts: &http::request::Parts,
+    body: &Bytes,
+    arrived_at: tokio::time::Instant,
+    refusal: Option<&Refusal>,
+) -> RecordedRequest {
+    RecordedRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path_and_query().map_or_else(
+            || parts.uri.path().to_string(),
+            |pq| pq.as_str().to_string(),
+        ),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.clone(),
+        arrived_at,
+        refusal: refusal.map(|r| r.body.clone()),
+    }
+}
+
+/// One request as the answer sees it.
+struct Ask<'a> {
+    ep: Endpoint,
+    parts: &'a http::request::Parts,
+    body: &'a [u8],
+    info: &'a ReqInfo<'a>,
+    flavour: Flavour,
+    /// What the provider's validation refused, if anything.
+    refusal: Option<Refusal>,
+}
+
+/// The model a path names: an Azure deployment or a Gemini model.
+fn path_model(path: &str) -> Option<&str> {
+    if let Some(m) = gemini::model_of(path) {
+        return Some(m);
+    }
+    let rest = path.strip_prefix("/openai/deployments/")?;
+    rest.split_once('/').map(|(d, _)| d)
 }
 
 fn has_api_version(query: Option<&str>) -> bool {
@@ -141,13 +197,8 @@ fn plain(status: StatusCode, body: Bytes) -> Response<MockBody> {
     r
 }
 
-async fn respond(
-    shared: &Arc<Shared>,
-    ep: Endpoint,
-    parts: &http::request::Parts,
-    info: &ReqInfo<'_>,
-    behavior: Behavior,
-) -> Response<MockBody> {
+async fn respond(shared: &Arc<Shared>, ask: &Ask<'_>, behavior: Behavior) -> Response<MockBody> {
+    let (ep, parts, info) = (ask.ep, ask.parts, ask.info);
     if ep == Endpoint::NotFound {
         let b = json::status_error(404, false);
         return plain(StatusCode::NOT_FOUND, b.into());
@@ -155,6 +206,15 @@ async fn respond(
     let (behavior, wire) = resolve(behavior);
     if let Behavior::HangBeforeHeaders(d) = behavior {
         tokio::time::sleep(d).await;
+    }
+    // A provider's front end answers these before the API reads the body.
+    let front = matches!(
+        behavior,
+        Behavior::Status { .. } | Behavior::HangBeforeHeaders(_) | Behavior::Redirect { .. }
+    );
+    if let (Some(r), false) = (&ask.refusal, front) {
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+        return plain(status, r.body.clone().into());
     }
     if let Some(r) = fixed(shared, ep, &behavior, &wire) {
         return r;
@@ -166,8 +226,17 @@ async fn respond(
         _ => DEFAULT_CHUNKS,
     };
     let payload = match behavior {
-        Behavior::ToolCall => tool_call(ep, parts, info),
+        Behavior::ToolCall => tool_call(ep, parts, info, &Call::weather()),
+        Behavior::Ok => match script::plan(ep, ask.body) {
+            Some(Script::Call(c)) => tool_call(ep, parts, info, &c),
+            Some(Script::Text(t)) => script::retext(render(shared, ep, parts, info, 1), &t),
+            None => render(shared, ep, parts, info, n),
+        },
         _ => render(shared, ep, parts, info, n),
+    };
+    let payload = match (ask.flavour, ep) {
+        (Flavour::DeepseekThinking, Endpoint::Chat) => reasoning::add(payload, info),
+        _ => payload,
     };
     if let (Payload::Full(_, ctype), Behavior::Stream { chunks, delay }) = (&payload, &behavior) {
         // A non-stream JSON answer's headers come when generation is done (PROVIDERS.md).
@@ -262,8 +331,8 @@ fn fixed(
     }
 }
 
-/// The endpoint's tool-call answer.
-fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>) -> Payload {
+/// The endpoint's answer calling `c`.
+fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>, c: &Call) -> Payload {
     let model = gemini::model_of(parts.uri.path()).unwrap_or(info.model());
     let m = json::quote(model);
     let stream = match ep {
@@ -271,9 +340,9 @@ fn tool_call(ep: Endpoint, parts: &http::request::Parts, info: &ReqInfo<'_>) -> 
         _ => ep.streamable() && info.stream,
     };
     if stream {
-        Payload::Sse(tools::stream(ep, &m, info.include_usage()))
+        Payload::Sse(tools::stream(ep, &m, info.include_usage(), c))
     } else {
-        Payload::Full(tools::whole(ep, &m).into(), JSON)
+        Payload::Full(tools::whole(ep, &m, c).into(), JSON)
     }
 }
 
@@ -301,6 +370,7 @@ fn render(
         Endpoint::Completions => json::completions(&m, n),
         Endpoint::Responses => json::responses_object(&m, n, "completed", true),
         Endpoint::Messages => json::messages(&m, n),
+        Endpoint::CountTokens => json::count_tokens(),
         Endpoint::Embeddings => json::embeddings(&m, info.input.map_or(1, |c| c.0)),
         Endpoint::Moderations => json::moderations(&m),
         Endpoint::Images => json::images(&m),

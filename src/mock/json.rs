@@ -176,6 +176,11 @@ pub(crate) fn messages(m: &str, n: usize) -> String {
     )
 }
 
+/// Anthropic's token count: every answer's prompt is [`PROMPT_TOKENS`].
+pub(crate) fn count_tokens() -> String {
+    format!(r#"{{"input_tokens":{PROMPT_TOKENS}}}"#)
+}
+
 pub(crate) fn images(m: &str) -> String {
     format!(
         r#"{{"created":{CREATED},"model":{m},"data":[{{"url":"https://images.invalid/mock.png","revised_prompt":"mock"}}]}}"#

@@ -5,26 +5,36 @@
 //!
 //! Behaviour per request: the `x-mock-fault` header if present, else the next queued
 //! [`Behavior`] (see [`MockUpstream::push`]), else the default ([`MockUpstream::set_default`]).
+//! Requests are validated as the real provider of the endpoint does ([`Flavour`],
+//! `validate/`) and refused with its status and error body; `TOOLTEST:` / `READTEST:`
+//! prompts get scripted tool loops (`script.rs`) for end-to-end runs with real clients.
 mod behavior;
 mod body;
 mod gemini;
 mod handler;
 mod json;
+mod reasoning;
 mod request;
+mod script;
 mod shape;
 mod sse;
 mod tools;
+mod validate;
 mod wire;
 
 pub use behavior::{Behavior, ParseFaultError, Wire, CHAOS};
 pub use body::{MockBody, MockCut};
 pub use json::{CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+pub use reasoning::THOUGHT;
 pub use request::DEFAULT_MODEL;
+pub use script::{ANSWER_PREFIX, TOOL_COMMAND};
+pub use tools::{ANTHROPIC_CALL_ID, OPENAI_CALL_ID, RESPONSES_CALL_ID};
+pub use validate::Flavour;
 
 use crate::sync::lock;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -52,6 +62,10 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
     pub arrived_at: tokio::time::Instant,
+    /// The error body the provider's validation answers this request with (see
+    /// [`MockUpstream::set_flavour`]); `None` when it is valid. A `status=`, `hang=` or
+    /// `redirect=` behaviour is answered before validation, as a provider's front end would.
+    pub refusal: Option<String>,
 }
 
 impl RecordedRequest {
@@ -83,6 +97,8 @@ pub(crate) struct Shared {
     key: ArcSwapOption<String>,
     name: ArcSwapOption<HeaderValue>,
     record: AtomicBool,
+    pub(crate) validate: AtomicBool,
+    flavour: AtomicU8,
     calls: AtomicUsize,
     pub(crate) disconnects: AtomicUsize,
     pub(crate) open_streams: AtomicUsize,
@@ -100,12 +116,22 @@ impl Shared {
             key: ArcSwapOption::empty(),
             name: ArcSwapOption::empty(),
             record: AtomicBool::new(true),
+            validate: AtomicBool::new(true),
+            flavour: AtomicU8::new(0),
             calls: AtomicUsize::new(0),
             disconnects: AtomicUsize::new(0),
             open_streams: AtomicUsize::new(0),
             recorded: Mutex::new(Vec::new()),
             tally: Mutex::new(Tally::default()),
             video_ids: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn flavour(&self) -> Flavour {
+        match self.flavour.load(Ordering::Relaxed) {
+            1 => Flavour::ChatOnly,
+            2 => Flavour::DeepseekThinking,
+            _ => Flavour::Native,
         }
     }
 
@@ -246,6 +272,33 @@ impl MockUpstream {
             .store(HeaderValue::from_str(name).ok().map(Arc::new));
     }
 
+    /// Which provider the mock plays ([`Flavour::Native`] by default: each endpoint as its
+    /// own provider). Requests are validated as that provider does and refused with its
+    /// status and error body.
+    pub fn set_flavour(&self, f: Flavour) {
+        let v = match f {
+            Flavour::Native => 0,
+            Flavour::ChatOnly => 1,
+            Flavour::DeepseekThinking => 2,
+        };
+        self.shared.flavour.store(v, Ordering::Relaxed);
+    }
+
+    /// Turns the provider's request validation off (on by default, as real providers always
+    /// validate): only for a test that deliberately sends what no provider accepts.
+    pub fn set_validate(&self, on: bool) {
+        self.shared.validate.store(on, Ordering::Relaxed);
+    }
+
+    /// Requests the provider's validation refused (their [`RecordedRequest::refusal`] set).
+    pub fn refused(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.recorded)
+            .iter()
+            .filter(|r| r.refusal.is_some())
+            .cloned()
+            .collect()
+    }
+
     /// Whether requests are kept for [`MockUpstream::requests`] (on by default; turn off
     /// for long benchmarks).
     pub fn set_record(&self, on: bool) {
@@ -285,7 +338,7 @@ impl MockUpstream {
     }
 
     /// Clears counters, recorded requests, the queue, the default behaviour (back to `Ok`)
-    /// and the required key. The name stays.
+    /// and the required key. The name, the flavour and the validation setting stay.
     pub fn reset(&self) {
         let s = &self.shared;
         {

@@ -19,6 +19,8 @@ pub(crate) enum Endpoint {
     Moderations,
     Responses,
     Messages,
+    /// Anthropic's `/v1/messages/count_tokens`.
+    CountTokens,
     Images,
     Speech,
     Transcriptions,
@@ -63,6 +65,7 @@ impl Endpoint {
             "moderations" if post => Endpoint::Moderations,
             "responses" if post => Endpoint::Responses,
             "messages" if post => Endpoint::Messages,
+            "messages/count_tokens" if post => Endpoint::CountTokens,
             "images/generations" if post => Endpoint::Images,
             "audio/speech" if post => Endpoint::Speech,
             "audio/transcriptions" if post => Endpoint::Transcriptions,
@@ -89,7 +92,7 @@ impl Endpoint {
 
     /// Whether errors use the Anthropic wire format.
     pub(crate) fn anthropic(self) -> bool {
-        self == Endpoint::Messages
+        matches!(self, Endpoint::Messages | Endpoint::CountTokens)
     }
 }
 

@@ -109,32 +109,64 @@ fn completions(m: &str, n: usize, include_usage: bool) -> SseParts {
     }
 }
 
+/// The Responses stream as OpenAI sends it: `response.created`, the message item and its
+/// text part opened (`response.output_item.added`, `response.content_part.added`, written
+/// with the first delta so the content chunks keep their count), `response.output_text.delta`
+/// per chunk, then the part, the text and the item closed and `response.completed`.
 fn responses(m: &str, n: usize) -> SseParts {
     let created = json::responses_object(m, 0, "in_progress", false);
     let head = vec![event(
         "response.created",
         &format!(r#"{{"type":"response.created","sequence_number":0,"response":{created}}}"#),
     )];
+    let opening = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_mock","status":"in_progress","role":"assistant","content":[]}}"#;
+    let part = r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_mock","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}"#;
     let chunks = (0..n)
         .map(|i| {
-            event(
+            let delta = event(
                 "response.output_text.delta",
                 &format!(
                     r#"{{"type":"response.output_text.delta","sequence_number":{},"item_id":"msg_mock","output_index":0,"content_index":0,"delta":"{}"}}"#,
-                    i + 1,
+                    i + 3,
                     chunk_text(i)
                 ),
-            )
+            );
+            match i {
+                0 => {
+                    let mut b = event("response.output_item.added", opening).to_vec();
+                    b.extend_from_slice(&event("response.content_part.added", part));
+                    b.extend_from_slice(&delta);
+                    Bytes::from(b)
+                }
+                _ => delta,
+            }
         })
         .collect();
+    let text = json::quote(&json::full_text(n));
+    let seq = n + 3;
     let done = json::responses_object(m, n, "completed", true);
-    let tail = vec![event(
+    let mut tail = Vec::new();
+    if n > 0 {
+        tail.push(event(
+            "response.output_text.done",
+            &format!(r#"{{"type":"response.output_text.done","sequence_number":{seq},"item_id":"msg_mock","output_index":0,"content_index":0,"text":{text}}}"#),
+        ));
+        tail.push(event(
+            "response.content_part.done",
+            &format!(r#"{{"type":"response.content_part.done","sequence_number":{},"item_id":"msg_mock","output_index":0,"content_index":0,"part":{{"type":"output_text","text":{text},"annotations":[]}}}}"#, seq + 1),
+        ));
+        tail.push(event(
+            "response.output_item.done",
+            &format!(r#"{{"type":"response.output_item.done","sequence_number":{},"output_index":0,"item":{{"type":"message","id":"msg_mock","status":"completed","role":"assistant","content":[{{"type":"output_text","text":{text},"annotations":[]}}]}}}}"#, seq + 2),
+        ));
+    }
+    tail.push(event(
         "response.completed",
         &format!(
             r#"{{"type":"response.completed","sequence_number":{},"response":{done}}}"#,
-            n + 1
+            seq + 3
         ),
-    )];
+    ));
     SseParts { head, chunks, tail }
 }
 

@@ -6,15 +6,13 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use switchyard::mock::{Behavior, MockUpstream};
 
-use super::{client, data_lines, event_names, post, post_fault, wait_until};
-
-const STREAM: &str = r#"{"stream":true}"#;
+use super::{client, data_lines, event_names, post, post_fault, valid, wait_until};
 
 async fn sse(m: &MockUpstream, path: &str, fault: &str) -> reqwest::Response {
     client()
         .post(format!("{}/{path}", m.base_url()))
         .header("x-mock-fault", fault)
-        .body(STREAM)
+        .json(&valid(path, json!({"stream": true})))
         .send()
         .await
         .unwrap()
@@ -198,7 +196,7 @@ async fn require_key_echoes_the_key_it_got() {
     let r = client()
         .post(format!("{}/chat/completions", m.base_url()))
         .bearer_auth("sk-right")
-        .body("{}")
+        .json(&valid("chat/completions", json!({})))
         .send()
         .await
         .unwrap();
@@ -206,7 +204,7 @@ async fn require_key_echoes_the_key_it_got() {
     let r = client()
         .post(format!("{}/messages", m.base_url()))
         .header("x-api-key", "sk-right")
-        .body("{}")
+        .json(&valid("messages", json!({})))
         .send()
         .await
         .unwrap();
@@ -354,7 +352,9 @@ async fn serves_h2c() {
         .http2_only(true)
         .build_http();
     let req = http::Request::post(format!("{}/chat/completions", m.base_url()))
-        .body(Full::new(bytes::Bytes::from_static(br#"{"model":"h2"}"#)))
+        .body(Full::new(bytes::Bytes::from(
+            valid("chat/completions", json!({"model": "h2"})).to_string(),
+        )))
         .unwrap();
     let r = c.request(req).await.unwrap();
     assert_eq!(r.version(), http::Version::HTTP_2);

@@ -55,8 +55,7 @@ async fn json_answers_are_gzipped_when_the_request_accepts_it() {
 async fn wire_shapes_keep_the_bytes() {
     let m = MockUpstream::start().await.unwrap();
     for path in ["chat/completions", "messages", "responses"] {
-        let body =
-            json!({"model": "m", "stream": true, "max_tokens": 5, "messages": [], "input": "x"});
+        let body = super::valid(path, json!({"model": "m", "stream": true}));
         let want = post(&m, path, body.clone()).await.text().await.unwrap();
         for fault in [
             "coalesce",

@@ -59,23 +59,35 @@ pub async fn start_gw(body: &str) -> Gw {
 }
 
 pub async fn start_in(dir: tempfile::TempDir, body: &str) -> Gw {
+    try_start_in(dir, body).await.expect("gateway starts")
+}
+
+/// `start_gw`, with the gateway's refusal of the config as an `Err` instead of a panic.
+pub async fn try_start_gw(body: &str) -> Result<Gw, String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    try_start_in(dir, body).await
+}
+
+pub async fn try_start_in(dir: tempfile::TempDir, body: &str) -> Result<Gw, String> {
     let config_path = dir.path().join("switchyard.yaml");
     std::fs::write(&config_path, format!("{}{}", head(dir.path()), body)).expect("write config");
-    let running = start(&config_path).await.expect("gateway starts");
+    let running = start(&config_path)
+        .await
+        .map_err(|e| format!("gateway refused the config: {e:#}"))?;
     let base = format!("http://{}", running.bound.listen);
     let admin = format!("http://{}", running.bound.admin);
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .expect("client");
-    Gw {
+    Ok(Gw {
         running: Some(running),
         base,
         admin,
         dir,
         config_path,
         http,
-    }
+    })
 }
 
 impl Gw {
