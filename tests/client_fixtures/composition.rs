@@ -50,6 +50,13 @@ fn mock_text() -> String {
     (0..DEFAULT_CHUNKS).map(|i| format!("chunk {i} ")).collect()
 }
 
+/// One gateway runs every case: the primary fails on purpose in each, so its breaker must
+/// not open, and a session's binding to the fallback (written after each successful
+/// failover, R8.3; Claude Code's session header matches a default rule) must be gone by the
+/// next case — either would plan the primary out, and
+/// the case would not test the failover.
+const KEEP_CLOSED: &str = "resilience:\n  circuit_breaker:\n    failure_threshold: 100000\naffinity:\n  rules: []\n  sticky: {conversation_ttl: 1ms, session_ttl: 1ms, user_model_ttl: 1ms, bucket_ttl: 1ms}\n";
+
 /// Channels `primary` (kind `first`, priority 10) and `fallback` (kind `second`), both
 /// serving the fixtures' models, with short gates.
 async fn pair(first: &str, second: &str, models: &[String]) -> (Gw, MockUpstream, MockUpstream) {
@@ -65,7 +72,7 @@ async fn pair(first: &str, second: &str, models: &[String]) -> (Gw, MockUpstream
         )
     };
     let yaml = format!(
-        "timeouts:\n  upstream_header: 1s\n  first_byte: 1s\n  non_stream: 2s\nrouting:\n  retry_times: 3\nchannels:\n{}{}{CLIENTS}",
+        "timeouts:\n  upstream_header: 1s\n  first_byte: 1s\n  non_stream: 2s\nrouting:\n  retry_times: 3\n{KEEP_CLOSED}channels:\n{}{}{CLIENTS}",
         ch("primary", first, primary.base_url(), 10),
         ch("fallback", second, fallback.base_url(), 0),
     );
@@ -85,6 +92,8 @@ async fn run(first: &str, second: &str, files: &[&str]) {
                 if stream_only && !stream {
                     continue;
                 }
+                // Past the 1 ms binding TTL of the previous case (see KEEP_CLOSED).
+                tokio::time::sleep(Duration::from_millis(5)).await;
                 primary.reset();
                 fallback.reset();
                 primary.set_default(fault.clone());
