@@ -194,6 +194,14 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         _ => cx.body.clone(),
     };
     let x = translated::of(cx.family, ch.kind);
+    let model = match &*step.upstream_model {
+        "" => cx.model.as_str(),
+        m => m,
+    };
+    let body = match x {
+        None => super::compat::native_body(cx.family, ch, model, body),
+        Some(_) => body,
+    };
     // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
     let include_usage = ch.include_usage || x.is_some();
     let mut plan = convert::plan_with(
@@ -203,10 +211,6 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         cx.peek.as_ref(),
         body,
     );
-    let model = match &*step.upstream_model {
-        "" => cx.model.as_str(),
-        m => m,
-    };
     let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
     if let Some(x) = x {
         let t = x.request(&plan.body, model, ch).map_err(Unprepared::Skip)?;

@@ -14,6 +14,7 @@ pub mod admit;
 pub mod attempt;
 pub mod auth;
 mod commit;
+mod compat;
 pub mod context;
 pub mod entry;
 pub mod exchange;

@@ -193,9 +193,10 @@ pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
         MaxTokensChoice::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
         MaxTokensChoice::Auto => {
             let m = model.to_ascii_lowercase();
-            let openai_family = ["o1", "o3", "o4", "gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
-                .iter()
-                .any(|p| m.starts_with(p));
+            let openai_family = crate::wire::translate::openai_reasoning_model(&m)
+                || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
+                    .iter()
+                    .any(|p| m.starts_with(p));
             let openai_host = ch.base_url.authority.host().ends_with("openai.com");
             if ch.kind == ChannelKind::Azure || openai_host || openai_family {
                 MaxTokensField::MaxCompletionTokens

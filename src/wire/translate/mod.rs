@@ -107,8 +107,10 @@ pub const DROPPABLE_FIELDS: &[&str] = &[
     "service_tier",
     "store",
     "stream_options.include_obfuscation",
+    "temperature",
     "thinking",
     "tool_result.is_error",
+    "top_p",
     "tools[].strict",
     "verbosity",
 ];
@@ -199,6 +201,15 @@ pub struct TranslatedRequest {
     pub dropped: Vec<&'static str>,
 }
 
+/// OpenAI's reasoning model families (o1, o3, o4, gpt-5 but its `-chat` variants): they refuse
+/// `max_tokens` (only `max_completion_tokens`) and any sampling but the default.
+pub fn openai_reasoning_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    (["o1", "o3", "o4"].iter().any(|p| m.starts_with(p)) || m.starts_with("gpt-5"))
+        && !m.contains("-chat")
+}
+
 /// Translate a client request body (`from`: OpenAI or Anthropic) for an upstream of format `to`.
 pub fn translate_request(
     from: Format,
@@ -218,6 +229,16 @@ pub fn translate_request(
         .any(|m| m.parts.iter().any(|p| matches!(p, ir::Part::Thinking(_))));
     if has_thinking && !keeps_thinking {
         ir.note_dropped("thinking");
+    }
+    if to == Format::OpenAi && openai_reasoning_model(opts.model) {
+        // OpenAI's reasoning models take only the default sampling (temperature 1): a
+        // client's temperature or top_p is a hint they cannot honour, not a refusal.
+        if ir.temperature.take().is_some_and(|t| t != 1.0) {
+            ir.note_dropped("temperature");
+        }
+        if ir.top_p.take().is_some_and(|p| p != 1.0) {
+            ir.note_dropped("top_p");
+        }
     }
     let (stream, include_usage) = (ir.stream, ir.include_usage);
     let dropped = std::mem::take(&mut ir.dropped);

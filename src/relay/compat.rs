@@ -1,0 +1,138 @@
+//! Compatibility rewrites of a request sent in the client's own format (no translation): what
+//! a real client sends that the channel's provider refuses, where a fix cannot change the
+//! answer (issue 27). Each rewrite is guarded by a byte search, so a request that does not
+//! need it is never parsed again.
+//!
+//! - Towards an Anthropic channel, `thinking` blocks without a signature in the history
+//!   (written for the client by another upstream through a translation: `signature: ""`)
+//!   are dropped: Anthropic refuses them, and a signature cannot be made up.
+//! - Towards an OpenAI-format channel whose output-limit field is `max_completion_tokens`
+//!   (`channels.*.max_tokens_field`), a client's `max_tokens` is renamed: OpenAI's
+//!   reasoning models refuse `max_tokens`.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::config::model::{Channel, ChannelKind};
+use crate::routing::family::PathFamily;
+use crate::wire::translate::MaxTokensField;
+
+/// The body to send on `ch` for a request of `family` in the client's own format.
+pub fn native_body(family: PathFamily, ch: &Channel, model: &str, body: Bytes) -> Bytes {
+    match (family, ch.kind) {
+        (PathFamily::Messages, ChannelKind::Anthropic) if has_unsigned_thinking(&body) => {
+            edit(body, drop_unsigned_thinking)
+        }
+        (PathFamily::Chat, ChannelKind::OpenAi | ChannelKind::Azure)
+            if memchr::memmem::find(&body, b"\"max_tokens\"").is_some()
+                && super::translated::max_tokens_field(ch, model)
+                    == MaxTokensField::MaxCompletionTokens =>
+        {
+            edit(body, rename_max_tokens)
+        }
+        _ => body,
+    }
+}
+
+fn has_unsigned_thinking(b: &[u8]) -> bool {
+    memchr::memmem::find(b, b"\"signature\":\"\"").is_some()
+        || memchr::memmem::find(b, b"\"signature\": \"\"").is_some()
+        || (memchr::memmem::find(b, b"\"type\":\"thinking\"").is_some()
+            && memchr::memmem::find(b, b"\"signature\"").is_none())
+}
+
+/// Parse, apply `f`, and write back only if `f` changed something (else the original bytes).
+fn edit(body: Bytes, f: fn(&mut Value) -> bool) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(&body) else {
+        return body;
+    };
+    if !f(&mut v) {
+        return body;
+    }
+    serde_json::to_vec(&v).map_or(body, Bytes::from)
+}
+
+/// Remove `thinking` blocks whose `signature` is absent or empty from assistant turns.
+fn drop_unsigned_thinking(v: &mut Value) -> bool {
+    let mut changed = false;
+    let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    for m in messages.iter_mut().filter(|m| m["role"] == "assistant") {
+        if let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) {
+            let before = blocks.len();
+            blocks.retain(|b| {
+                b["type"] != "thinking" || b["signature"].as_str().is_some_and(|s| !s.is_empty())
+            });
+            changed |= blocks.len() != before;
+        }
+    }
+    changed
+}
+
+/// `max_tokens` → `max_completion_tokens` at the top level (unless both are given).
+fn rename_max_tokens(v: &mut Value) -> bool {
+    let Some(o) = v.as_object_mut() else {
+        return false;
+    };
+    if o.contains_key("max_completion_tokens") {
+        return false;
+    }
+    match o.remove("max_tokens") {
+        Some(n) => {
+            o.insert("max_completion_tokens".into(), n);
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unsigned_thinking_is_dropped_and_signed_thinking_kept() {
+        let mut v = json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "signature": "", "thinking": "from a translated upstream"},
+                {"type": "thinking", "thinking": "no signature at all"},
+                {"type": "thinking", "thinking": "real", "signature": "EqoBCkYIBRgC"},
+                {"type": "tool_use", "id": "call_1", "name": "Bash", "input": {}}]},
+        ]});
+        assert!(drop_unsigned_thinking(&mut v));
+        let blocks = v["messages"][1]["content"].as_array().unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[0]["signature"], "EqoBCkYIBRgC");
+        assert_eq!(blocks[1]["type"], "tool_use");
+        assert!(!drop_unsigned_thinking(&mut v), "nothing left to drop");
+    }
+
+    #[test]
+    fn max_tokens_is_renamed_once_and_only_at_the_top() {
+        let mut v = json!({"model": "gpt-5.4", "max_tokens": 32000, "messages": []});
+        assert!(rename_max_tokens(&mut v));
+        assert_eq!(v["max_completion_tokens"], 32000);
+        assert!(v.get("max_tokens").is_none());
+        let mut both = json!({"max_tokens": 1, "max_completion_tokens": 2});
+        assert!(!rename_max_tokens(&mut both));
+    }
+
+    #[test]
+    fn the_byte_guard_finds_every_spelling() {
+        assert!(has_unsigned_thinking(
+            br#"{"signature":"","type":"thinking"}"#
+        ));
+        assert!(has_unsigned_thinking(
+            br#"{"signature": "", "type": "thinking"}"#
+        ));
+        assert!(has_unsigned_thinking(
+            br#"{"type":"thinking","thinking":"x"}"#
+        ));
+        assert!(!has_unsigned_thinking(
+            br#"{"thinking":{"type":"enabled"},"messages":[]}"#
+        ));
+    }
+}
