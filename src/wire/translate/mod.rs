@@ -33,6 +33,7 @@ mod req_anthropic;
 mod req_anthropic_msgs;
 mod req_openai;
 mod req_openai_msgs;
+pub mod responses;
 mod shapes;
 pub mod stop;
 pub mod stream;
