@@ -31,10 +31,11 @@ pub fn answer_from(
         v["model"].as_str().unwrap_or_default(),
     );
     let status = end.status();
+    let n = items.len();
     let output = items
         .iter()
         .enumerate()
-        .map(|(i, it)| it.to_json(&it.id(&seed, i), status, names))
+        .map(|(i, it)| it.to_json(&it.id(&seed, i), end.item_status(i, n), names))
         .collect();
     let usage = chat.usage.unwrap_or_default();
     let body = head.object(status, output, Some(&usage), Some(end), None);

@@ -231,11 +231,12 @@ impl Events {
         );
     }
 
-    fn output(&self, status: &str) -> Vec<Value> {
+    fn output(&self, end: End) -> Vec<Value> {
+        let n = self.items.len();
         self.items
             .iter()
             .enumerate()
-            .map(|(i, it)| it.to_json(&it.id(&self.seed, i), status, &self.names))
+            .map(|(i, it)| it.to_json(&it.id(&self.seed, i), end.item_status(i, n), &self.names))
             .collect()
     }
 
@@ -244,7 +245,7 @@ impl Events {
     pub fn finish(&mut self, head: &Head, end: End, usage: &Usage, out: &mut Vec<u8>) {
         let status = end.status();
         self.close_as(status, out);
-        let r = head.object(status, self.output(status), Some(usage), Some(end), None);
+        let r = head.object(status, self.output(end), Some(usage), Some(end), None);
         let kind = match end {
             End::Completed => "response.completed",
             End::Incomplete(_) => "response.incomplete",
@@ -255,7 +256,7 @@ impl Events {
     /// The upstream failed: `response.failed` with the error's code and message.
     pub fn failed(&mut self, head: &Head, e: &UpstreamError, usage: Option<&Usage>, out: &mut Vec<u8>) {
         let error = json!({"code": error_code(e), "message": e.message});
-        let r = head.object("failed", self.output("incomplete"), usage, None, Some(error));
+        let r = head.object("failed", self.output(End::Incomplete("")), usage, None, Some(error));
         self.event(out, "response.failed", json!({ "response": r }));
     }
 }

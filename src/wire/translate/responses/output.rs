@@ -125,6 +125,15 @@ impl End {
         }
     }
 
+    /// The status of output item `i` of `n`: only the last one can have been cut.
+    pub fn item_status(self, i: usize, n: usize) -> &'static str {
+        if i + 1 == n {
+            self.status()
+        } else {
+            "completed"
+        }
+    }
+
     pub fn status(self) -> &'static str {
         match self {
             End::Completed => "completed",
