@@ -8,15 +8,12 @@ use serde_json::Value;
 use super::super::errors::UpstreamError;
 use super::super::{translate_answer, AnswerOptions, Format, TranslatedAnswer};
 use super::output::{seed, End, Head, Item};
-use super::tools::ToolNames;
 
-/// Translate a 200 answer of format `upstream` for a Responses client. `names`: from the
-/// translated request (`ResponsesRequest::names`).
+/// Translate a 200 answer of format `upstream` for a Responses client.
 pub fn answer_from(
     upstream: Format,
     body: &[u8],
     opts: &AnswerOptions,
-    names: &ToolNames,
 ) -> Result<TranslatedAnswer, UpstreamError> {
     let chat = translate_answer(upstream, Format::OpenAi, body, opts)?;
     let v: Value =
@@ -25,17 +22,13 @@ pub fn answer_from(
     let items = items(&choice["message"]);
     let end = End::from_finish(choice["finish_reason"].as_str());
     let seed = seed(opts.id_seed);
-    let head = Head::new(
-        &seed,
-        opts.created,
-        v["model"].as_str().unwrap_or_default(),
-    );
+    let head = Head::new(&seed, opts.created, v["model"].as_str().unwrap_or_default());
     let status = end.status();
     let n = items.len();
     let output = items
         .iter()
         .enumerate()
-        .map(|(i, it)| it.to_json(&it.id(&seed, i), end.item_status(i, n), names))
+        .map(|(i, it)| it.to_json(&it.id(&seed, i), end.item_status(i, n)))
         .collect();
     let usage = chat.usage.unwrap_or_default();
     let body = head.object(status, output, Some(&usage), Some(end), None);
@@ -48,14 +41,24 @@ pub fn answer_from(
 /// A Chat `message` as output items.
 fn items(msg: &Value) -> Vec<Item> {
     let mut out = Vec::new();
-    let text_of = |k: &str| msg[k].as_str().filter(|t| !t.is_empty()).map(str::to_string);
+    let text_of = |k: &str| {
+        msg[k]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    };
     if let Some(text) = text_of("reasoning_content") {
         out.push(Item::Reasoning { text });
     }
     if let Some(text) = text_of("content").or_else(|| text_of("refusal")) {
         out.push(Item::Message { text });
     }
-    for (n, c) in msg["tool_calls"].as_array().into_iter().flatten().enumerate() {
+    for (n, c) in msg["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let f = &c["function"];
         let call_id = match c["id"].as_str().filter(|s| !s.is_empty()) {
             Some(id) => id.to_string(),

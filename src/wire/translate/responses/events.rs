@@ -12,13 +12,12 @@ use super::super::errors::{ErrorKind, UpstreamError};
 use super::super::usage::Usage;
 use super::super::Format;
 use super::output::{summary_part, text_part, End, Head, Item, Kind};
-use super::tools::ToolNames;
+use super::tools::split;
 
 /// The output of one streamed answer and the events written for it.
 pub(super) struct Events {
     seq: u64,
     seed: String,
-    names: ToolNames,
     items: Vec<Item>,
     /// The item whose deltas are being written (every earlier one is closed).
     open: Option<usize>,
@@ -27,11 +26,10 @@ pub(super) struct Events {
 }
 
 impl Events {
-    pub fn new(seed: String, names: ToolNames) -> Self {
+    pub fn new(seed: String) -> Self {
         Events {
             seq: 0,
             seed,
-            names,
             items: Vec::new(),
             open: None,
             calls: Vec::new(),
@@ -77,7 +75,7 @@ impl Events {
         self.items.push(item);
         self.open = Some(i);
         let id = self.id(i);
-        let opening = self.items[i].opening(&id, &self.names);
+        let opening = self.items[i].opening(&id);
         self.event(
             out,
             "response.output_item.added",
@@ -156,7 +154,12 @@ impl Events {
 
     /// An argument fragment of tool call `k`; one for a call already closed (no known server
     /// interleaves calls) cannot be written in this grammar: an unreadable answer.
-    pub fn call_args(&mut self, k: usize, frag: &str, out: &mut Vec<u8>) -> Result<(), UpstreamError> {
+    pub fn call_args(
+        &mut self,
+        k: usize,
+        frag: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<(), UpstreamError> {
         let i = match self.calls.get(k) {
             Some(&i) if self.open == Some(i) => i,
             _ => {
@@ -214,7 +217,7 @@ impl Events {
                 );
             }
             Item::Call { name, args, .. } => {
-                let (_, name) = self.names.split(name);
+                let (_, name) = split(name);
                 let name = name.to_string();
                 self.event(
                     out,
@@ -223,7 +226,7 @@ impl Events {
                 );
             }
         }
-        let done = item.to_json(&id, status, &self.names);
+        let done = item.to_json(&id, status);
         self.event(
             out,
             "response.output_item.done",
@@ -236,7 +239,7 @@ impl Events {
         self.items
             .iter()
             .enumerate()
-            .map(|(i, it)| it.to_json(&it.id(&self.seed, i), end.item_status(i, n), &self.names))
+            .map(|(i, it)| it.to_json(&it.id(&self.seed, i), end.item_status(i, n)))
             .collect()
     }
 
@@ -254,9 +257,21 @@ impl Events {
     }
 
     /// The upstream failed: `response.failed` with the error's code and message.
-    pub fn failed(&mut self, head: &Head, e: &UpstreamError, usage: Option<&Usage>, out: &mut Vec<u8>) {
+    pub fn failed(
+        &mut self,
+        head: &Head,
+        e: &UpstreamError,
+        usage: Option<&Usage>,
+        out: &mut Vec<u8>,
+    ) {
         let error = json!({"code": error_code(e), "message": e.message});
-        let r = head.object("failed", self.output(End::Incomplete("")), usage, None, Some(error));
+        let r = head.object(
+            "failed",
+            self.output(End::Incomplete("")),
+            usage,
+            None,
+            Some(error),
+        );
         self.event(out, "response.failed", json!({ "response": r }));
     }
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::super::error::{Path, TranslateError};
 use super::request::string;
-use super::tools::ToolNames;
+use super::tools::Namespaced;
 
 /// The assistant message being assembled from neighbouring items.
 #[derive(Default)]
@@ -30,7 +30,7 @@ struct Convo<'a> {
 pub(super) fn read(
     input: &Value,
     join: bool,
-    names: &ToolNames,
+    names: &Namespaced,
     out: &mut Vec<Value>,
 ) -> Result<(), TranslateError> {
     let root = Path::ROOT;
@@ -57,7 +57,7 @@ pub(super) fn read(
 }
 
 impl Convo<'_> {
-    fn item(&mut self, item: &Value, p: Path, names: &ToolNames) -> Result<(), TranslateError> {
+    fn item(&mut self, item: &Value, p: Path, names: &Namespaced) -> Result<(), TranslateError> {
         if !item.is_object() {
             return Err(TranslateError::invalid(p, "must be an item object"));
         }
@@ -145,7 +145,12 @@ impl Convo<'_> {
                 }
                 texts.join("\n\n")
             }
-            _ => return Err(TranslateError::invalid(op, "must be a string or a list of parts")),
+            _ => {
+                return Err(TranslateError::invalid(
+                    op,
+                    "must be a string or a list of parts",
+                ))
+            }
         };
         self.out
             .push(json!({"role": "tool", "tool_call_id": id, "content": text}));
@@ -186,7 +191,7 @@ impl Convo<'_> {
 }
 
 /// `{type: function_call, call_id, name, namespace?, arguments}` as a Chat tool call.
-fn function_call(item: &Value, p: Path, names: &ToolNames) -> Result<Value, TranslateError> {
+fn function_call(item: &Value, p: Path, names: &Namespaced) -> Result<Value, TranslateError> {
     let id = string(&item["call_id"], p.key("call_id"))?;
     let name = string(&item["name"], p.key("name"))?;
     let name = names.upstream_name(item["namespace"].as_str(), name);

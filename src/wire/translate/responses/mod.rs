@@ -26,7 +26,7 @@ mod tests;
 pub use answer::answer_from;
 pub use request::request_to;
 pub use stream::ResponsesStream;
-pub use tools::ToolNames;
+pub use tools::{flatten, split, NAMESPACE_MARKER};
 
 /// A Responses request translated for an upstream, and what the answer's translation needs.
 #[derive(Debug, Clone)]
@@ -35,9 +35,6 @@ pub struct ResponsesRequest {
     pub body: Vec<u8>,
     /// The client asked for a stream (for Gemini: call `:streamGenerateContent?alt=sse`).
     pub stream: bool,
-    /// How flattened namespace tools map back to their names: pass to `answer_from` and
-    /// `ResponsesStream::new`.
-    pub names: ToolNames,
     /// What was dropped from the request because the upstream cannot run it (for example
     /// `tools[8] web_search`), for the request log.
     pub dropped: Vec<String>,

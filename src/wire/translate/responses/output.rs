@@ -7,14 +7,22 @@
 use serde_json::{json, Map, Value};
 
 use super::super::usage::Usage;
-use super::tools::ToolNames;
+use super::tools::split;
 
 /// One output item, as assembled from the upstream's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Item {
-    Message { text: String },
-    Reasoning { text: String },
-    Call { call_id: String, name: String, args: String },
+    Message {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    Call {
+        call_id: String,
+        name: String,
+        args: String,
+    },
 }
 
 /// Which kind of item.
@@ -46,7 +54,7 @@ impl Item {
 
     /// The item as `output` holds it. `done: false` is the opening state of a stream
     /// (`in_progress`, no content yet); `status` is the closing one.
-    pub fn to_json(&self, id: &str, status: &str, names: &ToolNames) -> Value {
+    pub fn to_json(&self, id: &str, status: &str) -> Value {
         match self {
             Item::Message { text } => json!({
                 "id": id, "type": "message", "status": status, "role": "assistant",
@@ -59,34 +67,25 @@ impl Item {
                 call_id,
                 name,
                 args,
-            } => call_json(id, status, call_id, name, args, names),
+            } => call_json(id, status, call_id, name, args),
         }
     }
 
     /// The item as `response.output_item.added` opens it: no content yet.
-    pub fn opening(&self, id: &str, names: &ToolNames) -> Value {
+    pub fn opening(&self, id: &str) -> Value {
         match self {
             Item::Message { .. } => json!({
                 "id": id, "type": "message", "status": "in_progress", "role": "assistant",
                 "content": [],
             }),
             Item::Reasoning { .. } => json!({"id": id, "type": "reasoning", "summary": []}),
-            Item::Call { call_id, name, .. } => {
-                call_json(id, "in_progress", call_id, name, "", names)
-            }
+            Item::Call { call_id, name, .. } => call_json(id, "in_progress", call_id, name, ""),
         }
     }
 }
 
-fn call_json(
-    id: &str,
-    status: &str,
-    call_id: &str,
-    name: &str,
-    args: &str,
-    names: &ToolNames,
-) -> Value {
-    let (namespace, name) = names.split(name);
+fn call_json(id: &str, status: &str, call_id: &str, name: &str, args: &str) -> Value {
+    let (namespace, name) = split(name);
     let mut m = Map::new();
     m.insert("id".into(), id.into());
     m.insert("type".into(), "function_call".into());

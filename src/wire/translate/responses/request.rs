@@ -60,18 +60,21 @@ fn to_chat(
     opts: &RequestOptions,
 ) -> Result<(Map<String, Value>, ResponsesRequest), TranslateError> {
     let Value::Object(map) = v else {
-        return Err(TranslateError::invalid("", "request body must be a JSON object"));
+        return Err(TranslateError::invalid(
+            "",
+            "request body must be a JSON object",
+        ));
     };
     let mut out = ResponsesRequest {
         body: Vec::new(),
         stream: false,
-        names: Default::default(),
         dropped: Vec::new(),
     };
     let mut chat = Map::new();
     chat.insert("model".into(), opts.model.into());
     let mut system: Option<String> = None;
     let mut input = None;
+    let mut namespaced = tools::Namespaced::default();
     for (k, v) in &map {
         if v.is_null() || DROPPED.contains(&k.as_str()) {
             continue;
@@ -87,7 +90,7 @@ fn to_chat(
                 if !t.chat.is_empty() {
                     chat.insert("tools".into(), Value::Array(t.chat));
                 }
-                out.names = t.names;
+                namespaced = t.namespaced;
                 out.dropped.extend(t.dropped);
             }
             "tool_choice" => {
@@ -148,7 +151,7 @@ fn to_chat(
     if let Some(s) = system {
         messages.push(json!({"role": "system", "content": s}));
     }
-    super::items::read(input, opts.join_text_parts, &out.names, &mut messages)?;
+    super::items::read(input, opts.join_text_parts, &namespaced, &mut messages)?;
     chat.insert("messages".into(), Value::Array(messages));
     if out.stream {
         chat.insert("stream".into(), true.into());

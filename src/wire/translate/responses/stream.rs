@@ -13,7 +13,6 @@ use super::super::usage::Usage;
 use super::super::{Format, Step, StreamTranslator};
 use super::events::Events;
 use super::output::{seed, End, Head};
-use super::tools::ToolNames;
 
 /// One upstream stream translated for one Responses client.
 pub struct ResponsesStream {
@@ -28,12 +27,12 @@ pub struct ResponsesStream {
 }
 
 impl ResponsesStream {
-    /// `upstream`: the upstream's format; `names`: from the translated request.
-    pub fn new(upstream: Format, opts: &AnswerOptions, names: ToolNames) -> Self {
+    /// `upstream`: the upstream's format.
+    pub fn new(upstream: Format, opts: &AnswerOptions) -> Self {
         let seed = seed(opts.id_seed);
         ResponsesStream {
             inner: StreamTranslator::new(upstream, Format::OpenAi, opts, true),
-            events: Events::new(seed.clone(), names),
+            events: Events::new(seed.clone()),
             seed,
             created: opts.created,
             head: None,
@@ -105,7 +104,8 @@ impl ResponsesStream {
         }
         if let Some(e) = &step.error {
             let head = self.head("", out);
-            self.events.failed(&head, e, self.inner.usage().as_ref(), out);
+            self.events
+                .failed(&head, e, self.inner.usage().as_ref(), out);
             step.terminal = true;
         } else if step.terminal {
             let head = self.head("", out);

@@ -1,6 +1,6 @@
 //! Responses `tools` and `tool_choice` as Chat Completions function tools: `function` tools
-//! mapped, `namespace` tools flattened (`<namespace>__<name>`, mapped back in the answer by
-//! `ToolNames`), `web_search` dropped (the model answers without it), other built-in tools
+//! mapped, `namespace` tools flattened (`<namespace>__ns__<name>`, split back in the answer
+//! by `split`), `web_search` dropped (the model answers without it), other built-in tools
 //! refused with their path and type.
 
 use serde_json::{json, Map, Value};
@@ -8,51 +8,43 @@ use serde_json::{json, Map, Value};
 use super::super::error::{Path, TranslateError};
 use super::super::Format;
 
-/// Joins a namespace and the name of one of its tools in the flattened function name.
-pub const NAMESPACE_SEPARATOR: &str = "__";
+/// Joins a namespace and the name of one of its tools in the flattened function name
+/// (`multi_agent_v1__ns__spawn_agent`). Distinct from the `__` of MCP tool names
+/// (`mcp__server__tool`), and refused in a plain function's name, so a called name splits
+/// back without state.
+pub const NAMESPACE_MARKER: &str = "__ns__";
 
-/// The flattened names of one request's namespace tools, to map calls back to
-/// `{namespace, name}`. Empty when the request has no namespace tools.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolNames {
-    /// (flattened name, namespace, name in the namespace)
-    flat: Vec<(String, String, String)>,
+/// The name a namespace's tool has upstream.
+pub fn flatten(namespace: &str, name: &str) -> String {
+    format!("{namespace}{NAMESPACE_MARKER}{name}")
 }
 
-impl ToolNames {
-    /// The name a namespace's tool has in the upstream request.
-    pub fn flatten(namespace: &str, name: &str) -> String {
-        format!("{namespace}{NAMESPACE_SEPARATOR}{name}")
+/// A called name as the client knows it: `(namespace, name)`; a name that is not a
+/// flattened namespace tool is returned as it is.
+pub fn split(called: &str) -> (Option<&str>, &str) {
+    match called.split_once(NAMESPACE_MARKER) {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => (Some(ns), name),
+        _ => (None, called),
     }
+}
 
-    /// A called name as the client knows it: `(namespace, name)`; a name that is not a
-    /// flattened namespace tool of this request is returned as it is.
-    pub fn split<'a>(&'a self, called: &'a str) -> (Option<&'a str>, &'a str) {
-        match self.flat.iter().find(|(f, _, _)| f == called) {
-            Some((_, ns, name)) => (Some(ns.as_str()), name.as_str()),
-            None => (None, called),
-        }
-    }
+/// The (namespace, name) of each namespace tool of one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Namespaced(Vec<(String, String)>);
 
+impl Namespaced {
     /// The upstream name of a call in the client's history: `namespace` given, or else the
     /// one namespace tool of this request with that name (a client that does not keep the
     /// namespace of a call), or the name as it is.
     pub fn upstream_name(&self, namespace: Option<&str>, name: &str) -> String {
         if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
-            return Self::flatten(ns, name);
+            return flatten(ns, name);
         }
-        let mut hits = self.flat.iter().filter(|(_, _, n)| n == name);
+        let mut hits = self.0.iter().filter(|(_, n)| n == name);
         match (hits.next(), hits.next()) {
-            (Some((flat, _, _)), None) => flat.clone(),
+            (Some((ns, n)), None) => flatten(ns, n),
             _ => name.to_string(),
         }
-    }
-
-    fn add(&mut self, namespace: &str, name: &str) -> String {
-        let flat = Self::flatten(namespace, name);
-        self.flat
-            .push((flat.clone(), namespace.to_string(), name.to_string()));
-        flat
     }
 }
 
@@ -60,7 +52,7 @@ impl ToolNames {
 #[derive(Debug, Default)]
 pub(super) struct Tools {
     pub chat: Vec<Value>,
-    pub names: ToolNames,
+    pub namespaced: Namespaced,
     pub dropped: Vec<String>,
 }
 
@@ -79,7 +71,7 @@ pub(super) fn read(v: &Value, p: Path) -> Result<Tools, TranslateError> {
         let p = p.idx(i);
         let kind = t["type"].as_str().unwrap_or("");
         match kind {
-            "function" => out.chat.push(function(t, p, None, &mut out.names)?),
+            "function" => out.chat.push(function(t, p, None)?),
             "namespace" => namespace(t, p, &mut out)?,
             k if droppable(k) => out.dropped.push(format!("{p} {k}")),
             "" => return Err(TranslateError::invalid(p.key("type"), "is required")),
@@ -102,18 +94,22 @@ fn builtin(p: Path, kind: &str) -> TranslateError {
 }
 
 /// One `{type: function, name, description, parameters, strict}` as a Chat tool.
-fn function(
-    t: &Value,
-    p: Path,
-    namespace: Option<&str>,
-    names: &mut ToolNames,
-) -> Result<Value, TranslateError> {
+fn function(t: &Value, p: Path, namespace: Option<&str>) -> Result<Value, TranslateError> {
     let name = t["name"]
         .as_str()
         .filter(|n| !n.is_empty())
         .ok_or_else(|| TranslateError::invalid(p.key("name"), "must be a non-empty string"))?;
+    if name.contains(NAMESPACE_MARKER) {
+        return Err(TranslateError::unsupported(
+            p.key("name"),
+            format!(
+                "contains `{NAMESPACE_MARKER}`, which marks a namespace's tools in a translated \
+                 request; rename the tool"
+            ),
+        ));
+    }
     let name = match namespace {
-        Some(ns) => names.add(ns, name),
+        Some(ns) => flatten(ns, name),
         None => name.to_string(),
     };
     let mut f = Map::new();
@@ -153,8 +149,11 @@ fn namespace(t: &Value, p: Path, out: &mut Tools) -> Result<(), TranslateError> 
         let fp = tp.idx(j);
         match f["type"].as_str().unwrap_or("function") {
             "function" => {
-                let tool = function(f, fp, Some(ns), &mut out.names)?;
+                let tool = function(f, fp, Some(ns))?;
                 out.chat.push(tool);
+                if let Some(n) = f["name"].as_str() {
+                    out.namespaced.0.push((ns.to_string(), n.to_string()));
+                }
             }
             k if droppable(k) => out.dropped.push(format!("{fp} {k}")),
             k => return Err(builtin(fp, k)),

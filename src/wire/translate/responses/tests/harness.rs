@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::super::super::{AnswerOptions, Format, Step};
-use super::super::{ResponsesStream, ToolNames};
+use super::super::ResponsesStream;
 
 pub const OPTS: AnswerOptions<'static> = AnswerOptions {
     created: 1_700_000_000,
@@ -25,7 +25,10 @@ fn fixtures_dir() -> PathBuf {
             return d;
         }
     }
-    panic!("shared/fixtures/clients not found beside {}", root.display());
+    panic!(
+        "shared/fixtures/clients not found beside {}",
+        root.display()
+    );
 }
 
 /// Every Codex Responses request fixture with a body: (file name, body).
@@ -130,7 +133,10 @@ impl Ans {
                    "model": "up-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
             .to_string()
         };
-        let mut ev = vec![head(json!({"role": "assistant", "content": ""}), Value::Null)];
+        let mut ev = vec![head(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
         for p in self.reasoning.iter().flat_map(|r| pieces(r, cuts)) {
             ev.push(head(json!({"reasoning_content": p}), Value::Null));
         }
@@ -142,7 +148,10 @@ impl Ans {
                                "function": {"name": n, "arguments": ""}}]});
             ev.push(head(start, Value::Null));
             for p in pieces(a, cuts) {
-                ev.push(head(json!({"tool_calls": [{"index": k, "function": {"arguments": p}}]}), Value::Null));
+                ev.push(head(
+                    json!({"tool_calls": [{"index": k, "function": {"arguments": p}}]}),
+                    Value::Null,
+                ));
             }
         }
         ev.push(head(json!({}), self.finish().into()));
@@ -160,9 +169,11 @@ impl Ans {
     /// Anthropic stream events, each text cut at `cuts`.
     pub fn anthropic_stream(&self, cuts: &[usize]) -> Vec<(Option<String>, String)> {
         let (i, c, o) = self.usage;
-        let mut ev = vec![json!({"type": "message_start", "message": {"id": "msg_up", "type": "message",
+        let mut ev = vec![
+            json!({"type": "message_start", "message": {"id": "msg_up", "type": "message",
             "role": "assistant", "model": "up-model", "content": [], "stop_reason": null,
-            "usage": {"input_tokens": i - c, "cache_read_input_tokens": c, "output_tokens": 1}}})];
+            "usage": {"input_tokens": i - c, "cache_read_input_tokens": c, "output_tokens": 1}}}),
+        ];
         ev.push(json!({"type": "ping"}));
         let mut idx = 0;
         let mut block = |ev: &mut Vec<Value>, start: Value, deltas: Vec<Value>| {
@@ -179,7 +190,11 @@ impl Ans {
                 .map(|p| json!({"type": "thinking_delta", "thinking": p}))
                 .collect();
             d.push(json!({"type": "signature_delta", "signature": "sig"}));
-            block(&mut ev, json!({"type": "thinking", "thinking": "", "signature": ""}), d);
+            block(
+                &mut ev,
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                d,
+            );
         }
         if let Some(t) = &self.text {
             let d = pieces(t, cuts)
@@ -193,10 +208,16 @@ impl Ans {
                 .into_iter()
                 .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
                 .collect();
-            block(&mut ev, json!({"type": "tool_use", "id": id, "name": n, "input": {}}), d);
+            block(
+                &mut ev,
+                json!({"type": "tool_use", "id": id, "name": n, "input": {}}),
+                d,
+            );
         }
-        ev.push(json!({"type": "message_delta", "delta": {"stop_reason": self.stop_reason(),
-            "stop_sequence": null}, "usage": {"output_tokens": o}}));
+        ev.push(
+            json!({"type": "message_delta", "delta": {"stop_reason": self.stop_reason(),
+            "stop_sequence": null}, "usage": {"output_tokens": o}}),
+        );
         ev.push(json!({"type": "message_stop"}));
         ev.into_iter()
             .map(|v| (v["type"].as_str().map(str::to_string), v.to_string()))
@@ -224,12 +245,8 @@ pub fn pieces(s: &str, cuts: &[usize]) -> Vec<String> {
 }
 
 /// Run a stream through `ResponsesStream`; the output and every step.
-pub fn run(
-    upstream: Format,
-    events: &[(Option<String>, String)],
-    names: &ToolNames,
-) -> (String, Vec<Step>) {
-    let mut t = ResponsesStream::new(upstream, &OPTS, names.clone());
+pub fn run(upstream: Format, events: &[(Option<String>, String)]) -> (String, Vec<Step>) {
+    let mut t = ResponsesStream::new(upstream, &OPTS);
     let mut out = Vec::new();
     let mut steps = Vec::new();
     for (name, data) in events {
@@ -310,14 +327,22 @@ pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
                     ("summary", v["summary_index"].as_u64())
                 };
                 let part = &mut output[o][list][at.expect("part index") as usize];
-                let t = format!("{}{}", part["text"].as_str().expect("text"), v["delta"].as_str().expect("delta"));
+                let t = format!(
+                    "{}{}",
+                    part["text"].as_str().expect("text"),
+                    v["delta"].as_str().expect("delta")
+                );
                 part["text"] = t.into();
             }
             "response.function_call_arguments.delta" => {
                 assert_eq!(oi, open);
                 assert_eq!(v["item_id"], item_id(&output));
                 let o = oi.expect("index");
-                let a = format!("{}{}", output[o]["arguments"].as_str().expect("args"), v["delta"].as_str().expect("delta"));
+                let a = format!(
+                    "{}{}",
+                    output[o]["arguments"].as_str().expect("args"),
+                    v["delta"].as_str().expect("delta")
+                );
                 output[o]["arguments"] = a.into();
             }
             "response.output_text.done"
@@ -347,7 +372,10 @@ pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
     }
     let (name, v) = &evs[last];
     assert!(
-        matches!(name.as_str(), "response.completed" | "response.incomplete" | "response.failed"),
+        matches!(
+            name.as_str(),
+            "response.completed" | "response.incomplete" | "response.failed"
+        ),
         "last event {name}"
     );
     (output, v["response"].clone())

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::super::super::{Format, RequestOptions};
-use super::super::{answer_from, request_to, ResponsesStream, ToolNames};
+use super::super::{answer_from, request_to, ResponsesStream};
 use super::harness::{accumulate, events, run, Ans, OPTS};
 use crate::wire::sse::Framer;
 
@@ -55,8 +55,7 @@ fn whole(a: &Ans, f: Format) -> Value {
         Format::Anthropic => a.anthropic(),
         _ => a.chat(),
     };
-    let t = answer_from(f, body.to_string().as_bytes(), &OPTS, &ToolNames::default())
-        .expect("a valid answer translates");
+    let t = answer_from(f, body.to_string().as_bytes(), &OPTS).expect("a valid answer translates");
     serde_json::from_slice(&t.body).expect("JSON")
 }
 
@@ -79,17 +78,25 @@ fn framed(bytes: &[u8], cuts: &[usize], f: Format) -> Vec<u8> {
     at.push(bytes.len());
     at.sort_unstable();
     let mut fr = Framer::new(false);
-    let mut t = ResponsesStream::new(f, &OPTS, ToolNames::default());
+    let mut t = ResponsesStream::new(f, &OPTS);
     let mut out = Vec::new();
     for w in at.windows(2) {
         fr.push(&bytes[w[0]..w[1]]);
         while let Some(ev) = fr.next_event() {
-            t.feed(ev.name.as_deref(), ev.data.as_deref().unwrap_or(""), &mut out);
+            t.feed(
+                ev.name.as_deref(),
+                ev.data.as_deref().unwrap_or(""),
+                &mut out,
+            );
         }
     }
     fr.finish();
     while let Some(ev) = fr.next_event() {
-        t.feed(ev.name.as_deref(), ev.data.as_deref().unwrap_or(""), &mut out);
+        t.feed(
+            ev.name.as_deref(),
+            ev.data.as_deref().unwrap_or(""),
+            &mut out,
+        );
     }
     t.finish(&mut out);
     out
@@ -97,18 +104,78 @@ fn framed(bytes: &[u8], cuts: &[usize], f: Format) -> Vec<u8> {
 
 /// Keys and strings Responses requests and upstream answers use.
 const KEYS: &[&str] = &[
-    "input", "instructions", "type", "role", "content", "text", "tools", "name", "namespace",
-    "parameters", "call_id", "arguments", "output", "summary", "tool_choice", "image_url",
-    "file_data", "file_id", "format", "schema", "reasoning", "effort", "stream", "store",
-    "max_output_tokens", "choices", "delta", "message", "tool_calls", "function", "index", "id",
-    "finish_reason", "usage", "error", "content_block", "partial_json", "stop_reason",
+    "input",
+    "instructions",
+    "type",
+    "role",
+    "content",
+    "text",
+    "tools",
+    "name",
+    "namespace",
+    "parameters",
+    "call_id",
+    "arguments",
+    "output",
+    "summary",
+    "tool_choice",
+    "image_url",
+    "file_data",
+    "file_id",
+    "format",
+    "schema",
+    "reasoning",
+    "effort",
+    "stream",
+    "store",
+    "max_output_tokens",
+    "choices",
+    "delta",
+    "message",
+    "tool_calls",
+    "function",
+    "index",
+    "id",
+    "finish_reason",
+    "usage",
+    "error",
+    "content_block",
+    "partial_json",
+    "stop_reason",
 ];
 const STRINGS: &[&str] = &[
-    "message", "function_call", "function_call_output", "reasoning", "item_reference", "user",
-    "assistant", "developer", "system", "input_text", "output_text", "input_image", "input_file",
-    "function", "namespace", "web_search", "file_search", "auto", "required", "json_schema",
-    "message_start", "content_block_start", "content_block_delta", "message_delta",
-    "message_stop", "text_delta", "input_json_delta", "tool_use", "stop", "length", "[DONE]", "",
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "item_reference",
+    "user",
+    "assistant",
+    "developer",
+    "system",
+    "input_text",
+    "output_text",
+    "input_image",
+    "input_file",
+    "function",
+    "namespace",
+    "web_search",
+    "file_search",
+    "auto",
+    "required",
+    "json_schema",
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "message_delta",
+    "message_stop",
+    "text_delta",
+    "input_json_delta",
+    "tool_use",
+    "stop",
+    "length",
+    "[DONE]",
+    "",
 ];
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -123,7 +190,11 @@ fn json_value() -> impl Strategy<Value = Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
             prop::collection::vec((prop::sample::select(KEYS), inner), 0..6).prop_map(|kv| {
-                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<Map<_, _>>())
+                Value::Object(
+                    kv.into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect::<Map<_, _>>(),
+                )
             }),
         ]
     })
@@ -133,10 +204,15 @@ fn json_value() -> impl Strategy<Value = Value> {
 fn request_body() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         json_value().prop_map(|v| v.to_string().into_bytes()),
-        (prop::collection::vec(json_value(), 0..4), prop::collection::vec(json_value(), 0..3))
-            .prop_map(|(items, tools)| json!({"model": "m", "input": items, "tools": tools})
-                .to_string()
-                .into_bytes()),
+        (
+            prop::collection::vec(json_value(), 0..4),
+            prop::collection::vec(json_value(), 0..3)
+        )
+            .prop_map(|(items, tools)| {
+                json!({"model": "m", "input": items, "tools": tools})
+                    .to_string()
+                    .into_bytes()
+            }),
         prop::collection::vec(any::<u8>(), 0..24),
     ]
 }
@@ -152,7 +228,7 @@ proptest! {
         cuts in prop::collection::vec(0usize..40, 0..5),
     ) {
         for f in [Format::OpenAi, Format::Anthropic] {
-            let (out, steps) = run(f, &upstream_events(&a, f, &cuts), &ToolNames::default());
+            let (out, steps) = run(f, &upstream_events(&a, f, &cuts));
             let evs = events(&out);
             let (output, response) = accumulate(&evs);
             let expect = whole(&a, f);
@@ -191,7 +267,7 @@ proptest! {
             if let Ok(r) = request_to(f, &b, &RequestOptions::new("m")) {
                 prop_assert!(serde_json::from_slice::<Value>(&r.body).is_ok());
             }
-            if let Ok(a) = answer_from(f, &b, &OPTS, &ToolNames::default()) {
+            if let Ok(a) = answer_from(f, &b, &OPTS) {
                 prop_assert!(serde_json::from_slice::<Value>(&a.body).is_ok());
             }
         }
@@ -217,7 +293,7 @@ proptest! {
         ],
     ) {
         for f in ALL {
-            let mut t = ResponsesStream::new(f, &OPTS, ToolNames::default());
+            let mut t = ResponsesStream::new(f, &OPTS);
             let mut out = Vec::new();
             let mut closed = false;
             for (name, data) in &evs {

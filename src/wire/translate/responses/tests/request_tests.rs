@@ -5,12 +5,19 @@
 use serde_json::{json, Value};
 
 use super::super::super::{Format, MaxTokensField, RequestOptions, TranslateErrorKind};
-use super::super::{request_to, ResponsesRequest, ToolNames};
+use super::super::{request_to, split, ResponsesRequest};
 use super::harness::codex_fixtures;
 use super::validate;
 
-fn to(upstream: Format, body: Value) -> Result<ResponsesRequest, super::super::super::TranslateError> {
-    request_to(upstream, body.to_string().as_bytes(), &RequestOptions::new("up-model"))
+fn to(
+    upstream: Format,
+    body: Value,
+) -> Result<ResponsesRequest, super::super::super::TranslateError> {
+    request_to(
+        upstream,
+        body.to_string().as_bytes(),
+        &RequestOptions::new("up-model"),
+    )
 }
 
 fn chat(body: Value) -> Value {
@@ -44,7 +51,12 @@ fn a_string_input_with_instructions_and_sampling() {
         max_tokens_field: MaxTokensField::MaxTokens,
         ..RequestOptions::new("m")
     };
-    let r = request_to(Format::OpenAi, br#"{"input":"x","max_output_tokens":7}"#, &opts).unwrap();
+    let r = request_to(
+        Format::OpenAi,
+        br#"{"input":"x","max_output_tokens":7}"#,
+        &opts,
+    )
+    .unwrap();
     let c: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(c["max_tokens"], 7);
     assert!(c.get("max_completion_tokens").is_none());
@@ -120,13 +132,21 @@ fn items_become_anthropic_messages_through_chat() {
     assert_eq!(msgs[0]["role"], "user");
     assert_eq!(msgs[0]["content"][1]["type"], "image");
     assert_eq!(msgs[1]["role"], "assistant");
-    let tool_use = msgs[1]["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").unwrap();
+    let tool_use = msgs[1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .unwrap();
     assert_eq!(tool_use["id"], "call_1");
     assert_eq!(tool_use["input"], json!({"cmd": "ls"}));
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "call_1");
     assert_eq!(m["tools"][0]["name"], "exec_command");
-    assert_eq!(m["tool_choice"], json!({"type": "auto", "disable_parallel_tool_use": true}));
+    assert_eq!(
+        m["tool_choice"],
+        json!({"type": "auto", "disable_parallel_tool_use": true})
+    );
     validate::anthropic(&m).unwrap();
 }
 
@@ -157,31 +177,91 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
     });
     let r = to(Format::OpenAi, body).unwrap();
     let c: Value = serde_json::from_slice(&r.body).unwrap();
-    let names: Vec<&str> = c["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["multi_agent_v1__spawn_agent", "multi_agent_v1__wait_agent"]);
-    assert_eq!(c["tools"][1]["function"]["parameters"], json!({"type": "object", "properties": {}}));
-    assert_eq!(c["messages"][0]["tool_calls"][0]["function"]["name"], "multi_agent_v1__spawn_agent");
+    let names: Vec<&str> = c["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "multi_agent_v1__ns__spawn_agent",
+            "multi_agent_v1__ns__wait_agent"
+        ]
+    );
+    assert_eq!(
+        c["tools"][1]["function"]["parameters"],
+        json!({"type": "object", "properties": {}})
+    );
+    assert_eq!(
+        c["messages"][0]["tool_calls"][0]["function"]["name"],
+        "multi_agent_v1__ns__spawn_agent"
+    );
     assert_eq!(r.dropped, ["tools[1] web_search"]);
-    assert_eq!(r.names.split("multi_agent_v1__wait_agent"), (Some("multi_agent_v1"), "wait_agent"));
-    assert_eq!(r.names.split("exec_command"), (None, "exec_command"));
+    assert_eq!(
+        split("multi_agent_v1__ns__wait_agent"),
+        (Some("multi_agent_v1"), "wait_agent")
+    );
+    assert_eq!(
+        split("mcp__server__tool"),
+        (None, "mcp__server__tool"),
+        "MCP names stay whole"
+    );
+    assert_eq!(split("__ns__x"), (None, "__ns__x"));
     // A history call without its namespace is matched to the one namespace tool of that name.
-    assert_eq!(r.names.upstream_name(None, "wait_agent"), "multi_agent_v1__wait_agent");
-    assert_eq!(ToolNames::default().upstream_name(None, "wait_agent"), "wait_agent");
+    let c = chat(
+        json!({"input": [{"type": "function_call", "call_id": "c1", "name": "wait_agent", "arguments": "{}"},
+                                  {"type": "function_call", "call_id": "c2", "name": "other", "arguments": "{}"},
+                                  {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+                                  {"type": "function_call_output", "call_id": "c2", "output": "ok"}],
+                        "tools": [{"type": "namespace", "name": "multi_agent_v1",
+                                   "tools": [{"type": "function", "name": "wait_agent"}]}]}),
+    );
+    let calls = &c["messages"][0]["tool_calls"];
+    assert_eq!(
+        calls[0]["function"]["name"],
+        "multi_agent_v1__ns__wait_agent"
+    );
+    assert_eq!(calls[1]["function"]["name"], "other");
+    let e = to(
+        Format::OpenAi,
+        json!({"input": "x", "tools": [{"type": "function", "name": "a__ns__b"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "tools[0].name");
 }
 
 #[test]
 fn built_in_tools_other_than_web_search_are_refused_by_name() {
-    for kind in ["file_search", "code_interpreter", "computer_use_preview", "image_generation", "mcp", "local_shell"] {
-        let e = to(Format::OpenAi, json!({"input": "x", "tools": [
-            {"type": "function", "name": "f"}, {"type": kind}]}))
+    for kind in [
+        "file_search",
+        "code_interpreter",
+        "computer_use_preview",
+        "image_generation",
+        "mcp",
+        "local_shell",
+    ] {
+        let e = to(
+            Format::OpenAi,
+            json!({"input": "x", "tools": [
+            {"type": "function", "name": "f"}, {"type": kind}]}),
+        )
         .unwrap_err();
         assert_eq!(e.field, "tools[1]", "{kind}");
         assert_eq!(e.kind, TranslateErrorKind::Unsupported);
         assert!(e.reason.contains(&format!("`{kind}`")), "{e}");
     }
-    let e = to(Format::Anthropic, json!({"input": "x", "tools": [{"type": "web_search"}],
-        "tool_choice": {"type": "web_search"}})).unwrap_err();
-    assert_eq!(e.field, "tool_choice", "a forced web search cannot be dropped: {e}");
+    let e = to(
+        Format::Anthropic,
+        json!({"input": "x", "tools": [{"type": "web_search"}],
+        "tool_choice": {"type": "web_search"}}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.field, "tool_choice",
+        "a forced web search cannot be dropped: {e}"
+    );
 }
 
 #[test]
@@ -199,11 +279,19 @@ fn state_at_the_upstream_needs_a_native_channel() {
         assert_eq!(e.field, k);
         assert!(e.reason.contains("natively"), "{e}");
     }
-    let e = to(Format::OpenAi, json!({"input": [{"type": "item_reference", "id": "msg_1"}]})).unwrap_err();
+    let e = to(
+        Format::OpenAi,
+        json!({"input": [{"type": "item_reference", "id": "msg_1"}]}),
+    )
+    .unwrap_err();
     assert_eq!(e.field, "input[0]");
     assert!(e.reason.contains("natively"), "{e}");
-    let e = to(Format::OpenAi, json!({"input": [{"role": "user", "content": [
-        {"type": "input_image", "file_id": "file_1"}]}]})).unwrap_err();
+    let e = to(
+        Format::OpenAi,
+        json!({"input": [{"role": "user", "content": [
+        {"type": "input_image", "file_id": "file_1"}]}]}),
+    )
+    .unwrap_err();
     assert_eq!(e.field, "input[0].content[0].file_id");
 }
 
@@ -212,8 +300,15 @@ fn unknown_fields_and_bad_shapes_are_named() {
     let e = to(Format::OpenAi, json!({"input": "x", "frobnicate": 1})).unwrap_err();
     assert_eq!(e.field, "frobnicate");
     let e = to(Format::OpenAi, json!({"instructions": "x"})).unwrap_err();
-    assert_eq!((e.field.as_str(), e.kind), ("input", TranslateErrorKind::Invalid));
-    let e = to(Format::OpenAi, json!({"input": [{"type": "function_call", "name": "f"}]})).unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.kind),
+        ("input", TranslateErrorKind::Invalid)
+    );
+    let e = to(
+        Format::OpenAi,
+        json!({"input": [{"type": "function_call", "name": "f"}]}),
+    )
+    .unwrap_err();
     assert_eq!(e.field, "input[0].call_id");
     let e = request_to(Format::OpenAi, b"{", &RequestOptions::new("m")).unwrap_err();
     assert_eq!(e.kind, TranslateErrorKind::Invalid);
@@ -222,7 +317,10 @@ fn unknown_fields_and_bad_shapes_are_named() {
 #[test]
 fn a_refusal_of_the_chat_step_says_where_it_came_from() {
     let e = to(Format::Anthropic, json!({"input": "x", "temperature": 1.5})).unwrap_err();
-    assert!(e.reason.contains("Anthropic Messages") && e.reason.contains("temperature"), "{e}");
+    assert!(
+        e.reason.contains("Anthropic Messages") && e.reason.contains("temperature"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -233,7 +331,12 @@ fn tool_outputs_with_images_follow_as_a_user_message() {
             {"type": "input_text", "text": "here"},
             {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
         {"role": "user", "content": "what is it?"}]}));
-    let roles: Vec<&str> = c["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = c["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, ["assistant", "tool", "user", "user"]);
     assert_eq!(c["messages"][1]["content"], "here");
     assert_eq!(c["messages"][2]["content"][0]["type"], "image_url");
@@ -248,7 +351,12 @@ fn every_codex_fixture_translates_for_every_upstream() {
             let r = request_to(upstream, bytes.as_bytes(), &RequestOptions::new("up-model"))
                 .unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}"));
             assert!(r.stream, "{name}");
-            assert_eq!(r.dropped.len(), 1, "{name}: web_search dropped: {:?}", r.dropped);
+            assert_eq!(
+                r.dropped.len(),
+                1,
+                "{name}: web_search dropped: {:?}",
+                r.dropped
+            );
             assert!(r.dropped[0].ends_with("web_search"), "{:?}", r.dropped);
             let out: Value = serde_json::from_slice(&r.body).unwrap();
             let checked = match upstream {
@@ -259,7 +367,11 @@ fn every_codex_fixture_translates_for_every_upstream() {
             checked.unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}\n{out}"));
             if upstream == Format::OpenAi {
                 // 7 function tools + 5 in the namespace; the web search is dropped.
-                assert_eq!(out["tools"].as_array().unwrap().len(), tools_in - 2 + 5, "{name}");
+                assert_eq!(
+                    out["tools"].as_array().unwrap().len(),
+                    tools_in - 2 + 5,
+                    "{name}"
+                );
                 assert_eq!(out["prompt_cache_key"], body["prompt_cache_key"], "{name}");
                 assert_eq!(out["messages"][0]["role"], "system", "{name}");
             }
@@ -276,13 +388,24 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
     let c = chat(body.clone());
     let msgs = c["messages"].as_array().unwrap();
     let n = msgs.len();
-    assert_eq!(msgs[n - 2]["tool_calls"][0]["id"], "call_4a4b4de3918042a2860c");
-    assert_eq!(msgs[n - 2]["tool_calls"][0]["function"]["name"], "exec_command");
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["id"],
+        "call_4a4b4de3918042a2860c"
+    );
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["function"]["name"],
+        "exec_command"
+    );
     assert_eq!(msgs[n - 1]["role"], "tool");
-    assert!(msgs[n - 1]["content"].as_str().unwrap().contains("tool-ok-42"));
+    assert!(msgs[n - 1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("tool-ok-42"));
     let m = messages(body);
     let last = m["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
-    assert_eq!(last["content"][0]["tool_use_id"], "call_4a4b4de3918042a2860c");
+    assert_eq!(
+        last["content"][0]["tool_use_id"],
+        "call_4a4b4de3918042a2860c"
+    );
 }
-

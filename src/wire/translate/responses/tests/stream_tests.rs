@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::super::super::Format;
-use super::super::{answer_from, ToolNames};
+use super::super::answer_from;
 use super::harness::{accumulate, events, run, Ans, OPTS};
 
 fn text_only() -> Ans {
@@ -24,7 +24,7 @@ fn names(evs: &[(String, Value)]) -> Vec<&str> {
 
 #[test]
 fn a_text_answer_is_the_documented_event_sequence() {
-    let (out, steps) = run(Format::OpenAi, &text_only().chat_stream(&[5]), &ToolNames::default());
+    let (out, steps) = run(Format::OpenAi, &text_only().chat_stream(&[5]));
     let evs = events(&out);
     assert_eq!(
         names(&evs),
@@ -52,7 +52,10 @@ fn a_text_answer_is_the_documented_event_sequence() {
     // The role chunk is preamble; the first delta is the commit point; [DONE] is terminal.
     assert!(!steps[0].content && !steps[0].terminal);
     assert!(steps[1].content);
-    assert!(steps.iter().rev().nth(1).is_some_and(|s| s.terminal), "{steps:?}");
+    assert!(
+        steps.iter().rev().nth(1).is_some_and(|s| s.terminal),
+        "{steps:?}"
+    );
     let (output, response) = accumulate(&evs);
     assert_eq!(output, response["output"].as_array().unwrap().clone());
 }
@@ -62,15 +65,27 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
     let a = Ans {
         reasoning: Some("hmm".into()),
         text: None,
-        calls: vec![("toolu_1".into(), "exec_command".into(), r#"{"cmd":"echo tool-ok"}"#.into())],
+        calls: vec![(
+            "toolu_1".into(),
+            "exec_command".into(),
+            r#"{"cmd":"echo tool-ok"}"#.into(),
+        )],
         max_tokens: false,
         usage: (50, 40, 9),
     };
-    let (out, steps) = run(Format::Anthropic, &a.anthropic_stream(&[3, 8]), &ToolNames::default());
+    let (out, steps) = run(Format::Anthropic, &a.anthropic_stream(&[3, 8]));
     let evs = events(&out);
     let n = names(&evs);
-    assert_eq!(&n[..5], ["response.created", "response.in_progress", "response.output_item.added",
-        "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta"]);
+    assert_eq!(
+        &n[..5],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta"
+        ]
+    );
     assert!(n.contains(&"response.function_call_arguments.delta"));
     assert!(n.contains(&"response.function_call_arguments.done"));
     assert_eq!(*n.last().unwrap(), "response.completed");
@@ -79,11 +94,19 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
     assert_eq!(output[1]["call_id"], "toolu_1");
     assert_eq!(output[1]["arguments"], r#"{"cmd":"echo tool-ok"}"#);
     assert_eq!(response["usage"]["input_tokens"], 50);
-    assert_eq!(response["usage"]["input_tokens_details"]["cached_tokens"], 40);
+    assert_eq!(
+        response["usage"]["input_tokens_details"]["cached_tokens"],
+        40
+    );
     // message_start and ping are preamble: nothing is content before the first delta.
     assert!(!steps[0].content && !steps[1].content);
     // The non-stream translation of the same answer has the same output.
-    let whole = answer_from(Format::Anthropic, a.anthropic().to_string().as_bytes(), &OPTS, &ToolNames::default()).unwrap();
+    let whole = answer_from(
+        Format::Anthropic,
+        a.anthropic().to_string().as_bytes(),
+        &OPTS,
+    )
+    .unwrap();
     let whole: Value = serde_json::from_slice(&whole.body).unwrap();
     assert_eq!(whole["output"], response["output"]);
     assert_eq!(whole["usage"], response["usage"]);
@@ -91,34 +114,52 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
 
 #[test]
 fn a_length_stop_ends_with_response_incomplete() {
-    let a = Ans { max_tokens: true, ..text_only() };
-    for (upstream, evs) in [(Format::OpenAi, a.chat_stream(&[])), (Format::Anthropic, a.anthropic_stream(&[]))] {
-        let (out, _) = run(upstream, &evs, &ToolNames::default());
+    let a = Ans {
+        max_tokens: true,
+        ..text_only()
+    };
+    for (upstream, evs) in [
+        (Format::OpenAi, a.chat_stream(&[])),
+        (Format::Anthropic, a.anthropic_stream(&[])),
+    ] {
+        let (out, _) = run(upstream, &evs);
         let evs = events(&out);
         let (name, last) = evs.last().unwrap();
         assert_eq!(name, "response.incomplete", "{upstream:?}");
-        assert_eq!(last["response"]["incomplete_details"]["reason"], "max_output_tokens");
+        assert_eq!(
+            last["response"]["incomplete_details"]["reason"],
+            "max_output_tokens"
+        );
         accumulate(&evs);
     }
 }
 
 #[test]
 fn an_error_before_content_is_a_hidden_error_and_after_content_a_failed_response() {
-    let overloaded = (Some("error".to_string()),
-        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string());
+    let overloaded = (
+        Some("error".to_string()),
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            .to_string(),
+    );
     let mut evs = text_only().anthropic_stream(&[]);
     evs.truncate(2);
     evs.push(overloaded.clone());
-    let (_, steps) = run(Format::Anthropic, &evs, &ToolNames::default());
+    let (_, steps) = run(Format::Anthropic, &evs);
     let s = &steps[2];
-    assert!(s.error.is_some() && s.error_before_content && s.terminal, "{s:?}");
+    assert!(
+        s.error.is_some() && s.error_before_content && s.terminal,
+        "{s:?}"
+    );
 
     let mut evs = text_only().anthropic_stream(&[2]);
     evs.truncate(5); // start, ping, block start, two deltas
     evs.push(overloaded);
-    let (out, steps) = run(Format::Anthropic, &evs, &ToolNames::default());
+    let (out, steps) = run(Format::Anthropic, &evs);
     let s = &steps[5];
-    assert!(s.error.is_some() && !s.error_before_content && s.terminal, "{s:?}");
+    assert!(
+        s.error.is_some() && !s.error_before_content && s.terminal,
+        "{s:?}"
+    );
     let evs = events(&out);
     let (name, last) = evs.last().unwrap();
     assert_eq!(name, "response.failed");
@@ -130,13 +171,13 @@ fn an_error_before_content_is_a_hidden_error_and_after_content_a_failed_response
 fn a_cut_stream_is_not_terminal_and_writes_nothing_at_the_end() {
     let mut evs = text_only().chat_stream(&[]);
     evs.truncate(2);
-    let (out, steps) = run(Format::OpenAi, &evs, &ToolNames::default());
+    let (out, steps) = run(Format::OpenAi, &evs);
     assert!(!steps.last().unwrap().terminal);
     assert!(!out.contains("response.completed"), "{out}");
     // A chat stream that gave its finish_reason but no [DONE] is complete.
     let mut evs = text_only().chat_stream(&[]);
     evs.truncate(evs.len() - 1);
-    let (out, steps) = run(Format::OpenAi, &evs, &ToolNames::default());
+    let (out, steps) = run(Format::OpenAi, &evs);
     assert!(steps.last().unwrap().terminal);
     assert!(out.contains("event: response.completed"));
 }
@@ -145,12 +186,25 @@ fn a_cut_stream_is_not_terminal_and_writes_nothing_at_the_end() {
 fn namespace_calls_are_mapped_back_in_the_stream() {
     let req = json!({"input": "x", "tools": [{"type": "namespace", "name": "ns",
         "tools": [{"type": "function", "name": "go"}]}]});
-    let r = super::super::request_to(Format::OpenAi, req.to_string().as_bytes(),
-        &super::super::super::RequestOptions::new("m")).unwrap();
-    let a = Ans { calls: vec![("c1".into(), "ns__go".into(), "{}".into())], text: None, ..text_only() };
-    let (out, _) = run(Format::OpenAi, &a.chat_stream(&[]), &r.names);
+    let r = super::super::request_to(
+        Format::OpenAi,
+        req.to_string().as_bytes(),
+        &super::super::super::RequestOptions::new("m"),
+    )
+    .unwrap();
+    let sent: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(sent["tools"][0]["function"]["name"], "ns__ns__go");
+    let a = Ans {
+        calls: vec![("c1".into(), "ns__ns__go".into(), "{}".into())],
+        text: None,
+        ..text_only()
+    };
+    let (out, _) = run(Format::OpenAi, &a.chat_stream(&[]));
     let evs = events(&out);
-    let added = evs.iter().find(|(n, _)| n == "response.output_item.added").unwrap();
+    let added = evs
+        .iter()
+        .find(|(n, _)| n == "response.output_item.added")
+        .unwrap();
     assert_eq!(added.1["item"]["name"], "go");
     assert_eq!(added.1["item"]["namespace"], "ns");
     let (output, _) = accumulate(&evs);
@@ -159,14 +213,27 @@ fn namespace_calls_are_mapped_back_in_the_stream() {
 
 #[test]
 fn interleaved_tool_arguments_are_an_unreadable_answer() {
-    let head = |d: Value| (None, json!({"id": "c", "model": "m", "choices": [{"index": 0, "delta": d, "finish_reason": null}]}).to_string());
+    let head = |d: Value| {
+        (None, json!({"id": "c", "model": "m", "choices": [{"index": 0, "delta": d, "finish_reason": null}]}).to_string())
+    };
     let evs = vec![
         head(json!({"role": "assistant", "content": ""})),
-        head(json!({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}]})),
-        head(json!({"tool_calls": [{"index": 1, "id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]})),
+        head(
+            json!({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}]}),
+        ),
+        head(
+            json!({"tool_calls": [{"index": 1, "id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}),
+        ),
         head(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})),
     ];
-    let (out, steps) = run(Format::OpenAi, &evs, &ToolNames::default());
-    assert!(steps[3].error.is_some() && steps[3].terminal, "{:?}", steps[3]);
-    assert!(out.ends_with("\n\n") && out.contains("event: response.failed"), "{out}");
+    let (out, steps) = run(Format::OpenAi, &evs);
+    assert!(
+        steps[3].error.is_some() && steps[3].terminal,
+        "{:?}",
+        steps[3]
+    );
+    assert!(
+        out.ends_with("\n\n") && out.contains("event: response.failed"),
+        "{out}"
+    );
 }

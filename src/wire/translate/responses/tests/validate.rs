@@ -6,25 +6,71 @@ use serde_json::Value;
 
 /// OpenAI Chat Completions request fields (the API reference).
 const CHAT_FIELDS: &[&str] = &[
-    "model", "messages", "audio", "frequency_penalty", "logit_bias", "logprobs",
-    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls",
-    "prediction", "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format",
-    "safety_identifier", "seed", "service_tier", "stop", "store", "stream", "stream_options",
-    "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity",
+    "model",
+    "messages",
+    "audio",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "metadata",
+    "modalities",
+    "n",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "prompt_cache_key",
+    "reasoning_effort",
+    "response_format",
+    "safety_identifier",
+    "seed",
+    "service_tier",
+    "stop",
+    "store",
+    "stream",
+    "stream_options",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+    "verbosity",
     "web_search_options",
 ];
 
 /// Anthropic Messages request fields.
 const MESSAGES_FIELDS: &[&str] = &[
-    "model", "messages", "max_tokens", "container", "context_management", "mcp_servers",
-    "metadata", "output_config", "service_tier", "stop_sequences", "stream", "system",
-    "temperature", "thinking", "tool_choice", "tools", "top_k", "top_p",
+    "model",
+    "messages",
+    "max_tokens",
+    "container",
+    "context_management",
+    "mcp_servers",
+    "metadata",
+    "output_config",
+    "service_tier",
+    "stop_sequences",
+    "stream",
+    "system",
+    "temperature",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "top_k",
+    "top_p",
 ];
 
 /// Gemini `generateContent` request fields.
 const GEMINI_FIELDS: &[&str] = &[
-    "contents", "systemInstruction", "tools", "toolConfig", "generationConfig",
-    "safetySettings", "cachedContent",
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "generationConfig",
+    "safetySettings",
+    "cachedContent",
 ];
 
 fn fields(v: &Value, allowed: &[&str]) -> Result<(), String> {
@@ -40,8 +86,10 @@ fn tool_name(n: &Value) -> Result<(), String> {
     let s = n.as_str().ok_or("a tool name is not a string")?;
     let ok = !s.is_empty()
         && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    ok.then_some(()).ok_or(format!("tool name `{s}` is not accepted"))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    ok.then_some(())
+        .ok_or(format!("tool name `{s}` is not accepted"))
 }
 
 pub fn chat(v: &Value) -> Result<(), String> {
@@ -52,9 +100,13 @@ pub fn chat(v: &Value) -> Result<(), String> {
     }
     let mut waiting: Vec<String> = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
-        let role = m["role"].as_str().ok_or(format!("messages[{i}] has no role"))?;
+        let role = m["role"]
+            .as_str()
+            .ok_or(format!("messages[{i}] has no role"))?;
         if role == "tool" {
-            let id = m["tool_call_id"].as_str().ok_or("tool message without tool_call_id")?;
+            let id = m["tool_call_id"]
+                .as_str()
+                .ok_or("tool message without tool_call_id")?;
             let at = waiting.iter().position(|w| w == id).ok_or(format!(
                 "messages[{i}]: tool result `{id}` does not follow its call"
             ))?;
@@ -65,7 +117,9 @@ pub fn chat(v: &Value) -> Result<(), String> {
             continue;
         }
         if !waiting.is_empty() {
-            return Err(format!("messages[{i}]: tool calls {waiting:?} have no result"));
+            return Err(format!(
+                "messages[{i}]: tool calls {waiting:?} have no result"
+            ));
         }
         match role {
             "system" | "developer" | "user" => {}
