@@ -10,7 +10,9 @@ use std::time::Duration;
 use http::HeaderName;
 use regex::Regex;
 
-pub use super::model_channel::{BaseUrl, Channel, ChannelKind, StreamPolicy, UpstreamProtocol};
+pub use super::model_channel::{
+    BaseUrl, Channel, ChannelKind, ResponsesMode, StreamPolicy, UpstreamProtocol,
+};
 use super::status_set::StatusSet;
 use crate::secret::Secret;
 

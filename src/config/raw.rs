@@ -200,6 +200,7 @@ pub(crate) struct RawChannel {
     pub limits: Option<RawKeyLimits>,
     pub api_version: Option<String>,
     pub translate: Option<bool>,
+    pub responses: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -249,7 +249,10 @@ mod tests {
             (Outcome::Transport(Connect), true),
             (Outcome::Transport(Dns), true),
             (Outcome::Transport(Tls), true),
-            (Outcome::ChannelError("channel:no_available_key".into()), true),
+            (
+                Outcome::ChannelError("channel:no_available_key".into()),
+                true,
+            ),
             (st(500), false),
             (st(502), false),
             (st(504), false),
