@@ -183,7 +183,7 @@ fn prepare(
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let x = translated::of(cx.family, ch.kind);
+    let x = translated::of_channel(cx.family, ch);
     // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
     let include_usage = ch.include_usage || x.is_some();
     let mut plan = convert::plan_with(

@@ -102,7 +102,7 @@ impl Finish {
             error_class: f.class.to_string(),
             latency_ms: elapsed.as_millis() as u64,
             possibly_charged: f.possibly_charged,
-            translation: translated::of(self.family, ch.kind).map(|x| x.label()),
+            translation: translated::of_channel(self.family, ch).map(|x| x.label()),
         });
     }
 

@@ -5,7 +5,7 @@
 //! `responses` request is replayed without a key after a rejection that generated nothing
 //! (`pre_generation`: 429, 503, 529, a connection that never carried the request).
 
-use crate::config::model::ChannelKind;
+use crate::config::model::{Channel, ChannelKind, ResponsesMode};
 use crate::routing::outcome::Outcome;
 
 /// What kind of endpoint a request path addresses.
@@ -70,6 +70,25 @@ pub fn channel_serves(family: PathFamily, path: &str, kind: ChannelKind, transla
         PathFamily::TokenCount if path.contains("count_tokens") => kind == ChannelKind::Anthropic,
         PathFamily::TokenCount => openai_format,
         _ => kind != ChannelKind::Gemini,
+    }
+}
+
+/// Whether `ch` may serve a request of `family` on `path`: [`channel_serves`], with the
+/// channel's `responses` mode for the Responses API (R16.4). Creating a response
+/// (`/v1/responses`) reaches `openai` and `azure` channels (native or, with `responses:
+/// chat`, translated) and, translated, `anthropic` and `gemini` ones with `translate` on;
+/// the other Responses paths (`/v1/responses/{id}`, `.../cancel`) read state kept by the
+/// upstream, so only OpenAI-format channels that serve Responses natively. `none`: never.
+pub fn serves(family: PathFamily, path: &str, ch: &Channel) -> bool {
+    if family != PathFamily::Responses {
+        return channel_serves(family, path, ch.kind, ch.translate);
+    }
+    let openai_format = matches!(ch.kind, ChannelKind::OpenAi | ChannelKind::Azure);
+    let create = path.split(['?', '#']).next() == Some("/v1/responses");
+    match ch.responses {
+        ResponsesMode::Off => false,
+        _ if openai_format => create || ch.responses != ResponsesMode::Chat,
+        _ => create && ch.translate,
     }
 }
 
@@ -399,6 +418,54 @@ mod tests {
                 "{f:?} {p} {k:?} translate={t}"
             );
         }
+    }
+
+    /// R16.4: who serves the Responses API, by kind, `responses` mode and `translate`.
+    #[test]
+    fn responses_reach_channels_by_mode() {
+        use crate::config::model::ChannelKind::{
+            Anthropic as A, Azure as Z, Gemini as G, OpenAi as O,
+        };
+        use ResponsesMode::{Auto, Chat as C, Native as N, Off};
+        let cfg = crate::config::load_str(
+            "channels:\n  c:\n    kind: openai\n    base_url: http://x\n    models: [m]\n",
+            std::path::Path::new("t.yaml"),
+            &Default::default(),
+        )
+        .unwrap();
+        let create = "/v1/responses";
+        let get = "/v1/responses/resp_1";
+        // (kind, mode, translate, path, served)
+        let rows = [
+            (O, Auto, true, create, true),
+            (O, Auto, true, get, true),
+            (O, N, false, create, true),
+            (O, C, true, create, true),
+            (O, C, true, get, false),
+            (O, Off, true, create, false),
+            (Z, Auto, false, create, true),
+            (A, Auto, true, create, true),
+            (A, Auto, false, create, false),
+            (A, Auto, true, get, false),
+            (A, Off, true, create, false),
+            (G, Auto, true, create, true),
+            (G, Auto, true, get, false),
+        ];
+        for (kind, mode, translate, path, want) in rows {
+            let mut ch = cfg.channels[0].clone();
+            (ch.kind, ch.responses, ch.translate) = (kind, mode, translate);
+            assert_eq!(
+                serves(Responses, path, &ch),
+                want,
+                "{kind:?} {mode:?} translate={translate} {path}"
+            );
+        }
+        // Every other family keeps `channel_serves`.
+        let mut ch = cfg.channels[0].clone();
+        ch.responses = Off;
+        assert!(serves(Chat, "/v1/chat/completions", &ch));
+        ch.kind = G;
+        assert!(!serves(Embeddings, "/v1/embeddings", &ch));
     }
 
     #[test]
