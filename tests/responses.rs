@@ -4,8 +4,12 @@
 //! chat-only OpenAI-compatible channel (`responses: chat`: `/v1/responses` is never asked)
 //! and an Anthropic channel; typed events with their sequence numbers, tool calls with their
 //! ids, usage and billing; failover of `/v1/responses` without an Idempotency-Key on 503 and
-//! 529, and not after a timeout unless the key is there; state-bound requests refused.
+//! 529, and not after a timeout unless the key is there; state-bound requests refused. And
+//! every recorded Codex request translated by `wire::translate::responses` for each upstream
+//! format, checked against what that provider accepts (`responses/validate.rs`).
 mod support;
+#[path = "responses/validate.rs"]
+mod validate;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +17,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 use switchyard::mock::{DEFAULT_CHUNKS, PROMPT_TOKENS};
+use switchyard::wire::translate::responses::request_to;
+use switchyard::wire::translate::{Format, RequestOptions};
 
 const IN_PRICE: i64 = 1000;
 const OUT_PRICE: i64 = 2000;
@@ -23,19 +29,55 @@ fn mock_text() -> String {
     (0..DEFAULT_CHUNKS).map(|i| format!("chunk {i} ")).collect()
 }
 
-/// A recorded Codex request body (`shared/` beside the main tree, or two levels up from a
+/// The recorded client requests (`shared/` beside the main tree, or two levels up from a
 /// worktree).
-fn codex(name: &str) -> Value {
+fn fixtures_dir() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dir = ["../shared", "../../shared"]
+    ["../shared", "../../shared"]
         .iter()
         .map(|up| root.join(up).join("fixtures/clients"))
         .find(|d| d.is_dir())
-        .expect("shared/fixtures/clients");
-    let text =
-        std::fs::read_to_string(dir.join(format!("codex-responses-{name}.json"))).expect("fixture");
+        .expect("shared/fixtures/clients")
+}
+
+/// A recorded Codex request body.
+fn codex(name: &str) -> Value {
+    let path = fixtures_dir().join(format!("codex-responses-{name}.json"));
+    let text = std::fs::read_to_string(path).expect("fixture");
     let v: Value = serde_json::from_str(&text).expect("fixture JSON");
     v["body"].clone()
+}
+
+/// Every Codex Responses request fixture with a body: (file name, body).
+fn codex_fixtures() -> Vec<(String, Value)> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .expect("fixtures dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("codex-responses-") && n.ends_with(".json"))
+        .collect();
+    names.sort();
+    let out: Vec<(String, Value)> = names
+        .into_iter()
+        .map(|n| {
+            let stem = n
+                .trim_start_matches("codex-responses-")
+                .trim_end_matches(".json");
+            (n.clone(), codex(stem))
+        })
+        .filter(|(_, b)| b.is_object())
+        .collect();
+    assert!(out.len() >= 3, "the Codex fixtures are missing: {out:?}");
+    out
+}
+
+fn translate(upstream: Format, body: &Value) -> Value {
+    let r = request_to(
+        upstream,
+        body.to_string().as_bytes(),
+        &RequestOptions::new("up-model"),
+    )
+    .expect("translates");
+    serde_json::from_slice(&r.body).expect("JSON")
 }
 
 /// `native` (openai, serves /v1/responses), `chatonly` (openai, `responses: chat`), `an`
@@ -488,4 +530,72 @@ async fn state_bound_requests_and_built_in_tools_are_refused_on_translated_chann
         "no attempt made"
     );
     gw.stop().await;
+}
+
+#[test]
+fn every_codex_fixture_translates_for_every_upstream() {
+    for (name, body) in codex_fixtures() {
+        let bytes = body.to_string();
+        let tools_in = body["tools"].as_array().map_or(0, |t| t.len());
+        for upstream in [Format::OpenAi, Format::Anthropic, Format::Gemini] {
+            let r = request_to(upstream, bytes.as_bytes(), &RequestOptions::new("up-model"))
+                .unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}"));
+            assert!(r.stream, "{name}");
+            assert_eq!(
+                r.dropped.len(),
+                1,
+                "{name}: web_search dropped: {:?}",
+                r.dropped
+            );
+            assert!(r.dropped[0].ends_with("web_search"), "{:?}", r.dropped);
+            let out: Value = serde_json::from_slice(&r.body).unwrap();
+            let checked = match upstream {
+                Format::OpenAi => validate::chat(&out),
+                Format::Anthropic => validate::anthropic(&out),
+                Format::Gemini => validate::gemini(&out),
+            };
+            checked.unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}\n{out}"));
+            if upstream == Format::OpenAi {
+                // 7 function tools + 5 in the namespace; the web search is dropped.
+                assert_eq!(
+                    out["tools"].as_array().unwrap().len(),
+                    tools_in - 2 + 5,
+                    "{name}"
+                );
+                assert_eq!(out["prompt_cache_key"], body["prompt_cache_key"], "{name}");
+                assert_eq!(out["messages"][0]["role"], "system", "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_codex_tool_round_trip_keeps_call_and_output_together() {
+    let (_, body) = codex_fixtures()
+        .into_iter()
+        .find(|(n, _)| n.contains("function-call-output"))
+        .expect("fixture");
+    let c = translate(Format::OpenAi, &body);
+    let msgs = c["messages"].as_array().unwrap();
+    let n = msgs.len();
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["id"],
+        "call_4a4b4de3918042a2860c"
+    );
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["function"]["name"],
+        "exec_command"
+    );
+    assert_eq!(msgs[n - 1]["role"], "tool");
+    assert!(msgs[n - 1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("tool-ok-42"));
+    let m = translate(Format::Anthropic, &body);
+    let last = m["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
+    assert_eq!(
+        last["content"][0]["tool_use_id"],
+        "call_4a4b4de3918042a2860c"
+    );
 }

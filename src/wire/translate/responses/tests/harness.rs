@@ -1,8 +1,6 @@
-//! Test helpers: the client fixtures, upstream answers written in each format (whole and as
+//! Test helpers: upstream answers written in each format (whole and as
 //! streams cut into given pieces), running a `ResponsesStream`, and reading its events back
 //! the way the openai SDK's stream accumulator does, checking the event grammar on the way.
-
-use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
@@ -14,43 +12,6 @@ pub const OPTS: AnswerOptions<'static> = AnswerOptions {
     id_seed: "req-42",
     model: None,
 };
-
-/// The folder of the recorded client requests (`shared/` sits beside the checkout of the
-/// main tree, and two levels up from a worktree).
-fn fixtures_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for up in ["../shared", "../../shared"] {
-        let d = root.join(up).join("fixtures/clients");
-        if d.is_dir() {
-            return d;
-        }
-    }
-    panic!(
-        "shared/fixtures/clients not found beside {}",
-        root.display()
-    );
-}
-
-/// Every Codex Responses request fixture with a body: (file name, body).
-pub fn codex_fixtures() -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    let dir = fixtures_dir();
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("fixtures dir")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("codex-responses-") && n.ends_with(".json"))
-        .collect();
-    names.sort();
-    for n in names {
-        let text = std::fs::read_to_string(dir.join(&n)).expect("fixture");
-        let v: Value = serde_json::from_str(&text).expect("fixture JSON");
-        if v["body"].is_object() {
-            out.push((n, v["body"].clone()));
-        }
-    }
-    assert!(out.len() >= 3, "the Codex fixtures are missing: {out:?}");
-    out
-}
 
 /// One upstream answer, format-neutral, to write in each format.
 #[derive(Debug, Clone)]
