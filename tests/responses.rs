@@ -599,3 +599,96 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
         "call_4a4b4de3918042a2860c"
     );
 }
+
+/// Issue 28, item 2: an `openai` channel left at `responses: auto` whose server has no
+/// `/v1/responses` (404 `{"detail":"Not Found"}`, as vLLM and DeepSeek answer) is found out
+/// by the first request, which is sent again at once translated to the same channel — one
+/// attempt, no failure — and later requests go straight to Chat Completions.
+#[tokio::test]
+async fn a_chat_only_server_is_discovered_from_its_404() {
+    let m = mocks(&["vllm", "other"]).await;
+    m["vllm"].set_record(true);
+    let yaml = fill(
+        &format!(
+            "channels:\n{}{}{CLIENTS}",
+            channel("vllm", "{vllm}", 10, &["m"]),
+            channel("other", "{other}", 0, &["m"]),
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    let not_found = || Behavior::Status {
+        code: 404,
+        body: Some(r#"{"detail":"Not Found"}"#.into()),
+    };
+    m["vllm"].push(not_found());
+    let (status, _, evs) = stream(
+        &gw,
+        json!({"model": "m", "input": "Say pong", "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(text_of(&evs), mock_text());
+    assert_eq!(m["vllm"].calls_to("/v1/responses"), 1);
+    assert_eq!(
+        m["vllm"].calls_to("/v1/chat/completions"),
+        1,
+        "sent again, translated"
+    );
+    assert_eq!(m["other"].calls(), 0, "not a failure: no failover");
+    for streamed in [false, true] {
+        let r = gw
+            .post(
+                "/v1/responses",
+                ALICE,
+                json!({"model": "m", "input": "again", "stream": streamed}),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(route(&r), "vllm");
+    }
+    assert_eq!(
+        m["vllm"].calls_to("/v1/responses"),
+        1,
+        "never asked again for a path it does not have"
+    );
+    assert_eq!(m["vllm"].calls_to("/v1/chat/completions"), 3);
+    gw.flush().await;
+    let (_, log) = gw.admin_get("/admin/requests?limit=3").await;
+    for rec in log["requests"].as_array().unwrap() {
+        let attempts = rec["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "{rec}");
+        assert_eq!(attempts[0]["translation"], "responses->openai", "{rec}");
+        assert_eq!(attempts[0]["upstream_status"], 200, "{rec}");
+    }
+    gw.stop().await;
+}
+
+/// A 404 that names the model is the upstream's answer, not a missing path.
+#[tokio::test]
+async fn a_model_not_found_404_is_not_a_missing_path() {
+    let m = mocks(&["up"]).await;
+    let yaml = fill(
+        &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, &["m"])),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    m["up"].set_default(Behavior::Status {
+        code: 404,
+        body: Some(
+            r#"{"error":{"message":"The model `m` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#
+                .into(),
+        ),
+    });
+    let r = gw
+        .post("/v1/responses", ALICE, json!({"model": "m", "input": "x"}))
+        .await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(m["up"].calls_to("/v1/chat/completions"), 0);
+    let r = gw
+        .post("/v1/responses", ALICE, json!({"model": "m", "input": "x"}))
+        .await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(m["up"].calls_to("/v1/chat/completions"), 0, "no mark");
+    gw.stop().await;
+}

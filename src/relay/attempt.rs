@@ -247,7 +247,13 @@ impl<'a> Walk<'a> {
         let ch = self.channel(step);
         metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => f.class)
             .increment(1);
-        self.fin.record(ch, step.key_index, f, elapsed);
+        self.fin.record(
+            ch,
+            &self.cx.snap.states[step.channel],
+            step.key_index,
+            f,
+            elapsed,
+        );
         if let Some(last) = self.failure(f, answer, step, admission) {
             self.last = last;
         }

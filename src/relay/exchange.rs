@@ -142,7 +142,9 @@ pub fn non_stream_timeout(cfg: &Config, ch: &Channel) -> std::time::Duration {
 }
 
 /// One exchange with the upstream of `step`: prepare the request, send it within its gate,
-/// and read the answer.
+/// and read the answer. A Responses request that finds the channel without `/v1/responses`
+/// (issue 28, `translated::discovers`) marks it chat-only and is sent again at once,
+/// translated, to the same channel and key: one exchange, so the 404 counts as nothing.
 pub async fn exchange(
     gw: &Gateway,
     cx: &Context,
@@ -150,7 +152,38 @@ pub async fn exchange(
     ch: &Channel,
     g: &Gates,
 ) -> Exchange {
-    let (plan, x, req) = match prepare(cx, step, ch, g) {
+    let st = &cx.snap.states[step.channel];
+    let x = translated::of_attempt(cx.family, ch, st, Instant::now());
+    let ex = exchange_as(gw, cx, step, ch, g, x).await;
+    if x.is_none() && cx.path == "/v1/responses" && translated::discovers(ch) && no_path(&ex) {
+        st.responses_path.mark(Instant::now());
+        let x = translated::of_attempt(cx.family, ch, st, Instant::now());
+        return exchange_as(gw, cx, step, ch, g, x).await;
+    }
+    ex
+}
+
+/// A 404 that names no model: the upstream has no such path.
+fn no_path(ex: &Exchange) -> bool {
+    match ex {
+        Exchange::Failed { outcome, .. } => {
+            matches!(outcome, Outcome::Status { code: 404, .. })
+                && !crate::state::models::is_model_not_found(outcome)
+        }
+        Exchange::Answer(_) => false,
+    }
+}
+
+/// One exchange with the attempt's translation `x`.
+async fn exchange_as(
+    gw: &Gateway,
+    cx: &Context,
+    step: &Step,
+    ch: &Channel,
+    g: &Gates,
+    x: Option<Xlate>,
+) -> Exchange {
+    let (plan, x, req) = match prepare(cx, step, ch, g, x) {
         Ok(p) => p,
         Err(e) => return *e,
     };
@@ -178,12 +211,12 @@ fn prepare(
     step: &Step,
     ch: &Channel,
     g: &Gates,
+    x: Option<Xlate>,
 ) -> Result<(convert::Plan, Option<Translation>, Request<UpstreamBody>), Box<Exchange>> {
     let body = match (&cx.peek, step.upstream_model.is_empty()) {
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let x = translated::of_channel(cx.family, ch);
     // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
     let include_usage = ch.include_usage || x.is_some();
     let mut plan = convert::plan_with(

@@ -20,6 +20,7 @@ use crate::error::{GatewayError, WireFormat};
 use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::state::ChannelState;
 use crate::upstream::body::Transform;
 use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
@@ -73,6 +74,33 @@ pub fn of_channel(family: PathFamily, ch: &Channel) -> Option<Xlate> {
         PathFamily::Responses => responses(ch.kind, ch.responses),
         _ => of(family, ch.kind),
     }
+}
+
+/// `of_channel` for one attempt at `now`: an `openai` channel left at `responses: auto` that
+/// was found not to serve `/v1/responses` (`state::responses_path`) gets Responses requests
+/// translated to Chat Completions while the mark lasts.
+pub fn of_attempt(
+    family: PathFamily,
+    ch: &Channel,
+    st: &ChannelState,
+    now: tokio::time::Instant,
+) -> Option<Xlate> {
+    if family == PathFamily::Responses && discovers(ch) && st.responses_path.chat_only(now) {
+        return responses(ch.kind, ResponsesMode::Chat);
+    }
+    of_channel(family, ch)
+}
+
+/// Hosts known to serve the Responses API: a 404 there is a real one, never a missing path.
+const NATIVE_RESPONSES_HOSTS: &[&str] = &["api.openai.com"];
+
+/// Whether a 404 for `/v1/responses` on `ch` may mean that the server lacks the path (issue
+/// 28): an `openai` channel left at `responses: auto`, on a host not known to serve it.
+/// `azure` channels are taken at their word (Azure's 404 names a deployment).
+pub fn discovers(ch: &Channel) -> bool {
+    ch.kind == ChannelKind::OpenAi
+        && ch.responses == ResponsesMode::Auto
+        && !NATIVE_RESPONSES_HOSTS.contains(&ch.base_url.authority.host())
 }
 
 /// A Responses request's translation on a channel of `kind` in `mode` (R16.4): Anthropic and
