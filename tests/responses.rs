@@ -692,3 +692,99 @@ async fn a_model_not_found_404_is_not_a_missing_path() {
     assert_eq!(m["up"].calls_to("/v1/chat/completions"), 0, "no mark");
     gw.stop().await;
 }
+
+/// `explain` says, per candidate, how it serves a Responses client: as is, translated
+/// (`responses->openai` for `responses: chat`, `responses->anthropic`), or not at all.
+#[tokio::test]
+async fn explain_shows_how_each_candidate_serves_responses() {
+    let yaml = format!(
+        "channels:\n{}{}    responses: chat\n{}    responses: none\n  an:\n    kind: anthropic\n    base_url: http://127.0.0.1:9\n    models: [m]\n  strict:\n    kind: anthropic\n    translate: false\n    base_url: http://127.0.0.1:9\n    models: [m]\n  gem:\n    kind: gemini\n    base_url: http://127.0.0.1:9/v1beta\n    models: [m]\n{CLIENTS}",
+        channel("native", "http://127.0.0.1:9", 0, &["m"]),
+        channel("chatonly", "http://127.0.0.1:9", 0, &["m"]),
+        channel("off", "http://127.0.0.1:9", 0, &["m"]),
+    );
+    let gw = start_gw(&yaml).await;
+    let (s, v) = gw.admin_get("/admin/explain?client=alice&model=m").await;
+    assert_eq!(s, 200, "{v}");
+    let mut seen = std::collections::BTreeMap::new();
+    for t in v["routes"][0]["tiers"].as_array().unwrap() {
+        for c in t["candidates"].as_array().unwrap() {
+            seen.insert(
+                c["name"].as_str().unwrap().to_string(),
+                c["client_formats"]["responses"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_string(),
+            );
+        }
+    }
+    let want = [
+        ("an", "responses->anthropic"),
+        ("chatonly", "responses->openai"),
+        ("gem", "responses->gemini"),
+        ("native", "as-is"),
+        ("off", "no"),
+        ("strict", "no"),
+    ];
+    let want: std::collections::BTreeMap<String, String> = want
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(seen, want);
+    gw.stop().await;
+}
+
+/// R16.2 across the Responses translation: an Anthropic overload right after
+/// `message_start` (the translated stream has only written `response.created` /
+/// `response.in_progress`, held before the commit point) fails over, and the streamed answer
+/// is billed at the upstream's usage.
+#[tokio::test]
+async fn an_error_before_content_fails_over_and_the_stream_is_billed() {
+    let m = mocks(&["an", "backup"]).await;
+    let yaml = fill(
+        &format!(
+            "routing:\n  retry_times: 3\nchannels:\n  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [m]\n    priority: 10\n{}    responses: chat\nclients:\n  alice:\n    key: {ALICE}\n    quota: 1000\npricing:\n  m: {{input: {IN_PRICE}, output: {OUT_PRICE}}}\n",
+            channel("backup", "{backup}", 0, &["m"]),
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    m["an"].push(Behavior::ErrorAfterStart { code: 529 });
+    let r = gw
+        .post(
+            "/v1/responses",
+            ALICE,
+            json!({"model": "m", "input": "hi", "stream": true}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "an->backup");
+    let evs = events(&r.text().await.unwrap());
+    let created = evs.iter().filter(|(n, _)| n == "response.created").count();
+    assert_eq!(
+        created, 1,
+        "the failed attempt's preamble was held: {evs:?}"
+    );
+    assert_eq!(text_of(&evs), mock_text());
+    assert!(evs.iter().all(|(n, _)| n != "response.failed"), "{evs:?}");
+    // The Anthropic channel streams and bills too.
+    let before = charged(&gw).await;
+    let r = gw
+        .post(
+            "/v1/responses",
+            ALICE,
+            json!({"model": "m", "input": "hi", "stream": true}),
+        )
+        .await;
+    assert_eq!(route(&r), "an");
+    let evs = events(&r.text().await.unwrap());
+    assert_eq!(text_of(&evs), mock_text());
+    gw.flush().await;
+    let cost = PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE;
+    assert_eq!(
+        charged(&gw).await - before,
+        cost,
+        "billed at the stream's usage"
+    );
+    gw.stop().await;
+}
