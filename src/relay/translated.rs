@@ -215,7 +215,7 @@ impl Xlate {
     pub fn stream(self, include_usage: bool, request_id: &str) -> Box<dyn Transform> {
         let opts = answer_options(request_id);
         let (tr, format) = if self.responses {
-            let tr = Tr::Responses(ResponsesStream::new(self.upstream, &opts));
+            let tr = Tr::Responses(Box::new(ResponsesStream::new(self.upstream, &opts)));
             (tr, StreamFormat::Responses)
         } else {
             let tr = StreamTranslator::new(self.upstream, self.client, &opts, include_usage);
@@ -314,7 +314,7 @@ struct SseXlate {
 /// The translator of one stream: to a chat format, or to Responses events.
 enum Tr {
     Chat(StreamTranslator),
-    Responses(ResponsesStream),
+    Responses(Box<ResponsesStream>),
 }
 
 impl Tr {

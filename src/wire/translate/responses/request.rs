@@ -54,6 +54,15 @@ fn in_chat_form(e: TranslateError, upstream: Format) -> TranslateError {
     }
 }
 
+/// The request being read: the Chat body so far and what the rest of the reading needs.
+struct Reading<'a> {
+    chat: Map<String, Value>,
+    out: ResponsesRequest,
+    system: Option<String>,
+    input: Option<&'a Value>,
+    namespaced: tools::Namespaced,
+}
+
 /// The Chat Completions body and the facts of the translation (`body` still empty).
 fn to_chat(
     v: Value,
@@ -65,82 +74,35 @@ fn to_chat(
             "request body must be a JSON object",
         ));
     };
-    let mut out = ResponsesRequest {
-        body: Vec::new(),
-        stream: false,
-        dropped: Vec::new(),
+    let mut r = Reading {
+        chat: Map::new(),
+        out: ResponsesRequest {
+            body: Vec::new(),
+            stream: false,
+            dropped: Vec::new(),
+        },
+        system: None,
+        input: None,
+        namespaced: tools::Namespaced::default(),
     };
-    let mut chat = Map::new();
-    chat.insert("model".into(), opts.model.into());
-    let mut system: Option<String> = None;
-    let mut input = None;
-    let mut namespaced = tools::Namespaced::default();
+    r.chat.insert("model".into(), opts.model.into());
     for (k, v) in &map {
         if v.is_null() || DROPPED.contains(&k.as_str()) {
             continue;
         }
         let root = Path::ROOT;
         let p = root.key(k);
-        match k.as_str() {
-            "instructions" => system = Some(string(v, p)?.to_string()),
-            "input" => input = Some(v),
-            "stream" => out.stream = boolean(v, p)?,
-            "tools" => {
-                let t = tools::read(v, p)?;
-                if !t.chat.is_empty() {
-                    chat.insert("tools".into(), Value::Array(t.chat));
-                }
-                namespaced = t.namespaced;
-                out.dropped.extend(t.dropped);
-            }
-            "tool_choice" => {
-                chat.insert("tool_choice".into(), tools::choice(v, p)?);
-            }
-            "parallel_tool_calls" => {
-                chat.insert(k.clone(), boolean(v, p)?.into());
-            }
-            "max_output_tokens" => {
-                let n = v
-                    .as_u64()
-                    .ok_or_else(|| TranslateError::invalid(p, "must be a positive integer"))?;
-                let key = match opts.max_tokens_field {
-                    MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-                    MaxTokensField::MaxTokens => "max_tokens",
-                };
-                chat.insert(key.into(), n.into());
-            }
-            "temperature" | "top_p" => {
-                v.as_f64()
-                    .ok_or_else(|| TranslateError::invalid(p, "must be a number"))?;
-                chat.insert(k.clone(), v.clone());
-            }
-            "reasoning" => reasoning(v, p, &mut chat)?,
-            "text" => text(v, p, &mut chat)?,
-            "user" | "safety_identifier" => {
-                let s = string(v, p)?;
-                // `user` wins over `safety_identifier` whatever the key order.
-                if k == "user" || !chat.contains_key("user") {
-                    chat.insert("user".into(), s.into());
-                }
-            }
-            "prompt_cache_key" => {
-                chat.insert(k.clone(), string(v, p)?.into());
-            }
-            "top_logprobs" if v.as_u64() == Some(0) => {}
-            "store" if v.as_bool() == Some(false) => {}
-            "background" if v.as_bool() == Some(false) => {}
-            "store" | "background" | "previous_response_id" | "conversation" | "prompt" => {
-                return Err(needs_native(p))
-            }
-            _ => {
-                return Err(TranslateError::unsupported(
-                    p,
-                    "has no Chat Completions counterpart on this translated channel; remove it \
-                     or route the model to a channel that serves Responses natively",
-                ))
-            }
+        if !generation(k, v, p, opts, &mut r.chat)? {
+            r.field(k, v, p)?;
         }
     }
+    let Reading {
+        mut chat,
+        out,
+        system,
+        input,
+        namespaced,
+    } = r;
     if !chat.contains_key("tools") {
         // OpenAI refuses both without tools (all of them may have been dropped).
         chat.remove("parallel_tool_calls");
@@ -158,6 +120,85 @@ fn to_chat(
         chat.insert("stream_options".into(), json!({"include_usage": true}));
     }
     Ok((chat, out))
+}
+
+impl<'a> Reading<'a> {
+    /// A field of the conversation, its tools or the upstream state it needs.
+    fn field(&mut self, k: &str, v: &'a Value, p: Path) -> Result<(), TranslateError> {
+        match k {
+            "instructions" => self.system = Some(string(v, p)?.to_string()),
+            "input" => self.input = Some(v),
+            "stream" => self.out.stream = boolean(v, p)?,
+            "tools" => {
+                let t = tools::read(v, p)?;
+                if !t.chat.is_empty() {
+                    self.chat.insert("tools".into(), Value::Array(t.chat));
+                }
+                self.namespaced = t.namespaced;
+                self.out.dropped.extend(t.dropped);
+            }
+            "tool_choice" => {
+                self.chat.insert(k.into(), tools::choice(v, p)?);
+            }
+            "parallel_tool_calls" => {
+                self.chat.insert(k.into(), boolean(v, p)?.into());
+            }
+            "top_logprobs" if v.as_u64() == Some(0) => {}
+            "store" | "background" if v.as_bool() == Some(false) => {}
+            "store" | "background" | "previous_response_id" | "conversation" | "prompt" => {
+                return Err(needs_native(p))
+            }
+            _ => {
+                return Err(TranslateError::unsupported(
+                    p,
+                    "has no Chat Completions counterpart on this translated channel; remove it \
+                     or route the model to a channel that serves Responses natively",
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A field of how the answer is generated, mapped into `chat`; `false`: not one of those.
+fn generation(
+    k: &str,
+    v: &Value,
+    p: Path,
+    opts: &RequestOptions,
+    chat: &mut Map<String, Value>,
+) -> Result<bool, TranslateError> {
+    match k {
+        "max_output_tokens" => {
+            let n = v
+                .as_u64()
+                .ok_or_else(|| TranslateError::invalid(p, "must be a positive integer"))?;
+            let key = match opts.max_tokens_field {
+                MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+                MaxTokensField::MaxTokens => "max_tokens",
+            };
+            chat.insert(key.into(), n.into());
+        }
+        "temperature" | "top_p" => {
+            v.as_f64()
+                .ok_or_else(|| TranslateError::invalid(p, "must be a number"))?;
+            chat.insert(k.into(), v.clone());
+        }
+        "reasoning" => reasoning(v, p, chat)?,
+        "text" => text(v, p, chat)?,
+        "user" | "safety_identifier" => {
+            let s = string(v, p)?;
+            // `user` wins over `safety_identifier` whatever the key order.
+            if k == "user" || !chat.contains_key("user") {
+                chat.insert("user".into(), s.into());
+            }
+        }
+        "prompt_cache_key" => {
+            chat.insert(k.into(), string(v, p)?.into());
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// A field that needs state kept at the upstream (R16.4).

@@ -241,7 +241,7 @@ proptest! {
             prop_assert!(!terminal.is_empty());
             prop_assert!(steps.iter().all(|s| s.error.is_none()));
             // Content is first seen with the first output item, never in the preamble.
-            let has_content = !expect["output"].as_array().map_or(true, |o| o.is_empty());
+            let has_content = expect["output"].as_array().is_some_and(|o| !o.is_empty());
             prop_assert_eq!(steps.iter().any(|s| s.content), has_content);
         }
     }
