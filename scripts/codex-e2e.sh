@@ -15,6 +15,7 @@ command -v codex >/dev/null || { echo "error: codex not on PATH (npm install -g 
 
 work="$(mktemp -d)"
 pids=()
+# shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     rm -rf "$work"
