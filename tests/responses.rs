@@ -788,3 +788,63 @@ async fn an_error_before_content_fails_over_and_the_stream_is_billed() {
     );
     gw.stop().await;
 }
+
+/// R16.4: a Gemini channel serves the Responses API too, streamed and not, and the
+/// function call of a tool answer comes back with a made-up call id.
+#[tokio::test]
+async fn a_gemini_channel_serves_responses() {
+    let m = MockUpstream::start().await.unwrap();
+    m.set_record(true);
+    let yaml = format!(
+        "channels:\n  gem:\n    kind: gemini\n    base_url: http://{}/v1beta\n    keys: [\"sk-up\"]\n    models: [gemini-x]\n{CLIENTS}",
+        m.addr()
+    );
+    let gw = start_gw(&yaml).await;
+    let r = gw
+        .post(
+            "/v1/responses",
+            ALICE,
+            json!({"model": "gemini-x", "instructions": "be brief", "input": "hi"}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["output"][0]["content"][0]["text"], mock_text(), "{v}");
+    assert_eq!(v["usage"]["input_tokens"], PROMPT_TOKENS);
+    let req = &m.requests()[0];
+    assert_eq!(req.path, "/v1beta/models/gemini-x:generateContent");
+    assert_eq!(
+        req.json().unwrap()["systemInstruction"]["parts"][0]["text"],
+        "be brief"
+    );
+    let (status, _, evs) = stream(
+        &gw,
+        json!({"model": "gemini-x", "input": "hi", "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(text_of(&evs), mock_text());
+    assert_eq!(evs.last().unwrap().0, "response.completed");
+    assert_eq!(
+        m.requests()[1].path,
+        "/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
+    );
+    m.push(Behavior::ToolCall);
+    let r = gw
+        .post(
+            "/v1/responses",
+            ALICE,
+            json!({"model": "gemini-x", "input": "weather?", "tools": [
+                {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}),
+        )
+        .await;
+    let v: Value = r.json().await.unwrap();
+    let call = &v["output"][0];
+    assert_eq!(call["type"], "function_call", "{v}");
+    assert_eq!(call["name"], "get_weather");
+    assert!(
+        call["call_id"].as_str().unwrap().starts_with("call_"),
+        "{call}"
+    );
+    gw.stop().await;
+}

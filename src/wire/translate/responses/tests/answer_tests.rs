@@ -180,3 +180,33 @@ fn errors_in_a_200_are_upstream_errors() {
     let e = answer_from(Format::OpenAi, b"not json", &OPTS).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Api);
 }
+
+#[test]
+fn a_gemini_answer_becomes_items_with_made_up_call_ids() {
+    let body = json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Checking."},
+            {"functionCall": {"name": "exec_command", "args": {"cmd": "ls"}}}]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 50, "candidatesTokenCount": 7,
+                          "cachedContentTokenCount": 32, "thoughtsTokenCount": 3},
+        "modelVersion": "gemini-x",
+    });
+    let r = answer(Format::Gemini, &body);
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["output"][0]["content"][0]["text"], "Checking.");
+    let call = &r["output"][1];
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["name"], "exec_command");
+    assert_eq!(call["arguments"], r#"{"cmd":"ls"}"#);
+    assert!(
+        call["call_id"].as_str().unwrap().starts_with("call_"),
+        "{call}"
+    );
+    assert_eq!(
+        r["usage"],
+        json!({"input_tokens": 50, "input_tokens_details": {"cached_tokens": 32},
+               "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 3},
+               "total_tokens": 60})
+    );
+}

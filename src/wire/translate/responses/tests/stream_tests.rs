@@ -237,3 +237,34 @@ fn interleaved_tool_arguments_are_an_unreadable_answer() {
         "{out}"
     );
 }
+
+#[test]
+fn a_gemini_stream_is_the_same_sequence() {
+    let part = |parts: Value, finish: Value| {
+        (
+            None,
+            json!({"candidates": [{"content": {"role": "model", "parts": parts},
+                       "finishReason": finish, "index": 0}],
+                      "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4}})
+            .to_string(),
+        )
+    };
+    let evs = vec![
+        part(json!([{"text": "Hel"}]), Value::Null),
+        part(json!([{"text": "lo"}]), Value::Null),
+        part(
+            json!([{"functionCall": {"name": "f", "args": {"a": 1}}}]),
+            json!("STOP"),
+        ),
+    ];
+    let (out, steps) = run(Format::Gemini, &evs);
+    let evs = events(&out);
+    let (output, response) = accumulate(&evs);
+    assert_eq!(output[0]["content"][0]["text"], "Hello");
+    assert_eq!(output[1]["name"], "f");
+    assert_eq!(output[1]["arguments"], r#"{"a":1}"#);
+    assert_eq!(response["status"], "completed");
+    assert_eq!(response["usage"]["input_tokens"], 9);
+    assert!(steps[0].content, "Gemini's first part is content");
+    assert!(steps[2].terminal);
+}
