@@ -372,6 +372,9 @@ mod tests {
                 "{e}"
             );
         }
+        let cfg = load("openai", "    responses: chat\n").unwrap();
+        let shown = crate::config::explain::explain(&cfg);
+        assert!(shown.contains("translate=true responses=chat"), "{shown}");
         let e = load("openai", "    responses: maybe\n").unwrap_err();
         assert!(
             e.contains("channels.c.responses") && e.contains("\"maybe\""),
