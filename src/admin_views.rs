@@ -302,10 +302,17 @@ fn client_formats(ch: &crate::config::model::Channel) -> Value {
     } else {
         "no"
     };
+    let responses = if !crate::routing::family::serves(PathFamily::Responses, "/v1/responses", ch) {
+        "no".to_string()
+    } else {
+        crate::relay::translated::of_channel(PathFamily::Responses, ch)
+            .map_or_else(|| "as-is".to_string(), |x| x.label())
+    };
     json!({
         "chat_completions": how(PathFamily::Chat, "/v1/chat/completions", "openai"),
         "messages": how(PathFamily::Messages, "/v1/messages", "anthropic"),
         "count_tokens": count_tokens,
+        "responses": responses,
     })
 }
 

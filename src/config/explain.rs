@@ -89,7 +89,7 @@ fn channel(out: &mut String, ch: &Channel, t: &Timeouts) {
     let _ = writeln!(out, "channel {}:", ch.name);
     let _ = writeln!(
         out,
-        "    kind={}{} base_url={}://{}{} keys={} enabled={} auto_ban={} translate={}",
+        "    kind={}{} base_url={}://{}{} keys={} enabled={} auto_ban={} translate={} responses={}",
         kind,
         api_version(ch),
         ch.base_url.scheme,
@@ -98,7 +98,8 @@ fn channel(out: &mut String, ch: &Channel, t: &Timeouts) {
         ch.keys.len(),
         ch.enabled,
         ch.auto_ban,
-        ch.translate
+        ch.translate,
+        ch.responses.as_str()
     );
     let _ = writeln!(
         out,

@@ -11,7 +11,8 @@ use http::HeaderName;
 use regex::Regex;
 
 pub use super::model_channel::{
-    BaseUrl, Channel, ChannelKind, MaxTokensChoice, ReasoningChoice, StreamPolicy, UpstreamProtocol,
+    BaseUrl, Channel, ChannelKind, MaxTokensChoice, ReasoningChoice, ResponsesMode, StreamPolicy,
+    UpstreamProtocol,
 };
 use super::status_set::StatusSet;
 use crate::secret::Secret;

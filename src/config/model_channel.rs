@@ -105,6 +105,8 @@ pub struct Channel {
     pub reasoning_history: ReasoningChoice,
     /// `timeouts.stream_stall` for this channel (zero = the global value).
     pub stream_stall: Duration,
+    /// How `/v1/responses` is served (R16.4, issue 28; default `auto`).
+    pub responses: ResponsesMode,
 }
 
 /// `channels.*.max_tokens_field`: `auto` chooses by kind and model family
@@ -123,6 +125,33 @@ pub enum ReasoningChoice {
     Auto,
     ReasoningContent,
     Drop,
+}
+
+/// `channels.*.responses`: how the channel serves the Responses API (`POST /v1/responses`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponsesMode {
+    /// `auto`: `openai` and `azure` channels forward it as it is (they serve it, or say 404);
+    /// `anthropic` and `gemini` channels translate it (with `translate: true`).
+    Auto,
+    /// `native`: forwarded as it is (`openai` and `azure` kinds only).
+    Native,
+    /// `chat`: translated to Chat Completions (`openai` and `azure` kinds: a server without
+    /// `/v1/responses`, such as DeepSeek or vLLM).
+    Chat,
+    /// `none`: the channel does not serve `/v1/responses`.
+    Off,
+}
+
+impl ResponsesMode {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResponsesMode::Auto => "auto",
+            ResponsesMode::Native => "native",
+            ResponsesMode::Chat => "chat",
+            ResponsesMode::Off => "none",
+        }
+    }
 }
 
 /// `channels.*.protocol`.

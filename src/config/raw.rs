@@ -206,6 +206,7 @@ pub(crate) struct RawChannel {
     pub max_tokens_field: Option<String>,
     pub reasoning_history: Option<String>,
     pub stream_stall: Dur,
+    pub responses: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -121,6 +121,7 @@ pub(crate) fn channel(
         &r.stream_stall,
         std::time::Duration::ZERO,
     );
+    let responses = responses(c, &k("responses"), kind, &r.responses);
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -150,6 +151,7 @@ pub(crate) fn channel(
             .unwrap_or(matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure)),
         api_version,
         translate: r.translate.unwrap_or(true),
+        responses,
         limits,
         max_tokens_field,
         reasoning_history,
@@ -202,6 +204,30 @@ fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<Strin
     }
     s.to_string()
 }
+/// `responses`: `native` and `chat` say how an OpenAI-format server serves it; the other
+/// kinds only translate (`auto`) or do not serve it (`none`).
+fn responses(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> ResponsesMode {
+    let mode = choice(c, key, v, RESPONSES_MODES, ResponsesMode::Auto);
+    let openai_format = matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure);
+    if !openai_format && matches!(mode, ResponsesMode::Native | ResponsesMode::Chat) {
+        c.push(
+            key,
+            format!(
+                "{:?} is for openai and azure channels; a {} channel serves /v1/responses \
+                 translated (auto) or not at all (none)",
+                mode.as_str(),
+                kind.as_str()
+            ),
+        );
+    }
+    mode
+}
+const RESPONSES_MODES: &[(&str, ResponsesMode)] = &[
+    ("auto", ResponsesMode::Auto),
+    ("native", ResponsesMode::Native),
+    ("chat", ResponsesMode::Chat),
+    ("none", ResponsesMode::Off),
+];
 const STREAM_POLICIES: &[(&str, StreamPolicy)] = &[
     ("", StreamPolicy::Passthrough),
     ("force_stream", StreamPolicy::ForceStream),
@@ -334,4 +360,63 @@ fn headers(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<(HeaderName, Se
         }
     }
     headers
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use super::super::model::{ChannelKind, ResponsesMode};
+
+    fn load(kind: &str, extra: &str) -> Result<super::super::model::Config, String> {
+        let yaml = format!(
+            "channels:\n  c:\n    kind: {kind}\n    base_url: http://x\n    models: [m]\n{extra}clients:\n  a: {{key: k}}\n"
+        );
+        crate::config::load_str(&yaml, Path::new("t.yaml"), &HashMap::new())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Issue 28: `channels.*.responses` is auto by default; native and chat only for the
+    /// OpenAI-format kinds; other words are named.
+    #[test]
+    fn responses_mode() {
+        let cfg = load("openai", "").unwrap();
+        assert_eq!(cfg.channels[0].responses, ResponsesMode::Auto);
+        for (word, mode) in [
+            ("native", ResponsesMode::Native),
+            ("chat", ResponsesMode::Chat),
+            ("none", ResponsesMode::Off),
+            ("auto", ResponsesMode::Auto),
+        ] {
+            for kind in ["openai", "azure"] {
+                let extra = format!("    responses: {word}\n");
+                let extra = if kind == "azure" {
+                    format!("{extra}    api_version: \"2024-10-21\"\n")
+                } else {
+                    extra
+                };
+                let cfg = load(kind, &extra).unwrap();
+                assert_eq!(cfg.channels[0].responses, mode, "{kind} {word}");
+            }
+        }
+        let cfg = load("anthropic", "    responses: none\n").unwrap();
+        assert_eq!(cfg.channels[0].kind, ChannelKind::Anthropic);
+        assert_eq!(cfg.channels[0].responses, ResponsesMode::Off);
+        for (kind, word) in [("anthropic", "chat"), ("gemini", "native")] {
+            let e = load(kind, &format!("    responses: {word}\n")).unwrap_err();
+            assert!(
+                e.contains("channels.c.responses") && e.contains("openai and azure"),
+                "{e}"
+            );
+        }
+        let cfg = load("openai", "    responses: chat\n").unwrap();
+        let shown = crate::config::explain::explain(&cfg);
+        assert!(shown.contains("translate=true responses=chat"), "{shown}");
+        let e = load("openai", "    responses: maybe\n").unwrap_err();
+        assert!(
+            e.contains("channels.c.responses") && e.contains("\"maybe\""),
+            "{e}"
+        );
+    }
 }

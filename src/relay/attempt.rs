@@ -79,7 +79,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
                 Ok(hold) => {
                     key = hold;
                     match prepared {
-                        Ok(p) => exchange(gw, &cx, w.channel(&step), &gates, p).await,
+                        Ok(p) => exchange(gw, &cx, &step, w.channel(&step), &gates, p).await,
                         Err(e) => *e,
                     }
                 }
@@ -354,7 +354,13 @@ impl<'a> Walk<'a> {
         let ch = self.channel(step);
         metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => f.class)
             .increment(1);
-        self.fin.record(ch, step.key_index, f, elapsed);
+        self.fin.record(
+            ch,
+            &self.cx.snap.states[step.channel],
+            step.key_index,
+            f,
+            elapsed,
+        );
         if let Some(last) = self.failure(f, answer, step, admission) {
             self.last = last;
             self.last_is_skip = false;
@@ -392,8 +398,10 @@ impl<'a> Walk<'a> {
         metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(),
             "outcome" => OutcomeFacts::SKIPPED)
         .increment(1);
+        let st = &self.cx.snap.states[step.channel];
+        let skipped = OutcomeFacts::skipped();
         self.fin
-            .record(ch, step.key_index, &OutcomeFacts::skipped(), Duration::ZERO);
+            .record(ch, st, step.key_index, &skipped, Duration::ZERO);
         if matches!(self.last, LastFailure::None) || self.last_is_skip {
             let a = refused.failure(http::HeaderMap::new());
             let (status, headers, body) = a.for_client(refused.status);

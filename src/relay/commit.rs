@@ -80,7 +80,7 @@ impl Walk<'_> {
         let st = &self.cx.snap.states[step.channel];
         let facts = OutcomeFacts::succeeded(status);
         let elapsed = t0.elapsed();
-        self.fin.record(ch, step.key_index, &facts, elapsed);
+        self.fin.record(ch, st, step.key_index, &facts, elapsed);
         st.metrics.attempts_success.increment(1);
         st.metrics.upstream_duration.record(elapsed.as_secs_f64());
         if let Some(s) = &self.planned.sticky {

@@ -141,9 +141,48 @@ pub fn non_stream_timeout(cfg: &Config, ch: &Channel) -> std::time::Duration {
     }
 }
 
-/// One exchange with the upstream of a prepared step: send the request within its gate,
-/// and read the answer.
+/// One exchange with the upstream of a prepared step: send the request within its gate, and
+/// read the answer. A Responses request that finds the channel without `/v1/responses`
+/// (issue 28, `translated::discovers`) marks it chat-only and is sent again at once,
+/// translated, to the same channel and key: one exchange, so the 404 counts as nothing.
 pub async fn exchange(
+    gw: &Gateway,
+    cx: &Context,
+    step: &Step,
+    ch: &Channel,
+    g: &Gates,
+    p: Prepared,
+) -> Exchange {
+    let native = p.tr.is_none();
+    let ex = send_prepared(gw, cx, ch, g, p).await;
+    if native && cx.path == "/v1/responses" && translated::discovers(ch) && no_path(&ex) {
+        let st = &cx.snap.states[step.channel];
+        st.responses_path.mark(Instant::now());
+        return match prepare(cx, step, ch, g) {
+            Ok(p) => send_prepared(gw, cx, ch, g, p).await,
+            Err(Unprepared::Failed(e)) => *e,
+            Err(Unprepared::Skip(r)) => Exchange::Failed {
+                answer: Some(r.failure(HeaderMap::new())),
+                outcome: r.outcome,
+            },
+        };
+    }
+    ex
+}
+
+/// A 404 that names no model: the upstream has no such path.
+fn no_path(ex: &Exchange) -> bool {
+    match ex {
+        Exchange::Failed { outcome, .. } => {
+            matches!(outcome, Outcome::Status { code: 404, .. })
+                && !crate::state::models::is_model_not_found(outcome)
+        }
+        Exchange::Answer(_) => false,
+    }
+}
+
+/// Send a prepared request and read its answer.
+async fn send_prepared(
     gw: &Gateway,
     cx: &Context,
     ch: &Channel,
@@ -187,13 +226,16 @@ struct Translation {
 /// The request side: the body this channel gets — `model` rewritten to the upstream model,
 /// the stream policy applied (R9.6), translated into the channel's format when it speaks
 /// another (R16.1) — and the upstream request built from it. An unbuildable request is the
-/// channel's failure; an untranslatable one a local skip of this target.
+/// channel's failure; an untranslatable one a local skip of this target. The translation is
+/// the attempt's: by kind, and for Responses by the channel's mode and what it was found to
+/// serve (`translated::of_attempt`).
 pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Prepared, Unprepared> {
     let body = match (&cx.peek, step.upstream_model.is_empty()) {
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let x = translated::of(cx.family, ch.kind);
+    let st = &cx.snap.states[step.channel];
+    let x = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {
         "" => cx.model.as_str(),
         m => m,

@@ -94,7 +94,15 @@ impl Finish {
 
     /// Record one attempt (R4.6): its channel, key index, upstream status, class, latency and
     /// whether it may have been charged.
-    pub fn record(&mut self, ch: &Channel, key_index: usize, f: &OutcomeFacts, elapsed: Duration) {
+    pub fn record(
+        &mut self,
+        ch: &Channel,
+        st: &crate::state::ChannelState,
+        key_index: usize,
+        f: &OutcomeFacts,
+        elapsed: Duration,
+    ) {
+        let now = tokio::time::Instant::now();
         self.attempts.push(AttemptRecord {
             channel: ch.name.clone(),
             key_index: key_index as u32,
@@ -102,7 +110,7 @@ impl Finish {
             error_class: f.class.to_string(),
             latency_ms: elapsed.as_millis() as u64,
             possibly_charged: f.possibly_charged,
-            translation: translated::of(self.family, ch.kind).map(|x| x.label()),
+            translation: translated::of_attempt(self.family, ch, st, now).map(|x| x.label()),
         });
     }
 

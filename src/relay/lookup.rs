@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::config::model::Client;
 use crate::error::GatewayError;
-use crate::routing::family::{channel_serves, PathFamily};
+use crate::routing::family::{serves, PathFamily};
 use crate::routing::pair;
 use crate::routing::table::{Route, Tier};
 use crate::state::Snapshot;
@@ -81,7 +81,7 @@ fn servable(snap: &Snapshot, w: &Wanted<'_>, r: Arc<Route>) -> Option<Arc<Route>
         snap.table
             .channels
             .get(ch)
-            .is_some_and(|c| channel_serves(w.family, w.path, c.kind, c.translate))
+            .is_some_and(|c| serves(w.family, w.path, c))
     };
     if r.tiers
         .iter()

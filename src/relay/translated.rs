@@ -7,19 +7,25 @@
 //!
 //! Classification never sees a translated status: a failed attempt is classified on the
 //! upstream's real status and body, and its answer is translated only when it is relayed.
+//!
+//! A Responses client (`/v1/responses`, R16.4) is translated like an OpenAI one whose
+//! request, answer and stream go through `wire::translate::responses`; its error bodies
+//! have OpenAI's shape, so `client` is `OpenAi` and `responses` says the rest.
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 
-use crate::config::model::{Channel, ChannelKind, MaxTokensChoice, ReasoningChoice};
+use crate::config::model::{Channel, ChannelKind, MaxTokensChoice, ReasoningChoice, ResponsesMode};
 use crate::error::{GatewayError, WireFormat};
 use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
 use crate::routing::policy::{Outcome, TransportKind};
+use crate::state::ChannelState;
 use crate::telemetry;
 use crate::upstream::body::Transform;
 use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
+use crate::wire::translate::responses::{answer_from, request_to, ResponsesStream};
 use crate::wire::translate::{
     translate_answer, translate_error, translate_request, AnswerOptions, Format, MaxTokensField,
     ReasoningHistory, RequestOptions, Step, StreamTranslator, UpstreamError,
@@ -31,6 +37,8 @@ use crate::wire::usage::Usage;
 pub struct Xlate {
     pub client: Format,
     pub upstream: Format,
+    /// The client speaks the Responses API (`client` is then `OpenAi`).
+    pub responses: bool,
 }
 
 /// The wire format of a channel kind (Azure speaks OpenAI's).
@@ -43,21 +51,85 @@ pub fn channel_format(kind: ChannelKind) -> Format {
 }
 
 /// The attempt's translation, when a request of `family` goes to a channel of `kind` that
-/// speaks another format (only chat completions and messages are translated).
+/// speaks another format (chat completions and messages; responses as `responses: auto`
+/// has it, see `of_channel`).
 pub fn of(family: PathFamily, kind: ChannelKind) -> Option<Xlate> {
     let client = match family {
         PathFamily::Chat => Format::OpenAi,
         PathFamily::Messages => Format::Anthropic,
+        PathFamily::Responses => return responses(kind, ResponsesMode::Auto),
         _ => return None,
     };
     let upstream = channel_format(kind);
-    (client != upstream).then_some(Xlate { client, upstream })
+    (client != upstream).then_some(Xlate {
+        client,
+        upstream,
+        responses: false,
+    })
+}
+
+/// `of` for a channel, with its `responses` mode: `chat` translates Responses to Chat
+/// Completions on an OpenAI-format channel.
+pub fn of_channel(family: PathFamily, ch: &Channel) -> Option<Xlate> {
+    match family {
+        PathFamily::Responses => responses(ch.kind, ch.responses),
+        _ => of(family, ch.kind),
+    }
+}
+
+/// `of_channel` for one attempt at `now`: an `openai` channel left at `responses: auto` that
+/// was found not to serve `/v1/responses` (`state::responses_path`) gets Responses requests
+/// translated to Chat Completions while the mark lasts.
+pub fn of_attempt(
+    family: PathFamily,
+    ch: &Channel,
+    st: &ChannelState,
+    now: tokio::time::Instant,
+) -> Option<Xlate> {
+    if family == PathFamily::Responses && discovers(ch) && st.responses_path.chat_only(now) {
+        return responses(ch.kind, ResponsesMode::Chat);
+    }
+    of_channel(family, ch)
+}
+
+/// Hosts known to serve the Responses API: a 404 there is a real one, never a missing path.
+const NATIVE_RESPONSES_HOSTS: &[&str] = &["api.openai.com"];
+
+/// Whether a 404 for `/v1/responses` on `ch` may mean that the server lacks the path (issue
+/// 28): an `openai` channel left at `responses: auto`, on a host not known to serve it.
+/// `azure` channels are taken at their word (Azure's 404 names a deployment).
+pub fn discovers(ch: &Channel) -> bool {
+    ch.kind == ChannelKind::OpenAi
+        && ch.responses == ResponsesMode::Auto
+        && !NATIVE_RESPONSES_HOSTS.contains(&ch.base_url.authority.host())
+}
+
+/// A Responses request's translation on a channel of `kind` in `mode` (R16.4): Anthropic and
+/// Gemini channels translate (`auto`), OpenAI-format ones only when `chat`; `native` and
+/// `auto` forward it there as it is.
+fn responses(kind: ChannelKind, mode: ResponsesMode) -> Option<Xlate> {
+    let upstream = channel_format(kind);
+    let translated = match mode {
+        ResponsesMode::Chat => true,
+        ResponsesMode::Auto => upstream != Format::OpenAi,
+        ResponsesMode::Native | ResponsesMode::Off => false,
+    };
+    translated.then_some(Xlate {
+        client: Format::OpenAi,
+        upstream,
+        responses: true,
+    })
 }
 
 impl Xlate {
     /// `openai->anthropic`, as the request log shows it.
     pub fn label(self) -> String {
-        format!("{}->{}", self.client.label(), self.upstream.label())
+        let client = if self.responses {
+            "responses"
+        } else {
+            self.client.label()
+        };
+        format!("{client}->{}", self.upstream.label())
     }
 
     /// The path the upstream's format uses (Gemini's is chosen by its provider).
@@ -89,16 +161,30 @@ impl Xlate {
             },
             ..RequestOptions::new(model)
         };
-        let t = translate_request(self.client, self.upstream, body, &opts);
-        if let Ok(t) = &t {
-            count_dropped(&t.dropped);
-        }
+        let t = if self.responses {
+            request_to(self.upstream, body, &opts).map(|r| {
+                for f in &r.dropped {
+                    metrics::counter!(telemetry::TRANSLATION_DROPPED, "field" => f.clone())
+                        .increment(1);
+                }
+                Prepared {
+                    body: Bytes::from(self.without_usage_option(r.body, ch)),
+                    stream: r.stream,
+                    include_usage: false,
+                }
+            })
+        } else {
+            translate_request(self.client, self.upstream, body, &opts).map(|t| {
+                count_dropped(&t.dropped);
+                Prepared {
+                    body: Bytes::from(self.without_usage_option(t.body, ch)),
+                    stream: t.stream,
+                    include_usage: t.include_usage,
+                }
+            })
+        };
         match t {
-            Ok(t) => Ok(Prepared {
-                body: Bytes::from(self.without_usage_option(t.body, ch)),
-                stream: t.stream,
-                include_usage: t.include_usage,
-            }),
+            Ok(p) => Ok(p),
             Err(e) => {
                 let g = GatewayError::bad_request(e.code(), e.to_string());
                 Err(Box::new(Refused {
@@ -145,7 +231,12 @@ impl Xlate {
     /// carried (a hidden error, a safety block, an answer that cannot be expressed).
     pub fn answer(self, body: &[u8], request_id: &str) -> Result<(Bytes, Usage), Box<Refused>> {
         let opts = answer_options(request_id);
-        match translate_answer(self.upstream, self.client, body, &opts) {
+        let a = if self.responses {
+            answer_from(self.upstream, body, &opts)
+        } else {
+            translate_answer(self.upstream, self.client, body, &opts)
+        };
+        match a {
             Ok(a) => {
                 let usage = Usage::from_body(&a.body).unwrap_or_default();
                 Ok((Bytes::from(a.body), usage))
@@ -161,15 +252,17 @@ impl Xlate {
 
     /// The transform that turns the upstream's SSE stream into the client's.
     pub fn stream(self, include_usage: bool, request_id: &str) -> Box<dyn Transform> {
-        let tr = StreamTranslator::new(
-            self.upstream,
-            self.client,
-            &answer_options(request_id),
-            include_usage,
-        );
-        let format = match self.client {
-            Format::Anthropic => StreamFormat::Messages,
-            Format::OpenAi | Format::Gemini => StreamFormat::Chat,
+        let opts = answer_options(request_id);
+        let (tr, format) = if self.responses {
+            let tr = Tr::Responses(Box::new(ResponsesStream::new(self.upstream, &opts)));
+            (tr, StreamFormat::Responses)
+        } else {
+            let tr = StreamTranslator::new(self.upstream, self.client, &opts, include_usage);
+            let format = match self.client {
+                Format::Anthropic => StreamFormat::Messages,
+                Format::OpenAi | Format::Gemini => StreamFormat::Chat,
+            };
+            (Tr::Chat(tr), format)
         };
         Box::new(SseXlate {
             keepalive: dialect::keepalive(format),
@@ -297,13 +390,42 @@ struct SseXlate {
     /// The client format's keepalive (a comment, or Anthropic's `ping`).
     keepalive: Bytes,
     framer: Framer,
-    tr: StreamTranslator,
+    tr: Tr,
     held: Vec<u8>,
     committed: bool,
     /// The opening comment was written (see `dialect::OPENING_COMMENT`).
     opened: bool,
     /// A hidden error was written: nothing more.
     dead: bool,
+}
+
+/// The translator of one stream: to a chat format, or to Responses events.
+enum Tr {
+    Chat(StreamTranslator),
+    Responses(Box<ResponsesStream>),
+}
+
+impl Tr {
+    fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> Step {
+        match self {
+            Tr::Chat(t) => t.feed(event, data, out),
+            Tr::Responses(t) => t.feed(event, data, out),
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) -> Step {
+        match self {
+            Tr::Chat(t) => t.finish(out),
+            Tr::Responses(t) => t.finish(out),
+        }
+    }
+
+    fn malformed_dropped(&self) -> u64 {
+        match self {
+            Tr::Chat(t) => t.malformed_dropped(),
+            Tr::Responses(t) => t.malformed_dropped(),
+        }
+    }
 }
 
 impl Transform for SseXlate {

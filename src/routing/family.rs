@@ -1,9 +1,12 @@
 //! Path families and the retry-safety matrix (R10.1, R10.2; seed 001 "重试与幂等").
 //!
 //! A request that generates and bills an artifact is not replayed by default;
-//! an `Idempotency-Key` reopens retries for every such family except images.
+//! an `Idempotency-Key` reopens retries for every such family except images. A
+//! `responses` request is replayed without a key after a rejection that generated nothing
+//! (`pre_generation`: 429, 503, 529, a connection that never carried the request).
 
-use crate::config::model::ChannelKind;
+use crate::config::model::{Channel, ChannelKind, ResponsesMode};
+use crate::routing::outcome::Outcome;
 
 /// What kind of endpoint a request path addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,6 +70,25 @@ pub fn channel_serves(family: PathFamily, path: &str, kind: ChannelKind, transla
         PathFamily::TokenCount if path.contains("count_tokens") => kind == ChannelKind::Anthropic,
         PathFamily::TokenCount => openai_format,
         _ => kind != ChannelKind::Gemini,
+    }
+}
+
+/// Whether `ch` may serve a request of `family` on `path`: [`channel_serves`], with the
+/// channel's `responses` mode for the Responses API (R16.4). Creating a response
+/// (`/v1/responses`) reaches `openai` and `azure` channels (native or, with `responses:
+/// chat`, translated) and, translated, `anthropic` and `gemini` ones with `translate` on;
+/// the other Responses paths (`/v1/responses/{id}`, `.../cancel`) read state kept by the
+/// upstream, so only OpenAI-format channels that serve Responses natively. `none`: never.
+pub fn serves(family: PathFamily, path: &str, ch: &Channel) -> bool {
+    if family != PathFamily::Responses {
+        return channel_serves(family, path, ch.kind, ch.translate);
+    }
+    let openai_format = matches!(ch.kind, ChannelKind::OpenAi | ChannelKind::Azure);
+    let create = path.split(['?', '#']).next() == Some("/v1/responses");
+    match ch.responses {
+        ResponsesMode::Off => false,
+        _ if openai_format => create || ch.responses != ResponsesMode::Chat,
+        _ => create && ch.translate,
     }
 }
 
@@ -143,6 +165,26 @@ pub fn retryable(family: PathFamily, has_idempotency_key: bool) -> bool {
     }
 }
 
+/// R10.1: did this failed attempt generate nothing? A 429, 503 or 529 (after the channel's
+/// status mapping) rejects the request before generation; so does a connection that never
+/// carried it (refused, DNS, TLS) and a channel error (no key, an unbuildable request: nothing
+/// was sent). A reset, a timeout after send or a 500 are ambiguous: the upstream may have
+/// generated (and billed) an answer.
+pub fn pre_generation(o: &Outcome) -> bool {
+    match o {
+        Outcome::Status { code, .. } => matches!(code, 429 | 503 | 529),
+        Outcome::Transport(k) => k.is_pre_send(),
+        Outcome::ChannelError(_) => true,
+        _ => false,
+    }
+}
+
+/// The R10.1 matrix for one failed attempt: [`retryable`], and for `responses` also any
+/// [`pre_generation`] rejection without a key (Codex never sends one).
+pub fn replayable(family: PathFamily, has_idempotency_key: bool, o: &Outcome) -> bool {
+    retryable(family, has_idempotency_key) || (family == PathFamily::Responses && pre_generation(o))
+}
+
 /// R10.1 for a request path: [`classify_path`] then [`retryable`].
 pub fn path_retryable(path: &str, has_idempotency_key: bool) -> bool {
     retryable(classify_path(path), has_idempotency_key)
@@ -205,6 +247,49 @@ mod tests {
         ];
         for (p, f) in table {
             assert_eq!(classify_path(p), *f, "{p}");
+        }
+    }
+
+    /// R10.1, issue 28: `responses` fails over without a key only when nothing was generated.
+    #[test]
+    fn responses_replay_pre_generation_rejections_without_a_key() {
+        use crate::routing::outcome::TransportKind::*;
+        let st = |code| Outcome::Status {
+            code,
+            error_code: None,
+            error_type: None,
+            message: String::new(),
+        };
+        // (outcome, replayed without a key)
+        let rows = [
+            (st(429), true),
+            (st(503), true),
+            (st(529), true),
+            (Outcome::Transport(Connect), true),
+            (Outcome::Transport(Dns), true),
+            (Outcome::Transport(Tls), true),
+            (
+                Outcome::ChannelError("channel:no_available_key".into()),
+                true,
+            ),
+            (st(500), false),
+            (st(502), false),
+            (st(504), false),
+            (Outcome::Transport(Reset), false),
+            (Outcome::Transport(HeaderTimeout), false),
+            (Outcome::Transport(FirstByteTimeout), false),
+            (Outcome::Transport(BodyTimeout), false),
+            (Outcome::Transport(Broken), false),
+            (Outcome::Transport(EmptyBody), false),
+        ];
+        for (o, plain) in rows {
+            assert_eq!(replayable(Responses, false, &o), plain, "{o:?}");
+            assert!(replayable(Responses, true, &o), "{o:?} with a key");
+            // Every other family keeps its own rule whatever the outcome.
+            assert!(!replayable(Images, true, &o), "{o:?}");
+            assert!(!replayable(Audio, false, &o), "{o:?}");
+            assert!(replayable(Chat, false, &o), "{o:?}");
+            assert!(replayable(Messages, false, &o), "{o:?}");
         }
     }
 
@@ -333,6 +418,54 @@ mod tests {
                 "{f:?} {p} {k:?} translate={t}"
             );
         }
+    }
+
+    /// R16.4: who serves the Responses API, by kind, `responses` mode and `translate`.
+    #[test]
+    fn responses_reach_channels_by_mode() {
+        use crate::config::model::ChannelKind::{
+            Anthropic as A, Azure as Z, Gemini as G, OpenAi as O,
+        };
+        use ResponsesMode::{Auto, Chat as C, Native as N, Off};
+        let cfg = crate::config::load_str(
+            "channels:\n  c:\n    kind: openai\n    base_url: http://x\n    models: [m]\n",
+            std::path::Path::new("t.yaml"),
+            &Default::default(),
+        )
+        .unwrap();
+        let create = "/v1/responses";
+        let get = "/v1/responses/resp_1";
+        // (kind, mode, translate, path, served)
+        let rows = [
+            (O, Auto, true, create, true),
+            (O, Auto, true, get, true),
+            (O, N, false, create, true),
+            (O, C, true, create, true),
+            (O, C, true, get, false),
+            (O, Off, true, create, false),
+            (Z, Auto, false, create, true),
+            (A, Auto, true, create, true),
+            (A, Auto, false, create, false),
+            (A, Auto, true, get, false),
+            (A, Off, true, create, false),
+            (G, Auto, true, create, true),
+            (G, Auto, true, get, false),
+        ];
+        for (kind, mode, translate, path, want) in rows {
+            let mut ch = cfg.channels[0].clone();
+            (ch.kind, ch.responses, ch.translate) = (kind, mode, translate);
+            assert_eq!(
+                serves(Responses, path, &ch),
+                want,
+                "{kind:?} {mode:?} translate={translate} {path}"
+            );
+        }
+        // Every other family keeps `channel_serves`.
+        let mut ch = cfg.channels[0].clone();
+        ch.responses = Off;
+        assert!(serves(Chat, "/v1/chat/completions", &ch));
+        ch.kind = G;
+        assert!(!serves(Embeddings, "/v1/embeddings", &ch));
     }
 
     #[test]

@@ -35,7 +35,7 @@
 
 use std::time::Duration;
 
-use super::family::{retryable, PathFamily};
+use super::family::{replayable, PathFamily};
 pub use super::outcome::{
     is_key_fault, map_status, possibly_charged, Outcome, OutcomeFacts, TransportKind,
 };
@@ -171,7 +171,7 @@ fn intent(o: &OutcomeFacts, facts: &Facts, s: &Settings) -> Decision {
     if facts.is_task {
         return task(outcome, o.status, facts, s.retry);
     }
-    if !retryable(facts.family, facts.has_idempotency_key) {
+    if !replayable(facts.family, facts.has_idempotency_key, outcome) {
         if facts.family == PathFamily::Images && s.images.enabled {
             return images(outcome, facts, s.images);
         }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::family::{retryable, PathFamily};
+use super::family::{replayable, PathFamily};
 use super::policy::{classify, Decision, Facts, Outcome, OutcomeFacts, Settings, TransportKind};
 use crate::config::model::{ImagesFailover, Retry};
 
@@ -121,7 +121,7 @@ proptest! {
         // A non-retryable family never replays unless image failover is on for images, or the
         // path is a configured task relay (the task rule of R10.5 decides those).
         let image_replay = f.family == PathFamily::Images && images_on;
-        if !retryable(f.family, f.has_idempotency_key) && !image_replay && !f.is_task {
+        if !replayable(f.family, f.has_idempotency_key, &facts.outcome) && !image_replay && !f.is_task {
             prop_assert!(!moves, "{:?} {:?} {:?}", o, f, d);
         }
         // Same-target retries respect the budget.

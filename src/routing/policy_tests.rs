@@ -246,7 +246,8 @@ fn r10_1_families_gate_replays() {
         (Audio, true, true),
         (Video, false, false),
         (Music, true, true),
-        (Responses, false, false),
+        // A 503 generated nothing: `responses` fails over without a key too (issue 28).
+        (Responses, false, true),
         (Responses, true, true),
         (Messages, false, true),
         (Custom, false, true),
@@ -256,6 +257,14 @@ fn r10_1_families_gate_replays() {
         f.has_idempotency_key = key;
         let d = env.run(&status(503), &f);
         assert_eq!(d != Return, replay, "{fam:?} key={key}: {d:?}");
+    }
+    // An ambiguous 502 needs the key.
+    for (key, replay) in [(false, false), (true, true)] {
+        let mut f = facts();
+        f.family = Responses;
+        f.has_idempotency_key = key;
+        let d = env.run(&status(502), &f);
+        assert_eq!(d != Return, replay, "responses 502 key={key}: {d:?}");
     }
 }
 

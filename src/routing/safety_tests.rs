@@ -86,16 +86,45 @@ fn pinned_path_matrix() {
     for &(path, plain, keyed) in PATH_MATRIX {
         assert_eq!(path_retryable(path, false), plain, "{path} default");
         assert_eq!(path_retryable(path, true), keyed, "{path} keyed");
-        // The classifier agrees: a 503 with another target left fails over iff allowed
-        // (images_failover is off by default).
+        // The classifier agrees: an ambiguous 502 with another target left fails over iff
+        // allowed (images_failover is off by default).
         for (key, expect) in [(false, plain), (true, keyed)] {
-            let d = run(&cfg, &status(503), &facts(path, key));
+            let d = run(&cfg, &status(502), &facts(path, key));
             assert_eq!(
                 matches!(d, Decision::FailOver { .. }),
                 expect,
                 "{path} key={key}: {d:?}"
             );
         }
+    }
+}
+
+/// Table 1b (R10.1, issue 28): `/v1/responses` without a key fails over after a rejection
+/// that generated nothing, and only then.
+#[test]
+fn responses_fail_over_only_on_pre_generation_rejections() {
+    use TransportKind::*;
+    let cfg = config(&[]);
+    let rows: &[(Outcome, bool)] = &[
+        (status(429), true),
+        (status(503), true),
+        (status(529), true),
+        (Outcome::Transport(Connect), true),
+        (status(500), false),
+        (status(502), false),
+        (Outcome::Transport(Reset), false),
+        (Outcome::Transport(HeaderTimeout), false),
+        (Outcome::Transport(BodyTimeout), false),
+        (Outcome::Transport(Broken), false),
+    ];
+    for (o, plain) in rows {
+        for (key, expect) in [(false, *plain), (true, true)] {
+            let d = run(&cfg, o, &facts("/v1/responses", key));
+            assert_eq!(d != Decision::Return, expect, "{o:?} key={key}: {d:?}");
+        }
+        // Messages and chat keep replaying everything they replayed.
+        let d = run(&cfg, o, &facts("/v1/messages", false));
+        assert!(d != Decision::Return, "{o:?} messages: {d:?}");
     }
 }
 

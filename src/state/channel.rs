@@ -30,6 +30,8 @@ pub struct ChannelState {
     disabled_keys: Mutex<BTreeMap<KeyFp, Disabled>>,
     /// Upstream models this channel answered "model not found" for (issue 14).
     pub missing_models: super::models::MissingModels,
+    /// Found not to serve `/v1/responses` (issue 28): its Responses requests are translated.
+    pub responses_path: super::responses_path::ResponsesPath,
     /// Disabled/enabled changes on their way to SQLite (durable, ordered).
     pub persist: super::persist::Persister,
     /// Circuit breakers (R6.1–R6.3).

@@ -20,6 +20,7 @@ pub mod operator;
 pub mod outcome;
 pub mod persist;
 pub mod probe;
+pub mod responses_path;
 pub mod restore;
 pub mod sync;
 mod view;

@@ -45,6 +45,9 @@ VIP_ONLY_MODEL = "vip-only-model"
 # channel (Anthropic SDK tests translate), issue 18.
 XLATE_CLAUDE_MODEL = "xlate-claude"
 XLATE_GPT_MODEL = "xlate-gpt"
+# Served only by an OpenAI-format channel with `responses: chat` (issue 28): the Responses API
+# translated to Chat Completions.
+XLATE_CHAT_ONLY_MODEL = "xlate-chat-only"
 
 CONFIG_TEMPLATE = string.Template(
     """\
@@ -82,6 +85,13 @@ channels:
     keys: ["sk-upstream-test-openai"]
     models: [${xlate_gpt_model}]
     groups: [default]
+  xlate-chatonly:
+    kind: openai
+    base_url: http://127.0.0.1:${mock_port}/v1
+    keys: ["sk-upstream-test-openai"]
+    models: [${xlate_chat_only_model}]
+    groups: [default]
+    responses: chat
   mock-vip:
     kind: openai
     base_url: http://127.0.0.1:${mock_port}/v1
@@ -225,6 +235,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory):
                 vip_only_model=VIP_ONLY_MODEL,
                 xlate_claude_model=XLATE_CLAUDE_MODEL,
                 xlate_gpt_model=XLATE_GPT_MODEL,
+                xlate_chat_only_model=XLATE_CHAT_ONLY_MODEL,
             )
         )
         # Settings must come from the file only.

@@ -37,6 +37,7 @@ mod req_anthropic_msgs;
 mod req_anthropic_think;
 mod req_openai;
 mod req_openai_msgs;
+pub mod responses;
 mod shapes;
 pub mod stop;
 pub mod stream;

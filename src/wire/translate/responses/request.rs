@@ -1,0 +1,274 @@
+//! A Responses request as Chat Completions: every top-level field mapped, dropped (listed in
+//! `DROPPED`, README.md says why) or refused with its path; the `input` items as messages.
+//! Other upstream formats get the Chat request through `translate_request`.
+
+use serde_json::{json, Map, Value};
+
+use super::super::error::{Path, TranslateError};
+use super::super::{translate_request, Format, MaxTokensField, RequestOptions};
+use super::{tools, ResponsesRequest};
+
+/// Fields that change nothing a translated upstream could honour (README.md says why).
+const DROPPED: &[&str] = &[
+    "model",
+    "include",
+    "client_metadata",
+    "metadata",
+    "truncation",
+    "service_tier",
+    "stream_options",
+    "prompt_cache_retention",
+];
+
+/// Translate a Responses request body for an upstream of format `upstream`.
+pub fn request_to(
+    upstream: Format,
+    body: &[u8],
+    opts: &RequestOptions,
+) -> Result<ResponsesRequest, TranslateError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        TranslateError::invalid("", format!("request body is not valid JSON ({e})"))
+    })?;
+    let (chat, mut out) = to_chat(v, opts)?;
+    let chat = Value::Object(chat).to_string().into_bytes();
+    out.body = match upstream {
+        Format::OpenAi => chat,
+        _ => {
+            translate_request(Format::OpenAi, upstream, &chat, opts)
+                .map_err(|e| in_chat_form(e, upstream))?
+                .body
+        }
+    };
+    Ok(out)
+}
+
+/// A refusal of the second step names the field of the Chat form it came from.
+fn in_chat_form(e: TranslateError, upstream: Format) -> TranslateError {
+    TranslateError {
+        kind: e.kind,
+        field: String::new(),
+        reason: format!(
+            "the request, translated to Chat Completions for {}, is refused there: {e}",
+            upstream.name()
+        ),
+    }
+}
+
+/// The request being read: the Chat body so far and what the rest of the reading needs.
+struct Reading<'a> {
+    chat: Map<String, Value>,
+    out: ResponsesRequest,
+    system: Option<String>,
+    input: Option<&'a Value>,
+    namespaced: tools::Namespaced,
+}
+
+/// The Chat Completions body and the facts of the translation (`body` still empty).
+fn to_chat(
+    v: Value,
+    opts: &RequestOptions,
+) -> Result<(Map<String, Value>, ResponsesRequest), TranslateError> {
+    let Value::Object(map) = v else {
+        return Err(TranslateError::invalid(
+            "",
+            "request body must be a JSON object",
+        ));
+    };
+    let mut r = Reading {
+        chat: Map::new(),
+        out: ResponsesRequest {
+            body: Vec::new(),
+            stream: false,
+            dropped: Vec::new(),
+        },
+        system: None,
+        input: None,
+        namespaced: tools::Namespaced::default(),
+    };
+    r.chat.insert("model".into(), opts.model.into());
+    for (k, v) in &map {
+        if v.is_null() || DROPPED.contains(&k.as_str()) {
+            continue;
+        }
+        let root = Path::ROOT;
+        let p = root.key(k);
+        if !generation(k, v, p, opts, &mut r.chat)? {
+            r.field(k, v, p)?;
+        }
+    }
+    let Reading {
+        mut chat,
+        out,
+        system,
+        input,
+        namespaced,
+    } = r;
+    if !chat.contains_key("tools") {
+        // OpenAI refuses both without tools (all of them may have been dropped).
+        chat.remove("parallel_tool_calls");
+        chat.remove("tool_choice");
+    }
+    let input = input.ok_or_else(|| TranslateError::invalid("input", "is required"))?;
+    let mut messages = Vec::new();
+    if let Some(s) = system {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    super::items::read(input, opts.join_text_parts, &namespaced, &mut messages)?;
+    chat.insert("messages".into(), Value::Array(messages));
+    if out.stream {
+        chat.insert("stream".into(), true.into());
+        chat.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    Ok((chat, out))
+}
+
+impl<'a> Reading<'a> {
+    /// A field of the conversation, its tools or the upstream state it needs.
+    fn field(&mut self, k: &str, v: &'a Value, p: Path) -> Result<(), TranslateError> {
+        match k {
+            "instructions" => self.system = Some(string(v, p)?.to_string()),
+            "input" => self.input = Some(v),
+            "stream" => self.out.stream = boolean(v, p)?,
+            "tools" => {
+                let t = tools::read(v, p)?;
+                if !t.chat.is_empty() {
+                    self.chat.insert("tools".into(), Value::Array(t.chat));
+                }
+                self.namespaced = t.namespaced;
+                self.out.dropped.extend(t.dropped);
+            }
+            "tool_choice" => {
+                self.chat.insert(k.into(), tools::choice(v, p)?);
+            }
+            "parallel_tool_calls" => {
+                self.chat.insert(k.into(), boolean(v, p)?.into());
+            }
+            "top_logprobs" if v.as_u64() == Some(0) => {}
+            "store" | "background" if v.as_bool() == Some(false) => {}
+            "store" | "background" | "previous_response_id" | "conversation" | "prompt" => {
+                return Err(needs_native(p))
+            }
+            _ => {
+                return Err(TranslateError::unsupported(
+                    p,
+                    "has no Chat Completions counterpart on this translated channel; remove it \
+                     or route the model to a channel that serves Responses natively",
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A field of how the answer is generated, mapped into `chat`; `false`: not one of those.
+fn generation(
+    k: &str,
+    v: &Value,
+    p: Path,
+    opts: &RequestOptions,
+    chat: &mut Map<String, Value>,
+) -> Result<bool, TranslateError> {
+    match k {
+        "max_output_tokens" => {
+            let n = v
+                .as_u64()
+                .ok_or_else(|| TranslateError::invalid(p, "must be a positive integer"))?;
+            let key = match opts.max_tokens_field {
+                MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+                MaxTokensField::MaxTokens => "max_tokens",
+            };
+            chat.insert(key.into(), n.into());
+        }
+        "temperature" | "top_p" => {
+            v.as_f64()
+                .ok_or_else(|| TranslateError::invalid(p, "must be a number"))?;
+            chat.insert(k.into(), v.clone());
+        }
+        "reasoning" => reasoning(v, p, chat)?,
+        "text" => text(v, p, chat)?,
+        "user" | "safety_identifier" => {
+            let s = string(v, p)?;
+            // `user` wins over `safety_identifier` whatever the key order.
+            if k == "user" || !chat.contains_key("user") {
+                chat.insert("user".into(), s.into());
+            }
+        }
+        "prompt_cache_key" => {
+            chat.insert(k.into(), string(v, p)?.into());
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// A field that needs state kept at the upstream (R16.4).
+fn needs_native(p: Path) -> TranslateError {
+    TranslateError::unsupported(
+        p,
+        "needs state kept by the upstream (a stored response, conversation, prompt or \
+         background job): this request can only go to a channel that serves the Responses \
+         API natively, and none in this route does. Send the whole conversation in `input` \
+         with `store: false`, or route the model to a native Responses channel",
+    )
+}
+
+/// `reasoning: {effort, summary}`: the effort as `reasoning_effort`; the summary is given
+/// when the upstream reasons visibly.
+fn reasoning(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
+    if !v.is_object() {
+        return Err(TranslateError::invalid(p, "must be an object"));
+    }
+    if let Some(e) = v.get("effort").filter(|e| !e.is_null()) {
+        let e = string(e, p.key("effort"))?;
+        chat.insert("reasoning_effort".into(), e.into());
+    }
+    Ok(())
+}
+
+/// `text: {format, verbosity}`: `json_schema` and `json_object` as `response_format`.
+fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
+    let fp = p.key("format");
+    let f = &v["format"];
+    match f["type"].as_str() {
+        None if f.is_null() => Ok(()),
+        Some("text") => Ok(()),
+        Some("json_object") => {
+            chat.insert("response_format".into(), json!({"type": "json_object"}));
+            Ok(())
+        }
+        Some("json_schema") => {
+            let mut js = Map::new();
+            let name = f["name"].as_str().unwrap_or("output");
+            js.insert("name".into(), name.into());
+            let schema = f
+                .get("schema")
+                .filter(|s| s.is_object())
+                .ok_or_else(|| TranslateError::invalid(fp.key("schema"), "is required"))?;
+            js.insert("schema".into(), schema.clone());
+            for k in ["strict", "description"] {
+                if let Some(x) = f.get(k).filter(|x| !x.is_null()) {
+                    js.insert(k.into(), x.clone());
+                }
+            }
+            chat.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": js}),
+            );
+            Ok(())
+        }
+        _ => Err(TranslateError::invalid(
+            fp.key("type"),
+            "must be text, json_object or json_schema",
+        )),
+    }
+}
+
+pub(super) fn string<'v>(v: &'v Value, p: Path) -> Result<&'v str, TranslateError> {
+    v.as_str()
+        .ok_or_else(|| TranslateError::invalid(p, "must be a string"))
+}
+
+fn boolean(v: &Value, p: Path) -> Result<bool, TranslateError> {
+    v.as_bool()
+        .ok_or_else(|| TranslateError::invalid(p, "must be true or false"))
+}

@@ -1,0 +1,235 @@
+//! What each provider accepts, as checks on a translated request: the top-level fields its
+//! reference lists (OpenAI and Anthropic reject unknown ones), roles and their order, tool
+//! calls answered by their results, tool names in the allowed alphabet and length.
+
+use serde_json::Value;
+
+/// OpenAI Chat Completions request fields (the API reference).
+const CHAT_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "audio",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "metadata",
+    "modalities",
+    "n",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "prompt_cache_key",
+    "reasoning_effort",
+    "response_format",
+    "safety_identifier",
+    "seed",
+    "service_tier",
+    "stop",
+    "store",
+    "stream",
+    "stream_options",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+    "verbosity",
+    "web_search_options",
+];
+
+/// Anthropic Messages request fields.
+const MESSAGES_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "max_tokens",
+    "container",
+    "context_management",
+    "mcp_servers",
+    "metadata",
+    "output_config",
+    "service_tier",
+    "stop_sequences",
+    "stream",
+    "system",
+    "temperature",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "top_k",
+    "top_p",
+];
+
+/// Gemini `generateContent` request fields.
+const GEMINI_FIELDS: &[&str] = &[
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "generationConfig",
+    "safetySettings",
+    "cachedContent",
+];
+
+fn fields(v: &Value, allowed: &[&str]) -> Result<(), String> {
+    let m = v.as_object().ok_or("the body is not an object")?;
+    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!("unknown request field `{k}`")),
+        None => Ok(()),
+    }
+}
+
+/// `^[a-zA-Z0-9_-]{1,64}$`: function names in OpenAI, Anthropic and Gemini.
+fn tool_name(n: &Value) -> Result<(), String> {
+    let s = n.as_str().ok_or("a tool name is not a string")?;
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    ok.then_some(())
+        .ok_or(format!("tool name `{s}` is not accepted"))
+}
+
+pub fn chat(v: &Value) -> Result<(), String> {
+    fields(v, CHAT_FIELDS)?;
+    let msgs = v["messages"].as_array().ok_or("no messages")?;
+    if msgs.is_empty() {
+        return Err("messages is empty".into());
+    }
+    let mut waiting: Vec<String> = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let role = m["role"]
+            .as_str()
+            .ok_or(format!("messages[{i}] has no role"))?;
+        if role == "tool" {
+            let id = m["tool_call_id"]
+                .as_str()
+                .ok_or("tool message without tool_call_id")?;
+            let at = waiting.iter().position(|w| w == id).ok_or(format!(
+                "messages[{i}]: tool result `{id}` does not follow its call"
+            ))?;
+            waiting.remove(at);
+            if !m["content"].is_string() {
+                return Err(format!("messages[{i}]: tool content is not text"));
+            }
+            continue;
+        }
+        if !waiting.is_empty() {
+            return Err(format!(
+                "messages[{i}]: tool calls {waiting:?} have no result"
+            ));
+        }
+        match role {
+            "system" | "developer" | "user" => {}
+            "assistant" => {
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    if !c["function"]["arguments"].is_string() {
+                        return Err(format!("messages[{i}]: arguments are not a string"));
+                    }
+                    tool_name(&c["function"]["name"])?;
+                    waiting.push(c["id"].as_str().ok_or("a call without id")?.to_string());
+                }
+            }
+            r => return Err(format!("messages[{i}]: role `{r}`")),
+        }
+        match &m["content"] {
+            Value::String(_) | Value::Null => {}
+            Value::Array(parts) => {
+                for p in parts {
+                    if !matches!(p["type"].as_str(), Some("text" | "image_url" | "file")) {
+                        return Err(format!("messages[{i}]: part {p}"));
+                    }
+                }
+            }
+            c => return Err(format!("messages[{i}]: content {c}")),
+        }
+    }
+    for t in v["tools"].as_array().into_iter().flatten() {
+        if t["type"] != "function" || !t["function"]["parameters"].is_object() {
+            return Err(format!("tool {t}"));
+        }
+        tool_name(&t["function"]["name"])?;
+    }
+    Ok(())
+}
+
+pub fn anthropic(v: &Value) -> Result<(), String> {
+    fields(v, MESSAGES_FIELDS)?;
+    if !v["max_tokens"].is_u64() {
+        return Err("max_tokens is required".into());
+    }
+    let msgs = v["messages"].as_array().ok_or("no messages")?;
+    let mut expect = "user";
+    let mut calls: Vec<String> = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let role = m["role"].as_str().ok_or("no role")?;
+        if role != expect {
+            return Err(format!("messages[{i}] is `{role}`, expected `{expect}`"));
+        }
+        let blocks: Vec<Value> = match &m["content"] {
+            Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
+            Value::Array(b) => b.clone(),
+            c => return Err(format!("messages[{i}]: content {c}")),
+        };
+        let results: Vec<&str> = blocks
+            .iter()
+            .filter(|b| b["type"] == "tool_result")
+            .filter_map(|b| b["tool_use_id"].as_str())
+            .collect();
+        if role == "user" {
+            let mut want = std::mem::take(&mut calls);
+            want.sort();
+            let mut got: Vec<String> = results.iter().map(|s| s.to_string()).collect();
+            got.sort();
+            if want != got {
+                return Err(format!("messages[{i}]: results {got:?} for calls {want:?}"));
+            }
+        }
+        for b in &blocks {
+            match (role, b["type"].as_str()) {
+                (_, Some("text")) | ("user", Some("image" | "document" | "tool_result")) => {}
+                ("assistant", Some("thinking" | "redacted_thinking")) => {}
+                ("assistant", Some("tool_use")) => {
+                    tool_name(&b["name"])?;
+                    if !b["input"].is_object() {
+                        return Err("tool_use input is not an object".into());
+                    }
+                    calls.push(b["id"].as_str().ok_or("tool_use without id")?.to_string());
+                }
+                (r, t) => return Err(format!("messages[{i}]: {t:?} block in a {r} turn")),
+            }
+        }
+        expect = if role == "user" { "assistant" } else { "user" };
+    }
+    if !calls.is_empty() {
+        return Err(format!("tool calls {calls:?} end the conversation"));
+    }
+    for t in v["tools"].as_array().into_iter().flatten() {
+        tool_name(&t["name"])?;
+        if t["input_schema"]["type"] != "object" {
+            return Err(format!("tool {} has no object input_schema", t["name"]));
+        }
+    }
+    Ok(())
+}
+
+pub fn gemini(v: &Value) -> Result<(), String> {
+    fields(v, GEMINI_FIELDS)?;
+    let contents = v["contents"].as_array().ok_or("no contents")?;
+    for (i, c) in contents.iter().enumerate() {
+        if !matches!(c["role"].as_str(), Some("user" | "model")) {
+            return Err(format!("contents[{i}] role {}", c["role"]));
+        }
+        if c["parts"].as_array().is_none_or(|p| p.is_empty()) {
+            return Err(format!("contents[{i}] has no parts"));
+        }
+    }
+    for t in v["tools"].as_array().into_iter().flatten() {
+        for f in t["functionDeclarations"].as_array().into_iter().flatten() {
+            tool_name(&f["name"])?;
+        }
+    }
+    Ok(())
+}
