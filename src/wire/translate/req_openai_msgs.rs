@@ -216,8 +216,13 @@ fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Form
     parts.retain(|part| !matches!(part, Part::Text(t) if t.is_empty()));
     if let Some(calls) = m.remove("tool_calls").filter(|c| !c.is_null()) {
         let pt = p.key("tool_calls");
-        for (i, call) in read::array(calls, pt)?.into_iter().enumerate() {
-            calls_out.push(tool_call(call, pt.idx(i), target)?);
+        for (i, mut call) in read::array(calls, pt)?.into_iter().enumerate() {
+            // OpenCode marks the last tool call for caching: the mark follows its block.
+            let cache = match call.as_object_mut() {
+                Some(c) => cache_mark(c, convo, target),
+                None => None,
+            };
+            calls_out.push((tool_call(call, pt.idx(i), target)?, cache));
         }
     }
     if m.contains_key("audio") {
@@ -232,8 +237,11 @@ fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Form
     read::drop_keys(&mut m, ASSISTANT_DROPPED, &mut convo.dropped);
     read::no_more(&m, p, target, &[])?;
     convo.open(Role::Assistant).extend(parts);
-    for (id, name, args) in calls_out {
+    for ((id, name, args), cache) in calls_out {
         convo.tool_call(id, name, args);
+        if let Some(c) = cache {
+            mark_last(convo, c);
+        }
     }
     Ok(())
 }
