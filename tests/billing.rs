@@ -391,3 +391,56 @@ mod killed {
         assert_eq!(ledger_rows(&db, "settle"), 2);
     }
 }
+
+/// Issue 29 item 1 (cancellation harness, local mode): a client that leaves while its
+/// precharge waits for room in a full writer queue gets the debit back at once, and the
+/// ledger (precharge + refund) agrees with the account once the writer runs again. Before
+/// the fix the debit was taken and the session never existed: the account stayed charged
+/// until a restart.
+#[tokio::test]
+async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded() {
+    let m = mocks(&["a"]).await;
+    let gw = start_gw(&yaml(
+        &[("a", 0)],
+        &m,
+        "    quota: 1000\n",
+        &default_price(),
+    ))
+    .await;
+    let store = gw.running.as_ref().unwrap().gateway.store.clone();
+    let lock = rusqlite::Connection::open(gw.dir.path().join("switchyard.db")).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let filler = || switchyard::store::RequestRecord {
+        id: "filler".into(),
+        ..Default::default()
+    };
+    assert!(store.try_send(filler()));
+    while store.queue_len() > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut n = 0;
+    while store.try_send(filler()) {
+        n += 1;
+        assert!(n <= 100_000, "queue never filled");
+    }
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let left = quick
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth(ALICE)
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await;
+    assert!(left.is_err(), "the client gave up while the queue was full");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let a = account(&gw).await;
+    assert_eq!(a["charged_micro"], 0, "the debit came back at once: {a}");
+    assert!(a["refunded_micro"].as_i64().unwrap() > 0, "{a}");
+    lock.execute_batch("ROLLBACK").unwrap();
+    let t = totals(&gw).await;
+    assert_eq!(t.charged, 0, "the ledger agrees: {t:?}");
+    assert_eq!(t.refunded, a["refunded_micro"].as_i64().unwrap());
+    gw.stop().await;
+}

@@ -175,6 +175,47 @@ async fn concurrency_leases_release_and_expire() {
     );
 }
 
+/// Issue 29 item 1 (cancellation harness, Redis admission): a request cancelled while its
+/// admission script waits in Redis (held by `CLIENT PAUSE`) does not orphan the concurrency
+/// lease the script takes once Redis runs it: the permit is free again at once, not after
+/// the 30 s lease.
+#[tokio::test]
+async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
+    let r = Redis::start();
+    let conn = Conn::open(&r.url()).unwrap();
+    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let lim = ClientLimits {
+        concurrency: 1,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    // Loads the script, so the paused call below is the admission itself.
+    drop(l.admit_client("c", &lim, 0, t0).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let client = redis::Client::open(r.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(100), l.admit_client("c", &lim, 0, t0)).await;
+    assert!(cancelled.is_err(), "the admission was still in flight");
+    // Redis runs the script after the pause, then the release queued by the cancellation.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let held: i64 = redis::cmd("ZCARD")
+        .arg("sy:lim:{c:c}:cc")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(held, 0, "no lease is left behind");
+    let again = l.admit_client("c", &lim, 0, t0).await;
+    assert!(again.is_ok(), "the permit is free: {:?}", again.err());
+}
+
 /// R17.2: Redis unreachable — limits are divided by `shared.replicas` (9 / 3 = 3 per
 /// instance), requests keep being answered, and when Redis returns the shared count
 /// applies again.

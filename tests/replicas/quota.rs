@@ -154,3 +154,68 @@ async fn a_replica_killed_mid_request_is_refunded_once_by_a_survivor() {
     let logs: String = survivors.iter().map(|r| r.log_text()).collect();
     assert_eq!(logs.matches("replica's lease expired").count(), 1, "{logs}");
 }
+
+/// Issue 29 item 1 (cancellation harness, PostgreSQL): a client that leaves while its debit
+/// waits behind a `SELECT ... FOR UPDATE` on its balance row gets that precharge back — the
+/// lease the statement commits after the client left is not renewed, it expires and is
+/// swept — and the books are exactly the one served request. Before the fix the session
+/// stayed in the renewal set for the life of the replica: the lease was renewed for good and
+/// the precharge never came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
+    let pg = Postgres::start();
+    let mock = MockUpstream::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = replica(dir.path(), "r", &config(&pg, &mock, 100 * COST, false));
+    let http = http();
+    // One served request: the balance row exists and costs exactly COST.
+    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM quota_lease"
+        ) == 0)
+        .await
+    );
+    let (lock, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .expect("lock connection");
+    let driver = tokio::spawn(conn);
+    lock.batch_execute(
+        "BEGIN; SELECT charged FROM quota_balance WHERE client = 'alice' FOR UPDATE",
+    )
+    .await
+    .expect("row locked");
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let left = quick
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ALICE)
+        .json(&serde_json::json!({"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await;
+    assert!(left.is_err(), "the client gave up while its debit waited");
+    // The debit commits once the lock goes: its lease row appears, owned by nobody alive.
+    lock.batch_execute("COMMIT").await.expect("unlocked");
+    drop(lock);
+    driver.abort();
+    // Lease 2 s (renewed every 0.67 s if it were owned), swept every 1 s.
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM quota_lease"
+        ) == 0)
+        .await,
+        "the abandoned lease is swept, not renewed: {}",
+        pg.psql("SELECT request_id, lease_until FROM quota_lease")
+    );
+    let (charged, _) = books(&pg, 100 * COST);
+    assert_eq!(charged, COST * 1_000_000, "only the served request is paid");
+    assert_eq!(
+        int(&pg, "SELECT count(*) FROM ledger WHERE kind = 'refund'"),
+        1,
+        "the abandoned precharge is refunded once"
+    );
+}

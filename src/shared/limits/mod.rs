@@ -175,6 +175,12 @@ impl RedisStore {
         let now_ms = self.now_arg(now);
         let a = *ask;
         let ids = id_s.clone();
+        // Armed before the script is awaited (issue 29): a request cancelled during it ends
+        // the concurrency lease the script may have taken, instead of leaving it for LEASE.
+        let mut pending = Pending {
+            ops: &self.ops,
+            lease: (ask.concurrency > 0).then(|| (prefix.clone(), id_s.clone())),
+        };
         let r: Vec<i64> = self
             .conn
             .call(|mut c| async move {
@@ -195,6 +201,7 @@ impl RedisStore {
                     .await
             })
             .await?;
+        pending.lease = None;
         let reply = Reply::parse(&r, ask);
         self.remember(&prefix, reply.report);
         if !reply.admitted {
@@ -226,6 +233,29 @@ impl RedisStore {
             m.clear();
         }
         m.insert(prefix.to_string(), report);
+    }
+}
+
+/// An admission script in flight; dropped before its reply, it queues the end of the
+/// concurrency lease it may have taken (the counts it made stay, as a dropped grant's do).
+struct Pending<'a> {
+    ops: &'a mpsc::UnboundedSender<Op>,
+    /// (subject prefix, admission id) of a lease the script takes when admitted.
+    lease: Option<(String, String)>,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some((prefix, id)) = self.lease.take() {
+            let _ = self.ops.send(Op::Drop(grant::Taken {
+                prefix: Arc::from(prefix),
+                id: Arc::from(id),
+                granules: [-1; 3],
+                tokens: 0,
+                lease: true,
+                now_ms: None,
+            }));
+        }
     }
 }
 
