@@ -216,6 +216,40 @@ async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
     assert!(again.is_ok(), "the permit is free: {:?}", again.err());
 }
 
+/// Issue 29 item 2: an upstream key that used up its `rpm: 2` in Redis is held back while
+/// the window is full and offered again once it emptied, though nothing took the key in
+/// between (planning reads only the mirror). Before the fix the mirror kept "0 left, reset
+/// 60 s" for good and the key never received traffic again from this replica.
+#[tokio::test]
+async fn a_key_held_back_by_its_limits_is_offered_again_after_the_window() {
+    let r = Redis::start();
+    let conn = Conn::open(&r.url()).unwrap();
+    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let lim = switchyard::limits::KeyLimits {
+        rpm: 2,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    for _ in 0..2 {
+        let a = l.take_key("ch", "fp", &lim, 0, t0).await.unwrap();
+        a.settle(0, t0);
+    }
+    assert!(
+        matches!(l.key_room("ch", "fp", &lim, 0, t0), Room::After(_)),
+        "used up: held back"
+    );
+    let later = t0 + Duration::from_secs(62);
+    assert_eq!(
+        l.key_room("ch", "fp", &lim, 0, later),
+        Room::Now,
+        "the window emptied: offered again"
+    );
+    assert!(
+        l.take_key("ch", "fp", &lim, 0, later).await.is_ok(),
+        "and Redis agrees"
+    );
+}
+
 /// R17.2: Redis unreachable — limits are divided by `shared.replicas` (9 / 3 = 3 per
 /// instance), requests keep being answered, and when Redis returns the shared count
 /// applies again.

@@ -13,6 +13,10 @@
 //! `settle` / `cancel` / a dropped grant cannot await: they are queued to a background task
 //! (`release.rs`), which also renews the leases of live grants. Planning queries (`peek`)
 //! read a local mirror of the numbers the last script reply carried — never a round trip.
+//! The mirror ages (issue 29 item 2): a reply's `reset` is a duration measured when it
+//! came, so a mirrored window whose reset has passed since reads as full again, and a
+//! mirrored "no concurrency permit left" is believed for [`CONCURRENCY_RETRY`] only. A key
+//! held back by its numbers is therefore tried again by the time Redis would admit it.
 
 mod any;
 mod grant;
@@ -30,6 +34,7 @@ use tokio::time::Instant;
 use super::conn::Conn;
 use crate::limits::refusal::{Kind, Numbers, Refusal, Report, Room};
 use crate::limits::store::{Ask, Peek, Store};
+use crate::limits::cell::CONCURRENCY_RETRY;
 use crate::limits::{Local, Subject};
 
 pub use any::{LimitGrant, LimitStore};
@@ -70,7 +75,8 @@ pub struct RedisStore {
     replicas: u32,
     fallback: Local,
     clock: Clock,
-    mirror: Mutex<HashMap<String, Report>>,
+    /// The last reply's numbers per subject prefix, and when they were true.
+    mirror: Mutex<HashMap<String, (Report, Instant)>>,
     ops: mpsc::UnboundedSender<Op>,
     ids: AtomicU64,
     /// Not before this (ms since `origin`) is Redis tried again while down.
@@ -126,7 +132,7 @@ impl RedisStore {
         }
     }
 
-    fn mirror(&self) -> MutexGuard<'_, HashMap<String, Report>> {
+    fn mirror(&self) -> MutexGuard<'_, HashMap<String, (Report, Instant)>> {
         crate::sync::lock(&self.mirror)
     }
 
@@ -203,7 +209,7 @@ impl RedisStore {
             .await?;
         pending.lease = None;
         let reply = Reply::parse(&r, ask);
-        self.remember(&prefix, reply.report);
+        self.remember(&prefix, reply.report, now);
         if !reply.admitted {
             return Ok(Err(reply.refusal(ask)));
         }
@@ -227,12 +233,12 @@ impl RedisStore {
         )))
     }
 
-    fn remember(&self, prefix: &str, report: Report) {
+    fn remember(&self, prefix: &str, report: Report, at: Instant) {
         let mut m = self.mirror();
         if m.len() >= MIRROR_CAP && !m.contains_key(prefix) {
             m.clear();
         }
-        m.insert(prefix.to_string(), report);
+        m.insert(prefix.to_string(), (report, at));
     }
 }
 
@@ -364,7 +370,10 @@ impl Store for RedisStore {
         if !self.conn.health.is_up() {
             return self.fallback.peek(subject, &self.divided(ask), now);
         }
-        let report = self.mirror().get(&subject_prefix(subject)).copied();
+        let report = self
+            .mirror()
+            .get(&subject_prefix(subject))
+            .map(|(r, at)| aged(r, now.saturating_duration_since(*at)));
         match report {
             Some(report) => Peek {
                 room: room(&report, ask),
@@ -377,6 +386,42 @@ impl Store for RedisStore {
     fn sweep(&self, now: Instant) -> usize {
         self.fallback.sweep(now)
     }
+}
+
+/// Mirrored numbers `elapsed` after their reply: a window whose reset has passed is full
+/// again (everything it counted has left it), the others' resets are that much nearer; a
+/// concurrency count older than [`CONCURRENCY_RETRY`] is no longer believed.
+fn aged(r: &Report, elapsed: Duration) -> Report {
+    let mut out = *r;
+    for kind in [Kind::Rpm, Kind::Rpd, Kind::Tpm] {
+        if let Some(n) = r.get(kind) {
+            let n = if elapsed >= n.reset {
+                Numbers {
+                    remaining: n.limit,
+                    reset: Duration::ZERO,
+                    ..n
+                }
+            } else {
+                Numbers {
+                    reset: n.reset - elapsed,
+                    ..n
+                }
+            };
+            out.set(kind, Some(n));
+        }
+    }
+    if let Some(n) = r.get(Kind::Concurrency) {
+        if elapsed >= CONCURRENCY_RETRY {
+            out.set(
+                Kind::Concurrency,
+                Some(Numbers {
+                    remaining: n.limit,
+                    ..n
+                }),
+            );
+        }
+    }
+    out
 }
 
 /// Room for `ask` as the mirrored numbers see it.
@@ -394,7 +439,7 @@ fn room(r: &Report, ask: &Ask) -> Room {
         }
     }
     if r.get(Kind::Concurrency).is_some_and(|n| n.remaining == 0) {
-        wait = wait.max(crate::limits::cell::CONCURRENCY_RETRY);
+        wait = wait.max(CONCURRENCY_RETRY);
     }
     if wait.is_zero() {
         Room::Now
