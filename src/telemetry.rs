@@ -6,6 +6,7 @@
 pub mod allocs;
 mod quota;
 mod series;
+pub mod upkeep;
 
 pub use quota::{quota, QuotaMeters};
 pub use series::{
@@ -70,7 +71,8 @@ const ATTEMPT_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0];
 
 static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
 
-/// Install the global Prometheus recorder (once per process) and describe every metric.
+/// Install the global Prometheus recorder (once per process), describe every metric and
+/// start its upkeep (`upkeep.rs`).
 /// Returns the handle the admin listener renders; `None` when another recorder was installed
 /// first. Several gateways in one process (tests) share the one recorder.
 pub fn install() -> Option<PrometheusHandle> {
@@ -87,6 +89,7 @@ fn install_once() -> Option<PrometheusHandle> {
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).ok()?;
     describe();
+    upkeep::start(handle.clone());
     Some(handle)
 }
 
