@@ -1,8 +1,8 @@
-//! The shared-state runtime in process (R17.1, R17.2; issue 20): two or three "replicas"
+//! The shared-state runtime in process (R17.1, R17.2; issues 20, 29): two or three "replicas"
 //! (each its own registry, bindings, store and budget) on one private Redis. Covers what the
 //! end-to-end test does not reach through HTTP: route cooldowns, "model not found" marks,
 //! upstream key cooldowns, the retry budget, and bindings read back by a replica that joins
-//! later or after Redis restarted empty.
+//! later or after Redis restarted empty, and a subscription frozen half-open (through a proxy).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,11 @@ fn node(redis: &Redis, stop: &watch::Receiver<bool>) -> Node {
 }
 
 fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
+    node_on(&redis.url(), stop, yaml, Duration::from_millis(300))
+}
+
+/// A node on the Redis at `url` (maybe through a proxy), resyncing every `resync`.
+fn node_on(url: &str, stop: &watch::Receiver<bool>, yaml: &str, resync: Duration) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
     let cfg = switchyard::config::load_text(yaml, &path).unwrap();
@@ -53,9 +58,9 @@ fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
         store: store.clone(),
         budget: Arc::new(move || b.clone()),
         replicas: 2,
-        resync: Duration::from_millis(300),
+        resync,
     };
-    let (shared, _task) = Shared::start(&redis.url(), wiring, &registry, stop.clone()).unwrap();
+    let (shared, _task) = Shared::start(url, wiring, &registry, stop.clone()).unwrap();
     let kc = Arc::new(KeyCooldowns::default());
     shared.attach_key_cooldowns(kc.clone());
     Node {
@@ -344,4 +349,118 @@ async fn a_lost_change_is_repaired_by_the_resync() {
         .await
         .expect("repaired by the next resync");
     eprintln!("repaired after {t:?} (resync every 300 ms here)");
+}
+
+/// A TCP proxy to Redis that can freeze the subscriptions open at a moment: their bytes stop
+/// in both directions while the sockets stay open (a silent partition, a half-open
+/// connection). Connections made later pass.
+struct Freezer {
+    url: String,
+    /// Connections with an id up to this one are frozen (once subscribed).
+    frozen_upto: Arc<std::sync::atomic::AtomicU64>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Freezer {
+    async fn start(redis: &Redis) -> Freezer {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}/0", l.local_addr().unwrap());
+        let target = format!("127.0.0.1:{}", redis.port);
+        let frozen_upto = Arc::new(AtomicU64::new(0));
+        let next = Arc::new(AtomicU64::new(1));
+        let (f, ids) = (frozen_upto.clone(), next.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = l.accept().await {
+                let id = ids.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let subscriber = Arc::new(AtomicBool::new(false));
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let stuck = {
+                    let (f, sub) = (f.clone(), subscriber.clone());
+                    move || sub.load(Ordering::SeqCst) && f.load(Ordering::SeqCst) >= id
+                };
+                let (up_stuck, sub) = (stuck.clone(), subscriber.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16384];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        if buf[..n].windows(9).any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE")) {
+                            sub.store(true, Ordering::SeqCst);
+                        }
+                        while up_stuck() {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16384];
+                    while let Ok(n) = sr.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        while stuck() {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Freezer {
+            url,
+            frozen_upto,
+            next,
+        }
+    }
+
+    /// Freeze every subscription open now.
+    fn freeze(&self) {
+        use std::sync::atomic::Ordering;
+        let last = self.next.load(Ordering::SeqCst) - 1;
+        self.frozen_upto.store(last, Ordering::SeqCst);
+    }
+}
+
+/// Issue 29 item 11: a subscription that goes silent without closing (its connection
+/// frozen) is noticed by its ping and made again, so another replica's change arrives
+/// within seconds — not at the next full resync (60 s here). Before the fix the frozen
+/// subscription was never noticed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_open_subscription_is_noticed_and_made_again() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let proxy = Freezer::start(&redis).await;
+    let n1 = node_on(&proxy.url, &stop, YAML, Duration::from_secs(60));
+    let n2 = node_on(&redis.url(), &stop, YAML, Duration::from_secs(60));
+    up(&n1).await;
+    up(&n2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Connections opened from now on pass: only the open subscription is stuck.
+    proxy.freeze();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    n2.kc.cool(
+        "a",
+        "fp-9",
+        Duration::from_secs(30),
+        Duration::from_secs(60),
+        Instant::now(),
+    );
+    let seen = until(Duration::from_secs(5), || {
+        n1.kc.cooling_until("a", "fp-9", Instant::now()).is_some()
+    })
+    .await;
+    assert!(seen.is_some(), "the change reached the replica with the frozen subscription");
+    eprintln!("seen after {seen:?}");
 }
