@@ -1,5 +1,6 @@
 //! The HTTP/2 pool against a real local h2 server: the peer's stream limit decides when a
-//! second connection opens, and a dial that never completes is bounded.
+//! second connection opens, a dial that never completes is bounded, and an HTTP/2
+//! channel's health probe speaks HTTP/2.
 
 use std::sync::atomic::AtomicUsize;
 
@@ -113,4 +114,21 @@ async fn a_dial_that_never_completes_is_bounded() {
         r.map(|x| x.map(|_| ()))
     );
     assert!(t.elapsed() <= DIAL_TIMEOUT + Duration::from_secs(1));
+}
+
+/// The health probe of a `protocol: http2` channel speaks HTTP/2: against an h2-only
+/// (h2c prior knowledge) upstream it gets the answer; over HTTP/1 it got none.
+#[tokio::test]
+async fn the_probe_of_an_http2_channel_speaks_http2() {
+    let gate = Arc::new(Semaphore::new(100));
+    let (tx, _arrived) = mpsc::unbounded_channel();
+    let (addr, _) = server(10, gate, tx).await;
+    let yaml = format!(
+        "channels:\n  h2:\n    kind: openai\n    base_url: http://{addr}/v1\n    keys: [k]\n    models: [m]\n    protocol: http2\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = crate::config::load_text(&yaml, &dir.path().join("c.yaml")).unwrap();
+    let up = crate::upstream::Upstream::new().unwrap();
+    let got = crate::upstream::list_models(&up, &cfg.channels[0], 0, Duration::from_secs(5)).await;
+    assert_eq!(got, Some(200));
 }
