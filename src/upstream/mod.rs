@@ -166,3 +166,7 @@ pub async fn list_models(
     let _ = read::read_error(&mut body, deadline).await;
     Some(status)
 }
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod transport_tests;
