@@ -464,3 +464,39 @@ async fn a_half_open_subscription_is_noticed_and_made_again() {
     assert!(seen.is_some(), "the change reached the replica with the frozen subscription");
     eprintln!("seen after {seen:?}");
 }
+
+/// Issue 29 item 4 (clock skew): a replica whose clock runs an hour ahead disables channel
+/// `a` (it writes what such a replica writes: a change stamped with its own clock); an
+/// operator then enables `a` on the other replica. The enable wins on both and in Redis —
+/// versions come from Redis, not from the replicas' clocks. Before the fix the enable was
+/// lost in Redis and the replicas diverged (one served, the other kept `a` disabled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enable_wins_over_a_disable_from_a_fast_clock() {
+    use switchyard::state::channel::Disabled;
+    use switchyard::store::StateKey;
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let (st1, st2) = (&n1.snap.states[0], &n2.snap.states[0]);
+    let fast = Disabled {
+        reason: "operator (fast clock)".into(),
+        at_ms: switchyard::store::now_ms() + 3_600_000,
+        auto: false,
+    };
+    st2.set_disabled(Some(fast.clone()));
+    st2.save(&n2.store, StateKey::Channel, Some(&fast));
+    until(Duration::from_secs(2), || st1.is_disabled())
+        .await
+        .expect("the disable reached the other replica");
+    // The operator's enable on the replica with the right clock.
+    st1.set_disabled(None);
+    st1.save(&n1.store, StateKey::Channel, None);
+    until(Duration::from_secs(2), || !st2.is_disabled())
+        .await
+        .expect("the enable reached the fast replica");
+    // Both stay enabled through a resync (every 300 ms here): Redis holds the enable too.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(!st1.is_disabled() && !st2.is_disabled(), "the replicas agree");
+}
