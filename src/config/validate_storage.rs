@@ -14,6 +14,10 @@ use crate::secret::Secret;
 pub const LEASE_TTL: Duration = Duration::from_secs(30);
 /// Default `storage.queue_capacity`.
 pub const QUEUE_CAPACITY: usize = 8192;
+/// Default `storage.pool_size`.
+pub const POOL_SIZE: usize = 8;
+/// Default `storage.pool_timeout`.
+pub const POOL_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
     if raw.path.is_some() && raw.url.is_some() {
@@ -50,11 +54,22 @@ pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         None => QUEUE_CAPACITY,
     };
+    let pool_size = match raw.pool_size {
+        Some(0) => {
+            c.push("storage.pool_size", "must be greater than zero");
+            POOL_SIZE
+        }
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => POOL_SIZE,
+    };
+    let pool_timeout = dur_nonzero(c, "storage.pool_timeout", &raw.pool_timeout, POOL_TIMEOUT);
     Storage {
         path,
         url,
         lease_ttl,
         queue_capacity,
+        pool_size,
+        pool_timeout,
         request_log,
     }
 }

@@ -219,3 +219,41 @@ async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
         "the abandoned precharge is refunded once"
     );
 }
+
+/// Issue 29 item 7: `storage.pool_timeout` bounds a quota debit. With the client's balance
+/// row locked, a request gets its 503 after the configured 300 ms, not the fixed 2 s of
+/// before (PostgreSQL itself is healthy: only that statement waits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_timeout_bounds_a_debit_behind_a_locked_row() {
+    let pg = Postgres::start();
+    let mock = MockUpstream::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = config(&pg, &mock, 100 * COST, false).replace(
+        "queue_capacity: 8",
+        "queue_capacity: 8\n  pool_size: 2\n  pool_timeout: 300ms",
+    );
+    let r = replica(dir.path(), "r", &body);
+    let http = http();
+    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    let (lock, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .expect("lock connection");
+    let driver = tokio::spawn(conn);
+    lock.batch_execute(
+        "BEGIN; SELECT charged FROM quota_balance WHERE client = 'alice' FOR UPDATE",
+    )
+    .await
+    .expect("row locked");
+    let t = std::time::Instant::now();
+    let (status, _) = ask(&http, &r, ALICE, false).await;
+    let took = t.elapsed();
+    lock.batch_execute("ROLLBACK").await.expect("unlocked");
+    driver.abort();
+    assert_eq!(status, 503);
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+        "bounded by storage.pool_timeout: {took:?}"
+    );
+    // A healthy database: the next request is served.
+    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+}
