@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::conn::Conn;
@@ -77,7 +76,7 @@ pub struct RedisStore {
     clock: Clock,
     /// The last reply's numbers per subject prefix, and when they were true.
     mirror: Mutex<HashMap<String, (Report, Instant)>>,
-    ops: mpsc::UnboundedSender<Op>,
+    ops: release::Ops,
     ids: AtomicU64,
     /// Not before this (ms since `origin`) is Redis tried again while down.
     retry_at: AtomicU64,
@@ -99,7 +98,7 @@ impl RedisStore {
     /// A store on `conn` for a deployment of `replicas` replicas. Spawns its release task
     /// (call within a Tokio runtime).
     pub fn new(conn: Conn, replicas: u32) -> RedisStore {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = release::channel();
         tokio::spawn(release::run(conn.clone(), rx));
         RedisStore {
             conn,
@@ -168,16 +167,26 @@ impl RedisStore {
         }
     }
 
+    /// A new admission id (unique across replicas).
+    fn next_id(&self) -> String {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}:{id}", self.tag)
+    }
+
+    /// One admission script call. `id` names the admission: a call repeated with the same id
+    /// (after a reply lost to an I/O error) returns the first call's reply and counts
+    /// nothing again (issue 29 item 6).
     async fn admit_shared(
         &self,
         subject: Subject<'_>,
         ask: &Ask,
         now: Instant,
+        id_s: &str,
     ) -> Result<Result<RedisGrant, Refusal>, super::conn::CallError> {
         let prefix = subject_prefix(subject);
         let [rpm, rpd, tpm, cc] = keys(&prefix);
-        let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let id_s = format!("{:x}:{id}", self.tag);
+        let done = format!("{prefix}:a:{id_s}");
+        let id_s = id_s.to_string();
         let now_ms = self.now_arg(now);
         let a = *ask;
         let ids = id_s.clone();
@@ -195,6 +204,7 @@ impl RedisStore {
                     .key(rpd)
                     .key(tpm)
                     .key(cc)
+                    .key(done)
                     .arg(a.rpm)
                     .arg(a.rpd)
                     .arg(a.tpm)
@@ -222,9 +232,10 @@ impl RedisStore {
             now_ms: matches!(self.clock, Clock::Caller(_)).then_some(now_ms),
         };
         if taken.lease {
-            let _ = self
-                .ops
-                .send(Op::Hold(taken.prefix.clone(), taken.id.clone()));
+            release::queue(
+                &self.ops,
+                Op::Hold(taken.prefix.clone(), taken.id.clone()),
+            );
         }
         Ok(Ok(RedisGrant::shared(
             taken,
@@ -245,7 +256,7 @@ impl RedisStore {
 /// An admission script in flight; dropped before its reply, it queues the end of the
 /// concurrency lease it may have taken (the counts it made stay, as a dropped grant's do).
 struct Pending<'a> {
-    ops: &'a mpsc::UnboundedSender<Op>,
+    ops: &'a release::Ops,
     /// (subject prefix, admission id) of a lease the script takes when admitted.
     lease: Option<(String, String)>,
 }
@@ -253,14 +264,17 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if let Some((prefix, id)) = self.lease.take() {
-            let _ = self.ops.send(Op::Drop(grant::Taken {
+            release::queue(
+                self.ops,
+                Op::Drop(grant::Taken {
                 prefix: Arc::from(prefix),
                 id: Arc::from(id),
                 granules: [-1; 3],
                 tokens: 0,
                 lease: true,
                 now_ms: None,
-            }));
+                }),
+            );
         }
     }
 }
@@ -347,10 +361,12 @@ impl Store for RedisStore {
         now: Instant,
     ) -> Result<RedisGrant, Refusal> {
         if self.try_redis() {
-            let mut r = self.admit_shared(subject, ask, now).await;
+            let id = self.next_id();
+            let mut r = self.admit_shared(subject, ask, now, &id).await;
             if matches!(&r, Err(e) if e.is_connection()) {
                 // The connection had died (Redis restarted): its reconnect may answer now.
-                r = self.admit_shared(subject, ask, now).await;
+                // The same id: if the first call did run, it is not counted twice.
+                r = self.admit_shared(subject, ask, now, &id).await;
             }
             match r {
                 Ok(r) => {
