@@ -105,7 +105,8 @@ fn the_pool_size_and_timeout_are_read_and_checked() {
         (cfg.storage.pool_size, cfg.storage.pool_timeout),
         (8, Duration::from_secs(2))
     );
-    let yaml = format!("storage:\n  url: postgres://u@h/d\n  pool_size: 32\n  pool_timeout: 250ms\n{CH}");
+    let yaml =
+        format!("storage:\n  url: postgres://u@h/d\n  pool_size: 32\n  pool_timeout: 250ms\n{CH}");
     let cfg = load(&yaml).unwrap();
     assert_eq!(
         (cfg.storage.pool_size, cfg.storage.pool_timeout),

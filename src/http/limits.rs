@@ -99,7 +99,10 @@ mod tests {
     type Frames = tokio::sync::mpsc::Sender<Frame>;
 
     /// A request body fed frame by frame by the test.
-    fn channel_body() -> (Frames, impl Body<Data = Bytes, Error = std::io::Error> + Unpin) {
+    fn channel_body() -> (
+        Frames,
+        impl Body<Data = Bytes, Error = std::io::Error> + Unpin,
+    ) {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Frame>(4);
         let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
         (tx, StreamBody::new(stream))
@@ -125,7 +128,11 @@ mod tests {
         let t = Instant::now();
         let e = read_limited(body, Some(100), 1000).await.unwrap_err();
         assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
-        assert!(t.elapsed() <= BODY_GRACE + Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() <= BODY_GRACE + Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
         feeder.abort();
     }
 

@@ -108,5 +108,8 @@ async fn a_negative_answer_expires_and_a_binding_does_not() {
     assert_eq!(c.fill("alice", "t1", vec!["ch".into()]), ["ch"]);
     tokio::time::advance(NEGATIVE_TTL * 100).await;
     let e = c.get("alice", "t1").expect("a binding stays cached");
-    assert_eq!((e.channels.as_slice(), e.complete), (&["ch".to_string()][..], true));
+    assert_eq!(
+        (e.channels.as_slice(), e.complete),
+        (&["ch".to_string()][..], true)
+    );
 }

@@ -75,14 +75,20 @@ async fn the_peers_stream_limit_opens_a_second_connection() {
     let mut sent = Vec::new();
     for i in 0..3 {
         let p = pool.clone();
-        sent.push(tokio::spawn(async move { p.send(get(addr)).await.map(|_| ()) }));
+        sent.push(tokio::spawn(
+            async move { p.send(get(addr)).await.map(|_| ()) },
+        ));
         let got = tokio::time::timeout(Duration::from_secs(5), arrived.recv()).await;
         assert!(
             matches!(got, Ok(Some(()))),
             "request {i} reached the server"
         );
     }
-    assert_eq!(accepted.load(Ordering::SeqCst), 2, "two connections of two streams");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "two connections of two streams"
+    );
     gate.add_permits(3);
     for s in sent {
         assert!(s.await.unwrap().is_ok());

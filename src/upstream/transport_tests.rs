@@ -2,8 +2,6 @@
 //! refused connection is `Connect`, a connection reset after the request was sent is
 //! `Reset` (labelled `reset`, never `connect`).
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::Request;
 use http_body_util::Full;
@@ -28,7 +26,7 @@ async fn a_reset_after_the_request_was_sent_is_not_a_connect_failure() {
         let mut buf = [0u8; 4096];
         // The whole request arrives, then the connection is reset (RST, not FIN).
         let _ = s.read(&mut buf).await;
-        s.set_linger(Some(Duration::ZERO)).unwrap();
+        s.set_zero_linger().unwrap();
         drop(s);
     });
     let up = Upstream::new().unwrap();
@@ -45,5 +43,8 @@ async fn a_reset_after_the_request_was_sent_is_not_a_connect_failure() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gone = closed.local_addr().unwrap();
     drop(closed);
-    assert_eq!(up.send(post(gone)).await.map(|_| ()), Err(TransportKind::Connect));
+    assert_eq!(
+        up.send(post(gone)).await.map(|_| ()),
+        Err(TransportKind::Connect)
+    );
 }

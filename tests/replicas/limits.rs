@@ -290,7 +290,10 @@ async fn cut_after_first_admission(r: &Redis) -> String {
                     if n == 0 {
                         return;
                     }
-                    if down.compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                    if down
+                        .compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok()
+                    {
                         to_server.abort();
                         return;
                     }
@@ -317,7 +320,11 @@ async fn a_reply_lost_after_the_script_ran_is_not_counted_twice() {
         rpm: 100,
         ..Default::default()
     };
-    drop(direct.admit(Subject::Client("warm"), &warm, Instant::now()).await);
+    drop(
+        direct
+            .admit(Subject::Client("warm"), &warm, Instant::now())
+            .await,
+    );
     let store = RedisStore::new(Conn::open(&cut_after_first_admission(&r).await).unwrap(), 1);
     let ask = Ask {
         rpm: 10,
@@ -393,7 +400,7 @@ async fn releases_keep_up_with_admissions_over_a_slow_link() {
     drop(l.admit_client("warm", &lim, 0, Instant::now()).await);
     let mut workers = Vec::new();
     for _ in 0..8 {
-        let (l, lim) = (l.clone(), lim.clone());
+        let l = l.clone();
         workers.push(tokio::spawn(async move {
             let mut refused = 0;
             for _ in 0..40 {

@@ -391,7 +391,10 @@ impl Freezer {
                         if n == 0 {
                             return;
                         }
-                        if buf[..n].windows(9).any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE")) {
+                        if buf[..n]
+                            .windows(9)
+                            .any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                        {
                             sub.store(true, Ordering::SeqCst);
                         }
                         while up_stuck() {
@@ -461,7 +464,10 @@ async fn a_half_open_subscription_is_noticed_and_made_again() {
         n1.kc.cooling_until("a", "fp-9", Instant::now()).is_some()
     })
     .await;
-    assert!(seen.is_some(), "the change reached the replica with the frozen subscription");
+    assert!(
+        seen.is_some(),
+        "the change reached the replica with the frozen subscription"
+    );
     eprintln!("seen after {seen:?}");
 }
 
@@ -498,5 +504,8 @@ async fn an_enable_wins_over_a_disable_from_a_fast_clock() {
         .expect("the enable reached the fast replica");
     // Both stay enabled through a resync (every 300 ms here): Redis holds the enable too.
     tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(!st1.is_disabled() && !st2.is_disabled(), "the replicas agree");
+    assert!(
+        !st1.is_disabled() && !st2.is_disabled(),
+        "the replicas agree"
+    );
 }

@@ -40,7 +40,10 @@ async fn a_poll_that_raced_the_submission_sees_the_binding_later() {
     let mock = MockUpstream::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let body = video_config(&pg, &mock);
-    let (a, b) = (replica(dir.path(), "a", &body), replica(dir.path(), "b", &body));
+    let (a, b) = (
+        replica(dir.path(), "a", &body),
+        replica(dir.path(), "b", &body),
+    );
     let http = http();
     assert_eq!(poll(&http, &b, "task_1").await, 404, "not submitted yet");
     let r = http

@@ -31,9 +31,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::conn::Conn;
+use crate::limits::cell::CONCURRENCY_RETRY;
 use crate::limits::refusal::{Kind, Numbers, Refusal, Report, Room};
 use crate::limits::store::{Ask, Peek, Store};
-use crate::limits::cell::CONCURRENCY_RETRY;
 use crate::limits::{Local, Subject};
 
 pub use any::{LimitGrant, LimitStore};
@@ -232,10 +232,7 @@ impl RedisStore {
             now_ms: matches!(self.clock, Clock::Caller(_)).then_some(now_ms),
         };
         if taken.lease {
-            release::queue(
-                &self.ops,
-                Op::Hold(taken.prefix.clone(), taken.id.clone()),
-            );
+            release::queue(&self.ops, Op::Hold(taken.prefix.clone(), taken.id.clone()));
         }
         Ok(Ok(RedisGrant::shared(
             taken,
@@ -267,12 +264,12 @@ impl Drop for Pending<'_> {
             release::queue(
                 self.ops,
                 Op::Drop(grant::Taken {
-                prefix: Arc::from(prefix),
-                id: Arc::from(id),
-                granules: [-1; 3],
-                tokens: 0,
-                lease: true,
-                now_ms: None,
+                    prefix: Arc::from(prefix),
+                    id: Arc::from(id),
+                    granules: [-1; 3],
+                    tokens: 0,
+                    lease: true,
+                    now_ms: None,
                 }),
             );
         }

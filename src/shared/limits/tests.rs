@@ -118,5 +118,8 @@ async fn the_planning_mirror_ages_past_its_resets() {
         store.peek(key, &ask, t0).room,
         Room::After(CONCURRENCY_RETRY)
     );
-    assert_eq!(store.peek(key, &ask, t0 + CONCURRENCY_RETRY).room, Room::Now);
+    assert_eq!(
+        store.peek(key, &ask, t0 + CONCURRENCY_RETRY).room,
+        Room::Now
+    );
 }
