@@ -407,22 +407,7 @@ async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded()
         &default_price(),
     ))
     .await;
-    let store = gw.running.as_ref().unwrap().gateway.store.clone();
-    let lock = rusqlite::Connection::open(gw.dir.path().join("switchyard.db")).unwrap();
-    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let filler = || switchyard::store::RequestRecord {
-        id: "filler".into(),
-        ..Default::default()
-    };
-    assert!(store.try_send(filler()));
-    while store.queue_len() > 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let mut n = 0;
-    while store.try_send(filler()) {
-        n += 1;
-        assert!(n <= 100_000, "queue never filled");
-    }
+    let lock = jam(&gw).await;
     let quick = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()

@@ -177,15 +177,7 @@ async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
         ) == 0)
         .await
     );
-    let (lock, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
-        .await
-        .expect("lock connection");
-    let driver = tokio::spawn(conn);
-    lock.batch_execute(
-        "BEGIN; SELECT charged FROM quota_balance WHERE client = 'alice' FOR UPDATE",
-    )
-    .await
-    .expect("row locked");
+    let (lock, driver) = lock_alice(&pg).await;
     let quick = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
         .build()
@@ -235,15 +227,7 @@ async fn the_pool_timeout_bounds_a_debit_behind_a_locked_row() {
     let r = replica(dir.path(), "r", &body);
     let http = http();
     assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
-    let (lock, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
-        .await
-        .expect("lock connection");
-    let driver = tokio::spawn(conn);
-    lock.batch_execute(
-        "BEGIN; SELECT charged FROM quota_balance WHERE client = 'alice' FOR UPDATE",
-    )
-    .await
-    .expect("row locked");
+    let (lock, driver) = lock_alice(&pg).await;
     let t = std::time::Instant::now();
     let (status, _) = ask(&http, &r, ALICE, false).await;
     let took = t.elapsed();
@@ -256,4 +240,21 @@ async fn the_pool_timeout_bounds_a_debit_behind_a_locked_row() {
     );
     // A healthy database: the next request is served.
     assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+}
+
+/// A transaction holding alice's balance row `FOR UPDATE` (end it with `COMMIT` or
+/// `ROLLBACK`), and its connection's task.
+async fn lock_alice(pg: &Postgres) -> (tokio_postgres::Client, tokio::task::JoinHandle<()>) {
+    let (lock, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .expect("lock connection");
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    lock.batch_execute(
+        "BEGIN; SELECT charged FROM quota_balance WHERE client = 'alice' FOR UPDATE",
+    )
+    .await
+    .expect("row locked");
+    (lock, driver)
 }
