@@ -119,6 +119,9 @@ impl Runtime {
                     if self.conn.health.downs() != self.seen_downs {
                         self.need_converge = true;
                     }
+                    if self.conn.health.is_up() {
+                        self.renew_leases().await;
+                    }
                     if self.need_converge || !self.conn.health.is_up() {
                         self.recover(&mut outbox).await;
                     } else if last_resync.elapsed() >= self.wiring.resync {

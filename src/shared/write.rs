@@ -11,6 +11,7 @@ use super::count;
 use super::run::Runtime;
 use super::scripts::{BUDGET_SCRIPT, LEASE_SCRIPT, PUT_SCRIPT};
 use super::wire::{self, Msg};
+use crate::state::breakers::PROBE_LEASE;
 use crate::state::sync::Change;
 
 impl Runtime {
@@ -140,6 +141,25 @@ impl Runtime {
         };
         self.put_call(pipe, &p);
         pipe.ignore();
+    }
+
+    /// Renew every probe lease this replica holds (one ask each; there are few).
+    pub(crate) async fn renew_leases(&mut self) {
+        let snap = (self.wiring.snapshot)();
+        let now = Instant::now();
+        let mut held = Vec::new();
+        for (ch, st) in snap.table.channels.iter().zip(snap.states.iter()) {
+            for scope in st.breakers.leases_held(now) {
+                held.push(Change::ProbeWanted {
+                    channel: ch.name.clone(),
+                    scope,
+                    ttl: PROBE_LEASE,
+                });
+            }
+        }
+        for c in held {
+            self.ask_lease(&c).await;
+        }
     }
 
     /// Ask for (or renew) a probe lease and tell the breaker the answer.

@@ -7,7 +7,9 @@
 //! needs the deployment's one probe lease, so without it the breaker refuses (fails over
 //! like any open breaker) and asks for the lease ([`Change::ProbeWanted`], at most every
 //! [`LEASE_ASK_EVERY`]). The runtime grants or denies it ([`Breakers::grant_lease`],
-//! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens.
+//! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens, and
+//! its runtime renews the lease ([`PROBE_LEASE`], 1 s) every tick meanwhile
+//! ([`Breakers::leases_held`]), so the slot of a holder that died is free within a second.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -58,10 +60,10 @@ impl Default for Breakers {
 /// Which breaker of a channel a call uses: `None` = the provider breaker.
 pub type Scope<'a> = Option<&'a str>;
 
-/// How long a granted probe lease lasts: the breaker's timeout, at least a second.
-pub fn lease_ttl(lim: &Limits) -> Duration {
-    lim.timeout.max(Duration::from_secs(1))
-}
+/// How long a granted probe lease lasts without renewal (issue 29 item 9): its holder's
+/// runtime renews it every tick while the probe runs, so a holder that died frees the probe
+/// slot within a second — not after the breaker's whole timeout.
+pub const PROBE_LEASE: Duration = Duration::from_secs(1);
 
 impl Breakers {
     /// Share this channel's breakers through `sink` (shared state is on).
@@ -89,7 +91,7 @@ impl Breakers {
             sh.sink.emit(Change::ProbeWanted {
                 channel: sh.channel.clone(),
                 scope: scope.map(str::to_string),
-                ttl: lease_ttl(lim),
+                ttl: PROBE_LEASE,
             });
         }
         false
@@ -217,6 +219,21 @@ impl Breakers {
             c.lease_until = Some(until);
             c.ask_after = None;
         });
+    }
+
+    /// The scopes whose probe lease this replica holds now (its runtime renews them).
+    pub fn leases_held(&self, now: Instant) -> Vec<Option<String>> {
+        let held = |c: &Core| c.lease_until.is_some_and(|t| t > now);
+        let mut v = Vec::new();
+        if held(&lock(&self.provider)) {
+            v.push(None);
+        }
+        for (m, c) in lock(&self.models).iter() {
+            if held(c) {
+                v.push(Some(m.clone()));
+            }
+        }
+        v
     }
 
     /// Another replica holds the probe lease of `scope`; ask again at `retry_at`.

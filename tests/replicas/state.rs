@@ -509,3 +509,61 @@ async fn an_enable_wins_over_a_disable_from_a_fast_clock() {
         "the replicas agree"
     );
 }
+
+/// Issue 29 item 9: a replica that took the half-open probe lease and then died frees the
+/// probe slot within about a second (the lease is 1 s, renewed only by a live holder), not
+/// after the breaker's whole timeout (3 s here): the other replica probes promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
+    use switchyard::state::breaker::{Admission, Limits};
+    let yaml = YAML.replace(
+        "      cooldown: {consecutive_retryable_failures: 1, duration: 600s}\n",
+        "      circuit_breaker: {failure_threshold: 1, timeout: 3s}\n",
+    );
+    let redis = Redis::start();
+    let (kill1, stop1) = watch::channel(false);
+    let (_tx, stop2) = watch::channel(false);
+    let n1 = node_on(&redis.url(), &stop1, &yaml, Duration::from_secs(60));
+    let n2 = node_on(&redis.url(), &stop2, &yaml, Duration::from_secs(60));
+    up(&n1).await;
+    up(&n2).await;
+    let (ch, st1, st2) = (
+        &n1.snap.table.channels[0],
+        &n1.snap.states[0],
+        &n2.snap.states[0],
+    );
+    let lim = Limits::of(&ch.resilience.circuit_breaker);
+    record_visit(
+        ch,
+        st1,
+        "m",
+        &status(503, "overloaded"),
+        Duration::ZERO,
+        false,
+    );
+    until(Duration::from_secs(1), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Refused
+    })
+    .await
+    .expect("open on both");
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    until(Duration::from_secs(2), || {
+        st1.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
+    })
+    .await
+    .expect("replica 1 takes the probe");
+    // Replica 1 dies with its probe in flight: nobody renews its lease.
+    kill1.send(true).unwrap();
+    let died = std::time::Instant::now();
+    let took = until(Duration::from_secs(3), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
+    })
+    .await
+    .expect("replica 2 probes");
+    let since = died.elapsed();
+    assert!(
+        since < Duration::from_millis(1800),
+        "slot freed after {since:?}"
+    );
+    eprintln!("replica 2 probed {took:?} after replica 1 died");
+}
