@@ -109,6 +109,12 @@ async fn failover_charges_once() {
     assert_eq!(account(&gw).await["charged_micro"], mock_cost());
     let store = &gw.running.as_ref().unwrap().gateway.store;
     assert!(store.dangling_precharges().await.unwrap().is_empty());
+    // Issue 29 item 10: the request log says a later channel served it; `fallback` is the
+    // sticky-routing flag (no binding here) and stays false.
+    let rows = support::streams::requests(&gw).await;
+    assert_eq!(rows[0]["chain"], "a->b", "{}", rows[0]);
+    assert_eq!(rows[0]["failed_over"], true, "{}", rows[0]);
+    assert_eq!(rows[0]["fallback"], false, "{}", rows[0]);
     gw.stop().await;
 }
 
