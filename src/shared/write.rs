@@ -149,7 +149,8 @@ impl Runtime {
         let now = Instant::now();
         let mut held = Vec::new();
         for (ch, st) in snap.table.channels.iter().zip(snap.states.iter()) {
-            for scope in st.breakers.leases_held(now) {
+            let lim = crate::state::breaker::Limits::of(&ch.resilience.circuit_breaker);
+            for scope in st.breakers.leases_held(&lim, now) {
                 held.push(Change::ProbeWanted {
                     channel: ch.name.clone(),
                     scope,

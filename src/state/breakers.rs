@@ -221,9 +221,11 @@ impl Breakers {
         });
     }
 
-    /// The scopes whose probe lease this replica holds now (its runtime renews them).
-    pub fn leases_held(&self, now: Instant) -> Vec<Option<String>> {
-        let held = |c: &Core| c.lease_until.is_some_and(|t| t > now);
+    /// The scopes whose probe lease this replica holds now with its probe out: its runtime
+    /// renews them. A lease whose holder sends no probe (no traffic) is not renewed and
+    /// lapses within [`PROBE_LEASE`], so a replica with traffic can take it.
+    pub fn leases_held(&self, lim: &Limits, now: Instant) -> Vec<Option<String>> {
+        let held = |c: &Core| c.lease_until.is_some_and(|t| t > now) && c.probe_in_flight(lim, now);
         let mut v = Vec::new();
         if held(&lock(&self.provider)) {
             v.push(None);

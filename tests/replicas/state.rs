@@ -567,3 +567,58 @@ async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
     );
     eprintln!("replica 2 probed {took:?} after replica 1 died");
 }
+
+/// Issue 29 item 9: a replica that got the probe lease but sends no probe (no traffic of
+/// its own) does not keep it: the lease lapses within a second and the replica with
+/// traffic probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_lease_holder_does_not_keep_the_probe() {
+    use switchyard::state::breaker::{Admission, Limits};
+    let yaml = YAML.replace(
+        "      cooldown: {consecutive_retryable_failures: 1, duration: 600s}\n",
+        "      circuit_breaker: {failure_threshold: 1, timeout: 1s}\n",
+    );
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let n1 = node_on(&redis.url(), &stop, &yaml, Duration::from_secs(60));
+    let n2 = node_on(&redis.url(), &stop, &yaml, Duration::from_secs(60));
+    up(&n1).await;
+    up(&n2).await;
+    let (ch, st1, st2) = (
+        &n1.snap.table.channels[0],
+        &n1.snap.states[0],
+        &n2.snap.states[0],
+    );
+    let lim = Limits::of(&ch.resilience.circuit_breaker);
+    record_visit(
+        ch,
+        st1,
+        "m",
+        &status(503, "overloaded"),
+        Duration::ZERO,
+        false,
+    );
+    until(Duration::from_secs(1), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Refused
+    })
+    .await
+    .expect("open on both");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Replica 1 asks (a plan-time check) and is granted the lease, then gets no traffic.
+    until(Duration::from_secs(2), || {
+        st1.breakers.would_admit(&lim, None, Instant::now())
+    })
+    .await
+    .expect("replica 1 holds the lease");
+    let t = std::time::Instant::now();
+    until(Duration::from_secs(4), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
+    })
+    .await
+    .expect("replica 2, with traffic, probes");
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t.elapsed()
+    );
+}
