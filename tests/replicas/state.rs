@@ -510,42 +510,53 @@ async fn an_enable_wins_over_a_disable_from_a_fast_clock() {
     );
 }
 
-/// Issue 29 item 9: a replica that took the half-open probe lease and then died frees the
-/// probe slot within about a second (the lease is 1 s, renewed only by a live holder), not
-/// after the breaker's whole timeout (3 s here): the other replica probes promptly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
+/// Two nodes (their own stop channels) whose channel `a` breaker — threshold 1, `timeout` —
+/// was opened on the first and is open on both, and that breaker's limits.
+async fn open_on_two(
+    redis: &Redis,
+    timeout: &str,
+    stops: [&watch::Receiver<bool>; 2],
+) -> (Node, Node, switchyard::state::breaker::Limits) {
     use switchyard::state::breaker::{Admission, Limits};
     let yaml = YAML.replace(
         "      cooldown: {consecutive_retryable_failures: 1, duration: 600s}\n",
-        "      circuit_breaker: {failure_threshold: 1, timeout: 3s}\n",
+        &format!("      circuit_breaker: {{failure_threshold: 1, timeout: {timeout}}}\n"),
     );
-    let redis = Redis::start();
-    let (kill1, stop1) = watch::channel(false);
-    let (_tx, stop2) = watch::channel(false);
-    let n1 = node_on(&redis.url(), &stop1, &yaml, Duration::from_secs(60));
-    let n2 = node_on(&redis.url(), &stop2, &yaml, Duration::from_secs(60));
+    let n1 = node_on(&redis.url(), stops[0], &yaml, Duration::from_secs(60));
+    let n2 = node_on(&redis.url(), stops[1], &yaml, Duration::from_secs(60));
     up(&n1).await;
     up(&n2).await;
-    let (ch, st1, st2) = (
-        &n1.snap.table.channels[0],
-        &n1.snap.states[0],
-        &n2.snap.states[0],
-    );
+    let ch = n1.snap.table.channels[0].clone();
     let lim = Limits::of(&ch.resilience.circuit_breaker);
+    let st1 = &n1.snap.states[0];
     record_visit(
-        ch,
+        &ch,
         st1,
         "m",
         &status(503, "overloaded"),
         Duration::ZERO,
         false,
     );
+    let st2 = &n2.snap.states[0];
     until(Duration::from_secs(1), || {
         st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Refused
     })
     .await
     .expect("open on both");
+    (n1, n2, lim)
+}
+
+/// Issue 29 item 9: a replica that took the half-open probe lease and then died frees the
+/// probe slot within about a second (the lease is 1 s, renewed only by a live holder), not
+/// after the breaker's whole timeout (3 s here): the other replica probes promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
+    use switchyard::state::breaker::Admission;
+    let redis = Redis::start();
+    let (kill1, stop1) = watch::channel(false);
+    let (_tx, stop2) = watch::channel(false);
+    let (n1, n2, lim) = open_on_two(&redis, "3s", [&stop1, &stop2]).await;
+    let (st1, st2) = (&n1.snap.states[0], &n2.snap.states[0]);
     tokio::time::sleep(Duration::from_millis(3100)).await;
     until(Duration::from_secs(2), || {
         st1.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
@@ -573,36 +584,11 @@ async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
 /// traffic probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_lease_holder_does_not_keep_the_probe() {
-    use switchyard::state::breaker::{Admission, Limits};
-    let yaml = YAML.replace(
-        "      cooldown: {consecutive_retryable_failures: 1, duration: 600s}\n",
-        "      circuit_breaker: {failure_threshold: 1, timeout: 1s}\n",
-    );
+    use switchyard::state::breaker::Admission;
     let redis = Redis::start();
     let (_tx, stop) = watch::channel(false);
-    let n1 = node_on(&redis.url(), &stop, &yaml, Duration::from_secs(60));
-    let n2 = node_on(&redis.url(), &stop, &yaml, Duration::from_secs(60));
-    up(&n1).await;
-    up(&n2).await;
-    let (ch, st1, st2) = (
-        &n1.snap.table.channels[0],
-        &n1.snap.states[0],
-        &n2.snap.states[0],
-    );
-    let lim = Limits::of(&ch.resilience.circuit_breaker);
-    record_visit(
-        ch,
-        st1,
-        "m",
-        &status(503, "overloaded"),
-        Duration::ZERO,
-        false,
-    );
-    until(Duration::from_secs(1), || {
-        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Refused
-    })
-    .await
-    .expect("open on both");
+    let (n1, n2, lim) = open_on_two(&redis, "1s", [&stop, &stop]).await;
+    let (st1, st2) = (&n1.snap.states[0], &n2.snap.states[0]);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     // Replica 1 asks (a plan-time check) and is granted the lease, then gets no traffic.
     until(Duration::from_secs(2), || {
