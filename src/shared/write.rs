@@ -143,14 +143,18 @@ impl Runtime {
         pipe.ignore();
     }
 
-    /// Renew every probe lease this replica holds (one ask each; there are few).
+    /// Renew every probe lease this replica holds with its probe out, and ask ahead for
+    /// the leases of breakers whose timeout ends before the next tick (one ask each; there
+    /// are few).
     pub(crate) async fn renew_leases(&mut self) {
         let snap = (self.wiring.snapshot)();
         let now = Instant::now();
         let mut held = Vec::new();
+        let ahead = super::TICK + Duration::from_millis(100);
         for (ch, st) in snap.table.channels.iter().zip(snap.states.iter()) {
             let lim = crate::state::breaker::Limits::of(&ch.resilience.circuit_breaker);
-            for scope in st.breakers.leases_held(&lim, now) {
+            let ask = st.breakers.leases_to_ask(&lim, now, ahead);
+            for scope in st.breakers.leases_held(&lim, now).into_iter().chain(ask) {
                 held.push(Change::ProbeWanted {
                     channel: ch.name.clone(),
                     scope,

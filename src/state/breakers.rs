@@ -10,6 +10,8 @@
 //! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens, and
 //! its runtime renews the lease ([`PROBE_LEASE`], 1 s) every tick meanwhile
 //! ([`Breakers::leases_held`]), so the slot of a holder that died is free within a second.
+//! A replica with requests for an open breaker asks for the lease shortly before the
+//! timeout ends ([`Breakers::leases_to_ask`]), so its first request after it is the probe.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -232,6 +234,41 @@ impl Breakers {
         }
         for (m, c) in lock(&self.models).iter() {
             if held(c) {
+                v.push(Some(m.clone()));
+            }
+        }
+        v
+    }
+
+    /// The scopes whose open breaker lets its probe through within `ahead`, that saw a
+    /// request since they opened, and hold no lease nor a pending denial: the runtime asks
+    /// for their lease ahead of the timeout's end, so the first request after it is the
+    /// probe instead of failing over while the lease is asked for (issue 29 item 9).
+    pub fn leases_to_ask(
+        &self,
+        lim: &Limits,
+        now: Instant,
+        ahead: Duration,
+    ) -> Vec<Option<String>> {
+        if lim.failure_threshold == 0 || self.shared.get().is_none() {
+            return Vec::new();
+        }
+        let due = |c: &mut Core| {
+            let ask = c.open_remaining(lim, now).is_some_and(|left| left <= ahead)
+                && c.opened_at().is_some_and(|t| c.last_used > t)
+                && c.lease_until.is_none_or(|t| t <= now)
+                && c.ask_after.is_none_or(|t| now >= t);
+            if ask {
+                c.ask_after = Some(now + LEASE_ASK_EVERY);
+            }
+            ask
+        };
+        let mut v = Vec::new();
+        if due(&mut lock(&self.provider)) {
+            v.push(None);
+        }
+        for (m, c) in lock(&self.models).iter_mut() {
+            if due(c) {
                 v.push(Some(m.clone()));
             }
         }

@@ -608,3 +608,31 @@ async fn an_idle_lease_holder_does_not_keep_the_probe() {
         t.elapsed()
     );
 }
+
+/// Issue 29 item 9: the first request after the breaker's timeout on a replica with
+/// traffic is the probe — its runtime asked for the lease before the timeout ended —
+/// instead of failing over while the lease is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_request_after_the_timeout_is_the_probe() {
+    use switchyard::state::breaker::Admission;
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, _n2, lim) = open_on_two(&redis, "1s", [&stop, &stop]).await;
+    // Opened a few milliseconds ago: its timeout ends just before t0 + 1 s.
+    let t0 = std::time::Instant::now();
+    let st1 = &n1.snap.states[0];
+    // Traffic while open: refused (failing over).
+    while t0.elapsed() < Duration::from_millis(850) {
+        assert_eq!(
+            st1.breakers.acquire(&lim, None, Instant::now()).0,
+            Admission::Refused
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1080).saturating_sub(t0.elapsed())).await;
+    assert_eq!(
+        st1.breakers.acquire(&lim, None, Instant::now()).0,
+        Admission::Probe,
+        "the first request after the timeout probes"
+    );
+}
