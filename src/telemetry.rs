@@ -6,6 +6,7 @@
 pub mod allocs;
 mod quota;
 mod series;
+pub mod upkeep;
 
 pub use quota::{quota, QuotaMeters};
 pub use series::{
@@ -60,6 +61,7 @@ pub const SHARED_LIMIT_FALLBACKS: &str = "switchyard_shared_limit_fallbacks_tota
 pub const RATE_LIMITED: &str = "switchyard_rate_limited_total";
 pub const KEY_COOLDOWNS: &str = "switchyard_upstream_key_cooldowns_total";
 pub const KEYS_HELD_BACK: &str = "switchyard_upstream_keys_held_back_total";
+pub const SHARED_LIMIT_RELEASES_DROPPED: &str = "switchyard_shared_limit_releases_dropped_total";
 pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
 pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
@@ -72,7 +74,8 @@ const ATTEMPT_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0];
 
 static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
 
-/// Install the global Prometheus recorder (once per process) and describe every metric.
+/// Install the global Prometheus recorder (once per process), describe every metric and
+/// start its upkeep (`upkeep.rs`).
 /// Returns the handle the admin listener renders; `None` when another recorder was installed
 /// first. Several gateways in one process (tests) share the one recorder.
 pub fn install() -> Option<PrometheusHandle> {
@@ -89,6 +92,7 @@ fn install_once() -> Option<PrometheusHandle> {
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).ok()?;
     describe();
+    upkeep::start(handle.clone());
     Some(handle)
 }
 
@@ -139,6 +143,7 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (SHARED_STATE_UP, Kind::Gauge, None, "1 while the shared-state Redis answers (shared.redis), 0 while replicas run on local state."),
     (SHARED_CHANGES, Kind::Counter, None, "Live-state changes exchanged with other replicas, by result: published, applied, dropped (outbox full or Redis unreachable)."),
     (SHARED_LIMIT_FALLBACKS, Kind::Counter, None, "Rate-limit checks answered locally (limits divided by shared.replicas) because Redis was unreachable."),
+    (SHARED_LIMIT_RELEASES_DROPPED, Kind::Counter, None, "Shared rate-limit releases and lease holds dropped because the release queue was full (the lease then expires after 30 s; the reservation stays counted)."),
     (RATE_LIMITED, Kind::Counter, None, "Client requests refused with 429 by the client's own limits, by client and limit kind (rpm, rpd, tpm, concurrency)."),
     (KEY_COOLDOWNS, Kind::Counter, None, "Upstream keys cooled by a rate-limit answer, by channel and the header the wait came from (retry-after-ms, retry-after, x-ratelimit-reset, anthropic-ratelimit-reset)."),
     (KEYS_HELD_BACK, Kind::Counter, None, "Attempts moved off an upstream key because its channels.*.limits budget was spent or it was cooling after a rate-limit answer, by channel and reason (limit, cooldown)."),

@@ -109,6 +109,12 @@ async fn failover_charges_once() {
     assert_eq!(account(&gw).await["charged_micro"], mock_cost());
     let store = &gw.running.as_ref().unwrap().gateway.store;
     assert!(store.dangling_precharges().await.unwrap().is_empty());
+    // Issue 29 item 10: the request log says a later channel served it; `fallback` is the
+    // sticky-routing flag (no binding here) and stays false.
+    let rows = support::streams::requests(&gw).await;
+    assert_eq!(rows[0]["chain"], "a->b", "{}", rows[0]);
+    assert_eq!(rows[0]["failed_over"], true, "{}", rows[0]);
+    assert_eq!(rows[0]["fallback"], false, "{}", rows[0]);
     gw.stop().await;
 }
 
@@ -390,4 +396,42 @@ mod killed {
         assert_eq!(ledger_rows(&db, "refund"), 1);
         assert_eq!(ledger_rows(&db, "settle"), 2);
     }
+}
+
+/// Issue 29 item 1 (cancellation harness, local mode): a client that leaves while its
+/// precharge waits for room in a full writer queue gets the debit back at once, and the
+/// ledger (precharge + refund) agrees with the account once the writer runs again. Before
+/// the fix the debit was taken and the session never existed: the account stayed charged
+/// until a restart.
+#[tokio::test]
+async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded() {
+    let m = mocks(&["a"]).await;
+    let gw = start_gw(&yaml(
+        &[("a", 0)],
+        &m,
+        "    quota: 1000\n",
+        &default_price(),
+    ))
+    .await;
+    let lock = jam(&gw).await;
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let left = quick
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth(ALICE)
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await;
+    assert!(left.is_err(), "the client gave up while the queue was full");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let a = account(&gw).await;
+    assert_eq!(a["charged_micro"], 0, "the debit came back at once: {a}");
+    assert!(a["refunded_micro"].as_i64().unwrap() > 0, "{a}");
+    lock.execute_batch("ROLLBACK").unwrap();
+    let t = totals(&gw).await;
+    assert_eq!(t.charged, 0, "the ledger agrees: {t:?}");
+    assert_eq!(t.refunded, a["refunded_micro"].as_i64().unwrap());
+    gw.stop().await;
 }

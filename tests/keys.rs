@@ -286,28 +286,6 @@ async fn the_probe_lifts_one_auto_disabled_key() {
     gw.stop().await;
 }
 
-/// Hold the database write lock and fill the store queue: the writer is stuck until the
-/// returned connection rolls back (well within the store's 5 s busy timeout).
-async fn jam(gw: &Gw) -> rusqlite::Connection {
-    let store = &gw.running.as_ref().expect("running").gateway.store;
-    let lock = rusqlite::Connection::open(gw.dir.path().join("switchyard.db")).unwrap();
-    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let filler = || switchyard::store::RequestRecord {
-        id: "filler".into(),
-        ..Default::default()
-    };
-    assert!(store.try_send(filler()));
-    while store.queue_len() > 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let mut n = 0;
-    while store.try_send(filler()) {
-        n += 1;
-        assert!(n <= 100_000, "queue never filled");
-    }
-    lock
-}
-
 /// Issue 15 item 7: an operator enable and an auto-disable made while the store queue is
 /// full are still persisted (and survive a restart).
 #[tokio::test]

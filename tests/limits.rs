@@ -1,6 +1,7 @@
 //! Rate limits end to end over real sockets (issue 19; R15.1–R15.3): client rpm under a
 //! burst in both wire formats, token reserve and reconcile, concurrency held by a stream and
-//! released by a client disconnect, and an upstream 429 that cools one key only.
+//! released by a client disconnect, an upstream 429 that cools one key only, and the request
+//! body's read deadline (a trickle is cut with 408).
 #[path = "limits/keyed.rs"]
 mod keyed;
 mod support;
@@ -369,4 +370,43 @@ async fn a_short_retry_after_is_waited_out_on_the_same_target() {
         assert_eq!(up.hits("k-bad"), hits, "{setting}");
         gw.stop().await;
     }
+}
+
+/// Issue 29 item 11: a client trickling its body one byte every 5 s (never idle for 10 s)
+/// does not hold its connection and request slot for ever: it gets 408 once the body's
+/// grace period has passed, and the upstream is never called.
+#[tokio::test]
+async fn a_trickled_request_body_is_cut_with_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (gw, m) = gw_with("trickle", "{rpm: 0}").await;
+    let addr = gw.base.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {ALICE}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let t = std::time::Instant::now();
+    let (mut rd, mut wr) = s.into_split();
+    let feeder = tokio::spawn(async move {
+        loop {
+            if wr.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    });
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") && t.elapsed() < Duration::from_secs(30) {
+        match tokio::time::timeout(Duration::from_secs(30), rd.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    feeder.abort();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(m["a"].calls(), 0, "no upstream was asked");
+    gw.stop().await;
 }

@@ -1,6 +1,7 @@
 //! Several real switchyard processes on one private PostgreSQL (R17, R11): the quota is
 //! shared exactly under concurrency, a `kill -9` mid-request leaves a precharge that a
-//! survivor refunds once, PostgreSQL going away and coming back, and replicas starting
+//! survivor refunds once, PostgreSQL going away and coming back, task follow-ups on a second
+//! replica (`tasks`), and replicas starting
 //! together migrate once.
 mod support;
 
@@ -8,6 +9,8 @@ mod support;
 mod faults;
 #[path = "replicas/quota.rs"]
 mod quota;
+#[path = "replicas/tasks.rs"]
+mod tasks;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -174,6 +174,8 @@ async fn open_store(s: &config::model::Storage) -> anyhow::Result<Store> {
     let opts = crate::store::PgOptions {
         queue_capacity: s.queue_capacity,
         lease_ttl: s.lease_ttl,
+        pool_size: s.pool_size,
+        timeout: s.pool_timeout,
         ..Default::default()
     };
     // The URL may hold a password: errors name the key, never the value.

@@ -79,6 +79,14 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
         live.storage.queue_capacity != new.storage.queue_capacity,
     );
     keep(
+        "storage.pool_size",
+        live.storage.pool_size != new.storage.pool_size,
+    );
+    keep(
+        "storage.pool_timeout",
+        live.storage.pool_timeout != new.storage.pool_timeout,
+    );
+    keep(
         "shared.redis",
         live.shared.redis.as_ref().map(|s| s.expose())
             != new.shared.redis.as_ref().map(|s| s.expose()),
@@ -97,6 +105,8 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
     new.storage.url = live.storage.url.clone();
     new.storage.lease_ttl = live.storage.lease_ttl;
     new.storage.queue_capacity = live.storage.queue_capacity;
+    new.storage.pool_size = live.storage.pool_size;
+    new.storage.pool_timeout = live.storage.pool_timeout;
     new.shared.redis = live.shared.redis.clone();
     new.shared.replicas = live.shared.replicas;
     keys
@@ -364,12 +374,20 @@ mod tests {
     #[test]
     fn the_database_is_restart_only_and_fail_open_is_not() {
         let live = cfg("storage: {url: \"postgres://u@h/a\"}\n");
-        let mut new = cfg("storage: {url: \"postgres://u@h/b\", lease_ttl: 9s, queue_capacity: 5}\nshared: {fail_open: true}\n");
+        let mut new = cfg("storage: {url: \"postgres://u@h/b\", lease_ttl: 9s, queue_capacity: 5, pool_size: 3, pool_timeout: 1s}\nshared: {fail_open: true}\n");
         let keys = restart_only(&live, &mut new);
         assert_eq!(
             keys,
-            ["storage.url", "storage.lease_ttl", "storage.queue_capacity"]
+            [
+                "storage.url",
+                "storage.lease_ttl",
+                "storage.queue_capacity",
+                "storage.pool_size",
+                "storage.pool_timeout"
+            ]
         );
+        assert_eq!(new.storage.pool_size, live.storage.pool_size);
+        assert_eq!(new.storage.pool_timeout, live.storage.pool_timeout);
         assert_eq!(new.storage.url, live.storage.url);
         assert_eq!(new.storage.lease_ttl, live.storage.lease_ttl);
         assert_eq!(new.storage.queue_capacity, live.storage.queue_capacity);

@@ -28,6 +28,12 @@
 //! 3. When every attempt failed, [`Session::refund`] returns the precharge. Both consume the
 //!    session; a session dropped without either refunds in `Drop`, so a panic or an early
 //!    return never keeps a precharge.
+//! 4. Cancellation (issue 29): the guard that gives a debit back exists before the first
+//!    `.await` after taking it. Locally the [`Session`] is built before the precharge entry
+//!    waits for room in the writer queue (the wait runs in a task of its own, so the entry
+//!    is never lost); with PostgreSQL a request cancelled during its debit statement leaves
+//!    the lease-renewal set and queues its refund (`shared.rs`), so a precharge that commits
+//!    after the client left is swept when its lease expires instead of renewed for good.
 //!
 //! # Atomic debit and the overshoot bound (R11.3)
 //! The admission debit is one compare-and-swap loop on the client's `AtomicI64` that
@@ -246,19 +252,17 @@ impl Billing {
                 price::credits(r.remaining.max(0)),
             ));
         }
-        if amount > 0 {
-            let entry = LedgerEntry {
-                request_id: id.clone(),
-                client: client.name.clone(),
-                kind: LedgerKind::Precharge,
-                amount,
-                ts_ms: now_ms(),
-            };
-            if let Err(e) = self.ledger.store.send_durable_async(entry).await {
-                tracing::error!(error = %e, session = %id, "precharge entry not queued");
-            }
-        }
-        Ok(Session::new(
+        let entry = (amount > 0).then(|| LedgerEntry {
+            request_id: id.clone(),
+            client: client.name.clone(),
+            kind: LedgerKind::Precharge,
+            amount,
+            ts_ms: now_ms(),
+        });
+        // The session (whose Drop refunds) exists before the first await (issue 29), and the
+        // precharge is queued by a task the request cannot cancel: a client that leaves while
+        // the writer queue is full gets its debit back, and the ledger has both entries.
+        let session = Session::new(
             self.ledger.clone(),
             account,
             id,
@@ -266,7 +270,11 @@ impl Billing {
             Some(p),
             estimate,
             amount,
-        ))
+        );
+        if let Some(entry) = entry {
+            self.ledger.queue(entry).await;
+        }
+        Ok(session)
     }
 
     /// The account of `client` with its live quota.

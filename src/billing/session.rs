@@ -46,6 +46,22 @@ impl Ledger {
         }
     }
 
+    /// Queues `entry` like [`Ledger::send`] but waits (backpressure) until it is queued. The
+    /// wait may be cancelled — the caller's request ended — without losing the entry: a full
+    /// queue is waited on by a task of its own.
+    pub(crate) async fn queue(&self, entry: LedgerEntry) {
+        let Some(op) = self.store.offer(entry) else {
+            return;
+        };
+        let store = self.store.clone();
+        let sent = tokio::spawn(async move { store.send_durable_async(op).await });
+        match sent.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "ledger entry not queued"),
+            Err(e) => tracing::error!(error = %e, "ledger entry task failed"),
+        }
+    }
+
     /// Credits charged to `client`, for the per-client counter.
     pub(crate) fn count_charged(&self, client: &str, micro: i64) {
         telemetry::quota().charged(client, micro, price::MICRO);

@@ -19,7 +19,7 @@ use super::price::{self, Estimate};
 use super::{Billing, Session};
 use crate::config::model::{Client, Price};
 use crate::error::GatewayError;
-use crate::store::{now_ms, Quota};
+use crate::store::{now_ms, LedgerEntry, LedgerKind, Quota};
 use crate::telemetry;
 
 /// A session about to be opened against the shared balance.
@@ -42,10 +42,21 @@ impl Billing {
         o: Open<'_>,
     ) -> Result<Session, GatewayError> {
         if q.is_up() {
-            match q
+            // Armed before the first await (issue 29): a request cancelled while its debit is
+            // in flight queues the refund of a precharge that may have committed.
+            let mut inflight = InFlight {
+                armed: true,
+                billing: self,
+                session: &o.id,
+                client: &o.client.name,
+                amount: o.amount,
+            };
+            let debited = q
                 .debit(&o.id, &o.client.name, o.amount, o.limit, now_ms())
-                .await
-            {
+                .await;
+            inflight.armed = false;
+            drop(inflight);
+            match debited {
                 Ok(d) => {
                     o.account.set(d.charged, d.refunded);
                     if !d.admitted {
@@ -95,6 +106,36 @@ impl Billing {
         if let Some(q) = &self.shared {
             super::lease::run(self, q, stop).await;
         }
+    }
+}
+
+/// A debit in flight: dropped (the request was cancelled during the statement) it queues
+/// the session's refund. The writer applies it only if the precharge's lease row exists
+/// (`store::pg::apply`), so it returns a committed precharge at once and is a no-op for one
+/// that never committed; a precharge that commits after it is no longer renewed and is
+/// swept when its lease expires.
+struct InFlight<'a> {
+    armed: bool,
+    billing: &'a Billing,
+    session: &'a str,
+    client: &'a str,
+    amount: i64,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::info!(session = %self.session, client = %self.client,
+            "request cancelled during its quota debit: refunding the precharge");
+        self.billing.ledger.send(LedgerEntry {
+            request_id: self.session.to_string(),
+            client: self.client.to_string(),
+            kind: LedgerKind::Refund,
+            amount: self.amount,
+            ts_ms: now_ms(),
+        });
     }
 }
 

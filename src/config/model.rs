@@ -82,6 +82,10 @@ pub struct Storage {
     pub lease_ttl: Duration,
     /// Writes that may wait for the writer; beyond, request-log entries are dropped.
     pub queue_capacity: usize,
+    /// PostgreSQL connections per replica for reads and quota debits (`storage.pool_size`).
+    pub pool_size: usize,
+    /// Bound on getting one of them and on a request-path statement (`storage.pool_timeout`).
+    pub pool_timeout: Duration,
     /// Request-log retention (applies live on reload).
     pub request_log: RequestLogRetention,
 }

@@ -28,6 +28,8 @@ pub(crate) struct RawStorage {
     pub url: Option<String>,
     pub lease_ttl: Dur,
     pub queue_capacity: Option<u64>,
+    pub pool_size: Option<u64>,
+    pub pool_timeout: Dur,
     pub request_log: Option<RawRequestLog>,
 }
 

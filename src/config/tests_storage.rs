@@ -1,4 +1,5 @@
-//! Tests of `storage.url`, `storage.lease_ttl`, `storage.queue_capacity` and `shared.fail_open`
+//! Tests of `storage.url`, `storage.lease_ttl`, `storage.queue_capacity`, `storage.pool_size`,
+//! `storage.pool_timeout` and `shared.fail_open`
 //! (R17): PostgreSQL or SQLite, never both; a bad URL names the key and never echoes it.
 
 use std::time::Duration;
@@ -93,4 +94,28 @@ fn the_url_can_come_from_the_environment() {
         cfg.storage.url.map(|u| u.expose().to_string()).as_deref(),
         Some("postgresql://sy@127.0.0.1/sy")
     );
+}
+
+/// Issue 29 item 7: the PostgreSQL pool is configurable (`storage.pool_size`,
+/// `storage.pool_timeout`); zero is refused with the key named.
+#[test]
+fn the_pool_size_and_timeout_are_read_and_checked() {
+    let cfg = load(CH).unwrap();
+    assert_eq!(
+        (cfg.storage.pool_size, cfg.storage.pool_timeout),
+        (8, Duration::from_secs(2))
+    );
+    let yaml =
+        format!("storage:\n  url: postgres://u@h/d\n  pool_size: 32\n  pool_timeout: 250ms\n{CH}");
+    let cfg = load(&yaml).unwrap();
+    assert_eq!(
+        (cfg.storage.pool_size, cfg.storage.pool_timeout),
+        (32, Duration::from_millis(250))
+    );
+    let e = errs(&format!(
+        "storage:\n  url: postgres://u@h/d\n  pool_size: 0\n  pool_timeout: 0s\n{CH}"
+    ));
+    let keys: Vec<&str> = e.0.iter().map(|e| e.key.as_str()).collect();
+    assert!(keys.contains(&"storage.pool_size"), "{e}");
+    assert!(keys.contains(&"storage.pool_timeout"), "{e}");
 }

@@ -14,6 +14,10 @@ use crate::secret::Secret;
 pub const LEASE_TTL: Duration = Duration::from_secs(30);
 /// Default `storage.queue_capacity`.
 pub const QUEUE_CAPACITY: usize = 8192;
+/// Default `storage.pool_size`.
+pub const POOL_SIZE: usize = 8;
+/// Default `storage.pool_timeout`.
+pub const POOL_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
     if raw.path.is_some() && raw.url.is_some() {
@@ -42,20 +46,34 @@ pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
     if lease_ttl < Duration::from_secs(1) {
         c.push("storage.lease_ttl", "must be at least 1s");
     }
-    let queue_capacity = match raw.queue_capacity {
-        Some(0) => {
-            c.push("storage.queue_capacity", "must be greater than zero");
-            QUEUE_CAPACITY
-        }
-        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-        None => QUEUE_CAPACITY,
-    };
+    let queue_capacity = count(
+        c,
+        "storage.queue_capacity",
+        raw.queue_capacity,
+        QUEUE_CAPACITY,
+    );
+    let pool_size = count(c, "storage.pool_size", raw.pool_size, POOL_SIZE);
+    let pool_timeout = dur_nonzero(c, "storage.pool_timeout", &raw.pool_timeout, POOL_TIMEOUT);
     Storage {
         path,
         url,
         lease_ttl,
         queue_capacity,
+        pool_size,
+        pool_timeout,
         request_log,
+    }
+}
+
+/// A count that must be positive (`default` when unset, and after an error for 0).
+fn count(c: &mut Collector, key: &str, v: Option<u64>, default: usize) -> usize {
+    match v {
+        Some(0) => {
+            c.push(key, "must be greater than zero");
+            default
+        }
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => default,
     }
 }
 

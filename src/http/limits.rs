@@ -1,25 +1,57 @@
 //! Body limits (R14.2): the client's body is read whole, and refused with 413 as soon as it
 //! passes `limits.max_body_bytes` — by its declared length before a byte is read, else at the
-//! first byte past the limit.
+//! first byte past the limit — and with 408 when it arrives too slowly (issue 29 item 11): a
+//! pause of [`BODY_IDLE`] between two reads, an average below [`BODY_MIN_RATE`] once
+//! [`BODY_GRACE`] has passed, or [`BODY_DEADLINE`] in all. The buffer grows as data arrives
+//! (a declared length reserves at most [`BODY_RESERVE`] up front), so a slow or lying client
+//! holds neither a connection slot nor its declared memory for long.
+
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use http::StatusCode;
+use http_body::Body;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use tokio::time::Instant;
 
 use crate::error::GatewayError;
 
-/// Read the whole body, refusing (413) as soon as it passes `limit` bytes — without reading further.
-pub async fn read_limited(
-    body: Incoming,
+/// Longest pause between two pieces of a request body.
+pub const BODY_IDLE: Duration = Duration::from_secs(10);
+/// From then on the body must have averaged at least [`BODY_MIN_RATE`].
+pub const BODY_GRACE: Duration = Duration::from_secs(10);
+/// Bytes per second a body must average after [`BODY_GRACE`] (a trickle is cut).
+pub const BODY_MIN_RATE: u64 = 1024;
+/// Longest time a whole request body may take.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(300);
+/// Most bytes reserved before they arrive.
+pub const BODY_RESERVE: usize = 64 * 1024;
+
+/// Read the whole body, refusing (413) as soon as it passes `limit` bytes — without reading
+/// further — or (408) when it arrives too slowly (see the module doc).
+pub async fn read_limited<B>(
+    body: B,
     declared_len: Option<u64>,
     limit: u64,
-) -> Result<Bytes, GatewayError> {
+) -> Result<Bytes, GatewayError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     if declared_len.is_some_and(|n| n > limit) {
         return Err(GatewayError::payload_too_large(limit));
     }
     let mut body = body;
-    let mut buf = BytesMut::with_capacity(declared_len.unwrap_or(1024).min(limit) as usize);
-    while let Some(frame) = body.frame().await {
+    let reserve = declared_len.unwrap_or(1024).min(limit) as usize;
+    let mut buf = BytesMut::with_capacity(reserve.min(BODY_RESERVE));
+    let start = Instant::now();
+    loop {
+        let until = (Instant::now() + BODY_IDLE).min(start + BODY_DEADLINE);
+        let frame = match tokio::time::timeout_at(until, body.frame()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => return Err(too_slow(buf.len())),
+        };
         let frame = frame.map_err(|e| {
             GatewayError::bad_request(
                 "unreadable_body",
@@ -32,6 +64,100 @@ pub async fn read_limited(
             }
             buf.extend_from_slice(&data);
         }
+        if trickling(buf.len() as u64, start.elapsed()) {
+            return Err(too_slow(buf.len()));
+        }
     }
     Ok(buf.freeze())
+}
+
+/// Past the grace period, has the body averaged less than the minimum rate?
+fn trickling(received: u64, elapsed: Duration) -> bool {
+    elapsed >= BODY_GRACE && (received as f64) < BODY_MIN_RATE as f64 * elapsed.as_secs_f64()
+}
+
+fn too_slow(received: usize) -> GatewayError {
+    GatewayError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "request_body_timeout",
+        "invalid_request_error",
+        format!(
+            "the request body arrived too slowly ({received} bytes received): send it within {}s, without pauses over {}s, at {} bytes/s or more",
+            BODY_DEADLINE.as_secs(),
+            BODY_IDLE.as_secs(),
+            BODY_MIN_RATE
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::StreamBody;
+
+    type Frame = Result<http_body::Frame<Bytes>, std::io::Error>;
+    type Frames = tokio::sync::mpsc::Sender<Frame>;
+
+    /// A request body fed frame by frame by the test.
+    fn channel_body() -> (
+        Frames,
+        impl Body<Data = Bytes, Error = std::io::Error> + Unpin,
+    ) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Frame>(4);
+        let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        (tx, StreamBody::new(stream))
+    }
+
+    async fn send(tx: &Frames, b: &'static [u8]) {
+        tx.send(Ok(http_body::Frame::data(Bytes::from_static(b))))
+            .await
+            .unwrap();
+    }
+
+    /// One byte every 5 s never pauses for BODY_IDLE, but averages far below the minimum
+    /// rate: cut with 408 once the grace period has passed, not held for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_trickled_body_is_cut() {
+        let (tx, body) = channel_body();
+        let feeder = tokio::spawn(async move {
+            for _ in 0..100 {
+                send(&tx, b"x").await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
+        let t = Instant::now();
+        let e = read_limited(body, Some(100), 1000).await.unwrap_err();
+        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        assert!(
+            t.elapsed() <= BODY_GRACE + Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
+        feeder.abort();
+    }
+
+    /// A body that stops arriving is cut after BODY_IDLE; one that keeps a good pace is read.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_is_cut_and_a_steady_one_is_read() {
+        let (tx, body) = channel_body();
+        send(&tx, b"{\"a\":").await;
+        let t = Instant::now();
+        let e = read_limited(body, None, 1000).await.unwrap_err();
+        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(t.elapsed(), BODY_IDLE);
+        drop(tx);
+
+        let (tx, body) = channel_body();
+        let feeder = tokio::spawn(async move {
+            for _ in 0..20 {
+                tx.send(Ok(http_body::Frame::data(Bytes::from(vec![b' '; 4096]))))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let got = read_limited(body, None, 1 << 20).await.unwrap();
+        assert_eq!(got.len(), 20 * 4096);
+        feeder.await.unwrap();
+    }
 }

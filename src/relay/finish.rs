@@ -71,6 +71,7 @@ impl Finish {
             sticky_kind: None,
             sticky_hit: None,
             fallback: false,
+            failed_over: false,
             prompt_tokens: 0,
             completion_tokens: 0,
             cached_tokens: 0,

@@ -24,7 +24,8 @@
 //! - Bindings stored before schema v4 have no known owner (client `''`); they stay usable
 //!   by any client whose groups hold the channel, as before, after the client's own.
 //! - Reads go to the cache first; only a miss (or an entry created by a new binding, which
-//!   may not hold older ones yet) reads SQLite (the reader connection, never the writer
+//!   may not hold older ones yet, or a negative answer older than [`NEGATIVE_TTL`]: another
+//!   replica may have written the binding since) reads the store (the reader connection, never the writer
 //!   queue). A bound channel that is disabled in the config still answers its
 //!   follow-ups, so accepted tasks stay retrievable; a removed one gives 404.
 //! - The lock is to the channel, not the key: a follow-up may use any key of it
@@ -32,8 +33,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use http::{Method, StatusCode};
+use tokio::time::Instant;
 
 use crate::error::GatewayError;
 use crate::relay::gateway::Gateway;
@@ -112,9 +115,15 @@ pub fn task_id(body: &[u8]) -> Option<String> {
     id.filter(|s| valid_id(s))
 }
 
+/// How long "the store holds no binding for this (client, task id)" is believed. Another
+/// replica may write the binding a moment later (a poll that raced its submission), so the
+/// negative answer is read again after this (issue 29 item 3); a known binding is kept.
+pub const NEGATIVE_TTL: Duration = Duration::from_secs(1);
+
 /// Bounded (client, task id) → channels cache (oldest insert evicted first). It also
-/// remembers ids SQLite does not know for a client (no channels), so repeated polls of a
-/// bogus id cost one read; a later binding is added to such an entry.
+/// remembers, for [`NEGATIVE_TTL`], ids the store does not know for a client (no channels),
+/// so a burst of polls of a bogus id costs one read per second; a later binding is added to
+/// such an entry.
 #[derive(Debug)]
 pub struct TaskCache {
     inner: Mutex<Inner>,
@@ -131,6 +140,18 @@ pub struct Entry {
     /// SQLite was read for this key: `channels` is every binding. False for an entry made
     /// by a new binding, which may not hold older bindings of the same id.
     pub complete: bool,
+    /// When the store was read for this entry (a negative answer expires from here).
+    checked: Option<Instant>,
+}
+
+impl Entry {
+    /// A negative answer older than [`NEGATIVE_TTL`]: the store is asked again.
+    fn expired(&self, now: Instant) -> bool {
+        self.channels.is_empty()
+            && self
+                .checked
+                .is_some_and(|t| now.saturating_duration_since(t) >= NEGATIVE_TTL)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -162,7 +183,9 @@ impl TaskCache {
     }
 
     pub fn get(&self, client: &str, id: &str) -> Option<Entry> {
-        self.lock().map.get(&key(client, id)).cloned()
+        let g = self.lock();
+        let e = g.map.get(&key(client, id))?;
+        (!e.expired(Instant::now())).then(|| e.clone())
     }
 
     /// `channel` accepted `client`'s task `id` just now: it goes first.
@@ -178,6 +201,7 @@ impl TaskCache {
                 let e = Entry {
                     channels: vec![channel.to_string()],
                     complete: false,
+                    checked: None,
                 };
                 Self::insert(&mut g, self.cap, k, e);
             }
@@ -202,6 +226,7 @@ impl TaskCache {
         let e = Entry {
             channels: channels.clone(),
             complete: true,
+            checked: Some(Instant::now()),
         };
         match g.map.get_mut(&k) {
             Some(old) => *old = e,

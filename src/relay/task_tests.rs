@@ -91,3 +91,25 @@ fn cache_is_bounded_and_evicts_oldest() {
     assert_eq!(c.get("bob", "t2").unwrap().channels, ["late"]);
     assert_eq!(c.len(), 3);
 }
+
+/// Issue 29 item 3: "the store knows no binding" is believed for NEGATIVE_TTL only — a
+/// poll on one replica that raced the submission on another must see the binding once it
+/// is written — while a known binding stays cached.
+#[tokio::test(start_paused = true)]
+async fn a_negative_answer_expires_and_a_binding_does_not() {
+    let c = TaskCache::new(8);
+    assert!(c.fill("alice", "t1", vec![]).is_empty());
+    assert_eq!(c.get("alice", "t1").map(|e| e.channels.len()), Some(0));
+    tokio::time::advance(NEGATIVE_TTL - Duration::from_millis(1)).await;
+    assert!(c.get("alice", "t1").is_some(), "still believed");
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(c.get("alice", "t1"), None, "asked again");
+    // The store now has the binding another replica wrote.
+    assert_eq!(c.fill("alice", "t1", vec!["ch".into()]), ["ch"]);
+    tokio::time::advance(NEGATIVE_TTL * 100).await;
+    let e = c.get("alice", "t1").expect("a binding stays cached");
+    assert_eq!(
+        (e.channels.as_slice(), e.complete),
+        (&["ch".to_string()][..], true)
+    );
+}

@@ -246,6 +246,9 @@ pub fn error_class(o: &Outcome) -> &'static str {
         Outcome::Transport(TransportKind::BodyTimeout) => "body_timeout",
         Outcome::Transport(TransportKind::EmptyBody) => "empty_body",
         Outcome::Transport(TransportKind::Broken) => "broken",
+        // The connection was made and then failed (the request may have reached the
+        // upstream): not "connect", which reads as "never reached it" (issue 29 item 10).
+        Outcome::Transport(TransportKind::Reset) => "reset",
         Outcome::Transport(_) => "connect",
         Outcome::ChannelError(_) => "channel_error",
         Outcome::SkipRetry(_) => "skip_retry",

@@ -20,6 +20,7 @@ use super::run::Runtime;
 use super::wire::{self, Field};
 use super::write::add_binding;
 use crate::state::breaker::Limits;
+use crate::state::keys::KeyFp;
 use crate::state::sync::Change;
 
 /// Bindings read from Redis in one convergence at most.
@@ -65,8 +66,16 @@ impl Runtime {
         let mut out = Vec::new();
         for (ch, st) in snap.table.channels.iter().zip(snap.states.iter()) {
             let name = || ch.name.clone();
+            // A state's version is the one Redis gave it when known (issue 29 item 4),
+            // else the local time of the change (made while Redis was away).
+            let version = |key: Option<KeyFp>, at_ms: i64| {
+                self.versions
+                    .get(&(ch.name.clone(), key))
+                    .copied()
+                    .unwrap_or(at_ms)
+            };
             if let Some(d) = st.disabled() {
-                let at_ms = d.at_ms;
+                let at_ms = version(None, d.at_ms);
                 out.push(Change::Disabled {
                     channel: name(),
                     key: None,
@@ -75,7 +84,7 @@ impl Runtime {
                 });
             }
             for (fp, d) in st.disabled_keys() {
-                let at_ms = d.at_ms;
+                let at_ms = version(Some(fp), d.at_ms);
                 out.push(Change::Disabled {
                     channel: name(),
                     key: Some(fp),

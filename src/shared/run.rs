@@ -119,6 +119,9 @@ impl Runtime {
                     if self.conn.health.downs() != self.seen_downs {
                         self.need_converge = true;
                     }
+                    if self.conn.health.is_up() {
+                        self.renew_leases().await;
+                    }
                     if self.need_converge || !self.conn.health.is_up() {
                         self.recover(&mut outbox).await;
                     } else if last_resync.elapsed() >= self.wiring.resync {
@@ -208,6 +211,10 @@ impl Runtime {
     }
 }
 
+/// How often the subscription is pinged; an answer missing for as long ends it, so a
+/// half-open subscription (a silent partition, a frozen proxy) is re-made within ~1 s.
+pub const SUB_PING: Duration = Duration::from_millis(500);
+
 /// Keep a subscription to `sy:ev` open, reconnecting after a loss, until shutdown.
 async fn subscribe(
     client: redis::Client,
@@ -222,12 +229,14 @@ async fn subscribe(
             ps.subscribe(wire::EVENTS).await?;
             Ok::<_, redis::RedisError>(ps)
         };
-        if let Ok(Ok(mut ps)) = tokio::time::timeout(super::conn::CALL_TIMEOUT * 2, connect).await {
+        if let Ok(Ok(ps)) = tokio::time::timeout(super::conn::CALL_TIMEOUT * 2, connect).await {
             backoff = Duration::from_millis(100);
             if tx.send(Sub::Subscribed).await.is_err() {
                 return;
             }
-            let mut stream = ps.on_message();
+            let (mut sink, mut stream) = ps.split();
+            let mut ping = tokio::time::interval(SUB_PING);
+            ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     m = stream.next() => match m {
@@ -238,6 +247,14 @@ async fn subscribe(
                         }
                         None => break,
                     },
+                    _ = ping.tick() => {
+                        // Messages keep queueing in the stream while the ping waits.
+                        let pong = tokio::time::timeout(SUB_PING, sink.ping::<redis::Value>());
+                        if !matches!(pong.await, Ok(Ok(_))) {
+                            tracing::debug!("shared state: the subscription stopped answering; subscribing again");
+                            break;
+                        }
+                    }
                     _ = resubscribe.notified() => break,
                     _ = shutdown.changed() => return,
                 }

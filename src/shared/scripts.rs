@@ -10,7 +10,10 @@ use redis::Script;
 /// Write one field of a channel's hash and publish it.
 ///
 /// `KEYS[1]` the channel hash; `ARGV`: origin, channel, op, field, value, ms.
-/// Ops: `lww` (a disabled state; kept only when its `at_ms` is newer), `until` (a cooldown
+/// Ops: `stamp` (a new disabled state: its version is Redis's time, or one past the stored
+/// version when that is later — never a replica's clock — and the script returns it; issue
+/// 29 item 4), `lww` (a disabled state pushed again, with the version Redis gave it; kept
+/// only when newer), `until` (a cooldown
 /// or mark `ms` from now; the later deadline is kept), `open` (a breaker open for `ms`
 /// from now, unless it is already open longer; a new opening drops the probe lease), `close` (a breaker closed; lease
 /// dropped), `reset` (breakers, leases, cooldown and marks dropped). Returns 1 when
@@ -27,6 +30,17 @@ if op == 'lww' then
     if cat and nat and cat >= nat then return 0 end
   end
   redis.call('HSET', h, f, v)
+elseif op == 'stamp' then
+  local ver = now
+  local cur = redis.call('HGET', h, f)
+  if cur then
+    local cat = tonumber(string.match(cur, '^(%-?%d+)|'))
+    if cat and cat >= ver then ver = cat + 1 end
+  end
+  v = ver .. (string.match(v, '^%-?%d+(|.*)$') or '|0|1|')
+  redis.call('HSET', h, f, v)
+  redis.call('PUBLISH', 'sy:ev', cjson.encode({o = ARGV[1], c = ARGV[2], f = f, v = v, ms = ms}))
+  return ver
 elseif op == 'until' then
   local cur = tonumber(redis.call('HGET', h, f) or '0') or 0
   if cur >= now + ms then return 0 end

@@ -11,7 +11,7 @@ use tokio::time::{advance, Instant};
 use crate::affinity::{Bindings, StickyKey, StickyKind};
 use crate::limits::KeyCooldowns;
 use crate::state::breaker::{Admission, Limits, State, Verdict};
-use crate::state::breakers::{Breakers, LEASE_ASK_EVERY};
+use crate::state::breakers::{Breakers, LEASE_ASK_EVERY, PROBE_LEASE};
 use crate::state::sync::{Change, Sink};
 
 #[derive(Default)]
@@ -75,7 +75,7 @@ async fn the_half_open_probe_needs_the_lease() {
     assert_eq!(b.acquire(&lim(), None, now).0, Admission::Refused);
     let asks = rec.take();
     assert_eq!(asks.len(), 1, "asked once: {asks:?}");
-    assert!(matches!(&asks[0], Change::ProbeWanted { ttl, .. } if *ttl == Duration::from_secs(30)));
+    assert!(matches!(&asks[0], Change::ProbeWanted { ttl, .. } if *ttl == PROBE_LEASE));
     advance(LEASE_ASK_EVERY).await;
     assert!(!b.would_admit(&lim(), None, Instant::now()));
     assert_eq!(rec.take().len(), 1, "asks again after LEASE_ASK_EVERY");
@@ -86,9 +86,18 @@ async fn the_half_open_probe_needs_the_lease() {
         rec.take().is_empty(),
         "denied: not before the holder's lease ends"
     );
-    b.grant_lease(None, Instant::now() + Duration::from_secs(30));
+    b.grant_lease(None, Instant::now() + PROBE_LEASE);
+    assert!(
+        b.leases_held(&lim(), Instant::now()).is_empty(),
+        "not renewed before its probe is out"
+    );
     assert!(b.would_admit(&lim(), None, Instant::now()));
     assert_eq!(b.acquire(&lim(), None, Instant::now()).0, Admission::Probe);
+    assert_eq!(
+        b.leases_held(&lim(), Instant::now()),
+        vec![None],
+        "renewed while its probe is out"
+    );
     assert_eq!(
         b.acquire(&lim(), None, Instant::now()).0,
         Admission::Refused,

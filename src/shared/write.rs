@@ -11,18 +11,27 @@ use super::count;
 use super::run::Runtime;
 use super::scripts::{BUDGET_SCRIPT, LEASE_SCRIPT, PUT_SCRIPT};
 use super::wire::{self, Msg};
+use crate::state::breakers::PROBE_LEASE;
 use crate::state::sync::Change;
 
 impl Runtime {
-    /// Write a batch of changes (pipelined); probe-lease asks are answered one by one.
+    /// Write a batch of changes (pipelined); probe-lease asks are answered one by one. A
+    /// new disabled state is stamped with a version by Redis, which this replica then
+    /// knows as the state's version (issue 29 item 4: never its own clock).
     pub(crate) async fn write(&mut self, batch: Vec<Change>) {
         let mut pipe = redis::pipe();
         let mut n = 0u64;
         let mut asks = Vec::new();
+        let mut stamped = Vec::new();
         for c in &batch {
             self.note(c);
             match c {
                 Change::ProbeWanted { .. } => asks.push(c.clone()),
+                Change::Disabled { channel, key, .. } => {
+                    self.add_stamped(&mut pipe, c);
+                    stamped.push((channel.clone(), *key));
+                    n += 1;
+                }
                 _ => {
                     self.add(&mut pipe, c);
                     n += 1;
@@ -30,8 +39,11 @@ impl Runtime {
             }
         }
         if n > 0 && self.conn.health.is_up() {
-            match self.exec(&pipe).await {
-                Ok(()) => {
+            match self.exec_returning::<Vec<i64>>(&pipe).await {
+                Ok(versions) => {
+                    for (k, v) in stamped.into_iter().zip(versions) {
+                        self.versions.insert(k, v);
+                    }
                     count("published", n);
                     for c in &batch {
                         if let Change::Bound { hash, .. } = c {
@@ -53,10 +65,18 @@ impl Runtime {
     /// Run a pipeline; on NOSCRIPT (Redis restarted) load the scripts, try once more, and
     /// converge at the next tick (Redis may have lost its data).
     pub(crate) async fn exec(&mut self, pipe: &redis::Pipeline) -> Result<(), CallError> {
+        self.exec_returning::<()>(pipe).await
+    }
+
+    /// [`Runtime::exec`], returning the replies of the calls not ignored.
+    pub(crate) async fn exec_returning<T>(&mut self, pipe: &redis::Pipeline) -> Result<T, CallError>
+    where
+        T: redis::FromRedisValue + Send + 'static,
+    {
         let p = pipe.clone();
         let r = self
             .conn
-            .call(|mut c| async move { p.exec_async(&mut c).await })
+            .call(|mut c| async move { p.query_async::<T>(&mut c).await })
             .await;
         match r {
             Err(e) if e.is_noscript() => {
@@ -64,7 +84,7 @@ impl Runtime {
                 self.load_scripts().await?;
                 let p = pipe.clone();
                 self.conn
-                    .call(|mut c| async move { p.exec_async(&mut c).await })
+                    .call(|mut c| async move { p.query_async::<T>(&mut c).await })
                     .await
             }
             r => r,
@@ -82,6 +102,28 @@ impl Runtime {
             .await
     }
 
+    /// Add a new disabled state's `stamp` call to `pipe`; its reply (the version Redis
+    /// gave it) is not ignored.
+    fn add_stamped(&self, pipe: &mut redis::Pipeline, c: &Change) {
+        let Some(p) = put_args(c) else {
+            return;
+        };
+        self.put_call(pipe, &PutArgs { op: "stamp", ..p });
+    }
+
+    fn put_call(&self, pipe: &mut redis::Pipeline, p: &PutArgs<'_>) {
+        pipe.cmd("EVALSHA")
+            .arg(PUT_SCRIPT.get_hash())
+            .arg(1)
+            .arg(wire::channel_key(p.channel))
+            .arg(&*self.origin)
+            .arg(p.channel)
+            .arg(p.op)
+            .arg(&p.field)
+            .arg(&p.value)
+            .arg(p.ms);
+    }
+
     /// Add one change's script call to `pipe`.
     pub(crate) fn add(&self, pipe: &mut redis::Pipeline, c: &Change) {
         if let Change::Bound {
@@ -97,17 +139,32 @@ impl Runtime {
         let Some(p) = put_args(c) else {
             return;
         };
-        pipe.cmd("EVALSHA")
-            .arg(PUT_SCRIPT.get_hash())
-            .arg(1)
-            .arg(wire::channel_key(p.channel))
-            .arg(&*self.origin)
-            .arg(p.channel)
-            .arg(p.op)
-            .arg(p.field)
-            .arg(p.value)
-            .arg(p.ms)
-            .ignore();
+        self.put_call(pipe, &p);
+        pipe.ignore();
+    }
+
+    /// Renew every probe lease this replica holds with its probe out, and ask ahead for
+    /// the leases of breakers whose timeout ends before the next tick (one ask each; there
+    /// are few).
+    pub(crate) async fn renew_leases(&mut self) {
+        let snap = (self.wiring.snapshot)();
+        let now = Instant::now();
+        let mut held = Vec::new();
+        let ahead = super::TICK + Duration::from_millis(100);
+        for (ch, st) in snap.table.channels.iter().zip(snap.states.iter()) {
+            let lim = crate::state::breaker::Limits::of(&ch.resilience.circuit_breaker);
+            let ask = st.breakers.leases_to_ask(&lim, now, ahead);
+            for scope in st.breakers.leases_held(&lim, now).into_iter().chain(ask) {
+                held.push(Change::ProbeWanted {
+                    channel: ch.name.clone(),
+                    scope,
+                    ttl: PROBE_LEASE,
+                });
+            }
+        }
+        for c in held {
+            self.ask_lease(&c).await;
+        }
     }
 
     /// Ask for (or renew) a probe lease and tell the breaker the answer.

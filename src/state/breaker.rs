@@ -165,6 +165,11 @@ impl Core {
         self.probe_at.is_some_and(|t| now < t + lim.timeout)
     }
 
+    /// A half-open probe is out and its result has not come back (nor timed out).
+    pub(crate) fn probe_in_flight(&self, lim: &Limits, now: Instant) -> bool {
+        self.probe_busy(lim, now)
+    }
+
     /// Would an attempt be admitted now? Does not change anything (plan-time check).
     pub fn would_admit(&self, lim: &Limits, now: Instant) -> bool {
         if lim.off() {

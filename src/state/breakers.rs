@@ -7,7 +7,11 @@
 //! needs the deployment's one probe lease, so without it the breaker refuses (fails over
 //! like any open breaker) and asks for the lease ([`Change::ProbeWanted`], at most every
 //! [`LEASE_ASK_EVERY`]). The runtime grants or denies it ([`Breakers::grant_lease`],
-//! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens.
+//! [`Breakers::deny_lease`]); the holder probes until the breaker closes or re-opens, and
+//! its runtime renews the lease ([`PROBE_LEASE`], 1 s) every tick meanwhile
+//! ([`Breakers::leases_held`]), so the slot of a holder that died is free within a second.
+//! A replica with requests for an open breaker asks for the lease shortly before the
+//! timeout ends ([`Breakers::leases_to_ask`]), so its first request after it is the probe.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -58,10 +62,10 @@ impl Default for Breakers {
 /// Which breaker of a channel a call uses: `None` = the provider breaker.
 pub type Scope<'a> = Option<&'a str>;
 
-/// How long a granted probe lease lasts: the breaker's timeout, at least a second.
-pub fn lease_ttl(lim: &Limits) -> Duration {
-    lim.timeout.max(Duration::from_secs(1))
-}
+/// How long a granted probe lease lasts without renewal (issue 29 item 9): its holder's
+/// runtime renews it every tick while the probe runs, so a holder that died frees the probe
+/// slot within a second — not after the breaker's whole timeout.
+pub const PROBE_LEASE: Duration = Duration::from_secs(1);
 
 impl Breakers {
     /// Share this channel's breakers through `sink` (shared state is on).
@@ -89,7 +93,7 @@ impl Breakers {
             sh.sink.emit(Change::ProbeWanted {
                 channel: sh.channel.clone(),
                 scope: scope.map(str::to_string),
-                ttl: lease_ttl(lim),
+                ttl: PROBE_LEASE,
             });
         }
         false
@@ -217,6 +221,58 @@ impl Breakers {
             c.lease_until = Some(until);
             c.ask_after = None;
         });
+    }
+
+    /// The scopes whose probe lease this replica holds now with its probe out: its runtime
+    /// renews them. A lease whose holder sends no probe (no traffic) is not renewed and
+    /// lapses within [`PROBE_LEASE`], so a replica with traffic can take it.
+    pub fn leases_held(&self, lim: &Limits, now: Instant) -> Vec<Option<String>> {
+        let held = |c: &Core| c.lease_until.is_some_and(|t| t > now) && c.probe_in_flight(lim, now);
+        let mut v = Vec::new();
+        if held(&lock(&self.provider)) {
+            v.push(None);
+        }
+        for (m, c) in lock(&self.models).iter() {
+            if held(c) {
+                v.push(Some(m.clone()));
+            }
+        }
+        v
+    }
+
+    /// The scopes whose open breaker lets its probe through within `ahead`, that saw a
+    /// request since they opened, and hold no lease nor a pending denial: the runtime asks
+    /// for their lease ahead of the timeout's end, so the first request after it is the
+    /// probe instead of failing over while the lease is asked for (issue 29 item 9).
+    pub fn leases_to_ask(
+        &self,
+        lim: &Limits,
+        now: Instant,
+        ahead: Duration,
+    ) -> Vec<Option<String>> {
+        if lim.failure_threshold == 0 || self.shared.get().is_none() {
+            return Vec::new();
+        }
+        let due = |c: &mut Core| {
+            let ask = c.open_remaining(lim, now).is_some_and(|left| left <= ahead)
+                && c.opened_at().is_some_and(|t| c.last_used > t)
+                && c.lease_until.is_none_or(|t| t <= now)
+                && c.ask_after.is_none_or(|t| now >= t);
+            if ask {
+                c.ask_after = Some(now + LEASE_ASK_EVERY);
+            }
+            ask
+        };
+        let mut v = Vec::new();
+        if due(&mut lock(&self.provider)) {
+            v.push(None);
+        }
+        for (m, c) in lock(&self.models).iter_mut() {
+            if due(c) {
+                v.push(Some(m.clone()));
+            }
+        }
+        v
     }
 
     /// Another replica holds the probe lease of `scope`; ask again at `retry_at`.

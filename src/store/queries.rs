@@ -43,13 +43,15 @@ fn request_from_row(row: &Row<'_>) -> rusqlite::Result<RequestRecord> {
         sticky_kind: row.get("sticky_kind")?,
         sticky_hit: row.get("sticky_hit")?,
         fallback: row.get("fallback")?,
+        failed_over: false,
         prompt_tokens: to_u64(row.get("prompt_tokens")?),
         completion_tokens: to_u64(row.get("completion_tokens")?),
         cached_tokens: to_u64(row.get("cached_tokens")?),
         usage_estimated: row.get("usage_estimated")?,
         stream_outcome: row.get("stream_outcome")?,
         latency_ms: to_u64(row.get("latency_ms")?),
-    })
+    }
+    .with_failed_over())
 }
 
 /// Newest first (by timestamp, then insertion order).

@@ -41,13 +41,35 @@ pub struct RequestRecord {
     pub error_code: Option<String>,
     pub sticky_kind: Option<String>,
     pub sticky_hit: Option<bool>,
+    /// Sticky routing only: a binding existed and another channel answered (the binding
+    /// moved). Not a failover flag: see `failed_over`.
     pub fallback: bool,
+    /// Served by a later channel than the first attempt's (a failover answered). Derived
+    /// from `attempts` when read (issue 29 item 10; no column of its own).
+    #[serde(default)]
+    pub failed_over: bool,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_tokens: u64,
     pub usage_estimated: bool,
     pub stream_outcome: Option<String>,
     pub latency_ms: u64,
+}
+
+impl RequestRecord {
+    /// Whether a later channel than the first attempt's served this request.
+    pub fn served_by_later_channel(&self) -> bool {
+        let (Some(first), Some(last)) = (self.attempts.first(), self.attempts.last()) else {
+            return false;
+        };
+        (200..300).contains(&self.final_status) && first.channel != last.channel
+    }
+
+    /// This record with `failed_over` derived from its attempts.
+    pub fn with_failed_over(mut self) -> RequestRecord {
+        self.failed_over = self.served_by_later_channel();
+        self
+    }
 }
 
 /// Kind of a ledger entry; see the sign convention in the `store` module doc.
@@ -230,5 +252,43 @@ impl From<TaskBinding> for WriteOp {
 impl From<AffinityBinding> for WriteOp {
     fn from(a: AffinityBinding) -> Self {
         WriteOp::AffinityBinding(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(channel: &str) -> AttemptRecord {
+        AttemptRecord {
+            channel: channel.into(),
+            key_index: 0,
+            upstream_status: None,
+            error_class: String::new(),
+            latency_ms: 0,
+            possibly_charged: false,
+            translation: None,
+        }
+    }
+
+    /// `failed_over`: answered (2xx) by another channel than the first attempt's.
+    #[test]
+    fn failed_over_means_a_later_channel_served_it() {
+        let rec = |chs: &[&str], status| RequestRecord {
+            attempts: chs.iter().map(|c| attempt(c)).collect(),
+            final_status: status,
+            ..RequestRecord::default()
+        };
+        assert!(rec(&["a", "b"], 200).with_failed_over().failed_over);
+        assert!(
+            !rec(&["a", "a"], 200).with_failed_over().failed_over,
+            "same channel"
+        );
+        assert!(
+            !rec(&["a", "b"], 503).with_failed_over().failed_over,
+            "not served"
+        );
+        assert!(!rec(&["a"], 200).with_failed_over().failed_over);
+        assert!(!rec(&[], 401).with_failed_over().failed_over);
     }
 }

@@ -15,6 +15,7 @@ pub const ATTEMPT_OUTCOMES: &[&str] = &[
     "body_timeout",
     "empty_body",
     "broken",
+    "reset",
     "connect",
     "channel_error",
     "skip_retry",
@@ -181,6 +182,18 @@ mod tests {
         for o in &all {
             let class = crate::routing::outcome::error_class(o);
             assert!(ATTEMPT_OUTCOMES.contains(&class), "{class} not listed");
+        }
+    }
+
+    /// Issue 29 item 10: `connect` means the upstream was never reached; a connection that
+    /// was made and then reset (the request may have been sent) is `reset`.
+    #[test]
+    fn a_reset_is_not_labelled_connect() {
+        use crate::routing::outcome::{error_class, Outcome};
+        use crate::routing::policy::TransportKind as T;
+        assert_eq!(error_class(&Outcome::Transport(T::Reset)), "reset");
+        for k in [T::Connect, T::Dns, T::Tls] {
+            assert_eq!(error_class(&Outcome::Transport(k)), "connect", "{k:?}");
         }
     }
 }

@@ -3,7 +3,10 @@
 //!
 //! switchyard asks upstreams for `Accept-Encoding: identity` (it must read SSE events and JSON
 //! usage), but an upstream that compresses anyway is decoded here, incrementally, so the
-//! framer and the JSON reader only ever see plain bytes.
+//! framer and the JSON reader only ever see plain bytes. Decoding is bounded per read
+//! (issue 29 item 11): one frame yields at most about [`GUNZIP_OUT`] decoded bytes, the rest
+//! of its input waits for the next poll, so a small frame of a highly compressed body never
+//! becomes megabytes at once.
 //!
 //! A `Transform` may rewrite the decoded bytes on the way (a stream translated into the
 //! client's wire format, R16.1): the relay then reads the client's format as if the upstream
@@ -14,7 +17,7 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use flate2::write::GzDecoder;
 use http::header::{HeaderMap, CONTENT_ENCODING};
 use http_body::{Body, Frame, SizeHint};
@@ -64,10 +67,54 @@ pub trait Transform: Send {
     fn end(&mut self, out: &mut Vec<u8>);
 }
 
+/// Decoded bytes one frame yields at most (plus one decoder step, at most 32 KiB).
+pub const GUNZIP_OUT: usize = 64 * 1024;
+
+/// Incremental gzip decoding with a per-read expansion bound.
+struct Gunzip {
+    dec: GzDecoder<Vec<u8>>,
+    /// Compressed input not fed to the decoder yet.
+    pending: Bytes,
+}
+
+impl Gunzip {
+    fn new() -> Gunzip {
+        Gunzip {
+            dec: GzDecoder::new(Vec::new()),
+            pending: Bytes::new(),
+        }
+    }
+
+    fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Feeds pending input until it is used up or about [`GUNZIP_OUT`] bytes are decoded;
+    /// returns what was decoded (empty when the input held no whole block yet).
+    fn step(&mut self) -> Result<Vec<u8>, UpError> {
+        while self.has_pending() && self.dec.get_ref().len() < GUNZIP_OUT {
+            // One write decodes at most the decoder's buffer (32 KiB).
+            match self.dec.write(&self.pending) {
+                Ok(n) if n > 0 => self.pending.advance(n),
+                _ => return Err(UpError("corrupt gzip body".into())),
+            }
+        }
+        Ok(std::mem::take(self.dec.get_mut()))
+    }
+
+    /// The body ended: the decoder's last bytes, or an error for a truncated stream.
+    fn finish(&mut self) -> Result<Vec<u8>, UpError> {
+        if self.dec.try_finish().is_err() {
+            return Err(UpError("truncated gzip body".into()));
+        }
+        Ok(std::mem::take(self.dec.get_mut()))
+    }
+}
+
 /// The upstream body (see the module doc).
 pub struct UpBody {
     inner: Incoming,
-    gunzip: Option<GzDecoder<Vec<u8>>>,
+    gunzip: Option<Gunzip>,
     done: bool,
     /// In a `Mutex` only to keep the body `Sync` (a `&UpBody` crosses an await in the
     /// relay); it is reached through `get_mut`, never locked.
@@ -91,7 +138,7 @@ impl UpBody {
 
     /// Decode gzip from here on (the answer said `Content-Encoding: gzip`).
     pub fn gunzip(&mut self) {
-        self.gunzip = Some(GzDecoder::new(Vec::new()));
+        self.gunzip = Some(Gunzip::new());
     }
 
     pub fn is_decoding(&self) -> bool {
@@ -107,6 +154,19 @@ impl UpBody {
     fn poll_plain(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, UpError>>> {
         let this = self;
         loop {
+            if let Some(dec) = this.gunzip.as_mut().filter(|d| d.has_pending()) {
+                match dec.step() {
+                    Err(e) => {
+                        this.done = true;
+                        dec.pending.clear();
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    Ok(out) if !out.is_empty() => {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                    Ok(_) => continue,
+                }
+            }
             if this.done {
                 return Poll::Ready(None);
             }
@@ -119,29 +179,18 @@ impl UpBody {
                     let Some(dec) = this.gunzip.as_mut() else {
                         return Poll::Ready(None);
                     };
-                    if dec.try_finish().is_err() {
-                        return Poll::Ready(Some(Err(UpError("truncated gzip body".into()))));
-                    }
-                    let rest = std::mem::take(dec.get_mut());
-                    if rest.is_empty() {
-                        return Poll::Ready(None);
-                    }
-                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    return match dec.finish() {
+                        Err(e) => Poll::Ready(Some(Err(e))),
+                        Ok(rest) if rest.is_empty() => Poll::Ready(None),
+                        Ok(rest) => Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest))))),
+                    };
                 }
             };
             let Some(dec) = this.gunzip.as_mut() else {
                 return Poll::Ready(Some(Ok(frame)));
             };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            if dec.write_all(&data).is_err() {
-                this.done = true;
-                return Poll::Ready(Some(Err(UpError("corrupt gzip body".into()))));
-            }
-            let out = std::mem::take(dec.get_mut());
-            if !out.is_empty() {
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            if let Ok(data) = frame.into_data() {
+                dec.pending = data;
             }
         }
     }
@@ -205,5 +254,51 @@ impl Body for UpBody {
         } else {
             self.inner.size_hint()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 16 KiB frame of a gzip bomb (8 MiB of zeros) comes out as many bounded pieces,
+    /// not 8 MiB at once, and decodes to exactly the original.
+    #[test]
+    fn a_compressed_frame_decodes_in_bounded_pieces() {
+        let plain = vec![0u8; 8 << 20];
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(&plain).unwrap();
+        let packed = enc.finish().unwrap();
+        assert!(packed.len() <= 16 * 1024, "{}", packed.len());
+        let mut g = Gunzip::new();
+        g.pending = Bytes::from(packed);
+        let (mut total, mut biggest, mut pieces) = (0, 0, 0);
+        while g.has_pending() {
+            let out = g.step().unwrap();
+            assert!(out.iter().all(|b| *b == 0));
+            biggest = biggest.max(out.len());
+            total += out.len();
+            pieces += 1;
+        }
+        total += g.finish().unwrap().len();
+        assert_eq!(total, plain.len());
+        assert!(biggest <= GUNZIP_OUT + 32 * 1024, "{biggest}");
+        assert!(pieces > 8, "{pieces}");
+    }
+
+    #[test]
+    fn corrupt_and_truncated_streams_are_errors() {
+        let mut g = Gunzip::new();
+        g.pending = Bytes::from_static(b"not gzip at all");
+        assert!(g.step().is_err());
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(b"hello").unwrap();
+        let packed = enc.finish().unwrap();
+        let mut g = Gunzip::new();
+        g.pending = Bytes::copy_from_slice(&packed[..packed.len() - 4]);
+        while g.has_pending() {
+            g.step().unwrap();
+        }
+        assert!(g.finish().is_err());
     }
 }

@@ -7,8 +7,15 @@
 //! that host. Here a request takes a stream slot on the least-busy open connection that has
 //! room, and a new connection is opened when none has. A slot is held until the response body
 //! is dropped (see [`Slot`]), so long streams count for as long as they run.
+//!
+//! Issue 29 item 11: a connection carries at most the peer's current
+//! `SETTINGS_MAX_CONCURRENT_STREAMS` (read by its connection task) and never more than
+//! [`MAX_STREAMS_PER_CONN`]; choosing a slot takes a short lock that is never held across a
+//! dial, so requests with room never wait behind a new connection; dials to one host are
+//! one at a time and bounded by [`DIAL_TIMEOUT`] (TCP, TLS and the HTTP/2 handshake).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,9 +35,26 @@ use crate::upstream::UpstreamBody;
 /// streams; staying at the low end never waits on the server's limit.
 pub const MAX_STREAMS_PER_CONN: usize = 100;
 
+/// Bound on opening one connection: TCP connect, TLS and the HTTP/2 handshake.
+pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+
 struct Conn {
     tx: http2::SendRequest<UpstreamBody>,
     inflight: AtomicUsize,
+    /// The peer's `SETTINGS_MAX_CONCURRENT_STREAMS` as its connection task last saw it.
+    peer_max: Arc<AtomicUsize>,
+}
+
+impl Conn {
+    fn capacity(&self) -> usize {
+        self.peer_max
+            .load(Ordering::Acquire)
+            .clamp(1, MAX_STREAMS_PER_CONN)
+    }
+
+    fn has_room(&self) -> bool {
+        self.inflight.load(Ordering::Acquire) < self.capacity()
+    }
 }
 
 /// One request's place on a connection; released when dropped (with the response body).
@@ -44,13 +68,37 @@ impl Drop for Slot {
 
 #[derive(Default)]
 struct Host {
-    conns: Vec<Arc<Conn>>,
+    /// Open connections; locked only to choose or add one, never across an await.
+    conns: Mutex<Vec<Arc<Conn>>>,
+    /// One dial at a time per host (requests that find room never take it).
+    dial: tokio::sync::Mutex<()>,
+}
+
+impl Host {
+    /// A slot on the least-busy open connection with room.
+    fn take(&self) -> Option<Slot> {
+        let mut conns = crate::sync::lock(&self.conns);
+        conns.retain(|c| !c.tx.is_closed());
+        let c = conns
+            .iter()
+            .filter(|c| c.has_room())
+            .min_by_key(|c| c.inflight.load(Ordering::Acquire))
+            .cloned()?;
+        c.inflight.fetch_add(1, Ordering::AcqRel);
+        Some(Slot(c))
+    }
+
+    fn add(&self, c: Arc<Conn>) -> Slot {
+        c.inflight.fetch_add(1, Ordering::AcqRel);
+        crate::sync::lock(&self.conns).push(c.clone());
+        Slot(c)
+    }
 }
 
 /// The HTTP/2 connections of every `protocol: http2` upstream host.
 pub struct H2Pool {
     connector: HttpsConnector<HttpConnector>,
-    hosts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Host>>>>,
+    hosts: Mutex<HashMap<String, Arc<Host>>>,
 }
 
 impl H2Pool {
@@ -61,7 +109,7 @@ impl H2Pool {
         }
     }
 
-    fn host(&self, uri: &Uri) -> Arc<tokio::sync::Mutex<Host>> {
+    fn host(&self, uri: &Uri) -> Arc<Host> {
         let key = format!(
             "{}://{}",
             uri.scheme_str().unwrap_or("http"),
@@ -77,25 +125,9 @@ impl H2Pool {
         req: Request<UpstreamBody>,
     ) -> Result<(Response<Incoming>, Slot), TransportKind> {
         let host = self.host(req.uri());
-        let slot = {
-            let mut h = host.lock().await;
-            h.conns.retain(|c| !c.tx.is_closed());
-            let free = h
-                .conns
-                .iter()
-                .filter(|c| c.inflight.load(Ordering::Acquire) < MAX_STREAMS_PER_CONN)
-                .min_by_key(|c| c.inflight.load(Ordering::Acquire))
-                .cloned();
-            let conn = match free {
-                Some(c) => c,
-                None => {
-                    let c = Arc::new(self.connect(req.uri().clone()).await?);
-                    h.conns.push(c.clone());
-                    c
-                }
-            };
-            conn.inflight.fetch_add(1, Ordering::AcqRel);
-            Slot(conn)
+        let slot = match host.take() {
+            Some(s) => s,
+            None => self.dial_slot(&host, req.uri()).await?,
         };
         let mut tx = slot.0.tx.clone();
         tx.ready().await.map_err(|_| TransportKind::Reset)?;
@@ -104,6 +136,18 @@ impl H2Pool {
             .await
             .map_err(|_| TransportKind::Reset)?;
         Ok((resp, slot))
+    }
+
+    /// A slot on a new connection (or on one another dial of this host opened meanwhile).
+    async fn dial_slot(&self, host: &Host, uri: &Uri) -> Result<Slot, TransportKind> {
+        let _one_dial = host.dial.lock().await;
+        if let Some(s) = host.take() {
+            return Ok(s);
+        }
+        let conn = tokio::time::timeout(DIAL_TIMEOUT, self.connect(uri.clone()))
+            .await
+            .map_err(|_| TransportKind::Connect)??;
+        Ok(host.add(Arc::new(conn)))
     }
 
     async fn connect(&self, uri: Uri) -> Result<Conn, TransportKind> {
@@ -119,14 +163,29 @@ impl H2Pool {
             .handshake(io)
             .await
             .map_err(|_| TransportKind::Connect)?;
+        let peer_max = Arc::new(AtomicUsize::new(MAX_STREAMS_PER_CONN));
+        let seen = peer_max.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let mut conn = Box::pin(conn);
+            // The connection, polled here so the peer's stream limit is read as it changes.
+            let ended = std::future::poll_fn(|cx| {
+                let r = conn.as_mut().poll(cx);
+                seen.store(conn.current_max_send_streams(), Ordering::Release);
+                r
+            })
+            .await;
+            if let Err(e) = ended {
                 tracing::debug!(error = %e, "upstream h2 connection ended");
             }
         });
         Ok(Conn {
             tx,
             inflight: AtomicUsize::new(0),
+            peer_max,
         })
     }
 }
+
+#[cfg(test)]
+#[path = "h2pool_tests.rs"]
+mod tests;

@@ -134,8 +134,9 @@ pub(crate) fn connect_error(text: &str) -> TransportKind {
     }
 }
 
-/// `GET {base_url}/models` on `ch` with key `key` (the health probe, R7.2, R7.3): the status,
-/// or `None` on a transport failure or when no answer came within `timeout`.
+/// `GET {base_url}/models` on `ch` with key `key` (the health probe, R7.2, R7.3) over the
+/// channel's own `protocol` (issue 29 item 11: an HTTP/2 channel is probed over HTTP/2): the
+/// status, or `None` on a transport failure or when no answer came within `timeout`.
 pub async fn list_models(
     up: &Upstream,
     ch: &Channel,
@@ -156,7 +157,7 @@ pub async fn list_models(
     })
     .ok()?;
     let deadline = tokio::time::Instant::now() + timeout;
-    let resp = tokio::time::timeout_at(deadline, up.send(req))
+    let resp = tokio::time::timeout_at(deadline, up.send_for(ch, req))
         .await
         .ok()?
         .ok()?;
@@ -165,3 +166,7 @@ pub async fn list_models(
     let _ = read::read_error(&mut body, deadline).await;
     Some(status)
 }
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod transport_tests;

@@ -175,6 +175,253 @@ async fn concurrency_leases_release_and_expire() {
     );
 }
 
+/// Issue 29 item 1 (cancellation harness, Redis admission): a request cancelled while its
+/// admission script waits in Redis (held by `CLIENT PAUSE`) does not orphan the concurrency
+/// lease the script takes once Redis runs it: the permit is free again at once, not after
+/// the 30 s lease.
+#[tokio::test]
+async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
+    let r = Redis::start();
+    let conn = Conn::open(&r.url()).unwrap();
+    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let lim = ClientLimits {
+        concurrency: 1,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    // Loads the script, so the paused call below is the admission itself.
+    drop(l.admit_client("c", &lim, 0, t0).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let client = redis::Client::open(r.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(100), l.admit_client("c", &lim, 0, t0)).await;
+    assert!(cancelled.is_err(), "the admission was still in flight");
+    // Redis runs the script after the pause, then the release queued by the cancellation.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let held: i64 = redis::cmd("ZCARD")
+        .arg("sy:lim:{c:c}:cc")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(held, 0, "no lease is left behind");
+    let again = l.admit_client("c", &lim, 0, t0).await;
+    assert!(again.is_ok(), "the permit is free: {:?}", again.err());
+}
+
+/// Issue 29 item 2: an upstream key that used up its `rpm: 2` in Redis is held back while
+/// the window is full and offered again once it emptied, though nothing took the key in
+/// between (planning reads only the mirror). Before the fix the mirror kept "0 left, reset
+/// 60 s" for good and the key never received traffic again from this replica.
+#[tokio::test]
+async fn a_key_held_back_by_its_limits_is_offered_again_after_the_window() {
+    let r = Redis::start();
+    let conn = Conn::open(&r.url()).unwrap();
+    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let lim = switchyard::limits::KeyLimits {
+        rpm: 2,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    for _ in 0..2 {
+        let a = l.take_key("ch", "fp", &lim, 0, t0).await.unwrap();
+        a.settle(0, t0);
+    }
+    assert!(
+        matches!(l.key_room("ch", "fp", &lim, 0, t0), Room::After(_)),
+        "used up: held back"
+    );
+    let later = t0 + Duration::from_secs(62);
+    assert_eq!(
+        l.key_room("ch", "fp", &lim, 0, later),
+        Room::Now,
+        "the window emptied: offered again"
+    );
+    assert!(
+        l.take_key("ch", "fp", &lim, 0, later).await.is_ok(),
+        "and Redis agrees"
+    );
+}
+
+/// A proxy to Redis that lets the first admission script call through and then cuts the
+/// connection instead of relaying its reply (the script ran; its answer was lost).
+async fn cut_after_first_admission(r: &Redis) -> String {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}/0", l.local_addr().unwrap());
+    let target = format!("127.0.0.1:{}", r.port);
+    let sha = switchyard::shared::limits::lua::ADMIT_SCRIPT
+        .get_hash()
+        .as_bytes()
+        .to_vec();
+    // 0: nothing seen, 1: the admission was forwarded, 2: its reply was cut.
+    let state = Arc::new(AtomicU8::new(0));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = l.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                continue;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            let (up, down) = (state.clone(), state.clone());
+            let sha = sha.clone();
+            let to_server = tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                while let Ok(n) = cr.read(&mut buf).await {
+                    if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                    if buf[..n].windows(sha.len()).any(|w| w == &sha[..]) {
+                        let _ = up.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst);
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                while let Ok(n) = sr.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    if down
+                        .compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok()
+                    {
+                        to_server.abort();
+                        return;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Issue 29 item 6: an I/O error after the admission script ran (its reply lost with the
+/// connection) is retried with the same admission id: the request is counted once in Redis,
+/// not twice. Before the fix the retry was a new admission and `rpm` counted 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_lost_after_the_script_ran_is_not_counted_twice() {
+    use switchyard::limits::{Ask, Store, Subject};
+    let r = Redis::start();
+    // Load the script first on a direct connection, so the proxied call is the admission.
+    let direct = RedisStore::new(Conn::open(&r.url()).unwrap(), 1);
+    let warm = Ask {
+        rpm: 100,
+        ..Default::default()
+    };
+    drop(
+        direct
+            .admit(Subject::Client("warm"), &warm, Instant::now())
+            .await,
+    );
+    let store = RedisStore::new(Conn::open(&cut_after_first_admission(&r).await).unwrap(), 1);
+    let ask = Ask {
+        rpm: 10,
+        ..Default::default()
+    };
+    let g = store
+        .admit(Subject::Client("once"), &ask, Instant::now())
+        .await
+        .expect("admitted");
+    assert!(g.is_shared(), "the retry reached Redis");
+    let client = redis::Client::open(r.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let counts: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
+        .arg("sy:lim:{c:once}:rpm")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(counts.values().sum::<i64>(), 1, "counted once: {counts:?}");
+    std::mem::forget(g);
+}
+
+/// A proxy to Redis that delays every chunk by `delay` in each direction (a distant Redis).
+async fn slow_proxy(r: &Redis, delay: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}/0", l.local_addr().unwrap());
+    let target = format!("127.0.0.1:{}", r.port);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = l.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            for (mut rd, mut wr) in [
+                (
+                    Box::new(cr) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                    Box::new(sw) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                ),
+                (Box::new(sr) as _, Box::new(cw) as _),
+            ] {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    while let Ok(n) = rd.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        tokio::time::sleep(delay).await;
+                        if wr.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    url
+}
+
+/// Issue 29 item 6: releases are pipelined, not one round trip each. Eight workers admit
+/// and release as fast as a 10 ms-away Redis allows, never holding more than eight
+/// permits of sixteen: no admission may be refused for concurrency. Before the fix the
+/// release queue drained one per round trip, fell behind the admissions, and refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_keep_up_with_admissions_over_a_slow_link() {
+    let r = Redis::start();
+    let url = slow_proxy(&r, Duration::from_millis(5)).await;
+    let l = Arc::new(Limiter::new(RedisStore::new(Conn::open(&url).unwrap(), 1)));
+    let lim = ClientLimits {
+        concurrency: 16,
+        ..Default::default()
+    };
+    drop(l.admit_client("warm", &lim, 0, Instant::now()).await);
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let l = l.clone();
+        workers.push(tokio::spawn(async move {
+            let mut refused = 0;
+            for _ in 0..40 {
+                match l.admit_client("busy", &lim, 0, Instant::now()).await {
+                    Ok(a) => a.settle(0, Instant::now()),
+                    Err(e) => {
+                        assert_eq!(e.kind, Kind::Concurrency);
+                        refused += 1;
+                    }
+                }
+            }
+            refused
+        }));
+    }
+    let mut refused = 0;
+    for w in workers {
+        refused += w.await.unwrap();
+    }
+    assert_eq!(refused, 0, "false concurrency refusals");
+}
+
 /// R17.2: Redis unreachable — limits are divided by `shared.replicas` (9 / 3 = 3 per
 /// instance), requests keep being answered, and when Redis returns the shared count
 /// applies again.

@@ -154,3 +154,107 @@ async fn a_replica_killed_mid_request_is_refunded_once_by_a_survivor() {
     let logs: String = survivors.iter().map(|r| r.log_text()).collect();
     assert_eq!(logs.matches("replica's lease expired").count(), 1, "{logs}");
 }
+
+/// Issue 29 item 1 (cancellation harness, PostgreSQL): a client that leaves while its debit
+/// waits behind a `SELECT ... FOR UPDATE` on its balance row gets that precharge back — the
+/// lease the statement commits after the client left is not renewed, it expires and is
+/// swept — and the books are exactly the one served request. Before the fix the session
+/// stayed in the renewal set for the life of the replica: the lease was renewed for good and
+/// the precharge never came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
+    let pg = Postgres::start();
+    let mock = MockUpstream::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = replica(dir.path(), "r", &config(&pg, &mock, 100 * COST, false));
+    let http = http();
+    // One served request: the balance row exists and costs exactly COST.
+    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM quota_lease"
+        ) == 0)
+        .await
+    );
+    let (lock, driver) = lock_alice(&pg).await;
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let left = quick
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ALICE)
+        .json(&serde_json::json!({"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await;
+    assert!(left.is_err(), "the client gave up while its debit waited");
+    // The debit commits once the lock goes: its lease row appears, owned by nobody alive.
+    lock.batch_execute("COMMIT").await.expect("unlocked");
+    drop(lock);
+    driver.abort();
+    // Lease 2 s (renewed every 0.67 s if it were owned), swept every 1 s.
+    assert!(
+        eventually(Duration::from_secs(10), || int(
+            &pg,
+            "SELECT count(*) FROM quota_lease"
+        ) == 0)
+        .await,
+        "the abandoned lease is swept, not renewed: {}",
+        pg.psql("SELECT request_id, lease_until FROM quota_lease")
+    );
+    let (charged, _) = books(&pg, 100 * COST);
+    assert_eq!(charged, COST * 1_000_000, "only the served request is paid");
+    assert_eq!(
+        int(&pg, "SELECT count(*) FROM ledger WHERE kind = 'refund'"),
+        1,
+        "the abandoned precharge is refunded once"
+    );
+}
+
+/// Issue 29 item 7: `storage.pool_timeout` bounds a quota debit. With the client's balance
+/// row locked, a request gets its 503 after the configured 300 ms, not the fixed 2 s of
+/// before (PostgreSQL itself is healthy: only that statement waits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_timeout_bounds_a_debit_behind_a_locked_row() {
+    let pg = Postgres::start();
+    let mock = MockUpstream::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = config(&pg, &mock, 100 * COST, false).replace(
+        "queue_capacity: 8",
+        "queue_capacity: 8\n  pool_size: 2\n  pool_timeout: 300ms",
+    );
+    let r = replica(dir.path(), "r", &body);
+    let http = http();
+    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    let (lock, driver) = lock_alice(&pg).await;
+    let t = std::time::Instant::now();
+    let (status, _) = ask(&http, &r, ALICE, false).await;
+    let took = t.elapsed();
+    lock.batch_execute("ROLLBACK").await.expect("unlocked");
+    driver.abort();
+    assert_eq!(status, 503);
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+        "bounded by storage.pool_timeout: {took:?}"
+    );
+    // A healthy database: the next request is served.
+    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+}
+
+/// A transaction holding alice's balance row `FOR UPDATE` (end it with `COMMIT` or
+/// `ROLLBACK`), and its connection's task.
+async fn lock_alice(pg: &Postgres) -> (tokio_postgres::Client, tokio::task::JoinHandle<()>) {
+    let (lock, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .expect("lock connection");
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    lock.batch_execute(
+        "BEGIN; SELECT charged FROM quota_balance WHERE client = 'alice' FOR UPDATE",
+    )
+    .await
+    .expect("row locked");
+    (lock, driver)
+}

@@ -1,8 +1,8 @@
-//! The shared-state runtime in process (R17.1, R17.2; issue 20): two or three "replicas"
+//! The shared-state runtime in process (R17.1, R17.2; issues 20, 29): two or three "replicas"
 //! (each its own registry, bindings, store and budget) on one private Redis. Covers what the
 //! end-to-end test does not reach through HTTP: route cooldowns, "model not found" marks,
 //! upstream key cooldowns, the retry budget, and bindings read back by a replica that joins
-//! later or after Redis restarted empty.
+//! later or after Redis restarted empty, and a subscription frozen half-open (through a proxy).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,11 @@ fn node(redis: &Redis, stop: &watch::Receiver<bool>) -> Node {
 }
 
 fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
+    node_on(&redis.url(), stop, yaml, Duration::from_millis(300))
+}
+
+/// A node on the Redis at `url` (maybe through a proxy), resyncing every `resync`.
+fn node_on(url: &str, stop: &watch::Receiver<bool>, yaml: &str, resync: Duration) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
     let cfg = switchyard::config::load_text(yaml, &path).unwrap();
@@ -53,9 +58,9 @@ fn node_with(redis: &Redis, stop: &watch::Receiver<bool>, yaml: &str) -> Node {
         store: store.clone(),
         budget: Arc::new(move || b.clone()),
         replicas: 2,
-        resync: Duration::from_millis(300),
+        resync,
     };
-    let (shared, _task) = Shared::start(&redis.url(), wiring, &registry, stop.clone()).unwrap();
+    let (shared, _task) = Shared::start(url, wiring, &registry, stop.clone()).unwrap();
     let kc = Arc::new(KeyCooldowns::default());
     shared.attach_key_cooldowns(kc.clone());
     Node {
@@ -344,4 +349,290 @@ async fn a_lost_change_is_repaired_by_the_resync() {
         .await
         .expect("repaired by the next resync");
     eprintln!("repaired after {t:?} (resync every 300 ms here)");
+}
+
+/// A TCP proxy to Redis that can freeze the subscriptions open at a moment: their bytes stop
+/// in both directions while the sockets stay open (a silent partition, a half-open
+/// connection). Connections made later pass.
+struct Freezer {
+    url: String,
+    /// Connections with an id up to this one are frozen (once subscribed).
+    frozen_upto: Arc<std::sync::atomic::AtomicU64>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Freezer {
+    async fn start(redis: &Redis) -> Freezer {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}/0", l.local_addr().unwrap());
+        let target = format!("127.0.0.1:{}", redis.port);
+        let frozen_upto = Arc::new(AtomicU64::new(0));
+        let next = Arc::new(AtomicU64::new(1));
+        let (f, ids) = (frozen_upto.clone(), next.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = l.accept().await {
+                let id = ids.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let subscriber = Arc::new(AtomicBool::new(false));
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let stuck = {
+                    let (f, sub) = (f.clone(), subscriber.clone());
+                    move || sub.load(Ordering::SeqCst) && f.load(Ordering::SeqCst) >= id
+                };
+                let (up_stuck, sub) = (stuck.clone(), subscriber.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16384];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        if buf[..n]
+                            .windows(9)
+                            .any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                        {
+                            sub.store(true, Ordering::SeqCst);
+                        }
+                        while up_stuck() {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16384];
+                    while let Ok(n) = sr.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        while stuck() {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Freezer {
+            url,
+            frozen_upto,
+            next,
+        }
+    }
+
+    /// Freeze every subscription open now.
+    fn freeze(&self) {
+        use std::sync::atomic::Ordering;
+        let last = self.next.load(Ordering::SeqCst) - 1;
+        self.frozen_upto.store(last, Ordering::SeqCst);
+    }
+}
+
+/// Issue 29 item 11: a subscription that goes silent without closing (its connection
+/// frozen) is noticed by its ping and made again, so another replica's change arrives
+/// within seconds — not at the next full resync (60 s here). Before the fix the frozen
+/// subscription was never noticed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_open_subscription_is_noticed_and_made_again() {
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let proxy = Freezer::start(&redis).await;
+    let n1 = node_on(&proxy.url, &stop, YAML, Duration::from_secs(60));
+    let n2 = node_on(&redis.url(), &stop, YAML, Duration::from_secs(60));
+    up(&n1).await;
+    up(&n2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Connections opened from now on pass: only the open subscription is stuck.
+    proxy.freeze();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    n2.kc.cool(
+        "a",
+        "fp-9",
+        Duration::from_secs(30),
+        Duration::from_secs(60),
+        Instant::now(),
+    );
+    let seen = until(Duration::from_secs(5), || {
+        n1.kc.cooling_until("a", "fp-9", Instant::now()).is_some()
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "the change reached the replica with the frozen subscription"
+    );
+    eprintln!("seen after {seen:?}");
+}
+
+/// Issue 29 item 4 (clock skew): a replica whose clock runs an hour ahead disables channel
+/// `a` (it writes what such a replica writes: a change stamped with its own clock); an
+/// operator then enables `a` on the other replica. The enable wins on both and in Redis —
+/// versions come from Redis, not from the replicas' clocks. Before the fix the enable was
+/// lost in Redis and the replicas diverged (one served, the other kept `a` disabled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enable_wins_over_a_disable_from_a_fast_clock() {
+    use switchyard::state::channel::Disabled;
+    use switchyard::store::StateKey;
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
+    up(&n1).await;
+    up(&n2).await;
+    let (st1, st2) = (&n1.snap.states[0], &n2.snap.states[0]);
+    let fast = Disabled {
+        reason: "operator (fast clock)".into(),
+        at_ms: switchyard::store::now_ms() + 3_600_000,
+        auto: false,
+    };
+    st2.set_disabled(Some(fast.clone()));
+    st2.save(&n2.store, StateKey::Channel, Some(&fast));
+    until(Duration::from_secs(2), || st1.is_disabled())
+        .await
+        .expect("the disable reached the other replica");
+    // The operator's enable on the replica with the right clock.
+    st1.set_disabled(None);
+    st1.save(&n1.store, StateKey::Channel, None);
+    until(Duration::from_secs(2), || !st2.is_disabled())
+        .await
+        .expect("the enable reached the fast replica");
+    // Both stay enabled through a resync (every 300 ms here): Redis holds the enable too.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        !st1.is_disabled() && !st2.is_disabled(),
+        "the replicas agree"
+    );
+}
+
+/// Two nodes (their own stop channels) whose channel `a` breaker — threshold 1, `timeout` —
+/// was opened on the first and is open on both, and that breaker's limits.
+async fn open_on_two(
+    redis: &Redis,
+    timeout: &str,
+    stops: [&watch::Receiver<bool>; 2],
+) -> (Node, Node, switchyard::state::breaker::Limits) {
+    use switchyard::state::breaker::{Admission, Limits};
+    let yaml = YAML.replace(
+        "      cooldown: {consecutive_retryable_failures: 1, duration: 600s}\n",
+        &format!("      circuit_breaker: {{failure_threshold: 1, timeout: {timeout}}}\n"),
+    );
+    let n1 = node_on(&redis.url(), stops[0], &yaml, Duration::from_secs(60));
+    let n2 = node_on(&redis.url(), stops[1], &yaml, Duration::from_secs(60));
+    up(&n1).await;
+    up(&n2).await;
+    let ch = n1.snap.table.channels[0].clone();
+    let lim = Limits::of(&ch.resilience.circuit_breaker);
+    let st1 = &n1.snap.states[0];
+    record_visit(
+        &ch,
+        st1,
+        "m",
+        &status(503, "overloaded"),
+        Duration::ZERO,
+        false,
+    );
+    let st2 = &n2.snap.states[0];
+    until(Duration::from_secs(1), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Refused
+    })
+    .await
+    .expect("open on both");
+    (n1, n2, lim)
+}
+
+/// Issue 29 item 9: a replica that took the half-open probe lease and then died frees the
+/// probe slot within about a second (the lease is 1 s, renewed only by a live holder), not
+/// after the breaker's whole timeout (3 s here): the other replica probes promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
+    use switchyard::state::breaker::Admission;
+    let redis = Redis::start();
+    let (kill1, stop1) = watch::channel(false);
+    let (_tx, stop2) = watch::channel(false);
+    let (n1, n2, lim) = open_on_two(&redis, "3s", [&stop1, &stop2]).await;
+    let (st1, st2) = (&n1.snap.states[0], &n2.snap.states[0]);
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    until(Duration::from_secs(2), || {
+        st1.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
+    })
+    .await
+    .expect("replica 1 takes the probe");
+    // Replica 1 dies with its probe in flight: nobody renews its lease.
+    kill1.send(true).unwrap();
+    let died = std::time::Instant::now();
+    let took = until(Duration::from_secs(3), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
+    })
+    .await
+    .expect("replica 2 probes");
+    let since = died.elapsed();
+    assert!(
+        since < Duration::from_millis(1800),
+        "slot freed after {since:?}"
+    );
+    eprintln!("replica 2 probed {took:?} after replica 1 died");
+}
+
+/// Issue 29 item 9: a replica that got the probe lease but sends no probe (no traffic of
+/// its own) does not keep it: the lease lapses within a second and the replica with
+/// traffic probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_lease_holder_does_not_keep_the_probe() {
+    use switchyard::state::breaker::Admission;
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, n2, lim) = open_on_two(&redis, "1s", [&stop, &stop]).await;
+    let (st1, st2) = (&n1.snap.states[0], &n2.snap.states[0]);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Replica 1 asks (a plan-time check) and is granted the lease, then gets no traffic.
+    until(Duration::from_secs(2), || {
+        st1.breakers.would_admit(&lim, None, Instant::now())
+    })
+    .await
+    .expect("replica 1 holds the lease");
+    let t = std::time::Instant::now();
+    until(Duration::from_secs(4), || {
+        st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
+    })
+    .await
+    .expect("replica 2, with traffic, probes");
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+/// Issue 29 item 9: the first request after the breaker's timeout on a replica with
+/// traffic is the probe — its runtime asked for the lease before the timeout ended —
+/// instead of failing over while the lease is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_request_after_the_timeout_is_the_probe() {
+    use switchyard::state::breaker::Admission;
+    let redis = Redis::start();
+    let (_tx, stop) = watch::channel(false);
+    let (n1, _n2, lim) = open_on_two(&redis, "1s", [&stop, &stop]).await;
+    // Opened a few milliseconds ago: its timeout ends just before t0 + 1 s.
+    let t0 = std::time::Instant::now();
+    let st1 = &n1.snap.states[0];
+    // Traffic while open: refused (failing over).
+    while t0.elapsed() < Duration::from_millis(850) {
+        assert_eq!(
+            st1.breakers.acquire(&lim, None, Instant::now()).0,
+            Admission::Refused
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1080).saturating_sub(t0.elapsed())).await;
+    assert_eq!(
+        st1.breakers.acquire(&lim, None, Instant::now()).0,
+        Admission::Probe,
+        "the first request after the timeout probes"
+    );
 }

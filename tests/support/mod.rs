@@ -201,3 +201,25 @@ pub fn channel(name: &str, url: &str, priority: i64, models: &[&str]) -> String 
 }
 
 pub const CLIENTS: &str = "clients:\n  alice:\n    key: sk-test-alice\n";
+
+/// Hold the database write lock and fill the store queue: the writer is stuck until the
+/// returned connection rolls back (well within the store's 5 s busy timeout).
+pub async fn jam(gw: &Gw) -> rusqlite::Connection {
+    let store = &gw.running.as_ref().expect("running").gateway.store;
+    let lock = rusqlite::Connection::open(gw.dir.path().join("switchyard.db")).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let filler = || switchyard::store::RequestRecord {
+        id: "filler".into(),
+        ..Default::default()
+    };
+    assert!(store.try_send(filler()));
+    while store.queue_len() > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut n = 0;
+    while store.try_send(filler()) {
+        n += 1;
+        assert!(n <= 100_000, "queue never filled");
+    }
+    lock
+}

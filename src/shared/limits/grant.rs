@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::release::Op;
+use super::release::{queue, Op, Ops};
 use crate::limits::refusal::Report;
 use crate::limits::store::Grant;
 use crate::limits::LocalGrant;
@@ -34,12 +33,12 @@ pub struct RedisGrant {
 
 #[derive(Debug)]
 enum Inner {
-    Shared(Taken, mpsc::UnboundedSender<Op>),
+    Shared(Taken, Ops),
     Local(LocalGrant),
 }
 
 impl RedisGrant {
-    pub(crate) fn shared(taken: Taken, report: Report, ops: mpsc::UnboundedSender<Op>) -> Self {
+    pub(crate) fn shared(taken: Taken, report: Report, ops: Ops) -> Self {
         RedisGrant {
             report,
             inner: Some(Inner::Shared(taken, ops)),
@@ -61,7 +60,7 @@ impl RedisGrant {
     fn finish(&mut self, shared: impl FnOnce(Taken) -> Op, local: impl FnOnce(LocalGrant)) {
         match self.inner.take() {
             Some(Inner::Shared(t, ops)) => {
-                let _ = ops.send(shared(t));
+                queue(&ops, shared(t));
             }
             Some(Inner::Local(g)) => local(g),
             None => {}

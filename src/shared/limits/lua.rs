@@ -10,13 +10,17 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `KEYS`: rpm, rpd, tpm (hashes granule → count), cc (zset id → lease expiry).
+/// `KEYS`: rpm, rpd, tpm (hashes granule → count), cc (zset id → lease expiry), done (this
+/// admission's reply, kept 10 s: a call repeated with the same id after a lost reply returns
+/// it and counts nothing again).
 /// `ARGV`: rpm, rpd, tpm, concurrency (0 = unlimited), tokens, lease ms, admission id,
 /// now ms (0 = Redis time).
 /// Returns `{admitted, kind (1 rpm, 2 rpd, 3 tpm, 4 concurrency), wait ms (-1 never),
 /// used rpm, used rpd, used tpm, held, reset rpm, reset rpd, reset tpm, granule rpm,
 /// granule rpd, granule tpm}` — used and held after an admission, before a refusal.
 const ADMIT: &str = r#"
+local done = redis.call('GET', KEYS[5])
+if done then return cjson.decode(done) end
 local now = tonumber(ARGV[8])
 if now == 0 then
   local t = redis.call('TIME')
@@ -92,7 +96,9 @@ if conc > 0 then
   redis.call('PEXPIRE', KEYS[4], lease * 2)
   held = held + 1
 end
-return {1, 0, 0, used[1], used[2], used[3], held, resets[1], resets[2], resets[3], cur[1], cur[2], cur[3]}
+local reply = {1, 0, 0, used[1], used[2], used[3], held, resets[1], resets[2], resets[3], cur[1], cur[2], cur[3]}
+redis.call('SET', KEYS[5], cjson.encode(reply), 'PX', 10000)
+return reply
 "#;
 
 /// `KEYS`: rpm, rpd, tpm, cc. `ARGV`: op (`settle` | `cancel` | `drop`), admission id,

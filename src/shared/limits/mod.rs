@@ -13,6 +13,10 @@
 //! `settle` / `cancel` / a dropped grant cannot await: they are queued to a background task
 //! (`release.rs`), which also renews the leases of live grants. Planning queries (`peek`)
 //! read a local mirror of the numbers the last script reply carried — never a round trip.
+//! The mirror ages (issue 29 item 2): a reply's `reset` is a duration measured when it
+//! came, so a mirrored window whose reset has passed since reads as full again, and a
+//! mirrored "no concurrency permit left" is believed for [`CONCURRENCY_RETRY`] only. A key
+//! held back by its numbers is therefore tried again by the time Redis would admit it.
 
 mod any;
 mod grant;
@@ -24,10 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::conn::Conn;
+use crate::limits::cell::CONCURRENCY_RETRY;
 use crate::limits::refusal::{Kind, Numbers, Refusal, Report, Room};
 use crate::limits::store::{Ask, Peek, Store};
 use crate::limits::{Local, Subject};
@@ -70,8 +74,9 @@ pub struct RedisStore {
     replicas: u32,
     fallback: Local,
     clock: Clock,
-    mirror: Mutex<HashMap<String, Report>>,
-    ops: mpsc::UnboundedSender<Op>,
+    /// The last reply's numbers per subject prefix, and when they were true.
+    mirror: Mutex<HashMap<String, (Report, Instant)>>,
+    ops: release::Ops,
     ids: AtomicU64,
     /// Not before this (ms since `origin`) is Redis tried again while down.
     retry_at: AtomicU64,
@@ -93,7 +98,7 @@ impl RedisStore {
     /// A store on `conn` for a deployment of `replicas` replicas. Spawns its release task
     /// (call within a Tokio runtime).
     pub fn new(conn: Conn, replicas: u32) -> RedisStore {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = release::channel();
         tokio::spawn(release::run(conn.clone(), rx));
         RedisStore {
             conn,
@@ -126,7 +131,7 @@ impl RedisStore {
         }
     }
 
-    fn mirror(&self) -> MutexGuard<'_, HashMap<String, Report>> {
+    fn mirror(&self) -> MutexGuard<'_, HashMap<String, (Report, Instant)>> {
         crate::sync::lock(&self.mirror)
     }
 
@@ -162,19 +167,35 @@ impl RedisStore {
         }
     }
 
+    /// A new admission id (unique across replicas).
+    fn next_id(&self) -> String {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}:{id}", self.tag)
+    }
+
+    /// One admission script call. `id` names the admission: a call repeated with the same id
+    /// (after a reply lost to an I/O error) returns the first call's reply and counts
+    /// nothing again (issue 29 item 6).
     async fn admit_shared(
         &self,
         subject: Subject<'_>,
         ask: &Ask,
         now: Instant,
+        id_s: &str,
     ) -> Result<Result<RedisGrant, Refusal>, super::conn::CallError> {
         let prefix = subject_prefix(subject);
         let [rpm, rpd, tpm, cc] = keys(&prefix);
-        let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let id_s = format!("{:x}:{id}", self.tag);
+        let done = format!("{prefix}:a:{id_s}");
+        let id_s = id_s.to_string();
         let now_ms = self.now_arg(now);
         let a = *ask;
         let ids = id_s.clone();
+        // Armed before the script is awaited (issue 29): a request cancelled during it ends
+        // the concurrency lease the script may have taken, instead of leaving it for LEASE.
+        let mut pending = Pending {
+            ops: &self.ops,
+            lease: (ask.concurrency > 0).then(|| (prefix.clone(), id_s.clone())),
+        };
         let r: Vec<i64> = self
             .conn
             .call(|mut c| async move {
@@ -183,6 +204,7 @@ impl RedisStore {
                     .key(rpd)
                     .key(tpm)
                     .key(cc)
+                    .key(done)
                     .arg(a.rpm)
                     .arg(a.rpd)
                     .arg(a.tpm)
@@ -195,8 +217,9 @@ impl RedisStore {
                     .await
             })
             .await?;
+        pending.lease = None;
         let reply = Reply::parse(&r, ask);
-        self.remember(&prefix, reply.report);
+        self.remember(&prefix, reply.report, now);
         if !reply.admitted {
             return Ok(Err(reply.refusal(ask)));
         }
@@ -209,9 +232,7 @@ impl RedisStore {
             now_ms: matches!(self.clock, Clock::Caller(_)).then_some(now_ms),
         };
         if taken.lease {
-            let _ = self
-                .ops
-                .send(Op::Hold(taken.prefix.clone(), taken.id.clone()));
+            release::queue(&self.ops, Op::Hold(taken.prefix.clone(), taken.id.clone()));
         }
         Ok(Ok(RedisGrant::shared(
             taken,
@@ -220,12 +241,38 @@ impl RedisStore {
         )))
     }
 
-    fn remember(&self, prefix: &str, report: Report) {
+    fn remember(&self, prefix: &str, report: Report, at: Instant) {
         let mut m = self.mirror();
         if m.len() >= MIRROR_CAP && !m.contains_key(prefix) {
             m.clear();
         }
-        m.insert(prefix.to_string(), report);
+        m.insert(prefix.to_string(), (report, at));
+    }
+}
+
+/// An admission script in flight; dropped before its reply, it queues the end of the
+/// concurrency lease it may have taken (the counts it made stay, as a dropped grant's do).
+struct Pending<'a> {
+    ops: &'a release::Ops,
+    /// (subject prefix, admission id) of a lease the script takes when admitted.
+    lease: Option<(String, String)>,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some((prefix, id)) = self.lease.take() {
+            release::queue(
+                self.ops,
+                Op::Drop(grant::Taken {
+                    prefix: Arc::from(prefix),
+                    id: Arc::from(id),
+                    granules: [-1; 3],
+                    tokens: 0,
+                    lease: true,
+                    now_ms: None,
+                }),
+            );
+        }
     }
 }
 
@@ -311,10 +358,12 @@ impl Store for RedisStore {
         now: Instant,
     ) -> Result<RedisGrant, Refusal> {
         if self.try_redis() {
-            let mut r = self.admit_shared(subject, ask, now).await;
+            let id = self.next_id();
+            let mut r = self.admit_shared(subject, ask, now, &id).await;
             if matches!(&r, Err(e) if e.is_connection()) {
                 // The connection had died (Redis restarted): its reconnect may answer now.
-                r = self.admit_shared(subject, ask, now).await;
+                // The same id: if the first call did run, it is not counted twice.
+                r = self.admit_shared(subject, ask, now, &id).await;
             }
             match r {
                 Ok(r) => {
@@ -334,7 +383,10 @@ impl Store for RedisStore {
         if !self.conn.health.is_up() {
             return self.fallback.peek(subject, &self.divided(ask), now);
         }
-        let report = self.mirror().get(&subject_prefix(subject)).copied();
+        let report = self
+            .mirror()
+            .get(&subject_prefix(subject))
+            .map(|(r, at)| aged(r, now.saturating_duration_since(*at)));
         match report {
             Some(report) => Peek {
                 room: room(&report, ask),
@@ -347,6 +399,42 @@ impl Store for RedisStore {
     fn sweep(&self, now: Instant) -> usize {
         self.fallback.sweep(now)
     }
+}
+
+/// Mirrored numbers `elapsed` after their reply: a window whose reset has passed is full
+/// again (everything it counted has left it), the others' resets are that much nearer; a
+/// concurrency count older than [`CONCURRENCY_RETRY`] is no longer believed.
+fn aged(r: &Report, elapsed: Duration) -> Report {
+    let mut out = *r;
+    for kind in [Kind::Rpm, Kind::Rpd, Kind::Tpm] {
+        if let Some(n) = r.get(kind) {
+            let n = if elapsed >= n.reset {
+                Numbers {
+                    remaining: n.limit,
+                    reset: Duration::ZERO,
+                    ..n
+                }
+            } else {
+                Numbers {
+                    reset: n.reset - elapsed,
+                    ..n
+                }
+            };
+            out.set(kind, Some(n));
+        }
+    }
+    if let Some(n) = r.get(Kind::Concurrency) {
+        if elapsed >= CONCURRENCY_RETRY {
+            out.set(
+                Kind::Concurrency,
+                Some(Numbers {
+                    remaining: n.limit,
+                    ..n
+                }),
+            );
+        }
+    }
+    out
 }
 
 /// Room for `ask` as the mirrored numbers see it.
@@ -364,7 +452,7 @@ fn room(r: &Report, ask: &Ask) -> Room {
         }
     }
     if r.get(Kind::Concurrency).is_some_and(|n| n.remaining == 0) {
-        wait = wait.max(crate::limits::cell::CONCURRENCY_RETRY);
+        wait = wait.max(CONCURRENCY_RETRY);
     }
     if wait.is_zero() {
         Room::Now

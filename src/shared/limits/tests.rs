@@ -1,5 +1,5 @@
-//! Pure parts of the Redis limit store: key names, the divided fallback, reply decoding and
-//! the planning mirror's answer.
+//! Pure parts of the Redis limit store: key names, the divided fallback, reply decoding, the
+//! planning mirror's answer and its ageing.
 
 use super::*;
 
@@ -60,4 +60,66 @@ fn replies_decode_into_refusals_and_reports() {
         ..ask
     };
     assert_eq!(room(&ok.report, &too_big), Room::Never);
+}
+
+/// Issue 29 item 2: the planning mirror ages. An upstream key whose mirrored rpm was used up
+/// (reset 60 s) is held back until then and offered again after — without any admission
+/// refreshing the mirror (a held-back key is never taken). A mirrored "no permit left" is
+/// believed for CONCURRENCY_RETRY only.
+#[tokio::test(start_paused = true)]
+async fn the_planning_mirror_ages_past_its_resets() {
+    let conn = Conn::open("redis://127.0.0.1:1/").unwrap();
+    conn.health.mark_up();
+    let store = RedisStore::new(conn, 1);
+    let key = Subject::Key {
+        channel: "ch",
+        key: "fp",
+    };
+    let ask = Ask {
+        rpm: 2,
+        concurrency: 1,
+        ..Ask::default()
+    };
+    let mut used = Report::default();
+    let n = |remaining, reset_s| Numbers {
+        limit: 2,
+        remaining,
+        reset: Duration::from_secs(reset_s),
+    };
+    used.set(Kind::Rpm, Some(n(0, 60)));
+    let t0 = Instant::now();
+    store.remember(&subject_prefix(key), used, t0);
+    assert_eq!(
+        store.peek(key, &ask, t0).room,
+        Room::After(Duration::from_secs(60))
+    );
+    let later = t0 + Duration::from_secs(20);
+    assert_eq!(
+        store.peek(key, &ask, later).room,
+        Room::After(Duration::from_secs(40)),
+        "the reset comes nearer"
+    );
+    let after = t0 + Duration::from_secs(61);
+    let p = store.peek(key, &ask, after);
+    assert_eq!(p.room, Room::Now, "the window emptied: the key is offered");
+    assert_eq!(p.report.get(Kind::Rpm).unwrap().remaining, 2);
+
+    let mut busy = Report::default();
+    busy.set(
+        Kind::Concurrency,
+        Some(Numbers {
+            limit: 1,
+            remaining: 0,
+            reset: Duration::ZERO,
+        }),
+    );
+    store.remember(&subject_prefix(key), busy, t0);
+    assert_eq!(
+        store.peek(key, &ask, t0).room,
+        Room::After(CONCURRENCY_RETRY)
+    );
+    assert_eq!(
+        store.peek(key, &ask, t0 + CONCURRENCY_RETRY).room,
+        Room::Now
+    );
 }

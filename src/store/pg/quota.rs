@@ -89,6 +89,37 @@ const SWEEP: &str = "WITH gone AS (
     )
     SELECT client, amount FROM ins";
 
+/// A session's place in the renewal set while its debit is in flight: taken out again on
+/// drop unless [`Renewal::keep`] was called (the debit was admitted).
+struct Renewal<'a> {
+    remote: &'a Remote,
+    session: &'a str,
+    keep: bool,
+}
+
+impl<'a> Renewal<'a> {
+    fn enter(remote: &'a Remote, session: &'a str) -> Renewal<'a> {
+        remote.live().insert(session.to_string());
+        Renewal {
+            remote,
+            session,
+            keep: false,
+        }
+    }
+
+    fn keep(&mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Renewal<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            self.remote.live().remove(self.session);
+        }
+    }
+}
+
 /// Most leases one sweep statement closes.
 const SWEEP_BATCH: i64 = 1000;
 
@@ -133,7 +164,10 @@ impl Quota {
         ts_ms: i64,
     ) -> Result<Debit, StoreError> {
         let r = &self.remote;
-        r.live().insert(session.to_string());
+        // The guard exists before the first await (issue 29): a caller cancelled during the
+        // statement (its client left) takes the session out of the renewal set, so a lease
+        // the statement did commit expires and is swept instead of renewed for good.
+        let mut renewal = Renewal::enter(r, session);
         let ttl = millis(r.lease_ttl);
         let out = r
             .with(async |c| {
@@ -158,10 +192,11 @@ impl Quota {
                 ))
             })
             .await;
-        if !matches!(out, Ok(Debit { admitted: true, .. })) {
-            // Refused or unknown: a lease that did commit is not renewed and gets swept.
-            r.live().remove(session);
+        if matches!(out, Ok(Debit { admitted: true, .. })) {
+            renewal.keep();
         }
+        // Otherwise (refused or unknown) the guard leaves: a lease that did commit is not
+        // renewed and gets swept.
         out
     }
 

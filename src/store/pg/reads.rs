@@ -39,6 +39,7 @@ fn request(row: &Row) -> RequestRecord {
         sticky_kind: row.get("sticky_kind"),
         sticky_hit: row.get("sticky_hit"),
         fallback: row.get("fallback"),
+        failed_over: false,
         prompt_tokens: to_u64(row.get("prompt_tokens")),
         completion_tokens: to_u64(row.get("completion_tokens")),
         cached_tokens: to_u64(row.get("cached_tokens")),
@@ -46,6 +47,7 @@ fn request(row: &Row) -> RequestRecord {
         stream_outcome: row.get("stream_outcome"),
         latency_ms: to_u64(row.get("latency_ms")),
     }
+    .with_failed_over()
 }
 
 fn ledger(row: &Row) -> Option<LedgerEntry> {

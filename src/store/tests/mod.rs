@@ -45,6 +45,7 @@ pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
         sticky_kind: Some("conversation".into()),
         sticky_hit: Some(false),
         fallback: true,
+        failed_over: true,
         prompt_tokens: 11,
         completion_tokens: 22,
         cached_tokens: 3,
