@@ -68,11 +68,17 @@ async fn idempotency_key_is_sent_on_a_retry_after_a_failover() {
     let chain = route(&r);
     assert_eq!(r.status(), 200, "{chain}");
     assert!(chain.ends_with("->b->b"), "{chain}");
+    // R10.2 (issue 29 item 8): every attempt at b carries b's own key, so b can
+    // deduplicate its retry; the client's key stays with the first target.
     let b = m["b"].requests();
-    assert_eq!(b[0].header("idempotency-key"), None, "the failover itself");
+    assert_eq!(
+        b[0].header("idempotency-key"),
+        Some("order-44:b/m"),
+        "the failover itself"
+    );
     assert_eq!(
         b[1].header("idempotency-key"),
-        Some("order-44"),
+        b[0].header("idempotency-key"),
         "b's retry"
     );
     gw.stop().await;

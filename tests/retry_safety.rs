@@ -177,10 +177,11 @@ async fn responses_replayed_only_with_idempotency_key_on_every_retry() {
     gw.stop().await;
 }
 
-/// R10.2: the channel's next key sends the same body and carries the key; a failover to
-/// a different channel (different body) does not.
+/// R10.2: the channel's next key sends the same body and carries the client's key; a
+/// failover to a different channel (a different body) carries a key derived for that target
+/// (issue 29 item 8), never the client's.
 #[tokio::test]
-async fn failover_to_another_channel_drops_the_idempotency_key() {
+async fn failover_to_another_channel_carries_a_key_of_its_own() {
     let m = mocks(&["a", "b"]).await;
     m["a"].set_default(status(429));
     let yaml = fill(
@@ -199,7 +200,10 @@ async fn failover_to_another_channel_drops_the_idempotency_key() {
     for q in &a {
         assert_eq!(q.header("idempotency-key"), Some("order-43"));
     }
-    assert_eq!(m["b"].requests()[0].header("idempotency-key"), None);
+    assert_eq!(
+        m["b"].requests()[0].header("idempotency-key"),
+        Some("order-43:b/m")
+    );
     gw.stop().await;
 }
 

@@ -27,7 +27,7 @@ use crate::error::GatewayError;
 use crate::http::body::Resp;
 use crate::routing::backoff::backoff;
 use crate::routing::budget::RetryBudget;
-use crate::routing::family::forward_idempotency_key;
+use crate::routing::family::{derived_idempotency_key, forward_idempotency_key};
 use crate::routing::outcome::{Outcome, OutcomeFacts};
 use crate::routing::plan::Step;
 use crate::routing::policy::{self, Decision, Facts, Settings};
@@ -245,14 +245,21 @@ impl<'a> Walk<'a> {
         step
     }
 
-    /// The time gates of the step's exchange, and whether the client's Idempotency-Key goes
-    /// on it (R10.2: the first target's attempts, and every same-target retry of any target —
-    /// a retry after a failover repeats that target's request).
+    /// The time gates of the step's exchange, and the Idempotency-Key it carries (R10.2):
+    /// the client's on every attempt at the first target, a key derived for the target on
+    /// every attempt at any other, so each target can deduplicate its own retries.
     fn gates(&self, step: &Step) -> Gates {
-        let key = step.same_target_retry > 0
-            || self.first.as_ref().is_some_and(|(ch, model)| {
+        let key = self.cx.idempotency_key.as_ref().and_then(|k| {
+            let first = self.first.as_ref().is_some_and(|(ch, model)| {
                 forward_idempotency_key((*ch, model), step.channel, &step.upstream_model)
             });
+            if first {
+                return Some(k.clone());
+            }
+            let ch = &self.channel(step).name;
+            let d = derived_idempotency_key(k.as_bytes(), ch, &step.upstream_model);
+            http::HeaderValue::from_bytes(&d).ok()
+        });
         Gates::of(
             &self.cx.snap.table.config,
             self.cx.family,

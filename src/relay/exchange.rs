@@ -108,15 +108,21 @@ pub struct Gates {
     /// (`timeouts.image_upstream_header` for images).
     pub non_stream_header_cap: Option<std::time::Duration>,
     pub deadline: Instant,
-    /// Whether the client's Idempotency-Key goes on this exchange (R10.2).
-    pub send_idempotency_key: bool,
+    /// The Idempotency-Key this exchange carries (R10.2): the client's, or one derived for
+    /// the target.
+    pub idempotency_key: Option<http::HeaderValue>,
 }
 
 impl Gates {
     /// The gates of one attempt of a request of `family` before `deadline`: images wait
     /// `timeouts.image_upstream_header` for headers, streamed or not; every other request
     /// waits `timeouts.upstream_header` when streamed.
-    pub fn of(cfg: &Config, family: PathFamily, deadline: Instant, idempotency_key: bool) -> Gates {
+    pub fn of(
+        cfg: &Config,
+        family: PathFamily,
+        deadline: Instant,
+        idempotency_key: Option<http::HeaderValue>,
+    ) -> Gates {
         let (header_timeout, non_stream_header_cap) = if family == PathFamily::Images {
             let t = cfg.timeouts.image_upstream_header;
             (t, Some(t))
@@ -127,7 +133,7 @@ impl Gates {
             header_timeout,
             non_stream_header_cap,
             deadline,
-            send_idempotency_key: idempotency_key,
+            idempotency_key,
         }
     }
 }
@@ -275,10 +281,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         },
         client_headers: &cx.headers,
         body: plan.body.clone(),
-        idempotency_key: cx
-            .idempotency_key
-            .as_ref()
-            .filter(|_| g.send_idempotency_key),
+        idempotency_key: g.idempotency_key.as_ref(),
         request_id: &cx.request_id,
     })
     .map_err(|e| Unprepared::Failed(Box::new(failed(Outcome::ChannelError(e.code.to_string())))))?;

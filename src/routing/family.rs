@@ -190,17 +190,39 @@ pub fn path_retryable(path: &str, has_idempotency_key: bool) -> bool {
     retryable(classify_path(path), has_idempotency_key)
 }
 
-/// R10.2: is the client's `Idempotency-Key` forwarded on this attempt?
+/// R10.2: is this attempt at the request's first target, where the client's own
+/// `Idempotency-Key` goes as it is?
 ///
 /// A "target" here is what the upstream sees as the same request: the same
 /// channel with the same upstream model, i.e. a byte-identical body. Same-target
-/// retries and the channel's next key therefore carry the header (keys of one
-/// channel usually share the upstream's dedupe scope, and dropping the header
-/// there would turn a safe replay into a second charge). A failover to another
-/// channel or another upstream model does not: the body differs, and a reused
-/// key with a different body is a conflict (or a false dedupe) upstream.
+/// retries and the channel's next key carry the same key (keys of one channel
+/// usually share the upstream's dedupe scope, and dropping the header there would
+/// turn a safe replay into a second charge). Another target gets a body of its own,
+/// so the client's key would be a conflict (or a false dedupe) there: it gets
+/// [`derived_idempotency_key`] instead, on every attempt.
 pub fn forward_idempotency_key(first: (usize, &str), channel: usize, upstream_model: &str) -> bool {
     first.0 == channel && first.1 == upstream_model
+}
+
+/// R10.2 (issue 29): the key every attempt at a target other than the first carries, so
+/// that target can deduplicate its own retries: `<key>:<channel>/<upstream model>`, or —
+/// when that is not a valid key (over 255 bytes, or not visible ASCII) — `<key>:` and 16 hex
+/// digits of the target's SHA-256, cut to fit. Stable: the same target always gets the same.
+pub fn derived_idempotency_key(key: &[u8], channel: &str, upstream_model: &str) -> Vec<u8> {
+    let mut plain = key.to_vec();
+    plain.push(b':');
+    plain.extend_from_slice(channel.as_bytes());
+    plain.push(b'/');
+    plain.extend_from_slice(upstream_model.as_bytes());
+    if valid_idempotency_key(&plain) {
+        return plain;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{channel}\0{upstream_model}").as_bytes());
+    let tail = format!(":{}", &hex::encode(digest)[..16]);
+    let mut out = key[..key.len().min(255 - tail.len())].to_vec();
+    out.extend_from_slice(tail.as_bytes());
+    out
 }
 
 /// R10.2: an `Idempotency-Key` counts only if it is 1..=255 visible ASCII bytes.
@@ -376,6 +398,21 @@ mod tests {
                 want,
                 "{first:?} -> {ch}/{model}"
             );
+        }
+    }
+
+    /// Issue 29 item 8: every other target gets a stable key of its own, valid as a key.
+    #[test]
+    fn other_targets_get_a_stable_derived_key() {
+        let k = derived_idempotency_key(b"abc", "backup", "gpt-x");
+        assert_eq!(k, b"abc:backup/gpt-x");
+        assert_eq!(derived_idempotency_key(b"abc", "backup", "gpt-x"), k);
+        assert_ne!(derived_idempotency_key(b"abc", "backup", "gpt-y"), k);
+        let long = vec![b'k'; 255];
+        for (key, ch) in [(&long[..], "backup"), (&b"abc"[..], "bäckup")] {
+            let d = derived_idempotency_key(key, ch, "m");
+            assert!(valid_idempotency_key(&d), "{}", String::from_utf8_lossy(&d));
+            assert_eq!(d, derived_idempotency_key(key, ch, "m"));
         }
     }
 
