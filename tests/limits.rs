@@ -310,7 +310,7 @@ async fn config_rejects_negative_limits_and_merges_group_defaults() {
 
 /// R15.3: `channels.*.limits` per key — a key whose budget is spent is left out while the
 /// other key has room; with every key spent the request fails over without reaching the
-/// upstream and the client gets 429 `upstream_rate_limited`.
+/// upstream and the client gets 429 `upstream_rate_limited` with the known `Retry-After`.
 #[tokio::test]
 async fn a_spent_upstream_key_is_held_back_until_every_key_is_spent() {
     let up = keyed::KeyedUpstream::start(&[]).await;
@@ -329,6 +329,13 @@ async fn a_spent_upstream_key_is_held_back_until_every_key_is_spent() {
     );
     let r = gw.chat("m", false).await;
     assert_eq!(r.status(), 429);
+    // Issue 29 item 10: the final 429 says when a key has room again (within the minute).
+    let wait: u64 = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .expect("retry-after on upstream_rate_limited");
+    assert!((1..=60).contains(&wait), "retry-after {wait}");
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "upstream_rate_limited", "{v}");
     assert_eq!(

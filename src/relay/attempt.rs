@@ -18,7 +18,7 @@ use super::context::Context;
 use super::exchange::{exchange, prepare, Exchange, Gates, Unprepared, UpstreamFailure};
 use super::finish::Finish;
 use super::gateway::Gateway;
-use super::keys::{hold_key, learn, KeyHold};
+use super::keys::{hold_key, learn, Held, KeyHold};
 use super::plan::{plan, Planned};
 use super::respond::{failure_response, transport_error, with_route, LastFailure};
 use super::translated::Refused;
@@ -84,10 +84,14 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
                     }
                 }
                 // R15.3: the key has no room: fail over without reaching the upstream.
-                Err(why) => {
+                Err(held) => {
                     w.held = true;
+                    w.held_wait = match (w.held_wait, held.wait) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
                     Exchange::Failed {
-                        outcome: Outcome::ChannelError(why),
+                        outcome: Outcome::ChannelError(held.why),
                         answer: None,
                     }
                 }
@@ -184,6 +188,8 @@ pub(super) struct Walk<'a> {
     /// The current attempt's 429 asked for a wait within `routing.wait_retry_after`: it is
     /// waited out on the same target instead of failing over.
     short_wait: Option<Duration>,
+    /// The soonest a held-back key has room again (`Retry-After` of the final 429).
+    held_wait: Option<Duration>,
 }
 
 impl<'a> Walk<'a> {
@@ -217,6 +223,7 @@ impl<'a> Walk<'a> {
             last_is_skip: false,
             misfits: Vec::new(),
             short_wait: None,
+            held_wait: None,
         })
     }
 
@@ -327,7 +334,10 @@ impl<'a> Walk<'a> {
                 d => d,
             };
         }
-        policy::decide(f, &facts, &settings, || budget.try_acquire_retry())
+        // Issue 29: moving off a key held back by its own limits reached no upstream and
+        // takes nothing from the retry budget.
+        let held = self.held;
+        policy::decide(f, &facts, &settings, || held || budget.try_acquire_retry())
     }
 
     /// After a "does not fit" answer: fail over while a planned target maps the model to
@@ -435,7 +445,7 @@ impl<'a> Walk<'a> {
     }
 
     /// R15.3: take the step's key's share of its limits (waiting a bounded time for room).
-    async fn hold_key(&self, step: &Step) -> Result<KeyHold, String> {
+    async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
         let tokens = super::admit::estimate_tokens(self.cx);
         let ch = self.channel(step);
         let snap = &self.cx.snap;
@@ -540,7 +550,15 @@ impl<'a> Walk<'a> {
     fn fail(self) -> Resp {
         let debug = self.cx.snap.table.config.debug_headers;
         let route = self.fin.chain();
-        let resp = failure_response(self.last, self.cx);
+        let mut resp = failure_response(self.last, self.cx);
+        if let (Some(wait), 429) = (self.held_wait, resp.status().as_u16()) {
+            // Issue 29: the client learns when a key has room again (whole seconds, rounded
+            // down: a minute window's wait of 60.2 s says 60 — Claude Code gives up above 60).
+            let secs = (wait.as_millis() / 1000).max(1);
+            if let Ok(v) = http::HeaderValue::from_str(&secs.to_string()) {
+                resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+            }
+        }
         self.fin.failed(resp.status().as_u16());
         with_route(resp, debug, &route)
     }

@@ -148,6 +148,13 @@ pub fn remaining_fraction(gw: &Gateway, snap: &Snapshot, id: ChannelId, keys: &P
 /// An attempt's hold on its key's limits (`None`: the key has none).
 pub type KeyHold = Option<Admission<LimitGrant>>;
 
+/// A key with no room for the attempt: why, and when it will have room (when known).
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub why: String,
+    pub wait: Option<Duration>,
+}
+
 /// Take key `k`'s share for one attempt reserving `tokens`; when it has no room (or cools),
 /// wait for it up to [`MAX_KEY_WAIT`] within `deadline`. `Err` carries why it was not taken.
 pub async fn hold_key(
@@ -158,7 +165,7 @@ pub async fn hold_key(
     k: usize,
     tokens: u64,
     deadline: Instant,
-) -> Result<KeyHold, String> {
+) -> Result<KeyHold, Held> {
     let cooling = gw.key_cooldowns.any();
     if !cooling && ch.limits.is_unlimited() {
         return Ok(None);
@@ -179,21 +186,25 @@ pub async fn hold_key(
                     .await
                 {
                     Ok(a) => return Ok(Some(a)),
-                    Err(r) => r.retry_after.ok_or_else(|| {
-                        format!(
+                    Err(r) => r.retry_after.ok_or_else(|| Held {
+                        why: format!(
                             "key_rate_limited: the attempt needs more than key {k}'s limits allow"
-                        )
+                        ),
+                        wait: None,
                     })?,
                 }
             }
         };
         let at = now + wait.max(Duration::from_millis(1));
         if at > give_up {
-            return Err(format!(
-                "key_rate_limited: key {k} of channel {} has no room for {} ms",
-                ch.name,
-                wait.as_millis()
-            ));
+            return Err(Held {
+                why: format!(
+                    "key_rate_limited: key {k} of channel {} has no room for {} ms",
+                    ch.name,
+                    wait.as_millis()
+                ),
+                wait: Some(wait),
+            });
         }
         tokio::time::sleep_until(at).await;
     }
