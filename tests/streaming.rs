@@ -419,6 +419,33 @@ async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
     gw.stop().await;
 }
 
+/// Issue 31: a next target that refuses the prefill (a model that takes no trailing
+/// assistant turn) is skipped; with none left the client gets `stream_incomplete`, never the
+/// prefill's error.
+#[tokio::test]
+async fn a_refused_prefill_ends_the_stream_as_incomplete_not_with_its_error() {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "{FAST}resilience:\n  stream_resume: {{enabled: true, max: 1}}\nchannels:\n{}{}{CLIENTS}",
+            ch("a", "anthropic", 10, ""),
+            ch("b", "anthropic", 0, "    prefill: true\n")
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    m["a"].push(Behavior::CutMidStream { after_chunks: 1 });
+    m["b"].push(Behavior::Status {
+        code: 400,
+        body: Some(r#"{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill."}}"#.into()),
+    });
+    let text = send(&gw, "/v1/messages", true).await.text().await.unwrap();
+    assert_eq!(m["b"].calls(), 1, "the continuation was asked for");
+    assert!(text.contains("stream_incomplete"), "{text}");
+    assert!(!text.contains("prefill"), "{text}");
+    gw.stop().await;
+}
+
 /// The text of a Messages or Chat stream as the client reads it.
 fn text_of(path: &str, text: &str) -> String {
     text.split("\n\n")
