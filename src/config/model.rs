@@ -281,6 +281,8 @@ pub struct VirtualModel {
     pub name: String,
     pub targets: Vec<Target>,
     pub groups: Vec<String>,
+    /// `virtual_models.*.stream_resume`, over `resilience.stream_resume`; `None` = not set.
+    pub stream_resume: Option<StreamResume>,
 }
 
 #[derive(Debug, Clone)]

@@ -225,6 +225,7 @@ pub(crate) struct RawChannel {
 pub(crate) struct RawVirtualModel {
     pub targets: Option<Vec<String>>,
     pub groups: Option<Vec<String>>,
+    pub stream_resume: Option<RawStreamResume>,
 }
 
 #[derive(Debug, Default, Deserialize)]

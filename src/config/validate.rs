@@ -40,7 +40,13 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
     let auto_disable = auto_disable(&raw, c);
     let images_failover = images_failover(&raw);
     let chans = channels(&raw.channels, &resilience, c);
-    let vms = virtual_models(&raw.virtual_models, &raw.channels, &chans, c);
+    let vms = virtual_models(
+        &raw.virtual_models,
+        &raw.channels,
+        &chans,
+        &resilience.stream_resume,
+        c,
+    );
     let cls = client_limits(&raw, clients(&raw.clients, c), c);
     let auto_groups = names(c, "auto_groups", &raw.auto_groups, &[]);
     cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, c);

@@ -29,6 +29,7 @@ pub(crate) fn virtual_models(
     raw: &[(String, Option<RawVirtualModel>)],
     raw_channels: &[(String, Option<RawChannel>)],
     chans: &[Channel],
+    resume: &StreamResume,
     c: &mut Collector,
 ) -> Vec<VirtualModel> {
     let mut out = Vec::new();
@@ -69,6 +70,10 @@ pub(crate) fn virtual_models(
             name: name.clone(),
             targets,
             groups,
+            stream_resume: vm.stream_resume.as_ref().map(|r| StreamResume {
+                enabled: r.enabled.unwrap_or(resume.enabled),
+                max: r.max.unwrap_or(resume.max),
+            }),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -25,6 +25,9 @@ pub enum Behavior {
     CutMidStream { after_chunks: usize },
     /// `chunks` chunks, then a clean end of body without the terminal event.
     EndWithoutTerminal { chunks: usize },
+    /// `after_chunks` chunks, then the dialect's error event (as `ErrorAfterStart` sends it,
+    /// `code` picking its type) and the end of the body: an overload in mid-answer.
+    ErrorMidStream { after_chunks: usize, code: u16 },
     /// `: keepalive` SSE comments every `interval`, then a normal stream.
     KeepaliveThenOk {
         keepalives: usize,
@@ -271,6 +274,13 @@ fn one(s: &str) -> Result<Behavior, ParseFaultError> {
             "cut" => Behavior::CutMidStream {
                 after_chunks: num(need()?, whole)?,
             },
+            "error_mid" => {
+                let (n, code) = pair(need()?, whole)?;
+                Behavior::ErrorMidStream {
+                    after_chunks: num(n, whole)?,
+                    code: num(code, whole)?,
+                }
+            }
             "eof" => Behavior::EndWithoutTerminal {
                 chunks: num(need()?, whole)?,
             },

@@ -223,6 +223,7 @@ async fn respond(shared: &Arc<Shared>, ask: &Ask<'_>, behavior: Behavior) -> Res
         Behavior::Stream { chunks, .. } => chunks,
         Behavior::CutMidStream { after_chunks } => after_chunks,
         Behavior::EndWithoutTerminal { chunks } => chunks,
+        Behavior::ErrorMidStream { after_chunks, .. } => after_chunks,
         _ => DEFAULT_CHUNKS,
     };
     let payload = match behavior {

@@ -49,7 +49,9 @@ fn full_steps(ep: Endpoint, bytes: Bytes, json: bool, b: &Behavior) -> Vec<Step>
             vec![Step::Sleep(*d), Step::Data(bytes)]
         }
         Behavior::CutMidStream { .. } => vec![Step::Data(half()), Step::Cut],
-        Behavior::EndWithoutTerminal { .. } => vec![Step::Data(half())],
+        Behavior::EndWithoutTerminal { .. } | Behavior::ErrorMidStream { .. } => {
+            vec![Step::Data(half())]
+        }
         Behavior::KeepaliveThenOk {
             keepalives,
             interval,
@@ -157,6 +159,10 @@ fn sse_steps(ep: Endpoint, p: SseParts, b: Behavior) -> Vec<Step> {
         Behavior::HiddenError { code } => v.push(Step::Data(sse::hidden_error(ep, code))),
         Behavior::ErrorAfterStart { code } => {
             v.extend(data(sse::error_after_start(ep, head, code)))
+        }
+        Behavior::ErrorMidStream { code, .. } => {
+            v.extend(data(head).chain(data(chunks)));
+            v.extend(data(sse::error_event(ep, code)));
         }
         Behavior::Drip { interval } => {
             v.push(Step::Data(Bytes::from_static(b"data: {\"choices\":[")));

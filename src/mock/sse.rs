@@ -238,9 +238,18 @@ pub(crate) fn hidden_error(ep: Endpoint, code: Option<u16>) -> Bytes {
 /// `ping`, the Responses `response.created`, the chat role chunk), then an error event.
 pub(crate) fn error_after_start(ep: Endpoint, head: Vec<Bytes>, code: u16) -> Vec<Bytes> {
     let mut v: Vec<Bytes> = head.into_iter().take(1).collect();
+    if ep == Endpoint::Messages {
+        v.push(event("ping", r#"{"type": "ping"}"#));
+    }
+    v.extend(error_event(ep, code));
+    v
+}
+
+/// The dialect's error event in a stream, as the provider reports an overload.
+pub(crate) fn error_event(ep: Endpoint, code: u16) -> Vec<Bytes> {
+    let mut v = Vec::with_capacity(1);
     match ep {
         Endpoint::Messages => {
-            v.push(event("ping", r#"{"type": "ping"}"#));
             let kind = json::anthropic_type(code);
             v.push(event("error", &json::anthropic_error(kind, "Overloaded")));
         }

@@ -461,10 +461,12 @@ impl<'a> Walk<'a> {
         .await
     }
 
-    /// Issue 31 (`resilience.stream_resume` of the committed channel): what continues this
-    /// stream if it is cut — the plan's remaining targets, in order.
+    /// Issue 31 (`virtual_models.*.stream_resume`, else `resilience.stream_resume` of the
+    /// committed channel): what continues this stream if it is cut — the plan's remaining
+    /// targets, in order.
     pub(super) fn resumer(&self, step: &Step) -> Option<super::resume::Resumer> {
-        let cfg = self.channel(step).resilience.stream_resume;
+        let own = self.cx.routes.iter().find_map(|(_, r)| r.stream_resume);
+        let cfg = own.unwrap_or(self.channel(step).resilience.stream_resume);
         if !cfg.enabled || !self.cx.wants_stream() {
             return None;
         }

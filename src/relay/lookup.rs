@@ -104,7 +104,7 @@ fn servable(snap: &Snapshot, w: &Wanted<'_>, r: Arc<Route>) -> Option<Arc<Route>
         })
         .filter(|t| !t.candidates.is_empty())
         .collect();
-    (!tiers.is_empty()).then(|| Arc::new(Route { tiers }))
+    (!tiers.is_empty()).then(|| Arc::new(Route::of(tiers)))
 }
 
 /// A declared path whose request names a model: the declaring channels that also serve the
@@ -138,6 +138,6 @@ fn narrow(declared: &Arc<Route>, by_model: &Route) -> Arc<Route> {
     if tiers.is_empty() {
         declared.clone()
     } else {
-        Arc::new(Route { tiers })
+        Arc::new(Route::of(tiers))
     }
 }

@@ -258,6 +258,7 @@ async fn relay(
         resumer,
         delivery: Delivery::new(),
         splice: None,
+        error: None,
     });
     let end = pump(&mut p, &times, &tx, obs.as_mut(), &mut resume).await;
     // Dropping the upstream body here closes the upstream connection at once (R9.8).
@@ -271,6 +272,8 @@ struct Resume {
     resumer: Resumer,
     delivery: Delivery,
     splice: Option<Splice>,
+    /// An error event after content, held back while a resume may still replace it.
+    error: Option<Event>,
 }
 
 /// Relay one upstream event through the current splice; `Ok(true)`: it reached the client.
@@ -292,11 +295,22 @@ async fn relay_one(
         },
         None => ev,
     };
+    if let Some(r) = resume.as_mut() {
+        if r.delivery.resumable() && dialect::pre_commit_error(p.format, &ev).is_some() {
+            r.error = Some(ev); // a cut that says why: resumed, or relayed at the end
+            return Ok(false);
+        }
+    }
     *terminal |= dialect::is_terminal(p.format, &ev);
     if let Some(r) = resume.as_mut() {
         r.delivery.observe(p.format, &ev);
     }
     p.forward(ev, tx, obs).await
+}
+
+/// The error event held back by `relay_one`, if any.
+fn held_error(resume: &Option<Resume>) -> bool {
+    resume.as_ref().is_some_and(|r| r.error.is_some())
 }
 
 /// The stream was cut before its terminal event: continue it on the next target when it can
@@ -319,7 +333,8 @@ async fn try_resume(
     };
     metrics::counter!(telemetry::STREAM_RESUMES, "outcome" => "resumed").increment(1);
     obs.resumed(&c);
-    r.splice = Some(Splice::new(p.format, &r.delivery));
+    r.splice = Some(Splice::new(p.format, &r.delivery, c.trimmed));
+    r.error = None;
     *p = c.primed;
     true
 }
@@ -349,11 +364,14 @@ async fn pump(
                 match relay_one(p, ev, tx, obs, resume, &mut terminal).await {
                     Err(()) => return StreamEnd::ClientCancel,
                     Ok(true) => last_client = Instant::now(),
+                    Ok(false) if held_error(resume) => break,
                     Ok(false) => {}
                 }
             }
             let (silence, why) = times.silence();
-            let cut_why = if p.ended {
+            let cut_why = if held_error(resume) {
+                Some("upstream sent an error")
+            } else if p.ended {
                 Some("upstream closed the stream")
             } else if p.framer.overflowed() {
                 Some("upstream event too large")
@@ -389,6 +407,14 @@ async fn pump(
             if let Some(w) = cut_why {
                 if !terminal && try_resume(p, resume, obs).await {
                     continue 'segment;
+                }
+                if let Some(ev) = resume.as_mut().and_then(|r| r.error.take()) {
+                    // No continuation: the upstream's own error goes to the client, as it
+                    // would have without resume, and the stream ends there.
+                    terminal |= dialect::is_terminal(p.format, &ev);
+                    if p.forward(ev, tx, obs).await.is_err() {
+                        return StreamEnd::ClientCancel;
+                    }
                 }
                 return cut(tx, p.format, terminal, w).await;
             }

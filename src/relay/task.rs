@@ -354,7 +354,7 @@ pub fn locked_route(
             }],
         })
         .collect();
-    Some((group, Arc::new(Route { tiers })))
+    Some((group, Arc::new(Route::of(tiers))))
 }
 
 fn task_not_found(id: &str) -> GatewayError {

@@ -31,6 +31,14 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
         }
     }
     virtual_routes(&config, &channels, &mut routes);
+    let mut routes = finish(routes);
+    for vm in &config.virtual_models {
+        for group in &vm.groups {
+            if let Some(r) = routes.get_mut(&(group.clone(), vm.name.clone())) {
+                Arc::make_mut(r).stream_resume = vm.stream_resume;
+            }
+        }
+    }
     let mut models_by_group: HashMap<String, BTreeSet<String>> = HashMap::new();
     for (group, model) in routes.keys() {
         models_by_group
@@ -53,7 +61,7 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
     RouteTable {
         generation,
         channels,
-        routes: finish(routes),
+        routes,
         paths: finish(paths),
         client_by_hash,
         clients,
@@ -185,5 +193,8 @@ fn route_of(tiers: Building) -> Route {
             }
         })
         .collect();
-    Route { tiers }
+    Route {
+        tiers,
+        stream_resume: None,
+    }
 }

@@ -25,6 +25,7 @@ fn route(tiers: &[&[(ChannelId, u64)]]) -> Route {
                     .collect(),
             })
             .collect(),
+        stream_resume: None,
     }
 }
 

@@ -31,9 +31,20 @@ pub struct Tier {
 #[derive(Debug, Clone, Default)]
 pub struct Route {
     pub tiers: Vec<Tier>,
+    /// `virtual_models.*.stream_resume`: the virtual model's own setting, which wins over
+    /// the committed channel's `resilience.stream_resume`.
+    pub stream_resume: Option<crate::config::model::StreamResume>,
 }
 
 impl Route {
+    /// A route of these tiers with no setting of its own.
+    pub fn of(tiers: Vec<Tier>) -> Route {
+        Route {
+            tiers,
+            stream_resume: None,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tiers.iter().all(|t| t.candidates.is_empty())
     }

@@ -9,7 +9,10 @@
 //!
 //! Three pieces: `Delivery` follows what reached the client; `Resumer` finds and primes the
 //! continuation; `Splice` rewrites the continuation's events to fit the open stream (its
-//! opening dropped, Anthropic block indexes moved onto the client's).
+//! opening dropped, Anthropic block indexes moved onto the client's; for a Responses client
+//! the typed events renumbered, `responses`).
+
+pub mod responses;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -38,6 +41,8 @@ pub struct Delivery {
     pub open: Option<u64>,
     /// The next Anthropic block index the client has not seen.
     pub next_index: u64,
+    /// A Responses client's stream as it has seen it.
+    pub responses: responses::Seen,
 }
 
 impl Delivery {
@@ -54,7 +59,12 @@ impl Delivery {
         match format {
             StreamFormat::Chat => self.chat(v),
             StreamFormat::Messages => self.messages(v),
-            _ => self.text_only = false,
+            StreamFormat::Responses => {
+                if !self.responses.observe(v, &mut self.text) {
+                    self.text_only = false;
+                }
+            }
+            StreamFormat::Other => self.text_only = false,
         }
     }
 
@@ -114,6 +124,8 @@ pub struct Continued {
     pub key_index: usize,
     pub upstream_model: Arc<str>,
     pub sent: Instant,
+    /// The prefill lost the delivered text's trailing white space (Anthropic refuses it).
+    pub trimmed: bool,
 }
 
 /// Finds the continuation of a cut stream among the request's remaining targets.
@@ -134,7 +146,10 @@ impl Resumer {
         max: u32,
         deadline: Instant,
     ) -> Option<Resumer> {
-        let resumable = matches!(cx.family, PathFamily::Chat | PathFamily::Messages);
+        let resumable = matches!(
+            cx.family,
+            PathFamily::Chat | PathFamily::Messages | PathFamily::Responses
+        );
         (resumable && max > 0 && !targets.is_empty()).then(|| Resumer {
             gw,
             cx,
@@ -150,12 +165,8 @@ impl Resumer {
         if self.left == 0 {
             return None;
         }
-        let body = with_prefill(self.cx.family, &self.cx.body, delivered)?;
-        let mut cx = self.cx.clone();
-        cx.peek = crate::wire::request::peek(&body).ok();
-        cx.body = body;
         while let Some((channel, key_index, upstream_model)) = self.targets.pop_front() {
-            let snap = cx.snap.clone();
+            let snap = self.cx.snap.clone();
             let ch = &snap.table.channels[channel];
             let now = Instant::now();
             let up =
@@ -163,6 +174,11 @@ impl Resumer {
             if !up || !accepts_prefill(ch, &upstream_model) || now >= self.deadline {
                 continue;
             }
+            let trim = ch.kind == ChannelKind::Anthropic;
+            let body = with_prefill(self.cx.family, &self.cx.body, delivered, trim)?;
+            let mut cx = self.cx.clone();
+            cx.peek = crate::wire::request::peek(&body).ok();
+            cx.body = body;
             let step = Step {
                 group: 0,
                 channel,
@@ -185,6 +201,7 @@ impl Resumer {
                     key_index,
                     upstream_model,
                     sent: now,
+                    trimmed: trim && delivered.trim_end().len() < delivered.len(),
                 });
             }
         }
@@ -200,15 +217,23 @@ pub fn accepts_prefill(ch: &Channel, _upstream_model: &str) -> bool {
 }
 
 /// The client's request with `delivered` as the last assistant turn (appended to one the
-/// client already ended with). Anthropic refuses a prefill that ends in white space, so it
-/// is trimmed at the end (the continuation supplies it).
-pub fn with_prefill(family: PathFamily, body: &[u8], delivered: &str) -> Option<Bytes> {
+/// client already ended with). Anthropic refuses a prefill that ends in white space, so
+/// towards it (`trim`) the prefill is trimmed at the end (the continuation supplies it).
+pub fn with_prefill(family: PathFamily, body: &[u8], delivered: &str, trim: bool) -> Option<Bytes> {
     let mut v: Value = serde_json::from_slice(body).ok()?;
-    let text = match family {
-        PathFamily::Messages => delivered.trim_end(),
-        PathFamily::Chat => delivered,
-        _ => return None,
+    let text = if trim {
+        delivered.trim_end()
+    } else {
+        delivered
     };
+    match family {
+        PathFamily::Messages | PathFamily::Chat => {}
+        PathFamily::Responses => {
+            responses::with_prefill(&mut v, text)?;
+            return serde_json::to_vec(&v).ok().map(Bytes::from);
+        }
+        _ => return None,
+    }
     let messages = v.get_mut("messages")?.as_array_mut()?;
     match messages.last_mut() {
         Some(last) if last["role"] == "assistant" && last["content"].is_string() => {
@@ -229,21 +254,51 @@ pub struct Splice {
     open: Option<u64>,
     base: u64,
     offset: Option<i64>,
+    /// A Responses client's splice.
+    responses: Option<responses::Splice>,
+    /// The prefill was trimmed of white space the client already has: the continuation's
+    /// first text loses its leading white space.
+    trim_lead: bool,
 }
 
 impl Splice {
-    pub fn new(format: StreamFormat, d: &Delivery) -> Splice {
+    /// `trimmed`: the continuation's prefill lost the delivered text's trailing white space.
+    pub fn new(format: StreamFormat, d: &Delivery, trimmed: bool) -> Splice {
         Splice {
             format,
             started: false,
             open: d.open,
             base: d.open.unwrap_or(d.next_index),
             offset: None,
+            responses: (format == StreamFormat::Responses)
+                .then(|| responses::Splice::new(&d.responses)),
+            trim_lead: trimmed,
         }
     }
 
     /// The event as the client's stream goes on, or `None` to drop it.
     pub fn rewrite(&mut self, ev: Event) -> Option<Event> {
+        let ev = self.placed(ev)?;
+        if !self.trim_lead {
+            return Some(ev);
+        }
+        match lead_trimmed(self.format, &ev) {
+            Some((e, false)) => Some(e),
+            Some((e, true)) => {
+                self.trim_lead = false;
+                Some(e)
+            }
+            None => Some(ev),
+        }
+    }
+
+    fn placed(&mut self, ev: Event) -> Option<Event> {
+        if let Some(r) = self.responses.as_mut() {
+            let Some(v) = ev.json() else {
+                return Some(ev); // a comment: keepalives go through
+            };
+            return r.rewrite(v).map(|v| rewritten(&ev, &v));
+        }
         match self.format {
             StreamFormat::Chat => {
                 if !self.started && dialect::is_preamble(StreamFormat::Chat, &ev) {
@@ -288,13 +343,40 @@ fn reindexed(ev: &Event, offset: i64) -> Option<Event> {
     let mut v = ev.json()?.clone();
     let n = v.get("index")?.as_i64()? + offset;
     v["index"] = Value::from(n.max(0));
+    Some(rewritten(ev, &v))
+}
+
+/// `ev` written anew with `v` as its data (its event name kept).
+fn rewritten(ev: &Event, v: &Value) -> Event {
     let data = v.to_string();
     let name = ev.name.clone();
     let raw = match &name {
         Some(n) => format!("event: {n}\ndata: {data}\n\n"),
         None => format!("data: {data}\n\n"),
     };
-    Some(Event::new(Bytes::from(raw), name, Some(data), false))
+    Event::new(Bytes::from(raw), name, Some(data), false)
+}
+
+/// A text delta with its leading white space removed: the event, and whether any text was
+/// left (the trim is over). `None`: not a text delta.
+fn lead_trimmed(format: StreamFormat, ev: &Event) -> Option<(Event, bool)> {
+    let mut v = ev.json()?.clone();
+    let slot = match format {
+        StreamFormat::Messages if v["delta"]["type"] == "text_delta" => &mut v["delta"]["text"],
+        StreamFormat::Chat if v["choices"][0]["delta"]["content"].is_string() => {
+            &mut v["choices"][0]["delta"]["content"]
+        }
+        StreamFormat::Responses if v["type"] == "response.output_text.delta" => &mut v["delta"],
+        _ => return None,
+    };
+    let text = slot.as_str()?;
+    let rest = text.trim_start();
+    if rest.len() == text.len() {
+        return Some((ev.clone(), !rest.is_empty()));
+    }
+    let left = !rest.is_empty();
+    *slot = Value::from(rest);
+    Some((rewritten(ev, &v), left))
 }
 
 #[cfg(test)]
@@ -342,9 +424,10 @@ mod tests {
     #[test]
     fn the_prefill_is_the_last_assistant_turn() {
         let b = br#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#;
-        let v: Value =
-            serde_json::from_slice(&with_prefill(PathFamily::Messages, b, "Once upon ").unwrap())
-                .unwrap();
+        let v: Value = serde_json::from_slice(
+            &with_prefill(PathFamily::Messages, b, "Once upon ", true).unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             v["messages"][1],
             serde_json::json!({"role": "assistant", "content": "Once upon"})
@@ -352,10 +435,11 @@ mod tests {
         let own =
             br#"{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"A: "}]}"#;
         let v: Value =
-            serde_json::from_slice(&with_prefill(PathFamily::Chat, own, "x y ").unwrap()).unwrap();
+            serde_json::from_slice(&with_prefill(PathFamily::Chat, own, "x y ", false).unwrap())
+                .unwrap();
         assert_eq!(v["messages"].as_array().unwrap().len(), 2);
         assert_eq!(v["messages"][1]["content"], "A: x y ");
-        assert!(with_prefill(PathFamily::Responses, b, "x").is_none());
+        assert!(with_prefill(PathFamily::Embeddings, b, "x", false).is_none());
     }
 
     /// The continuation's opening is dropped, its first text block continues the client's
@@ -366,7 +450,7 @@ mod tests {
         d.open = Some(2);
         d.next_index = 2;
         d.text = "x".into();
-        let mut s = Splice::new(StreamFormat::Messages, &d);
+        let mut s = Splice::new(StreamFormat::Messages, &d, false);
         assert!(s
             .rewrite(named(
                 "message_start",
@@ -394,7 +478,7 @@ mod tests {
 
     #[test]
     fn a_chat_continuation_loses_only_its_role_chunk() {
-        let mut s = Splice::new(StreamFormat::Chat, &Delivery::new());
+        let mut s = Splice::new(StreamFormat::Chat, &Delivery::new(), false);
         let role =
             Event::data(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#);
         assert!(s.rewrite(role).is_none());
