@@ -1,4 +1,4 @@
-//! The import rules (ARCHITECTURE.md "Layers"; issue 17): data flows one way, so a lower
+//! The import rules (ARCHITECTURE.md "Layers"): data flows one way, so a lower
 //! layer never names a module above it. Read from the source itself — every `crate::…` path
 //! and every `super::…` path that climbs out of its top-level module, in code (comments
 //! aside) — so the boundary cannot rot silently.
