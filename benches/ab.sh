@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Same-minute A/B of two gateway binaries (issue 21): both run the `make bench` config in
+# Same-minute A/B of two gateway binaries : both run the `make bench` config in
 # front of one mock upstream; `wrk` alternates between them for AB_ROUNDS rounds and each
 # round prints RPS and the gateway's CPU per request (utime+stime from /proc/PID/stat over
 # the round / requests), in ABBA order; the last lines are the means. On a shared machine

@@ -82,7 +82,7 @@ clients:
   bench:
     key: sk-bench-client
     group: default
-    # A limited client (issue 21: every default feature on): the limiter admits and
+    # A limited client (every default feature on): the limiter admits and
     # settles every request; the limits are far above what the run sends.
     limits: {rpm: 100000000, tpm: 1000000000000, concurrency: 100000}
 pricing:

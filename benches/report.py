@@ -79,7 +79,7 @@ if sy and ng:
     check(r["added_p99"] is not None and r["added_p99"] <= 1.5, False, f"added p99 <= 1.5x nginx (got {fmt(r['added_p99'])}x)")
     check(r["rps"] is not None and r["rps"] >= 0.8, False, f"RPS at {report['meta'].get('connections')} conns >= 0.8x nginx (got {fmt(r['rps'])}x)")
     check(r["cpu_per_req"] is not None and r["cpu_per_req"] <= 1.5, False, f"CPU/request <= 1.5x nginx (got {fmt(r['cpu_per_req'])}x)")
-# An OpenAI client on an Anthropic channel (issue 18): the translation's CPU per request
+# An OpenAI client on an Anthropic channel (R16.1): the translation's CPU per request
 # against the plain path.
 if (sx := closed.get("switchyard_xlate")) and sy:
     report["ratios_translated_over_plain"] = rt = {
@@ -198,7 +198,7 @@ if h := R.get("hold"):
     }
     check(hs["dropped"] == 0, True, f"{hs['streams']} concurrent streams: none dropped (dropped {hs['dropped']}, peak live {hs['peak_live']})")
     check(hs["bytes_per_stream"] <= 64 * 1024, False, f"bytes per held stream bounded (<= 64 KiB; got {fmt(hs['bytes_per_stream'])})")
-    # Issue 21: no worse than the ~49.8 KB per stream measured before it.
+    # No worse than the ~49.8 KB per stream measured before it.
     check(hs["bytes_per_stream"] <= 51_000, False, f"bytes per held stream no worse than ~49.8 KB (<= 51,000; got {fmt(hs['bytes_per_stream'])})")
 
 report["checks"] = [{"status": s, "check": t} for s, t in checks]

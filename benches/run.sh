@@ -254,7 +254,7 @@ run_wrk static $(ngx_pids)
 run_wrk nginx $(ngx_pids)
 run_wrk hyper "$HOP_PID"
 run_wrk switchyard "$SY_PID"
-# An OpenAI client on an Anthropic channel (issue 18): translation both ways per request.
+# An OpenAI client on an Anthropic channel (R16.1): translation both ways per request.
 sed 's/"gpt-4o-mini"/"claude-bench"/' benches/post.lua >"$TMP/post-xlate.lua"
 run_wrk switchyard_xlate "$SY_PID"
 # A long conversation (60 turns, ~62 KB): what chat bodies look like once a session runs.
@@ -272,7 +272,7 @@ run_wrk nginx_long $(ngx_pids)
 run_wrk hyper_long "$HOP_PID"
 run_wrk switchyard_long "$SY_PID"
 
-# ---- shared mode (issue 20): PostgreSQL + Redis ------------------------------------------
+# ---- shared mode (R17): PostgreSQL + Redis ------------------------------------------
 # The same closed loop through a gateway whose durable state is in a private PostgreSQL and
 # whose live state is shared through a private Redis (both started here on free ports,
 # stopped on exit): `shared` is the bench client (needs no shared decision), `shared_quota`
@@ -400,7 +400,7 @@ record hold "$("$LG" hold --url "${URL[switchyard]}" --header "$AUTH" --body "$S
     --deadline 120s)"
 record hold.asked "{\"streams\":$STREAMS,\"nofile\":$NOFILE}"
 
-# ---- the rate-limit check alone (issue 19: < 1 us per request single-node) --------------
+# ---- the rate-limit check alone (target: < 1 us per request single-node) --------------
 if [ -x "$REL/examples/limits_bench" ]; then
     log "rate-limit check (examples/limits_bench)"
     record limits "$("$REL/examples/limits_bench" | python3 -c '

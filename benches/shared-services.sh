@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Private Redis and PostgreSQL for the shared-mode bench (issue 20), never the machine's own:
+# Private Redis and PostgreSQL for the shared-mode bench (R17), never the machine's own:
 #   shared-services.sh check                       exit 0 when both can be started here
 #   shared-services.sh start DIR REDIS_PORT PG_PORT  start both on 127.0.0.1, data in DIR
 #   shared-services.sh stop DIR                    stop both, remove DIR

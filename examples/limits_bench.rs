@@ -1,4 +1,4 @@
-//! Micro-benchmark of the local rate-limit check (R15, issue 19's "under 1 µs" target):
+//! Micro-benchmark of the local rate-limit check (R15; target: under 1 µs):
 //! prints nanoseconds per admission for a limited client (admit + settle, the clock read
 //! included), a refused one, an unlimited one, many clients, and two threads at once; and
 //! checks that a limited client's admission allocates nothing once its state exists.

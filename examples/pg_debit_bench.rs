@@ -1,4 +1,4 @@
-//! Benchmark of the shared quota on PostgreSQL (R17, issue 20): what the one request-path
+//! Benchmark of the shared quota on PostgreSQL (R17): what the one request-path
 //! statement (the conditional debit + precharge + lease) costs a quota-limited request, how
 //! many debits per second a replica gets through its pool, and how fast the writer commits
 //! settles. Against an in-memory CAS debit (SQLite mode) for scale.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end with the real clients (issue 27; `make clients`, not part of `make test`):
+# End to end with the real clients (R16.3, R16.5; `make clients`, not part of `make test`):
 # installs Claude Code, Codex and OpenCode from npm and aider from PyPI into .cache/clients,
 # starts two mock upstreams (a native one playing OpenAI and Anthropic, a chat-only one
 # playing vLLM/DeepSeek) and the gateway with a temporary config, then runs each scenario

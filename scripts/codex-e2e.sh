@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Codex end to end through the gateway (issue 28): `codex exec` runs an exec_command tool
+# Codex end to end through the gateway (R16.4): `codex exec` runs an exec_command tool
 # loop, then `codex exec resume --last` continues the session, against (a) a native
 # Responses channel, (b) a chat-only OpenAI-compatible channel left at `responses: auto`
 # (found out from its 404, then translated to Chat Completions) and (c) an Anthropic

@@ -12,7 +12,7 @@ pub struct Secret {
     value: String,
     /// The key as a sensitive header value, bare and as `Bearer <key>`: built on first use
     /// and kept with the key (it lives as long as the config generation), so a request
-    /// clones a header value instead of formatting and validating one (issue 21). `None`:
+    /// clones a header value instead of formatting and validating one. `None`:
     /// the key cannot be a header value.
     bare: OnceLock<Option<HeaderValue>>,
     bearer: OnceLock<Option<HeaderValue>>,

@@ -54,7 +54,7 @@ pub const CACHED_TOKENS: &str = "switchyard_cached_prompt_tokens_total";
 pub const PROMPT_TOKENS: &str = "switchyard_prompt_tokens_total";
 pub const STICKY: &str = "switchyard_sticky_total";
 pub const PROBES: &str = "switchyard_probes_total";
-/// Shared live state across replicas (R17, issue 20).
+/// Shared live state across replicas (R17).
 pub const SHARED_STATE_UP: &str = "switchyard_shared_state_up";
 pub const SHARED_CHANGES: &str = "switchyard_shared_changes_total";
 pub const SHARED_LIMIT_FALLBACKS: &str = "switchyard_shared_limit_fallbacks_total";

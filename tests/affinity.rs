@@ -261,7 +261,7 @@ async fn last_logged(gw: &Gw) -> serde_json::Value {
     log["requests"][0].clone()
 }
 
-/// Issue 16 item 17: Claude Code's `metadata.user_id` is a JSON string today; the key is its
+/// B-client-compat: Claude Code's `metadata.user_id` is a JSON string today; the key is its
 /// `session_id`, so a later request of the session whose JSON differs (a new field, another
 /// account) still lands on the bound channel.
 #[tokio::test]
@@ -289,7 +289,7 @@ async fn claude_code_json_user_id_sticks_by_session() {
     gw.stop().await;
 }
 
-/// Issue 16 item 17: Codex's `session-id` header is a session key on any surface.
+/// B-client-compat: Codex's `session-id` header is a session key on any surface.
 #[tokio::test]
 async fn codex_session_header_sticks() {
     let m = mocks(&NAMES).await;

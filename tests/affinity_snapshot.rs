@@ -1,4 +1,4 @@
-//! Affinity snapshots stay bounded (R8.3, issue 16 item 15): a period with a great many
+//! Affinity snapshots stay bounded (R8.3, B-affinity-bounded): a period with a great many
 //! changed bindings is written whole — nothing dropped at the store queue — while the
 //! snapshot's extra memory stays at about one shard's changes and one batch, whatever the
 //! number of changes. Memory is measured with a counting global allocator.

@@ -109,7 +109,7 @@ async fn failover_charges_once() {
     assert_eq!(account(&gw).await["charged_micro"], mock_cost());
     let store = &gw.running.as_ref().unwrap().gateway.store;
     assert!(store.dangling_precharges().await.unwrap().is_empty());
-    // Issue 29 item 10: the request log says a later channel served it; `fallback` is the
+    // B-log-truth: the request log says a later channel served it; `fallback` is the
     // sticky-routing flag (no binding here) and stays false.
     let rows = support::streams::requests(&gw).await;
     assert_eq!(rows[0]["chain"], "a->b", "{}", rows[0]);
@@ -398,7 +398,7 @@ mod killed {
     }
 }
 
-/// Issue 29 item 1 (cancellation harness, local mode): a client that leaves while its
+/// B-cancel-guards (cancellation harness, local mode): a client that leaves while its
 /// precharge waits for room in a full writer queue gets the debit back at once, and the
 /// ledger (precharge + refund) agrees with the account once the writer runs again. Before
 /// the fix the debit was taken and the session never existed: the account stayed charged

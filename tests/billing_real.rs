@@ -1,4 +1,4 @@
-//! Billing against real traffic (issue 14; R11.1, R9.8): Anthropic cache tokens normalised and
+//! Billing against real traffic (R11.1, R9.8): Anthropic cache tokens normalised and
 //! priced, and a precharge returned the moment its client goes away.
 mod support;
 

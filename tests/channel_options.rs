@@ -1,4 +1,4 @@
-//! Per-channel upstream options and per-target retry state (issue 14; R9.6, R10.2):
+//! Per-channel upstream options and per-target retry state (R9.6, R10.2):
 //! `include_usage`, the Idempotency-Key on a retry after a failover, `stream_policy` on
 //! `/v1/responses`, and converters fed unexpected JSON shapes.
 mod support;
@@ -68,7 +68,7 @@ async fn idempotency_key_is_sent_on_a_retry_after_a_failover() {
     let chain = route(&r);
     assert_eq!(r.status(), 200, "{chain}");
     assert!(chain.ends_with("->b->b"), "{chain}");
-    // R10.2 (issue 29 item 8): every attempt at b carries b's own key, so b can
+    // R10.2: every attempt at b carries b's own key, so b can
     // deduplicate its retry; the client's key stays with the first target.
     let b = m["b"].requests();
     assert_eq!(

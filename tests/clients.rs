@@ -1,4 +1,4 @@
-//! What SDKs and coding agents expect of the client surface (issue 16 items 16, 17; R1.1,
+//! What SDKs and coding agents expect of the client surface (B-client-compat; R1.1,
 //! R1.4, R11.1): `GET /v1/models/{id}`, Anthropic shapes and `request-id` for Anthropic
 //! callers, free token counting, 426 for WebSocket upgrades, bodiless HEAD on HTTP/1 and
 //! HTTP/2, `HEAD /` without auth, and channel model patterns.
@@ -291,7 +291,7 @@ async fn model_patterns_serve_new_names_and_exact_names_win() {
     gw.stop().await;
 }
 
-/// Issue 16 item 4: requests refused before any upstream attempt (400, 401, 402, 404, 413,
+/// R12.2: requests refused before any upstream attempt (400, 401, 402, 404, 413,
 /// 426) are counted by status class and listed in the request log with their code.
 #[tokio::test]
 async fn rejected_requests_are_counted_and_listed() {

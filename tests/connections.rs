@@ -1,4 +1,4 @@
-//! Connections (issue 15 item 2; R14.2): silent connections cannot hold slots. The first
+//! Connections (R14.2): silent connections cannot hold slots. The first
 //! request head must arrive within `limits.header_read_timeout` on HTTP/1 and HTTP/2 alike,
 //! idle connections are closed after `limits.idle_timeout`, and
 //! `limits.max_connections_per_ip` caps one address — shown over real sockets, and with the

@@ -1,7 +1,7 @@
-//! Exposure (issue 15 item 1; R1.1, R10.1, R14.3): only the R1.1 endpoint families are routed
+//! Exposure (R1.1, R10.1, R14.3, B-path-hygiene): only the R1.1 endpoint families are routed
 //! by model; any other path reaches only channels that declare it, else 404 in the caller's
 //! format; dot-segments and encoded separators are refused with 400 before routing; and
-//! pass-through retries follow the method (seed 004).
+//! pass-through retries follow the method.
 mod support;
 
 use std::time::Duration;

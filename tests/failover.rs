@@ -6,7 +6,10 @@ use std::time::Duration;
 use serde_json::json;
 use support::*;
 
-fn seed003(tier_walk: &str, m: &std::collections::HashMap<String, MockUpstream>) -> String {
+fn tier_walk_config(
+    tier_walk: &str,
+    m: &std::collections::HashMap<String, MockUpstream>,
+) -> String {
     fill(
         &format!(
             "routing:\n  retry_times: 5\n  tier_walk: {tier_walk}\nchannels:\n{}{}{}{}{CLIENTS}",
@@ -19,7 +22,7 @@ fn seed003(tier_walk: &str, m: &std::collections::HashMap<String, MockUpstream>)
     )
 }
 
-async fn seed003_mocks() -> std::collections::HashMap<String, MockUpstream> {
+async fn tier_walk_mocks() -> std::collections::HashMap<String, MockUpstream> {
     let m = mocks(&["free1", "free2", "free3", "paid"]).await;
     for n in ["free1", "free2", "free3"] {
         m[n].set_default(Behavior::Status {
@@ -33,9 +36,9 @@ async fn seed003_mocks() -> std::collections::HashMap<String, MockUpstream> {
 /// Seed 003: three same-tier channels rate-limited, a healthy lower tier. `exhaust` tries
 /// all three (any order) before the lower tier.
 #[tokio::test]
-async fn seed003_exhaust_tries_every_same_tier_channel_first() {
-    let m = seed003_mocks().await;
-    let gw = start_gw(&seed003("exhaust", &m)).await;
+async fn exhaust_tries_every_same_tier_channel_first() {
+    let m = tier_walk_mocks().await;
+    let gw = start_gw(&tier_walk_config("exhaust", &m)).await;
     let r = gw.chat("deepseek-chat", false).await;
     assert_eq!(r.status(), 200);
     let chain = route(&r);
@@ -51,9 +54,9 @@ async fn seed003_exhaust_tries_every_same_tier_channel_first() {
 
 /// Seed 003 with new-api's exact behaviour: one channel per tier.
 #[tokio::test]
-async fn seed003_one_per_tier_drops_to_the_next_tier_at_once() {
-    let m = seed003_mocks().await;
-    let gw = start_gw(&seed003("one_per_tier", &m)).await;
+async fn one_per_tier_drops_to_the_next_tier_at_once() {
+    let m = tier_walk_mocks().await;
+    let gw = start_gw(&tier_walk_config("one_per_tier", &m)).await;
     let r = gw.chat("deepseek-chat", false).await;
     assert_eq!(r.status(), 200);
     let chain = route(&r);
@@ -354,7 +357,7 @@ async fn request_log_records_the_attempt_chain() {
     gw.stop().await;
 }
 
-/// Issue 31 (error-code routing): a 400 saying the prompt does not fit the model
+/// R18.3 (error-code routing): a 400 saying the prompt does not fit the model
 /// (`context_length_exceeded`, or Anthropic's "prompt is too long") is never resent to the
 /// same upstream model: the next target with the same upstream model is skipped, the one
 /// with a larger model serves. With no other model left, the 400 is the answer.

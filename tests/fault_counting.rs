@@ -1,4 +1,4 @@
-//! What counts against a channel (issue 15 item 8): the cooldown counts only upstream faults,
+//! What counts against a channel (R6.4): the cooldown counts only upstream faults,
 //! never a caller's 4xx; auto-disable reads the status after `status_code_mapping`; a
 //! cancelled half-open probe frees its slot at once.
 mod support;
@@ -31,7 +31,7 @@ async fn channel_json(gw: &Gw, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// R6.4 with seed 002's preset (2 in a row): two bad requests (422, which fails over) must
+/// R6.4 with the logical-group preset (2 in a row): two bad requests (422, which fails over) must
 /// not cool the primary for everyone; two 503s do.
 #[tokio::test]
 async fn a_callers_4xx_never_cools_a_channel() {

@@ -1,4 +1,4 @@
-//! Header hygiene both ways (issue 15 item 3; R14.3, R14.4): hop-by-hop headers a client
+//! Header hygiene both ways (B-header-hygiene; R14.3, R14.4): hop-by-hop headers a client
 //! nominates in `Connection:` and `Expect` never go upstream, `OpenAI-Organization` /
 //! `OpenAI-Project` only where the channel allows it; upstream account identifiers and
 //! `Location` never reach clients; secrets in a channel's `headers` are scrubbed like keys.

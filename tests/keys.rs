@@ -1,4 +1,4 @@
-//! State that follows the key, end to end (issue 15 items 5–7; R7.1, R7.2): a disabled key is
+//! State that follows the key, end to end (B-key-fingerprint; R7.1, R7.2): a disabled key is
 //! stored by fingerprint, so removing or moving keys across a restart never disables
 //! another; the probe re-tests each auto-disabled key and lifts it; disabled/enabled state
 //! is persisted even when the store queue is full.
@@ -144,7 +144,7 @@ async fn disable_by_use(gw: &Gw, up: &Keyed, dead: &str) {
     panic!("key {dead} never tried: {:?}", up.chat_keys());
 }
 
-/// Issue 15 item 5: removing dead key A from [A, B, C] must not disable B — not now, not
+/// B-key-fingerprint: removing dead key A from [A, B, C] must not disable B — not now, not
 /// after a restart; and a disabled key stays disabled wherever it moves in the list.
 #[tokio::test]
 async fn a_disabled_key_follows_the_key_across_restarts() {
@@ -232,7 +232,7 @@ async fn a_key_disabled_by_position_before_the_upgrade_is_migrated() {
     gw.stop().await;
 }
 
-/// Issue 15 item 6 / R7.2: the probe re-tests each auto-disabled key with that key (the
+/// R7.2: the probe re-tests each auto-disabled key with that key (the
 /// channel itself never went down) and lifts it once the upstream accepts it again.
 #[tokio::test]
 async fn the_probe_lifts_one_auto_disabled_key() {
@@ -286,7 +286,7 @@ async fn the_probe_lifts_one_auto_disabled_key() {
     gw.stop().await;
 }
 
-/// Issue 15 item 7: an operator enable and an auto-disable made while the store queue is
+/// R7.2: an operator enable and an auto-disable made while the store queue is
 /// full are still persisted (and survive a restart).
 #[tokio::test]
 async fn state_changes_survive_a_full_store_queue() {

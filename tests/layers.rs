@@ -1,4 +1,4 @@
-//! The import rules (ARCHITECTURE.md "Layers"; issue 17): data flows one way, so a lower
+//! The import rules (ARCHITECTURE.md "Layers"): data flows one way, so a lower
 //! layer never names a module above it. Read from the source itself — every `crate::…` path
 //! and every `super::…` path that climbs out of its top-level module, in code (comments
 //! aside) — so the boundary cannot rot silently.
@@ -230,4 +230,129 @@ fn the_reader_sees_every_form() {
     assert_eq!(named("use super::super::relay::x;", 1), ["relay"]);
     assert!(named("use super::channel::X;", 1).is_empty());
     assert!(named("// see crate::relay::entry", 1).is_empty());
+}
+
+/// Every behaviour id cited in the code — a specification id (`R10.2`, a group `R4`) or a
+/// `B-…` id — has a heading in docs/behaviour.md, and no heading is there twice: the
+/// behaviour contract lives in the repository.
+#[test]
+fn every_cited_requirement_id_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/behaviour.md")).unwrap();
+    let mut headings = BTreeSet::new();
+    let mut twice = Vec::new();
+    for line in doc.lines().filter(|l| l.starts_with('#')) {
+        if let Some(id) = behaviour_ids(line).into_iter().next() {
+            if !headings.insert(id.clone()) {
+                twice.push(id);
+            }
+        }
+    }
+    assert!(
+        twice.is_empty(),
+        "docs/behaviour.md has these headings twice: {twice:?}"
+    );
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "examples", "scripts"] {
+        text_files(&root.join(dir), &mut files);
+    }
+    let mut missing = std::collections::BTreeMap::<String, String>::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for id in behaviour_ids(line) {
+                if !headings.contains(&id) {
+                    let at = format!("{}:{}", f.strip_prefix(root).unwrap().display(), n + 1);
+                    missing.entry(id).or_insert(at);
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ids cited without a section in docs/behaviour.md (first citation of each):\n{}",
+        missing
+            .iter()
+            .map(|(id, at)| format!("  {id}  ({at})"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(headings.len() > 100, "the reader found too few headings");
+}
+
+/// The source and documentation files that can cite an id (not fixtures or data).
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            text_files(&p, out);
+        } else if p
+            .extension()
+            .is_some_and(|x| ["rs", "py", "sh", "md"].iter().any(|k| x == *k))
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// The behaviour ids in one line: `R` and digits with optional `.digits` parts, as a word of
+/// its own (`R16.4`, `R4`; not `R2D2`, `xR1`, `R1x`), and `B-` with lowercase words
+/// (`B-commit-point`; not `B-tree`, a word of English).
+fn behaviour_ids(line: &str) -> Vec<String> {
+    let b = line.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let starts = i == 0 || !word(b[i - 1]);
+        if starts && b[i] == b'R' && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            // `.digits` parts; a trailing `.` (end of a sentence) is not part of the id.
+            while j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit() {
+                j += 1;
+                while j < b.len() && b[j].is_ascii_digit() {
+                    j += 1;
+                }
+            }
+            if j == b.len() || !word(b[j]) {
+                out.push(line[i..j].to_string());
+            }
+            i = j;
+        } else if starts && b[i..].starts_with(b"B-") {
+            let mut j = i + 2;
+            while j < b.len()
+                && (b[j].is_ascii_lowercase()
+                    || b[j].is_ascii_digit()
+                    || (b[j] == b'-' && b.get(j + 1).is_some_and(|c| c.is_ascii_lowercase())))
+            {
+                j += 1;
+            }
+            let id = &line[i..j];
+            if j > i + 2 && (j == b.len() || !word(b[j])) && id != "B-tree" && id != "B-trees" {
+                out.push(id.to_string());
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The id reader takes what the code cites and nothing else.
+#[test]
+fn the_id_reader_sees_ids_and_only_ids() {
+    assert_eq!(
+        behaviour_ids("(R4.1–R4.3, R4.8, R5; R16.4)."),
+        ["R4.1", "R4.3", "R4.8", "R5", "R16.4"]
+    );
+    assert_eq!(behaviour_ids("### R10.2 — key"), ["R10.2"]);
+    assert_eq!(
+        behaviour_ids("see B-commit-point, B-tree and B-"),
+        ["B-commit-point"]
+    );
+    assert!(behaviour_ids("R2D2 xR1 R1x r1.1 CR2 \"R\"").is_empty());
 }

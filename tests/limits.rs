@@ -1,4 +1,4 @@
-//! Rate limits end to end over real sockets (issue 19; R15.1–R15.3): client rpm under a
+//! Rate limits end to end over real sockets (R15.1–R15.3): client rpm under a
 //! burst in both wire formats, token reserve and reconcile, concurrency held by a stream and
 //! released by a client disconnect, an upstream 429 that cools one key only, and the request
 //! body's read deadline (a trickle is cut with 408).
@@ -31,7 +31,7 @@ fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
     r.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Issue 19: rpm 10 admits exactly 10 of 40 concurrent requests; the others get 429 with
+/// R15.1: rpm 10 admits exactly 10 of 40 concurrent requests; the others get 429 with
 /// OpenAI's headers and error shape, never reach the upstream and are logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
@@ -222,7 +222,7 @@ async fn concurrency_is_held_by_a_stream_and_released_by_a_disconnect() {
     gw.stop().await;
 }
 
-/// Issue 19: an upstream 429 with `Retry-After: 2` cools only that key for ~2 s while the
+/// R15.3: an upstream 429 with `Retry-After: 2` cools only that key for ~2 s while the
 /// channel's other key serves; the cooled key is not attempted during the window, and is
 /// used again after it.
 #[tokio::test]
@@ -329,7 +329,7 @@ async fn a_spent_upstream_key_is_held_back_until_every_key_is_spent() {
     );
     let r = gw.chat("m", false).await;
     assert_eq!(r.status(), 429);
-    // Issue 29 item 10: the final 429 says when a key has room again (within the minute).
+    // B-log-truth: the final 429 says when a key has room again (within the minute).
     let wait: u64 = r
         .headers()
         .get("retry-after")
@@ -350,7 +350,7 @@ async fn a_spent_upstream_key_is_held_back_until_every_key_is_spent() {
     gw.stop().await;
 }
 
-/// Issue 31 (`routing.wait_retry_after`): a 429 whose Retry-After (2 s) is within the
+/// B-wait-retry-after (`routing.wait_retry_after`): a 429 whose Retry-After (2 s) is within the
 /// setting is waited out once on the same target before failing over; shorter settings
 /// (and the default 0) fail over at once.
 #[tokio::test]
@@ -379,7 +379,7 @@ async fn a_short_retry_after_is_waited_out_on_the_same_target() {
     }
 }
 
-/// Issue 29 item 11: a client trickling its body one byte every 5 s (never idle for 10 s)
+/// B-bounded-resources: a client trickling its body one byte every 5 s (never idle for 10 s)
 /// does not hold its connection and request slot for ever: it gets 408 once the body's
 /// grace period has passed, and the upstream is never called.
 #[tokio::test]

@@ -1,7 +1,7 @@
-//! Targets are (channel, upstream model) (issue 14): model-scope breakers are keyed by the
+//! Targets are (channel, upstream model) (B-model-not-found): model-scope breakers are keyed by the
 //! upstream model, so a virtual model's two targets on one channel fail independently
-//! (seed 004), and a 404 "model not found" takes just that (channel, model) out of new plans
-//! for the cooldown time (seed 002) instead of costing every request a failed attempt.
+//! (R6.1), and a 404 "model not found" takes just that (channel, model) out of new plans
+//! for the cooldown time (R6.4's duration) instead of costing every request a failed attempt.
 mod support;
 
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! Property (issue 14, R9.1): for any re-chunking of an upstream SSE byte stream — writes
+//! Property (R9.1): for any re-chunking of an upstream SSE byte stream — writes
 //! split anywhere, inside a UTF-8 character or between `\r` and `\n`, with or without pauses
 //! — the client receives exactly what it receives when the upstream writes one event per
 //! write. OpenAI chat, Anthropic messages and Responses formats, over real sockets.

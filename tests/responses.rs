@@ -1,4 +1,4 @@
-//! The Responses API on every channel (R16.4, R10.1, issue 28), through the real gateway:
+//! The Responses API on every channel (R16.4, R10.1), through the real gateway:
 //! Codex's recorded requests (first turn, then the `exec_command` round trip) and SDK-style
 //! `responses.create` / `responses.stream` bodies against a native Responses channel, a
 //! chat-only OpenAI-compatible channel (`responses: chat`: `/v1/responses` is never asked)
@@ -168,7 +168,7 @@ async fn charged(gw: &Gw) -> i64 {
     v["charged_micro"].as_i64().unwrap_or(-1)
 }
 
-/// Issue 28, done-when: Codex completes a tool loop through a chat-only channel and through
+/// R16.4: Codex completes a tool loop through a chat-only channel and through
 /// an Anthropic channel (turn 1 asks for a tool, turn 2 sends its output back).
 #[tokio::test]
 async fn codex_tool_loop_through_chat_only_and_anthropic_channels() {
@@ -408,7 +408,7 @@ async fn sdk_stream_on_every_channel() {
     gw.stop().await;
 }
 
-/// R10.1, issue 28: a 503 (OpenAI) or 529 (Anthropic) primary fails over for /v1/responses
+/// R10.1: a 503 (OpenAI) or 529 (Anthropic) primary fails over for /v1/responses
 /// without an Idempotency-Key, streamed and not.
 #[tokio::test]
 async fn a_503_and_a_529_primary_fail_over_without_a_key() {
@@ -606,7 +606,7 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
     );
 }
 
-/// Issue 28, item 2: an `openai` channel left at `responses: auto` whose server has no
+/// B-responses-discovery: an `openai` channel left at `responses: auto` whose server has no
 /// `/v1/responses` (404 `{"detail":"Not Found"}`, as vLLM and DeepSeek answer) is found out
 /// by the first request, which is sent again at once translated to the same channel — one
 /// attempt, no failure — and later requests go straight to Chat Completions.

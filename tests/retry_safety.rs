@@ -179,7 +179,7 @@ async fn responses_replayed_only_with_idempotency_key_on_every_retry() {
 
 /// R10.2: the channel's next key sends the same body and carries the client's key; a
 /// failover to a different channel (a different body) carries a key derived for that target
-/// (issue 29 item 8), never the client's.
+/// (R10.2), never the client's.
 #[tokio::test]
 async fn failover_to_another_channel_carries_a_key_of_its_own() {
     let m = mocks(&["a", "b"]).await;
@@ -229,7 +229,7 @@ fn video_yaml(m: &HashMap<String, MockUpstream>, tasks: bool) -> String {
     )
 }
 
-/// R10.1 / seed 001: videos arrive through `/v1/*` pass-through and are still not replayed.
+/// R10.1: videos arrive through `/v1/*` pass-through and are still not replayed.
 #[tokio::test]
 async fn video_pass_through_is_not_replayed() {
     let m = mocks(&["hi", "lo"]).await;

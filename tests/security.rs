@@ -236,7 +236,7 @@ async fn run_binary(c: &Canaries, json_logs: bool) -> (String, Vec<u8>, Vec<(Str
         assert!(status >= 400, "{what}: {status}");
         seen.push((what, text));
     }
-    // Rejected before any upstream attempt (issue 16 item 4): a wrong client key, and an
+    // Rejected before any upstream attempt (R12.2: counted as rejected): a wrong client key, and an
     // undeclared path whose query string carries a credential.
     let r = http
         .post(format!("{base}/v1/chat/completions"))

@@ -53,7 +53,7 @@ async fn header_timeout_fails_over() {
     let gw = start_gw(&yaml).await;
     m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
     let t = Instant::now();
-    // The header gate is for streaming requests (seed 001); non-stream ones: see
+    // The header gate is for streaming requests (R9.2); non-stream ones: see
     // `non_stream_request_is_not_cut_by_the_header_gate`.
     let r = gw.chat("m", true).await;
     assert_eq!(r.status(), 200);
@@ -274,7 +274,7 @@ async fn client_leaving_before_the_first_byte_cancels_upstream() {
     }
 }
 
-/// Issue 31: after the commit point an upstream that sends nothing for `stream_stall` has
+/// R18.1: after the commit point an upstream that sends nothing for `stream_stall` has
 /// stalled: the client's stream ends with `stream_incomplete` within the stall plus a second,
 /// although the upstream keeps the socket open for ten minutes; keepalives reach the client
 /// only while the upstream is alive. For every client format.
@@ -310,7 +310,7 @@ async fn a_stall_after_the_first_tokens_ends_the_stream_within_stream_stall() {
     gw.stop().await;
 }
 
-/// Issue 31 (stream resume): `a` (Anthropic) is cut after two content events; with
+/// R18.2 (stream resume): `a` (Anthropic) is cut after two content events; with
 /// `resilience.stream_resume` on, `b` gets the request with the text so far as an assistant
 /// prefill and its continuation is spliced in: the client receives one whole answer with one
 /// terminal event, in its own format (Messages natively, Chat translated); both attempts
@@ -380,7 +380,7 @@ async fn a_cut_text_stream_is_resumed_on_the_next_target() {
     }
 }
 
-/// Issue 31: only text resumes — a stream cut inside a tool call ends with
+/// R18.2: only text resumes — a stream cut inside a tool call ends with
 /// `stream_incomplete`, and a stall after the first tokens is resumed like a cut.
 #[tokio::test]
 async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
@@ -421,7 +421,7 @@ async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
     gw.stop().await;
 }
 
-/// Issue 31: a next target that refuses the prefill (a model that takes no trailing
+/// R18.2: a next target that refuses the prefill (a model that takes no trailing
 /// assistant turn) is skipped; with none left the client gets `stream_incomplete`, never the
 /// prefill's error.
 #[tokio::test]

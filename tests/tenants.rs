@@ -1,4 +1,4 @@
-//! Tenants stay apart (issue 15 item 4): task ids are bound to (client, channel, id),
+//! Tenants stay apart (B-tenants): task ids are bound to (client, channel, id),
 //! sticky keys are scoped by client, and client-chosen model strings grow no state.
 mod support;
 

@@ -1,4 +1,4 @@
-//! End-to-end wire-format translation (R16.1, issue 18) through the real gateway and mock
+//! End-to-end wire-format translation (R16.1) through the real gateway and mock
 //! upstreams speaking each provider's format: an OpenAI client on Anthropic, Gemini and Azure
 //! channels, an Anthropic client on an OpenAI channel, errors mapped into the caller's shape,
 //! refused fields, `translate: false`, and the request log's `openai->anthropic`.

@@ -1,4 +1,4 @@
-//! Cross-provider failover and tool calls through a translation (R16.1, R16.2, issue 18): a
+//! Cross-provider failover and tool calls through a translation (R16.1, R16.2): a
 //! virtual model whose OpenAI primary is down answers from an Anthropic channel, streamed and
 //! not, billed at the real usage; an error at the start of a translated stream still fails
 //! over; tool calls keep their ids both ways, in answers, streams and the next request; a
@@ -315,7 +315,7 @@ async fn gemini_safety_block_is_a_content_filter_error() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue 27: where translation meets failover, the commit point and the client's tools.
+// R16.3, R16.5, B-commit-point: where translation meets failover, the commit point and the client's tools.
 // ---------------------------------------------------------------------------------------
 
 /// `an` (anthropic, claude-x) and `oa` (openai, gpt-x) behind virtual models in both orders,
@@ -344,7 +344,7 @@ fn server_tool_request(model: &str) -> Value {
         "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 1}]})
 }
 
-/// R16.1 (issue 27 item 2): a translation refusal skips its target. With one attempt
+/// R16.3: a translation refusal skips its target. With one attempt
 /// allowed, the skipped target gives its attempt back and the next one serves; with the
 /// native primary overloaded, the client gets the 529 (retryable), never the refusal; with
 /// no target left but the refusing one, the 400 names the field. Nothing reached `oa`.
@@ -428,7 +428,7 @@ async fn a_translation_refusal_is_a_local_skip_never_the_final_word_while_a_targ
     gw.stop().await;
 }
 
-/// Issue 27 item 3: `count_tokens` for a model served only by OpenAI-kind channels answers
+/// R16.5: `count_tokens` for a model served only by OpenAI-kind channels answers
 /// from the gateway's estimate in Anthropic's shape, with no upstream call; `explain` says so.
 /// A model the client cannot use is still a 404.
 #[tokio::test]
@@ -468,7 +468,7 @@ async fn count_tokens_without_an_anthropic_channel_is_a_local_estimate() {
     gw.stop().await;
 }
 
-/// Issue 27 item 5: once the stream's opening has arrived the upstream has proven alive and
+/// B-commit-point: once the stream's opening has arrived the upstream has proven alive and
 /// the first-byte gate (300 ms here) hands over to the idle timer — a model that reasons
 /// silently for a second is not cut, natively or translated. An upstream that sends its
 /// headers and nothing else is still cut by the first-byte gate.
@@ -520,7 +520,7 @@ async fn a_model_that_reasons_silently_after_its_opening_is_not_cut() {
     gw.stop().await;
 }
 
-/// Issue 27 item 5: a chat chunk with no content (the role chunk) is preamble, so an error
+/// B-commit-point: a chat chunk with no content (the role chunk) is preamble, so an error
 /// right after it fails over (it used to commit the stream and end it in an error).
 #[tokio::test]
 async fn an_error_right_after_the_chat_role_chunk_fails_over() {
@@ -547,7 +547,7 @@ async fn an_error_right_after_the_chat_role_chunk_fails_over() {
     gw.stop().await;
 }
 
-/// Issue 27 item 6: an OpenAI-format stream event whose data is not JSON never reaches the
+/// B-malformed-events: an OpenAI-format stream event whose data is not JSON never reaches the
 /// client (the official SDK dies on it); the stream goes on and the drop is counted.
 #[tokio::test]
 async fn a_malformed_event_never_reaches_an_openai_client() {
@@ -595,7 +595,7 @@ async fn a_malformed_event_never_reaches_an_openai_client() {
     gw.stop().await;
 }
 
-/// Issue 27 item 4: a translated request's output limit goes in the field the channel takes
+/// B-max-tokens-field: a translated request's output limit goes in the field the channel takes
 /// (`max_tokens_field`, default by kind and model family), and `include_usage: false` holds
 /// for translated requests: no `stream_options` upstream, the usage estimated, never 0.
 #[tokio::test]

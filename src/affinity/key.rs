@@ -110,7 +110,7 @@ impl TopFields {
 
 /// Header names that carry a conversation id (`thread-id`: Codex).
 /// Parsed names (`HeaderName`), not `&str`: a `&str` lookup parses and validates the name on
-/// every call (six per request here; issue 21).
+/// every call (six per request here).
 pub static CONVERSATION_HEADERS: [HeaderName; 2] = [
     HeaderName::from_static("x-conversation-id"),
     HeaderName::from_static("thread-id"),
@@ -126,7 +126,7 @@ pub static SESSION_HEADERS: [HeaderName; 4] = [
 
 /// Hash of (client, group, model, kind, value): the binding map key (R8.2: keys are stored
 /// hashed). The client is part of it, so two tenants sending the same id (`user: "1"`)
-/// have two bindings and neither can steer the other's (issue 15).
+/// have two bindings and neither can steer the other's (B-tenants).
 pub fn key_hash(client: &str, group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
     let mut h = Sha256::new();
     for part in [client, group, model, kind.as_str(), value] {

@@ -181,7 +181,7 @@ fn header_rule_key() {
 }
 
 /// Claude Code's `metadata.user_id` in today's JSON form and the older `user_…_session_…`
-/// form (issue 16 item 17).
+/// form (B-client-compat).
 #[test]
 fn claude_code_identities() {
     let j = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
@@ -271,7 +271,7 @@ fn codex_headers() {
     );
 }
 
-/// Issue 15: the same id from two clients is two keys.
+/// B-tenants: the same id from two clients is two keys.
 #[test]
 fn keys_are_scoped_by_client() {
     let a = aff(vec![]);

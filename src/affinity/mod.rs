@@ -21,7 +21,7 @@
 //! client's traffic is not glued to one channel. `previous_response_id` is not a key (it
 //! changes every turn). Values are hashed at once with the client, its group, the public
 //! model and the level (SHA-256, 128 bits); raw ids never reach memory maps, SQLite or
-//! metrics, and two tenants' equal ids are two keys (issue 15). Claude Code's
+//! metrics, and two tenants' equal ids are two keys (B-tenants). Claude Code's
 //! `metadata.user_id` (a JSON string `{"device_id", "account_uuid", "session_id"}` today,
 //! `user_<hash>_account_<uuid>_session_<uuid>` before) keys on its session, else its
 //! device — for a rule on that field too ([`key::claude_identity`]).

@@ -9,7 +9,7 @@
 //! period before a crash restarts with its previous expiry: at worst one period of TTL is
 //! lost, which only costs a cache miss.
 //!
-//! # Bounded (issue 16 item 15)
+//! # Bounded (B-affinity-bounded)
 //! A snapshot takes the changes of one shard at a time and writes them in batches of
 //! [`BATCH`] rows, one queue slot per batch, waiting for each batch to be committed before
 //! sending the next: it goes at the writer's pace, never fills the queue (live request-log

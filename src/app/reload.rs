@@ -1,4 +1,4 @@
-//! Hot reload (R2.4, issue 16 items 1–3): one path for the file watcher and SIGHUP.
+//! Hot reload (R2.4, B-reload-visibility): one path for the file watcher and SIGHUP.
 //!
 //! A reload reads the file once and compares its fingerprint with what is live: the same
 //! content swaps nothing (no generation bump); a watcher event whose content equals the last
@@ -329,7 +329,7 @@ mod tests {
         config::load_str(&yaml, Path::new("t.yaml"), &Default::default()).unwrap()
     }
 
-    /// R2.4, issue 16 item 3: each restart-only key is named, keeps its running value, and
+    /// R2.4, B-reload-visibility: each restart-only key is named, keeps its running value, and
     /// the rest of the new file applies; TLS file paths are not restart-only.
     #[test]
     fn restart_only_keys_are_named_and_keep_their_running_values() {
@@ -359,7 +359,7 @@ mod tests {
         let mut new = cfg("tls: {cert: b.pem, key: b.key}\n");
         assert!(restart_only(&live, &mut new).is_empty());
         assert_eq!(new.tls.unwrap().cert, std::path::PathBuf::from("b.pem"));
-        // Issue 20: the shared Redis and the replica count are read at start.
+        // R17: the shared Redis and the replica count are read at start.
         let live = cfg("shared: {redis: \"redis://127.0.0.1:7000\", replicas: 2}\n");
         let mut new = cfg("shared: {redis: \"redis://127.0.0.1:7001\", replicas: 3}\n");
         assert_eq!(

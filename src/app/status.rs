@@ -1,4 +1,4 @@
-//! What the operator can see of the configuration (R2.4, issue 16 item 2): the live
+//! What the operator can see of the configuration (R2.4, B-reload-visibility): the live
 //! generation, when it was loaded, the last reload's outcome and error, and the settings
 //! that changed in the file but wait for a restart. Shown at `GET /admin/config`, mirrored in
 //! `switchyard_config_last_reload_successful` and

@@ -1,4 +1,4 @@
-//! The client listener's certificate, re-read on reload (R13.4, issue 16 item 3): the
+//! The client listener's certificate, re-read on reload (R13.4, B-reload-visibility): the
 //! handshake config resolves the certificate through a [`CertStore`], whose key is swapped
 //! atomically like the routing table, so a renewed certificate needs no restart. Handshakes
 //! already done keep the certificate they started with.

@@ -1,4 +1,4 @@
-//! The config watcher (R2.4, issue 16 item 1): what to watch for a path that may be reached
+//! The config watcher (R2.4): what to watch for a path that may be reached
 //! through symlinks, and the loop that turns file events and SIGHUP into reloads.
 //!
 //! A path is resolved component by component; every symlink met on the way (the file

@@ -1,4 +1,4 @@
-//! Quota and billing (R11, seed 000 §9): in-memory balances debited atomically, one
+//! Quota and billing (R11): in-memory balances debited atomically, one
 //! billing session per request, and a SQLite ledger that makes both crash-safe.
 //!
 //! # Units and prices
@@ -28,7 +28,7 @@
 //! 3. When every attempt failed, [`Session::refund`] returns the precharge. Both consume the
 //!    session; a session dropped without either refunds in `Drop`, so a panic or an early
 //!    return never keeps a precharge.
-//! 4. Cancellation (issue 29): the guard that gives a debit back exists before the first
+//! 4. Cancellation (B-cancel-guards): the guard that gives a debit back exists before the first
 //!    `.await` after taking it. Locally the [`Session`] is built before the precharge entry
 //!    waits for room in the writer queue (the wait runs in a task of its own, so the entry
 //!    is never lost); with PostgreSQL a request cancelled during its debit statement leaves
@@ -207,7 +207,7 @@ impl Billing {
                 amount,
                 limit: l,
             };
-            // Boxed: only shared mode pays for the PostgreSQL debit's state (issue 21).
+            // Boxed: only shared mode pays for the PostgreSQL debit's state.
             return Box::pin(self.begin_shared(q, open)).await;
         }
         let pending = Pending {
@@ -259,7 +259,7 @@ impl Billing {
             amount,
             ts_ms: now_ms(),
         });
-        // The session (whose Drop refunds) exists before the first await (issue 29), and the
+        // The session (whose Drop refunds) exists before the first await (B-cancel-guards), and the
         // precharge is queued by a task the request cannot cancel: a client that leaves while
         // the writer queue is full gets its debit back, and the ledger has both entries.
         let session = Session::new(
@@ -299,7 +299,7 @@ impl Billing {
 
     /// Warn once per unpriced model name. The names can come from clients (a pass-through
     /// path routes any `model` string), so at most [`UNPRICED_NOTES`] are remembered; past
-    /// that nothing more is stored or logged (issue 15: no client-grown memory).
+    /// that nothing more is stored or logged (no client-grown memory).
     fn note_unpriced(&self, model: &str) {
         let seen = self.unpriced_seen.load();
         if seen.contains(model) || seen.len() >= UNPRICED_NOTES {

@@ -42,7 +42,7 @@ impl Billing {
         o: Open<'_>,
     ) -> Result<Session, GatewayError> {
         if q.is_up() {
-            // Armed before the first await (issue 29): a request cancelled while its debit is
+            // Armed before the first await (B-cancel-guards): a request cancelled while its debit is
             // in flight queues the refund of a precharge that may have committed.
             let mut inflight = InFlight {
                 armed: true,

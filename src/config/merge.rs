@@ -7,7 +7,7 @@ use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamRes
 use super::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
 use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
 
-/// The built-in resilience defaults (CONFIG.md, seed 004).
+/// The built-in resilience defaults (R2.2, R4.5, R6.1: GoModel's defaults).
 pub fn default_resilience() -> Resilience {
     Resilience {
         retry: Retry {

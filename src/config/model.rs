@@ -203,7 +203,7 @@ pub struct Resilience {
     pub stream_resume: StreamResume,
 }
 
-/// `resilience.stream_resume` (issue 31): continue a text stream cut after its commit point
+/// `resilience.stream_resume` (R18.2): continue a text stream cut after its commit point
 /// on the next target, the text already delivered sent as an assistant prefill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamResume {
@@ -344,7 +344,7 @@ pub struct Client {
     /// group's `groups.NAME.limits`. All zero = unlimited.
     pub limits: crate::limits::ClientLimits,
     /// Its `switchyard_client_in_flight` gauge, registered on first use and kept for the
-    /// config generation (no registry lookup and label allocation per request; issue 21).
+    /// config generation (no registry lookup and label allocation per request).
     pub in_flight_gauge: LazyGauge,
 }
 

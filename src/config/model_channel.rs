@@ -107,7 +107,7 @@ pub struct Channel {
     pub stream_stall: Duration,
     /// Accepts a trailing assistant turn (a prefill), for stream resume; `None` = by kind.
     pub prefill: Option<bool>,
-    /// How `/v1/responses` is served (R16.4, issue 28; default `auto`).
+    /// How `/v1/responses` is served (R16.4; default `auto`).
     pub responses: ResponsesMode,
 }
 

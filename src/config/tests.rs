@@ -283,7 +283,7 @@ fn missing_file_names_it() {
 }
 
 #[test]
-fn resilience_merge_matches_seed_004_table() {
+fn resilience_merge_matches_the_defaults_table() {
     let yaml = r#"
 resilience:
   retry: {max_retries: 2}

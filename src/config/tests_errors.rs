@@ -1,4 +1,4 @@
-//! Tests (issue 16 items 8–11): one mistake is one error, at its file and line or at the
+//! Tests (B-config-errors): one mistake is one error, at its file and line or at the
 //! variable it came from, worded in the config's terms.
 
 use std::path::Path;
@@ -207,7 +207,7 @@ fn every_message_speaks_the_configs_terms_with_a_line() {
     assert!(cfg.timeouts.keepalive.is_zero());
 }
 
-/// Issue 20: `shared.redis` must be a redis:// URL, `shared.replicas` at least 1; the URL
+/// R17: `shared.redis` must be a redis:// URL, `shared.replicas` at least 1; the URL
 /// is kept as a secret; both default to "not shared", 1.
 #[test]
 fn shared_section_is_validated() {
@@ -250,7 +250,7 @@ fn shared_section_is_validated() {
     }
 }
 
-/// Issue 18: the four kinds; azure needs its `api_version`, the others take none; `translate`
+/// R1.2, R16.1: the four kinds; azure needs its `api_version`, the others take none; `translate`
 /// defaults to on.
 #[test]
 fn kinds_api_version_and_translate() {

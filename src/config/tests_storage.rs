@@ -96,7 +96,7 @@ fn the_url_can_come_from_the_environment() {
     );
 }
 
-/// Issue 29 item 7: the PostgreSQL pool is configurable (`storage.pool_size`,
+/// B-pg-pool: the PostgreSQL pool is configurable (`storage.pool_size`,
 /// `storage.pool_timeout`); zero is refused with the key named.
 #[test]
 fn the_pool_size_and_timeout_are_read_and_checked() {

@@ -385,7 +385,7 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    /// Issue 28: `channels.*.responses` is auto by default; native and chat only for the
+    /// R16.4: `channels.*.responses` is auto by default; native and chat only for the
     /// OpenAI-format kinds; other words are named.
     #[test]
     fn responses_mode() {

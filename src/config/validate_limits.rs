@@ -1,4 +1,4 @@
-//! Validation of the rate-limit keys (R15, issue 19): `clients.NAME.limits`,
+//! Validation of the rate-limit keys (R15): `clients.NAME.limits`,
 //! `groups.NAME.limits` (a client's own fields override its group's, field by field),
 //! `channels.NAME.limits` (per key), `routing.balance` and `routing.max_upstream_cooldown`.
 //! 0 or omitted = unlimited; negative values are errors; a client `tpm` below the

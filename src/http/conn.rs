@@ -1,4 +1,4 @@
-//! One client connection's lifetime (R14.2; issue 15 "silent connections cannot hold slots"):
+//! One client connection's lifetime (R14.2: silent connections cannot hold slots):
 //! the first request head must arrive within `limits.header_read_timeout` of the accept —
 //! on HTTP/1 and HTTP/2 alike, including a connection that sends nothing or only (part of)
 //! the HTTP/2 preface — and a connection with nothing in flight for `limits.idle_timeout` is
@@ -63,7 +63,7 @@ impl Activity {
     /// Only the first request head wakes the watchdog (it ends the header deadline). After
     /// that it is lazy: a request's start or end wakes nothing — the watchdog shares the
     /// connection's task, so each wake-up also polled hyper's dispatcher, two spurious
-    /// polls and a timer re-arm per request (issue 21). It sleeps to the earliest moment
+    /// polls and a timer re-arm per request. It sleeps to the earliest moment
     /// the connection could expire and looks again there, every `idle` while a request is
     /// in flight.
     pub async fn expired(&self, accepted: Instant, header: Duration, idle: Duration) -> Expired {

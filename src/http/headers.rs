@@ -1,4 +1,4 @@
-//! The two header filter tables (R14.3, R14.4; issue 15 "header hygiene both ways"): which
+//! The two header filter tables (R14.3, R14.4, B-header-hygiene): which
 //! client headers reach an upstream, and which upstream headers reach the client.
 //!
 //! Both directions drop the hop-by-hop headers of RFC 9110 §7.6.1 — the fixed list and every

@@ -1,6 +1,6 @@
 //! Body limits (R14.2): the client's body is read whole, and refused with 413 as soon as it
 //! passes `limits.max_body_bytes` — by its declared length before a byte is read, else at the
-//! first byte past the limit — and with 408 when it arrives too slowly (issue 29 item 11): a
+//! first byte past the limit — and with 408 when it arrives too slowly (B-bounded-resources): a
 //! pause of [`BODY_IDLE`] between two reads, an average below [`BODY_MIN_RATE`] once
 //! [`BODY_GRACE`] has passed, or [`BODY_DEADLINE`] in all. The buffer grows as data arrives
 //! (a declared length reserves at most [`BODY_RESERVE`] up front), so a slow or lying client

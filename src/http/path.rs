@@ -1,4 +1,4 @@
-//! Request-path hygiene (R14.3; issue 15 "only declared endpoints reach upstream"): a path
+//! Request-path hygiene (R14.3, B-path-hygiene): a path
 //! with a dot-segment, an encoded separator or a malformed escape is refused with 400 before
 //! routing; every other path is normalised once, and that one string is what the family is
 //! classified from, what routes are looked up by, and what the upstream receives.
@@ -37,7 +37,7 @@ pub fn normalise(raw: &str) -> Result<String, PathError> {
 
 /// One segment: decoded where it is safe to, refused where it is not. A segment with no
 /// escape, backslash or control character is already normal and is borrowed (the common
-/// case: no allocation per segment, issue 21).
+/// case: no allocation per segment).
 fn segment(seg: &str) -> Result<Cow<'_, str>, PathError> {
     let b = seg.as_bytes();
     if !b

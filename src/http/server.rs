@@ -145,7 +145,7 @@ impl<S: Service> Conn<S> {
             let gw = gw.clone();
             let guard = act.begin();
             // Boxed: the handler's future is ~14 KB, and hyper moves the service future
-            // into its in-flight slot by value (a 14 KB memcpy per request, issue 21).
+            // into its in-flight slot by value (a 14 KB memcpy per request).
             let call = Box::pin(gw.call(req));
             async move {
                 let resp = call.await;

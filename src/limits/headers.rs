@@ -120,7 +120,7 @@ pub fn refusal_headers(refusal: &Refusal, format: HeaderFormat, wall_now: System
         wall_now,
         &mut out,
     );
-    // Issue 27: never advertise more than the window (a 60 s window answers 60, not 61 —
+    // B-retry-after-ceiling: never advertise more than the window (a 60 s window answers 60, not 61 —
     // Claude Code gives up on a Retry-After above 60): by then the window has rolled over.
     let cap = refusal.kind.window().unwrap_or(Duration::MAX);
     match refusal.retry_after.map(|w| w.min(cap)) {

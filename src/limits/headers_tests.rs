@@ -42,7 +42,7 @@ fn refusal(kind: Kind, retry_ms: Option<u64>) -> Refusal {
     }
 }
 
-/// The wait is capped at the refused kind's window (issue 27: a 60 s window answers
+/// The wait is capped at the refused kind's window (B-retry-after-ceiling: a 60 s window answers
 /// `retry-after: 60`, never 61 — Claude Code gives up above 60).
 #[test]
 fn openai_headers_carry_both_trios_and_retry_after() {

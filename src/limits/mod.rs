@@ -33,7 +33,7 @@
 //! [`Limiter`] holds a [`Store`]. [`Local`] (the default) keeps one small state cell per
 //! subject in a sharded map (no global lock; a cell has its own mutex, held for one
 //! transition); its admission is synchronous and allocation-free once the subject's cell
-//! exists. The shared backend (`crate::shared::limits::RedisStore`, issue 20) implements
+//! exists. The shared backend (`crate::shared::limits::RedisStore`, R17) implements
 //! the same [`Store`] with the same windows:
 //!
 //! - keys hash-tagged per subject so one Lua script sees them all on one Redis Cluster slot:

@@ -1,4 +1,4 @@
-//! The backing-store seam (R15, issue 20): what a store answers atomically for one subject,
+//! The backing-store seam (R15, R17): what a store answers atomically for one subject,
 //! so the same `Limiter` runs on local state or on a shared store (see the `limits` docs
 //! for the Redis shape).
 

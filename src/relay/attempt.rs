@@ -45,7 +45,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
     while let Some(step) = w.planned.plan.next(decision.as_ref()) {
         let step = w.step(step).await;
         if w.misfits.contains(&step.upstream_model) {
-            // Issue 31: this upstream model already said the request does not fit it.
+            // R18.3: this upstream model already said the request does not fit it.
             w.planned.plan.skip_current();
             decision = Some(w.after_misfit());
             continue;
@@ -123,7 +123,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
     w.fail()
 }
 
-/// Issue 31 (error-code routing): a 400 whose error code — or, for `context_length_exceeded`,
+/// R18.3 (error-code routing): a 400 whose error code — or, for `context_length_exceeded`,
 /// whose message in any provider's words — says the request does not fit the model.
 fn misfit(f: &OutcomeFacts, codes: &[String]) -> bool {
     let Outcome::Status {
@@ -334,7 +334,7 @@ impl<'a> Walk<'a> {
                 d => d,
             };
         }
-        // Issue 29: moving off a key held back by its own limits reached no upstream and
+        // B-log-truth: moving off a key held back by its own limits reached no upstream and
         // takes nothing from the retry budget.
         let held = self.held;
         policy::decide(f, &facts, &settings, || held || budget.try_acquire_retry())
@@ -461,7 +461,7 @@ impl<'a> Walk<'a> {
         .await
     }
 
-    /// Issue 31 (`virtual_models.*.stream_resume`, else `resilience.stream_resume` of the
+    /// R18.2 (`virtual_models.*.stream_resume`, else `resilience.stream_resume` of the
     /// committed channel): what continues this stream if it is cut — the plan's remaining
     /// targets, in order.
     pub(super) fn resumer(&self, step: &Step) -> Option<super::resume::Resumer> {
@@ -489,7 +489,7 @@ impl<'a> Walk<'a> {
         )
     }
 
-    /// Issue 31 (`routing.wait_retry_after`): a 429 that asks for a wait no longer than the
+    /// B-wait-retry-after (`routing.wait_retry_after`): a 429 that asks for a wait no longer than the
     /// setting — and than the time left — is waited out on the same target, once, rather
     /// than failing over to a more expensive tier. Not for a half-open probe.
     fn short_retry_after(
@@ -580,7 +580,7 @@ impl<'a> Walk<'a> {
         let route = self.fin.chain();
         let mut resp = failure_response(self.last, self.cx);
         if let (Some(wait), 429) = (self.held_wait, resp.status().as_u16()) {
-            // Issue 29: the client learns when a key has room again (whole seconds, rounded
+            // B-log-truth: the client learns when a key has room again (whole seconds, rounded
             // down: a minute window's wait of 60.2 s says 60 — Claude Code gives up above 60).
             let secs = (wait.as_millis() / 1000).max(1);
             if let Ok(v) = http::HeaderValue::from_str(&secs.to_string()) {

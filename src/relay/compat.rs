@@ -1,6 +1,6 @@
 //! Compatibility rewrites of a request sent in the client's own format (no translation): what
 //! a real client sends that the channel's provider refuses, where a fix cannot change the
-//! answer (issue 27). Each rewrite is guarded by a byte search, so a request that does not
+//! answer (B-native-compat). Each rewrite is guarded by a byte search, so a request that does not
 //! need it is never parsed again.
 //!
 //! - Towards an Anthropic channel, `thinking` blocks without a signature in the history

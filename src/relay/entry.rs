@@ -285,7 +285,7 @@ async fn routes(
     Ok((routes, task.is_task))
 }
 
-/// R16.1 (issue 27): token counting for a model that no channel can count (only Anthropic
+/// R16.5: token counting for a model that no channel can count (only Anthropic
 /// channels serve `count_tokens`) but that is served for Messages — translated — is answered
 /// with the gateway's own estimate rather than a 404 the model listing contradicts.
 fn counts_locally(

@@ -149,7 +149,7 @@ pub fn non_stream_timeout(cfg: &Config, ch: &Channel) -> std::time::Duration {
 
 /// One exchange with the upstream of a prepared step: send the request within its gate, and
 /// read the answer. A Responses request that finds the channel without `/v1/responses`
-/// (issue 28, `translated::discovers`) marks it chat-only and is sent again at once,
+/// (B-responses-discovery, `translated::discovers`) marks it chat-only and is sent again at once,
 /// translated, to the same channel and key: one exchange, so the 404 counts as nothing.
 pub async fn exchange(
     gw: &Gateway,

@@ -233,7 +233,7 @@ pub struct Rejected<'a> {
 }
 
 /// Count, log (one line, no secrets) and write to the request log a refused request, like
-/// any other request (R12.1, issue 16). Client-chosen strings are cut to a bounded length.
+/// any other request (R12.1). Client-chosen strings are cut to a bounded length.
 pub fn rejected(gw: &Gateway, r: Rejected<'_>) {
     let latency = r.started.elapsed();
     let latency_ms = latency.as_millis() as u64;
@@ -277,7 +277,7 @@ pub struct LogObserver {
     usage: StreamUsage,
     /// Size of the client's request body, for estimating unreported prompt tokens (R9.8).
     request_bytes: usize,
-    /// The usage of the attempts before a resume (issue 31: the upstreams billed each), and
+    /// The usage of the attempts before a resume (R18.2: the upstreams billed each), and
     /// whether any of it was estimated.
     carried: Option<(Usage, bool)>,
 }
@@ -311,7 +311,7 @@ impl StreamObserver for LogObserver {
         metrics::counter!(telemetry::KEEPALIVES).increment(1);
     }
 
-    /// Issue 31: the cut attempt's usage is kept (settled as a cut stream's), the
+    /// R18.2: the cut attempt's usage is kept (settled as a cut stream's), the
     /// continuation is recorded as the next attempt and observed from zero.
     fn resumed(&mut self, c: &super::resume::Continued) {
         let (u, est) = std::mem::take(&mut self.usage).settle(self.request_bytes);

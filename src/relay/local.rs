@@ -1,4 +1,4 @@
-//! Answers the gateway gives itself, without an upstream (R1.1; issue 16 "clients"):
+//! Answers the gateway gives itself, without an upstream (R1.1, B-client-compat):
 //! `GET /v1/models` and `GET /v1/models/{id}` in the caller's SDK shape (OpenAI's, or
 //! Anthropic's for callers that send `anthropic-version`), and `HEAD /`.
 
@@ -70,7 +70,7 @@ pub fn head_root() -> Resp {
     json_response(StatusCode::OK, bytes::Bytes::new())
 }
 
-/// R16.1 (issue 27): `POST /v1/messages/count_tokens` for a model whose channels can all
+/// R16.5: `POST /v1/messages/count_tokens` for a model whose channels can all
 /// serve Messages (translated) but none can count: the gateway's own estimate
 /// (`wire::tokens`), in Anthropic's shape, with no upstream call and no charge.
 pub fn count_tokens(body: &[u8]) -> Resp {

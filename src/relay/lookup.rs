@@ -1,4 +1,4 @@
-//! Which routes a request may use (R1.1, R3.1, R5.1; issue 15 "only declared endpoints reach
+//! Which routes a request may use (R1.1, R3.1, R5.1; "only declared endpoints reach
 //! upstream"): the R1.1 endpoint families are routed by the body's `model` (exact names, then
 //! model patterns); every other path reaches only channels that declare it in `paths` (or a
 //! `tasks.paths` prefix), and is answered 404 otherwise — whatever model the body names. A

@@ -207,7 +207,7 @@ impl StreamEnd {
 pub trait StreamObserver: Send + 'static {
     fn event(&mut self, ev: &Event);
     fn keepalive(&mut self) {}
-    /// The stream was cut and goes on with the continuation `c` (issue 31).
+    /// The stream was cut and goes on with the continuation `c` (R18.2).
     fn resumed(&mut self, _c: &Continued) {}
     fn end(self: Box<Self>, end: StreamEnd);
 }
@@ -235,7 +235,7 @@ impl RelayTimes {
 }
 
 /// Commit: start relaying `p` to the client and return the client body (R9.1, R9.3). With
-/// `resume` (issue 31) a cut of a text stream is continued on the next target.
+/// `resume` (R18.2) a cut of a text stream is continued on the next target.
 pub fn commit(
     p: Primed,
     times: RelayTimes,
@@ -314,7 +314,7 @@ fn held_error(resume: &Option<Resume>) -> bool {
 }
 
 /// The stream was cut before its terminal event: continue it on the next target when it can
-/// be (issue 31); `true` when `p` is now the continuation.
+/// be (R18.2); `true` when `p` is now the continuation.
 async fn try_resume(
     p: &mut Primed,
     resume: &mut Option<Resume>,

@@ -1,4 +1,4 @@
-//! Async task relay (R10.5; seed 000 §11): which calls are task calls, the task id of an
+//! Async task relay (R10.5): which calls are task calls, the task id of an
 //! accepted submission, and the task → channel lock that follow-ups obey.
 //!
 //! Decisions:
@@ -8,7 +8,7 @@
 //! - A successful `POST` task call whose JSON answer carries a task id (`id`, `task_id`,
 //!   `data.id` or `data.task_id`) binds (client, task id, channel): in a bounded in-memory
 //!   cache at once and in SQLite (`task_binding`) through the writer, durably.
-//! - Tenants stay apart (issue 15): a binding belongs to the client that submitted the
+//! - Tenants stay apart (B-tenants): a binding belongs to the client that submitted the
 //!   task. Another client — even one in the same group — gets `404 task_not_found` for it,
 //!   and equal ids from two channels (providers number their tasks independently) are two
 //!   bindings that never overwrite each other.
@@ -117,7 +117,7 @@ pub fn task_id(body: &[u8]) -> Option<String> {
 
 /// How long "the store holds no binding for this (client, task id)" is believed. Another
 /// replica may write the binding a moment later (a poll that raced its submission), so the
-/// negative answer is read again after this (issue 29 item 3); a known binding is kept.
+/// negative answer is read again after this (B-task-negative-cache); a known binding is kept.
 pub const NEGATIVE_TTL: Duration = Duration::from_secs(1);
 
 /// Bounded (client, task id) → channels cache (oldest insert evicted first). It also

@@ -1,4 +1,4 @@
-//! Task calls, task ids and the (client, task id) cache (R10.5, issue 15).
+//! Task calls, task ids and the (client, task id) cache (R10.5, B-tenants).
 use super::*;
 
 #[test]
@@ -92,7 +92,7 @@ fn cache_is_bounded_and_evicts_oldest() {
     assert_eq!(c.len(), 3);
 }
 
-/// Issue 29 item 3: "the store knows no binding" is believed for NEGATIVE_TTL only — a
+/// B-task-negative-cache: "the store knows no binding" is believed for NEGATIVE_TTL only — a
 /// poll on one replica that raced the submission on another must see the binding once it
 /// is written — while a known binding stays cached.
 #[tokio::test(start_paused = true)]

@@ -276,7 +276,7 @@ impl Xlate {
     }
 }
 
-/// `channels.*.max_tokens_field` (issue 27): the output limit field an OpenAI-format upstream
+/// `channels.*.max_tokens_field` (B-max-tokens-field): the output limit field an OpenAI-format upstream
 /// takes. `auto`: `max_completion_tokens` for Azure, OpenAI's own API and OpenAI's model
 /// families (its reasoning models refuse `max_tokens`); `max_tokens` for every other
 /// OpenAI-compatible server (DeepSeek, vLLM, Ollama... — some do not know the newer field).
@@ -300,7 +300,7 @@ pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
     }
 }
 
-/// Issue 27: each dropped field is counted, and logged once per process at debug (the
+/// R16.3: each dropped field is counted, and logged once per process at debug (the
 /// fields are advisory; a log line per request would be noise).
 fn count_dropped(fields: &[&'static str]) {
     static LOGGED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());

@@ -1,4 +1,4 @@
-//! Same-target retry backoff: exponential, capped, with symmetric jitter (R4.5; seed 004).
+//! Same-target retry backoff: exponential, capped, with symmetric jitter (R4.5).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Path families and the retry-safety matrix (R10.1, R10.2; seed 001 "重试与幂等").
+//! Path families and the retry-safety matrix (R10.1, R10.2).
 //!
 //! A request that generates and bills an artifact is not replayed by default;
 //! an `Idempotency-Key` reopens retries for every such family except images. A
@@ -24,10 +24,10 @@ pub enum PathFamily {
     Video,
     Music,
     Models,
-    /// Any other path, asked with GET, HEAD, OPTIONS or PUT (safe to replay, seed 004).
+    /// Any other path, asked with GET, HEAD, OPTIONS or PUT (safe to replay).
     Custom,
     /// Any other path, asked with another method (POST, PATCH, DELETE): replayed only
-    /// with an `Idempotency-Key` (seed 004 "透传").
+    /// with an `Idempotency-Key` (pass-through rule).
     CustomWrite,
 }
 
@@ -93,7 +93,7 @@ pub fn serves(family: PathFamily, path: &str, ch: &Channel) -> bool {
 }
 
 /// Classify a request by its (normalised) path and method: [`classify_path`], with
-/// pass-through paths split by whether the method is safe to replay (seed 004).
+/// pass-through paths split by whether the method is safe to replay.
 pub fn classify(path: &str, method: &http::Method) -> PathFamily {
     match classify_path(path) {
         PathFamily::Custom if !safe_method(method) => PathFamily::CustomWrite,
@@ -204,7 +204,7 @@ pub fn forward_idempotency_key(first: (usize, &str), channel: usize, upstream_mo
     first.0 == channel && first.1 == upstream_model
 }
 
-/// R10.2 (issue 29): the key every attempt at a target other than the first carries, so
+/// R10.2: the key every attempt at a target other than the first carries, so
 /// that target can deduplicate its own retries: `<key>:<channel>/<upstream model>`, or —
 /// when that is not a valid key (over 255 bytes, or not visible ASCII) — `<key>:` and 16 hex
 /// digits of the target's SHA-256, cut to fit. Stable: the same target always gets the same.
@@ -272,7 +272,7 @@ mod tests {
         }
     }
 
-    /// R10.1, issue 28: `responses` fails over without a key only when nothing was generated.
+    /// R10.1: `responses` fails over without a key only when nothing was generated.
     #[test]
     fn responses_replay_pre_generation_rejections_without_a_key() {
         use crate::routing::outcome::TransportKind::*;
@@ -401,7 +401,7 @@ mod tests {
         }
     }
 
-    /// Issue 29 item 8: every other target gets a stable key of its own, valid as a key.
+    /// R10.2: every other target gets a stable key of its own, valid as a key.
     #[test]
     fn other_targets_get_a_stable_derived_key() {
         let k = derived_idempotency_key(b"abc", "backup", "gpt-x");

@@ -62,7 +62,7 @@ pub enum Outcome {
         message: String,
     },
     Transport(TransportKind),
-    /// `channel:no_available_key`, ...: always fail over (seed 000 §5).
+    /// `channel:no_available_key`, ...: always fail over (R4.4).
     ChannelError(String),
     /// Unreadable body, billing failure, content policy, internal: return at once.
     SkipRetry(String),
@@ -74,7 +74,7 @@ pub enum Outcome {
     DeadlineExceeded,
 }
 
-/// Error codes/types that blame the key rather than the channel (seed 000 §10).
+/// Error codes/types that blame the key rather than the channel (R7.1).
 const KEY_FAULT_MARKERS: &[&str] = &[
     "insufficient_quota",
     "invalid_api_key",
@@ -87,7 +87,7 @@ const KEY_FAULT_MARKERS: &[&str] = &[
     "quota_exceeded",
 ];
 
-/// Apply a channel's `status_code_mapping` (R4.4, seed 003 §3.1).
+/// Apply a channel's `status_code_mapping` (R4.4).
 pub fn map_status(code: u16, mapping: &BTreeMap<u16, u16>) -> u16 {
     mapping.get(&code).copied().unwrap_or(code)
 }
@@ -247,7 +247,7 @@ pub fn error_class(o: &Outcome) -> &'static str {
         Outcome::Transport(TransportKind::EmptyBody) => "empty_body",
         Outcome::Transport(TransportKind::Broken) => "broken",
         // The connection was made and then failed (the request may have reached the
-        // upstream): not "connect", which reads as "never reached it" (issue 29 item 10).
+        // upstream): not "connect", which reads as "never reached it" (B-log-truth).
         Outcome::Transport(TransportKind::Reset) => "reset",
         Outcome::Transport(_) => "connect",
         Outcome::ChannelError(_) => "channel_error",

@@ -1,6 +1,6 @@
 //! Allocation-free lookups in the table's maps keyed by `(String, String)`: a request looks
 //! up `(group, model)` and `(group, path)` with borrowed `&str`s instead of building two
-//! owned strings per lookup (issue 21).
+//! owned strings per lookup (a performance measure).
 
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};

@@ -1,5 +1,5 @@
 //! `AttemptPlan`: the fixed order of (channel, key) attempts for one request
-//! (R4.1, R4.2, R4.3, R4.8, R5; seed 000 §3, §7, §12; seed 003).
+//! (R4.1, R4.2, R4.3, R4.8, R5).
 //!
 //! The channel order is computed once, at request start, from the route(s) and
 //! an availability snapshot; later changes to breakers or channel state never

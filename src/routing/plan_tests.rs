@@ -1,4 +1,4 @@
-//! Tests for the attempt plan (R4.1–R4.3, R4.8, R5; seed 000 §3, §7; seed 003).
+//! Tests for the attempt plan (R4.1–R4.3, R4.8, R5).
 use std::cell::Cell;
 
 use super::*;
@@ -75,7 +75,7 @@ fn channels(steps: &[(usize, ChannelId, usize)]) -> Vec<ChannelId> {
 }
 
 #[test]
-fn seed_000_section_3_one_per_tier_table() {
+fn one_per_tier_walk_table() {
     // A=0 (100, w50), B=1 (100, w30), C=2 (50, w80), D=3 (10, w20), E=4 (10, w10)
     let r = route(&[&[(0, 50), (1, 30)], &[(2, 80)], &[(3, 20), (4, 10)]]);
     let groups = [("g", &r)];
@@ -106,7 +106,7 @@ fn retry_times_caps_steps() {
 }
 
 #[test]
-fn seed_003_incident() {
+fn same_tier_channels_back_each_other_up() {
     // three same-tier channels + one lower-tier channel, retry_times 5
     let r = route(&[&[(0, 10), (1, 10), (2, 10)], &[(3, 10)]]);
     let groups = [("g", &r)];
@@ -128,7 +128,7 @@ fn seed_003_incident() {
 }
 
 #[test]
-fn seed_000_section_7_cross_group() {
+fn cross_group_walk_restarts_at_the_top_tier() {
     let a = route(&[&[(0, 1)], &[(1, 1)]]);
     let b = route(&[&[(2, 1)], &[(3, 1)]]);
     let groups = [("A", &a), ("B", &b)];
@@ -387,7 +387,7 @@ fn capacity_scales_weights_by_remaining_budget() {
     assert!((120..280).contains(&first_is_1), "{first_is_1}");
 }
 
-/// R16.1 (issue 27): within a tier, the candidates that serve the request as it is come
+/// R16.3: within a tier, the candidates that serve the request as it is come
 /// before those that would translate it, whatever the weights; tiers keep their order.
 #[test]
 fn native_candidates_come_first_within_their_tier() {

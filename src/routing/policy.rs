@@ -1,4 +1,4 @@
-//! The one pure outcome classifier (R4.4, R4.5, R10.1, R10.3, R10.5; seed 000 §5, §6, §11).
+//! The one pure outcome classifier (R4.4, R4.5, R10.1, R10.3, R10.5).
 //!
 //! Readings of the spec, decided here once:
 //! - Order: `status_code_mapping` first; success; client gone / deadline /
@@ -12,12 +12,12 @@
 //!   target retried, if the code is in `retry.retry_on` and `max_retries` is
 //!   not used up. A code that must not fail over (`never_failover_on`, e.g.
 //!   504/524, or anything outside `failover_on`) is returned at once while
-//!   alternatives remain (seed 000 §6); when the target is the only one, it is
-//!   retried on the same target if it is in `retry_on` (seed 004: 524 retries
+//!   alternatives remain (R4.4); when the target is the only one, it is
+//!   retried on the same target if it is in `retry_on` (R4.5: 524 retries
 //!   model1 on a single target). SPEC R4.5 decides between the seeds: same-target
 //!   retries happen only once every candidate has been tried.
 //! - Transport errors count as in `retry_on`, except the timeouts (header,
-//!   first byte, body): seed 004 says a local client timeout returns at once,
+//!   first byte, body): R4.5 says a local client timeout returns at once,
 //!   so a timeout fails over to another target but never repeats on the
 //!   same one.
 //! - Images (R10.3): connect/DNS/TLS failures never reached the upstream, so
@@ -25,9 +25,9 @@
 //!   to the next key first (`key_fault: true`). With no target left, the
 //!   per-key budget `key_retry_budget` allows same-key replays: for every
 //!   replayable failure under `include_uncertain`, only for the ambiguous 5xx
-//!   (tier 2, not 503/529/530) under `include_ambiguous`, never in tier 1 (seed 001).
+//!   (tier 2, not 503/529/530) under `include_ambiguous`, never in tier 1 (R10.3).
 //! - Task relay (R10.5): a configured task path (`tasks.paths`) follows the
-//!   seed 000 §11 task rule *instead of* the R10.1 family matrix — the operator
+//!   R10.5 task rule *instead of* the R10.1 family matrix — the operator
 //!   declares by listing the path that a submission is accepted or rejected as a
 //!   whole (a task id comes back), so a rejected submit is safe to replay.
 //!   Gateway-side timeouts count as 504 (never replayed). Follow-ups are task
@@ -264,7 +264,7 @@ fn images(outcome: &Outcome, facts: &Facts, cfg: &ImagesFailover) -> Decision {
     repeat_or_return(facts, cfg.key_retry_budget, same_key_ok)
 }
 
-/// Task relay (R10.5, seed 000 §11): 429/307 retry, 5xx except 504/524 retry,
+/// Task relay (R10.5): 429/307 retry, 5xx except 504/524 retry,
 /// 400/408 never, local errors never, everything else retries. A gateway-side
 /// timeout is the local form of a 504 (the task may exist upstream): never.
 /// On a follow-up the plan holds only the locked channel, so "retry" stays on it.

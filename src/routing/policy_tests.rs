@@ -1,4 +1,4 @@
-//! Table tests for the outcome classifier (R4.4, R4.5, R10.1, R10.3, R10.5; seed 000 §6, §11).
+//! Table tests for the outcome classifier (R4.4, R4.5, R10.1, R10.3, R10.5).
 use std::collections::BTreeMap;
 
 use super::*;
@@ -83,9 +83,9 @@ const FO: Decision = FailOver { key_fault: false };
 const FOK: Decision = FailOver { key_fault: true };
 
 #[test]
-fn seed_000_section_6_status_table() {
+fn failover_status_ranges_table() {
     let env = Env::new();
-    // (code, fails over?) — one row of seed 000 §6 per range, probing both ends.
+    // (code, fails over?) — one row of R4.4's default ranges per range, probing both ends.
     let rows: &[(u16, bool)] = &[
         (100, true),
         (199, true),
@@ -246,7 +246,7 @@ fn r10_1_families_gate_replays() {
         (Audio, true, true),
         (Video, false, false),
         (Music, true, true),
-        // A 503 generated nothing: `responses` fails over without a key too (issue 28).
+        // A 503 generated nothing: `responses` fails over without a key too (R10.1).
         (Responses, false, true),
         (Responses, true, true),
         (Messages, false, true),

@@ -1,4 +1,4 @@
-//! The two retry-safety pinning tables (R10.1, R10.3; seed 001 "这条约束由测试钉死"):
+//! The two retry-safety pinning tables (R10.1, R10.3; "this constraint is pinned by a test"):
 //! which request paths may be replayed, and which upstream answers count as
 //! pre-generation rejections at each image-failover tier. Both run through the
 //! real classifier with settings loaded from YAML + env aliases, so a change to the
@@ -99,7 +99,7 @@ fn pinned_path_matrix() {
     }
 }
 
-/// Table 1b (R10.1, issue 28): `/v1/responses` without a key fails over after a rejection
+/// Table 1b (R10.1): `/v1/responses` without a key fails over after a rejection
 /// that generated nothing, and only then.
 #[test]
 fn responses_fail_over_only_on_pre_generation_rejections() {

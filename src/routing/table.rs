@@ -94,7 +94,7 @@ pub enum ModelMatch {
 
 impl RouteTable {
     /// The route of `model` in `group`: the exact name when some channel or virtual model
-    /// serves it, else every channel of the group whose pattern matches it (R3, issue 16).
+    /// serves it, else every channel of the group whose pattern matches it (R3, B-model-patterns).
     pub fn model_route(&self, group: &str, model: &str) -> Option<(Arc<Route>, ModelMatch)> {
         if let Some(r) = self.routes.get(super::pair::key(&(group, model))) {
             return Some((r.clone(), ModelMatch::Exact));

@@ -1,4 +1,4 @@
-//! Weighted random draw within one priority tier (R3.2, R3.3; seed 000 §4).
+//! Weighted random draw within one priority tier (R3.2, R3.3; new-api's rules).
 //!
 //! Weight rules: a tier whose weights are all 0 counts each channel as 100
 //! (equal share); a tier whose mean weight is below 10 is scaled by 100 so
@@ -8,7 +8,7 @@
 //! zero-weight rest) only once every positive-weight channel has been used
 //! up by [`weighted_order`]. This keeps "weight 0 = standby" meaningful.
 
-/// Effective draw weights for one tier (seed 000 §4).
+/// Effective draw weights for one tier (R3.3).
 pub fn effective_weights(raw: &[u32]) -> Vec<u64> {
     if raw.is_empty() {
         return Vec::new();

@@ -66,7 +66,7 @@ impl Runtime {
         let mut out = Vec::new();
         for (ch, st) in snap.table.channels.iter().zip(snap.states.iter()) {
             let name = || ch.name.clone();
-            // A state's version is the one Redis gave it when known (issue 29 item 4),
+            // A state's version is the one Redis gave it when known (B-shared-versions),
             // else the local time of the change (made while Redis was away).
             let version = |key: Option<KeyFp>, at_ms: i64| {
                 self.versions

@@ -1,4 +1,4 @@
-//! Live state shared by several replicas through Redis (R17, issue 20; `shared.redis`).
+//! Live state shared by several replicas through Redis (R17; `shared.redis`).
 //!
 //! # What is shared, and how fresh it is
 //!

@@ -17,7 +17,7 @@ use crate::state::sync::Change;
 impl Runtime {
     /// Write a batch of changes (pipelined); probe-lease asks are answered one by one. A
     /// new disabled state is stamped with a version by Redis, which this replica then
-    /// knows as the state's version (issue 29 item 4: never its own clock).
+    /// knows as the state's version (B-shared-versions: never its own clock).
     pub(crate) async fn write(&mut self, batch: Vec<Change>) {
         let mut pipe = redis::pipe();
         let mut n = 0u64;

@@ -1,4 +1,4 @@
-//! Auto-disable (R7.1, R7.2; seed 000 §10, seed 003 §2.1): the rules as a pure function, and
+//! Auto-disable (R7.1, R7.2): the rules as a pure function, and
 //! applying a verdict to a channel or one of its keys (persisted with reason and time).
 //!
 //! Multi-key channels lose only the offending key; when every key is disabled the channel is
@@ -21,7 +21,7 @@ use crate::store::{StateKey, Store};
 
 /// Why `outcome` should disable the channel (or key), or `None`. Respects
 /// `auto_disable.enabled`; the channel's `auto_ban` is checked by [`apply`]. 429 never
-/// disables (seed 003 §2.1).
+/// disables (R7.1).
 pub fn should_disable(outcome: &Outcome, cfg: &AutoDisable) -> Option<String> {
     if !cfg.enabled {
         return None;

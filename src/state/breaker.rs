@@ -1,4 +1,4 @@
-//! The circuit breaker state machine (R6.1–R6.3, seed 004): Closed → Open → HalfOpen.
+//! The circuit breaker state machine (R6.1–R6.3): Closed → Open → HalfOpen.
 //!
 //! One mechanism serves two presets (R6.4): the channel breaker (`resilience.circuit_breaker`)
 //! and the route cooldown (`resilience.cooldown`, see `cooldown.rs`). Thresholds are passed

@@ -62,7 +62,7 @@ impl Default for Breakers {
 /// Which breaker of a channel a call uses: `None` = the provider breaker.
 pub type Scope<'a> = Option<&'a str>;
 
-/// How long a granted probe lease lasts without renewal (issue 29 item 9): its holder's
+/// How long a granted probe lease lasts without renewal (B-shared-probe-lease): its holder's
 /// runtime renews it every tick while the probe runs, so a holder that died frees the probe
 /// slot within a second — not after the breaker's whole timeout.
 pub const PROBE_LEASE: Duration = Duration::from_secs(1);
@@ -126,7 +126,7 @@ impl Breakers {
             Some(m) => {
                 let mut map = lock(&self.models);
                 if !map.contains_key(m) && !make_room(&mut map, lim, now) {
-                    // Every slot is protected: the new model fast-fails (seed 004).
+                    // Every slot is protected: the new model fast-fails (R6.3).
                     return (Admission::Refused, None);
                 }
                 take(map.entry(m.to_string()).or_insert_with(|| Core::new(now)))
@@ -243,7 +243,7 @@ impl Breakers {
     /// The scopes whose open breaker lets its probe through within `ahead`, that saw a
     /// request since they opened, and hold no lease nor a pending denial: the runtime asks
     /// for their lease ahead of the timeout's end, so the first request after it is the
-    /// probe instead of failing over while the lease is asked for (issue 29 item 9).
+    /// probe instead of failing over while the lease is asked for (B-shared-probe-lease).
     pub fn leases_to_ask(
         &self,
         lim: &Limits,

@@ -28,9 +28,9 @@ pub struct ChannelState {
     disabled: Mutex<Option<Disabled>>,
     /// Disabled keys by fingerprint (R7.1): the state follows the key, not its position.
     disabled_keys: Mutex<BTreeMap<KeyFp, Disabled>>,
-    /// Upstream models this channel answered "model not found" for (issue 14).
+    /// Upstream models this channel answered "model not found" for (B-model-not-found).
     pub missing_models: super::models::MissingModels,
-    /// Found not to serve `/v1/responses` (issue 28): its Responses requests are translated.
+    /// Found not to serve `/v1/responses` (B-responses-discovery): its Responses requests are translated.
     pub responses_path: super::responses_path::ResponsesPath,
     /// Disabled/enabled changes on their way to SQLite (durable, ordered).
     pub persist: super::persist::Persister,

@@ -1,4 +1,4 @@
-//! Route cooldown (R6.4, seed 002): the breaker mechanism with the logical-group preset —
+//! Route cooldown (R6.4): the breaker mechanism with the logical-group preset —
 //! `consecutive_retryable_failures` upstream faults in a row (5xx, 429, 408, transport; see
 //! [`verdict`]) cool the channel down for `duration`.
 //!
@@ -139,7 +139,7 @@ mod tests {
         assert!(!c.is_cooled_down(&off, Instant::now()), "0 = off");
     }
 
-    /// Issue 15 item 8: only upstream faults count; a caller's 4xx never cools a channel,
+    /// R6.4: only upstream faults count; a caller's 4xx never cools a channel,
     /// whatever `failover_on` says; the status is read after `status_code_mapping`.
     #[test]
     fn only_upstream_faults_count() {

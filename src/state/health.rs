@@ -1,4 +1,4 @@
-//! Provider health (R7.3, seed 004): a sliding 10-minute window of real outcomes per channel
+//! Provider health (R7.3): a sliding 10-minute window of real outcomes per channel
 //! in 10-second buckets (bounded memory), plus the result of the last model listing.
 
 use crate::sync::lock;
@@ -75,7 +75,7 @@ impl Default for Health {
 
 /// Does an attempt count in the window, and as an error? Client cancels, local adapter
 /// errors and the request deadline are not the upstream's doing: `None`. Every other
-/// failure counts — including 4xx that never trip a breaker (seed 004).
+/// failure counts — including 4xx that never trip a breaker (R7.3).
 pub fn is_error(f: &OutcomeFacts) -> Option<bool> {
     f.counted.then_some(!f.success)
 }

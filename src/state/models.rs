@@ -1,4 +1,4 @@
-//! Upstream models a channel does not serve (issue 14; seed 002 `model_unsupported`): a 404
+//! Upstream models a channel does not serve (B-model-not-found; sub2api's `model_unsupported`): a 404
 //! "model not found" for (channel, upstream model) takes that pair out of new plans for the
 //! channel's `resilience.cooldown.duration`, instead of costing every request a failed
 //! first attempt. Other models of the channel are unaffected.

@@ -6,7 +6,7 @@
 //!
 //! `model` is always the *upstream* model of the candidate (from the config; "" on
 //! pass-through paths), never the client's string: a virtual model's targets on one
-//! channel are separate targets, each with its own model breaker (seed 004).
+//! channel are separate targets, each with its own model breaker (R6.1).
 
 use std::time::Duration;
 
@@ -89,7 +89,7 @@ pub struct Target<'a> {
 }
 
 /// Record one attempt right away: the health window, a "model not found" mark and the
-/// auto-disable rules (R7.1, R7.3; issue 14), on the facts of its outcome (mapped status).
+/// auto-disable rules (R7.1, R7.3, B-model-not-found), on the facts of its outcome (mapped status).
 pub fn record_attempt(store: &Store, rules: &AutoDisable, t: &Target, f: &OutcomeFacts) -> Applied {
     let (ch, st) = (t.ch, t.st);
     let now = Instant::now();

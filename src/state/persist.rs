@@ -1,4 +1,4 @@
-//! Durable, ordered persistence of disabled/enabled state (R7.2, issue 15 item 7).
+//! Durable, ordered persistence of disabled/enabled state (R7.2).
 //!
 //! Every change of a channel's or key's disabled state — auto-disable, probe re-enable,
 //! operator enable/disable — goes through its channel's [`Persister`]. None is ever dropped

@@ -1,4 +1,4 @@
-//! Durable state rows (issue 15 item 7): a full store queue delays them, never drops them,
+//! Durable state rows (R7.2): a full store queue delays them, never drops them,
 //! and the last change of a (channel, key) is the one stored.
 use std::time::Duration;
 

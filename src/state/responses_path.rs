@@ -1,4 +1,4 @@
-//! Channels found not to serve `/v1/responses` (issue 28): an `openai` channel left at
+//! Channels found not to serve `/v1/responses` (B-responses-discovery): an `openai` channel left at
 //! `responses: auto` whose upstream answered a Responses request with a 404 that names no
 //! model (vLLM, DeepSeek: `{"detail":"Not Found"}`) is chat-only for [`RECHECK`]. Its
 //! Responses requests are translated to Chat Completions meanwhile; when the mark expires the

@@ -1,4 +1,4 @@
-//! The seam through which live-state changes leave the process (R17.1, issue 20): a
+//! The seam through which live-state changes leave the process (R17.1): a
 //! [`Change`] is handed to an attached [`Sink`] (the shared-state runtime, when
 //! `shared.redis` is set) and nothing happens when none is attached. The hot path never
 //! builds a `Change` for a request that changes nothing: changes are state transitions

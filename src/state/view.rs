@@ -20,7 +20,7 @@ fn down(ch: &Channel, st: &ChannelState, model: &str, now: Instant) -> bool {
 }
 
 /// `/v1/models`: leave out models whose every target is down — unless that would leave out
-/// every model (seed 004: when everything is down, list everything).
+/// every model (R1.1: when everything is down, list everything).
 pub fn hide_down_models(snap: &super::Snapshot, groups: &[String], names: &mut Vec<&String>) {
     let now = Instant::now();
     let up = |m: &str| {

@@ -3,7 +3,7 @@
 //! the target (or when the request ends or is cancelled).
 //!
 //! A target is (channel, upstream model): two targets of a virtual model on one channel are
-//! two visits, each with its own model breaker (seed 004). A half-open probe whose visit
+//! two visits, each with its own model breaker (R6.1). A half-open probe whose visit
 //! recorded nothing — the request was dropped mid-attempt — frees the probe slot when the
 //! visit is settled, so a cancelled probe never holds it until the breaker timeout.
 

@@ -1,4 +1,4 @@
-//! Visits on paused time (R6.1, issue 15 item 8): a cancelled half-open probe frees its slot
+//! Visits on paused time (R6.1): a cancelled half-open probe frees its slot
 //! at once; targets are (channel, upstream model).
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Retention (issue 16 item 14), run by the writer thread in its own small transactions:
+//! Retention (B-retention), run by the writer thread in its own small transactions:
 //! the oldest request-log rows beyond `max_rows` or older than `max_age` are deleted, at
 //! most `batch` per transaction; ledger rows older than `max_age` whose session is closed
 //! (settled or refunded) are folded into `ledger_compacted` and then deleted, so a

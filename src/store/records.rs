@@ -45,7 +45,7 @@ pub struct RequestRecord {
     /// moved). Not a failover flag: see `failed_over`.
     pub fallback: bool,
     /// Served by a later channel than the first attempt's (a failover answered). Derived
-    /// from `attempts` when read (issue 29 item 10; no column of its own).
+    /// from `attempts` when read (B-log-truth; no column of its own).
     #[serde(default)]
     pub failed_over: bool,
     pub prompt_tokens: u64,

@@ -1,4 +1,4 @@
-//! The retention task (issue 16 item 14): keeps the request log within
+//! The retention task (B-retention): keeps the request log within
 //! `storage.request_log.max_age` / `max_rows` and folds old, closed ledger sessions into
 //! their client's totals. Each round is one small transaction on the writer thread (at most
 //! [`BATCH`] rows per table), queued like any write, so pruning never touches the request

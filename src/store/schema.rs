@@ -90,7 +90,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     ),
     // v2: auto (1) vs operator (0) disables (R7.2)
     Migration::Sql("ALTER TABLE channel_state ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;"),
-    // v3: fewer b-trees touched per hot-path insert (issue 9 profile). request_log loses
+    // v3: fewer b-trees touched per hot-path insert (found by profiling). request_log loses
     // AUTOINCREMENT (a sqlite_sequence read + write per row; `seq` stays the rowid, still
     // increasing) and its ts index (the admin list orders by seq). ledger's CHECK used
     // `IN (...)`, which builds an ephemeral table on every insert; the same check as ORs.
@@ -142,9 +142,9 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     -- (settle or refund) per session; with INSERT OR IGNORE the first one wins.
     CREATE UNIQUE INDEX ledger_once ON ledger(request_id, kind <> 'precharge');",
     ),
-    // v4: state that follows identity (issue 15)
+    // v4: state that follows identity (B-key-fingerprint, B-tenants)
     Migration::Step(v4_identity),
-    // v5: ledger compaction (issue 16)
+    // v5: ledger compaction (B-retention)
     Migration::Step(v5_retention),
 ];
 
@@ -184,7 +184,7 @@ fn v4_identity(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// v5 (issue 16): ledger compaction. Ledger rows older than the retention are folded into
+/// v5 (B-retention): ledger compaction. Ledger rows older than the retention are folded into
 /// their client's totals here before they are deleted, so no balance is ever lost.
 fn v5_retention(tx: &Transaction<'_>) -> Result<(), StoreError> {
     tx.execute_batch(

@@ -1,4 +1,4 @@
-//! The store on a full disk (issue 16 item 14): request-log entries are dropped and
+//! The store on a full disk (B-retention): request-log entries are dropped and
 //! counted, ledger and state writes are held in memory and retried, and one log line and the
 //! `switchyard_store_disk_full` gauge mark entering and leaving the state.
 

@@ -1,4 +1,4 @@
-//! Allocation counting for the bench build (feature `count-allocs`, issue 21): a global
+//! Allocation counting for the bench build (feature `count-allocs`, for BENCHMARKS.md): a global
 //! allocator that counts every allocation and reallocation, then hands it to mimalloc. The
 //! count is exported as `switchyard_allocations_total` on `/metrics` in that build only, so
 //! `benches/callgrind.sh` can state allocations per request. A normal build never uses it.

@@ -1,5 +1,5 @@
 //! The label values known in advance, and [`register_config`], which exports every series
-//! they and the config's names make at 0 from the first scrape (R12.2, issue 16 item 6).
+//! they and the config's names make at 0 from the first scrape (R12.2).
 
 use super::*;
 use crate::config::model::Config;
@@ -189,7 +189,7 @@ mod tests {
         }
     }
 
-    /// Issue 29 item 10: `connect` means the upstream was never reached; a connection that
+    /// B-log-truth: `connect` means the upstream was never reached; a connection that
     /// was made and then reset (the request may have been sent) is `reset`.
     #[test]
     fn a_reset_is_not_labelled_connect() {

@@ -1,4 +1,4 @@
-//! The Prometheus recorder's upkeep (issue 29 item 11): histogram samples are buffered until
+//! The Prometheus recorder's upkeep (B-bounded-resources): histogram samples are buffered until
 //! drained into their summaries, which rendering `/metrics` does — so a gateway nobody
 //! scrapes grew with its traffic. One thread per process drains them every
 //! [`UPKEEP_EVERY`], scraped or not.

@@ -4,7 +4,7 @@
 //! switchyard asks upstreams for `Accept-Encoding: identity` (it must read SSE events and JSON
 //! usage), but an upstream that compresses anyway is decoded here, incrementally, so the
 //! framer and the JSON reader only ever see plain bytes. Decoding is bounded per read
-//! (issue 29 item 11): one frame yields at most about [`GUNZIP_OUT`] decoded bytes, the rest
+//! (B-bounded-resources): one frame yields at most about [`GUNZIP_OUT`] decoded bytes, the rest
 //! of its input waits for the next poll, so a small frame of a highly compressed body never
 //! becomes megabytes at once.
 //!

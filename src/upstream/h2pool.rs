@@ -8,7 +8,7 @@
 //! room, and a new connection is opened when none has. A slot is held until the response body
 //! is dropped (see [`Slot`]), so long streams count for as long as they run.
 //!
-//! Issue 29 item 11: a connection carries at most the peer's current
+//! B-bounded-resources: a connection carries at most the peer's current
 //! `SETTINGS_MAX_CONCURRENT_STREAMS` (read by its connection task) and never more than
 //! [`MAX_STREAMS_PER_CONN`]; choosing a slot takes a short lock that is never held across a
 //! dial, so requests with room never wait behind a new connection; dials to one host are

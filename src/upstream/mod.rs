@@ -93,7 +93,7 @@ impl Upstream {
             UpstreamProtocol::Http1 => Ok(self.send(req).await?.map(|b| UpBody::new(b, None))),
             UpstreamProtocol::Http2 => {
                 // Boxed: the HTTP/2 pool's ~6 KB of state would otherwise be part of every
-                // request's future, HTTP/1 ones included (issue 21).
+                // request's future, HTTP/1 ones included (a performance measure).
                 let (resp, slot) = Box::pin(self.h2.send(req)).await?;
                 Ok(resp.map(|b| UpBody::new(b, Some(slot))))
             }
@@ -135,7 +135,7 @@ pub(crate) fn connect_error(text: &str) -> TransportKind {
 }
 
 /// `GET {base_url}/models` on `ch` with key `key` (the health probe, R7.2, R7.3) over the
-/// channel's own `protocol` (issue 29 item 11: an HTTP/2 channel is probed over HTTP/2): the
+/// channel's own `protocol` (B-bounded-resources: an HTTP/2 channel is probed over HTTP/2): the
 /// status, or `None` on a transport failure or when no answer came within `timeout`.
 pub async fn list_models(
     up: &Upstream,

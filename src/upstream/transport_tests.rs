@@ -1,4 +1,4 @@
-//! How transport failures of the HTTP/1.1 client are classified (issue 29 item 10): a
+//! How transport failures of the HTTP/1.1 client are classified (B-log-truth): a
 //! refused connection is `Connect`, a connection reset after the request was sent is
 //! `Reset` (labelled `reset`, never `connect`).
 

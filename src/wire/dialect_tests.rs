@@ -157,7 +157,7 @@ fn dialect_of_each_path() {
     assert!(StreamFormat::Chat.strips_ids() && !StreamFormat::Messages.strips_ids());
 }
 
-/// Issue 27 item 5: the commit point is the first content-bearing event. Empty opening
+/// B-commit-point: the commit point is the first content-bearing event. Empty opening
 /// blocks and chat chunks that carry nothing of the answer are preamble; anything with
 /// content, reasoning, a tool call, a refusal or a finish reason commits.
 #[test]
@@ -207,7 +207,7 @@ fn empty_openings_are_preamble_and_content_commits() {
     }
 }
 
-/// Issue 27 item 6: non-JSON data in an OpenAI-format stream is malformed (dropped by the
+/// B-malformed-events: non-JSON data in an OpenAI-format stream is malformed (dropped by the
 /// relay); `[DONE]`, comments and other formats are not.
 #[test]
 fn non_json_data_is_malformed_only_in_openai_formats() {

@@ -316,7 +316,7 @@ mod tests {
         assert!(t > body.len() as u64 / 4);
     }
 
-    /// Issue 29 item 5: a 60 KB PNG is not "20,000 tokens".
+    /// B-token-estimate: a 60 KB PNG is not "20,000 tokens".
     #[test]
     fn a_base64_image_counts_by_its_size_not_its_length() {
         let img = b64(&png(1000, 800, 60_000));

@@ -30,7 +30,7 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// The sum of two attempts' usage (a resumed stream bills both, issue 31).
+    /// The sum of two attempts' usage (a resumed stream bills both, R18.2).
     pub fn plus(self, o: Usage) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens + o.prompt_tokens,

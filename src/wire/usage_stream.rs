@@ -48,7 +48,7 @@ impl StreamUsage {
     /// prompt tokens (when unreported) from the request body size.
     /// A report of zero output tokens for a stream that relayed content is no report: an
     /// upstream that ignores `include_usage` leaves the translated stream's usage at zero
-    /// (issue 27), and a fabricated zero is never billed.
+    /// (R16.5), and a fabricated zero is never billed.
     pub fn settle(&self, request_bytes: usize) -> (Usage, bool) {
         let zero_with_content = self.reported.completion_tokens == 0 && self.content_chars > 0;
         if self.final_seen && !zero_with_content {

@@ -57,7 +57,7 @@ fn stream_usage_reported_is_not_estimated() {
     );
 }
 
-/// Issue 27 item 4: a translated stream whose upstream ignored `include_usage` ends with
+/// R16.5: a translated stream whose upstream ignored `include_usage` ends with
 /// `output_tokens: 0` after relaying text; that zero is not billed, the content is estimated.
 #[test]
 fn a_zero_output_report_after_content_is_estimated_not_billed_as_zero() {

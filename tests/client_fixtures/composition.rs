@@ -1,4 +1,4 @@
-//! Failover across a translation (issue 27, R16.2, R16.3): a native primary that fails —
+//! Failover across a translation (R16.2, R16.3): a native primary that fails —
 //! 529, 503, a stream cut before content, an error event right after the preamble, a header
 //! hang, a first-byte hang — hands the request to a translated fallback, and the client gets
 //! the fallback's answer in its own format; with an Anthropic primary and an OpenAI fallback

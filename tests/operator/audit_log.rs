@@ -1,4 +1,4 @@
-//! Who changed a channel's state, and why, is in the log (R7.2, issue 16 item 7): an
+//! Who changed a channel's state, and why, is in the log (R7.2, B-audit-log): an
 //! operator's disable and enable through the admin API, an auto-disable, and a probe's
 //! re-enable each write one line naming the channel, `by` and `reason`.
 

@@ -1,4 +1,4 @@
-//! The command line as an operator meets it (issue 16 items 12–13): `explain` for a model
+//! The command line as an operator meets it (B-cli): `explain` for a model
 //! nothing serves, offline explain without live-looking state, enum values as spelled in
 //! the config, `--log-format` help, and a port in use reported once before any file exists.
 use std::process::Command;
@@ -112,7 +112,7 @@ fn a_port_in_use_is_reported_once_before_any_file_is_created() {
     drop(taken);
 }
 
-/// Issue 18: `explain` says, per candidate, how it serves each client format — as is,
+/// R16.2: `explain` says, per candidate, how it serves each client format — as is,
 /// translated (`openai->anthropic`), or not at all (`translate: false`).
 #[test]
 fn explain_shows_which_candidates_translate() {

@@ -1,4 +1,4 @@
-//! The operator's day end to end (issue 16): config errors and the command line, reloads and
+//! The operator's day end to end (R2, R12, R13): config errors and the command line, reloads and
 //! what they report, metrics against README and the dashboard, the audit log of channel
 //! state, storage retention and a full disk. One test binary for all of them.
 #![allow(dead_code)]

@@ -1,4 +1,4 @@
-//! Metrics tell the truth (R12.2, issue 16 items 5–6): after a short scripted run, every
+//! Metrics tell the truth (R12.2): after a short scripted run, every
 //! metric and label that `examples/grafana-dashboard.json` queries exists, and so does every
 //! row of README's metrics table with the labels it lists, each with HELP text; series whose
 //! label values are known at start are exported at 0 from the first scrape.

@@ -1,4 +1,4 @@
-//! Hot reload as operators save files (R2.4, issue 16 item 1): every save style reloads
+//! Hot reload as operators save files (R2.4): every save style reloads
 //! exactly once — a plain write, `cp` over, `sed -i`, an editor's rename-over, a Kubernetes
 //! ConfigMap `..data` swap, and a symlinked config edited at its target — and a save that
 //! changes nothing reloads nothing. Counts come from the generation and the gateway's own

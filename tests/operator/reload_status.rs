@@ -1,4 +1,4 @@
-//! What a reload tells the operator (R2.4, R13, issue 16 items 2–3): systemd `STATUS=`,
+//! What a reload tells the operator (R2.4, R13, B-reload-visibility): systemd `STATUS=`,
 //! `switchyard_config_last_reload_successful` and its success timestamp, `GET /admin/config`;
 //! restart-only settings warned per key while the rest applies; a renewed TLS certificate
 //! re-read and used for new handshakes without a restart.

@@ -1,4 +1,4 @@
-//! Storage that does not fill the disk (R12.1, R11.2, issue 16 item 14): the request log is
+//! Storage that does not fill the disk (R12.1, R11.2, B-retention): the request log is
 //! kept within `storage.request_log`, old ledger sessions are folded into their client's
 //! totals without losing a balance across a restart, and a full disk is a log line and a
 //! metric: unlimited clients are served, the request log is dropped and counted, and

@@ -32,7 +32,7 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 CLIENT_KEY = "sk-test-client"
-# A client with `limits: {concurrency: 1}` (issue 19).
+# A client with `limits: {concurrency: 1}` (R15.1).
 LIMITED_KEY = "sk-test-limited"
 ADMIN_TOKEN = "test-admin-token"
 CHAT_MODEL = "gpt-5.4-mini"
@@ -42,10 +42,10 @@ VIRTUAL_MODEL = "resilient-chat"
 # Served only to the "vip" group; the test client is in "default".
 VIP_ONLY_MODEL = "vip-only-model"
 # Served only by an Anthropic channel (OpenAI SDK tests translate) and only by an OpenAI
-# channel (Anthropic SDK tests translate), issue 18.
+# channel (Anthropic SDK tests translate), R16.1.
 XLATE_CLAUDE_MODEL = "xlate-claude"
 XLATE_GPT_MODEL = "xlate-gpt"
-# Served only by an OpenAI-format channel with `responses: chat` (issue 28): the Responses API
+# Served only by an OpenAI-format channel with `responses: chat` (R16.4): the Responses API
 # translated to Chat Completions.
 XLATE_CHAT_ONLY_MODEL = "xlate-chat-only"
 

@@ -1,4 +1,4 @@
-"""Rate limits with the official openai SDK (issue 19, R15.2): a limited request gets a 429
+"""Rate limits with the official openai SDK (R15.2): a limited request gets a 429
 with Retry-After / retry-after-ms, the SDK waits that long, retries and succeeds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The openai SDK's Responses API on every channel type (issue 28, R16.4): a native Responses
+"""The openai SDK's Responses API on every channel type (R16.4): a native Responses
 channel, an OpenAI-compatible channel that serves only Chat Completions (`responses: chat`)
 and an Anthropic channel — `client.responses.create`, `client.responses.stream` (the SDK's
 own event accumulator and final response) and a function call, each in the SDK's types.

@@ -1,4 +1,4 @@
-"""The official SDKs on a channel of the other wire format (issue 18, R16.1): the openai SDK
+"""The official SDKs on a channel of the other wire format (R16.1): the openai SDK
 on an Anthropic channel and the anthropic SDK on an OpenAI channel — text, stream, a tool
 call and an upstream error, each in the SDK's own types.
 

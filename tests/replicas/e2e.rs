@@ -1,4 +1,4 @@
-//! Three real switchyard processes sharing one private Redis (R17.1, R17.2; issue 20):
+//! Three real switchyard processes sharing one private Redis (R17.1, R17.2):
 //! requests spread round-robin; a breaker opened on replica 1 keeps 2 and 3 off the channel
 //! and one half-open probe runs across the three; a sticky binding made on 1 is used by 2
 //! and 3; an admin disable on 2 is honoured by 1 and 3 within a second; Redis killed mid-run

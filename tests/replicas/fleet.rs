@@ -9,7 +9,7 @@ use crate::support::external::{free_port, Redis, Replica};
 use crate::support::{ADMIN_TOKEN, ALICE};
 use switchyard::mock::MockUpstream;
 
-/// The key of client `limited` (`limits: {rpm: 10}`, issue 19).
+/// The key of client `limited` (`limits: {rpm: 10}`, R15.1).
 pub const LIMITED: &str = "sk-test-limited";
 
 pub struct Fleet {

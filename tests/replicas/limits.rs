@@ -1,4 +1,4 @@
-//! Rate limits in Redis (R15.1, R17.1, R17.2; issue 20): the Redis store against a private
+//! Rate limits in Redis (R15.1, R17.1, R17.2): the Redis store against a private
 //! `redis-server`, several limiter instances (one per "replica") sharing it, compared with
 //! the local store on the same sequence, and the divided fallback while Redis is down.
 
@@ -23,7 +23,7 @@ fn rpm(n: u64) -> ClientLimits {
     }
 }
 
-/// Issue 20: "rpm 10 admits exactly 10 across replicas" — three limiter instances on three
+/// R17.1: "rpm 10 admits exactly 10 across replicas" — three limiter instances on three
 /// connections, 60 concurrent admissions spread over them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpm_10_admits_exactly_10_across_three_instances() {
@@ -175,7 +175,7 @@ async fn concurrency_leases_release_and_expire() {
     );
 }
 
-/// Issue 29 item 1 (cancellation harness, Redis admission): a request cancelled while its
+/// B-cancel-guards (cancellation harness, Redis admission): a request cancelled while its
 /// admission script waits in Redis (held by `CLIENT PAUSE`) does not orphan the concurrency
 /// lease the script takes once Redis runs it: the permit is free again at once, not after
 /// the 30 s lease.
@@ -216,7 +216,7 @@ async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
     assert!(again.is_ok(), "the permit is free: {:?}", again.err());
 }
 
-/// Issue 29 item 2: an upstream key that used up its `rpm: 2` in Redis is held back while
+/// B-shared-mirror-ages: an upstream key that used up its `rpm: 2` in Redis is held back while
 /// the window is full and offered again once it emptied, though nothing took the key in
 /// between (planning reads only the mirror). Before the fix the mirror kept "0 left, reset
 /// 60 s" for good and the key never received traffic again from this replica.
@@ -307,7 +307,7 @@ async fn cut_after_first_admission(r: &Redis) -> String {
     url
 }
 
-/// Issue 29 item 6: an I/O error after the admission script ran (its reply lost with the
+/// B-shared-pipeline: an I/O error after the admission script ran (its reply lost with the
 /// connection) is retried with the same admission id: the request is counted once in Redis,
 /// not twice. Before the fix the retry was a new admission and `rpm` counted 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,7 +384,7 @@ async fn slow_proxy(r: &Redis, delay: Duration) -> String {
     url
 }
 
-/// Issue 29 item 6: releases are pipelined, not one round trip each. Eight workers admit
+/// B-shared-pipeline: releases are pipelined, not one round trip each. Eight workers admit
 /// and release as fast as a 10 ms-away Redis allows, never holding more than eight
 /// permits of sixteen: no admission may be refused for concurrency. Before the fix the
 /// release queue drained one per round trip, fell behind the admissions, and refused.
@@ -501,7 +501,7 @@ async fn cost_of_a_shared_decision() {
     eprintln!("shared admit: {seq:?} per call sequential, {per:?} per call with 64 in flight");
 }
 
-/// Issue 19 end to end: three real replicas on one Redis, a client with `rpm: 10`, 60
+/// R15.1, R17.1 end to end: three real replicas on one Redis, a client with `rpm: 10`, 60
 /// concurrent requests spread round-robin — exactly 10 are admitted in total; the others
 /// get 429 with the OpenAI headers and never reach an upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Several replicas sharing live state through Redis (R17; issue 20), every test on its own
+//! Several replicas sharing live state through Redis (R17), every test on its own
 //! private `redis-server`: three real processes end to end (`e2e`), shared-state runtimes in
 //! process (`state`), and the rate-limit store on Redis (`limits`). One test binary.
 

@@ -155,7 +155,7 @@ async fn a_replica_killed_mid_request_is_refunded_once_by_a_survivor() {
     assert_eq!(logs.matches("replica's lease expired").count(), 1, "{logs}");
 }
 
-/// Issue 29 item 1 (cancellation harness, PostgreSQL): a client that leaves while its debit
+/// B-cancel-guards (cancellation harness, PostgreSQL): a client that leaves while its debit
 /// waits behind a `SELECT ... FOR UPDATE` on its balance row gets that precharge back — the
 /// lease the statement commits after the client left is not renewed, it expires and is
 /// swept — and the books are exactly the one served request. Before the fix the session
@@ -212,7 +212,7 @@ async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
     );
 }
 
-/// Issue 29 item 7: `storage.pool_timeout` bounds a quota debit. With the client's balance
+/// B-pg-pool: `storage.pool_timeout` bounds a quota debit. With the client's balance
 /// row locked, a request gets its 503 after the configured 300 ms, not the fixed 2 s of
 /// before (PostgreSQL itself is healthy: only that statement waits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

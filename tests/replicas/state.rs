@@ -1,4 +1,4 @@
-//! The shared-state runtime in process (R17.1, R17.2; issues 20, 29): two or three "replicas"
+//! The shared-state runtime in process (R17.1, R17.2): two or three "replicas"
 //! (each its own registry, bindings, store and budget) on one private Redis. Covers what the
 //! end-to-end test does not reach through HTTP: route cooldowns, "model not found" marks,
 //! upstream key cooldowns, the retry budget, and bindings read back by a replica that joins
@@ -293,7 +293,7 @@ async fn auto_disable_and_its_lifting_reach_the_other_replica() {
         .expect("the lifting reaches the other replica");
 }
 
-/// Issue 20: replicas on different config generations — here the other replica lists the
+/// R17.1: replicas on different config generations — here the other replica lists the
 /// channel's keys in the other order and has a third channel — name the same key by its
 /// fingerprint, so the disabled key is the same key there, not the same position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,7 +436,7 @@ impl Freezer {
     }
 }
 
-/// Issue 29 item 11: a subscription that goes silent without closing (its connection
+/// B-bounded-resources: a subscription that goes silent without closing (its connection
 /// frozen) is noticed by its ping and made again, so another replica's change arrives
 /// within seconds — not at the next full resync (60 s here). Before the fix the frozen
 /// subscription was never noticed.
@@ -471,7 +471,7 @@ async fn a_half_open_subscription_is_noticed_and_made_again() {
     eprintln!("seen after {seen:?}");
 }
 
-/// Issue 29 item 4 (clock skew): a replica whose clock runs an hour ahead disables channel
+/// B-shared-versions (clock skew): a replica whose clock runs an hour ahead disables channel
 /// `a` (it writes what such a replica writes: a change stamped with its own clock); an
 /// operator then enables `a` on the other replica. The enable wins on both and in Redis —
 /// versions come from Redis, not from the replicas' clocks. Before the fix the enable was
@@ -546,7 +546,7 @@ async fn open_on_two(
     (n1, n2, lim)
 }
 
-/// Issue 29 item 9: a replica that took the half-open probe lease and then died frees the
+/// B-shared-probe-lease: a replica that took the half-open probe lease and then died frees the
 /// probe slot within about a second (the lease is 1 s, renewed only by a live holder), not
 /// after the breaker's whole timeout (3 s here): the other replica probes promptly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -579,7 +579,7 @@ async fn a_dead_probe_holder_frees_the_slot_within_a_second() {
     eprintln!("replica 2 probed {took:?} after replica 1 died");
 }
 
-/// Issue 29 item 9: a replica that got the probe lease but sends no probe (no traffic of
+/// B-shared-probe-lease: a replica that got the probe lease but sends no probe (no traffic of
 /// its own) does not keep it: the lease lapses within a second and the replica with
 /// traffic probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -609,7 +609,7 @@ async fn an_idle_lease_holder_does_not_keep_the_probe() {
     );
 }
 
-/// Issue 29 item 9: the first request after the breaker's timeout on a replica with
+/// B-shared-probe-lease: the first request after the breaker's timeout on a replica with
 /// traffic is the probe — its runtime asked for the lease before the timeout ended —
 /// instead of failing over while the lease is asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

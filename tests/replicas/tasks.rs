@@ -1,4 +1,4 @@
-//! Task follow-ups across replicas (R10.5, R17; issue 29 item 3): a poll that reaches a
+//! Task follow-ups across replicas (R10.5, R17, B-task-negative-cache): a poll that reaches a
 //! second replica before the submission's binding is written does not make that replica
 //! answer "unknown task" for the life of the job.
 

@@ -1,4 +1,4 @@
-//! Stream resume across the crossings (issue 31's matrix): a cut, a stall and an error event
+//! Stream resume across the crossings (R18.2's matrix): a cut, a stall and an error event
 //! after the first content, for each client format (Chat, Messages, Responses) on each
 //! upstream kind (OpenAI, Anthropic, Gemini), with resume on and off. The client always gets
 //! either one whole answer with exactly one terminal event and no text twice, or an error

@@ -1,4 +1,4 @@
-//! Stream resume (issue 31, `resilience.stream_resume`): a text stream cut or stalled after
+//! Stream resume (R18.2, `resilience.stream_resume`): a text stream cut or stalled after
 //! its commit point is continued on the next target. The same request goes there with the
 //! text already delivered as an assistant prefill, and the continuation is spliced into the
 //! client's open stream, so the client receives one whole answer in its own format with one

@@ -57,7 +57,7 @@ impl Store for LimitStore {
         match self {
             LimitStore::Local(s) => s.admit_now(subject, ask, now).map(LimitGrant::Local),
             // Boxed: the Redis round trip's state would otherwise sit in every request's
-            // future (moved by value at least once per request; issue 21).
+            // future (moved by value at least once per request; a performance measure).
             LimitStore::Shared(s) => Box::pin(s.admit(subject, ask, now))
                 .await
                 .map(LimitGrant::Shared),

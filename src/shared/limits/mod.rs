@@ -13,7 +13,7 @@
 //! `settle` / `cancel` / a dropped grant cannot await: they are queued to a background task
 //! (`release.rs`), which also renews the leases of live grants. Planning queries (`peek`)
 //! read a local mirror of the numbers the last script reply carried — never a round trip.
-//! The mirror ages (issue 29 item 2): a reply's `reset` is a duration measured when it
+//! The mirror ages (B-shared-mirror-ages): a reply's `reset` is a duration measured when it
 //! came, so a mirrored window whose reset has passed since reads as full again, and a
 //! mirrored "no concurrency permit left" is believed for [`CONCURRENCY_RETRY`] only. A key
 //! held back by its numbers is therefore tried again by the time Redis would admit it.
@@ -175,7 +175,7 @@ impl RedisStore {
 
     /// One admission script call. `id` names the admission: a call repeated with the same id
     /// (after a reply lost to an I/O error) returns the first call's reply and counts
-    /// nothing again (issue 29 item 6).
+    /// nothing again (B-shared-pipeline).
     async fn admit_shared(
         &self,
         subject: Subject<'_>,
@@ -190,7 +190,7 @@ impl RedisStore {
         let now_ms = self.now_arg(now);
         let a = *ask;
         let ids = id_s.clone();
-        // Armed before the script is awaited (issue 29): a request cancelled during it ends
+        // Armed before the script is awaited (B-cancel-guards): a request cancelled during it ends
         // the concurrency lease the script may have taken, instead of leaving it for LEASE.
         let mut pending = Pending {
             ops: &self.ops,

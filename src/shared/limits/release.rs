@@ -3,7 +3,7 @@
 //! [`super::LEASE`]. A failed call is not retried: an unreleased lease expires by itself,
 //! an unsettled reservation stays counted as the charge (as a dropped local grant's does).
 //!
-//! Issue 29 item 6: everything queued since the last round trip goes out as ONE pipeline
+//! B-shared-pipeline: everything queued since the last round trip goes out as ONE pipeline
 //! (at most [`MAX_BATCH`] releases), sent without waiting for the previous one's reply, so
 //! releases keep up with admissions instead of being capped at one per round trip; all live leases are renewed in one pipeline; the queue is
 //! bounded ([`QUEUE`]): an op that finds it full is dropped and counted (its lease expires,

@@ -62,7 +62,7 @@ fn replies_decode_into_refusals_and_reports() {
     assert_eq!(room(&ok.report, &too_big), Room::Never);
 }
 
-/// Issue 29 item 2: the planning mirror ages. An upstream key whose mirrored rpm was used up
+/// B-shared-mirror-ages: the planning mirror ages. An upstream key whose mirrored rpm was used up
 /// (reset 60 s) is held back until then and offered again after — without any admission
 /// refreshing the mirror (a held-back key is never taken). A mirrored "no permit left" is
 /// believed for CONCURRENCY_RETRY only.

@@ -164,7 +164,7 @@ impl Quota {
         ts_ms: i64,
     ) -> Result<Debit, StoreError> {
         let r = &self.remote;
-        // The guard exists before the first await (issue 29): a caller cancelled during the
+        // The guard exists before the first await (B-cancel-guards): a caller cancelled during the
         // statement (its client left) takes the session out of the renewal set, so a lease
         // the statement did commit expires and is swept instead of renewed for good.
         let mut renewal = Renewal::enter(r, session);

@@ -1,4 +1,4 @@
-//! Schema v3 (issue 9): a v2 database keeps every row, and the hot inserts stay cheap.
+//! Schema v3 (a performance change): a v2 database keeps every row, and the hot inserts stay cheap.
 
 use rusqlite::Connection;
 

@@ -1,4 +1,4 @@
-//! Schema v4 (issue 15): disabled keys by fingerprint, task bindings by (client, id, channel);
+//! Schema v4 (B-key-fingerprint): disabled keys by fingerprint, task bindings by (client, id, channel);
 //! a v3 database keeps every row in a form the new code can resolve.
 
 use rusqlite::Connection;

@@ -230,7 +230,7 @@ async fn channel_states_upsert_and_enable_deletes() {
 }
 
 /// A binding is (client, task id, channel): another client's equal id, or the same id
-/// from a second channel, is a row of its own (issue 15).
+/// from a second channel, is a row of its own (B-tenants).
 #[tokio::test]
 async fn task_bindings_are_per_client_and_channel() {
     let store = Store::open(":memory:").unwrap();

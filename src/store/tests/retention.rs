@@ -1,4 +1,4 @@
-//! Retention (issue 16 item 14): the request log is pruned in small batches to its limits;
+//! Retention (B-retention): the request log is pruned in small batches to its limits;
 //! old ledger sessions are folded into their client's totals without changing any balance;
 //! a full disk drops request-log entries, holds the ledger and resumes; migrations by
 //! version (v5 applies after whatever v4 is).

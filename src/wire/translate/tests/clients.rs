@@ -1,7 +1,7 @@
 //! Every recorded real client request (`shared/fixtures/clients/`, README there) with a body
 //! for `/v1/messages` or `/v1/chat/completions`, translated to every target its format can
 //! reach — streaming and not — must translate, and the result must be a body the target
-//! provider accepts (`validate`). Then the behaviours issue 27 is about, on those bodies.
+//! provider accepts (`validate`). Then the behaviours of R16.3, R16.5 and B-commit-point, on those bodies.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! The commit point of translated streams (issue 27, item 5): which upstream events are
+//! The commit point of translated streams (B-commit-point): which upstream events are
 //! content, which errors come before any content (hidden errors: fail over), and OpenAI-format
 //! events that are not JSON (dropped and counted, the stream goes on).
 
