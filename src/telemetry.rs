@@ -7,6 +7,7 @@ pub mod allocs;
 mod quota;
 mod series;
 pub mod upkeep;
+pub mod window;
 
 pub use quota::{quota, QuotaMeters};
 pub use series::{
@@ -238,6 +239,8 @@ pub struct RequestMetrics {
     pub duration: metrics::Histogram,
     pub attempts_per_request: metrics::Histogram,
     pub ttfb: metrics::Histogram,
+    /// Each client's last hour for the status page (issue 33).
+    pub clients: window::ClientHours,
 }
 
 impl Default for RequestMetrics {
@@ -254,6 +257,7 @@ impl RequestMetrics {
             duration: metrics::histogram!(REQUEST_DURATION),
             attempts_per_request: metrics::histogram!(ATTEMPTS_PER_REQUEST),
             ttfb: metrics::histogram!(TTFB),
+            clients: window::ClientHours::default(),
         }
     }
 

@@ -88,7 +88,11 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     let watcher = watch::install(reloader, hup);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let (shared, shared_task) = start_shared(&gateway, rx.clone())?;
-    let mut tasks = spawn_tasks(&gateway, listener, admin, tls, &status, watcher, rx);
+    let views = crate::admin::Views {
+        config: status.clone(),
+        shared: shared.clone(),
+    };
+    let mut tasks = spawn_tasks(&gateway, listener, admin, tls, views, watcher, rx);
     tasks.extend(shared_task);
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
@@ -126,7 +130,7 @@ fn spawn_tasks(
     listener: tokio::net::TcpListener,
     admin: tokio::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    status: &Arc<status::ConfigStatus>,
+    views: crate::admin::Views,
     watcher: watch::Installed,
     rx: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -145,7 +149,7 @@ fn spawn_tasks(
         tokio::spawn(crate::admin::serve(
             admin,
             gateway.clone(),
-            status.clone(),
+            views,
             rx.clone(),
         )),
         tokio::spawn(watcher.run(rx.clone())),

@@ -69,6 +69,8 @@ pub struct Admin {
     pub listen: SocketAddr,
     /// None: /admin/* answers 401 to everyone (metrics/healthz/readyz stay open).
     pub token: Option<Secret>,
+    /// Read-only token for `GET /status` and `/status.json` (the admin token works too).
+    pub status_token: Option<Secret>,
 }
 
 #[derive(Debug, Clone)]

@@ -19,6 +19,7 @@ pub(crate) struct RawTls {
 pub(crate) struct RawAdmin {
     pub listen: Option<String>,
     pub token: Option<String>,
+    pub status_token: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

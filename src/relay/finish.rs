@@ -176,6 +176,7 @@ impl Finish {
             channel.metrics.prompt_tokens.increment(usage.prompt_tokens);
             channel.metrics.cached_tokens.increment(usage.cached_tokens);
         }
+        channel.recent.latency(self.started.elapsed());
         self.rec.upstream_model = upstream_model.to_string();
         self.rec.prompt_tokens = usage.prompt_tokens;
         self.rec.completion_tokens = usage.completion_tokens;
@@ -214,6 +215,9 @@ impl Finish {
         self.metrics.requests(status).increment(1);
         self.metrics.duration.record(latency.as_secs_f64());
         self.metrics.attempts_per_request.record(n as f64);
+        let tokens = r.prompt_tokens.saturating_add(r.completion_tokens);
+        let ok = (200..300).contains(&status);
+        self.metrics.clients.record(&r.client, ok, tokens);
         let rec = std::mem::take(&mut self.rec);
         self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
     }

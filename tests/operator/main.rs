@@ -15,4 +15,5 @@ mod metrics_truth;
 mod reload;
 #[cfg(unix)]
 mod reload_status;
+mod status_page;
 mod storage;
