@@ -4,6 +4,7 @@
 //! Label sets are bounded: channel, model, group, outcome class — never key or request id.
 
 pub mod allocs;
+pub mod otlp;
 mod quota;
 mod series;
 pub mod upkeep;
@@ -66,6 +67,9 @@ pub const SHARED_LIMIT_RELEASES_DROPPED: &str = "switchyard_shared_limit_release
 pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
 pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
+/// OTLP traces (issue 33).
+pub const OTLP_SPANS: &str = "switchyard_otlp_spans_total";
+pub const OTLP_DROPPED: &str = "switchyard_otlp_requests_dropped_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -151,6 +155,8 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (CLIENT_CONCURRENCY, Kind::Gauge, None, "Requests in flight per client with a concurrency limit (streams included)."),
     (TRANSLATION_DROPPED, Kind::Counter, None, "Advisory request fields a translation dropped because the target format cannot express them and their absence does not change the answer, by field (README: translation)."),
     (MALFORMED_EVENTS, Kind::Counter, None, "Upstream stream events dropped because their data was not JSON in a format whose SDKs parse every event (Chat Completions, Responses)."),
+    (OTLP_SPANS, Kind::Counter, None, "Spans sent to the OTLP receiver (telemetry.otlp), by result: exported, failed."),
+    (OTLP_DROPPED, Kind::Counter, None, "Traced requests dropped because the OTLP export queue was full (the request itself is unaffected)."),
 ];
 
 fn describe() {
@@ -241,6 +247,8 @@ pub struct RequestMetrics {
     pub ttfb: metrics::Histogram,
     /// Each client's last hour for the status page (issue 33).
     pub clients: window::ClientHours,
+    /// The OTLP trace exporter, set once at start-up when `telemetry.otlp` is configured.
+    pub traces: std::sync::OnceLock<otlp::Traces>,
 }
 
 impl Default for RequestMetrics {
@@ -258,6 +266,7 @@ impl RequestMetrics {
             attempts_per_request: metrics::histogram!(ATTEMPTS_PER_REQUEST),
             ttfb: metrics::histogram!(TTFB),
             clients: window::ClientHours::default(),
+            traces: std::sync::OnceLock::new(),
         }
     }
 

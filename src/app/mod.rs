@@ -74,7 +74,15 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     };
     crate::telemetry::register_config(&cfg);
     let fail_open = cfg.shared.fail_open;
+    let otlp = cfg.telemetry.otlp.clone();
     let gateway = Gateway::new(cfg, store, metrics)?;
+    if let Some(o) = otlp {
+        // Issue 33: traces leave through a bounded queue; the exporter task runs until the
+        // gateway is dropped.
+        let traces = crate::telemetry::otlp::Traces::start(&o).map_err(|e| anyhow::anyhow!(e))?;
+        tracing::info!(endpoint = %o.endpoint, sample_ratio = o.sample_ratio, "OTLP traces on");
+        let _ = gateway.request_metrics.traces.set(traces);
+    }
     gateway.billing.set_fail_open(fail_open);
     restore(&gateway).await?;
     let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));

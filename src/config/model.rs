@@ -44,6 +44,28 @@ pub struct Config {
     pub clients: Vec<Client>,
     pub pricing: BTreeMap<String, Price>,
     pub tasks: Tasks,
+    /// `telemetry:` (issue 33): OTLP traces.
+    pub telemetry: Telemetry,
+}
+
+/// `telemetry:`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Telemetry {
+    /// None: no traces are exported (`telemetry.otlp.endpoint` unset or empty).
+    pub otlp: Option<Otlp>,
+}
+
+/// `telemetry.otlp:` OTLP/HTTP with protobuf bodies (`protocol: http/protobuf`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Otlp {
+    /// The traces URL: the configured endpoint, with `/v1/traces` appended unless its path
+    /// already ends with it.
+    pub endpoint: String,
+    /// Sent with every export (e.g. an `authorization` header of a hosted backend).
+    pub headers: Vec<(String, Secret)>,
+    /// 0.0 ..= 1.0: the share of requests without a sampled parent that are traced.
+    pub sample_ratio: f64,
+    pub service_name: String,
 }
 
 /// `shared:` (R17). Without `redis` every replica keeps its own live state.

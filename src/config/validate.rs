@@ -66,6 +66,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         pricing: pricing(&raw.pricing, c),
         tasks,
         shared: super::validate_shared::shared(&raw.shared, c),
+        telemetry: super::validate_telemetry::telemetry(&raw.telemetry, c),
     }
 }
 

@@ -179,12 +179,20 @@ async fn relay(
         top: intake.peek.as_ref().map(|p| &p.top),
     });
     let Intake {
-        parts,
+        mut parts,
         path,
         body,
         peek,
         ..
     } = intake;
+    let trace = gw.request_metrics.traces.get().map(|t| {
+        let tc = crate::telemetry::otlp::TraceCtx::of(&parts.headers, t.sample_ratio);
+        // Every attempt sends the gateway's request span as the upstream's parent.
+        if let Ok(v) = HeaderValue::from_str(&tc.traceparent(tc.span_id)) {
+            parts.headers.insert("traceparent", v);
+        }
+        tc
+    });
     let cx = Context {
         path_and_query: match parts.uri.query() {
             Some(q) => format!("{path}?{q}"),
@@ -208,6 +216,7 @@ async fn relay(
         started: ctx.started,
         sticky,
         prompt_estimate: std::sync::OnceLock::new(),
+        trace,
     };
     Ok(attempt::run(gw, cx).await)
 }

@@ -82,6 +82,11 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
     headers::to_upstream(o.client_headers, headers, ch.forward_organization);
+    if !ch.traceparent {
+        // `channels.*.traceparent: false` (issue 33): no trace context leaves for this host.
+        headers.remove("traceparent");
+        headers.remove("tracestate");
+    }
     if ch.kind != ChannelKind::Anthropic {
         // Anthropic SDK headers mean nothing to the other providers (an Anthropic client on
         // a translated channel).

@@ -1,0 +1,81 @@
+//! Validation of `telemetry:` (issue 33): the OTLP trace exporter's endpoint, protocol,
+//! headers, sample ratio and service name.
+
+use super::error::Collector;
+use super::model::{Otlp, Telemetry};
+use super::raw::RawTelemetry;
+use crate::secret::Secret;
+
+/// The OTLP/HTTP path of traces.
+const TRACES_PATH: &str = "/v1/traces";
+
+/// `telemetry.otlp`: off without an endpoint; `protocol` is `http/protobuf` (gRPC is not
+/// built in: it would bring a second HTTP stack); `sample_ratio` within 0..=1.
+pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
+    let Some(o) = &raw.otlp else {
+        return Telemetry::default();
+    };
+    let endpoint = o.endpoint.as_deref().map(str::trim).unwrap_or_default();
+    if endpoint.is_empty() {
+        return Telemetry::default();
+    }
+    let url_ok = endpoint
+        .parse::<http::Uri>()
+        .ok()
+        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
+    let Some(uri) = url_ok else {
+        c.push(
+            "telemetry.otlp.endpoint",
+            "must be an http:// or https:// URL of an OTLP/HTTP receiver, e.g. http://127.0.0.1:4318",
+        );
+        return Telemetry::default();
+    };
+    match o.protocol.as_deref().map(str::trim) {
+        None | Some("http/protobuf") => {}
+        Some("grpc") => c.push(
+            "telemetry.otlp.protocol",
+            "grpc is not built into this gateway; use http/protobuf (the collector's port 4318)",
+        ),
+        Some(other) => c.push(
+            "telemetry.otlp.protocol",
+            format!("unknown protocol `{other}`: use http/protobuf"),
+        ),
+    }
+    let sample_ratio = o.sample_ratio.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&sample_ratio) {
+        c.push("telemetry.otlp.sample_ratio", "must be between 0.0 and 1.0");
+    }
+    let mut headers = Vec::new();
+    for (name, value) in o.headers.iter().flatten() {
+        let valid = http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+            && http::HeaderValue::from_str(value).is_ok();
+        if !valid {
+            c.push(
+                format!("telemetry.otlp.headers.{name}"),
+                "is not a valid HTTP header",
+            );
+        }
+        headers.push((name.to_ascii_lowercase(), Secret::new(value.clone())));
+    }
+    let path = uri.path().trim_end_matches('/');
+    let endpoint = if path.ends_with(TRACES_PATH) {
+        endpoint.to_string()
+    } else {
+        format!("{}{TRACES_PATH}", endpoint.trim_end_matches('/'))
+    };
+    let service_name = o
+        .service_name
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("switchyard")
+        .to_string();
+    Telemetry {
+        otlp: Some(Otlp {
+            endpoint,
+            headers,
+            sample_ratio: sample_ratio.clamp(0.0, 1.0),
+            service_name,
+        }),
+    }
+}
