@@ -67,6 +67,7 @@ pub const SHARED_LIMIT_RELEASES_DROPPED: &str = "switchyard_shared_limit_release
 pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
 pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
+pub const STREAM_RESUMES: &str = "switchyard_stream_resumes_total";
 /// OTLP traces (issue 33).
 pub const OTLP_SPANS: &str = "switchyard_otlp_spans_total";
 pub const OTLP_DROPPED: &str = "switchyard_otlp_requests_dropped_total";
@@ -154,6 +155,7 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (KEYS_HELD_BACK, Kind::Counter, None, "Attempts moved off an upstream key because its channels.*.limits budget was spent or it was cooling after a rate-limit answer, by channel and reason (limit, cooldown)."),
     (CLIENT_CONCURRENCY, Kind::Gauge, None, "Requests in flight per client with a concurrency limit (streams included)."),
     (TRANSLATION_DROPPED, Kind::Counter, None, "Advisory request fields a translation dropped because the target format cannot express them and their absence does not change the answer, by field (README: translation)."),
+    (STREAM_RESUMES, Kind::Counter, None, "Committed streams cut before their end, by what resume made of them: resumed (continued on the next target), not_text (the cut fell in a tool call, thinking or other part), no_target (no target took the prefill and answered)."),
     (MALFORMED_EVENTS, Kind::Counter, None, "Upstream stream events dropped because their data was not JSON in a format whose SDKs parse every event (Chat Completions, Responses)."),
     (OTLP_SPANS, Kind::Counter, None, "Spans sent to the OTLP receiver (telemetry.otlp), by result: exported, failed."),
     (OTLP_DROPPED, Kind::Counter, None, "Traced requests dropped because the OTLP export queue was full (the request itself is unaffected)."),

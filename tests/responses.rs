@@ -854,3 +854,32 @@ async fn a_gemini_channel_serves_responses() {
     );
     gw.stop().await;
 }
+
+/// R16.1 with R16.4: a request that needs upstream state is refused by a translated target
+/// as a local skip — the next target that serves Responses natively answers it, with one
+/// attempt allowed, and the translated channel is never called.
+#[tokio::test]
+async fn a_state_bound_request_skips_a_translated_target_for_a_native_one() {
+    let m = mocks(&["native", "chatonly"]).await;
+    let yaml = fill(
+        &format!(
+            "routing:\n  retry_times: 0\nchannels:\n{}    responses: chat\n{}    responses: native\nvirtual_models:\n  both:\n    targets: [chatonly/gpt, native/gpt]\n{CLIENTS}",
+            channel("chatonly", "{chatonly}", 0, &["gpt"]),
+            channel("native", "{native}", 0, &["gpt"]),
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    let r = gw
+        .post(
+            "/v1/responses",
+            ALICE,
+            json!({"model": "both", "input": "and then?", "previous_response_id": "resp_1"}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "chatonly->native");
+    assert_eq!(m["chatonly"].calls(), 0);
+    assert_eq!(m["native"].calls_to("/v1/responses"), 1);
+    gw.stop().await;
+}

@@ -307,3 +307,158 @@ async fn a_stall_after_the_first_tokens_ends_the_stream_within_stream_stall() {
     }
     gw.stop().await;
 }
+
+/// Issue 31 (stream resume): `a` (Anthropic) is cut after two content events; with
+/// `resilience.stream_resume` on, `b` gets the request with the text so far as an assistant
+/// prefill and its continuation is spliced in: the client receives one whole answer with one
+/// terminal event, in its own format (Messages natively, Chat translated); both attempts
+/// are billed and the log says `resumed`. Off, or with no target that takes a prefill, the
+/// stream ends with `stream_incomplete` exactly as before.
+#[tokio::test]
+async fn a_cut_text_stream_is_resumed_on_the_next_target() {
+    let on = "resilience:\n  stream_resume: {enabled: true, max: 1}\n";
+    for (path, resume, b_kind, whole) in [
+        ("/v1/messages", on, "anthropic", true),
+        ("/v1/chat/completions", on, "anthropic", true),
+        ("/v1/messages", "", "anthropic", false),
+        ("/v1/messages", on, "openai", false),
+    ] {
+        let m = mocks(&["a", "b"]).await;
+        m["b"].set_record(true);
+        let yaml = fill(
+            &format!(
+                "{FAST}{resume}channels:\n{}{}{CLIENTS}",
+                ch("a", "anthropic", 10, ""),
+                ch("b", b_kind, 0, "")
+            ),
+            &m,
+        );
+        let gw = start_gw(&yaml).await;
+        m["a"].push(Behavior::CutMidStream { after_chunks: 2 });
+        let case = format!("{path} resume={} b={b_kind}", !resume.is_empty());
+        let r = send(&gw, path, true).await;
+        assert_eq!(r.status(), 200, "{case}");
+        let text = r.text().await.unwrap();
+        let terminals =
+            text.matches("event: message_stop").count() + text.matches("data: [DONE]").count();
+        if whole {
+            assert!(!text.contains("stream_incomplete"), "{case}: {text}");
+            assert_eq!(terminals, 1, "{case}: one terminal event: {text}");
+            let body = text_of(path, &text);
+            assert_eq!(
+                body, "chunk 0 chunk 1 chunk 0 chunk 1 chunk 2 ",
+                "{case}: {text}"
+            );
+            let sent = m["b"]
+                .requests()
+                .last()
+                .and_then(|q| q.json())
+                .expect("b asked");
+            let last = sent["messages"].as_array().and_then(|a| a.last()).cloned();
+            let last = last.unwrap_or_default();
+            assert_eq!(last["role"], "assistant", "{case}: {sent}");
+            assert!(
+                last.to_string().contains("chunk 0 chunk 1"),
+                "{case}: {sent}"
+            );
+            let rows = requests(&gw).await;
+            assert_eq!(rows[0]["stream_outcome"], "resumed", "{case}: {}", rows[0]);
+            assert_eq!(rows[0]["chain"], "a->b", "{case}");
+            assert!(
+                rows[0]["completion_tokens"].as_u64().unwrap_or(0) > 3,
+                "{case}: both attempts billed: {}",
+                rows[0]
+            );
+        } else {
+            assert!(text.contains("stream_incomplete"), "{case}: {text}");
+            assert_eq!(terminals, 0, "{case}: {text}");
+            assert_eq!(m["b"].calls(), 0, "{case}");
+        }
+        gw.stop().await;
+    }
+}
+
+/// Issue 31: only text resumes — a stream cut inside a tool call ends with
+/// `stream_incomplete`, and a stall after the first tokens is resumed like a cut.
+#[tokio::test]
+async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "{FAST}  stream_stall: 1s\nresilience:\n  stream_resume: {{enabled: true, max: 1}}\nchannels:\n{}{}{CLIENTS}",
+            ch("a", "anthropic", 10, ""),
+            ch("b", "anthropic", 0, "")
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    let tool = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":\"}}\n\n",
+    );
+    m["a"].push(Behavior::Raw {
+        content_type: "text/event-stream".into(),
+        body: tool.into(),
+    });
+    let text = send(&gw, "/v1/messages", true).await.text().await.unwrap();
+    assert!(text.contains("stream_incomplete"), "{text}");
+    assert_eq!(m["b"].calls(), 0, "a tool call is never resumed");
+    m["a"].push(Behavior::Stream {
+        chunks: 3,
+        delay: Duration::from_secs(600),
+    });
+    let t0 = Instant::now();
+    let text = send(&gw, "/v1/messages", true).await.text().await.unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(!text.contains("stream_incomplete"), "{text}");
+    assert_eq!(
+        text_of("/v1/messages", &text),
+        "chunk 0 chunk 0 chunk 1 chunk 2 "
+    );
+    gw.stop().await;
+}
+
+/// Issue 31: a next target that refuses the prefill (a model that takes no trailing
+/// assistant turn) is skipped; with none left the client gets `stream_incomplete`, never the
+/// prefill's error.
+#[tokio::test]
+async fn a_refused_prefill_ends_the_stream_as_incomplete_not_with_its_error() {
+    let m = mocks(&["a", "b"]).await;
+    let yaml = fill(
+        &format!(
+            "{FAST}resilience:\n  stream_resume: {{enabled: true, max: 1}}\nchannels:\n{}{}{CLIENTS}",
+            ch("a", "anthropic", 10, ""),
+            ch("b", "anthropic", 0, "    prefill: true\n")
+        ),
+        &m,
+    );
+    let gw = start_gw(&yaml).await;
+    m["a"].push(Behavior::CutMidStream { after_chunks: 1 });
+    m["b"].push(Behavior::Status {
+        code: 400,
+        body: Some(r#"{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill."}}"#.into()),
+    });
+    let text = send(&gw, "/v1/messages", true).await.text().await.unwrap();
+    assert_eq!(m["b"].calls(), 1, "the continuation was asked for");
+    assert!(text.contains("stream_incomplete"), "{text}");
+    assert!(!text.contains("prefill"), "{text}");
+    gw.stop().await;
+}
+
+/// The text of a Messages or Chat stream as the client reads it.
+fn text_of(path: &str, text: &str) -> String {
+    text.split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            if path == "/v1/messages" {
+                v["delta"]["text"].as_str().map(str::to_string)
+            } else {
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_string)
+            }
+        })
+        .collect()
+}

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::error::Collector;
-use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry};
+use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
 use super::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
 use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
 
@@ -31,6 +31,10 @@ pub fn default_resilience() -> Resilience {
             consecutive_retryable_failures: 0,
             duration: Duration::from_secs(600),
         },
+        stream_resume: StreamResume {
+            enabled: false,
+            max: 1,
+        },
     }
 }
 
@@ -51,6 +55,10 @@ pub(crate) fn overlay(
     }
     if let Some(cd) = &raw.cooldown {
         cooldown(&mut out.cooldown, cd, prefix, c);
+    }
+    if let Some(r) = &raw.stream_resume {
+        out.stream_resume.enabled = r.enabled.unwrap_or(out.stream_resume.enabled);
+        out.stream_resume.max = r.max.unwrap_or(out.stream_resume.max);
     }
     out
 }

@@ -224,6 +224,16 @@ pub struct Resilience {
     pub retry: Retry,
     pub circuit_breaker: Breaker,
     pub cooldown: Cooldown,
+    pub stream_resume: StreamResume,
+}
+
+/// `resilience.stream_resume` (issue 31): continue a text stream cut after its commit point
+/// on the next target, the text already delivered sent as an assistant prefill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamResume {
+    pub enabled: bool,
+    /// Resumes per request.
+    pub max: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

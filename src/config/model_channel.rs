@@ -108,6 +108,8 @@ pub struct Channel {
     pub reasoning_history: ReasoningChoice,
     /// `timeouts.stream_stall` for this channel (zero = the global value).
     pub stream_stall: Duration,
+    /// Accepts a trailing assistant turn (a prefill), for stream resume; `None` = by kind.
+    pub prefill: Option<bool>,
     /// How `/v1/responses` is served (R16.4, issue 28; default `auto`).
     pub responses: ResponsesMode,
 }

@@ -158,6 +158,14 @@ pub(crate) struct RawResilience {
     pub retry: Option<RawRetry>,
     pub circuit_breaker: Option<RawBreaker>,
     pub cooldown: Option<RawCooldown>,
+    pub stream_resume: Option<RawStreamResume>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStreamResume {
+    pub enabled: Option<bool>,
+    pub max: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -211,6 +219,7 @@ pub(crate) struct RawChannel {
     pub reasoning_history: Option<String>,
     pub stream_stall: Dur,
     pub responses: Option<String>,
+    pub prefill: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

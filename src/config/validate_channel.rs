@@ -122,6 +122,13 @@ pub(crate) fn channel(
         std::time::Duration::ZERO,
     );
     let responses = responses(c, &k("responses"), kind, &r.responses);
+    let prefill = choice(
+        c,
+        &k("prefill"),
+        &r.prefill,
+        &[("auto", None), ("true", Some(true)), ("false", Some(false))],
+        None,
+    );
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -157,6 +164,7 @@ pub(crate) fn channel(
         max_tokens_field,
         reasoning_history,
         stream_stall,
+        prefill,
     })
 }
 

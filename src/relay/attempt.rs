@@ -461,6 +461,32 @@ impl<'a> Walk<'a> {
         .await
     }
 
+    /// Issue 31 (`resilience.stream_resume` of the committed channel): what continues this
+    /// stream if it is cut — the plan's remaining targets, in order.
+    pub(super) fn resumer(&self, step: &Step) -> Option<super::resume::Resumer> {
+        let cfg = self.channel(step).resilience.stream_resume;
+        if !cfg.enabled || !self.cx.wants_stream() {
+            return None;
+        }
+        let targets = self
+            .planned
+            .plan
+            .upcoming()
+            .iter()
+            .map(|t| {
+                let key = self.planned.keys.key(t.channel, 0);
+                (t.channel, key, t.upstream_model.clone())
+            })
+            .collect();
+        super::resume::Resumer::new(
+            self.gw.clone(),
+            self.cx.clone(),
+            targets,
+            cfg.max,
+            self.deadline,
+        )
+    }
+
     /// Issue 31 (`routing.wait_retry_after`): a 429 that asks for a wait no longer than the
     /// setting — and than the time left — is waited out on the same target, once, rather
     /// than failing over to a more expensive tier. Not for a half-open probe.

@@ -25,6 +25,10 @@ impl Walk<'_> {
         let st = &cx.snap.states[step.channel];
         let route = self.fin.chain();
         let model = step.upstream_model.to_string();
+        let resumer = match &answer {
+            Answer::Stream { .. } => self.resumer(step),
+            _ => None,
+        };
         // The visit ends (its success recorded) when the walk is dropped here.
         let Walk { fin, .. } = self;
         let idle = non_stream_timeout(cfg, ch);
@@ -44,7 +48,7 @@ impl Walk<'_> {
                         ch.stream_stall
                     },
                 };
-                let body = stream::commit(primed, times, Box::new(obs));
+                let body = stream::commit(primed, times, Box::new(obs), resumer);
                 respond(status, &headers, body, cfg.debug_headers, &route)
             }
             Answer::Passthrough {

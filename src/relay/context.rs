@@ -18,6 +18,7 @@ use crate::wire::dialect::StreamFormat;
 use crate::wire::request::Peek;
 
 /// Everything the attempt loop needs about one client request.
+#[derive(Clone)]
 pub struct Context {
     /// The snapshot the request loaded once (Invariant: one snapshot per request).
     pub snap: Arc<Snapshot>,

@@ -281,6 +281,9 @@ pub struct LogObserver {
     usage: StreamUsage,
     /// Size of the client's request body, for estimating unreported prompt tokens (R9.8).
     request_bytes: usize,
+    /// The usage of the attempts before a resume (issue 31: the upstreams billed each), and
+    /// whether any of it was estimated.
+    carried: Option<(Usage, bool)>,
 }
 
 impl LogObserver {
@@ -298,6 +301,7 @@ impl LogObserver {
             upstream_model,
             status,
             usage: StreamUsage::default(),
+            carried: None,
         }
     }
 }
@@ -311,17 +315,41 @@ impl StreamObserver for LogObserver {
         metrics::counter!(telemetry::KEEPALIVES).increment(1);
     }
 
+    /// Issue 31: the cut attempt's usage is kept (settled as a cut stream's), the
+    /// continuation is recorded as the next attempt and observed from zero.
+    fn resumed(&mut self, c: &super::resume::Continued) {
+        let (u, est) = std::mem::take(&mut self.usage).settle(self.request_bytes);
+        let (sum, any) = self.carried.unwrap_or_default();
+        self.carried = Some((sum.plus(u), any || est));
+        let snap = &c.snap;
+        if let (Some(ch), Some(st)) = (
+            snap.table.channels.get(c.channel),
+            snap.states.get(c.channel),
+        ) {
+            let facts = OutcomeFacts::succeeded(self.status);
+            self.fin
+                .record(ch, st, c.key_index, &facts, c.sent.elapsed());
+            self.channel = st.clone();
+        }
+        self.upstream_model = c.upstream_model.to_string();
+    }
+
     fn end(self: Box<Self>, end: StreamEnd) {
         metrics::counter!(telemetry::STREAMS, "outcome" => end.label()).increment(1);
         let mut s = *self;
         let (usage, estimated) = s.usage.settle(s.request_bytes);
+        let (usage, estimated, label) = match s.carried {
+            Some((before, est)) => {
+                let label = match end {
+                    StreamEnd::Complete => "resumed",
+                    other => other.label(),
+                };
+                (before.plus(usage), estimated || est, label)
+            }
+            None => (usage, estimated, end.label()),
+        };
         s.fin.set_usage_estimated(estimated);
-        s.fin.done(
-            &s.channel,
-            &s.upstream_model,
-            s.status,
-            usage,
-            Some(end.label()),
-        );
+        s.fin
+            .done(&s.channel, &s.upstream_model, s.status, usage, Some(label));
     }
 }

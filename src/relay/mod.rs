@@ -26,6 +26,7 @@ mod lookup;
 pub mod passthrough;
 pub mod plan;
 pub mod respond;
+pub mod resume;
 pub mod stream;
 pub mod task;
 pub mod translated;

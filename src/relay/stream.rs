@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
+use super::resume::{Continued, Delivery, Resumer, Splice};
 use crate::http::body::{Aborted, ResponseBody};
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::telemetry;
@@ -206,6 +207,8 @@ impl StreamEnd {
 pub trait StreamObserver: Send + 'static {
     fn event(&mut self, ev: &Event);
     fn keepalive(&mut self) {}
+    /// The stream was cut and goes on with the continuation `c` (issue 31).
+    fn resumed(&mut self, _c: &Continued) {}
     fn end(self: Box<Self>, end: StreamEnd);
 }
 
@@ -231,10 +234,16 @@ impl RelayTimes {
     }
 }
 
-/// Commit: start relaying `p` to the client and return the client body (R9.1, R9.3).
-pub fn commit(p: Primed, times: RelayTimes, observer: Box<dyn StreamObserver>) -> ResponseBody {
+/// Commit: start relaying `p` to the client and return the client body (R9.1, R9.3). With
+/// `resume` (issue 31) a cut of a text stream is continued on the next target.
+pub fn commit(
+    p: Primed,
+    times: RelayTimes,
+    observer: Box<dyn StreamObserver>,
+    resume: Option<Resumer>,
+) -> ResponseBody {
     let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(relay(p, times, tx, observer));
+    tokio::spawn(relay(p, times, tx, observer, resume));
     ResponseBody::Channel(rx)
 }
 
@@ -243,11 +252,76 @@ async fn relay(
     times: RelayTimes,
     tx: mpsc::Sender<Result<Bytes, Aborted>>,
     mut obs: Box<dyn StreamObserver>,
+    resumer: Option<Resumer>,
 ) {
-    let end = pump(&mut p, &times, &tx, obs.as_mut()).await;
+    let mut resume = resumer.map(|resumer| Resume {
+        resumer,
+        delivery: Delivery::new(),
+        splice: None,
+    });
+    let end = pump(&mut p, &times, &tx, obs.as_mut(), &mut resume).await;
     // Dropping the upstream body here closes the upstream connection at once (R9.8).
     drop(p);
     obs.end(end);
+}
+
+/// A committed stream's resume state: the resumer, what reached the client, and the splice
+/// of the current continuation.
+struct Resume {
+    resumer: Resumer,
+    delivery: Delivery,
+    splice: Option<Splice>,
+}
+
+/// Relay one upstream event through the current splice; `Ok(true)`: it reached the client.
+async fn relay_one(
+    p: &Primed,
+    ev: Event,
+    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
+    obs: &mut dyn StreamObserver,
+    resume: &mut Option<Resume>,
+    terminal: &mut bool,
+) -> Result<bool, ()> {
+    let ev = match resume.as_mut().and_then(|r| r.splice.as_mut()) {
+        Some(s) => match s.rewrite(ev.clone()) {
+            Some(e) => e,
+            None => {
+                obs.event(&ev); // the continuation's opening still carries its usage
+                return Ok(false);
+            }
+        },
+        None => ev,
+    };
+    *terminal |= dialect::is_terminal(p.format, &ev);
+    if let Some(r) = resume.as_mut() {
+        r.delivery.observe(p.format, &ev);
+    }
+    p.forward(ev, tx, obs).await
+}
+
+/// The stream was cut before its terminal event: continue it on the next target when it can
+/// be (issue 31); `true` when `p` is now the continuation.
+async fn try_resume(
+    p: &mut Primed,
+    resume: &mut Option<Resume>,
+    obs: &mut dyn StreamObserver,
+) -> bool {
+    let Some(r) = resume.as_mut() else {
+        return false;
+    };
+    if !r.delivery.resumable() {
+        metrics::counter!(telemetry::STREAM_RESUMES, "outcome" => "not_text").increment(1);
+        return false;
+    }
+    let Some(c) = r.resumer.next(&r.delivery.text).await else {
+        metrics::counter!(telemetry::STREAM_RESUMES, "outcome" => "no_target").increment(1);
+        return false;
+    };
+    metrics::counter!(telemetry::STREAM_RESUMES, "outcome" => "resumed").increment(1);
+    obs.resumed(&c);
+    r.splice = Some(Splice::new(p.format, &r.delivery));
+    *p = c.primed;
+    true
 }
 
 async fn pump(
@@ -255,52 +329,68 @@ async fn pump(
     times: &RelayTimes,
     tx: &mpsc::Sender<Result<Bytes, Aborted>>,
     obs: &mut dyn StreamObserver,
+    resume: &mut Option<Resume>,
 ) -> StreamEnd {
     let mut terminal = false;
-    for ev in std::mem::take(&mut p.held) {
-        terminal |= dialect::is_terminal(p.format, &ev);
-        if p.forward(ev, tx, obs).await.is_err() {
-            return StreamEnd::ClientCancel;
-        }
-    }
-    let mut last_upstream = Instant::now();
-    let mut last_client = Instant::now();
-    loop {
-        // Every complete event is relayed before the next read.
-        while let Some(ev) = p.framer.next_event() {
-            terminal |= dialect::is_terminal(p.format, &ev);
-            match p.forward(ev, tx, obs).await {
-                Err(()) => return StreamEnd::ClientCancel,
-                Ok(true) => last_client = Instant::now(),
-                Ok(false) => {}
+    'segment: loop {
+        for ev in std::mem::take(&mut p.held) {
+            if relay_one(p, ev, tx, obs, resume, &mut terminal)
+                .await
+                .is_err()
+            {
+                return StreamEnd::ClientCancel;
             }
         }
-        if p.ended {
-            return cut(tx, p.format, terminal, "upstream closed the stream").await;
-        }
-        if p.framer.overflowed() {
-            return cut(tx, p.format, terminal, "upstream event too large").await;
-        }
-        let (silence, why) = times.silence();
-        let wake = (last_client + times.keepalive).min(last_upstream + silence);
-        tokio::select! {
-            biased;
-            _ = tx.closed() => return StreamEnd::ClientCancel,
-            r = p.read(wake) => match r {
-                Ok(()) => last_upstream = Instant::now(),
-                Err(Some(_)) => {
-                    return cut(tx, p.format, terminal, "upstream connection broke").await
+        let mut last_upstream = Instant::now();
+        let mut last_client = Instant::now();
+        loop {
+            // Every complete event is relayed before the next read.
+            while let Some(ev) = p.framer.next_event() {
+                match relay_one(p, ev, tx, obs, resume, &mut terminal).await {
+                    Err(()) => return StreamEnd::ClientCancel,
+                    Ok(true) => last_client = Instant::now(),
+                    Ok(false) => {}
                 }
-                Err(None) => {
-                    if Instant::now() >= last_upstream + silence {
-                        return cut(tx, p.format, terminal, why).await;
+            }
+            let (silence, why) = times.silence();
+            let cut_why = if p.ended {
+                Some("upstream closed the stream")
+            } else if p.framer.overflowed() {
+                Some("upstream event too large")
+            } else {
+                None
+            };
+            let cut_why = match cut_why {
+                Some(w) => Some(w),
+                None => {
+                    let wake = (last_client + times.keepalive).min(last_upstream + silence);
+                    tokio::select! {
+                        biased;
+                        _ = tx.closed() => return StreamEnd::ClientCancel,
+                        r = p.read(wake) => match r {
+                            Ok(()) => {
+                                last_upstream = Instant::now();
+                                None
+                            }
+                            Err(Some(_)) => Some("upstream connection broke"),
+                            Err(None) if Instant::now() >= last_upstream + silence => Some(why),
+                            Err(None) => {
+                                if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
+                                    return StreamEnd::ClientCancel;
+                                }
+                                obs.keepalive();
+                                last_client = Instant::now();
+                                None
+                            }
+                        }
                     }
-                    if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
-                        return StreamEnd::ClientCancel;
-                    }
-                    obs.keepalive();
-                    last_client = Instant::now();
                 }
+            };
+            if let Some(w) = cut_why {
+                if !terminal && try_resume(p, resume, obs).await {
+                    continue 'segment;
+                }
+                return cut(tx, p.format, terminal, w).await;
             }
         }
     }

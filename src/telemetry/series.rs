@@ -129,6 +129,10 @@ pub fn register_config(cfg: &Config) {
     metrics::counter!(SHARED_LIMIT_FALLBACKS).increment(0);
     metrics::counter!(KEEPALIVES).increment(0);
     metrics::counter!(super::MALFORMED_EVENTS).increment(0);
+    metrics::counter!(super::SHARED_LIMIT_RELEASES_DROPPED).increment(0);
+    for o in ["resumed", "not_text", "no_target"] {
+        metrics::counter!(super::STREAM_RESUMES, "outcome" => o).increment(0);
+    }
     for field in crate::wire::translate::DROPPABLE_FIELDS {
         metrics::counter!(super::TRANSLATION_DROPPED, "field" => *field).increment(0);
     }

@@ -30,6 +30,16 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The sum of two attempts' usage (a resumed stream bills both, issue 31).
+    pub fn plus(self, o: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+            cached_tokens: self.cached_tokens + o.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
+        }
+    }
+
     pub fn is_zero(&self) -> bool {
         self.prompt_tokens == 0 && self.completion_tokens == 0
     }

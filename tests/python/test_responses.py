@@ -45,17 +45,7 @@ def test_create(openai_client: openai.OpenAI, model: str) -> None:
         assert resp.usage.output_tokens == 3
 
 
-# The mock's native Responses stream has no `response.output_item.added`, which the SDK's
-# accumulator needs; the gateway relays a native stream as it is.
-NATIVE_MOCK_GAP = pytest.mark.xfail(
-    reason="mock_upstream's native /v1/responses stream lacks response.output_item.added",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "model", [pytest.param(CHAT_MODEL, marks=NATIVE_MOCK_GAP), *TRANSLATED]
-)
+@pytest.mark.parametrize("model", [CHAT_MODEL, *TRANSLATED])
 def test_stream_helper(openai_client: openai.OpenAI, model: str) -> None:
     deltas: list[str] = []
     types: list[str] = []
