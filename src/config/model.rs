@@ -55,12 +55,22 @@ pub struct Telemetry {
     pub otlp: Option<Otlp>,
 }
 
-/// `telemetry.otlp:` OTLP/HTTP with protobuf bodies (`protocol: http/protobuf`).
+/// `telemetry.otlp.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// OTLP/HTTP, protobuf bodies (the collector's port 4318).
+    HttpProtobuf,
+    /// OTLP/gRPC (the collector's port 4317).
+    Grpc,
+}
+
+/// `telemetry.otlp:` OTLP traces, protobuf over HTTP or gRPC.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Otlp {
-    /// The traces URL: the configured endpoint, with `/v1/traces` appended unless its path
-    /// already ends with it.
+    /// `http/protobuf`: the traces URL, the configured endpoint with `/v1/traces` appended
+    /// unless its path already ends with it. `grpc`: the receiver's base URL.
     pub endpoint: String,
+    pub protocol: OtlpProtocol,
     /// Sent with every export (e.g. an `authorization` header of a hosted backend).
     pub headers: Vec<(String, Secret)>,
     /// 0.0 ..= 1.0: the share of requests without a sampled parent that are traced.

@@ -2,15 +2,15 @@
 //! headers, sample ratio and service name.
 
 use super::error::Collector;
-use super::model::{Otlp, Telemetry};
+use super::model::{Otlp, OtlpProtocol, Telemetry};
 use super::raw::RawTelemetry;
 use crate::secret::Secret;
 
 /// The OTLP/HTTP path of traces.
 const TRACES_PATH: &str = "/v1/traces";
 
-/// `telemetry.otlp`: off without an endpoint; `protocol` is `http/protobuf` (gRPC is not
-/// built in: it would bring a second HTTP stack); `sample_ratio` within 0..=1.
+/// `telemetry.otlp`: off without an endpoint; `protocol` is `http/protobuf` (default) or
+/// `grpc`; `sample_ratio` within 0..=1.
 pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
     let Some(o) = &raw.otlp else {
         return Telemetry::default();
@@ -30,17 +30,17 @@ pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
         );
         return Telemetry::default();
     };
-    match o.protocol.as_deref().map(str::trim) {
-        None | Some("http/protobuf") => {}
-        Some("grpc") => c.push(
-            "telemetry.otlp.protocol",
-            "grpc is not built into this gateway; use http/protobuf (the collector's port 4318)",
-        ),
-        Some(other) => c.push(
-            "telemetry.otlp.protocol",
-            format!("unknown protocol `{other}`: use http/protobuf"),
-        ),
-    }
+    let protocol = match o.protocol.as_deref().map(str::trim) {
+        None | Some("" | "http/protobuf") => OtlpProtocol::HttpProtobuf,
+        Some("grpc") => OtlpProtocol::Grpc,
+        Some(other) => {
+            c.push(
+                "telemetry.otlp.protocol",
+                format!("unknown protocol `{other}`: use http/protobuf or grpc"),
+            );
+            OtlpProtocol::HttpProtobuf
+        }
+    };
     let sample_ratio = o.sample_ratio.unwrap_or(1.0);
     if !(0.0..=1.0).contains(&sample_ratio) {
         c.push("telemetry.otlp.sample_ratio", "must be between 0.0 and 1.0");
@@ -58,7 +58,7 @@ pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
         headers.push((name.to_ascii_lowercase(), Secret::new(value.clone())));
     }
     let path = uri.path().trim_end_matches('/');
-    let endpoint = if path.ends_with(TRACES_PATH) {
+    let endpoint = if protocol == OtlpProtocol::Grpc || path.ends_with(TRACES_PATH) {
         endpoint.to_string()
     } else {
         format!("{}{TRACES_PATH}", endpoint.trim_end_matches('/'))
@@ -73,6 +73,7 @@ pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
     Telemetry {
         otlp: Some(Otlp {
             endpoint,
+            protocol,
             headers,
             sample_ratio: sample_ratio.clamp(0.0, 1.0),
             service_name,

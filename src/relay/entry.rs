@@ -179,20 +179,18 @@ async fn relay(
         top: intake.peek.as_ref().map(|p| &p.top),
     });
     let Intake {
-        mut parts,
+        parts,
         path,
         body,
         peek,
         ..
     } = intake;
-    let trace = gw.request_metrics.traces.get().map(|t| {
-        let tc = crate::telemetry::otlp::TraceCtx::of(&parts.headers, t.sample_ratio);
-        // Every attempt sends the gateway's request span as the upstream's parent.
-        if let Ok(v) = HeaderValue::from_str(&tc.traceparent(tc.span_id)) {
-            parts.headers.insert("traceparent", v);
-        }
-        tc
-    });
+    // Issue 33: each attempt sends its own span as the upstream's `traceparent`.
+    let trace = gw
+        .request_metrics
+        .traces
+        .get()
+        .map(|t| crate::telemetry::otlp::TraceCtx::of(&parts.headers, t.sample_ratio));
     let cx = Context {
         path_and_query: match parts.uri.query() {
             Some(q) => format!("{path}?{q}"),

@@ -113,6 +113,8 @@ pub struct Continued {
     pub channel: usize,
     pub key_index: usize,
     pub upstream_model: Arc<str>,
+    /// The continuation's span id when traces are on (issue 33).
+    pub span: Option<opentelemetry::trace::SpanId>,
     pub sent: Instant,
 }
 
@@ -170,7 +172,17 @@ impl Resumer {
                 upstream_model: upstream_model.clone(),
                 same_target_retry: 0,
             };
-            let g = Gates::of(&snap.table.config, cx.family, self.deadline, None);
+            let mut g = Gates::of(&snap.table.config, cx.family, self.deadline, None);
+            // Issue 33: the continuation is an attempt span of its own.
+            let span = cx
+                .trace
+                .as_ref()
+                .map(|_| crate::telemetry::otlp::new_span_id());
+            g.traceparent = cx
+                .trace
+                .as_ref()
+                .zip(span)
+                .and_then(|(t, s)| http::HeaderValue::from_str(&t.traceparent(s)).ok());
             let Ok(p) = prepare(&cx, &step, ch, &g) else {
                 continue;
             };
@@ -185,6 +197,7 @@ impl Resumer {
                     key_index,
                     upstream_model,
                     sent: now,
+                    span,
                 });
             }
         }

@@ -14,8 +14,7 @@ use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use tokio::sync::mpsc;
 
 use crate::config::model::Otlp;
@@ -70,7 +69,8 @@ pub fn parse_traceparent(v: &str) -> Option<(TraceId, SpanId, bool)> {
     Some((trace, span, flags & 1 == 1))
 }
 
-fn new_span_id() -> SpanId {
+/// A random, valid span id.
+pub fn new_span_id() -> SpanId {
     SpanId::from(fastrand::u64(1..))
 }
 
@@ -159,26 +159,13 @@ pub struct Traces {
 }
 
 impl Traces {
-    /// Build the OTLP/HTTP exporter of `cfg` and start its task (on the current runtime).
+    /// Build the OTLP exporter of `cfg` and start its task (on the current runtime).
     pub fn start(cfg: &Otlp) -> Result<Traces, String> {
-        let headers = cfg
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.expose().to_string()))
-            .collect();
-        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_endpoint(cfg.endpoint.clone())
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_timeout(EXPORT_TIMEOUT)
-            .with_headers(headers)
-            .build()
-            .map_err(|e| format!("telemetry.otlp: {e}"))?;
         let resource = opentelemetry_sdk::Resource::builder_empty()
             .with_service_name(cfg.service_name.clone())
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
             .build();
-        exporter.set_resource(&resource);
+        let exporter = super::otlp_export::Exporter::of(cfg, &resource, EXPORT_TIMEOUT)?;
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(run(rx, exporter));
         Ok(Traces {
@@ -195,7 +182,7 @@ impl Traces {
     }
 }
 
-async fn run(mut rx: mpsc::Receiver<RequestSpans>, exporter: opentelemetry_otlp::SpanExporter) {
+async fn run(mut rx: mpsc::Receiver<RequestSpans>, exporter: super::otlp_export::Exporter) {
     let scope = InstrumentationScope::builder("switchyard")
         .with_version(env!("CARGO_PKG_VERSION"))
         .build();
