@@ -53,7 +53,7 @@ pub fn parse_traceparent(v: &str) -> Option<(TraceId, SpanId, bool)> {
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
     };
     let dash = |i: usize| b[i] == b'-';
-    if !(dash(2) && dash(35) && dash(52)) || !hex(&b[..2]) || b[..2] == *b"ff" {
+    if !(dash(2) && dash(35) && dash(52) && hex(&b[..2])) || b[..2] == *b"ff" {
         return None;
     }
     if !(hex(&b[3..35]) && hex(&b[36..52]) && hex(&b[53..55])) {

@@ -29,8 +29,8 @@ type Https = hyper_rustls::HttpsConnector<HttpConnector>;
 
 /// One configured transport.
 pub(super) enum Exporter {
-    Http(opentelemetry_otlp::SpanExporter),
-    Grpc(Grpc),
+    Http(Box<opentelemetry_otlp::SpanExporter>),
+    Grpc(Box<Grpc>),
 }
 
 fn https(http2: bool) -> Https {
@@ -66,9 +66,11 @@ impl Exporter {
                     .build()
                     .map_err(|e| format!("telemetry.otlp: {e}"))?;
                 e.set_resource(resource);
-                Ok(Exporter::Http(e))
+                Ok(Exporter::Http(Box::new(e)))
             }
-            OtlpProtocol::Grpc => Grpc::new(cfg, resource, timeout).map(Exporter::Grpc),
+            OtlpProtocol::Grpc => {
+                Grpc::new(cfg, resource, timeout).map(|g| Exporter::Grpc(Box::new(g)))
+            }
         }
     }
 

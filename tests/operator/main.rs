@@ -10,6 +10,7 @@ mod binary;
 
 mod audit_log;
 mod cli;
+mod metrics_memory;
 mod metrics_truth;
 #[cfg(unix)]
 mod reload;
