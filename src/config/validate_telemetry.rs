@@ -80,3 +80,53 @@ pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::OtlpProtocol;
+    use super::super::tests::{errs, load, CH};
+
+    #[test]
+    fn otlp_is_off_without_an_endpoint_and_completes_its_url() {
+        assert!(load(CH).expect("loads").telemetry.otlp.is_none());
+        let off = format!("telemetry:\n  otlp: {{endpoint: \"\"}}\n{CH}");
+        assert!(load(&off).expect("loads").telemetry.otlp.is_none());
+        let on = format!(
+            "telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    headers: {{authorization: Bearer x}}\n    sample_ratio: 0.5\n{CH}"
+        );
+        let o = load(&on).expect("loads").telemetry.otlp.expect("on");
+        assert_eq!(o.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(o.protocol, OtlpProtocol::HttpProtobuf);
+        assert_eq!(o.service_name, "switchyard");
+        assert_eq!(o.sample_ratio, 0.5);
+        assert_eq!(o.headers[0].0, "authorization");
+        let grpc =
+            format!("telemetry:\n  otlp: {{endpoint: \"http://c:4317\", protocol: grpc}}\n{CH}");
+        let o = load(&grpc).expect("loads").telemetry.otlp.expect("on");
+        assert_eq!(
+            (o.endpoint.as_str(), o.protocol),
+            ("http://c:4317", OtlpProtocol::Grpc)
+        );
+        let traceparent = load(CH).expect("loads").channels[0].traceparent;
+        assert!(traceparent, "channels.*.traceparent defaults to true");
+    }
+
+    #[test]
+    fn otlp_errors_name_their_key() {
+        for (otlp, key) in [
+            ("{endpoint: \"ftp://x\"}", "telemetry.otlp.endpoint"),
+            (
+                "{endpoint: \"http://x\", protocol: thrift}",
+                "telemetry.otlp.protocol",
+            ),
+            (
+                "{endpoint: \"http://x\", sample_ratio: 2}",
+                "telemetry.otlp.sample_ratio",
+            ),
+            ("{endpoint: \"http://x\", colour: red}", "telemetry.otlp"),
+        ] {
+            let e = errs(&format!("telemetry:\n  otlp: {otlp}\n{CH}")).to_string();
+            assert!(e.contains(key), "{otlp}: {e}");
+        }
+    }
+}
