@@ -1,9 +1,12 @@
 //! The admin listener: `/healthz`, `/readyz`, `/metrics` and the token-protected `/admin/*`
 //! API (R7.2, R12, R13.3, R14.6).
 //!
-//! Architecture Invariant: every route is listed in [`ROUTES`]; `dispatch` refuses any
-//! `/admin/*` request without the admin token before looking at the path, so no admin route
-//! can be added unprotected (a test walks `ROUTES`).
+//! Architecture Invariant: every route is listed in [`ROUTES`] or in
+//! [`status::ROUTES`]; `dispatch` refuses any `/admin/*` request without the
+//! admin token, and any `/status*` request without the admin or status token, before looking
+//! at the path, so no admin route can be added unprotected (tests walk both lists).
+
+pub mod status;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -40,10 +43,18 @@ pub const ROUTES: &[(&str, &str, bool)] = &[
     ("GET", "/admin/config", true),
 ];
 
+/// What the admin routes read besides the gateway.
+#[derive(Clone)]
+pub struct Views {
+    pub config: Arc<ConfigStatus>,
+    /// The shared-state link (`shared.redis`), when configured.
+    pub shared: Option<crate::shared::Shared>,
+}
+
 pub async fn serve(
     listener: TcpListener,
     gw: Arc<Gateway>,
-    status: Arc<ConfigStatus>,
+    views: Views,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -53,11 +64,11 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let gw = gw.clone();
-        let status = status.clone();
+        let views = views.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
-                let (gw, status) = (gw.clone(), status.clone());
-                async move { Ok::<_, Infallible>(dispatch(&gw, &status, peer, req).await) }
+                let (gw, views) = (gw.clone(), views.clone());
+                async move { Ok::<_, Infallible>(dispatch(&gw, &views, peer, req).await) }
             });
             let mut b = Builder::new(TokioExecutor::new());
             b.http1()
@@ -91,11 +102,14 @@ fn not_found() -> Resp {
 
 pub async fn dispatch(
     gw: &Arc<Gateway>,
-    status: &ConfigStatus,
+    views: &Views,
     peer: SocketAddr,
     req: Request<Incoming>,
 ) -> Resp {
     let path = req.uri().path().to_string();
+    if path.starts_with("/status") {
+        return status_page(gw, views, &req);
+    }
     if path.starts_with("/admin") && !authorized(gw, &req) {
         let e = GatewayError::new(
             StatusCode::UNAUTHORIZED,
@@ -105,16 +119,7 @@ pub async fn dispatch(
         );
         return error_response(&e, WireFormat::OpenAi);
     }
-    let query: HashMap<String, String> = req
-        .uri()
-        .query()
-        .map(|q| {
-            q.split('&')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_string(), percent_decode(v)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let query = query_of(&req);
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (req.method().clone(), segs.as_slice()) {
         (Method::GET, ["healthz"]) => json_response(StatusCode::OK, r#"{"status":"ok"}"#),
@@ -142,8 +147,38 @@ pub async fn dispatch(
         (Method::GET, ["admin", "clients", name]) => crate::admin_views::client(gw, name),
         (Method::GET, ["admin", "explain"]) => crate::admin_views::explain(gw, &query),
         (Method::GET, ["admin", "config"]) => {
-            json_response(StatusCode::OK, status.view().to_string())
+            json_response(StatusCode::OK, views.config.view().to_string())
         }
+        _ => not_found(),
+    }
+}
+
+fn query_of<B>(req: &Request<B>) -> HashMap<String, String> {
+    req.uri()
+        .query()
+        .map(|q| {
+            q.split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), percent_decode(v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `GET /status` and `/status.json` (issue 33): the admin or the status token first.
+fn status_page(gw: &Gateway, views: &Views, req: &Request<Incoming>) -> Resp {
+    use self::status as page;
+    let query = query_of(req);
+    if !page::authorized(gw, req, query.get("token").map(String::as_str)) {
+        return page::unauthorized();
+    }
+    let src = page::Sources {
+        config: &views.config,
+        shared: views.shared.as_ref(),
+    };
+    match (req.method(), req.uri().path()) {
+        (&Method::GET, "/status") => page::page(gw, &src),
+        (&Method::GET, "/status.json") => page::json(gw, &src),
         _ => not_found(),
     }
 }

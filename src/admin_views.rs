@@ -66,7 +66,7 @@ fn disabled_keys(snap: &Snapshot, id: usize) -> (Vec<usize>, Vec<Value>) {
     (positions, details)
 }
 
-fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
+pub(crate) fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
     let st = snap.state(id);
     let disabled = st.disabled();
     let mut v = config_view(c);
@@ -93,15 +93,17 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
             WireFormat::OpenAi,
         );
     };
+    json_response(StatusCode::OK, client_value(gw, c).to_string())
+}
+
+/// A client's quota, what it was charged and refunded, and its limits now.
+pub(crate) fn client_value(gw: &Gateway, c: &crate::config::model::Client) -> Value {
     let a = gw.billing.view(c);
     let credits = crate::billing::price::credits;
-    json_response(
-        StatusCode::OK,
-        json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry,
-            "charged": credits(a.charged), "refunded": credits(a.refunded), "remaining": a.remaining.map(credits),
-            "charged_micro": a.charged, "refunded_micro": a.refunded, "remaining_micro": a.remaining,
-            "limits": limits_view(gw, c)}).to_string(),
-    )
+    json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry,
+        "charged": credits(a.charged), "refunded": credits(a.refunded), "remaining": a.remaining.map(credits),
+        "charged_micro": a.charged, "refunded_micro": a.refunded, "remaining_micro": a.remaining,
+        "limits": limits_view(gw, c)})
 }
 
 /// R15.1: each configured limit of a client with what is used and what remains now
@@ -126,7 +128,7 @@ fn limits_view(gw: &Gateway, c: &crate::config::model::Client) -> Value {
 
 /// R15.3: the keys of `channels` held back now — cooling after an upstream's rate-limit
 /// answer (until when) or out of their `channels.*.limits` budget (with the numbers).
-fn held_back_view(gw: &Gateway, snap: &Snapshot, channels: &[usize]) -> Vec<Value> {
+pub(crate) fn held_back_view(gw: &Gateway, snap: &Snapshot, channels: &[usize]) -> Vec<Value> {
     use crate::limits::Room;
     let now = tokio::time::Instant::now();
     let mut out = Vec::new();

@@ -4,9 +4,12 @@
 //! Label sets are bounded: channel, model, group, outcome class — never key or request id.
 
 pub mod allocs;
+pub mod otlp;
+mod otlp_export;
 mod quota;
 mod series;
 pub mod upkeep;
+pub mod window;
 
 pub use quota::{quota, QuotaMeters};
 pub use series::{
@@ -26,6 +29,8 @@ pub const RETRIES: &str = "switchyard_retries_total";
 pub const RETRY_BUDGET_EXHAUSTED: &str = "switchyard_retry_budget_exhausted_total";
 pub const UPSTREAM_DURATION: &str = "switchyard_upstream_duration_seconds";
 pub const TTFB: &str = "switchyard_time_to_first_byte_seconds";
+/// Issue 33: the gateway's own time in a request, upstream time excluded.
+pub const OVERHEAD: &str = "switchyard_overhead_seconds";
 pub const STREAMS: &str = "switchyard_streams_total";
 pub const KEEPALIVES: &str = "switchyard_keepalives_total";
 pub const BREAKER_STATE: &str = "switchyard_circuit_breaker_state";
@@ -66,10 +71,17 @@ pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
 pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
 pub const STREAM_RESUMES: &str = "switchyard_stream_resumes_total";
+/// OTLP traces (issue 33).
+pub const OTLP_SPANS: &str = "switchyard_otlp_spans_total";
+pub const OTLP_DROPPED: &str = "switchyard_otlp_requests_dropped_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     120.0, 300.0,
+];
+/// The gateway's own time is sub-millisecond when all is well: finer buckets.
+const OVERHEAD_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
 ];
 const ATTEMPT_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0];
 
@@ -88,6 +100,8 @@ fn install_once() -> Option<PrometheusHandle> {
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
         .ok()?
         .set_buckets_for_metric(Matcher::Full(ATTEMPTS_PER_REQUEST.into()), ATTEMPT_BUCKETS)
+        .ok()?
+        .set_buckets_for_metric(Matcher::Full(OVERHEAD.into()), OVERHEAD_BUCKETS)
         .ok()?
         .build_recorder();
     let handle = recorder.handle();
@@ -115,6 +129,7 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (RETRY_BUDGET_EXHAUSTED, Kind::Counter, None, "Failures returned because the retry budget was spent."),
     (UPSTREAM_DURATION, Kind::Histogram, Some(Unit::Seconds), "Upstream attempt latency to response headers."),
     (TTFB, Kind::Histogram, Some(Unit::Seconds), "Time from request start to the first byte sent to the client."),
+    (OVERHEAD, Kind::Histogram, Some(Unit::Seconds), "The gateway's own time in a request: from its start to the answer's head (a stream's commit, a whole answer's handover), less the time its upstream attempts took (send to answer); backoffs and key waits between attempts count. A refused request counts whole."),
     (STREAMS, Kind::Counter, None, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout."),
     (KEEPALIVES, Kind::Counter, None, "SSE keepalive comments sent to clients."),
     (BREAKER_STATE, Kind::Gauge, None, "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open."),
@@ -152,6 +167,8 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (TRANSLATION_DROPPED, Kind::Counter, None, "Advisory request fields a translation dropped because the target format cannot express them and their absence does not change the answer, by field (README: translation)."),
     (STREAM_RESUMES, Kind::Counter, None, "Committed streams cut before their end, by what resume made of them: resumed (continued on the next target), not_text (the cut fell in a tool call, thinking or other part), no_target (no target took the prefill and answered)."),
     (MALFORMED_EVENTS, Kind::Counter, None, "Upstream stream events dropped because their data was not JSON in a format whose SDKs parse every event (Chat Completions, Responses)."),
+    (OTLP_SPANS, Kind::Counter, None, "Spans sent to the OTLP receiver (telemetry.otlp), by result: exported, failed."),
+    (OTLP_DROPPED, Kind::Counter, None, "Traced requests dropped because the OTLP export queue was full (the request itself is unaffected)."),
 ];
 
 fn describe() {
@@ -240,6 +257,12 @@ pub struct RequestMetrics {
     pub duration: metrics::Histogram,
     pub attempts_per_request: metrics::Histogram,
     pub ttfb: metrics::Histogram,
+    /// `OVERHEAD` (issue 33).
+    pub overhead: metrics::Histogram,
+    /// Each client's last hour for the status page (issue 33).
+    pub clients: window::ClientHours,
+    /// The OTLP trace exporter, set once at start-up when `telemetry.otlp` is configured.
+    pub traces: std::sync::OnceLock<otlp::Traces>,
 }
 
 impl Default for RequestMetrics {
@@ -256,6 +279,9 @@ impl RequestMetrics {
             duration: metrics::histogram!(REQUEST_DURATION),
             attempts_per_request: metrics::histogram!(ATTEMPTS_PER_REQUEST),
             ttfb: metrics::histogram!(TTFB),
+            overhead: metrics::histogram!(OVERHEAD),
+            clients: window::ClientHours::default(),
+            traces: std::sync::OnceLock::new(),
         }
     }
 

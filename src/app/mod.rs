@@ -74,7 +74,15 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     };
     crate::telemetry::register_config(&cfg);
     let fail_open = cfg.shared.fail_open;
+    let otlp = cfg.telemetry.otlp.clone();
     let gateway = Gateway::new(cfg, store, metrics)?;
+    if let Some(o) = otlp {
+        // Issue 33: traces leave through a bounded queue; the exporter task runs until the
+        // gateway is dropped.
+        let traces = crate::telemetry::otlp::Traces::start(&o).map_err(|e| anyhow::anyhow!(e))?;
+        tracing::info!(endpoint = %o.endpoint, sample_ratio = o.sample_ratio, "OTLP traces on");
+        let _ = gateway.request_metrics.traces.set(traces);
+    }
     gateway.billing.set_fail_open(fail_open);
     restore(&gateway).await?;
     let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));
@@ -88,7 +96,11 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     let watcher = watch::install(reloader, hup);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let (shared, shared_task) = start_shared(&gateway, rx.clone())?;
-    let mut tasks = spawn_tasks(&gateway, listener, admin, tls, &status, watcher, rx);
+    let views = crate::admin::Views {
+        config: status.clone(),
+        shared: shared.clone(),
+    };
+    let mut tasks = spawn_tasks(&gateway, listener, admin, tls, views, watcher, rx);
     tasks.extend(shared_task);
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
@@ -126,7 +138,7 @@ fn spawn_tasks(
     listener: tokio::net::TcpListener,
     admin: tokio::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    status: &Arc<status::ConfigStatus>,
+    views: crate::admin::Views,
     watcher: watch::Installed,
     rx: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -145,7 +157,7 @@ fn spawn_tasks(
         tokio::spawn(crate::admin::serve(
             admin,
             gateway.clone(),
-            status.clone(),
+            views,
             rx.clone(),
         )),
         tokio::spawn(watcher.run(rx.clone())),

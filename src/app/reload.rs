@@ -95,8 +95,10 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
         "shared.replicas",
         live.shared.replicas != new.shared.replicas,
     );
+    keep("telemetry.otlp", live.telemetry != new.telemetry);
     new.listen = live.listen;
     new.admin.listen = live.admin.listen;
+    new.telemetry = live.telemetry.clone();
     if live.tls.is_some() != new.tls.is_some() {
         new.tls = live.tls.clone();
     }

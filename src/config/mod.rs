@@ -24,6 +24,7 @@ mod validate_channels;
 pub mod validate_limits;
 mod validate_shared;
 pub mod validate_storage;
+mod validate_telemetry;
 mod yaml;
 
 #[cfg(test)]

@@ -44,6 +44,38 @@ pub struct Config {
     pub clients: Vec<Client>,
     pub pricing: BTreeMap<String, Price>,
     pub tasks: Tasks,
+    /// `telemetry:` (issue 33): OTLP traces.
+    pub telemetry: Telemetry,
+}
+
+/// `telemetry:`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Telemetry {
+    /// None: no traces are exported (`telemetry.otlp.endpoint` unset or empty).
+    pub otlp: Option<Otlp>,
+}
+
+/// `telemetry.otlp.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// OTLP/HTTP, protobuf bodies (the collector's port 4318).
+    HttpProtobuf,
+    /// OTLP/gRPC (the collector's port 4317).
+    Grpc,
+}
+
+/// `telemetry.otlp:` OTLP traces, protobuf over HTTP or gRPC.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Otlp {
+    /// `http/protobuf`: the traces URL, the configured endpoint with `/v1/traces` appended
+    /// unless its path already ends with it. `grpc`: the receiver's base URL.
+    pub endpoint: String,
+    pub protocol: OtlpProtocol,
+    /// Sent with every export (e.g. an `authorization` header of a hosted backend).
+    pub headers: Vec<(String, Secret)>,
+    /// 0.0 ..= 1.0: the share of requests without a sampled parent that are traced.
+    pub sample_ratio: f64,
+    pub service_name: String,
 }
 
 /// `shared:` (R17). Without `redis` every replica keeps its own live state.
@@ -69,6 +101,8 @@ pub struct Admin {
     pub listen: SocketAddr,
     /// None: /admin/* answers 401 to everyone (metrics/healthz/readyz stay open).
     pub token: Option<Secret>,
+    /// Read-only token for `GET /status` and `/status.json` (the admin token works too).
+    pub status_token: Option<Secret>,
 }
 
 #[derive(Debug, Clone)]

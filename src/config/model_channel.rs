@@ -86,6 +86,9 @@ pub struct Channel {
     /// Forward the client's `OpenAI-Organization` / `OpenAI-Project` headers (default false:
     /// a client cannot pick an organization or project of the operator's account).
     pub forward_organization: bool,
+    /// Send a W3C `traceparent` upstream (issue 33; `channels.*.traceparent`, default true).
+    /// false: the client's `traceparent`/`tracestate` are not forwarded either.
+    pub traceparent: bool,
     /// Effective: global resilience overlaid with this channel's block (R2.2).
     pub resilience: Resilience,
     /// HTTP version spoken to the upstream.

@@ -19,6 +19,7 @@ pub(crate) struct RawTls {
 pub(crate) struct RawAdmin {
     pub listen: Option<String>,
     pub token: Option<String>,
+    pub status_token: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -207,6 +208,7 @@ pub(crate) struct RawChannel {
     pub non_stream_timeout: Dur,
     pub headers: Option<BTreeMap<String, String>>,
     pub forward_organization: Option<bool>,
+    pub traceparent: Option<bool>,
     pub resilience: Option<RawResilience>,
     pub protocol: Option<String>,
     pub include_usage: Option<bool>,
@@ -276,6 +278,24 @@ pub(crate) struct RawPrice {
     pub cache_write: Option<f64>,
 }
 
+/// `telemetry:` (issue 33).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTelemetry {
+    pub otlp: Option<RawOtlp>,
+}
+
+/// `telemetry.otlp:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOtlp {
+    pub endpoint: Option<String>,
+    pub protocol: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub sample_ratio: Option<f64>,
+    pub service_name: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTasks {
@@ -307,6 +327,7 @@ pub(crate) struct RawConfig {
     pub clients: Vec<(String, Option<RawClient>)>,
     pub groups: Vec<(String, Option<RawGroup>)>,
     pub pricing: Vec<(String, Option<RawPrice>)>,
+    pub telemetry: RawTelemetry,
     pub tasks: RawTasks,
     /// Groups declared by channels and virtual models as written (broken entries included);
     /// `None` when they cannot be told, and groups are then not cross-checked.

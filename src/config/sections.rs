@@ -113,6 +113,7 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
             "groups" => raw.groups = entries(v, k, errs),
             "pricing" => raw.pricing = entries(v, k, errs),
             "tasks" => raw.tasks = section(v, k, errs),
+            "telemetry" => raw.telemetry = section(v, k, errs),
             _ => {
                 errs.push(k, unknown_key(k, SECTIONS));
                 unknown_section = true;

@@ -36,6 +36,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "groups",
     "pricing",
     "tasks",
+    "telemetry",
 ];
 
 /// Replace `${NAME}` with the variable's value (`$${` is a literal `${`). Comment lines are

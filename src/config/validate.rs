@@ -72,6 +72,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         pricing: pricing(&raw.pricing, c),
         tasks,
         shared: super::validate_shared::shared(&raw.shared, c),
+        telemetry: super::validate_telemetry::telemetry(&raw.telemetry, c),
     }
 }
 
@@ -96,14 +97,11 @@ fn tls(raw: &RawConfig, c: &mut Collector) -> Option<TlsFiles> {
 }
 
 fn admin(raw: &RawConfig, c: &mut Collector) -> Admin {
+    let token = |t: &Option<String>| t.as_ref().filter(|t| !t.trim().is_empty()).map(Secret::new);
     Admin {
         listen: socket(c, "admin.listen", &raw.admin.listen, "127.0.0.1:9090"),
-        token: raw
-            .admin
-            .token
-            .as_ref()
-            .filter(|t| !t.trim().is_empty())
-            .map(Secret::new),
+        token: token(&raw.admin.token),
+        status_token: token(&raw.admin.status_token),
     }
 }
 

@@ -151,6 +151,7 @@ pub(crate) fn channel(
         non_stream_timeout,
         headers,
         forward_organization: r.forward_organization.unwrap_or(false),
+        traceparent: r.traceparent.unwrap_or(true),
         resilience,
         protocol,
         include_usage: r

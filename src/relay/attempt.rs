@@ -50,7 +50,9 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             decision = Some(w.after_misfit());
             continue;
         }
-        let gates = w.gates(&step);
+        let mut gates = w.gates(&step);
+        // Issue 33: each attempt is a span of its own, the upstream's parent.
+        gates.traceparent = w.fin.traceparent();
         let prepared = match prepare(&cx, &step, w.channel(&step), &gates) {
             Ok(p) => Ok(p),
             Err(Unprepared::Failed(e)) => Err(e),
@@ -375,6 +377,7 @@ impl<'a> Walk<'a> {
             ch,
             &self.cx.snap.states[step.channel],
             step.key_index,
+            &step.upstream_model,
             f,
             elapsed,
         );
@@ -417,8 +420,14 @@ impl<'a> Walk<'a> {
         .increment(1);
         let st = &self.cx.snap.states[step.channel];
         let skipped = OutcomeFacts::skipped();
-        self.fin
-            .record(ch, st, step.key_index, &skipped, Duration::ZERO);
+        self.fin.record(
+            ch,
+            st,
+            step.key_index,
+            &step.upstream_model,
+            &skipped,
+            Duration::ZERO,
+        );
         if matches!(self.last, LastFailure::None) || self.last_is_skip {
             let a = refused.failure(http::HeaderMap::new());
             let (status, headers, body) = a.for_client(refused.status);

@@ -30,7 +30,7 @@ impl Walk<'_> {
             _ => None,
         };
         // The visit ends (its success recorded) when the walk is dropped here.
-        let Walk { fin, .. } = self;
+        let Walk { mut fin, .. } = self;
         let idle = non_stream_timeout(cfg, ch);
         match answer {
             Answer::Stream {
@@ -70,6 +70,12 @@ impl Walk<'_> {
                 if cx.is_task && cx.method == Method::POST {
                     task::bind_from_body(gw, &cx.client.name, &ch.name, &body);
                 }
+                if let Some(t) = fin.trace.as_mut().filter(|t| t.sampled()) {
+                    // Issue 33: `gen_ai.response.finish_reasons` (sampled requests only).
+                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+                        super::trace::finish_reasons(&v, |r| t.finish_reason(r));
+                    }
+                }
                 fin.done(st, &model, status, usage, None);
                 let body = ResponseBody::full(body);
                 respond(status, &headers, body, cfg.debug_headers, &route)
@@ -84,7 +90,14 @@ impl Walk<'_> {
         let st = &self.cx.snap.states[step.channel];
         let facts = OutcomeFacts::succeeded(status);
         let elapsed = t0.elapsed();
-        self.fin.record(ch, st, step.key_index, &facts, elapsed);
+        self.fin.record(
+            ch,
+            st,
+            step.key_index,
+            &step.upstream_model,
+            &facts,
+            elapsed,
+        );
         st.metrics.attempts_success.increment(1);
         st.metrics.upstream_duration.record(elapsed.as_secs_f64());
         if let Some(s) = &self.planned.sticky {

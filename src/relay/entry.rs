@@ -185,6 +185,12 @@ async fn relay(
         peek,
         ..
     } = intake;
+    // Issue 33: each attempt sends its own span as the upstream's `traceparent`.
+    let trace = gw
+        .request_metrics
+        .traces
+        .get()
+        .map(|t| crate::telemetry::otlp::TraceCtx::of(&parts.headers, t.sample_ratio));
     let cx = Context {
         path_and_query: match parts.uri.query() {
             Some(q) => format!("{path}?{q}"),
@@ -208,6 +214,7 @@ async fn relay(
         started: ctx.started,
         sticky,
         prompt_estimate: std::sync::OnceLock::new(),
+        trace,
     };
     Ok(attempt::run(gw, cx).await)
 }

@@ -111,6 +111,8 @@ pub struct Gates {
     /// The Idempotency-Key this exchange carries (R10.2): the client's, or one derived for
     /// the target.
     pub idempotency_key: Option<http::HeaderValue>,
+    /// The attempt's W3C `traceparent` (issue 33; `None` without `telemetry.otlp`).
+    pub traceparent: Option<http::HeaderValue>,
 }
 
 impl Gates {
@@ -134,6 +136,7 @@ impl Gates {
             non_stream_header_cap,
             deadline,
             idempotency_key,
+            traceparent: None,
         }
     }
 }
@@ -282,6 +285,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         client_headers: &cx.headers,
         body: plan.body.clone(),
         idempotency_key: g.idempotency_key.as_ref(),
+        traceparent: g.traceparent.as_ref(),
         request_id: &cx.request_id,
     })
     .map_err(|e| Unprepared::Failed(Box::new(failed(Outcome::ChannelError(e.code.to_string())))))?;

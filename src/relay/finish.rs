@@ -10,6 +10,7 @@ use crate::config::model::Channel;
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{StreamEnd, StreamObserver};
+use crate::relay::trace::{self, Attempt, Trace};
 use crate::relay::translated;
 use crate::routing::outcome::OutcomeFacts;
 use crate::state::ChannelState;
@@ -36,6 +37,14 @@ pub struct Finish {
     written: bool,
     /// Attempts on a channel of another wire format are translated (R16.2).
     family: crate::routing::family::PathFamily,
+    /// The request's trace when `telemetry.otlp` is on (issue 33).
+    pub trace: Option<Trace>,
+    /// The next recorded attempt is a stream resume's continuation (issue 31).
+    resuming: bool,
+    /// Time in upstream attempts before the answer (`switchyard_overhead_seconds`).
+    upstream: Duration,
+    /// When the answer's head went out (a committed stream or pass-through), from the start.
+    answered: Option<Duration>,
 }
 
 /// A request dropped before it answered (the client went away before the first byte) is
@@ -90,6 +99,10 @@ impl Finish {
             limit: Default::default(),
             written: false,
             family: job.family,
+            trace: Trace::of(job),
+            resuming: false,
+            upstream: Duration::ZERO,
+            answered: None,
         }
     }
 
@@ -100,10 +113,26 @@ impl Finish {
         ch: &Channel,
         st: &crate::state::ChannelState,
         key_index: usize,
+        upstream_model: &str,
         f: &OutcomeFacts,
         elapsed: Duration,
     ) {
         let now = tokio::time::Instant::now();
+        let translation = translated::of_attempt(self.family, ch, st, now).map(|x| x.label());
+        if self.answered.is_none() {
+            self.upstream += elapsed;
+        }
+        if let Some(t) = &mut self.trace {
+            t.attempt(Attempt {
+                channel: ch,
+                key_index,
+                upstream_model,
+                facts: f,
+                elapsed,
+                translation: translation.as_deref(),
+                resumed: std::mem::take(&mut self.resuming),
+            });
+        }
         self.attempts.push(AttemptRecord {
             channel: ch.name.clone(),
             key_index: key_index as u32,
@@ -111,8 +140,13 @@ impl Finish {
             error_class: f.class.to_string(),
             latency_ms: elapsed.as_millis() as u64,
             possibly_charged: f.possibly_charged,
-            translation: translated::of_attempt(self.family, ch, st, now).map(|x| x.label()),
+            translation,
         });
+    }
+
+    /// The `traceparent` the next attempt sends upstream (issue 33); `None` without traces.
+    pub fn traceparent(&mut self) -> Option<http::HeaderValue> {
+        self.trace.as_mut()?.traceparent()
     }
 
     /// The channel of the latest attempt ("" before the first).
@@ -176,11 +210,15 @@ impl Finish {
             channel.metrics.prompt_tokens.increment(usage.prompt_tokens);
             channel.metrics.cached_tokens.increment(usage.cached_tokens);
         }
+        channel.recent.latency(self.started.elapsed());
         self.rec.upstream_model = upstream_model.to_string();
         self.rec.prompt_tokens = usage.prompt_tokens;
         self.rec.completion_tokens = usage.completion_tokens;
         self.rec.cached_tokens = usage.cached_tokens;
         self.rec.stream_outcome = stream_outcome.map(str::to_string);
+        if let Some(t) = &mut self.trace {
+            t.usage(&usage);
+        }
         self.write(status);
     }
 
@@ -204,16 +242,29 @@ impl Finish {
         self.rec.attempts = std::mem::take(&mut self.attempts);
         // R12.4: one line per request; failures at info, successes at debug (hot path).
         let r = &self.rec;
+        let trace = self.trace.take();
+        let trace_id = trace.as_ref().map(Trace::trace_id).unwrap_or_default();
         if (200..300).contains(&status) {
-            tracing::debug!(request_id = %r.id, client = %r.client, model = %r.public_model,
-                chain = %r.chain, status, latency_ms = r.latency_ms, "request finished");
+            tracing::debug!(request_id = %r.id, trace_id = %trace_id, client = %r.client,
+                model = %r.public_model, chain = %r.chain, status, latency_ms = r.latency_ms,
+                "request finished");
         } else {
-            tracing::info!(request_id = %r.id, client = %r.client, model = %r.public_model,
-                chain = %r.chain, status, latency_ms = r.latency_ms, "request failed");
+            tracing::info!(request_id = %r.id, trace_id = %trace_id, client = %r.client,
+                model = %r.public_model, chain = %r.chain, status, latency_ms = r.latency_ms,
+                "request failed");
+        }
+        if let (Some(t), Some(traces)) = (trace, self.metrics.traces.get()) {
+            t.submit(traces, r);
         }
         self.metrics.requests(status).increment(1);
         self.metrics.duration.record(latency.as_secs_f64());
+        let answered = self.answered.unwrap_or(latency);
+        let overhead = answered.saturating_sub(self.upstream);
+        self.metrics.overhead.record(overhead.as_secs_f64());
         self.metrics.attempts_per_request.record(n as f64);
+        let tokens = r.prompt_tokens.saturating_add(r.completion_tokens);
+        let ok = (200..300).contains(&status);
+        self.metrics.clients.record(&r.client, ok, tokens);
         let rec = std::mem::take(&mut self.rec);
         self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
     }
@@ -243,6 +294,7 @@ pub fn rejected(gw: &Gateway, r: Rejected<'_>) {
         status = r.status, code = %r.code, latency_ms, "request rejected");
     gw.request_metrics.requests(r.status).increment(1);
     gw.request_metrics.duration.record(latency.as_secs_f64());
+    gw.request_metrics.overhead.record(latency.as_secs_f64());
     let rec = RequestRecord {
         id: r.request_id.to_string(),
         ts_ms: now_ms(),
@@ -289,7 +341,13 @@ impl LogObserver {
         upstream_model: String,
         status: u16,
     ) -> Self {
-        fin.metrics.ttfb.record(fin.started.elapsed().as_secs_f64());
+        let ttfb = fin.started.elapsed();
+        fin.metrics.ttfb.record(ttfb.as_secs_f64());
+        let mut fin = fin;
+        fin.answered = Some(ttfb);
+        if let Some(t) = &mut fin.trace {
+            t.ttfb(ttfb);
+        }
         LogObserver {
             request_bytes: fin.request_bytes,
             fin,
@@ -305,6 +363,11 @@ impl LogObserver {
 impl StreamObserver for LogObserver {
     fn event(&mut self, ev: &Event) {
         self.usage.observe(ev);
+        if let Some(t) = &mut self.fin.trace {
+            if let Some(v) = ev.json() {
+                trace::finish_reasons(v, |r| t.finish_reason(r));
+            }
+        }
     }
 
     fn keepalive(&mut self) {
@@ -323,8 +386,13 @@ impl StreamObserver for LogObserver {
             snap.states.get(c.channel),
         ) {
             let facts = OutcomeFacts::succeeded(self.status);
+            self.fin.resuming = true;
+            if let (Some(t), Some(s)) = (&mut self.fin.trace, c.span) {
+                t.set_pending(s);
+            }
+            let model = c.upstream_model.clone();
             self.fin
-                .record(ch, st, c.key_index, &facts, c.sent.elapsed());
+                .record(ch, st, c.key_index, &model, &facts, c.sent.elapsed());
             self.channel = st.clone();
         }
         self.upstream_model = c.upstream_model.to_string();

@@ -29,5 +29,6 @@ pub mod respond;
 pub mod resume;
 pub mod stream;
 pub mod task;
+pub mod trace;
 pub mod translated;
 mod whole;

@@ -100,6 +100,10 @@ impl<'a> Visits<'a> {
         if c.channel != channel || c.admission == Admission::Refused {
             return Applied::Nothing;
         }
+        if let Some(error) = super::health::is_error(facts) {
+            st.recent
+                .attempt(error, facts.class, facts.upstream_status, elapsed);
+        }
         c.pending = Some(Pending {
             facts: facts.clone(),
             elapsed,

@@ -30,6 +30,8 @@ pub struct Outgoing<'a> {
     pub body: Bytes,
     /// Forwarded only on same-target retries and first attempts (R10.2).
     pub idempotency_key: Option<&'a HeaderValue>,
+    /// The attempt span's W3C `traceparent` (issue 33), over the client's.
+    pub traceparent: Option<&'a HeaderValue>,
     pub request_id: &'a HeaderValue,
 }
 
@@ -82,6 +84,13 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
     headers::to_upstream(o.client_headers, headers, ch.forward_organization);
+    if !ch.traceparent {
+        // `channels.*.traceparent: false` (issue 33): no trace context leaves for this host.
+        headers.remove("traceparent");
+        headers.remove("tracestate");
+    } else if let Some(tp) = o.traceparent {
+        headers.insert(HeaderName::from_static("traceparent"), tp.clone());
+    }
     if ch.kind != ChannelKind::Anthropic {
         // Anthropic SDK headers mean nothing to the other providers (an Anthropic client on
         // a translated channel).

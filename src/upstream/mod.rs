@@ -153,6 +153,7 @@ pub async fn list_models(
         client_headers: &HeaderMap::new(),
         body: Bytes::new(),
         idempotency_key: None,
+        traceparent: None,
         request_id: &rid,
     })
     .ok()?;

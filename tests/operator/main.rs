@@ -10,9 +10,11 @@ mod binary;
 
 mod audit_log;
 mod cli;
+mod metrics_memory;
 mod metrics_truth;
 #[cfg(unix)]
 mod reload;
 #[cfg(unix)]
 mod reload_status;
+mod status_page;
 mod storage;

@@ -123,6 +123,8 @@ pub struct Continued {
     pub channel: usize,
     pub key_index: usize,
     pub upstream_model: Arc<str>,
+    /// The continuation's span id when traces are on (issue 33).
+    pub span: Option<opentelemetry::trace::SpanId>,
     pub sent: Instant,
     /// The prefill lost the delivered text's trailing white space (Anthropic refuses it).
     pub trimmed: bool,
@@ -186,7 +188,17 @@ impl Resumer {
                 upstream_model: upstream_model.clone(),
                 same_target_retry: 0,
             };
-            let g = Gates::of(&snap.table.config, cx.family, self.deadline, None);
+            let mut g = Gates::of(&snap.table.config, cx.family, self.deadline, None);
+            // Issue 33: the continuation is an attempt span of its own.
+            let span = cx
+                .trace
+                .as_ref()
+                .map(|_| crate::telemetry::otlp::new_span_id());
+            g.traceparent = cx
+                .trace
+                .as_ref()
+                .zip(span)
+                .and_then(|(t, s)| http::HeaderValue::from_str(&t.traceparent(s)).ok());
             let Ok(p) = prepare(&cx, &step, ch, &g) else {
                 continue;
             };
@@ -202,6 +214,7 @@ impl Resumer {
                     upstream_model,
                     sent: now,
                     trimmed: trim && delivered.trim_end().len() < delivered.len(),
+                    span,
                 });
             }
         }
