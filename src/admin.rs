@@ -165,7 +165,7 @@ fn query_of<B>(req: &Request<B>) -> HashMap<String, String> {
         .unwrap_or_default()
 }
 
-/// `GET /status` and `/status.json` (issue 33): the admin or the status token first.
+/// `GET /status` and `/status.json` (R20.2): the admin or the status token first.
 fn status_page(gw: &Gateway, views: &Views, req: &Request<Incoming>) -> Resp {
     use self::status as page;
     let query = query_of(req);

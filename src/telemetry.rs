@@ -29,7 +29,7 @@ pub const RETRIES: &str = "switchyard_retries_total";
 pub const RETRY_BUDGET_EXHAUSTED: &str = "switchyard_retry_budget_exhausted_total";
 pub const UPSTREAM_DURATION: &str = "switchyard_upstream_duration_seconds";
 pub const TTFB: &str = "switchyard_time_to_first_byte_seconds";
-/// Issue 33: the gateway's own time in a request, upstream time excluded.
+/// R20.3: the gateway's own time in a request, upstream time excluded.
 pub const OVERHEAD: &str = "switchyard_overhead_seconds";
 pub const STREAMS: &str = "switchyard_streams_total";
 pub const KEEPALIVES: &str = "switchyard_keepalives_total";
@@ -71,7 +71,7 @@ pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
 pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
 pub const STREAM_RESUMES: &str = "switchyard_stream_resumes_total";
-/// OTLP traces (issue 33).
+/// OTLP traces (R20.1).
 pub const OTLP_SPANS: &str = "switchyard_otlp_spans_total";
 pub const OTLP_DROPPED: &str = "switchyard_otlp_requests_dropped_total";
 
@@ -257,9 +257,9 @@ pub struct RequestMetrics {
     pub duration: metrics::Histogram,
     pub attempts_per_request: metrics::Histogram,
     pub ttfb: metrics::Histogram,
-    /// `OVERHEAD` (issue 33).
+    /// `OVERHEAD` (R20.3).
     pub overhead: metrics::Histogram,
-    /// Each client's last hour for the status page (issue 33).
+    /// Each client's last hour for the status page (R20.2).
     pub clients: window::ClientHours,
     /// The OTLP trace exporter, set once at start-up when `telemetry.otlp` is configured.
     pub traces: std::sync::OnceLock<otlp::Traces>,

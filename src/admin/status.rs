@@ -1,4 +1,4 @@
-//! The live status page on the admin listener (issue 33): `GET /status` (HTML, rendered by the
+//! The live status page on the admin listener (R20.2): `GET /status` (HTML, rendered by the
 //! gateway from one inline template, no external assets) and `GET /status.json` (the same
 //! numbers, polled by the page every 2.5 s to patch its tables in place).
 //!

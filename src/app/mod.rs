@@ -77,7 +77,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     let otlp = cfg.telemetry.otlp.clone();
     let gateway = Gateway::new(cfg, store, metrics)?;
     if let Some(o) = otlp {
-        // Issue 33: traces leave through a bounded queue; the exporter task runs until the
+        // R20.1: traces leave through a bounded queue; the exporter task runs until the
         // gateway is dropped.
         let traces = crate::telemetry::otlp::Traces::start(&o).map_err(|e| anyhow::anyhow!(e))?;
         tracing::info!(endpoint = %o.endpoint, sample_ratio = o.sample_ratio, "OTLP traces on");

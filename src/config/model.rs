@@ -44,7 +44,7 @@ pub struct Config {
     pub clients: Vec<Client>,
     pub pricing: BTreeMap<String, Price>,
     pub tasks: Tasks,
-    /// `telemetry:` (issue 33): OTLP traces.
+    /// `telemetry:` (R20.1): OTLP traces.
     pub telemetry: Telemetry,
 }
 

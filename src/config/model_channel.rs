@@ -86,7 +86,7 @@ pub struct Channel {
     /// Forward the client's `OpenAI-Organization` / `OpenAI-Project` headers (default false:
     /// a client cannot pick an organization or project of the operator's account).
     pub forward_organization: bool,
-    /// Send a W3C `traceparent` upstream (issue 33; `channels.*.traceparent`, default true).
+    /// Send a W3C `traceparent` upstream (R20.1; `channels.*.traceparent`, default true).
     /// false: the client's `traceparent`/`tracestate` are not forwarded either.
     pub traceparent: bool,
     /// Effective: global resilience overlaid with this channel's block (R2.2).

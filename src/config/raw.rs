@@ -278,7 +278,7 @@ pub(crate) struct RawPrice {
     pub cache_write: Option<f64>,
 }
 
-/// `telemetry:` (issue 33).
+/// `telemetry:` (R20.1).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTelemetry {

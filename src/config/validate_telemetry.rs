@@ -1,4 +1,4 @@
-//! Validation of `telemetry:` (issue 33): the OTLP trace exporter's endpoint, protocol,
+//! Validation of `telemetry:` (R20.1): the OTLP trace exporter's endpoint, protocol,
 //! headers, sample ratio and service name.
 
 use super::error::Collector;

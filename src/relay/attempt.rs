@@ -51,7 +51,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             continue;
         }
         let mut gates = w.gates(&step);
-        // Issue 33: each attempt is a span of its own, the upstream's parent.
+        // R20.1: each attempt is a span of its own, the upstream's parent.
         gates.traceparent = w.fin.traceparent();
         let prepared = match prepare(&cx, &step, w.channel(&step), &gates) {
             Ok(p) => Ok(p),

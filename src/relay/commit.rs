@@ -71,7 +71,7 @@ impl Walk<'_> {
                     task::bind_from_body(gw, &cx.client.name, &ch.name, &body);
                 }
                 if let Some(t) = fin.trace.as_mut().filter(|t| t.sampled()) {
-                    // Issue 33: `gen_ai.response.finish_reasons` (sampled requests only).
+                    // R20.1: `gen_ai.response.finish_reasons` (sampled requests only).
                     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
                         super::trace::finish_reasons(&v, |r| t.finish_reason(r));
                     }

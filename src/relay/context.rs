@@ -48,7 +48,7 @@ pub struct Context {
     pub sticky: Option<StickyKey>,
     /// The body's input-token estimate (`wire::tokens`), made on first use.
     pub prompt_estimate: std::sync::OnceLock<u64>,
-    /// The request's trace context when traces are exported (`telemetry.otlp`, issue 33);
+    /// The request's trace context when traces are exported (`telemetry.otlp`, R20.1);
     /// `headers` then carry the gateway's `traceparent` in place of the client's.
     pub trace: Option<crate::telemetry::otlp::TraceCtx>,
 }

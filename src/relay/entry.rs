@@ -185,7 +185,7 @@ async fn relay(
         peek,
         ..
     } = intake;
-    // Issue 33: each attempt sends its own span as the upstream's `traceparent`.
+    // R20.1: each attempt sends its own span as the upstream's `traceparent`.
     let trace = gw
         .request_metrics
         .traces

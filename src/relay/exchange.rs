@@ -111,7 +111,7 @@ pub struct Gates {
     /// The Idempotency-Key this exchange carries (R10.2): the client's, or one derived for
     /// the target.
     pub idempotency_key: Option<http::HeaderValue>,
-    /// The attempt's W3C `traceparent` (issue 33; `None` without `telemetry.otlp`).
+    /// The attempt's W3C `traceparent` (R20.1; `None` without `telemetry.otlp`).
     pub traceparent: Option<http::HeaderValue>,
 }
 

@@ -37,9 +37,9 @@ pub struct Finish {
     written: bool,
     /// Attempts on a channel of another wire format are translated (R16.2).
     family: crate::routing::family::PathFamily,
-    /// The request's trace when `telemetry.otlp` is on (issue 33).
+    /// The request's trace when `telemetry.otlp` is on (R20.1).
     pub trace: Option<Trace>,
-    /// The next recorded attempt is a stream resume's continuation (issue 31).
+    /// The next recorded attempt is a stream resume's continuation (R18.2).
     resuming: bool,
     /// Time in upstream attempts before the answer (`switchyard_overhead_seconds`).
     upstream: Duration,
@@ -144,7 +144,7 @@ impl Finish {
         });
     }
 
-    /// The `traceparent` the next attempt sends upstream (issue 33); `None` without traces.
+    /// The `traceparent` the next attempt sends upstream (R20.1); `None` without traces.
     pub fn traceparent(&mut self) -> Option<http::HeaderValue> {
         self.trace.as_mut()?.traceparent()
     }

@@ -1,4 +1,4 @@
-//! One request's trace (issue 33, R20.1): the span id of each attempt (sent upstream as its
+//! One request's trace (R20.1): the span id of each attempt (sent upstream as its
 //! `traceparent`), the attempt spans as the attempts are recorded (a resumed continuation is
 //! one more), and the request span built when the request's record is written — GenAI
 //! semantic conventions plus switchyard's own attributes. Never prompt or answer content,
@@ -240,7 +240,7 @@ pub struct Attempt<'a> {
     pub facts: &'a OutcomeFacts,
     pub elapsed: Duration,
     pub translation: Option<&'a str>,
-    /// A stream resume's continuation (issue 31).
+    /// A stream resume's continuation (R18.2).
     pub resumed: bool,
 }
 

@@ -40,7 +40,7 @@ pub struct ChannelState {
     pub cooldown: super::cooldown::Cooldown,
     /// Sliding window of outcomes and the last model listing (R7.3).
     pub health: super::health::Health,
-    /// The last 5 minutes of attempts for the status page (issue 33).
+    /// The last 5 minutes of attempts for the status page (R20.2).
     pub recent: crate::telemetry::window::Recent,
     /// Pre-registered metric handles of this channel (hot path).
     pub metrics: crate::telemetry::ChannelMetrics,

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces over OTLP/HTTP (issue 33, R20.1): the W3C trace context of a request
+//! OpenTelemetry traces over OTLP/HTTP (R20.1): the W3C trace context of a request
 //! (continued from the client's `traceparent`, or a new trace), and the exporter — a bounded
 //! hand-off that drops and counts when full, and one task that batches the finished
 //! requests' spans and sends them with `opentelemetry-otlp` (protobuf over HTTP).

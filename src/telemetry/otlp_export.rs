@@ -1,4 +1,4 @@
-//! The two OTLP transports of `telemetry.otlp.protocol` (issue 33): `http/protobuf` through
+//! The two OTLP transports of `telemetry.otlp.protocol` (R20.1): `http/protobuf` through
 //! `opentelemetry-otlp`'s HTTP exporter (over a hyper client with rustls, so `https://`
 //! receivers work), and `grpc` — one unary `TraceService/Export` call over HTTP/2 per batch,
 //! the same protobuf message in gRPC's length-prefixed frame, the status read from

@@ -1,4 +1,4 @@
-//! Recent activity for the status page (issue 33), in bounded ring buffers: a channel's last
+//! Recent activity for the status page (R20.2), in bounded ring buffers: a channel's last
 //! 5 minutes of attempts (rates, latency and time-to-first-byte quantiles, the last success
 //! and the last error) and each client's last hour of requests and tokens.
 //!

@@ -30,7 +30,7 @@ pub struct Outgoing<'a> {
     pub body: Bytes,
     /// Forwarded only on same-target retries and first attempts (R10.2).
     pub idempotency_key: Option<&'a HeaderValue>,
-    /// The attempt span's W3C `traceparent` (issue 33), over the client's.
+    /// The attempt span's W3C `traceparent` (R20.1), over the client's.
     pub traceparent: Option<&'a HeaderValue>,
     pub request_id: &'a HeaderValue,
 }
@@ -85,7 +85,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
     headers::to_upstream(o.client_headers, headers, ch.forward_organization);
     if !ch.traceparent {
-        // `channels.*.traceparent: false` (issue 33): no trace context leaves for this host.
+        // `channels.*.traceparent: false` (R20.1): no trace context leaves for this host.
         headers.remove("traceparent");
         headers.remove("tracestate");
     } else if let Some(tp) = o.traceparent {

@@ -1,4 +1,4 @@
-//! Metrics that cannot leak (issue 33 item 3, R20.3): the real binary takes 100 000 requests
+//! Metrics that cannot leak (R20.3): the real binary takes 100 000 requests
 //! with nobody scraping `/metrics`, and its resident memory stays flat — the recorder's upkeep
 //! (`telemetry::upkeep`) drains histogram samples without a scrape.
 //!

@@ -1,4 +1,4 @@
-//! The live status page (issue 33): `GET /status` and `/status.json` on the admin listener,
+//! The live status page (R20.2): `GET /status` and `/status.json` on the admin listener,
 //! behind the admin token or the read-only `admin.status_token`, showing an open breaker, a
 //! disabled channel, recent rates and the client's hour — over real sockets, then in a real
 //! browser (headless Chromium) that renders the page, with a screenshot saved under the

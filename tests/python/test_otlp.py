@@ -1,4 +1,4 @@
-"""OpenTelemetry traces over OTLP/HTTP (issue 33, R20.1), against a real receiver.
+"""OpenTelemetry traces over OTLP/HTTP (R20.1), against a real receiver.
 
 The test starts its own gateway (its own config: `telemetry.otlp` on), a small upstream
 that records the headers it receives, and an OTLP/HTTP receiver that decodes every export

@@ -123,7 +123,7 @@ pub struct Continued {
     pub channel: usize,
     pub key_index: usize,
     pub upstream_model: Arc<str>,
-    /// The continuation's span id when traces are on (issue 33).
+    /// The continuation's span id when traces are on (R20.1).
     pub span: Option<opentelemetry::trace::SpanId>,
     pub sent: Instant,
     /// The prefill lost the delivered text's trailing white space (Anthropic refuses it).
@@ -189,7 +189,7 @@ impl Resumer {
                 same_target_retry: 0,
             };
             let mut g = Gates::of(&snap.table.config, cx.family, self.deadline, None);
-            // Issue 33: the continuation is an attempt span of its own.
+            // R20.1: the continuation is an attempt span of its own.
             let span = cx
                 .trace
                 .as_ref()
