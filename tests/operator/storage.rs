@@ -66,13 +66,15 @@ async fn the_request_log_is_kept_within_max_rows() {
         v["requests"].as_array().unwrap().len() == 5
     })
     .await;
-    let text = gw.metrics().await;
-    assert!(
+    // The writer counts what it pruned after the delete commits: wait for the count too.
+    until("the pruned rows to be counted", async || {
+        let text = gw.metrics().await;
         value(
             &text,
-            "switchyard_store_pruned_total{table=\"request_log\"}"
+            "switchyard_store_pruned_total{table=\"request_log\"}",
         ) >= 7.0
-    );
+    })
+    .await;
     gw.stop().await;
 }
 
