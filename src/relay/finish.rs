@@ -86,6 +86,7 @@ impl Finish {
             cached_tokens: 0,
             usage_estimated: false,
             stream_outcome: None,
+            trace_id: None,
             latency_ms: 0,
         };
         Finish {
@@ -240,10 +241,11 @@ impl Finish {
         self.rec.latency_ms = latency.as_millis() as u64;
         let n = self.attempts.len();
         self.rec.attempts = std::mem::take(&mut self.attempts);
+        let trace = self.trace.take();
+        self.rec.trace_id = trace.as_ref().map(Trace::trace_id);
         // R12.4: one line per request; failures at info, successes at debug (hot path).
         let r = &self.rec;
-        let trace = self.trace.take();
-        let trace_id = trace.as_ref().map(Trace::trace_id).unwrap_or_default();
+        let trace_id = r.trace_id.as_deref().unwrap_or_default();
         if (200..300).contains(&status) {
             tracing::debug!(request_id = %r.id, trace_id = %trace_id, client = %r.client,
                 model = %r.public_model, chain = %r.chain, status, latency_ms = r.latency_ms,

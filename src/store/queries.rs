@@ -50,6 +50,7 @@ fn request_from_row(row: &Row<'_>) -> rusqlite::Result<RequestRecord> {
         usage_estimated: row.get("usage_estimated")?,
         stream_outcome: row.get("stream_outcome")?,
         latency_ms: to_u64(row.get("latency_ms")?),
+        trace_id: row.get("trace_id")?,
     }
     .with_failed_over())
 }

@@ -54,6 +54,9 @@ pub struct RequestRecord {
     pub usage_estimated: bool,
     pub stream_outcome: Option<String>,
     pub latency_ms: u64,
+    /// The request's OpenTelemetry trace id (32 hex digits) when it was traced (R20.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl RequestRecord {

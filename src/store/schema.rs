@@ -146,6 +146,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::Step(v4_identity),
     // v5: ledger compaction (B-retention)
     Migration::Step(v5_retention),
+    // v6: the request's trace id (R20.1)
+    Migration::Sql("ALTER TABLE request_log ADD COLUMN trace_id TEXT;"),
 ];
 
 /// v4: a disabled key is stored by its fingerprint, not its position (a key removed from

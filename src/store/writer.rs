@@ -277,9 +277,9 @@ pub(crate) fn to_i64(v: u64) -> i64 {
 const INSERT_REQUEST: &str = "INSERT INTO request_log (id, ts_ms, client, grp, public_model,
     upstream_model, path, stream, attempts, chain, final_status, error_code, sticky_kind,
     sticky_hit, fallback, prompt_tokens, completion_tokens, cached_tokens, usage_estimated,
-    stream_outcome, latency_ms)
+    stream_outcome, latency_ms, trace_id)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-    ?19, ?20, ?21)";
+    ?19, ?20, ?21, ?22)";
 
 fn insert_request(st: &mut CachedStatement<'_>, r: &RequestRecord) -> Result<(), StoreError> {
     let attempts = serde_json::to_string(&r.attempts)?;
@@ -305,6 +305,7 @@ fn insert_request(st: &mut CachedStatement<'_>, r: &RequestRecord) -> Result<(),
         r.usage_estimated,
         r.stream_outcome,
         to_i64(r.latency_ms),
+        r.trace_id,
     ])?;
     Ok(())
 }

@@ -90,7 +90,19 @@ async fn migrations_run_once_when_stores_open_together() {
     );
     let again = open(&pg, Duration::from_secs(30)).await;
     assert_eq!(again.request_count().await.unwrap(), 0);
-    assert_eq!(int(&pg, "SELECT count(*) FROM schema_version"), 1);
+    // Every version applied exactly once, the newest included (v2 adds the trace id).
+    assert_eq!(
+        int(&pg, "SELECT count(*) FROM schema_version"),
+        int(&pg, "SELECT max(version) FROM schema_version")
+    );
+    assert!(int(&pg, "SELECT max(version) FROM schema_version") >= 2);
+    assert_eq!(
+        int(
+            &pg,
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'request_log' AND column_name = 'trace_id'"
+        ),
+        1
+    );
 }
 
 /// A URL that cannot be reached fails at open with the reason, not a hang.

@@ -379,9 +379,22 @@ def test_a_failed_request_logs_its_trace_id(stack: Stack) -> None:
         lines = [ln for ln in stack.log.read_text(errors="replace").splitlines()
                  if "request failed" in ln and trace in ln]
         if lines:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"no `request failed` line with trace id {trace}:\n{tail(stack.log)}")
+    # The request log (the admin API's stored rows) carries the trace id too.
+    rid = r.headers["x-request-id"]
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        rows = httpx.get(f"{stack.admin}/admin/requests?limit=50",
+                            headers={"Authorization": "Bearer otlp-admin"}, timeout=5).json()
+        row = [x for x in rows["requests"] if x["id"] == rid]
+        if row:
+            assert row[0].get("trace_id") == trace, row[0]
             return
         time.sleep(0.1)
-    pytest.fail(f"no `request failed` line with trace id {trace}:\n{tail(stack.log)}")
+    pytest.fail(f"request {rid} never reached the request log")
 
 
 def test_grpc_export_carries_the_same_spans(tmp_path: Path) -> None:

@@ -49,11 +49,11 @@ const PRECHARGE: &str = "WITH ins AS (
 const REQUESTS: &str = "INSERT INTO request_log (id, ts_ms, client, grp, public_model,
     upstream_model, path, stream, attempts, chain, final_status, error_code, sticky_kind,
     sticky_hit, fallback, prompt_tokens, completion_tokens, cached_tokens, usage_estimated,
-    stream_outcome, latency_ms)
+    stream_outcome, latency_ms, trace_id)
     SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::text[], $8::bool[], $9::text[], $10::text[], $11::int[], $12::text[],
         $13::text[], $14::bool[], $15::bool[], $16::bigint[], $17::bigint[], $18::bigint[],
-        $19::bool[], $20::text[], $21::bigint[])";
+        $19::bool[], $20::text[], $21::bigint[], $22::text[])";
 
 const STATE_SET: &str = "INSERT INTO channel_state (channel, key_fp, reason, ts_ms, auto)
     VALUES ($1, $2, $3, $4, $5)
@@ -255,6 +255,7 @@ pub(crate) async fn requests<C: GenericClient>(
             &flag(|r| r.usage_estimated),
             &opt(|r| r.stream_outcome.as_deref()),
             &num(|r| r.latency_ms),
+            &opt(|r| r.trace_id.as_deref()),
         ],
     )
     .await?;

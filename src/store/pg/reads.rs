@@ -46,6 +46,7 @@ fn request(row: &Row) -> RequestRecord {
         usage_estimated: row.get("usage_estimated"),
         stream_outcome: row.get("stream_outcome"),
         latency_ms: to_u64(row.get("latency_ms")),
+        trace_id: row.get("trace_id"),
     }
     .with_failed_over()
 }

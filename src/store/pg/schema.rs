@@ -98,6 +98,8 @@ const MIGRATIONS: &[&str] = &[
         expires_ms BIGINT NOT NULL
     );
     CREATE INDEX IF NOT EXISTS affinity_binding_expires ON affinity_binding (expires_ms);",
+    // v2: the request's trace id (R20.1).
+    "ALTER TABLE request_log ADD COLUMN IF NOT EXISTS trace_id TEXT;",
 ];
 
 /// Latest PostgreSQL schema version this build knows.

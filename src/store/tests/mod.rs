@@ -51,6 +51,7 @@ pub(super) fn request(id: &str, ts_ms: i64) -> RequestRecord {
         cached_tokens: 3,
         usage_estimated: false,
         stream_outcome: Some("complete".into()),
+        trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
         latency_ms: 360,
     }
 }
