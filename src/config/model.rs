@@ -86,6 +86,9 @@ pub struct Storage {
     pub pool_size: usize,
     /// Bound on getting one of them and on a request-path statement (`storage.pool_timeout`).
     pub pool_timeout: Duration,
+    /// Most concurrent quota debits of one client taken in one transaction
+    /// (`storage.debit_batch`; 1 = one statement per debit).
+    pub debit_batch: usize,
     /// Request-log retention (applies live on reload).
     pub request_log: RequestLogRetention,
 }

@@ -30,6 +30,7 @@ pub(crate) struct RawStorage {
     pub queue_capacity: Option<u64>,
     pub pool_size: Option<u64>,
     pub pool_timeout: Dur,
+    pub debit_batch: Option<u64>,
     pub request_log: Option<RawRequestLog>,
 }
 
