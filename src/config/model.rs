@@ -374,6 +374,9 @@ pub struct Price {
     pub cache_read: Option<f64>,
     /// Per million cache-write (cache creation) prompt tokens; `None` = the input price.
     pub cache_write: Option<f64>,
+    /// Output tokens the estimate assumes when a request names no limit, and the limit the
+    /// gateway then sends upstream for quota- and tpm-limited clients; `None` = 1024.
+    pub max_output: Option<u64>,
 }
 
 /// Async task relay (R10.5): which `/v1/*` paths are task submissions / follow-ups.

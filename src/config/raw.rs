@@ -274,6 +274,7 @@ pub(crate) struct RawPrice {
     pub output: f64,
     pub cache_read: Option<f64>,
     pub cache_write: Option<f64>,
+    pub max_output: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
