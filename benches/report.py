@@ -143,6 +143,41 @@ for rate, rows in opened.items():
                 check(v is not None and v <= 1.5, False, f"open loop {rate} rps: added {q} <= 1.5x nginx's (got {fmt(v)}x)")
 report["open_loop"] = opened
 
+# ---- shared-mode ceilings (B-pg-pool) -------------------------------------------
+# The quota client's closed-loop RPS with one client's debits batched and with one
+# statement per debit (storage.debit_batch: 1), the mean batch size from the gateway's
+# counters, and the rate-limited client's open loop (limits above its rate: any 429 is false).
+ceil = {}
+for p, key in (("shared_quota", "quota_rps_batched"), ("shared_quota_serial", "quota_rps_serial")):
+    if row := closed.get(p):
+        ceil[key] = row["rps"]
+        ceil[key.replace("rps", "p99_us")] = row["p99_us"]
+        ceil[key.replace("rps", "errors")] = row["errors"]
+
+
+def batch_size(now, before=None):
+    if not now or not now.get("statements"):
+        return None
+    st = now["statements"] - (before or {}).get("statements", 0)
+    n = now["debits"] - (before or {}).get("debits", 0)
+    return round(n / st, 1) if st > 0 else None
+
+
+ceil["mean_batch"] = batch_size(R.get("debits.shared_quota"), R.get("debits.before_quota"))
+ceil["mean_batch_serial"] = batch_size(R.get("debits.shared_quota_serial"))
+for k, v in R.items():
+    if k.startswith("open.") and k.endswith(".shared_limited"):
+        rate = k.split(".")[1]
+        too_many = sum(n for e, n in v["errors"].items() if "429" in e)
+        ceil["limited"] = {"rate": v["rate"], "ok": v["ok"], "failed": v["failed"], "missing": v["missing"],
+                           "false_429": too_many, "errors": v["errors"],
+                           "p50_us": v["latency"]["p50_us"], "p99_us": v["latency"]["p99_us"]}
+        check(too_many == 0 and v["missing"] == 0, False, f"shared mode: no false 429 at {rate} limited rps (got {too_many} 429s, {v['failed']} failed, {v['missing']} missing)")
+if ceil.get("quota_rps_batched") and ceil.get("quota_rps_serial"):
+    ceil["quota_speedup"] = ratio(ceil["quota_rps_batched"], ceil["quota_rps_serial"])
+if len(ceil) > 2:
+    report["shared_ceilings"] = ceil
+
 # ---- SSE -------------------------------------------------------------------------------
 report["sse_20_chunks"] = {
     p: {"ttfb_p50_us": v["ttfb"]["p50_us"], "ttfb_p99_us": v["ttfb"]["p99_us"],
@@ -229,6 +264,12 @@ if "ratios_shared_over_nginx" in report:
     r = report["ratios_shared_over_nginx"]
     P(f"shared mode (PostgreSQL + Redis): no shared decision RPS {fmt(r['rps'])}x CPU/req {fmt(r['cpu_per_req'])}x nginx, "
       f"{fmt(r['cpu_over_single_node'])}x single-node CPU/req; quota client {fmt(r['quota_cpu_over_single_node'])}x single-node CPU/req")
+if c := report.get("shared_ceilings"):
+    P(f"shared-mode ceilings: quota client {fmt(c.get('quota_rps_batched'))} RPS batched (mean batch {fmt(c.get('mean_batch'))}), "
+      f"{fmt(c.get('quota_rps_serial'))} RPS one statement per debit ({fmt(c.get('quota_speedup'))}x)")
+    if lim := c.get("limited"):
+        P(f"  rate-limited client, open loop {lim['rate']:.0f} rps: ok {lim['ok']}, 429 {lim['false_429']}, failed {lim['failed']}, missing {lim['missing']}; "
+          f"p50 {ms(lim['p50_us'])} ms, p99 {ms(lim['p99_us'])} ms")
 for rate, rows in opened.items():
     P(f"\nopen loop {rate} rps (latency from scheduled start)")
     P(f"{'path':<12}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'+p50 ms':>9}{'+p99 ms':>9}{'failed':>8}")

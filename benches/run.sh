@@ -15,7 +15,8 @@
 # BENCH_WARMUP (2), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_OPEN_DURATION (10),
 # BENCH_RATES ("1000 5000"), BENCH_STREAMS (10000), BENCH_SSE_COUNT (200), BENCH_RELOADS (10),
 # BENCH_RELOAD_RATE (500), BENCH_FAILOVER_RATE (500), BENCH_SKIP_BUILD (unset),
-# PEERS ("litellm": the closed loop also through LiteLLM's proxy, installed into a venv).
+# BENCH_LIMITED_RATE (2000: the shared-mode limited client's open-loop rate), BENCH_ONLY
+# (unset: everything; "shared": only the shared-mode rows), PEERS ("litellm": the closed loop also through LiteLLM's proxy, installed into a venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,10 @@ RELOADS=${BENCH_RELOADS:-10}
 RELOAD_RATE=${BENCH_RELOAD_RATE:-500}
 FAILOVER_RATE=${BENCH_FAILOVER_RATE:-500}
 PEERS=${PEERS:-}
+LIMITED_RATE=${BENCH_LIMITED_RATE:-2000}
+ONLY=${BENCH_ONLY:-}
+# want SECTION: run it (everything runs unless BENCH_ONLY names one section).
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 REL=$TARGET_DIR/release
 OUT=$TARGET_DIR/bench
@@ -234,7 +239,7 @@ run_wrk() { # NAME PIDS...
     local script=benches/post.lua url=${URL[$base]}
     [ "$name" != "${name%_long}" ] && script=$TMP/post-long.lua
     [ "$name" != "${name%_xlate}" ] && script=$TMP/post-xlate.lua
-    [ "$name" = shared_quota ] && script=$TMP/post-quota.lua
+    [ "$name" != "${name#shared_quota}" ] && script=$TMP/post-quota.lua
     wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s "$script" "$url" >/dev/null
     local t0 t1
     t0=$(cpu_ticks "$@")
@@ -247,6 +252,7 @@ run_wrk() { # NAME PIDS...
     record "cpu.$name" "{\"ticks\":$((t1 - t0)),\"hz\":$HZ}"
     sed -n 's/^BENCHJSON //p' "$TMP/wrk-$name.txt" >&2
 }
+if want main; then
 run_wrk direct "$MOCK_PID"
 # shellcheck disable=SC2046
 run_wrk static $(ngx_pids)
@@ -271,37 +277,72 @@ PY
 run_wrk nginx_long $(ngx_pids)
 run_wrk hyper_long "$HOP_PID"
 run_wrk switchyard_long "$SY_PID"
+fi
 
-# ---- shared mode (R17): PostgreSQL + Redis ------------------------------------------
+# ---- shared mode (R17, R15 ceilings): PostgreSQL + Redis -----------------------------
 # The same closed loop through a gateway whose durable state is in a private PostgreSQL and
 # whose live state is shared through a private Redis (both started here on free ports,
 # stopped on exit): `shared` is the bench client (needs no shared decision), `shared_quota`
-# a client with a quota (one PostgreSQL debit per request). BENCH_SHARED=0 skips it; it is
-# skipped with a note when redis-server or PostgreSQL is not installed.
-if [ "${BENCH_SHARED:-1}" != 0 ] && bash benches/shared-services.sh check; then
+# an open loop of a rate-limited client at LIMITED_RATE (limits in Redis above that rate:
+# every 429 is a false one), a client with a quota (one PostgreSQL debit per request,
+# batched per client), and last `shared_quota_serial`, the quota client on a gateway restarted
+# with `storage.debit_batch: 1` (one statement per debit, the behaviour before batching).
+# BENCH_SHARED=0 skips it; it is skipped with a note when redis-server or PostgreSQL is not
+# installed.
+start_shared_gw() { # CONFIG LOG: starts the shared-mode gateway, sets SH_PID
+    "$SY" --config "$1" serve >"$2" 2>&1 &
+    PIDS+=($!)
+    SH_PID=$!
+    wait_http "http://127.0.0.1:$SH_ADMIN_PORT/readyz" 30
+}
+stop_shared_gw() {
+    kill -TERM "$SH_PID" 2>/dev/null || true
+    wait "$SH_PID" 2>/dev/null || true
+}
+debit_stats() { # NAME: the gateway's debit statements and debits (the mean batch size)
+    curl -fs "http://127.0.0.1:$SH_ADMIN_PORT/metrics" | python3 -c '
+import json, sys
+v = {"statements": 0, "debits": 0}
+for line in sys.stdin:
+    for key, name in (("statements", "switchyard_quota_debit_statements_total"), ("debits", "switchyard_quota_debits_total")):
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            v[key] += float(line.split()[-1])
+print(json.dumps(v))' >"$TMP/debits-$1.json" || echo '{}' >"$TMP/debits-$1.json"
+    record "debits.$1" "$(cat "$TMP/debits-$1.json")"
+}
+if want shared && [ "${BENCH_SHARED:-1}" != 0 ] && bash benches/shared-services.sh check; then
     log "shared mode: private redis on $REDIS_PORT, PostgreSQL on $PG_PORT"
     bash benches/shared-services.sh start "$TMP/shared" "$REDIS_PORT" "$PG_PORT"
     SHARED_UP=1
     fill benches/switchyard-shared.yaml.tmpl "$TMP/shared.yaml" 100 "$SH_PORT" "$SH_ADMIN_PORT"
-    "$SY" --config "$TMP/shared.yaml" serve >"$TMP/shared.log" 2>&1 &
-    PIDS+=($!)
-    SH_PID=$!
-    wait_http "http://127.0.0.1:$SH_ADMIN_PORT/readyz" 30
+    start_shared_gw "$TMP/shared.yaml" "$TMP/shared.log"
     URL[shared]="http://127.0.0.1:$SH_PORT$CHAT"
     URL[shared_quota]=${URL[shared]}
+    URL[shared_quota_serial]=${URL[shared]}
     sed 's/sk-bench-client/sk-bench-quota/' benches/post.lua >"$TMP/post-quota.lua"
-    for p in shared shared_quota; do
-        key=sk-bench-client
-        [ "$p" = shared_quota ] && key=sk-bench-quota
+    for key in sk-bench-client sk-bench-quota sk-bench-limited; do
         code=$(curl -s -o "$TMP/probe.out" -w '%{http_code}' -H "Authorization: Bearer $key" \
-            -H 'content-type: application/json' -d "$BODY" "${URL[$p]}")
-        [ "$code" = 200 ] || die "$p answered $code: $(head -c 300 "$TMP/probe.out")"
+            -H 'content-type: application/json' -d "$BODY" "${URL[shared]}")
+        [ "$code" = 200 ] || die "shared mode, $key answered $code: $(head -c 300 "$TMP/probe.out")"
     done
     run_wrk shared "$SH_PID"
+    # Before the quota rows: their settles keep the writer and PostgreSQL busy for seconds
+    # after wrk stops, and the limited row measures the limiter, not that backlog.
+    log "shared mode: rate-limited client, open loop at $LIMITED_RATE rps (${OPEN_DUR}s)"
+    record "open.$LIMITED_RATE.shared_limited" "$("$LG" open --url "${URL[shared]}" \
+        --header "Authorization: Bearer sk-bench-limited" --body "$BODY" \
+        --rate "$LIMITED_RATE" --duration "${OPEN_DUR}s" --warmup 1s --timeout 10s)"
+    debit_stats before_quota
     run_wrk shared_quota "$SH_PID"
-    kill -TERM "$SH_PID" 2>/dev/null || true
+    debit_stats shared_quota
+    stop_shared_gw
+    sed 's/debit_batch: 256/debit_batch: 1/' "$TMP/shared.yaml" >"$TMP/shared-serial.yaml"
+    start_shared_gw "$TMP/shared-serial.yaml" "$TMP/shared-serial.log"
+    run_wrk shared_quota_serial "$SH_PID"
+    debit_stats shared_quota_serial
+    stop_shared_gw
 else
-    log "shared mode skipped (BENCH_SHARED=0, or redis-server/PostgreSQL not installed)"
+    log "shared mode skipped (BENCH_ONLY, BENCH_SHARED=0, or redis-server/PostgreSQL not installed)"
     record shared.skipped true
 fi
 
@@ -333,6 +374,7 @@ if [[ " $PEERS " == *" litellm "* ]]; then
     run_wrk litellm "$LL_PID" $(pgrep -P "$LL_PID" || true)
 fi
 
+if want main; then
 # ---- open loop -------------------------------------------------------------------------
 for rate in $RATES; do
     for p in direct nginx switchyard; do
@@ -415,6 +457,8 @@ for line in sys.stdin:
         out[keys[name.strip()]] = float(m.group(1))
 print(json.dumps(out))')"
 fi
+
+fi # want main
 
 record meta.end "{\"loadavg_end\":$(python3 -c 'import json; print(json.dumps(open("/proc/loadavg").read().split()[:3]))')}"
 

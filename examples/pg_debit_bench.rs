@@ -51,8 +51,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pct(&lat, 1.0)
     );
 
-    // 2. Many at once on one client (one row: the worst case for lock contention).
-    for (label, clients) in [("one client", 1usize), ("64 clients", 64)] {
+    // 2. Many at once on one client (one row: the worst case for lock contention), first
+    // with one statement per debit (`storage.debit_batch: 1`, the behaviour before batching
+    // item 7), then batched (the default).
+    let serial = Store::open_postgres(
+        &url,
+        PgOptions {
+            debit_batch: 1,
+            ..PgOptions::default()
+        },
+    )
+    .await?;
+    let qs = serial.quota().ok_or("not a PostgreSQL store")?;
+    for (label, clients, q) in [
+        ("one client, one statement per debit", 1usize, &qs),
+        ("one client, batched", 1, &q),
+        ("64 clients, batched", 64, &q),
+    ] {
+        let before = q.debit_statements();
         let t = Instant::now();
         let mut tasks = Vec::new();
         for k in 0..TASKS {
@@ -60,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tasks.push(tokio::spawn(async move {
                 for i in (k..CONCURRENT).step_by(TASKS) {
                     let client = format!("bench-{}", i % clients);
-                    let s = format!("par-{run}-{clients}-{i}");
+                    let s = format!("par-{run}-{clients}-{}-{i}", label.len());
                     q.debit(&s, &client, 1, i64::MAX, now_ms())
                         .await
                         .map(|d| d.admitted)?;
@@ -72,18 +88,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             t.await??;
         }
         let secs = t.elapsed().as_secs_f64();
+        let statements = q.debit_statements() - before;
         println!(
-            "debit, {TASKS} tasks, {label}: {:.0} debits/s ({CONCURRENT} in {secs:.2} s)",
-            CONCURRENT as f64 / secs
+            "debit, {TASKS} tasks, {label}: {:.0} debits/s ({CONCURRENT} in {secs:.2} s, {statements} statements, mean batch {:.1})",
+            CONCURRENT as f64 / secs,
+            CONCURRENT as f64 / statements.max(1) as f64
         );
     }
+    serial.shutdown().await?;
 
     // 3. Settles through the writer (batched, off the request path).
     let t = Instant::now();
     for i in 0..CONCURRENT {
         let client = format!("bench-{}", i % 64);
         let e = LedgerEntry {
-            request_id: format!("par-{run}-64-{i}"),
+            request_id: format!("par-{run}-64-{}-{i}", "64 clients, batched".len()),
             client,
             kind: LedgerKind::Settle,
             amount: 0,

@@ -55,6 +55,9 @@ pub const QUOTA_UNAVAILABLE: &str = "switchyard_quota_unavailable_total";
 pub const QUOTA_CHARGED: &str = "switchyard_quota_charged_credits_total";
 pub const QUOTA_REFUNDED: &str = "switchyard_quota_refunded_credits_total";
 pub const QUOTA_REJECTED: &str = "switchyard_quota_rejected_total";
+/// PostgreSQL quota debits taken in batches (B-pg-pool).
+pub const QUOTA_DEBIT_STATEMENTS: &str = "switchyard_quota_debit_statements_total";
+pub const QUOTA_DEBITS_BATCHED: &str = "switchyard_quota_debits_total";
 pub const CACHED_TOKENS: &str = "switchyard_cached_prompt_tokens_total";
 pub const PROMPT_TOKENS: &str = "switchyard_prompt_tokens_total";
 pub const STICKY: &str = "switchyard_sticky_total";
@@ -152,6 +155,8 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (QUOTA_CHARGED, Kind::Counter, None, "Credits charged (settled), by client."),
     (QUOTA_REFUNDED, Kind::Counter, None, "Credits refunded, by client."),
     (QUOTA_REJECTED, Kind::Counter, None, "Requests rejected for insufficient quota, by client."),
+    (QUOTA_DEBIT_STATEMENTS, Kind::Counter, None, "Quota debit statements sent to PostgreSQL: one per batch of one client's concurrent debits."),
+    (QUOTA_DEBITS_BATCHED, Kind::Counter, None, "Quota debits sent to PostgreSQL (admitted or refused); divided by the statements, the mean batch size."),
     (CACHED_TOKENS, Kind::Counter, None, "Prompt tokens served from the upstream prompt cache."),
     (PROMPT_TOKENS, Kind::Counter, None, "Prompt tokens reported by upstreams."),
     (STICKY, Kind::Counter, None, "Sticky routing lookups by key kind and result."),

@@ -435,3 +435,46 @@ async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded()
     assert_eq!(t.refunded, a["refunded_micro"].as_i64().unwrap());
     gw.stop().await;
 }
+
+/// B-token-estimate: a request without an output limit from a client whose estimate moves
+/// money (a quota) or tokens (`tpm`) is sent upstream with the estimate's limit — the
+/// model's `pricing.<model>.max_output` — and precharged that much; a limit the client
+/// names is kept, and an unlimited client's body goes up as written.
+#[tokio::test]
+async fn the_estimates_output_limit_is_sent_for_limited_clients() {
+    let m = mocks(&["a"]).await;
+    let clients = "    quota: 1000\n  bob:\n    key: sk-test-bob\n  carol:\n    key: sk-test-carol\n    limits: {tpm: 1000000}\n";
+    let price = format!("{{input: {IN_PRICE}, output: {OUT_PRICE}, max_output: 300}}");
+    let gw = start_gw(&yaml(&[("a", 10)], &m, clients, &price)).await;
+    let ask = |max: Option<u64>| {
+        let mut b = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        if let Some(n) = max {
+            b["max_tokens"] = json!(n);
+        }
+        b
+    };
+    let sent = |i: usize| m["a"].requests()[i].json().unwrap();
+    let cases = [
+        (ALICE, None, Some(300)),
+        (ALICE, Some(50), Some(50)),
+        ("sk-test-carol", None, Some(300)),
+        ("sk-test-bob", None, None),
+    ];
+    for (i, (key, max, want)) in cases.into_iter().enumerate() {
+        let r = gw.post("/v1/chat/completions", key, ask(max)).await;
+        assert_eq!(r.status(), 200, "{key}");
+        let body = sent(i);
+        assert_eq!(body["max_tokens"].as_u64(), want, "{key} {max:?}: {body}");
+        assert_eq!(body["messages"][0]["content"], "hi", "{body}");
+    }
+    // A request that names no limit is precharged the bound it is sent: a quota that cannot
+    // cover 300 output tokens refuses it, though it covers the 50 the client may name.
+    let dear = format!("{{input: {IN_PRICE}, output: 4000, max_output: 300}}");
+    let gw2 = start_gw(&yaml(&[("a", 10)], &m, "    quota: 1\n", &dear)).await;
+    let r = gw2.post("/v1/chat/completions", ALICE, ask(None)).await;
+    assert_eq!(r.status(), 402, "300 x 4000 micro-credits > 1 credit");
+    let r = gw2.post("/v1/chat/completions", ALICE, ask(Some(50))).await;
+    assert_eq!(r.status(), 200);
+    gw2.stop().await;
+    gw.stop().await;
+}

@@ -1,4 +1,4 @@
-//! The real clients' recorded requests (`shared/fixtures/clients/`, R16.3) replayed through
+//! The real clients' recorded requests (`tests/fixtures/clients/`, R16.3) replayed through
 //! the gateway against each channel kind they can reach — anthropic, openai, an
 //! OpenAI-compatible chat-only server, azure, gemini, a DeepSeek thinking server, and an
 //! OpenAI channel serving Claude names with gpt-5 — streamed and not, against a mock that

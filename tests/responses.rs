@@ -29,15 +29,9 @@ fn mock_text() -> String {
     (0..DEFAULT_CHUNKS).map(|i| format!("chunk {i} ")).collect()
 }
 
-/// The recorded client requests (`shared/` beside the main tree, or two levels up from a
-/// worktree).
+/// The recorded client requests (`tests/fixtures/clients/`, see its README).
 fn fixtures_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    ["../shared", "../../shared"]
-        .iter()
-        .map(|up| root.join(up).join("fixtures/clients"))
-        .find(|d| d.is_dir())
-        .expect("shared/fixtures/clients")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clients")
 }
 
 /// A recorded Codex request body.

@@ -4,6 +4,8 @@
 //! Each test starts its own throwaway cluster (`support::external::Postgres`, ~1 s).
 mod support;
 
+#[path = "postgres/batch.rs"]
+mod batch;
 #[path = "postgres/faults.rs"]
 mod faults;
 #[path = "postgres/ops.rs"]

@@ -437,7 +437,7 @@ async fn count_tokens_without_an_anthropic_channel_is_a_local_estimate() {
     let fixture: Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/clients/claude-code-count-tokens.json"
+            "/tests/fixtures/clients/claude-code-count-tokens.json"
         ))
         .expect("fixture"),
     )

@@ -188,6 +188,7 @@ async fn open_store(s: &config::model::Storage) -> anyhow::Result<Store> {
         lease_ttl: s.lease_ttl,
         pool_size: s.pool_size,
         timeout: s.pool_timeout,
+        debit_batch: s.debit_batch,
         ..Default::default()
     };
     // The URL may hold a password: errors name the key, never the value.

@@ -87,6 +87,10 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
         live.storage.pool_timeout != new.storage.pool_timeout,
     );
     keep(
+        "storage.debit_batch",
+        live.storage.debit_batch != new.storage.debit_batch,
+    );
+    keep(
         "shared.redis",
         live.shared.redis.as_ref().map(|s| s.expose())
             != new.shared.redis.as_ref().map(|s| s.expose()),
@@ -109,6 +113,7 @@ pub fn restart_only(live: &Config, new: &mut Config) -> Vec<String> {
     new.storage.queue_capacity = live.storage.queue_capacity;
     new.storage.pool_size = live.storage.pool_size;
     new.storage.pool_timeout = live.storage.pool_timeout;
+    new.storage.debit_batch = live.storage.debit_batch;
     new.shared.redis = live.shared.redis.clone();
     new.shared.replicas = live.shared.replicas;
     keys
@@ -376,7 +381,7 @@ mod tests {
     #[test]
     fn the_database_is_restart_only_and_fail_open_is_not() {
         let live = cfg("storage: {url: \"postgres://u@h/a\"}\n");
-        let mut new = cfg("storage: {url: \"postgres://u@h/b\", lease_ttl: 9s, queue_capacity: 5, pool_size: 3, pool_timeout: 1s}\nshared: {fail_open: true}\n");
+        let mut new = cfg("storage: {url: \"postgres://u@h/b\", lease_ttl: 9s, queue_capacity: 5, pool_size: 3, pool_timeout: 1s, debit_batch: 1}\nshared: {fail_open: true}\n");
         let keys = restart_only(&live, &mut new);
         assert_eq!(
             keys,
@@ -385,11 +390,13 @@ mod tests {
                 "storage.lease_ttl",
                 "storage.queue_capacity",
                 "storage.pool_size",
-                "storage.pool_timeout"
+                "storage.pool_timeout",
+                "storage.debit_batch"
             ]
         );
         assert_eq!(new.storage.pool_size, live.storage.pool_size);
         assert_eq!(new.storage.pool_timeout, live.storage.pool_timeout);
+        assert_eq!(new.storage.debit_batch, live.storage.debit_batch);
         assert_eq!(new.storage.url, live.storage.url);
         assert_eq!(new.storage.lease_ttl, live.storage.lease_ttl);
         assert_eq!(new.storage.queue_capacity, live.storage.queue_capacity);

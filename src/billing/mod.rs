@@ -18,7 +18,8 @@
 //! # Lifecycle of a request (R11.1)
 //! 1. Before the attempt loop, [`Billing::begin`] debits an estimate — prompt = body bytes
 //!    / 4, completion = `max_completion_tokens` / `max_tokens` / `max_output_tokens` from
-//!    the body or 1024 — and writes a precharge entry. A client whose balance cannot
+//!    the body, else `pricing.<model>.max_output` or 1024 (`price::default_output`; the
+//!    relay then sends that limit upstream, B-token-estimate) — and writes a precharge entry. A client whose balance cannot
 //!    cover the estimate gets `402 insufficient_quota` in its wire format and no upstream
 //!    is called. Retries and failovers reuse the one [`Session`].
 //! 2. On success [`Session::settle`] charges the real usage: the settle entry holds
@@ -42,8 +43,8 @@
 //! upstream has done the work): when the real cost exceeds the estimate the difference is
 //! charged anyway, so a balance can go below zero only through settle overshoot, by at
 //! most the sum of `actual − estimate` over the requests in flight at that moment (bounded
-//! per request by the caller's own `max_tokens`, or by the 1024-token default when the
-//! upstream honours it). A balance below any estimate refuses every later request.
+//! per request by the caller's own `max_tokens`, or by the default the gateway sends
+//! upstream in its place — `max_output` or 1024 — when the upstream honours it). A balance below any estimate refuses every later request.
 //!
 //! # Unlimited clients
 //! A client without a quota has nothing to protect, so it is not precharged: like a trusted

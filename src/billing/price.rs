@@ -17,6 +17,16 @@ pub const MICRO: i64 = 1_000_000;
 /// Completion tokens assumed by the estimate when the body names no limit.
 pub const DEFAULT_MAX_TOKENS: u64 = 1024;
 
+/// The completion tokens the estimate assumes for a request that names no limit: the
+/// model's `pricing.<model>.max_output`, else [`DEFAULT_MAX_TOKENS`]. For quota- and
+/// tpm-limited clients the gateway sends this limit upstream (B-token-estimate), so the
+/// settle overshoot bound of R11.3 holds for them.
+pub fn default_output(price: Option<&Price>) -> u64 {
+    price
+        .and_then(|p| p.max_output)
+        .unwrap_or(DEFAULT_MAX_TOKENS)
+}
+
 /// Request body bytes per estimated prompt token.
 pub const BYTES_PER_TOKEN: u64 = 4;
 
@@ -86,6 +96,7 @@ mod tests {
             output: 2000.0,
             cache_read: None,
             cache_write: None,
+            max_output: None,
         };
         let u = Usage {
             prompt_tokens: 10,
@@ -99,6 +110,7 @@ mod tests {
             output: 1.1,
             cache_read: None,
             cache_write: None,
+            max_output: None,
         };
         // 2.7 + 3.3 = 6.0 micro-credits
         assert_eq!(cost(&cheap, &u), 6);
@@ -111,6 +123,7 @@ mod tests {
             output: 15.0,
             cache_read: Some(0.3),
             cache_write: Some(3.75),
+            max_output: None,
         };
         // 100 plain + 100 000 read + 1 000 written input tokens, 10 output.
         let u = Usage {

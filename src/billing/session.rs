@@ -241,6 +241,7 @@ mod tests {
             output: 1000.0,
             cache_read: None,
             cache_write: None,
+            max_output: None,
         };
         let s = Session::new(
             ledger.clone(),

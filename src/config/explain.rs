@@ -54,6 +54,7 @@ pub fn explain(cfg: &Config) -> String {
         "routing: retry_times={} tier_walk={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
         r.retry_times, walk, r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
     );
+    storage(&mut out, &cfg.storage);
     for ch in &cfg.channels {
         channel(&mut out, ch, t);
     }
@@ -72,6 +73,28 @@ pub fn explain(cfg: &Config) -> String {
         );
     }
     out
+}
+
+/// The storage line: SQLite, or PostgreSQL with its pool and debit batch (the URL is never
+/// printed: it may hold a password).
+fn storage(out: &mut String, s: &Storage) {
+    if s.url.is_none() {
+        let _ = writeln!(
+            out,
+            "storage: sqlite path={} queue_capacity={}",
+            s.path, s.queue_capacity
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "storage: postgres pool_size={} pool_timeout={} debit_batch={} lease_ttl={} queue_capacity={}",
+        s.pool_size,
+        d(s.pool_timeout),
+        s.debit_batch,
+        d(s.lease_ttl),
+        s.queue_capacity
+    );
 }
 
 /// One channel's block: kind and endpoint, routing, models and paths, resilience.

@@ -120,6 +120,9 @@ pub struct Storage {
     pub pool_size: usize,
     /// Bound on getting one of them and on a request-path statement (`storage.pool_timeout`).
     pub pool_timeout: Duration,
+    /// Most concurrent quota debits of one client taken in one transaction
+    /// (`storage.debit_batch`; 1 = one statement per debit).
+    pub debit_batch: usize,
     /// Request-log retention (applies live on reload).
     pub request_log: RequestLogRetention,
 }
@@ -407,6 +410,9 @@ pub struct Price {
     pub cache_read: Option<f64>,
     /// Per million cache-write (cache creation) prompt tokens; `None` = the input price.
     pub cache_write: Option<f64>,
+    /// Output tokens the estimate assumes when a request names no limit, and the limit the
+    /// gateway then sends upstream for quota- and tpm-limited clients; `None` = 1024.
+    pub max_output: Option<u64>,
 }
 
 /// Async task relay (R10.5): which `/v1/*` paths are task submissions / follow-ups.

@@ -31,6 +31,7 @@ pub(crate) struct RawStorage {
     pub queue_capacity: Option<u64>,
     pub pool_size: Option<u64>,
     pub pool_timeout: Dur,
+    pub debit_batch: Option<u64>,
     pub request_log: Option<RawRequestLog>,
 }
 
@@ -276,6 +277,7 @@ pub(crate) struct RawPrice {
     pub output: f64,
     pub cache_read: Option<f64>,
     pub cache_write: Option<f64>,
+    pub max_output: Option<u64>,
 }
 
 /// `telemetry:` (R20.1).

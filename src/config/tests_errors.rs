@@ -165,6 +165,11 @@ fn every_message_speaks_the_configs_terms_with_a_line() {
             "\"x\" is not a number",
         ),
         (
+            "pricing: {m: {input: 1, output: 1, max_output: 0}}",
+            "pricing.m.max_output",
+            "must be greater than zero",
+        ),
+        (
             "timeouts: {first_byte: 30}",
             "timeouts.first_byte",
             "30 has no unit; write it with one, such as 30s or 30ms",

@@ -97,25 +97,54 @@ fn the_url_can_come_from_the_environment() {
 }
 
 /// B-pg-pool: the PostgreSQL pool is configurable (`storage.pool_size`,
-/// `storage.pool_timeout`); zero is refused with the key named.
+/// `storage.pool_timeout`) and so is the debit batch (`storage.debit_batch`); zero (and a
+/// batch past the largest) is refused with the key named.
 #[test]
 fn the_pool_size_and_timeout_are_read_and_checked() {
     let cfg = load(CH).unwrap();
     assert_eq!(
-        (cfg.storage.pool_size, cfg.storage.pool_timeout),
-        (8, Duration::from_secs(2))
+        (
+            cfg.storage.pool_size,
+            cfg.storage.pool_timeout,
+            cfg.storage.debit_batch
+        ),
+        (8, Duration::from_secs(2), 256)
     );
-    let yaml =
-        format!("storage:\n  url: postgres://u@h/d\n  pool_size: 32\n  pool_timeout: 250ms\n{CH}");
+    let yaml = format!(
+        "storage:\n  url: postgres://u@h/d\n  pool_size: 32\n  pool_timeout: 250ms\n  debit_batch: 1\n{CH}"
+    );
     let cfg = load(&yaml).unwrap();
     assert_eq!(
-        (cfg.storage.pool_size, cfg.storage.pool_timeout),
-        (32, Duration::from_millis(250))
+        (
+            cfg.storage.pool_size,
+            cfg.storage.pool_timeout,
+            cfg.storage.debit_batch
+        ),
+        (32, Duration::from_millis(250), 1)
     );
     let e = errs(&format!(
-        "storage:\n  url: postgres://u@h/d\n  pool_size: 0\n  pool_timeout: 0s\n{CH}"
+        "storage:\n  url: postgres://u@h/d\n  pool_size: 0\n  pool_timeout: 0s\n  debit_batch: 0\n{CH}"
     ));
     let keys: Vec<&str> = e.0.iter().map(|e| e.key.as_str()).collect();
     assert!(keys.contains(&"storage.pool_size"), "{e}");
     assert!(keys.contains(&"storage.pool_timeout"), "{e}");
+    assert!(keys.contains(&"storage.debit_batch"), "{e}");
+    let e = errs(&format!(
+        "storage:\n  url: postgres://u@h/d\n  debit_batch: 5000\n{CH}"
+    ));
+    assert!(e.to_string().contains("storage.debit_batch"), "{e}");
+}
+
+/// `check --explain` shows the PostgreSQL pool and debit batch in effect, never the URL.
+#[test]
+fn explain_shows_the_pool_and_debit_batch() {
+    let yaml = format!(
+        "storage:\n  url: postgres://u:hunter2@h/d\n  pool_size: 16\n  pool_timeout: 500ms\n{CH}"
+    );
+    let text = crate::config::explain::explain(&load(&yaml).unwrap());
+    assert!(
+        text.contains("storage: postgres pool_size=16 pool_timeout=500ms debit_batch=256"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
 }

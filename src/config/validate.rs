@@ -363,6 +363,9 @@ fn pricing(raw: &[(String, Option<RawPrice>)], c: &mut Collector) -> BTreeMap<St
         };
         let cache_read = cache("cache_read", p.cache_read);
         let cache_write = cache("cache_write", p.cache_write);
+        if p.max_output == Some(0) {
+            c.push(format!("{key}.max_output"), "must be greater than zero");
+        }
         out.insert(
             model.clone(),
             Price {
@@ -370,6 +373,7 @@ fn pricing(raw: &[(String, Option<RawPrice>)], c: &mut Collector) -> BTreeMap<St
                 output,
                 cache_read,
                 cache_write,
+                max_output: p.max_output.filter(|&n| n > 0),
             },
         );
     }

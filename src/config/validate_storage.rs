@@ -18,6 +18,10 @@ pub const QUEUE_CAPACITY: usize = 8192;
 pub const POOL_SIZE: usize = 8;
 /// Default `storage.pool_timeout`.
 pub const POOL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default `storage.debit_batch`.
+pub const DEBIT_BATCH: usize = 256;
+/// Largest `storage.debit_batch`.
+pub const MAX_DEBIT_BATCH: usize = 4096;
 
 pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
     if raw.path.is_some() && raw.url.is_some() {
@@ -54,6 +58,14 @@ pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
     );
     let pool_size = count(c, "storage.pool_size", raw.pool_size, POOL_SIZE);
     let pool_timeout = dur_nonzero(c, "storage.pool_timeout", &raw.pool_timeout, POOL_TIMEOUT);
+    let mut debit_batch = count(c, "storage.debit_batch", raw.debit_batch, DEBIT_BATCH);
+    if debit_batch > MAX_DEBIT_BATCH {
+        c.push(
+            "storage.debit_batch",
+            format!("must be at most {MAX_DEBIT_BATCH}"),
+        );
+        debit_batch = DEBIT_BATCH;
+    }
     Storage {
         path,
         url,
@@ -61,6 +73,7 @@ pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
         queue_capacity,
         pool_size,
         pool_timeout,
+        debit_batch,
         request_log,
     }
 }

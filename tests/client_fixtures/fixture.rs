@@ -1,4 +1,4 @@
-//! The recorded client requests (`shared/fixtures/clients/*.json`): loading them with the body
+//! The recorded client requests (`tests/fixtures/clients/*.json`): loading them with the body
 //! bytes in the client's key order, flipping `stream` in place, and sending one to the
 //! gateway with the client's own headers (Host, Content-Length and credentials replaced).
 use std::path::PathBuf;
@@ -29,19 +29,9 @@ struct Raw {
     body: Box<RawValue>,
 }
 
-/// The fixtures folder: `../shared/fixtures/clients/` from the repository (as the lead's
-/// checkout sees it), or `../../shared/...` from an engineer's worktree.
+/// The fixtures folder, kept in the repository: `tests/fixtures/clients/`.
 fn folder() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        root.join("../shared/fixtures/clients"),
-        root.join("../../shared/fixtures/clients"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_dir())
-        .cloned()
-        .unwrap_or_else(|| panic!("no fixtures folder at {candidates:?}"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clients")
 }
 
 /// Every fixture, sorted by file name.

@@ -14,6 +14,7 @@
 //!   each version once (`schema.rs`).
 
 mod apply;
+mod batch;
 mod prune;
 pub mod quota;
 mod reads;
@@ -22,7 +23,7 @@ mod writer;
 
 use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ use tokio_postgres::NoTls;
 use super::writer::Shared;
 use super::{Inner, Store, StoreError};
 
+pub use batch::{decide, Decided, MAX_BATCH};
 pub use quota::{Debit, Quota, Swept};
 
 /// Writes (other than request-log entries) held in memory while PostgreSQL is unreachable;
@@ -53,6 +55,9 @@ pub struct PgOptions {
     pub timeout: Duration,
     /// Pooled connections per replica (reads and debits).
     pub pool_size: usize,
+    /// Most concurrent debits of one client taken in one transaction (1: one statement per
+    /// debit, the behaviour before batching).
+    pub debit_batch: usize,
 }
 
 impl Default for PgOptions {
@@ -63,6 +68,7 @@ impl Default for PgOptions {
             lease_ttl: Duration::from_secs(30),
             timeout: Duration::from_secs(2),
             pool_size: 8,
+            debit_batch: batch::MAX_BATCH,
         }
     }
 }
@@ -116,6 +122,12 @@ pub(crate) struct Remote {
     pub(crate) live: Mutex<HashSet<String>>,
     /// Writes the writer holds because the database did not answer.
     pub(crate) held: AtomicUsize,
+    /// Each client's queue of debits waiting for the next batch (`batch.rs`).
+    pub(crate) lanes: batch::Lanes,
+    /// Debit statements sent (one per batch).
+    pub(crate) debit_statements: AtomicU64,
+    /// Most debits in one batch.
+    pub(crate) debit_batch: usize,
 }
 
 impl Remote {
@@ -141,9 +153,18 @@ impl Remote {
     where
         F: AsyncFnOnce(&deadpool_postgres::Object) -> Result<T, StoreError>,
     {
+        self.with_mut(async |c: &mut deadpool_postgres::Object| f(c).await)
+            .await
+    }
+
+    /// [`Remote::with`] for work that needs the connection mutably (a transaction).
+    pub(crate) async fn with_mut<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&mut deadpool_postgres::Object) -> Result<T, StoreError>,
+    {
         let work = async {
-            let c = self.conn().await?;
-            f(&c).await
+            let mut c = self.conn().await?;
+            f(&mut c).await
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(r) => self.reach.note(r),
@@ -211,6 +232,9 @@ impl Store {
             reach: Reach::default(),
             live: Mutex::default(),
             held: AtomicUsize::new(0),
+            lanes: batch::Lanes::default(),
+            debit_statements: AtomicU64::new(0),
+            debit_batch: opts.debit_batch.max(1),
         });
         metrics::gauge!(crate::telemetry::STORE_UP).set(1.0);
         let (tx, rx) = std::sync::mpsc::sync_channel(opts.queue_capacity.max(1));

@@ -31,7 +31,7 @@ pub struct Quota {
 }
 
 /// The outcome of a debit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Debit {
     pub admitted: bool,
     /// The client's net charge after the debit; when refused, as of the statement's
@@ -46,7 +46,7 @@ pub struct Swept {
     pub refunds: Vec<(String, i64)>,
 }
 
-const DEBIT: &str = "WITH d AS (
+pub(crate) const DEBIT: &str = "WITH d AS (
         INSERT INTO quota_balance AS b (client, charged, refunded)
         SELECT $2::text, $3::bigint, 0 WHERE $4::bigint >= $3::bigint
         ON CONFLICT (client) DO UPDATE SET charged = b.charged + $3::bigint
@@ -123,7 +123,7 @@ impl Drop for Renewal<'_> {
 /// Most leases one sweep statement closes.
 const SWEEP_BATCH: i64 = 1000;
 
-fn millis(d: std::time::Duration) -> i64 {
+pub(crate) fn millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
@@ -152,9 +152,11 @@ impl Quota {
         self.remote.held.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// One statement: debit `amount` from `client` if `limit − charged ≥ amount`, and on
-    /// success write the precharge entry and this replica's lease for `session`. The session
-    /// is renewed from now until its settle or refund is committed.
+    /// Debits `amount` from `client` if `limit − charged ≥ amount`, and on success writes
+    /// the precharge entry and this replica's lease for `session`; the session is renewed
+    /// from now until its settle or refund is committed. Concurrent debits of one client are
+    /// taken together in one transaction (`batch.rs`), each decided as if alone in queue
+    /// order. Bounded by the pool timeout.
     pub async fn debit(
         &self,
         session: &str,
@@ -164,40 +166,41 @@ impl Quota {
         ts_ms: i64,
     ) -> Result<Debit, StoreError> {
         let r = &self.remote;
-        // The guard exists before the first await (B-cancel-guards): a caller cancelled during the
-        // statement (its client left) takes the session out of the renewal set, so a lease
-        // the statement did commit expires and is swept instead of renewed for good.
+        // The guard exists before the first await (B-cancel-guards): a caller cancelled while
+        // its debit waits or runs takes the session out of the renewal set, so a lease the
+        // batch did commit expires and is swept instead of renewed for good.
         let mut renewal = Renewal::enter(r, session);
-        let ttl = millis(r.lease_ttl);
-        let out = r
-            .with(async |c| {
-                let st = c.prepare_cached(DEBIT).await?;
-                let rows = c
-                    .query(
-                        &st,
-                        &[&session, &client, &amount, &limit, &r.replica, &ttl, &ts_ms],
-                    )
-                    .await?;
-                Ok(rows.first().map_or(
-                    Debit {
-                        admitted: false,
-                        charged: 0,
-                        refunded: 0,
-                    },
-                    |row| Debit {
-                        admitted: row.get(0),
-                        charged: row.get(1),
-                        refunded: row.get(2),
-                    },
-                ))
-            })
-            .await;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let ask = super::batch::Ask {
+            session: session.to_string(),
+            amount,
+            limit,
+            ts_ms,
+            reply,
+        };
+        super::batch::submit(r, client, ask);
+        let out = match tokio::time::timeout(r.timeout, answer).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(_)) => Err(StoreError::Task("the quota debit's runner ended".into())),
+            Err(_) => Err(StoreError::Busy(format!(
+                "no quota debit within {:?}",
+                r.timeout
+            ))),
+        };
         if matches!(out, Ok(Debit { admitted: true, .. })) {
             renewal.keep();
         }
         // Otherwise (refused or unknown) the guard leaves: a lease that did commit is not
         // renewed and gets swept.
         out
+    }
+
+    /// Debit statements (single or batched) this replica has sent: fewer than debits when
+    /// batches formed (diagnostics and tests).
+    pub fn debit_statements(&self) -> u64 {
+        self.remote
+            .debit_statements
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Extends the leases of every session this replica still owns; returns how many.

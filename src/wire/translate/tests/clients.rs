@@ -1,4 +1,4 @@
-//! Every recorded real client request (`shared/fixtures/clients/`, README there) with a body
+//! Every recorded real client request (`tests/fixtures/clients/`, README there) with a body
 //! for `/v1/messages` or `/v1/chat/completions`, translated to every target its format can
 //! reach — streaming and not — must translate, and the result must be a body the target
 //! provider accepts (`validate`). Then the behaviours of R16.3, R16.5 and B-commit-point, on those bodies.
@@ -12,15 +12,9 @@ use super::super::{
 };
 use super::validate;
 
-/// `shared/` sits beside the repository in CI (`../shared`); a worktree sees it one level up.
+/// The recorded client requests, kept in the repository (`tests/fixtures/clients/`).
 fn fixtures_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [root.join("../shared"), root.join("../../shared")];
-    candidates
-        .iter()
-        .map(|c| c.join("fixtures/clients"))
-        .find(|d| d.is_dir())
-        .unwrap_or_else(|| panic!("no shared/fixtures/clients beside {}", root.display()))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clients")
 }
 
 struct Fixture {
