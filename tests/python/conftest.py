@@ -187,6 +187,22 @@ def start_mock(log_path: Path) -> tuple[subprocess.Popen, int]:
     raise RuntimeError(f"mock upstream did not report its address:\n{tail(log_path)}")
 
 
+def spawn_gateway(config_path: Path, work: Path, log_path: Path) -> subprocess.Popen:
+    """Start the gateway on `config_path`, its output in `log_path`; settings from the file
+    only (no SWITCHYARD_* from the environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHYARD_")}
+    env.setdefault("RUST_LOG", "info")
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [str(GATEWAY_BIN), "serve", "--config", str(config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=work,
+        )
+
+
 def wait_ready(proc: subprocess.Popen, admin_url: str, log_path: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     last = "no answer"
@@ -238,18 +254,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory):
                 xlate_chat_only_model=XLATE_CHAT_ONLY_MODEL,
             )
         )
-        # Settings must come from the file only.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHYARD_")}
-        env.setdefault("RUST_LOG", "info")
-        with gw_log.open("wb") as log:
-            gw = subprocess.Popen(
-                [str(GATEWAY_BIN), "serve", "--config", str(config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=work,
-            )
+        gw = spawn_gateway(config_path, work, gw_log)
         admin_url = f"http://127.0.0.1:{admin_port}"
         wait_ready(gw, admin_url, gw_log)
         yield Gateway(

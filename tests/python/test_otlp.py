@@ -12,8 +12,6 @@ attempt sends upstream, `channels.*.traceparent: false`, and the trace id in the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +22,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from conftest import GATEWAY_BIN, free_port, stop, tail, wait_ready
+from conftest import free_port, spawn_gateway, stop, tail, wait_ready
 
 CLIENT_KEY = "sk-otlp-client"
 UPSTREAM_KEY = "sk-otlp-upstream-secret"
@@ -197,17 +195,7 @@ class Stack:
             )
         )
         self.log = work / "switchyard.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHYARD_")}
-        env["RUST_LOG"] = "info"
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [str(GATEWAY_BIN), "serve", "--config", str(config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=work,
-            )
+        self.proc = spawn_gateway(config, work, self.log)
         self.base = f"http://127.0.0.1:{gateway_port}"
         self.admin = f"http://127.0.0.1:{admin_port}"
         wait_ready(self.proc, self.admin, self.log)
