@@ -35,7 +35,7 @@ help:
 ## Build -------------------------------------------------------------------
 
 build:
-	$(CARGO) build --all-targets
+	$(CARGO) build --workspace --all-targets
 	$(CARGO) build --example mock_upstream
 
 build-bins:
@@ -58,12 +58,12 @@ test: build test-rust test-python lint
 test-rust:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	  echo "+ cargo nextest run"; \
-	  $(CARGO) nextest run --no-tests=warn; \
+	  $(CARGO) nextest run --workspace --no-tests=warn; \
 	  echo "+ cargo test --doc"; \
-	  $(CARGO) test --doc; \
+	  $(CARGO) test --workspace --doc; \
 	else \
 	  echo "+ cargo test"; \
-	  $(CARGO) test; \
+	  $(CARGO) test --workspace; \
 	fi
 
 $(VENV)/.installed: tests/python/requirements.txt
@@ -87,10 +87,10 @@ test-python: $(VENV)/.installed
 lint: fmt clippy shellcheck
 
 fmt:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 shellcheck:
 	@if command -v shellcheck >/dev/null 2>&1; then \

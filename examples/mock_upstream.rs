@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use clap::Parser;
-use switchyard::mock::{Behavior, Flavour, MockUpstream};
+use switchyard_mock::{Behavior, Flavour, MockUpstream};
 
 #[derive(Parser, Debug)]
 #[command(about = "Mock OpenAI/Anthropic upstream with fault injection")]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use serde_json::{json, Value};
-use switchyard::mock::{Behavior, MockUpstream};
+use switchyard_mock::{Behavior, MockUpstream};
 
 #[derive(Parser, Debug)]
 struct Args {

@@ -14,7 +14,6 @@
 //! - `app`: start-up, reload, signals, systemd notification.
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
 //! - `sync`, `clock`: the poison-tolerant lock helper and the wall clock, each in one place.
-//! - `mock`: the fault-injecting upstream used by tests, the demo and benchmarks.
 //! - `wire`: pure wire-format code (request peek, SSE, dialects, usage, stream policies);
 //!   `wire::translate` converts between provider formats (R16).
 pub mod admin;
@@ -27,7 +26,6 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod limits;
-pub mod mock;
 pub mod relay;
 pub mod routing;
 pub mod secret;

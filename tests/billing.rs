@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::*;
-use switchyard::mock::{CACHED_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+use switchyard_mock::{CACHED_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
 
 /// Credits per million tokens = micro-credits per token.
 const IN_PRICE: i64 = 1000;

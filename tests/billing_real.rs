@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use support::streams::*;
 use support::*;
-use switchyard::mock::{CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
+use switchyard_mock::{CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS};
 
 async fn account(gw: &Gw) -> serde_json::Value {
     let (s, v) = gw.admin_get("/admin/clients/alice").await;

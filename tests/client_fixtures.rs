@@ -20,7 +20,7 @@ mod fixture;
 use answer::Reply;
 use fixture::{Api, Fixture};
 use support::*;
-use switchyard::mock::Flavour;
+use switchyard_mock::Flavour;
 
 /// One channel kind the fixtures are replayed against.
 pub struct Kind {

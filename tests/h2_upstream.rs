@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use support::streams::*;
 use support::*;
-use switchyard::mock::MAX_CONCURRENT_STREAMS;
+use switchyard_mock::MAX_CONCURRENT_STREAMS;
 
 const STREAMS: usize = 500;
 

@@ -24,7 +24,7 @@ fn forbidden(module: &str) -> Vec<&'static str> {
         // The upstream client uses the one header table of `http`, nothing of a request.
         "upstream" => vec!["relay", "app", "admin", "admin_views"],
         "config" | "routing" | "state" | "billing" | "store" | "limits" | "affinity"
-        | "telemetry" | "secret" | "error" | "mock" | "sync" | "clock" | "shared" => UPPER.to_vec(),
+        | "telemetry" | "secret" | "error" | "sync" | "clock" | "shared" => UPPER.to_vec(),
         _ => Vec::new(),
     }
 }
@@ -42,7 +42,6 @@ const TOP: &[&str] = &[
     "error",
     "http",
     "limits",
-    "mock",
     "relay",
     "routing",
     "secret",
@@ -215,6 +214,28 @@ fn every_module_has_a_rule() {
     assert!(
         missing.is_empty(),
         "add {missing:?} to TOP in tests/layers.rs and give it a rule"
+    );
+}
+
+/// The mock upstream is not part of the gateway's library: it is the `switchyard-mock` crate
+/// (`examples/mock/`), which only tests, examples and benchmarks depend on.
+#[test]
+fn the_mock_is_not_in_the_production_library() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    assert!(!lib
+        .lines()
+        .any(|l| l.trim_start().starts_with("pub mod mock")));
+    assert!(!src().join("mock").exists(), "src/mock/ is back");
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|d| d.split("[dev-dependencies]").next())
+        .unwrap_or_default();
+    assert!(
+        !deps.contains("switchyard-mock"),
+        "the gateway itself must not depend on the mock"
     );
 }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use switchyard::mock::{
+use switchyard_mock::{
     Behavior, MockUpstream, CACHED_TOKENS, CACHE_WRITE_TOKENS, DEFAULT_CHUNKS, PROMPT_TOKENS,
 };
 

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
-use switchyard::mock::{DEFAULT_CHUNKS, PROMPT_TOKENS};
 use switchyard::wire::translate::responses::request_to;
 use switchyard::wire::translate::{Format, RequestOptions};
+use switchyard_mock::{DEFAULT_CHUNKS, PROMPT_TOKENS};
 
 const IN_PRICE: i64 = 1000;
 const OUT_PRICE: i64 = 2000;
@@ -213,10 +213,10 @@ async fn codex_tool_loop_through_chat_only_and_anthropic_channels() {
         let turn2 = with_model(codex("function-call-output"), model);
         let (status, _, evs) = stream(&gw, turn2).await;
         assert_eq!(status, 200);
-        // The mock answers a tool result by quoting it (src/mock/script.rs).
+        // The mock answers a tool result by quoting it (examples/mock/src/script.rs).
         let text = text_of(&evs);
         assert!(
-            text.starts_with(switchyard::mock::ANSWER_PREFIX) && text.contains("tool-ok-42"),
+            text.starts_with(switchyard_mock::ANSWER_PREFIX) && text.contains("tool-ok-42"),
             "{name}: {text}"
         );
         let (last, done) = evs.last().unwrap();

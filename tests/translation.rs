@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::*;
-use switchyard::mock::{DEFAULT_CHUNKS, PROMPT_TOKENS};
+use switchyard_mock::{DEFAULT_CHUNKS, PROMPT_TOKENS};
 
 /// "chunk 0 chunk 1 chunk 2 ": the mock's text for its default answer.
 fn mock_text() -> String {

@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::*;
-use switchyard::mock::{Wire, DEFAULT_CHUNKS, PROMPT_TOKENS};
+use switchyard_mock::{Wire, DEFAULT_CHUNKS, PROMPT_TOKENS};
 
 const IN_PRICE: i64 = 1000;
 const OUT_PRICE: i64 = 2000;

@@ -3,7 +3,7 @@
 //! in `[DONE]`, a Responses object or its events ending in `response.completed`, a token
 //! count.
 use serde_json::Value;
-use switchyard::mock::MockUpstream;
+use switchyard_mock::MockUpstream;
 
 use super::fixture::Api;
 

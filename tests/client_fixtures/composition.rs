@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::answer::{self, Reply};
 use super::fixture::{self, Fixture};
 use super::support::*;
-use switchyard::mock::DEFAULT_CHUNKS;
+use switchyard_mock::DEFAULT_CHUNKS;
 
 /// The primary's failures; `true` when the fault exists only for streams.
 fn faults() -> Vec<(&'static str, Behavior, bool)> {

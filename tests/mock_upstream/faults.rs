@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use switchyard::mock::{Behavior, MockUpstream};
+use switchyard_mock::{Behavior, MockUpstream};
 
 use super::{client, data_lines, event_names, post, post_fault, valid, wait_until};
 

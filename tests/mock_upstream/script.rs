@@ -1,7 +1,7 @@
 //! The scripted tool loops of `TOOLTEST:` / `READTEST:` prompts: a call of the client's shell
 //! (or `Read`) tool in the endpoint's format, then text quoting the tool's result.
 use serde_json::{json, Value};
-use switchyard::mock::{MockUpstream, ANSWER_PREFIX, TOOL_COMMAND};
+use switchyard_mock::{MockUpstream, ANSWER_PREFIX, TOOL_COMMAND};
 
 use super::{data_lines, post};
 

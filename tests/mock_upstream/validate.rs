@@ -2,7 +2,7 @@
 //! error bodies: OpenAI Chat Completions and Responses, Anthropic Messages and token
 //! counting, Gemini, an OpenAI-compatible chat-only server and DeepSeek's thinking mode.
 use serde_json::{json, Value};
-use switchyard::mock::{Behavior, Flavour, MockUpstream, THOUGHT};
+use switchyard_mock::{Behavior, Flavour, MockUpstream, THOUGHT};
 
 use super::{client, data_lines};
 
@@ -356,10 +356,7 @@ async fn count_tokens_answers_in_anthropics_shape_and_validates() {
     let (s, v) = send(&m, "/v1/messages/count_tokens", &h, body).await;
     assert_eq!(
         (s, v),
-        (
-            200,
-            json!({"input_tokens": switchyard::mock::PROMPT_TOKENS})
-        )
+        (200, json!({"input_tokens": switchyard_mock::PROMPT_TOKENS}))
     );
     let body = json!({"model": "claude-x", "messages": [user("foo")], "max_tokens": 1});
     let (s, v) = send(&m, "/v1/messages/count_tokens", &h, body).await;

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard::mock::{Behavior, MockUpstream, Wire, CHAOS};
+use switchyard_mock::{Behavior, MockUpstream, Wire, CHAOS};
 
 use super::{client, event_names, post, post_fault};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::fleet::{chat_to, mocks, Fleet};
 use crate::support::external::Redis;
-use switchyard::mock::Behavior;
+use switchyard_mock::Behavior;
 
 /// R6.1 + R17.1: a breaker opened on replica 1 is honoured by 2 and 3 (the channel's
 /// upstream sees no call from them), and one half-open probe runs across the three.

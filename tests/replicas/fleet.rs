@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::external::{free_port, Redis, Replica};
 use crate::support::{ADMIN_TOKEN, ALICE};
-use switchyard::mock::MockUpstream;
+use switchyard_mock::MockUpstream;
 
 /// The key of client `limited` (`limits: {rpm: 10}`, R15.1).
 pub const LIMITED: &str = "sk-test-limited";

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchyard::app::{start, Running};
-pub use switchyard::mock::{Behavior, MockUpstream};
+pub use switchyard_mock::{Behavior, MockUpstream};
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub const ALICE: &str = "sk-test-alice";

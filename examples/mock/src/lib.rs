@@ -1,4 +1,4 @@
-//! A scriptable mock LLM upstream with fault injection (OpenAI, Anthropic, Azure OpenAI and
+//! `switchyard-mock`: a scriptable mock LLM upstream with fault injection (OpenAI, Anthropic, Azure OpenAI and
 //! Gemini wire formats),
 //! served over HTTP/1.1 and h2c on a spawned task; used by integration tests, the demo and
 //! the benchmarks.
@@ -31,7 +31,6 @@ pub use script::{ANSWER_PREFIX, TOOL_COMMAND};
 pub use tools::{ANTHROPIC_CALL_ID, OPENAI_CALL_ID, RESPONSES_CALL_ID};
 pub use validate::Flavour;
 
-use crate::sync::lock;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -394,4 +393,9 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut rx: watch::
             }
         });
     }
+}
+
+/// Lock `m`, even when poisoned (a panicking test thread must not wedge the mock).
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
