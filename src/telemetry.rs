@@ -204,6 +204,15 @@ pub fn register_reload_results() {
     }
 }
 
+/// Export the OTLP exporter's counters at 0 from the first scrape, traces on or not, so an
+/// alert on export failures or drops has a series to read (R20.1).
+pub fn register_otlp() {
+    for r in ["exported", "failed"] {
+        metrics::counter!(OTLP_SPANS, "result" => r).increment(0);
+    }
+    metrics::counter!(OTLP_DROPPED).increment(0);
+}
+
 /// The last config load's outcome; a success also moves the success timestamp.
 pub fn config_reload_result(ok: bool, now_ms: i64) {
     metrics::gauge!(CONFIG_LAST_RELOAD_OK).set(if ok { 1.0 } else { 0.0 });

@@ -78,6 +78,7 @@ impl ConfigStatus {
             }),
         };
         telemetry::register_reload_results();
+        telemetry::register_otlp();
         telemetry::config_reload_result(true, now);
         s
     }
