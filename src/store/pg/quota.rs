@@ -225,7 +225,17 @@ impl Quota {
         let ttl = millis(r.lease_ttl);
         r.with(async |c| {
             let st = c.prepare_cached(SWEEP).await?;
-            let rows = c.query(&st, &[&ttl, &SWEEP_BATCH, &ts_ms]).await?;
+            // The sweep locks leases, then balances; a writer batch closing sessions of the
+            // same client holds a balance and wants a lease. PostgreSQL breaks that cycle by
+            // failing one side: the writer re-applies its ops one by one, the sweep retries
+            // (nothing of an aborted statement was applied).
+            let mut tries = 0;
+            let rows = loop {
+                match c.query(&st, &[&ttl, &SWEEP_BATCH, &ts_ms]).await {
+                    Err(e) if tries < 3 && deadlocked(&e) => tries += 1,
+                    other => break other?,
+                }
+            };
             Ok(Swept {
                 refunds: rows.iter().map(|row| (row.get(0), row.get(1))).collect(),
             })
@@ -261,4 +271,13 @@ impl Quota {
     pub fn owned(&self) -> usize {
         self.remote.live().len()
     }
+}
+
+/// A statement PostgreSQL aborted to break a deadlock (or a serialization conflict): safe
+/// to run again, nothing of it was applied.
+fn deadlocked(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    })
 }
