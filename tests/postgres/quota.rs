@@ -202,14 +202,17 @@ async fn settles_racing_the_sweep_close_each_session_once() {
     // store timeout, a deadlock PostgreSQL broke): the sweeper retries next round, as the
     // store's own sweep task does, and nothing of a failed round was applied.
     let sweeps = async {
-        let mut n = 0;
-        let mut rounds = 0;
-        while rounds < 40 {
+        let (mut n, mut rounds) = (0, 0);
+        for _ in 0..400 {
+            if rounds == 40 {
+                break;
+            }
             if let Ok(s) = qs.sweep(2).await {
                 n += s.refunds.len() as i64;
                 rounds += 1;
             }
         }
+        assert_eq!(rounds, 40, "most sweep rounds succeed");
         n
     };
     let ((), refunded) = tokio::join!(settles, sweeps);
