@@ -206,9 +206,14 @@ async fn a_full_disk_is_logged_counted_and_fails_closed_for_quota_clients_only()
         (Some("error"), Some("storage_full")),
         "{v}"
     );
+    // The writer counts the rows it had to drop as it meets them: wait for the five.
+    until("the dropped request-log rows to be counted", async || {
+        let text = gw.metrics().await;
+        value(&text, "switchyard_store_dropped_total{op=\"request_log\"}") >= 5.0
+    })
+    .await;
     let text = gw.metrics().await;
     assert_eq!(value(&text, "switchyard_store_disk_full"), 1.0);
-    assert!(value(&text, "switchyard_store_dropped_total{op=\"request_log\"}") >= 5.0);
     let lines = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
     let full: Vec<&str> = lines
         .lines()
