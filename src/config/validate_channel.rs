@@ -82,10 +82,10 @@ pub(crate) fn channel(
         StreamPolicy::Passthrough,
     );
     let headers = headers(name, r, c);
-    let resilience = match &r.resilience {
-        Some(block) => overlay(global, block, &k("resilience"), c),
-        None => global.clone(),
-    };
+    let resilience = r.resilience.as_ref().map_or_else(
+        || global.clone(),
+        |block| overlay(global, block, &k("resilience"), c),
+    );
     let non_stream_timeout = dur(
         c,
         &k("non_stream_timeout"),
@@ -101,34 +101,7 @@ pub(crate) fn channel(
     );
     let limits = super::validate_limits::key_limits(&k("limits"), r.limits.as_ref(), c);
     let api_version = api_version(c, &k("api_version"), kind, &r.api_version);
-    let max_tokens_field = choice(
-        c,
-        &k("max_tokens_field"),
-        &r.max_tokens_field,
-        MAX_TOKENS_FIELDS,
-        MaxTokensChoice::Auto,
-    );
-    let reasoning_history = choice(
-        c,
-        &k("reasoning_history"),
-        &r.reasoning_history,
-        REASONING_HISTORY,
-        ReasoningChoice::Auto,
-    );
-    let stream_stall = dur(
-        c,
-        &k("stream_stall"),
-        &r.stream_stall,
-        std::time::Duration::ZERO,
-    );
-    let responses = responses(c, &k("responses"), kind, &r.responses);
-    let prefill = choice(
-        c,
-        &k("prefill"),
-        &r.prefill,
-        &[("auto", None), ("true", Some(true)), ("false", Some(false))],
-        None,
-    );
+    let sw = switches(name, r, kind, c);
     let base = base?;
     if c.errors.len() != before {
         return None;
@@ -154,18 +127,64 @@ pub(crate) fn channel(
         traceparent: r.traceparent.unwrap_or(true),
         resilience,
         protocol,
-        include_usage: r
-            .include_usage
-            .unwrap_or(matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure)),
+        include_usage: r.include_usage.unwrap_or(openai_format(kind)),
         api_version,
         translate: r.translate.unwrap_or(true),
-        responses,
+        responses: sw.responses,
         limits,
-        max_tokens_field,
-        reasoning_history,
-        stream_stall,
-        prefill,
+        max_tokens_field: sw.max_tokens_field,
+        reasoning_history: sw.reasoning_history,
+        stream_stall: sw.stream_stall,
+        prefill: sw.prefill,
     })
+}
+
+/// OpenAI-format kinds: they add `stream_options.include_usage` unless told not to.
+fn openai_format(kind: ChannelKind) -> bool {
+    matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure)
+}
+
+/// A channel's compatibility switches, for native and translated requests alike.
+struct Switches {
+    max_tokens_field: MaxTokensChoice,
+    reasoning_history: ReasoningChoice,
+    stream_stall: std::time::Duration,
+    responses: ResponsesMode,
+    prefill: Option<bool>,
+}
+
+fn switches(name: &str, r: &RawChannel, kind: ChannelKind, c: &mut Collector) -> Switches {
+    let k = |f: &str| format!("channels.{name}.{f}");
+    Switches {
+        max_tokens_field: choice(
+            c,
+            &k("max_tokens_field"),
+            &r.max_tokens_field,
+            MAX_TOKENS_FIELDS,
+            MaxTokensChoice::Auto,
+        ),
+        reasoning_history: choice(
+            c,
+            &k("reasoning_history"),
+            &r.reasoning_history,
+            REASONING_HISTORY,
+            ReasoningChoice::Auto,
+        ),
+        stream_stall: dur(
+            c,
+            &k("stream_stall"),
+            &r.stream_stall,
+            std::time::Duration::ZERO,
+        ),
+        responses: responses(c, &k("responses"), kind, &r.responses),
+        prefill: choice(
+            c,
+            &k("prefill"),
+            &r.prefill,
+            &[("auto", None), ("true", Some(true)), ("false", Some(false))],
+            None,
+        ),
+    }
 }
 
 /// The values of `max_tokens_field` and `reasoning_history`.
@@ -217,8 +236,7 @@ fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<Strin
 /// kinds only translate (`auto`) or do not serve it (`none`).
 fn responses(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> ResponsesMode {
     let mode = choice(c, key, v, RESPONSES_MODES, ResponsesMode::Auto);
-    let openai_format = matches!(kind, ChannelKind::OpenAi | ChannelKind::Azure);
-    if !openai_format && matches!(mode, ResponsesMode::Native | ResponsesMode::Chat) {
+    if !openai_format(kind) && matches!(mode, ResponsesMode::Native | ResponsesMode::Chat) {
         c.push(
             key,
             format!(

@@ -85,18 +85,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
                         Err(e) => *e,
                     }
                 }
-                // R15.3: the key has no room: fail over without reaching the upstream.
-                Err(held) => {
-                    w.held = true;
-                    w.held_wait = match (w.held_wait, held.wait) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                    Exchange::Failed {
-                        outcome: Outcome::ChannelError(held.why),
-                        answer: None,
-                    }
-                }
+                Err(held) => w.held_back(held),
             },
         };
         let (outcome, answer) = match ex {
@@ -106,17 +95,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             }
             Exchange::Failed { outcome, answer } => (outcome, answer),
         };
-        if let Some(k) = key {
-            k.settle(0, Instant::now());
-        }
-        w.short_wait = w.short_retry_after(&answer, admission);
-        if w.short_wait.is_none() {
-            w.learn(&answer, &step);
-        }
-        let elapsed = t0.elapsed();
-        let facts = w.facts(&outcome, &step, admission);
-        let d = w.classify(&facts, &step, admission);
-        w.act(&facts, answer, &step, admission, d, elapsed);
+        let d = w.after_failure(outcome, answer, key, &step, admission, t0);
         if d.ends() {
             break;
         }
@@ -454,6 +433,45 @@ impl<'a> Walk<'a> {
     }
 
     /// R15.3: take the step's key's share of its limits (waiting a bounded time for room).
+    /// R15.3: the key has no room — fail over without reaching the upstream, remembering the
+    /// soonest a held-back key has room.
+    fn held_back(&mut self, held: Held) -> Exchange {
+        self.held = true;
+        self.held_wait = match (self.held_wait, held.wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Exchange::Failed {
+            outcome: Outcome::ChannelError(held.why),
+            answer: None,
+        }
+    }
+
+    /// A failed attempt: its key settled, its answer learnt from (unless waited out), the
+    /// decision taken and acted on.
+    fn after_failure(
+        &mut self,
+        outcome: Outcome,
+        answer: Option<UpstreamFailure>,
+        key: KeyHold,
+        step: &Step,
+        admission: Admission,
+        t0: Instant,
+    ) -> Decision {
+        if let Some(k) = key {
+            k.settle(0, Instant::now());
+        }
+        self.short_wait = self.short_retry_after(&answer, admission);
+        if self.short_wait.is_none() {
+            self.learn(&answer, step);
+        }
+        let elapsed = t0.elapsed();
+        let facts = self.facts(&outcome, step, admission);
+        let d = self.classify(&facts, step, admission);
+        self.act(&facts, answer, step, admission, d, elapsed);
+        d
+    }
+
     async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
         let tokens = super::admit::estimate_tokens(self.cx);
         let ch = self.channel(step);

@@ -369,16 +369,7 @@ async fn pump(
                 }
             }
             let (silence, why) = times.silence();
-            let cut_why = if held_error(resume) {
-                Some("upstream sent an error")
-            } else if p.ended {
-                Some("upstream closed the stream")
-            } else if p.framer.overflowed() {
-                Some("upstream event too large")
-            } else {
-                None
-            };
-            let cut_why = match cut_why {
+            let cut_why = match cut_reason(p, resume) {
                 Some(w) => Some(w),
                 None => {
                     let wake = (last_client + times.keepalive).min(last_upstream + silence);
@@ -408,18 +399,43 @@ async fn pump(
                 if !terminal && try_resume(p, resume, obs).await {
                     continue 'segment;
                 }
-                if let Some(ev) = resume.as_mut().and_then(|r| r.error.take()) {
-                    // No continuation: the upstream's own error goes to the client, as it
-                    // would have without resume, and the stream ends there.
-                    terminal |= dialect::is_terminal(p.format, &ev);
-                    if p.forward(ev, tx, obs).await.is_err() {
-                        return StreamEnd::ClientCancel;
-                    }
-                }
-                return cut(tx, p.format, terminal, w).await;
+                return end_cut(p, tx, obs, resume, terminal, w).await;
             }
         }
     }
+}
+
+/// Why the stream is cut without a read: an error event held back, the upstream's end, or an
+/// event past the framer's bound.
+fn cut_reason(p: &Primed, resume: &Option<Resume>) -> Option<&'static str> {
+    if held_error(resume) {
+        Some("upstream sent an error")
+    } else if p.ended {
+        Some("upstream closed the stream")
+    } else if p.framer.overflowed() {
+        Some("upstream event too large")
+    } else {
+        None
+    }
+}
+
+/// A cut nothing continued: the upstream's own held-back error goes to the client first, as
+/// it would have without resume, then the stream ends.
+async fn end_cut(
+    p: &Primed,
+    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
+    obs: &mut dyn StreamObserver,
+    resume: &mut Option<Resume>,
+    mut terminal: bool,
+    why: &str,
+) -> StreamEnd {
+    if let Some(ev) = resume.as_mut().and_then(|r| r.error.take()) {
+        terminal |= dialect::is_terminal(p.format, &ev);
+        if p.forward(ev, tx, obs).await.is_err() {
+            return StreamEnd::ClientCancel;
+        }
+    }
+    cut(tx, p.format, terminal, why).await
 }
 
 /// `force_stream` (R9.6): read the primed stream to its end before `deadline` and fold it into

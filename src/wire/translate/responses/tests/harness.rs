@@ -243,6 +243,40 @@ pub fn events(sse: &str) -> Vec<(String, Value)> {
 /// Replay the events as the openai SDK's `ResponseStreamState` accumulates them, checking the
 /// grammar (preamble first, one terminal event last, every delta inside its open item), and
 /// return the accumulated `output` and the terminal event's `response`.
+/// A part added to an item's `content` or `summary` list.
+fn add_part(item: &mut Value, list: &str, v: &Value) {
+    item[list]
+        .as_array_mut()
+        .expect("the item's part list")
+        .push(v["part"].clone());
+}
+
+/// A text or reasoning-summary delta appended to its part.
+fn append_text(item: &mut Value, name: &str, v: &Value) {
+    let (list, at) = if name == "response.output_text.delta" {
+        ("content", v["content_index"].as_u64())
+    } else {
+        ("summary", v["summary_index"].as_u64())
+    };
+    let part = &mut item[list][at.expect("part index") as usize];
+    let t = format!(
+        "{}{}",
+        part["text"].as_str().expect("text"),
+        v["delta"].as_str().expect("delta")
+    );
+    part["text"] = t.into();
+}
+
+/// `response.output_item.done`: the item accumulated from the deltas is the item done.
+fn close_item(item: &mut Value, v: &Value) {
+    let mut acc = item.clone();
+    if let Some(s) = v["item"].get("status") {
+        acc["status"] = s.clone();
+    }
+    assert_eq!(acc, v["item"], "the accumulated item is the item done");
+    *item = v["item"].clone();
+}
+
 pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
     assert!(evs.len() >= 3, "{evs:?}");
     assert_eq!(evs[0].0, "response.created");
@@ -264,36 +298,16 @@ pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
             "response.content_part.added" => {
                 assert_eq!(oi, open);
                 assert_eq!(v["item_id"], item_id(&output));
-                let o = oi.expect("index");
-                output[o]["content"]
-                    .as_array_mut()
-                    .expect("message content")
-                    .push(v["part"].clone());
+                add_part(&mut output[oi.expect("index")], "content", v);
             }
             "response.reasoning_summary_part.added" => {
                 assert_eq!(oi, open);
-                let o = oi.expect("index");
-                output[o]["summary"]
-                    .as_array_mut()
-                    .expect("summary")
-                    .push(v["part"].clone());
+                add_part(&mut output[oi.expect("index")], "summary", v);
             }
             "response.output_text.delta" | "response.reasoning_summary_text.delta" => {
                 assert_eq!(oi, open, "{name} outside its item");
                 assert_eq!(v["item_id"], item_id(&output));
-                let o = oi.expect("index");
-                let (list, at) = if name == "response.output_text.delta" {
-                    ("content", v["content_index"].as_u64())
-                } else {
-                    ("summary", v["summary_index"].as_u64())
-                };
-                let part = &mut output[o][list][at.expect("part index") as usize];
-                let t = format!(
-                    "{}{}",
-                    part["text"].as_str().expect("text"),
-                    v["delta"].as_str().expect("delta")
-                );
-                part["text"] = t.into();
+                append_text(&mut output[oi.expect("index")], name, v);
             }
             "response.function_call_arguments.delta" => {
                 assert_eq!(oi, open);
@@ -316,13 +330,7 @@ pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
             }
             "response.output_item.done" => {
                 assert_eq!(oi, open);
-                let o = oi.expect("index");
-                let mut acc = output[o].clone();
-                if let Some(s) = v["item"].get("status") {
-                    acc["status"] = s.clone();
-                }
-                assert_eq!(acc, v["item"], "the accumulated item is the item done");
-                output[o] = v["item"].clone();
+                close_item(&mut output[oi.expect("index")], v);
                 open = None;
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
