@@ -6,6 +6,7 @@
 //! admin token, and any `/status*` request without the admin or status token, before looking
 //! at the path, so no admin route can be added unprotected (tests walk both lists).
 
+pub mod reload_status;
 pub mod status;
 
 use std::collections::HashMap;
@@ -23,11 +24,11 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::app::status::ConfigStatus;
 use crate::error::{GatewayError, WireFormat};
 use crate::http::body::ResponseBody;
 use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
+use reload_status::ConfigStatus;
 
 /// (method, path pattern, needs the admin token). `{name}` matches one path segment.
 pub const ROUTES: &[(&str, &str, bool)] = &[

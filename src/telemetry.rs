@@ -13,8 +13,8 @@ pub mod window;
 
 pub use quota::{quota, QuotaMeters};
 pub use series::{
-    register_config, ATTEMPT_OUTCOMES, BREAKER_STATES, PROBE_RESULTS, STICKY_RESULTS, STORE_OPS,
-    STREAM_OUTCOMES,
+    ATTEMPT_OUTCOMES, BREAKER_STATES, KEY_COOLDOWN_SOURCES, PROBE_RESULTS, STICKY_RESULTS,
+    STORE_OPS, STREAM_OUTCOMES,
 };
 
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};

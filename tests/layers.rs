@@ -1,58 +1,72 @@
-//! The import rules (ARCHITECTURE.md "Layers"): data flows one way, so a lower
-//! layer never names a module above it. Read from the source itself — every `crate::…` path
+//! The import rules (ARCHITECTURE.md "Layers"): every top-level module has a rank and
+//! imports only lower ranks, so data flows one way and no import cycle forms. Read from the source itself — every `crate::…` path
 //! and every `super::…` path that climbs out of its top-level module, in code (comments
 //! aside) — so the boundary cannot rot silently.
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The request path and the process around it: no lower layer may name these.
-const UPPER: &[&str] = &["relay", "http", "upstream", "app", "admin", "admin_views"];
+/// Every top-level module of the crate with its rank, lowest first. A module may import
+/// only modules of a strictly lower rank, so no import cycle can form between top-level
+/// modules and no lower layer names the request path. ARCHITECTURE.md "Layers" draws this
+/// table; `every_module_has_a_rule` checks `src/lib.rs` declares no module missing here.
+const RANKS: &[(&str, u8)] = &[
+    // Foundations: no crate imports at all.
+    ("clock", 0),
+    ("error", 0),
+    ("secret", 0),
+    ("sync", 0),
+    // The validated configuration and its value types (limits, prices).
+    ("config", 1),
+    // Pure descriptions over the config: routing tables and policy, metric names and the
+    // OTLP exporter, wire formats.
+    ("routing", 2),
+    ("telemetry", 2),
+    ("wire", 2),
+    // I/O below the request: the client-facing HTTP server, the durable store.
+    ("http", 3),
+    ("store", 3),
+    // Runtime state and money: balances, channel state and breakers, the upstream client.
+    ("billing", 4),
+    ("state", 4),
+    ("upstream", 4),
+    // Per-request admission state: sticky bindings, rate limits.
+    ("affinity", 5),
+    ("limits", 5),
+    // The live state replicas share (R17), over everything it mirrors.
+    ("shared", 6),
+    // The request path.
+    ("relay", 7),
+    // The operator's surfaces and the process around everything.
+    ("admin_views", 8),
+    ("admin", 9),
+    ("app", 10),
+];
 
-/// (module, what it must not import).
-fn forbidden(module: &str) -> Vec<&'static str> {
-    let all_but = |allowed: &[&str]| -> Vec<&'static str> {
-        TOP.iter()
-            .copied()
-            .filter(|m| *m != module && !allowed.contains(m))
-            .collect()
-    };
+/// Modules held to less than their rank allows: `wire` is the pure wire layer (its own
+/// `wire_does_no_io` test), naming nothing but the config types and the error type.
+fn narrower(module: &str) -> Option<&'static [&'static str]> {
     match module {
-        // Pure wire formats: nothing but the config types and the error type.
-        "wire" => all_but(&["config", "error"]),
-        // The client-facing HTTP layer serves whatever implements its `Service`.
-        "http" => all_but(&["config", "error", "telemetry", "secret", "sync", "clock"]),
-        // The upstream client uses the one header table of `http`, nothing of a request.
-        "upstream" => vec!["relay", "app", "admin", "admin_views"],
-        "config" | "routing" | "state" | "billing" | "store" | "limits" | "affinity"
-        | "telemetry" | "secret" | "error" | "sync" | "clock" | "shared" => UPPER.to_vec(),
-        _ => Vec::new(),
+        "wire" => Some(&["config", "error"]),
+        _ => None,
     }
 }
 
-/// Every top-level module of the crate (`every_module_has_a_rule` checks `src/lib.rs` declares
-/// none that is missing here). `shared` is the live state replicas share (R17): a lower layer.
-const TOP: &[&str] = &[
-    "admin",
-    "admin_views",
-    "affinity",
-    "app",
-    "billing",
-    "clock",
-    "config",
-    "error",
-    "http",
-    "limits",
-    "relay",
-    "routing",
-    "secret",
-    "shared",
-    "state",
-    "store",
-    "sync",
-    "telemetry",
-    "upstream",
-    "wire",
-];
+fn rank(module: &str) -> Option<u8> {
+    RANKS.iter().find(|(m, _)| *m == module).map(|(_, r)| *r)
+}
+
+/// The top-level modules `module` must not import: every one of its own rank or above,
+/// and for a narrower module everything outside its list.
+fn forbidden(module: &str) -> Vec<&'static str> {
+    let own = rank(module).unwrap_or(u8::MAX);
+    RANKS
+        .iter()
+        .filter(|(m, r)| {
+            *m != module && (*r >= own || narrower(module).is_some_and(|ok| !ok.contains(m)))
+        })
+        .map(|(m, _)| *m)
+        .collect()
+}
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -146,9 +160,9 @@ fn named(line: &str, depth: usize) -> Vec<String> {
 }
 
 #[test]
-fn lower_layers_never_import_the_request_path() {
+fn no_module_imports_one_of_its_rank_or_above() {
     let mut broken = Vec::new();
-    for m in TOP {
+    for (m, _) in RANKS {
         let no = forbidden(m);
         for f in files_of(m) {
             let text = std::fs::read_to_string(&f).unwrap();
@@ -169,7 +183,8 @@ fn lower_layers_never_import_the_request_path() {
     }
     assert!(
         broken.is_empty(),
-        "import rules broken (see ARCHITECTURE.md, Layers):\n{}",
+        "import rules broken (a module imports only lower ranks; see RANKS and \
+         ARCHITECTURE.md, Layers):\n{}",
         broken.join("\n")
     );
 }
@@ -209,11 +224,16 @@ fn every_module_has_a_rule() {
         .filter_map(|l| l.trim().strip_prefix("pub mod "))
         .map(|l| l.trim_end_matches(';'))
         .collect();
-    let known: BTreeSet<&str> = TOP.iter().copied().collect();
+    let known: BTreeSet<&str> = RANKS.iter().map(|(m, _)| *m).collect();
     let missing: Vec<&&str> = declared.difference(&known).collect();
     assert!(
         missing.is_empty(),
-        "add {missing:?} to TOP in tests/layers.rs and give it a rule"
+        "add {missing:?} to RANKS in tests/layers.rs with its rank"
+    );
+    let gone: Vec<&&str> = known.difference(&declared).collect();
+    assert!(
+        gone.is_empty(),
+        "RANKS names {gone:?}, which src/lib.rs does not declare"
     );
 }
 
@@ -376,4 +396,33 @@ fn the_id_reader_sees_ids_and_only_ids() {
         ["B-commit-point"]
     );
     assert!(behaviour_ids("R2D2 xR1 R1x r1.1 CR2 \"R\"").is_empty());
+}
+
+/// The ranked table forbids what it must: an upward import, a sideways one within a rank,
+/// and anything outside a narrower module's list; it allows a downward one.
+#[test]
+fn the_table_forbids_upward_and_sideways_imports() {
+    assert!(
+        forbidden("config").contains(&"limits"),
+        "config -> limits is upward"
+    );
+    assert!(forbidden("telemetry").contains(&"routing"), "same rank");
+    assert!(
+        forbidden("admin").contains(&"app"),
+        "admin -> app is upward"
+    );
+    assert!(
+        !forbidden("relay").contains(&"state"),
+        "relay -> state is downward"
+    );
+    assert!(!forbidden("app").contains(&"admin"));
+    assert!(
+        forbidden("wire").contains(&"clock"),
+        "wire is narrower than its rank"
+    );
+    assert!(!forbidden("wire").contains(&"config"));
+    assert!(
+        forbidden("clock").contains(&"sync"),
+        "rank 0 imports nothing"
+    );
 }

@@ -10,7 +10,7 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
-use crate::app::status::ConfigStatus;
+use super::reload_status::ConfigStatus;
 use crate::error::{GatewayError, WireFormat};
 use crate::http::body::{error_response, json_response, Resp, ResponseBody};
 use crate::relay::gateway::Gateway;

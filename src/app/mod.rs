@@ -1,6 +1,6 @@
 //! Start-up order, signals (SIGHUP reload, SIGTERM drain) and systemd notification (R13).
 pub mod reload;
-pub mod status;
+pub mod series;
 pub mod tls;
 pub mod watch;
 
@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::admin::reload_status::ConfigStatus;
 use crate::config;
 use crate::http::server;
 use crate::relay::gateway::Gateway;
@@ -27,7 +28,7 @@ pub struct Running {
     pub gateway: Arc<Gateway>,
     pub bound: Bound,
     /// Generation, last reload and its error (`GET /admin/config`).
-    pub status: Arc<status::ConfigStatus>,
+    pub status: Arc<ConfigStatus>,
     /// Live state shared with other replicas (`shared.redis`), when configured.
     pub shared: Option<crate::shared::Shared>,
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -72,7 +73,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         listen: listener.local_addr()?,
         admin: admin.local_addr()?,
     };
-    crate::telemetry::register_config(&cfg);
+    series::register_config(&cfg);
     let fail_open = cfg.shared.fail_open;
     let otlp = cfg.telemetry.otlp.clone();
     let gateway = Gateway::new(cfg, store, metrics)?;
@@ -85,7 +86,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
     }
     gateway.billing.set_fail_open(fail_open);
     restore(&gateway).await?;
-    let status = Arc::new(status::ConfigStatus::new(config_path, gateway.generation()));
+    let status = Arc::new(ConfigStatus::new(config_path, gateway.generation()));
     let reloader = Arc::new(reload::Reloader::new(
         config_path,
         gateway.clone(),

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::status::{ConfigStatus, Outcome};
 use super::tls::CertStore;
+use crate::admin::reload_status::{ConfigStatus, Outcome};
 use crate::config::{self, model::Config};
 use crate::relay::gateway::Gateway;
 use crate::telemetry;
@@ -230,7 +230,7 @@ impl Reloader {
         if let Err(error) = self.refresh_tls(&cfg) {
             return (Outcome::Failed { error }, None);
         }
-        telemetry::register_config(&cfg);
+        super::series::register_config(&cfg);
         self.gw.billing.set_fail_open(cfg.shared.fail_open);
         let generation = self.gw.swap(cfg);
         (Outcome::Applied { generation }, Some(restart))

@@ -14,8 +14,7 @@ use crate::wire::usage::Usage;
 /// Micro-credits in one credit.
 pub const MICRO: i64 = 1_000_000;
 
-/// Completion tokens assumed by the estimate when the body names no limit.
-pub const DEFAULT_MAX_TOKENS: u64 = 1024;
+pub use crate::config::model::DEFAULT_MAX_TOKENS;
 
 /// The completion tokens the estimate assumes for a request that names no limit: the
 /// model's `pricing.<model>.max_output`, else [`DEFAULT_MAX_TOKENS`]. For quota- and

@@ -379,7 +379,7 @@ pub struct Client {
     pub trusted: bool,
     /// Effective rate limits (R15.1): the client's own, each field defaulted from its
     /// group's `groups.NAME.limits`. All zero = unlimited.
-    pub limits: crate::limits::ClientLimits,
+    pub limits: ClientLimits,
     /// Its `switchyard_client_in_flight` gauge, registered on first use and kept for the
     /// config generation (no registry lookup and label allocation per request).
     pub in_flight_gauge: LazyGauge,
@@ -402,6 +402,28 @@ impl std::fmt::Debug for LazyGauge {
     }
 }
 
+/// A client's limits (`clients.NAME.limits`, defaulted from `groups.NAME.limits`).
+/// 0 = unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Requests per minute.
+    pub rpm: u64,
+    /// Requests per day (a sliding 24 h window).
+    pub rpd: u64,
+    /// Input + output tokens per minute.
+    pub tpm: u64,
+    /// Requests in flight, streamed responses included.
+    pub concurrency: u32,
+}
+
+/// One upstream key's published limits (`channels.NAME.limits`, per key). 0 = unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyLimits {
+    pub rpm: u64,
+    pub tpm: u64,
+    pub concurrency: u32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Price {
     pub input: f64,
@@ -411,9 +433,13 @@ pub struct Price {
     /// Per million cache-write (cache creation) prompt tokens; `None` = the input price.
     pub cache_write: Option<f64>,
     /// Output tokens the estimate assumes when a request names no limit, and the limit the
-    /// gateway then sends upstream for quota- and tpm-limited clients; `None` = 1024.
+    /// gateway then sends upstream for quota- and tpm-limited clients; `None` =
+    /// [`DEFAULT_MAX_TOKENS`].
     pub max_output: Option<u64>,
 }
+
+/// Completion tokens the estimate assumes when the body names no limit.
+pub const DEFAULT_MAX_TOKENS: u64 = 1024;
 
 /// Async task relay (R10.5): which `/v1/*` paths are task submissions / follow-ups.
 #[derive(Debug, Clone, Default)]

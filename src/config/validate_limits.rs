@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use super::error::Collector;
 use super::model::Balance;
+use super::model::{ClientLimits, KeyLimits, DEFAULT_MAX_TOKENS};
 use super::raw::{RawClientLimits, RawGroup, RawKeyLimits};
 use super::scalars::{choice, dur_nonzero};
-use crate::billing::price::DEFAULT_MAX_TOKENS;
-use crate::limits::{ClientLimits, KeyLimits};
 
 /// A day's worth of requests per second at most; beyond is a typo, not a limit.
 const MAX_COUNT: i64 = 1 << 40;

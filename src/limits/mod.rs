@@ -1,5 +1,6 @@
 //! Rate limits (R15): per-client and per-upstream-key request, token and concurrency limits,
-//! upstream reset learning, and the 429 headers SDKs read. Pure: no I/O, no config, no request path.
+//! upstream reset learning, and the 429 headers SDKs read. Pure: no I/O, no request path; of the
+//! config it reads only the limit values ([`ClientLimits`], [`KeyLimits`]).
 //!
 //! # Algorithm: a conservative sliding window, not GCRA
 //!
@@ -97,27 +98,8 @@ pub use refusal::{Kind, Numbers, Refusal, Report, Room};
 pub use store::{Ask, Grant, Peek, Store};
 pub use subject::Subject;
 
-/// A client's limits (`clients.NAME.limits`, defaulted from `groups.NAME.limits`).
-/// 0 = unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClientLimits {
-    /// Requests per minute.
-    pub rpm: u64,
-    /// Requests per day (a sliding 24 h window).
-    pub rpd: u64,
-    /// Input + output tokens per minute.
-    pub tpm: u64,
-    /// Requests in flight, streamed responses included.
-    pub concurrency: u32,
-}
-
-/// One upstream key's published limits (`channels.NAME.limits`, per key). 0 = unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KeyLimits {
-    pub rpm: u64,
-    pub tpm: u64,
-    pub concurrency: u32,
-}
+/// The limit values are config types (`config::model`); their admission questions live here.
+pub use crate::config::model::{ClientLimits, KeyLimits};
 
 impl ClientLimits {
     /// No limit set: such a client pays nothing on the request path.

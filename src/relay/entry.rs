@@ -351,6 +351,20 @@ fn request_id(h: &http::HeaderMap) -> HeaderValue {
     HeaderValue::from_bytes(&id).unwrap_or(HeaderValue::from_static("req_unknown"))
 }
 
+/// The client listener serves the gateway through this entry point.
+impl crate::http::server::Service for Gateway {
+    fn config(&self) -> Arc<crate::config::model::Config> {
+        self.snapshot().table.config.clone()
+    }
+
+    fn call(
+        self: Arc<Self>,
+        req: http::Request<hyper::body::Incoming>,
+    ) -> impl std::future::Future<Output = crate::http::body::Resp> + Send {
+        handle(self, req)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::request_id;

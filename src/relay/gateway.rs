@@ -162,16 +162,3 @@ impl crate::state::probe::Host for Gateway {
         crate::upstream::list_models(&self.upstream, ch, key, timeout).await
     }
 }
-
-impl crate::http::server::Service for Gateway {
-    fn config(&self) -> Arc<Config> {
-        self.snapshot().table.config.clone()
-    }
-
-    fn call(
-        self: Arc<Self>,
-        req: http::Request<hyper::body::Incoming>,
-    ) -> impl std::future::Future<Output = crate::http::body::Resp> + Send {
-        super::entry::handle(self, req)
-    }
-}
