@@ -1,6 +1,6 @@
 //! End-to-end affinity and sticky routing (R8): rule keys pin channels, bindings move only
 //! after a success, skip_retry_on_failure, explain, request log, restart.
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 

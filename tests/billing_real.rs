@@ -1,6 +1,6 @@
 //! Billing against real traffic (R11.1, R9.8): Anthropic cache tokens normalised and
 //! priced, and a precharge returned the moment its client goes away.
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Per-channel upstream options and per-target retry state (R9.6, R10.2):
 //! `include_usage`, the Idempotency-Key on a retry after a failover, `stream_policy` on
 //! `/v1/responses`, and converters fed unexpected JSON shapes.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

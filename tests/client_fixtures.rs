@@ -8,7 +8,7 @@
 //!
 //! Each test runs every case and fails once, listing every case that failed with the
 //! gateway's answer and the mock's refusal, so one run shows the whole picture.
-mod support;
+use crate::support;
 
 #[path = "client_fixtures/answer.rs"]
 mod answer;

@@ -2,7 +2,7 @@
 //! R1.4, R11.1): `GET /v1/models/{id}`, Anthropic shapes and `request-id` for Anthropic
 //! callers, free token counting, 426 for WebSocket upgrades, bodiless HEAD on HTTP/1 and
 //! HTTP/2, `HEAD /` without auth, and channel model patterns.
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! idle connections are closed after `limits.idle_timeout`, and
 //! `limits.max_connections_per_ip` caps one address — shown over real sockets, and with the
 //! real binary at `max_connections: 4`.
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! by model; any other path reaches only channels that declare it, else 404 in the caller's
 //! format; dot-segments and encoded separators are refused with 400 before routing; and
 //! pass-through retries follow the method.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

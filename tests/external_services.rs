@@ -1,6 +1,6 @@
 //! The test harness's own PostgreSQL and Redis (R17 tests depend on them): each starts on a
 //! free port, answers, and is gone after `stop` — the machine's shared instances untouched.
-mod support;
+use crate::support;
 
 use support::external::{Postgres, Redis};
 

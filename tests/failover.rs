@@ -1,5 +1,5 @@
 //! End-to-end attempt-engine tests (R3.4, R4, R5, R12.1): failover chains through the server.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

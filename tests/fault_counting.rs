@@ -1,7 +1,7 @@
 //! What counts against a channel (R6.4): the cooldown counts only upstream faults,
 //! never a caller's 4xx; auto-disable reads the status after `status_code_mapping`; a
 //! cancelled half-open probe frees its slot at once.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `channels.*.protocol: http2` under load (B-upstream-h2): an upstream that caps concurrent
 //! streams per connection, as real HTTP/2 providers do, gets 500 concurrent streams from one
 //! channel without a request waiting for a stream slot or failing over.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! nominates in `Connection:` and `Expect` never go upstream, `OpenAI-Organization` /
 //! `OpenAI-Project` only where the channel allows it; upstream account identifiers and
 //! `Location` never reach clients; secrets in a channel's `headers` are scrubbed like keys.
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

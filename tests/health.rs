@@ -1,6 +1,6 @@
 //! End-to-end channel health (R6, R7, R2.5): breakers skip and fast-fail, auto-disable
 //! persists across restarts and is lifted by the admin API or a probe, reloads keep state.
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;

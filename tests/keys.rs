@@ -2,7 +2,7 @@
 //! stored by fingerprint, so removing or moving keys across a restart never disables
 //! another; the probe re-tests each auto-disabled key and lifts it; disabled/enabled state
 //! is persisted even when the store queue is full.
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::convert::Infallible;

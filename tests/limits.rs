@@ -4,7 +4,7 @@
 //! body's read deadline (a trickle is cut with 408).
 #[path = "limits/keyed.rs"]
 mod keyed;
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! upstream model, so a virtual model's two targets on one channel fail independently
 //! (R6.1), and a 404 "model not found" takes just that (channel, model) out of new plans
 //! for the cooldown time (R6.4's duration) instead of costing every request a failed attempt.
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::*;

@@ -1,7 +1,7 @@
 //! Non-stream answers as real providers send them (R9.5, R9.7, R10.2, R7.1): headers
 //! only when generation is done, bodies that are not JSON, bodies too large to inspect, empty
 //! 2xx answers, hidden-error codes, channels whose request cannot be built.
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

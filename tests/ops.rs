@@ -1,6 +1,6 @@
 //! Operations end to end (R2.4–R2.6, R12.2, R13): hot reload, admin endpoints, h2c, and the
 //! real binary's `check`, `explain`, SIGHUP and SIGTERM drain.
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

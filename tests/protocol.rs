@@ -1,6 +1,6 @@
 //! Protocol abuse over raw TCP (R14.2, R14.5): slow headers, request-smuggling shapes,
 //! header floods and the connection cap, checked by what a client on the wire observes.
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

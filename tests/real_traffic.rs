@@ -1,7 +1,7 @@
 //! Streams as real providers send them (R9.1–R9.4, R9.6): several events per read,
 //! `Content-Length` framing, gzip, an Anthropic error after `message_start`, bytes that never
 //! complete an event, the SSE headers front proxies need, the idle cut of a committed stream.
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! split anywhere, inside a UTF-8 character or between `\r` and `\n`, with or without pauses
 //! — the client receives exactly what it receives when the upstream writes one event per
 //! write. OpenAI chat, Anthropic messages and Responses formats, over real sockets.
-mod support;
+use crate::support;
 
 use std::sync::OnceLock;
 

@@ -1,5 +1,5 @@
 //! End-to-end relay tests (R1, R3, R9.1, R14.1, R14.2): real gateway, real sockets, mock upstreams.
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::*;

@@ -3,7 +3,7 @@
 //! survivor refunds once, PostgreSQL going away and coming back, task follow-ups on a second
 //! replica (`tasks`), and replicas starting
 //! together migrate once.
-mod support;
+use crate::support;
 
 #[path = "replicas/faults.rs"]
 mod faults;

@@ -7,7 +7,7 @@
 //! 529, and not after a timeout unless the key is there; state-bound requests refused. And
 //! every recorded Codex request translated by `wire::translate::responses` for each upstream
 //! format, checked against what that provider accepts (`responses/validate.rs`).
-mod support;
+use crate::support;
 #[path = "responses/validate.rs"]
 mod validate;
 

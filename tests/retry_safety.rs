@@ -1,6 +1,6 @@
 //! End-to-end retry safety (R10): image replays by tier and key, Idempotency-Key forwarding,
 //! non-replayable pass-through families, task relay locking, and `possibly_charged`.
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Security tests (R14.1, R14.3, R14.4, R14.6, R12.4): planted canary keys never leave the
 //! process, every admin route needs the token, hostile client keys are a plain 401, and a
 //! request can neither choose nor redirect the upstream.
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! the conditional debit under concurrency from several stores (replicas), settle/refund
 //! exactly once against an expiring lease, an unreachable server, migrations and retention.
 //! Each test starts its own throwaway cluster (`support::external::Postgres`, ~1 s).
-mod support;
+use crate::support;
 
 #[path = "postgres/batch.rs"]
 mod batch;

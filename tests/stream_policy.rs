@@ -1,6 +1,6 @@
 //! End-to-end stream-policy and usage tests (R9.6, R8.5, R11 inputs): `force_stream`,
 //! `force_non_stream`, and the `include_usage` asked for on the client's behalf.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::streams::*;

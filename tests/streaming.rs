@@ -2,7 +2,7 @@
 //! `stream_incomplete`, hidden errors, stream policies, usage, client disconnect.
 #[path = "streaming/resume_matrix.rs"]
 mod resume_matrix;
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Tenants stay apart (B-tenants): task ids are bound to (client, channel, id),
 //! sticky keys are scoped by client, and client-chosen model strings grow no state.
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
 //! TLS (R13.4): the client listener serves rustls when `tls` is set, and upstream TLS is
 //! always verified — a self-signed upstream fails the attempt; no option skips verification.
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

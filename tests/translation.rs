@@ -2,7 +2,7 @@
 //! upstreams speaking each provider's format: an OpenAI client on Anthropic, Gemini and Azure
 //! channels, an Anthropic client on an OpenAI channel, errors mapped into the caller's shape,
 //! refused fields, `translate: false`, and the request log's `openai->anthropic`.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

@@ -3,7 +3,7 @@
 //! not, billed at the real usage; an error at the start of a translated stream still fails
 //! over; tool calls keep their ids both ways, in answers, streams and the next request; a
 //! Gemini safety block is an error, never an empty answer.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

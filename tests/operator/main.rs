@@ -1,10 +1,9 @@
 //! The operator's day end to end (R2, R12, R13): config errors and the command line, reloads and
 //! what they report, metrics against README and the dashboard, the audit log of channel
-//! state, storage retention and a full disk. One test binary for all of them.
+//! state, storage retention and a full disk. One module of the `gateway` test binary.
 #![allow(dead_code)]
 
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 mod binary;
 

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::fleet::{chat_to, mocks, Fleet};
+use crate::replicas::fleet::{chat_to, mocks, Fleet};
 use crate::support::external::Redis;
 use switchyard_mock::Behavior;
 

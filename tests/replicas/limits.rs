@@ -507,15 +507,15 @@ async fn cost_of_a_shared_decision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpm_10_admits_exactly_10_across_three_replicas_end_to_end() {
     let r = Redis::start();
-    let m = crate::fleet::mocks().await;
-    let fleet = crate::fleet::Fleet::start(&r, &m);
+    let m = crate::replicas::fleet::mocks().await;
+    let fleet = crate::replicas::fleet::Fleet::start(&r, &m);
     let mut tasks = Vec::new();
     for i in 0..60 {
         let (http, base) = (fleet.http.clone(), fleet.replicas[i % 3].base.clone());
         tasks.push(tokio::spawn(async move {
             let resp = http
                 .post(format!("{base}/v1/chat/completions"))
-                .bearer_auth(crate::fleet::LIMITED)
+                .bearer_auth(crate::replicas::fleet::LIMITED)
                 .json(&serde_json::json!({"model": "s", "messages": [{"role": "user", "content": "hi"}]}))
                 .send()
                 .await
