@@ -24,7 +24,7 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::error::{GatewayError, WireFormat};
+use crate::error::{ClientFormat, GatewayError};
 use crate::http::body::ResponseBody;
 use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
@@ -97,7 +97,7 @@ fn not_found() -> Resp {
             "not_found_error",
             "no such admin route",
         ),
-        WireFormat::OpenAi,
+        ClientFormat::OpenAi,
     )
 }
 
@@ -118,7 +118,7 @@ pub async fn dispatch(
             "authentication_error",
             "admin routes need `Authorization: Bearer <admin.token>`",
         );
-        return error_response(&e, WireFormat::OpenAi);
+        return error_response(&e, ClientFormat::OpenAi);
     }
     let query = query_of(&req);
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -141,7 +141,7 @@ pub async fn dispatch(
                 Ok(rows) => json_response(StatusCode::OK, json!({ "requests": rows }).to_string()),
                 Err(e) => error_response(
                     &GatewayError::internal(format!("request log unavailable: {e}")),
-                    WireFormat::OpenAi,
+                    ClientFormat::OpenAi,
                 ),
             }
         }
@@ -227,7 +227,7 @@ fn set_enabled(
                 "not_found_error",
                 format!("no channel named `{name}`"),
             ),
-            WireFormat::OpenAi,
+            ClientFormat::OpenAi,
         );
     };
     let reason = match why.map(str::trim).filter(|w| !w.is_empty()) {

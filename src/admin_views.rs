@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::error::{GatewayError, WireFormat};
+use crate::error::{ClientFormat, GatewayError};
 use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
 use crate::routing::plan::{AttemptPlan, PlanInput};
@@ -90,7 +90,7 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
                 "not_found_error",
                 format!("no client named `{name}`"),
             ),
-            WireFormat::OpenAi,
+            ClientFormat::OpenAi,
         );
     };
     json_response(StatusCode::OK, client_value(gw, c).to_string())
@@ -188,7 +188,7 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
         }
         Err(e) => error_response(
             &GatewayError::bad_request("bad_explain_query", e),
-            WireFormat::OpenAi,
+            ClientFormat::OpenAi,
         ),
     }
 }

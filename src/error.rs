@@ -6,9 +6,11 @@
 use bytes::Bytes;
 use http::StatusCode;
 
-/// The wire format of the endpoint the client called.
+/// The client's format: the wire format of the endpoint the client called, which decides the
+/// shape of the gateway's own errors and of its rate-limit headers. A client speaks OpenAI or
+/// Anthropic; a channel may also speak Gemini (`wire::translate::WireFormat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WireFormat {
+pub enum ClientFormat {
     /// `{"error":{"message","type","code"}}`
     OpenAi,
     /// `{"type":"error","error":{"type","message"}}`
@@ -233,12 +235,12 @@ impl GatewayError {
     }
 
     /// The error body in `fmt`.
-    pub fn body(&self, fmt: WireFormat) -> Bytes {
+    pub fn body(&self, fmt: ClientFormat) -> Bytes {
         let v = match fmt {
-            WireFormat::OpenAi => serde_json::json!({
+            ClientFormat::OpenAi => serde_json::json!({
                 "error": {"message": self.message, "type": self.kind, "code": self.code, "param": null}
             }),
-            WireFormat::Anthropic => serde_json::json!({
+            ClientFormat::Anthropic => serde_json::json!({
                 "type": "error",
                 "error": {"type": anthropic_type(self.status, self.kind), "message": self.message, "code": self.code}
             }),
@@ -269,7 +271,7 @@ mod tests {
     #[test]
     fn openai_shape() {
         let e = GatewayError::model_not_found("gpt-x");
-        let v: serde_json::Value = serde_json::from_slice(&e.body(WireFormat::OpenAi)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&e.body(ClientFormat::OpenAi)).unwrap();
         assert_eq!(v["error"]["code"], "model_not_found");
         assert!(v["error"]["message"].as_str().unwrap().contains("gpt-x"));
     }
@@ -283,7 +285,7 @@ mod tests {
             (GatewayError::invalid_path("x"), "invalid_request_error"),
         ] {
             let v: serde_json::Value =
-                serde_json::from_slice(&e.body(WireFormat::Anthropic)).unwrap();
+                serde_json::from_slice(&e.body(ClientFormat::Anthropic)).unwrap();
             assert_eq!(v["error"]["type"], t, "{e}");
         }
     }
@@ -291,7 +293,8 @@ mod tests {
     #[test]
     fn anthropic_shape() {
         let e = GatewayError::unauthorized();
-        let v: serde_json::Value = serde_json::from_slice(&e.body(WireFormat::Anthropic)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&e.body(ClientFormat::Anthropic)).unwrap();
         assert_eq!(v["type"], "error");
         assert_eq!(v["error"]["type"], "authentication_error");
     }

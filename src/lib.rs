@@ -13,7 +13,7 @@
 //! - `admin`, `admin_views`: the admin listener and its JSON views.
 //! - `app`: start-up, reload, signals, systemd notification.
 //! - `telemetry`: every metric name; `error`: errors in the caller's wire format.
-//! - `sync`, `clock`: the poison-tolerant lock helper and the wall clock, each in one place.
+//! - `lock`, `clock`: the poison-tolerant lock helper and the wall clock, each in one place.
 //! - `wire`: pure wire-format code (request peek, SSE, dialects, usage, stream policies);
 //!   `wire::translate` converts between provider formats (R16).
 pub mod admin;
@@ -26,13 +26,13 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod limits;
+pub mod lock;
 pub mod relay;
 pub mod routing;
 pub mod secret;
 pub mod shared;
 pub mod state;
 pub mod store;
-pub mod sync;
 pub mod telemetry;
 pub mod upstream;
 pub mod wire;

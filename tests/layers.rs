@@ -14,7 +14,7 @@ const RANKS: &[(&str, u8)] = &[
     ("clock", 0),
     ("error", 0),
     ("secret", 0),
-    ("sync", 0),
+    ("lock", 0),
     // The validated configuration and its value types (limits, prices).
     ("config", 1),
     // Pure descriptions over the config: routing tables and policy, metric names and the
@@ -422,7 +422,7 @@ fn the_table_forbids_upward_and_sideways_imports() {
     );
     assert!(!forbidden("wire").contains(&"config"));
     assert!(
-        forbidden("clock").contains(&"sync"),
+        forbidden("clock").contains(&"lock"),
         "rank 0 imports nothing"
     );
 }

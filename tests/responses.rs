@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 use switchyard::wire::translate::responses::request_to;
-use switchyard::wire::translate::{Format, RequestOptions};
+use switchyard::wire::translate::{RequestOptions, WireFormat};
 use switchyard_mock::{DEFAULT_CHUNKS, PROMPT_TOKENS};
 
 const IN_PRICE: i64 = 1000;
@@ -64,7 +64,7 @@ fn codex_fixtures() -> Vec<(String, Value)> {
     out
 }
 
-fn translate(upstream: Format, body: &Value) -> Value {
+fn translate(upstream: WireFormat, body: &Value) -> Value {
     let r = request_to(
         upstream,
         body.to_string().as_bytes(),
@@ -537,7 +537,11 @@ fn every_codex_fixture_translates_for_every_upstream() {
     for (name, body) in codex_fixtures() {
         let bytes = body.to_string();
         let tools_in = body["tools"].as_array().map_or(0, |t| t.len());
-        for upstream in [Format::OpenAi, Format::Anthropic, Format::Gemini] {
+        for upstream in [
+            WireFormat::OpenAi,
+            WireFormat::Anthropic,
+            WireFormat::Gemini,
+        ] {
             let r = request_to(upstream, bytes.as_bytes(), &RequestOptions::new("up-model"))
                 .unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}"));
             assert!(r.stream, "{name}");
@@ -550,12 +554,12 @@ fn every_codex_fixture_translates_for_every_upstream() {
             assert!(r.dropped[0].ends_with("web_search"), "{:?}", r.dropped);
             let out: Value = serde_json::from_slice(&r.body).unwrap();
             let checked = match upstream {
-                Format::OpenAi => validate::chat(&out),
-                Format::Anthropic => validate::anthropic(&out),
-                Format::Gemini => validate::gemini(&out),
+                WireFormat::OpenAi => validate::chat(&out),
+                WireFormat::Anthropic => validate::anthropic(&out),
+                WireFormat::Gemini => validate::gemini(&out),
             };
             checked.unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}\n{out}"));
-            if upstream == Format::OpenAi {
+            if upstream == WireFormat::OpenAi {
                 // 7 function tools + 5 in the namespace; the web search is dropped.
                 assert_eq!(
                     out["tools"].as_array().unwrap().len(),
@@ -575,7 +579,7 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
         .into_iter()
         .find(|(n, _)| n.contains("function-call-output"))
         .expect("fixture");
-    let c = translate(Format::OpenAi, &body);
+    let c = translate(WireFormat::OpenAi, &body);
     let msgs = c["messages"].as_array().unwrap();
     let n = msgs.len();
     assert_eq!(
@@ -591,7 +595,7 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
         .as_str()
         .unwrap()
         .contains("tool-ok-42"));
-    let m = translate(Format::Anthropic, &body);
+    let m = translate(WireFormat::Anthropic, &body);
     let last = m["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
     assert_eq!(

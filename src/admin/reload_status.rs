@@ -13,7 +13,7 @@ use crate::telemetry;
 
 /// How one reload ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ReloadOutcome {
     /// A new table is live.
     Applied { generation: u64 },
     /// The file holds what is already live; nothing was swapped.
@@ -22,13 +22,13 @@ pub enum Outcome {
     Failed { error: String },
 }
 
-impl Outcome {
+impl ReloadOutcome {
     /// The `result` label of `switchyard_config_reload_total`.
     pub fn label(&self) -> &'static str {
         match self {
-            Outcome::Applied { .. } => "ok",
-            Outcome::Unchanged { .. } => "unchanged",
-            Outcome::Failed { .. } => "error",
+            ReloadOutcome::Applied { .. } => "ok",
+            ReloadOutcome::Unchanged { .. } => "unchanged",
+            ReloadOutcome::Failed { .. } => "error",
         }
     }
 }
@@ -84,28 +84,28 @@ impl ConfigStatus {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.inner)
+        crate::lock::lock(&self.inner)
     }
 
     /// Record one reload; `restart_required` is the full list of settings that differ from
     /// what is running (`None`: unchanged since the last reload).
-    pub fn record(&self, outcome: &Outcome, restart_required: Option<Vec<String>>) {
+    pub fn record(&self, outcome: &ReloadOutcome, restart_required: Option<Vec<String>>) {
         let now = crate::store::now_ms();
         let mut s = self.lock();
         s.last_attempt_ms = now;
         s.last_result = outcome.label();
         s.counts[match outcome {
-            Outcome::Applied { .. } => 0,
-            Outcome::Unchanged { .. } => 1,
-            Outcome::Failed { .. } => 2,
+            ReloadOutcome::Applied { .. } => 0,
+            ReloadOutcome::Unchanged { .. } => 1,
+            ReloadOutcome::Failed { .. } => 2,
         }] += 1;
         match outcome {
-            Outcome::Applied { generation } => {
+            ReloadOutcome::Applied { generation } => {
                 s.generation = *generation;
                 s.loaded_at_ms = now;
             }
-            Outcome::Unchanged { generation } => s.generation = *generation,
-            Outcome::Failed { error } => {
+            ReloadOutcome::Unchanged { generation } => s.generation = *generation,
+            ReloadOutcome::Failed { error } => {
                 s.last_error = Some(error.clone());
                 drop(s);
                 telemetry::config_reload_result(false, now);

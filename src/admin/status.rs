@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
 use super::reload_status::ConfigStatus;
-use crate::error::{GatewayError, WireFormat};
+use crate::error::{ClientFormat, GatewayError};
 use crate::http::body::{error_response, json_response, Resp, ResponseBody};
 use crate::relay::gateway::Gateway;
 
@@ -57,7 +57,7 @@ pub fn unauthorized() -> Resp {
             "the status page needs `Authorization: Bearer <admin.status_token>` (or the admin \
              token), or `?token=` in its URL",
         ),
-        WireFormat::OpenAi,
+        ClientFormat::OpenAi,
     )
 }
 

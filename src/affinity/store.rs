@@ -73,7 +73,7 @@ impl Bindings {
     fn shard(&self, key: u128) -> MutexGuard<'_, Shard> {
         let i = (key % self.shards.len() as u128) as usize;
         // A poisoned lock only means a panic mid-update of plain data; keep serving.
-        crate::sync::lock(&self.shards[i])
+        crate::lock::lock(&self.shards[i])
     }
 
     /// The live binding of `key` (an expired one is removed and not returned).
@@ -182,7 +182,7 @@ impl Bindings {
         let now = Instant::now();
         let mut out = Vec::new();
         for sh in &self.shards {
-            let s = crate::sync::lock(sh);
+            let s = crate::lock::lock(sh);
             out.extend(
                 s.iter()
                     .filter(|(_, e)| e.b.expires > now)
@@ -205,7 +205,7 @@ impl Bindings {
         let now = Instant::now();
         let mut n = 0;
         for sh in &self.shards {
-            let mut s = crate::sync::lock(sh);
+            let mut s = crate::lock::lock(sh);
             let before = s.len();
             s.retain(|_, e| e.b.expires > now);
             n += before - s.len();
@@ -215,7 +215,7 @@ impl Bindings {
 
     /// Live and expired-but-not-swept entries.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| crate::sync::lock(s).len()).sum()
+        self.shards.iter().map(|s| crate::lock::lock(s).len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -234,7 +234,7 @@ impl Bindings {
             return Vec::new();
         };
         let now = Instant::now();
-        let mut s = crate::sync::lock(sh);
+        let mut s = crate::lock::lock(sh);
         let mut out = Vec::new();
         for (k, e) in s.iter_mut().filter(|(_, e)| e.dirty) {
             e.dirty = false;
@@ -250,7 +250,7 @@ impl Bindings {
         let now = Instant::now();
         let mut out = Vec::new();
         for sh in &self.shards {
-            let mut s = crate::sync::lock(sh);
+            let mut s = crate::lock::lock(sh);
             for (k, e) in s.iter_mut().filter(|(_, e)| e.dirty) {
                 e.dirty = false;
                 if e.b.expires > now {

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::tls::CertStore;
-use crate::admin::reload_status::{ConfigStatus, Outcome};
+use crate::admin::reload_status::{ConfigStatus, ReloadOutcome};
 use crate::config::{self, model::Config};
 use crate::relay::gateway::Gateway;
 use crate::telemetry;
@@ -162,11 +162,11 @@ impl Reloader {
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        crate::sync::lock(&self.seen)
+        crate::lock::lock(&self.seen)
     }
 
     /// Reload once. `None`: a file event that changed nothing (not a reload at all).
-    pub fn reload(&self, trigger: Trigger) -> Option<Outcome> {
+    pub fn reload(&self, trigger: Trigger) -> Option<ReloadOutcome> {
         let text = config::read(&self.path);
         let fp = text.as_ref().ok().map(|t| fingerprint(t));
         let live = self.gw.snapshot().table.config.clone();
@@ -181,26 +181,26 @@ impl Reloader {
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
         let (outcome, restart) = match text {
             Err(e) => (
-                Outcome::Failed {
+                ReloadOutcome::Failed {
                     error: e.to_string(),
                 },
                 None,
             ),
             Ok(_) if fp.is_some() && fp == self.seen().live => match self.refresh_tls(&live) {
                 Ok(()) => (
-                    Outcome::Unchanged {
+                    ReloadOutcome::Unchanged {
                         generation: self.gw.generation(),
                     },
                     None,
                 ),
-                Err(error) => (Outcome::Failed { error }, None),
+                Err(error) => (ReloadOutcome::Failed { error }, None),
             },
             Ok(text) => self.apply(&text, &live),
         };
         {
             let mut seen = self.seen();
             seen.attempted = fp;
-            if !matches!(outcome, Outcome::Failed { .. }) {
+            if !matches!(outcome, ReloadOutcome::Failed { .. }) {
                 seen.live = fp;
             }
         }
@@ -214,12 +214,12 @@ impl Reloader {
     }
 
     /// Validate `text`; keep restart-only settings; re-read TLS; swap.
-    fn apply(&self, text: &str, live: &Config) -> (Outcome, Option<Vec<String>>) {
+    fn apply(&self, text: &str, live: &Config) -> (ReloadOutcome, Option<Vec<String>>) {
         let mut cfg = match config::load_text(text, &self.path) {
             Ok(c) => c,
             Err(e) => {
                 return (
-                    Outcome::Failed {
+                    ReloadOutcome::Failed {
                         error: e.to_string(),
                     },
                     None,
@@ -228,29 +228,29 @@ impl Reloader {
         };
         let restart = restart_only(live, &mut cfg);
         if let Err(error) = self.refresh_tls(&cfg) {
-            return (Outcome::Failed { error }, None);
+            return (ReloadOutcome::Failed { error }, None);
         }
         super::series::register_config(&cfg);
         self.gw.billing.set_fail_open(cfg.shared.fail_open);
         let generation = self.gw.swap(cfg);
-        (Outcome::Applied { generation }, Some(restart))
+        (ReloadOutcome::Applied { generation }, Some(restart))
     }
 
-    fn report(&self, outcome: &Outcome, restart: &[String]) {
+    fn report(&self, outcome: &ReloadOutcome, restart: &[String]) {
         telemetry::config_reload(outcome.label());
         let file = self.path.display();
         match outcome {
-            Outcome::Applied { generation } => {
+            ReloadOutcome::Applied { generation } => {
                 tracing::info!(generation, file = %file, "config reloaded");
                 for key in restart {
                     tracing::warn!(key = %key, file = %file,
                         "{key} changed in the file but takes effect only after a restart; the running value stays, the rest of the file is live");
                 }
             }
-            Outcome::Unchanged { generation } => {
+            ReloadOutcome::Unchanged { generation } => {
                 tracing::info!(generation, file = %file, "config file unchanged; nothing reloaded")
             }
-            Outcome::Failed { error } => {
+            ReloadOutcome::Failed { error } => {
                 tracing::error!(file = %file, generation = self.gw.generation(), errors = %error,
                     "config reload rejected; the previous configuration stays live")
             }
@@ -258,9 +258,9 @@ impl Reloader {
     }
 
     /// The `STATUS=` line for systemd (one line: the first line of an error).
-    fn status_line(&self, outcome: &Outcome) -> String {
+    fn status_line(&self, outcome: &ReloadOutcome) -> String {
         match outcome {
-            Outcome::Applied { generation } => {
+            ReloadOutcome::Applied { generation } => {
                 let pending = self.status.view()["restart_required"]
                     .as_array()
                     .map(|a| {
@@ -276,10 +276,10 @@ impl Reloader {
                     format!("config generation {generation} live; restart needed for: {pending}")
                 }
             }
-            Outcome::Unchanged { generation } => {
+            ReloadOutcome::Unchanged { generation } => {
                 format!("config generation {generation} live; file unchanged")
             }
-            Outcome::Failed { error } => format!(
+            ReloadOutcome::Failed { error } => format!(
                 "config reload failed, generation {} stays live: {}",
                 self.gw.generation(),
                 error.lines().next().unwrap_or_default()

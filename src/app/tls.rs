@@ -106,7 +106,7 @@ impl CertStore {
 
     /// True when the files differ from those last loaded (or cannot be read).
     pub fn changed(&self, files: &TlsFiles) -> bool {
-        let last = *crate::sync::lock(&self.read_from);
+        let last = *crate::lock::lock(&self.read_from);
         read(files).map_or(true, |(_, _, fp)| fp != last)
     }
 
@@ -114,7 +114,7 @@ impl CertStore {
     /// error the previous certificate stays.
     pub fn refresh(&self, files: &TlsFiles) -> Result<bool, String> {
         let (cert, key, fp) = read(files)?;
-        let mut last = crate::sync::lock(&self.read_from);
+        let mut last = crate::lock::lock(&self.read_from);
         if *last == fp {
             return Ok(false);
         }

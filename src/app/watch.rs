@@ -118,7 +118,7 @@ impl Watch {
             if !relevant(&e.kind) {
                 return;
             }
-            let files = crate::sync::read(&seen);
+            let files = crate::lock::read(&seen);
             if e.paths.iter().any(|p| files.contains(p)) {
                 let _ = tx.try_send(Trigger::File);
             }
@@ -140,7 +140,7 @@ impl Watch {
     /// Resolve `paths` again and watch what they lead to now.
     fn follow(&mut self, paths: &[PathBuf]) {
         let (files, dirs) = entries(paths);
-        *crate::sync::write(&self.files) = files;
+        *crate::lock::write(&self.files) = files;
         let Some(w) = self.watcher.as_mut() else {
             return;
         };
@@ -185,7 +185,7 @@ pub fn install(reloader: Arc<Reloader>, hup: Hangup) -> Installed {
     let (tx, rx) = mpsc::channel::<Trigger>(64);
     let mut watch = Watch::new(tx.clone());
     watch.follow(&reloader.watched_paths());
-    let mut files: Vec<String> = crate::sync::read(&watch.files)
+    let mut files: Vec<String> = crate::lock::read(&watch.files)
         .iter()
         .map(|p| p.display().to_string())
         .collect();

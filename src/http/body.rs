@@ -10,7 +10,7 @@ use http::{Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
-use crate::error::{GatewayError, WireFormat};
+use crate::error::{ClientFormat, GatewayError};
 
 /// A response as every listener writes it.
 pub type Resp = Response<ResponseBody>;
@@ -87,6 +87,6 @@ pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp 
     r
 }
 
-pub fn error_response(e: &GatewayError, format: WireFormat) -> Resp {
+pub fn error_response(e: &GatewayError, format: ClientFormat) -> Resp {
     json_response(e.status, e.body(format))
 }

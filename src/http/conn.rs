@@ -20,7 +20,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
-use crate::sync::lock;
+use crate::lock::lock;
 
 /// What a connection is doing, shared by its service and its watchdog.
 #[derive(Default)]

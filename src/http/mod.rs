@@ -3,9 +3,9 @@
 //! for both directions (`headers`) and the response body every answer is written with
 //! (`body`).
 pub mod body;
+pub mod body_limit;
 pub mod conn;
 pub mod headers;
-pub mod limits;
 pub mod path;
 pub mod server;
 pub mod sniff;

@@ -61,11 +61,11 @@ impl KeyCooldowns {
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
-        crate::sync::read(&self.shards[i])
+        crate::lock::read(&self.shards[i])
     }
 
     fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
-        crate::sync::write(&self.shards[i])
+        crate::lock::write(&self.shards[i])
     }
 
     /// Cool `key` of `channel` for `wait`, at most `max`, from `now`. A later deadline already

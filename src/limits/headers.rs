@@ -13,14 +13,7 @@ use http::{HeaderName, HeaderValue};
 use super::duration::format_go;
 use super::refusal::{ceil_secs, Kind, Numbers, Refusal, Report};
 
-/// Whose header names and value formats to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HeaderFormat {
-    /// OpenAI Chat Completions / Responses / embeddings … callers.
-    OpenAi,
-    /// Anthropic Messages callers (`/v1/messages`).
-    Anthropic,
-}
+use crate::error::ClientFormat;
 
 type Pair = (HeaderName, HeaderValue);
 
@@ -75,13 +68,13 @@ pub fn rfc3339_after(wall_now: SystemTime, d: Duration) -> String {
 fn trio(
     names: [&'static str; 3],
     n: Numbers,
-    format: HeaderFormat,
+    format: ClientFormat,
     wall_now: SystemTime,
     out: &mut Vec<Pair>,
 ) {
     let reset = match format {
-        HeaderFormat::OpenAi => format_go(n.reset),
-        HeaderFormat::Anthropic => rfc3339_after(wall_now, n.reset),
+        ClientFormat::OpenAi => format_go(n.reset),
+        ClientFormat::Anthropic => rfc3339_after(wall_now, n.reset),
     };
     out.extend(pair(names[0], n.limit.to_string()));
     out.extend(pair(names[1], n.remaining.to_string()));
@@ -94,13 +87,13 @@ fn trio(
 pub fn report_headers(
     report: &Report,
     prefer: Option<Kind>,
-    format: HeaderFormat,
+    format: ClientFormat,
     wall_now: SystemTime,
     out: &mut Vec<Pair>,
 ) {
     let (req, tok) = match format {
-        HeaderFormat::OpenAi => (OPENAI_REQUESTS, OPENAI_TOKENS),
-        HeaderFormat::Anthropic => (ANTHROPIC_REQUESTS, ANTHROPIC_TOKENS),
+        ClientFormat::OpenAi => (OPENAI_REQUESTS, OPENAI_TOKENS),
+        ClientFormat::Anthropic => (ANTHROPIC_REQUESTS, ANTHROPIC_TOKENS),
     };
     if let Some(n) = report.requests(prefer) {
         trio(req, n, format, wall_now, out);
@@ -111,7 +104,7 @@ pub fn report_headers(
 }
 
 /// Every header of a 429 for `refusal` in `format`.
-pub fn refusal_headers(refusal: &Refusal, format: HeaderFormat, wall_now: SystemTime) -> Vec<Pair> {
+pub fn refusal_headers(refusal: &Refusal, format: ClientFormat, wall_now: SystemTime) -> Vec<Pair> {
     let mut out = Vec::with_capacity(8);
     report_headers(
         &refusal.report,

@@ -5,9 +5,8 @@ use tokio::time::Instant;
 
 use super::duration::{format_go, parse_go};
 use super::headers::rfc3339_after;
-use super::{
-    refusal_headers, Bounds, ClientLimits, HeaderFormat, Kind, Limiter, Numbers, Refusal, Report,
-};
+use super::{refusal_headers, Bounds, ClientLimits, Kind, Limiter, Numbers, Refusal, Report};
+use crate::error::ClientFormat;
 
 /// 2023-11-14T22:13:20Z.
 fn wall() -> SystemTime {
@@ -48,7 +47,7 @@ fn refusal(kind: Kind, retry_ms: Option<u64>) -> Refusal {
 fn openai_headers_carry_both_trios_and_retry_after() {
     let h = refusal_headers(
         &refusal(Kind::Rpm, Some(60_200)),
-        HeaderFormat::OpenAi,
+        ClientFormat::OpenAi,
         wall(),
     );
     let want = [
@@ -77,7 +76,7 @@ fn retry_after_never_exceeds_the_window_of_the_refused_kind() {
         (Kind::Rpd, 90_000_000, "86400"),
         (Kind::Concurrency, 120_000, "120"),
     ] {
-        let h = refusal_headers(&refusal(kind, Some(ms)), HeaderFormat::Anthropic, wall());
+        let h = refusal_headers(&refusal(kind, Some(ms)), ClientFormat::Anthropic, wall());
         assert_eq!(
             get(&h, "retry-after").as_deref(),
             Some(want),
@@ -90,7 +89,7 @@ fn retry_after_never_exceeds_the_window_of_the_refused_kind() {
 fn anthropic_headers_give_resets_as_rfc3339_rounded_up() {
     let h = refusal_headers(
         &refusal(Kind::Tpm, Some(999)),
-        HeaderFormat::Anthropic,
+        ClientFormat::Anthropic,
         wall(),
     );
     let want = [
@@ -116,7 +115,7 @@ fn anthropic_headers_give_resets_as_rfc3339_rounded_up() {
 fn the_refused_request_limit_is_the_one_shown() {
     let h = refusal_headers(
         &refusal(Kind::Rpd, Some(5_000)),
-        HeaderFormat::OpenAi,
+        ClientFormat::OpenAi,
         wall(),
     );
     assert_eq!(
@@ -130,7 +129,7 @@ fn the_refused_request_limit_is_the_one_shown() {
     // Refused by tokens: the request limit with less left is shown (rpm, 0 left).
     let h = refusal_headers(
         &refusal(Kind::Tpm, Some(5_000)),
-        HeaderFormat::OpenAi,
+        ClientFormat::OpenAi,
         wall(),
     );
     assert_eq!(get(&h, "x-ratelimit-limit-requests").as_deref(), Some("60"));
@@ -138,7 +137,7 @@ fn the_refused_request_limit_is_the_one_shown() {
 
 #[test]
 fn a_request_that_can_never_fit_is_told_not_to_retry() {
-    let h = refusal_headers(&refusal(Kind::Tpm, None), HeaderFormat::OpenAi, wall());
+    let h = refusal_headers(&refusal(Kind::Tpm, None), ClientFormat::OpenAi, wall());
     assert_eq!(get(&h, "x-should-retry").as_deref(), Some("false"));
     assert_eq!(get(&h, "retry-after"), None);
     assert_eq!(get(&h, "retry-after-ms"), None);
@@ -153,7 +152,7 @@ fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
         (1001, "2", "1001"),
         (59_999, "60", "59999"),
     ] {
-        let h = refusal_headers(&refusal(Kind::Rpm, Some(ms)), HeaderFormat::OpenAi, wall());
+        let h = refusal_headers(&refusal(Kind::Rpm, Some(ms)), ClientFormat::OpenAi, wall());
         assert_eq!(get(&h, "retry-after").as_deref(), Some(secs), "{ms} ms");
         assert_eq!(
             get(&h, "retry-after-ms").as_deref(),
@@ -163,7 +162,7 @@ fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
     }
     let mut r = refusal(Kind::Rpm, None);
     r.retry_after = Some(Duration::from_nanos(1));
-    let h = refusal_headers(&r, HeaderFormat::Anthropic, wall());
+    let h = refusal_headers(&r, ClientFormat::Anthropic, wall());
     assert_eq!(get(&h, "retry-after").as_deref(), Some("1"));
     assert_eq!(get(&h, "retry-after-ms").as_deref(), Some("1"));
 }
@@ -179,7 +178,7 @@ async fn headers_of_a_real_refusal_show_only_configured_limits() {
     let r = l
         .admit_client_now("c", &lim, 0, Instant::now())
         .unwrap_err();
-    let h = refusal_headers(&r, HeaderFormat::Anthropic, wall());
+    let h = refusal_headers(&r, ClientFormat::Anthropic, wall());
     let names: Vec<_> = h.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["retry-after", "retry-after-ms"]);
     assert_eq!(get(&h, "retry-after").as_deref(), Some("1"));

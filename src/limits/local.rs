@@ -42,7 +42,7 @@ pub struct Cell {
 impl Cell {
     /// The cell's state. A poisoned lock only means a panic mid-update of plain counters.
     pub fn lock(&self) -> MutexGuard<'_, CellState> {
-        crate::sync::lock(&self.state)
+        crate::lock::lock(&self.state)
     }
 }
 
@@ -89,11 +89,11 @@ impl Local {
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
-        crate::sync::read(&self.shards[i])
+        crate::lock::read(&self.shards[i])
     }
 
     fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
-        crate::sync::write(&self.shards[i])
+        crate::lock::write(&self.shards[i])
     }
 
     /// The subject's cell, if it has one.

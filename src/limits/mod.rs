@@ -91,7 +91,7 @@ mod upstream_tests;
 mod window_tests;
 
 pub use cooldowns::KeyCooldowns;
-pub use headers::{refusal_headers, report_headers, HeaderFormat};
+pub use headers::{refusal_headers, report_headers};
 pub use limiter::{Admission, Limiter};
 pub use local::{Bounds, Local, LocalGrant};
 pub use refusal::{Kind, Numbers, Refusal, Report, Room};

@@ -14,9 +14,9 @@ use super::context::Context;
 use super::finish::Finish;
 use super::gateway::Gateway;
 use crate::billing::price;
-use crate::error::{GatewayError, WireFormat};
+use crate::error::GatewayError;
 use crate::http::body::{error_response, Resp};
-use crate::limits::{refusal_headers, Admission, HeaderFormat, Kind, Refusal};
+use crate::limits::{refusal_headers, Admission, Kind, Refusal};
 use crate::routing::family::PathFamily;
 use crate::shared::limits::LimitGrant;
 use crate::telemetry;
@@ -176,12 +176,8 @@ fn refused(cx: &Context, r: &Refusal) -> Refused {
     .increment(1);
     let error = rate_limited(r);
     let mut resp = error_response(&error, cx.format);
-    let format = match cx.format {
-        WireFormat::Anthropic => HeaderFormat::Anthropic,
-        WireFormat::OpenAi => HeaderFormat::OpenAi,
-    };
     let headers = resp.headers_mut();
-    for (name, value) in refusal_headers(r, format, SystemTime::now()) {
+    for (name, value) in refusal_headers(r, cx.format, SystemTime::now()) {
         headers.insert(name, value);
     }
     Refused { error, resp }

@@ -10,7 +10,7 @@ use http::Method;
 
 use crate::affinity::StickyKey;
 use crate::config::model::Client;
-use crate::error::WireFormat;
+use crate::error::ClientFormat;
 use crate::routing::family::PathFamily;
 use crate::routing::table::Route;
 use crate::state::Snapshot;
@@ -37,7 +37,7 @@ pub struct Context {
     pub model: String,
     pub family: PathFamily,
     /// The caller's wire format (R1.4): errors are written in it.
-    pub format: WireFormat,
+    pub format: ClientFormat,
     pub stream_format: StreamFormat,
     pub idempotency_key: Option<HeaderValue>,
     /// A task call (R10.5): classified with the task rule; a successful POST binds its task.

@@ -11,7 +11,7 @@ use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
 use crate::config::model::Client;
-use crate::error::{GatewayError, WireFormat};
+use crate::error::{ClientFormat, GatewayError};
 use crate::http::body::{error_response, Resp, ResponseBody};
 use crate::http::headers::ANTHROPIC_REQUEST_ID;
 use crate::http::path;
@@ -23,7 +23,7 @@ use crate::relay::gateway::Gateway;
 use crate::relay::local;
 use crate::relay::lookup::{self, Wanted};
 use crate::relay::task;
-use crate::routing::family::{classify, valid_idempotency_key, PathFamily};
+use crate::routing::family::{family_of, valid_idempotency_key, PathFamily};
 use crate::routing::table::Route;
 use crate::state::Snapshot;
 use crate::wire::dialect::StreamFormat;
@@ -36,7 +36,7 @@ struct Ctx {
     /// The normalised path, or `Err` when the raw path was refused.
     path: Result<String, path::PathError>,
     raw_path: String,
-    format: WireFormat,
+    format: ClientFormat,
     client: Option<String>,
     model: Option<String>,
 }
@@ -76,7 +76,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
             error_response(&e, ctx.format)
         }
     };
-    if ctx.format == WireFormat::Anthropic {
+    if ctx.format == ClientFormat::Anthropic {
         resp.headers_mut()
             .insert(ANTHROPIC_REQUEST_ID, ctx.request_id.clone());
     }
@@ -91,11 +91,11 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
 
 /// The caller's wire format (R1.4): Anthropic's for every `/v1/messages*` path and for
 /// `/v1/models*` asked with `anthropic-version` (the Anthropic SDK), else OpenAI's.
-fn wire_format(path: &str, anthropic_version: bool) -> WireFormat {
+fn wire_format(path: &str, anthropic_version: bool) -> ClientFormat {
     if path.starts_with("/v1/messages") || (anthropic_version && path.starts_with("/v1/models")) {
-        WireFormat::Anthropic
+        ClientFormat::Anthropic
     } else {
-        WireFormat::OpenAi
+        ClientFormat::OpenAi
     }
 }
 
@@ -109,7 +109,7 @@ async fn route(
     if req.headers().contains_key(header::UPGRADE) {
         return Err(GatewayError::upgrade_required());
     }
-    let anthropic = ctx.format == WireFormat::Anthropic;
+    let anthropic = ctx.format == ClientFormat::Anthropic;
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     let model_id = ctx.raw_path.strip_prefix("/v1/models/").map(str::to_string);
     if let (true, Some(rest)) = (safe, model_id) {
@@ -161,7 +161,7 @@ async fn relay(
     let limit = snap.table.config.limits.max_body_bytes;
     let intake = Intake::read(req, path, limit).await?;
     ctx.model = intake.model().map(str::to_string);
-    let family = classify(&intake.path, &intake.parts.method);
+    let family = family_of(&intake.path, &intake.parts.method);
     let (routes, is_task) = match routes(gw, &snap, &client, family, &intake).await {
         Err(e) if counts_locally(&snap, &client, family, &intake, &e) => {
             return Ok(local::count_tokens(&intake.body));
@@ -241,7 +241,7 @@ impl Intake {
             .headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse().ok());
-        let body = crate::http::limits::read_limited(body, declared, limit).await?;
+        let body = crate::http::body_limit::read_limited(body, declared, limit).await?;
         let json = !body.is_empty() && parts.method == Method::POST && is_json(&parts.headers);
         let peek = if json {
             Some(request::peek(&body)?)

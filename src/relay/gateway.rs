@@ -100,7 +100,7 @@ impl Gateway {
     pub fn swap(&self, config: Config) -> u64 {
         // Swaps are serialised, and the generation is published only after the new
         // snapshot is live: whoever sees generation N is served by table N or newer.
-        let _one_at_a_time = crate::sync::lock(&self.swapping);
+        let _one_at_a_time = crate::lock::lock(&self.swapping);
         let generation = self.generation.load(Ordering::SeqCst) + 1;
         let old = self.live.load();
         let rb = &config.routing.retry_budget;

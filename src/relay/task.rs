@@ -179,7 +179,7 @@ impl TaskCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.inner)
+        crate::lock::lock(&self.inner)
     }
 
     pub fn get(&self, client: &str, id: &str) -> Option<Entry> {

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 
 use crate::config::model::{Channel, ChannelKind, MaxTokensChoice, ReasoningChoice, ResponsesMode};
-use crate::error::{GatewayError, WireFormat};
+use crate::error::{ClientFormat, GatewayError};
 use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
 use crate::routing::policy::{Outcome, TransportKind};
@@ -27,26 +27,26 @@ use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
 use crate::wire::translate::responses::{answer_from, request_to, ResponsesStream};
 use crate::wire::translate::{
-    translate_answer, translate_error, translate_request, AnswerOptions, Format, MaxTokensField,
-    ReasoningHistory, RequestOptions, Step, StreamTranslator, UpstreamError,
+    translate_answer, translate_error, translate_request, AnswerOptions, MaxTokensField,
+    ReasoningHistory, RequestOptions, Step, StreamTranslator, UpstreamError, WireFormat,
 };
 use crate::wire::usage::Usage;
 
 /// A translated attempt: the client's format and the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Xlate {
-    pub client: Format,
-    pub upstream: Format,
+    pub client: WireFormat,
+    pub upstream: WireFormat,
     /// The client speaks the Responses API (`client` is then `OpenAi`).
     pub responses: bool,
 }
 
 /// The wire format of a channel kind (Azure speaks OpenAI's).
-pub fn channel_format(kind: ChannelKind) -> Format {
+pub fn channel_format(kind: ChannelKind) -> WireFormat {
     match kind {
-        ChannelKind::OpenAi | ChannelKind::Azure => Format::OpenAi,
-        ChannelKind::Anthropic => Format::Anthropic,
-        ChannelKind::Gemini => Format::Gemini,
+        ChannelKind::OpenAi | ChannelKind::Azure => WireFormat::OpenAi,
+        ChannelKind::Anthropic => WireFormat::Anthropic,
+        ChannelKind::Gemini => WireFormat::Gemini,
     }
 }
 
@@ -55,8 +55,8 @@ pub fn channel_format(kind: ChannelKind) -> Format {
 /// has it, see `of_channel`).
 pub fn of(family: PathFamily, kind: ChannelKind) -> Option<Xlate> {
     let client = match family {
-        PathFamily::Chat => Format::OpenAi,
-        PathFamily::Messages => Format::Anthropic,
+        PathFamily::Chat => WireFormat::OpenAi,
+        PathFamily::Messages => WireFormat::Anthropic,
         PathFamily::Responses => return responses(kind, ResponsesMode::Auto),
         _ => return None,
     };
@@ -111,11 +111,11 @@ fn responses(kind: ChannelKind, mode: ResponsesMode) -> Option<Xlate> {
     let upstream = channel_format(kind);
     let translated = match mode {
         ResponsesMode::Chat => true,
-        ResponsesMode::Auto => upstream != Format::OpenAi,
+        ResponsesMode::Auto => upstream != WireFormat::OpenAi,
         ResponsesMode::Native | ResponsesMode::Off => false,
     };
     translated.then_some(Xlate {
-        client: Format::OpenAi,
+        client: WireFormat::OpenAi,
         upstream,
         responses: true,
     })
@@ -135,16 +135,16 @@ impl Xlate {
     /// The path the upstream's format uses (Gemini's is chosen by its provider).
     pub fn upstream_path(self) -> &'static str {
         match self.upstream {
-            Format::OpenAi => "/v1/chat/completions",
-            Format::Anthropic => "/v1/messages",
-            Format::Gemini => "/v1/models",
+            WireFormat::OpenAi => "/v1/chat/completions",
+            WireFormat::Anthropic => "/v1/messages",
+            WireFormat::Gemini => "/v1/models",
         }
     }
 
-    fn wire_format(self) -> WireFormat {
+    fn wire_format(self) -> ClientFormat {
         match self.client {
-            Format::Anthropic => WireFormat::Anthropic,
-            Format::OpenAi | Format::Gemini => WireFormat::OpenAi,
+            WireFormat::Anthropic => ClientFormat::Anthropic,
+            WireFormat::OpenAi | WireFormat::Gemini => ClientFormat::OpenAi,
         }
     }
 
@@ -206,7 +206,7 @@ impl Xlate {
     /// `stream_options`) holds for translated requests too: the option is taken out, and the
     /// stream's usage is then estimated from what was relayed (`usage_estimated`).
     fn without_usage_option(self, body: Vec<u8>, ch: &Channel) -> Vec<u8> {
-        if self.upstream != Format::OpenAi || ch.include_usage {
+        if self.upstream != WireFormat::OpenAi || ch.include_usage {
             return body;
         }
         match serde_json::from_slice::<serde_json::Value>(&body) {
@@ -259,8 +259,8 @@ impl Xlate {
         } else {
             let tr = StreamTranslator::new(self.upstream, self.client, &opts, include_usage);
             let format = match self.client {
-                Format::Anthropic => StreamFormat::Messages,
-                Format::OpenAi | Format::Gemini => StreamFormat::Chat,
+                WireFormat::Anthropic => StreamFormat::Messages,
+                WireFormat::OpenAi | WireFormat::Gemini => StreamFormat::Chat,
             };
             (Tr::Chat(tr), format)
         };
@@ -307,7 +307,7 @@ fn count_dropped(fields: &[&'static str]) {
     for f in fields {
         metrics::counter!(telemetry::TRANSLATION_DROPPED, "field" => *f).increment(1);
         let first = {
-            let mut seen = crate::sync::lock(&LOGGED);
+            let mut seen = crate::lock::lock(&LOGGED);
             let first = !seen.contains(f);
             if first {
                 seen.push(f);
@@ -494,7 +494,7 @@ impl SseXlate {
             self.held.clear();
             self.dead = true;
             let ev = serde_json::json!({"error": {
-                "message": e.message, "type": e.client_type(Format::Anthropic), "code": e.status,
+                "message": e.message, "type": e.client_type(WireFormat::Anthropic), "code": e.status,
             }});
             out.extend_from_slice(format!("data: {ev}\n\n").as_bytes());
             return;

@@ -85,7 +85,7 @@ impl RetryBudget {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.buckets)
+        crate::lock::lock(&self.buckets)
     }
 
     /// The window in whole seconds.

@@ -92,10 +92,10 @@ pub fn serves(family: PathFamily, path: &str, ch: &Channel) -> bool {
     }
 }
 
-/// Classify a request by its (normalised) path and method: [`classify_path`], with
+/// The family of a request by its (normalised) path and method: [`family_of_path`], with
 /// pass-through paths split by whether the method is safe to replay.
-pub fn classify(path: &str, method: &http::Method) -> PathFamily {
-    match classify_path(path) {
+pub fn family_of(path: &str, method: &http::Method) -> PathFamily {
+    match family_of_path(path) {
         PathFamily::Custom if !safe_method(method) => PathFamily::CustomWrite,
         f => f,
     }
@@ -115,7 +115,7 @@ pub fn safe_method(m: &http::Method) -> bool {
 /// `/v1/videos/...` and `/v1/video/...` → Video, `/v1/messages/count_tokens` → TokenCount.
 /// Chat, completions, embeddings, moderations and messages are exact paths; anything else
 /// (`/v1/chat/completions/{id}`, `/v1/messages/batches`) → Custom.
-pub fn classify_path(path: &str) -> PathFamily {
+pub fn family_of_path(path: &str) -> PathFamily {
     let path = path.split(['?', '#']).next().unwrap_or("");
     let rest = path.trim_start_matches('/');
     let rest = match rest.strip_prefix("v1") {
@@ -185,9 +185,9 @@ pub fn replayable(family: PathFamily, has_idempotency_key: bool, o: &Outcome) ->
     retryable(family, has_idempotency_key) || (family == PathFamily::Responses && pre_generation(o))
 }
 
-/// R10.1 for a request path: [`classify_path`] then [`retryable`].
+/// R10.1 for a request path: [`family_of_path`] then [`retryable`].
 pub fn path_retryable(path: &str, has_idempotency_key: bool) -> bool {
-    retryable(classify_path(path), has_idempotency_key)
+    retryable(family_of_path(path), has_idempotency_key)
 }
 
 /// R10.2: is this attempt at the request's first target, where the client's own
@@ -236,7 +236,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn classify_paths() {
+    fn every_path_has_its_family() {
         let table: &[(&str, PathFamily)] = &[
             ("/v1/chat/completions", Chat),
             ("/v1/completions", Completions),
@@ -268,7 +268,7 @@ mod tests {
             ("", Custom),
         ];
         for (p, f) in table {
-            assert_eq!(classify_path(p), *f, "{p}");
+            assert_eq!(family_of_path(p), *f, "{p}");
         }
     }
 
@@ -353,10 +353,10 @@ mod tests {
             (Method::PATCH, CustomWrite),
             (Method::DELETE, CustomWrite),
         ] {
-            assert_eq!(classify("/v1/assistants", &m), fam, "{m}");
+            assert_eq!(family_of("/v1/assistants", &m), fam, "{m}");
         }
         // Known families keep their own rule whatever the method.
-        assert_eq!(classify("/v1/chat/completions", &Method::POST), Chat);
+        assert_eq!(family_of("/v1/chat/completions", &Method::POST), Chat);
         assert!(!retryable(CustomWrite, false));
         assert!(retryable(CustomWrite, true));
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::*;
 use crate::config::model::Config;
-use crate::routing::family::{classify_path, path_retryable, valid_idempotency_key};
+use crate::routing::family::{family_of_path, path_retryable, valid_idempotency_key};
 
 fn config(env: &[(&str, &str)]) -> Config {
     let yaml = "channels:\n  a:\n    kind: openai\n    base_url: http://127.0.0.1:9\n    keys: [\"k\"]\n    models: [m]\n";
@@ -31,7 +31,7 @@ fn run(cfg: &Config, o: &Outcome, f: &Facts) -> Decision {
 
 fn facts(path: &str, key: bool) -> Facts {
     Facts {
-        family: classify_path(path),
+        family: family_of_path(path),
         has_idempotency_key: key,
         is_task: false,
         alternatives_left: true,
@@ -302,7 +302,7 @@ fn possibly_charged_marks_unknown_outcomes_on_billing_paths() {
         Outcome::LocalAdapter("x".into()),
     ];
     for &(path, plain, _) in PATH_MATRIX {
-        let fam = classify_path(path);
+        let fam = family_of_path(path);
         for o in &unknown {
             assert_eq!(possibly_charged(o, fam), !plain, "{path} {o:?}");
         }

@@ -25,7 +25,7 @@ use super::sync::{Change, Sink};
 /// A replica without the probe lease asks again at most this often.
 pub const LEASE_ASK_EVERY: Duration = Duration::from_millis(500);
 
-use crate::sync::lock;
+use crate::lock::lock;
 
 struct Shared {
     channel: String,

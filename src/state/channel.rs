@@ -1,7 +1,7 @@
 //! `ChannelState` (per channel name: key cursor, disabled flags, breakers, health) and the
 //! `Registry` that owns them.
 
-use crate::sync::lock;
+use crate::lock::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -144,8 +144,8 @@ impl ChannelState {
         store: &Store,
         key: StateKey,
         state: Option<&Disabled>,
-    ) -> crate::store::ChannelState {
-        let row = crate::store::ChannelState {
+    ) -> crate::store::StateRow {
+        let row = crate::store::StateRow {
             channel: self.name.clone(),
             key,
             disabled: state.is_some(),

@@ -6,7 +6,7 @@
 //! breaker it never refuses an attempt that the plan still makes (when every channel is
 //! unavailable the plan falls back to all of them).
 
-use crate::sync::lock;
+use crate::lock::lock;
 use std::sync::Mutex;
 use std::time::Duration;
 

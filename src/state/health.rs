@@ -1,7 +1,7 @@
 //! Provider health (R7.3): a sliding 10-minute window of real outcomes per channel
 //! in 10-second buckets (bounded memory), plus the result of the last model listing.
 
-use crate::sync::lock;
+use crate::lock::lock;
 use std::sync::Mutex;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! a new entry first drops the expired ones, then the one that expires soonest. Keys are
 //! upstream model names from the config, never client-chosen strings.
 
-use crate::sync::lock;
+use crate::lock::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -14,11 +14,11 @@
 //!
 //! The pending map is bounded by the channel's keys (plus the channel itself).
 
-use crate::sync::lock;
+use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::store::{ChannelState as Row, StateKey, Store, WriteOp};
+use crate::store::{StateKey, StateRow as Row, Store, WriteOp};
 
 #[derive(Debug, Default)]
 struct Pending {
@@ -40,7 +40,7 @@ impl Persister {
         let row = if p.rows.is_empty() && !p.draining {
             match store.offer(row) {
                 None => return,
-                Some(WriteOp::ChannelState(row)) => row,
+                Some(WriteOp::StateRow(row)) => row,
                 Some(_) => return,
             }
         } else {

@@ -12,7 +12,7 @@
 //! request within 10 s, at most [`KEY_PROBES_IN_FLIGHT`] keys of a channel at once; the
 //! first round runs one interval after start. Operator disables are never lifted here.
 
-use crate::sync::lock;
+use crate::lock::lock;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

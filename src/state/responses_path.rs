@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::sync::lock;
+use crate::lock::lock;
 
 /// How long a channel stays chat-only before `/v1/responses` is tried on it again.
 pub const RECHECK: Duration = Duration::from_secs(600);

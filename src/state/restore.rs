@@ -10,7 +10,7 @@
 use crate::state::channel::Disabled;
 use crate::state::keys::KeyFp;
 use crate::state::Snapshot;
-use crate::store::{ChannelState as Row, StateKey, Store};
+use crate::store::{StateKey, StateRow as Row, Store};
 
 /// Apply the disabled rows of `store` to the channels of `snap` (start-up, before serving).
 pub async fn restore(store: &Store, snap: &Snapshot) {

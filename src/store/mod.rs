@@ -64,8 +64,8 @@ use tokio::sync::oneshot;
 pub use error::StoreError;
 pub use pg::{Debit, PgOptions, Quota, Swept};
 pub use records::{
-    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals, Prune,
-    Pruned, RequestRecord, StateKey, TaskBinding, WriteOp,
+    AffinityBinding, AttemptRecord, LedgerEntry, LedgerKind, LedgerTotals, Prune, Pruned,
+    RequestRecord, StateKey, StateRow, TaskBinding, WriteOp,
 };
 pub use schema::SCHEMA_VERSION;
 
@@ -123,7 +123,7 @@ impl Inner {
     /// Stops the writer after it has written everything queued, and joins it.
     /// Idempotent; later sends are dropped and counted.
     fn shutdown(&self) {
-        let handle = crate::sync::lock(&self.writer).take();
+        let handle = crate::lock::lock(&self.writer).take();
         if let Some(handle) = handle {
             self.shared.queued.fetch_add(1, Ordering::Relaxed);
             if self.tx.send(Msg::Shutdown).is_err() {

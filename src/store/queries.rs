@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, Row};
 
 use super::records::{
-    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
-    RequestRecord, StateKey,
+    AffinityBinding, AttemptRecord, LedgerEntry, LedgerKind, LedgerTotals, RequestRecord, StateKey,
+    StateRow,
 };
 use super::StoreError;
 
@@ -164,13 +164,13 @@ fn state_key(col: &str) -> StateKey {
     }
 }
 
-pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<ChannelState>, StoreError> {
+pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<StateRow>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT channel, key_fp, reason, ts_ms, auto FROM channel_state ORDER BY channel, key_fp",
     )?;
     let rows = stmt.query_map([], |r| {
         let key: String = r.get(1)?;
-        Ok(ChannelState {
+        Ok(StateRow {
             channel: r.get(0)?,
             key: state_key(&key),
             disabled: true,

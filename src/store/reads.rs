@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use super::records::{AffinityBinding, ChannelState, LedgerEntry, LedgerTotals, RequestRecord};
+use super::records::{AffinityBinding, LedgerEntry, LedgerTotals, RequestRecord, StateRow};
 use super::{queries, Backend, Store, StoreError};
 
 impl Store {
@@ -29,7 +29,7 @@ impl Store {
         };
         let reader = Arc::clone(reader);
         tokio::task::spawn_blocking(move || {
-            let conn = crate::sync::lock(&reader);
+            let conn = crate::lock::lock(&reader);
             f(&conn)
         })
         .await
@@ -82,7 +82,7 @@ impl Store {
     }
 
     /// Persisted disabled channels / keys.
-    pub async fn disabled_states(&self) -> Result<Vec<ChannelState>, StoreError> {
+    pub async fn disabled_states(&self) -> Result<Vec<StateRow>, StoreError> {
         if let Some(r) = self.remote() {
             return r.disabled_states().await;
         }

@@ -124,7 +124,7 @@ pub struct LedgerTotals {
     pub refunded: i64,
 }
 
-/// Which part of a channel a [`ChannelState`] row is about.
+/// Which part of a channel a [`StateRow`] is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StateKey {
@@ -139,7 +139,7 @@ pub enum StateKey {
 
 /// Persisted disabled state of a channel or one of its keys (R7.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelState {
+pub struct StateRow {
     pub channel: String,
     pub key: StateKey,
     /// `false` deletes the stored row (the channel/key is enabled again).
@@ -202,7 +202,7 @@ pub enum WriteOp {
     RequestLog(Box<RequestRecord>),
     /// Must not be dropped: send it with `Store::send_durable`.
     Ledger(LedgerEntry),
-    ChannelState(ChannelState),
+    StateRow(StateRow),
     TaskBinding(TaskBinding),
     AffinityBinding(AffinityBinding),
     /// Several bindings in one queue slot (a snapshot's batch).
@@ -219,7 +219,7 @@ impl WriteOp {
         match self {
             WriteOp::RequestLog(_) => "request_log",
             WriteOp::Ledger(_) => "ledger",
-            WriteOp::ChannelState(_) => "channel_state",
+            WriteOp::StateRow(_) => "channel_state",
             WriteOp::TaskBinding(_) => "task_binding",
             WriteOp::AffinityBinding(_) | WriteOp::AffinityBindings(_) => "affinity_binding",
             WriteOp::Flush(_) => "flush",
@@ -240,9 +240,9 @@ impl From<LedgerEntry> for WriteOp {
     }
 }
 
-impl From<ChannelState> for WriteOp {
-    fn from(s: ChannelState) -> Self {
-        WriteOp::ChannelState(s)
+impl From<StateRow> for WriteOp {
+    fn from(s: StateRow) -> Self {
+        WriteOp::StateRow(s)
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::{params, CachedStatement, Connection, Transaction, TransactionBehavior};
 
 use super::records::{
-    AffinityBinding, ChannelState, LedgerEntry, Prune, RequestRecord, StateKey, WriteOp,
+    AffinityBinding, LedgerEntry, Prune, RequestRecord, StateKey, StateRow, WriteOp,
 };
 use super::space::{drop_request_logs, hold, is_full, Space, HELD_RETRY};
 use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
@@ -254,7 +254,7 @@ fn apply<'c>(tx: &'c Transaction<'_>, hot: &mut Hot<'c>, op: &WriteOp) -> Result
     match op {
         WriteOp::RequestLog(r) => insert_request(cached(tx, &mut hot.request, INSERT_REQUEST)?, r),
         WriteOp::Ledger(e) => insert_ledger(cached(tx, &mut hot.ledger, INSERT_LEDGER)?, e),
-        WriteOp::ChannelState(s) => upsert_channel_state(tx, s),
+        WriteOp::StateRow(s) => upsert_channel_state(tx, s),
         WriteOp::TaskBinding(t) => {
             tx.prepare_cached(
                 "INSERT INTO task_binding (client, task_id, channel, ts_ms) VALUES (?1, ?2, ?3, ?4)
@@ -339,7 +339,7 @@ pub(crate) fn key_column(k: &StateKey) -> String {
     }
 }
 
-fn upsert_channel_state(tx: &Transaction<'_>, s: &ChannelState) -> Result<(), StoreError> {
+fn upsert_channel_state(tx: &Transaction<'_>, s: &StateRow) -> Result<(), StoreError> {
     let key = key_column(&s.key);
     if s.disabled {
         tx.prepare_cached(

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::sync::lock;
+use crate::lock::lock;
 
 /// The channel window.
 pub const SPAN: Duration = Duration::from_secs(300);

@@ -77,7 +77,7 @@ struct Host {
 impl Host {
     /// A slot on the least-busy open connection with room.
     fn take(&self) -> Option<Slot> {
-        let mut conns = crate::sync::lock(&self.conns);
+        let mut conns = crate::lock::lock(&self.conns);
         conns.retain(|c| !c.tx.is_closed());
         let c = conns
             .iter()
@@ -90,7 +90,7 @@ impl Host {
 
     fn add(&self, c: Arc<Conn>) -> Slot {
         c.inflight.fetch_add(1, Ordering::AcqRel);
-        crate::sync::lock(&self.conns).push(c.clone());
+        crate::lock::lock(&self.conns).push(c.clone());
         Slot(c)
     }
 }
@@ -115,7 +115,7 @@ impl H2Pool {
             uri.scheme_str().unwrap_or("http"),
             uri.authority().map_or("", |a| a.as_str())
         );
-        let mut hosts = crate::sync::lock(&self.hosts);
+        let mut hosts = crate::lock::lock(&self.hosts);
         hosts.entry(key).or_default().clone()
     }
 

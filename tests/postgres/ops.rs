@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use switchyard::store::{AffinityBinding, ChannelState, StateKey, TaskBinding, WriteOp};
+use switchyard::store::{AffinityBinding, StateKey, StateRow, TaskBinding, WriteOp};
 
 use super::support::external::Postgres;
 use super::{int, open, request};
@@ -16,7 +16,7 @@ async fn every_write_and_read_round_trips() {
         assert!(store.try_send(request(&format!("r{i}"), 1000 + i)));
     }
     let fp = "ab".repeat(16);
-    let state = |channel: &str, key: StateKey, disabled: bool| ChannelState {
+    let state = |channel: &str, key: StateKey, disabled: bool| StateRow {
         channel: channel.into(),
         key,
         disabled,
@@ -138,7 +138,7 @@ async fn two_stores_share_state_by_name_and_fingerprint() {
     let one = open(&pg, Duration::from_secs(30)).await;
     let two = open(&pg, Duration::from_secs(30)).await;
     let (k1, k2) = ("11".repeat(16), "22".repeat(16));
-    let row = |key: &str, disabled: bool| ChannelState {
+    let row = |key: &str, disabled: bool| StateRow {
         channel: "a".into(),
         key: StateKey::Key(key.into()),
         disabled,

@@ -132,7 +132,7 @@ impl RedisStore {
     }
 
     fn mirror(&self) -> MutexGuard<'_, HashMap<String, (Report, Instant)>> {
-        crate::sync::lock(&self.mirror)
+        crate::lock::lock(&self.mirror)
     }
 
     /// Should this admission go to Redis? Yes while up; while down, once per RETRY_EVERY.

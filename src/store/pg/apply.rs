@@ -4,7 +4,7 @@
 use tokio_postgres::{Client, GenericClient, Statement};
 
 use super::super::records::{
-    AffinityBinding, ChannelState, LedgerEntry, LedgerKind, RequestRecord, TaskBinding, WriteOp,
+    AffinityBinding, LedgerEntry, LedgerKind, RequestRecord, StateRow, TaskBinding, WriteOp,
 };
 use super::super::writer::{key_column, to_i64};
 use super::super::StoreError;
@@ -118,7 +118,7 @@ pub(crate) async fn one<C: GenericClient>(
 ) -> Result<Option<bool>, StoreError> {
     match op {
         WriteOp::Ledger(e) => ledger(c, s, owner, e).await.map(Some),
-        WriteOp::ChannelState(st) => state(c, s, st).await.map(|()| None),
+        WriteOp::StateRow(st) => state(c, s, st).await.map(|()| None),
         WriteOp::TaskBinding(t) => task(c, s, t).await.map(|()| None),
         WriteOp::AffinityBinding(a) => affinity(c, s, a).await.map(|()| None),
         WriteOp::AffinityBindings(list) => {
@@ -170,7 +170,7 @@ async fn ledger<C: GenericClient>(
     Ok(n > 0)
 }
 
-async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &ChannelState) -> Result<(), StoreError> {
+async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &StateRow) -> Result<(), StoreError> {
     let key = key_column(&st.key);
     if st.disabled {
         c.execute(

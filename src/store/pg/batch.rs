@@ -62,7 +62,7 @@ pub(crate) struct Lanes {
 
 impl Lanes {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lane>> {
-        crate::sync::lock(&self.map)
+        crate::lock::lock(&self.map)
     }
 }
 

@@ -132,7 +132,7 @@ pub(crate) struct Remote {
 
 impl Remote {
     pub(crate) fn live(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        crate::sync::lock(&self.live)
+        crate::lock::lock(&self.live)
     }
 
     /// A pooled connection, within the timeout.

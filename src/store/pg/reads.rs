@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use tokio_postgres::Row;
 
 use super::super::records::{
-    AffinityBinding, AttemptRecord, ChannelState, LedgerEntry, LedgerKind, LedgerTotals,
-    RequestRecord, StateKey,
+    AffinityBinding, AttemptRecord, LedgerEntry, LedgerKind, LedgerTotals, RequestRecord, StateKey,
+    StateRow,
 };
 use super::super::StoreError;
 use super::Remote;
@@ -161,7 +161,7 @@ impl Remote {
         .await
     }
 
-    pub(crate) async fn disabled_states(&self) -> Result<Vec<ChannelState>, StoreError> {
+    pub(crate) async fn disabled_states(&self) -> Result<Vec<StateRow>, StoreError> {
         self.with(async |c| {
             let rows = c
                 .query(
@@ -172,7 +172,7 @@ impl Remote {
                 .await?;
             Ok(rows
                 .iter()
-                .map(|r| ChannelState {
+                .map(|r| StateRow {
                     channel: r.get(0),
                     key: state_key(r.get(1)),
                     disabled: true,

@@ -40,11 +40,11 @@ async fn v3_rows_survive_as_legacy_rows() {
         ]
     );
     // A legacy row is replaced by its fingerprint row (what start-up does).
-    let legacy = ChannelState {
+    let legacy = StateRow {
         disabled: false,
         ..rows[1].clone()
     };
-    let by_fp = ChannelState {
+    let by_fp = StateRow {
         key: StateKey::Key("00ff".into()),
         ..rows[1].clone()
     };

@@ -66,13 +66,8 @@ pub(super) fn entry(request_id: &str, client: &str, kind: LedgerKind, amount: i6
     }
 }
 
-pub(super) fn state(
-    channel: &str,
-    key: Option<&str>,
-    disabled: bool,
-    reason: &str,
-) -> ChannelState {
-    ChannelState {
+pub(super) fn state(channel: &str, key: Option<&str>, disabled: bool, reason: &str) -> StateRow {
+    StateRow {
         channel: channel.into(),
         key: key.map_or(StateKey::Channel, |k| StateKey::Key(k.into())),
         disabled,

@@ -4,7 +4,7 @@
 use super::errors::UpstreamError;
 use super::ids::IdGen;
 use super::usage::Usage;
-use super::{answer_read, answer_write, Format};
+use super::{answer_read, answer_write, WireFormat};
 
 /// What the caller decides about an answer (shared with `StreamTranslator`).
 #[derive(Debug, Clone, Copy)]
@@ -28,24 +28,24 @@ pub struct TranslatedAnswer {
 /// Translate a 200 answer body of format `from` for a client of format `to`. An error object
 /// in a 200 (R9.5), a Gemini block and an answer that cannot be read are `UpstreamError`s.
 pub fn translate_answer(
-    from: Format,
-    to: Format,
+    from: WireFormat,
+    to: WireFormat,
     body: &[u8],
     opts: &AnswerOptions,
 ) -> Result<TranslatedAnswer, UpstreamError> {
     let ids = IdGen::new(to, opts.id_seed);
     let mut a = match from {
-        Format::Anthropic => answer_read::anthropic(body)?,
-        Format::OpenAi => answer_read::openai(body)?,
-        Format::Gemini => answer_read::gemini(body, &ids)?,
+        WireFormat::Anthropic => answer_read::anthropic(body)?,
+        WireFormat::OpenAi => answer_read::openai(body)?,
+        WireFormat::Gemini => answer_read::gemini(body, &ids)?,
     };
     if let Some(m) = opts.model {
         a.model = m.to_string();
     }
     let usage = a.usage;
     let v = match to {
-        Format::Anthropic => answer_write::anthropic(a, &ids, from)?,
-        Format::OpenAi | Format::Gemini => answer_write::openai(a, opts.created, &ids),
+        WireFormat::Anthropic => answer_write::anthropic(a, &ids, from)?,
+        WireFormat::OpenAi | WireFormat::Gemini => answer_write::openai(a, opts.created, &ids),
     };
     Ok(TranslatedAnswer {
         body: v.to_string().into_bytes(),

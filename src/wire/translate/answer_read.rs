@@ -8,13 +8,13 @@ use super::errors::UpstreamError;
 use super::ids::IdGen;
 use super::ir::{Answer, AnswerPart, Choice, Stop};
 use super::shapes::{AMessage, GCandidate, GResponse, OChoice, OCompletion};
-use super::{stop, Format};
+use super::{stop, WireFormat};
 
 /// Anthropic message → neutral answer.
 pub(super) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
-    let m: AMessage = parse(Format::Anthropic, body)?;
+    let m: AMessage = parse(WireFormat::Anthropic, body)?;
     if m.ty.as_deref() == Some("error") || (m.error.is_some() && m.content.is_empty()) {
-        return Err(hidden(Format::Anthropic, body));
+        return Err(hidden(WireFormat::Anthropic, body));
     }
     let mut parts = Vec::with_capacity(m.content.len());
     for b in m.content {
@@ -36,7 +36,7 @@ pub(super) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
             },
             other => {
                 return Err(UpstreamError::bad_answer(
-                    Format::Anthropic,
+                    WireFormat::Anthropic,
                     format!("a `{other}` content block has no counterpart"),
                 ))
             }
@@ -56,13 +56,13 @@ pub(super) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
 
 /// OpenAI `chat.completion` → neutral answer.
 pub(super) fn openai(body: &[u8]) -> Result<Answer, UpstreamError> {
-    let c: OCompletion = parse(Format::OpenAi, body)?;
+    let c: OCompletion = parse(WireFormat::OpenAi, body)?;
     if c.error.is_some() && c.choices.is_empty() {
-        return Err(hidden(Format::OpenAi, body));
+        return Err(hidden(WireFormat::OpenAi, body));
     }
     if c.choices.is_empty() {
         return Err(UpstreamError::bad_answer(
-            Format::OpenAi,
+            WireFormat::OpenAi,
             "the answer has no choices",
         ));
     }
@@ -126,9 +126,9 @@ fn openai_choice(ch: OChoice) -> Choice {
 
 /// Gemini `GenerateContentResponse` → neutral answer.
 pub(super) fn gemini(body: &[u8], ids: &IdGen) -> Result<Answer, UpstreamError> {
-    let r: GResponse = parse(Format::Gemini, body)?;
+    let r: GResponse = parse(WireFormat::Gemini, body)?;
     if r.error.is_some() && r.candidates.is_empty() {
-        return Err(hidden(Format::Gemini, body));
+        return Err(hidden(WireFormat::Gemini, body));
     }
     if let Some(reason) = r
         .prompt_feedback
@@ -139,7 +139,7 @@ pub(super) fn gemini(body: &[u8], ids: &IdGen) -> Result<Answer, UpstreamError> 
     }
     if r.candidates.is_empty() {
         return Err(UpstreamError::bad_answer(
-            Format::Gemini,
+            WireFormat::Gemini,
             "the answer has no candidates",
         ));
     }
@@ -165,7 +165,7 @@ fn gemini_choice(
     for p in cand.content.map(|c| c.parts).unwrap_or_default() {
         if let Some(kind) = p.foreign_kind() {
             return Err(UpstreamError::bad_answer(
-                Format::Gemini,
+                WireFormat::Gemini,
                 format!("a `{kind}` part has no counterpart in a chat answer"),
             ));
         }
@@ -201,16 +201,19 @@ fn gemini_choice(
     })
 }
 
-fn parse<'a, T: serde::Deserialize<'a>>(from: Format, body: &'a [u8]) -> Result<T, UpstreamError> {
+fn parse<'a, T: serde::Deserialize<'a>>(
+    from: WireFormat,
+    body: &'a [u8],
+) -> Result<T, UpstreamError> {
     serde_json::from_slice(body).map_err(|e| UpstreamError::bad_answer(from, e))
 }
 
 /// A 200 whose body is an error object (R9.5): its embedded status (a status code, or an
 /// Anthropic error type), else 502.
-fn hidden(from: Format, body: &[u8]) -> UpstreamError {
+fn hidden(from: WireFormat, body: &[u8]) -> UpstreamError {
     let v: Value = serde_json::from_slice(body).unwrap_or_default();
     let e = UpstreamError::from_value(from, 0, &v);
-    let typed = from == Format::Anthropic
+    let typed = from == WireFormat::Anthropic
         && e.code
             .as_deref()
             .is_some_and(super::errors::is_anthropic_type);

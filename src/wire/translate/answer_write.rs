@@ -9,7 +9,7 @@ use super::ids::IdGen;
 use super::ir::{Answer, AnswerPart, Choice, Stop};
 use super::stop;
 use super::usage::Usage;
-use super::Format;
+use super::WireFormat;
 
 /// `chat.completion`; tool-call arguments that are not JSON are passed as they came.
 pub(super) fn openai(a: Answer, created: u64, ids: &IdGen) -> Value {
@@ -86,7 +86,7 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
 }
 
 /// An Anthropic message from the first choice (Anthropic clients cannot ask for more).
-pub(super) fn anthropic(a: Answer, ids: &IdGen, from: Format) -> Result<Value, UpstreamError> {
+pub(super) fn anthropic(a: Answer, ids: &IdGen, from: WireFormat) -> Result<Value, UpstreamError> {
     let id = ids.message_id(&a.id);
     let usage = a.usage.unwrap_or_default();
     let Some(ch) = a.choices.into_iter().next() else {
@@ -113,7 +113,7 @@ fn anthropic_block(
     p: AnswerPart,
     ids: &IdGen,
     calls: &mut usize,
-    from: Format,
+    from: WireFormat,
 ) -> Result<Value, UpstreamError> {
     Ok(match p {
         AnswerPart::Text(t) => json!({"type": "text", "text": t}),
@@ -132,7 +132,7 @@ fn anthropic_block(
 
 /// Tool arguments as the object Anthropic's `input` must be. An upstream that produced
 /// arguments that are not a JSON object gave an answer this format cannot carry.
-fn tool_input(args: &str, from: Format) -> Result<Value, UpstreamError> {
+fn tool_input(args: &str, from: WireFormat) -> Result<Value, UpstreamError> {
     if args.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }

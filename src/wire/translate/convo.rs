@@ -9,19 +9,19 @@ use serde_json::Value;
 
 use super::error::{Path, Result, TranslateError};
 use super::ir::{Message, Part, Role};
-use super::Format;
+use super::WireFormat;
 
 pub(super) struct Convo {
     pub messages: Vec<Message>,
     /// Fields dropped while reading the messages (`ChatRequest::dropped`).
     pub dropped: Vec<&'static str>,
-    target: Format,
+    target: WireFormat,
     /// Tool-call id → name, kept only for Gemini (the latest call with an id wins).
     names: HashMap<String, String>,
 }
 
 impl Convo {
-    pub fn new(target: Format, capacity: usize) -> Self {
+    pub fn new(target: WireFormat, capacity: usize) -> Self {
         Convo {
             messages: Vec::with_capacity(capacity),
             dropped: Vec::new(),
@@ -43,7 +43,7 @@ impl Convo {
     }
 
     /// The upstream format the conversation is read for.
-    pub fn target(&self) -> Format {
+    pub fn target(&self) -> WireFormat {
         self.target
     }
 
@@ -76,7 +76,7 @@ impl Convo {
 
     /// Add an assistant's tool call to the current assistant turn.
     pub fn tool_call(&mut self, id: String, name: String, args: Value) {
-        if self.target == Format::Gemini {
+        if self.target == WireFormat::Gemini {
             self.names.insert(id.clone(), name.clone());
         }
         self.open(Role::Assistant)
@@ -91,7 +91,7 @@ impl Convo {
         is_error: bool,
         p: Path,
     ) -> Result<()> {
-        let name = if self.target == Format::Gemini {
+        let name = if self.target == WireFormat::Gemini {
             match self.names.get(&id) {
                 Some(n) => Some(n.clone()),
                 None => {

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::Format;
+use super::WireFormat;
 
 /// What went wrong, format-neutral.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,12 @@ pub struct TranslatedError {
 
 /// Translate an upstream error response (`status`, `body` in format `from`) for a client of
 /// format `to`.
-pub fn translate_error(from: Format, status: u16, body: &[u8], to: Format) -> TranslatedError {
+pub fn translate_error(
+    from: WireFormat,
+    status: u16,
+    body: &[u8],
+    to: WireFormat,
+) -> TranslatedError {
     let error = UpstreamError::parse(from, status, body);
     TranslatedError {
         status: error.client_status(to),
@@ -68,7 +73,7 @@ impl UpstreamError {
     }
 
     /// An upstream answer the translator cannot read: a 502, worth another channel.
-    pub fn bad_answer(from: Format, detail: impl std::fmt::Display) -> Self {
+    pub fn bad_answer(from: WireFormat, detail: impl std::fmt::Display) -> Self {
         UpstreamError::new(
             502,
             ErrorKind::Api,
@@ -80,7 +85,7 @@ impl UpstreamError {
     }
 
     /// Read an error body of format `from` (any JSON shape; a non-JSON body becomes the message).
-    pub fn parse(from: Format, status: u16, body: &[u8]) -> Self {
+    pub fn parse(from: WireFormat, status: u16, body: &[u8]) -> Self {
         match serde_json::from_slice::<Value>(body) {
             Ok(v) => Self::from_value(from, status, &v),
             Err(_) => {
@@ -92,7 +97,7 @@ impl UpstreamError {
 
     /// Read an error object (an error body or the data of a mid-stream error event). `status`
     /// is the HTTP status it came with, or 0 for a stream event: then the kind decides it.
-    pub fn from_value(from: Format, status: u16, v: &Value) -> Self {
+    pub fn from_value(from: WireFormat, status: u16, v: &Value) -> Self {
         // Gemini streams wrap errors in an array.
         let v = v.as_array().and_then(|a| a.first()).unwrap_or(v);
         let err = if v["error"].is_object() {
@@ -107,8 +112,8 @@ impl UpstreamError {
         let status = embedded_status(err).unwrap_or(status);
         let known = (400..=599).contains(&status).then_some(status);
         let (kind, code) = match from {
-            Format::OpenAi => (openai_kind(known, err), s("code").or_else(|| s("type"))),
-            Format::Anthropic => {
+            WireFormat::OpenAi => (openai_kind(known, err), s("code").or_else(|| s("type"))),
+            WireFormat::Anthropic => {
                 let ty = s("type");
                 let kind = ty.as_deref().and_then(anthropic_kind);
                 (
@@ -116,7 +121,7 @@ impl UpstreamError {
                     ty,
                 )
             }
-            Format::Gemini => {
+            WireFormat::Gemini => {
                 let st = s("status");
                 (gemini_kind(known, st.as_deref(), err), st)
             }
@@ -131,17 +136,17 @@ impl UpstreamError {
     }
 
     /// The status a client of format `to` gets for this error.
-    pub fn client_status(&self, to: Format) -> u16 {
+    pub fn client_status(&self, to: WireFormat) -> u16 {
         match (self.kind, to) {
             (ErrorKind::InvalidRequest | ErrorKind::ContentFilter, _) => 400,
             (ErrorKind::Authentication, _) => 401,
-            (ErrorKind::Billing, Format::Anthropic) => 402,
+            (ErrorKind::Billing, WireFormat::Anthropic) => 402,
             (ErrorKind::Billing, _) => 429,
             (ErrorKind::Permission, _) => 403,
             (ErrorKind::NotFound, _) => 404,
             (ErrorKind::RequestTooLarge, _) => 413,
             (ErrorKind::RateLimit, _) => 429,
-            (ErrorKind::Overloaded, Format::Anthropic) => 529,
+            (ErrorKind::Overloaded, WireFormat::Anthropic) => 529,
             (ErrorKind::Overloaded, _) => 503,
             (ErrorKind::Timeout, _) => 504,
             (ErrorKind::Api, _) if (500..=599).contains(&self.status) => self.status,
@@ -150,19 +155,19 @@ impl UpstreamError {
     }
 
     /// The error type string of format `to`.
-    pub fn client_type(&self, to: Format) -> &'static str {
+    pub fn client_type(&self, to: WireFormat) -> &'static str {
         match (self.kind, to) {
             (ErrorKind::InvalidRequest | ErrorKind::ContentFilter, _) => "invalid_request_error",
             (ErrorKind::Authentication, _) => "authentication_error",
-            (ErrorKind::Billing, Format::Anthropic) => "billing_error",
+            (ErrorKind::Billing, WireFormat::Anthropic) => "billing_error",
             (ErrorKind::Billing, _) => "insufficient_quota",
             (ErrorKind::Permission, _) => "permission_error",
             (ErrorKind::NotFound, _) => "not_found_error",
-            (ErrorKind::RequestTooLarge, Format::Anthropic) => "request_too_large",
+            (ErrorKind::RequestTooLarge, WireFormat::Anthropic) => "request_too_large",
             (ErrorKind::RequestTooLarge, _) => "invalid_request_error",
             (ErrorKind::RateLimit, _) => "rate_limit_error",
             (ErrorKind::Overloaded, _) => "overloaded_error",
-            (ErrorKind::Timeout, Format::Anthropic) => "timeout_error",
+            (ErrorKind::Timeout, WireFormat::Anthropic) => "timeout_error",
             (ErrorKind::Timeout | ErrorKind::Api, _) => "api_error",
         }
     }
@@ -176,17 +181,17 @@ impl UpstreamError {
     }
 
     /// The error body in format `to` (`Gemini` is never a client; it gets the OpenAI shape).
-    pub fn body(&self, to: Format) -> Vec<u8> {
+    pub fn body(&self, to: WireFormat) -> Vec<u8> {
         self.value(to).to_string().into_bytes()
     }
 
-    fn value(&self, to: Format) -> Value {
+    fn value(&self, to: WireFormat) -> Value {
         match to {
-            Format::Anthropic => json!({
+            WireFormat::Anthropic => json!({
                 "type": "error",
                 "error": {"type": self.client_type(to), "message": self.message},
             }),
-            Format::OpenAi | Format::Gemini => json!({
+            WireFormat::OpenAi | WireFormat::Gemini => json!({
                 "error": {
                     "message": self.message,
                     "type": self.client_type(to),
@@ -199,8 +204,8 @@ impl UpstreamError {
 
     /// The mid-stream error event of format `to` (`event: error` for Anthropic, a `data:`
     /// line with an `error` object for OpenAI).
-    pub fn sse_event(&self, to: Format, out: &mut Vec<u8>) {
-        if to == Format::Anthropic {
+    pub fn sse_event(&self, to: WireFormat, out: &mut Vec<u8>) {
+        if to == WireFormat::Anthropic {
             out.extend_from_slice(b"event: error\n");
         }
         out.extend_from_slice(b"data: ");
@@ -245,7 +250,7 @@ pub(crate) fn kind_of_status(status: u16) -> ErrorKind {
 }
 
 /// The status an error of `kind` stands for when it came without one (stream events).
-fn default_status(kind: ErrorKind, from: Format) -> u16 {
+fn default_status(kind: ErrorKind, from: WireFormat) -> u16 {
     match kind {
         ErrorKind::InvalidRequest | ErrorKind::ContentFilter => 400,
         ErrorKind::Authentication => 401,
@@ -255,7 +260,7 @@ fn default_status(kind: ErrorKind, from: Format) -> u16 {
         ErrorKind::RequestTooLarge => 413,
         ErrorKind::RateLimit => 429,
         ErrorKind::Api => 500,
-        ErrorKind::Overloaded if from == Format::Anthropic => 529,
+        ErrorKind::Overloaded if from == WireFormat::Anthropic => 529,
         ErrorKind::Overloaded => 503,
         ErrorKind::Timeout => 504,
     }

@@ -16,7 +16,7 @@
 //! the client's history. Such an id never reaches an OpenAI-format upstream as it is:
 //! `upstream_openai_id` shortens it there.
 
-use super::Format;
+use super::WireFormat;
 
 /// The id marker before a carried thought signature. Ids made here never contain `__` before it.
 const SIG_MARKER: &str = "__ts__";
@@ -34,7 +34,7 @@ pub(crate) const OPENAI_ID_MAX: usize = 40;
 /// Makes ids for one answer.
 #[derive(Debug, Clone)]
 pub(crate) struct IdGen {
-    client: Format,
+    client: WireFormat,
     seed: String,
 }
 
@@ -56,7 +56,7 @@ pub(crate) fn upstream_openai_id(id: String) -> String {
 }
 
 impl IdGen {
-    pub fn new(client: Format, seed: &str) -> Self {
+    pub fn new(client: WireFormat, seed: &str) -> Self {
         let seed: String = seed
             .chars()
             .filter(char::is_ascii_alphanumeric)
@@ -77,12 +77,12 @@ impl IdGen {
     pub fn call_id(&self, upstream: &str, signature: &str, n: usize) -> String {
         let mut id = if upstream.is_empty() {
             let prefix = match self.client {
-                Format::Anthropic => "toolu_",
+                WireFormat::Anthropic => "toolu_",
                 _ => "call_",
             };
             let cut = self.seed.len().saturating_sub(CALL_SEED_MAX);
             format!("{prefix}{}_{n}", &self.seed[cut..])
-        } else if self.client == Format::Anthropic || !signature.is_empty() {
+        } else if self.client == WireFormat::Anthropic || !signature.is_empty() {
             safe(upstream)
         } else {
             upstream.to_string()
@@ -100,7 +100,7 @@ impl IdGen {
         let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
         if id.is_empty() {
             self.call_id("", "", n)
-        } else if self.client == Format::Anthropic && !id.bytes().all(ok) {
+        } else if self.client == WireFormat::Anthropic && !id.bytes().all(ok) {
             safe(id)
         } else {
             id.to_string()
@@ -111,7 +111,7 @@ impl IdGen {
     pub fn message_id(&self, upstream: &str) -> String {
         match (upstream.is_empty(), self.client) {
             (false, _) => upstream.to_string(),
-            (true, Format::Anthropic) => format!("msg_{}", self.seed),
+            (true, WireFormat::Anthropic) => format!("msg_{}", self.seed),
             (true, _) => format!("chatcmpl-{}", self.seed),
         }
     }
@@ -185,11 +185,11 @@ mod tests {
 
     #[test]
     fn made_up_ids_are_unique_per_call_and_anthropic_safe() {
-        let g = IdGen::new(Format::Anthropic, "req-7f3a:b");
+        let g = IdGen::new(WireFormat::Anthropic, "req-7f3a:b");
         assert_eq!(g.call_id("", "", 0), "toolu_req7f3ab_0");
         assert_eq!(g.call_id("", "", 1), "toolu_req7f3ab_1");
         assert_eq!(g.call_id("call.x:y", "", 0), "call_x_y");
-        let o = IdGen::new(Format::OpenAi, "");
+        let o = IdGen::new(WireFormat::OpenAi, "");
         assert_eq!(o.call_id("", "", 2), "call_0_2");
         assert_eq!(o.call_id("fc-1", "", 2), "fc-1");
         assert_eq!(o.message_id(""), "chatcmpl-0");
@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn made_up_ids_fit_openai_for_the_gateways_request_ids() {
         let seed = "req_019ad3f2c7e14b5a9c0d8e7f6a5b4c3d";
-        for client in [Format::Anthropic, Format::OpenAi] {
+        for client in [WireFormat::Anthropic, WireFormat::OpenAi] {
             let g = IdGen::new(client, seed);
             // The last call a stream may make (`MAX_TOOL_CALLS`).
             let id = g.call_id("", "", 1023);
@@ -214,14 +214,14 @@ mod tests {
         }
         // The message id keeps the whole request id.
         assert_eq!(
-            IdGen::new(Format::Anthropic, seed).message_id(""),
+            IdGen::new(WireFormat::Anthropic, seed).message_id(""),
             "msg_req019ad3f2c7e14b5a9c0d8e7f6a5b4c3d"
         );
     }
 
     #[test]
     fn ids_sent_to_openai_upstreams_fit_40_characters() {
-        let g = IdGen::new(Format::Anthropic, "abc");
+        let g = IdGen::new(WireFormat::Anthropic, "abc");
         let signed = g.call_id("", &"QUJD".repeat(50), 0);
         assert!(signed.len() > OPENAI_ID_MAX);
         assert_eq!(upstream_openai_id(signed), "toolu_abc_0");
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn signatures_survive_the_round_trip_through_an_id() {
-        let g = IdGen::new(Format::Anthropic, "abc");
+        let g = IdGen::new(WireFormat::Anthropic, "abc");
         for sig in ["CiQB0e2Kb+/x==", "AAAA", "a/b+c", "Zg="] {
             let id = g.call_id("", sig, 3);
             assert!(

@@ -54,7 +54,7 @@ pub use usage::Usage;
 
 /// A wire format. Clients speak `OpenAi` or `Anthropic`; upstreams any of the three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
+pub enum WireFormat {
     /// OpenAI Chat Completions (`/v1/chat/completions`) and compatible servers.
     OpenAi,
     /// Anthropic Messages (`/v1/messages`).
@@ -63,22 +63,22 @@ pub enum Format {
     Gemini,
 }
 
-impl Format {
+impl WireFormat {
     /// The human name used in error messages.
     pub fn name(self) -> &'static str {
         match self {
-            Format::OpenAi => "OpenAI Chat Completions",
-            Format::Anthropic => "Anthropic Messages",
-            Format::Gemini => "Gemini generateContent",
+            WireFormat::OpenAi => "OpenAI Chat Completions",
+            WireFormat::Anthropic => "Anthropic Messages",
+            WireFormat::Gemini => "Gemini generateContent",
         }
     }
 
     /// The short label of a translation, as the request log shows it (`openai->anthropic`).
     pub fn label(self) -> &'static str {
         match self {
-            Format::OpenAi => "openai",
-            Format::Anthropic => "anthropic",
-            Format::Gemini => "gemini",
+            WireFormat::OpenAi => "openai",
+            WireFormat::Anthropic => "anthropic",
+            WireFormat::Gemini => "gemini",
         }
     }
 }
@@ -213,8 +213,8 @@ pub fn openai_reasoning_model(model: &str) -> bool {
 
 /// Translate a client request body (`from`: OpenAI or Anthropic) for an upstream of format `to`.
 pub fn translate_request(
-    from: Format,
-    to: Format,
+    from: WireFormat,
+    to: WireFormat,
     body: &[u8],
     opts: &RequestOptions,
 ) -> Result<TranslatedRequest, TranslateError> {
@@ -222,7 +222,7 @@ pub fn translate_request(
         TranslateError::invalid("", format!("request body is not valid JSON ({e})"))
     })?;
     let mut ir = read_request(from, to, v)?;
-    let keeps_thinking = to == Format::OpenAi
+    let keeps_thinking = to == WireFormat::OpenAi
         && opts.reasoning_history.resolve(opts.model) == ReasoningHistory::ReasoningContent;
     let has_thinking = ir
         .messages
@@ -231,7 +231,7 @@ pub fn translate_request(
     if has_thinking && !keeps_thinking {
         ir.note_dropped("thinking");
     }
-    if to == Format::OpenAi && openai_reasoning_model(opts.model) {
+    if to == WireFormat::OpenAi && openai_reasoning_model(opts.model) {
         // OpenAI's reasoning models take only the default sampling (temperature 1): a
         // client's temperature or top_p is a hint they cannot honour, not a refusal.
         if ir.temperature.take().is_some_and(|t| t != 1.0) {
@@ -254,13 +254,15 @@ pub fn translate_request(
 
 /// Read a client request into the neutral form, refusing what `to` cannot express.
 pub(crate) fn read_request(
-    from: Format,
-    to: Format,
+    from: WireFormat,
+    to: WireFormat,
     v: serde_json::Value,
 ) -> Result<ir::ChatRequest, TranslateError> {
     match (from, to) {
-        (Format::OpenAi, Format::Anthropic | Format::Gemini) => req_openai::read(v, to),
-        (Format::Anthropic, Format::OpenAi | Format::Gemini) => req_anthropic::read(v, to),
+        (WireFormat::OpenAi, WireFormat::Anthropic | WireFormat::Gemini) => req_openai::read(v, to),
+        (WireFormat::Anthropic, WireFormat::OpenAi | WireFormat::Gemini) => {
+            req_anthropic::read(v, to)
+        }
         _ => Err(TranslateError::unsupported(
             "",
             format!(
@@ -275,12 +277,12 @@ pub(crate) fn read_request(
 /// Write the neutral request in format `to`.
 pub(crate) fn write_request(
     ir: ir::ChatRequest,
-    to: Format,
+    to: WireFormat,
     opts: &RequestOptions,
 ) -> serde_json::Value {
     match to {
-        Format::OpenAi => emit_openai::write(ir, opts),
-        Format::Anthropic => emit_anthropic::write(ir, opts),
-        Format::Gemini => emit_gemini::write(ir),
+        WireFormat::OpenAi => emit_openai::write(ir, opts),
+        WireFormat::Anthropic => emit_anthropic::write(ir, opts),
+        WireFormat::Gemini => emit_gemini::write(ir),
     }
 }

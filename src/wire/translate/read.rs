@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::error::{Path, Result, TranslateError};
 use super::ir::{note, Image};
-use super::Format;
+use super::WireFormat;
 
 pub(super) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
     match v {
@@ -92,7 +92,7 @@ pub(super) fn opt_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<
 }
 
 /// The error for a field `target` cannot express.
-pub(super) fn refuse(p: Path, target: Format, what: &str) -> TranslateError {
+pub(super) fn refuse(p: Path, target: WireFormat, what: &str) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
@@ -104,7 +104,7 @@ pub(super) fn refuse(p: Path, target: Format, what: &str) -> TranslateError {
 }
 
 /// The error for a field this reader does not know.
-pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
+pub(super) fn unknown(p: Path, target: WireFormat) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
@@ -121,7 +121,7 @@ pub(super) fn unknown(p: Path, target: Format) -> TranslateError {
 pub(super) fn no_more(
     m: &Map<String, Value>,
     p: Path,
-    target: Format,
+    target: WireFormat,
     ignored: &[&str],
 ) -> Result<()> {
     let left = m
@@ -181,9 +181,9 @@ const ANTHROPIC_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif"
 pub(super) const GEMINI_FILES_PREFIX: &str = "https://generativelanguage.googleapis.com/";
 
 /// Refuse an image `target` cannot take in this form.
-pub(super) fn check_image(img: &Image, p: Path, target: Format) -> Result<()> {
+pub(super) fn check_image(img: &Image, p: Path, target: WireFormat) -> Result<()> {
     match (img, target) {
-        (Image::Base64 { media_type, .. }, Format::Anthropic)
+        (Image::Base64 { media_type, .. }, WireFormat::Anthropic)
             if !ANTHROPIC_IMAGE_TYPES.contains(&media_type.as_str()) =>
         {
             Err(TranslateError::unsupported(
@@ -194,14 +194,14 @@ pub(super) fn check_image(img: &Image, p: Path, target: Format) -> Result<()> {
                 ),
             ))
         }
-        (Image::Url(u), Format::Gemini) if !u.starts_with(GEMINI_FILES_PREFIX) => {
+        (Image::Url(u), WireFormat::Gemini) if !u.starts_with(GEMINI_FILES_PREFIX) => {
             Err(TranslateError::unsupported(
                 p,
                 "is an image URL; Gemini takes images inline (base64) or as Files API uploads, \
                  and the gateway does not fetch URLs: send the image as a base64 data URL",
             ))
         }
-        (Image::Url(u), Format::OpenAi | Format::Anthropic)
+        (Image::Url(u), WireFormat::OpenAi | WireFormat::Anthropic)
             if !(u.starts_with("https://") || u.starts_with("http://")) =>
         {
             Err(TranslateError::invalid(

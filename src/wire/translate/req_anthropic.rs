@@ -8,7 +8,7 @@ use super::error::{Path, Result, TranslateError};
 use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
 use super::read::{self, refuse};
 use super::req_anthropic_think::{self as think, Thinking};
-use super::Format;
+use super::WireFormat;
 
 /// Top-level fields dropped and reported (README.md says why): they steer Anthropic's own
 /// context editing and capacity, not the answer.
@@ -17,7 +17,7 @@ const DROPPED: &[(&str, &str)] = &[
     ("service_tier", "service_tier"),
 ];
 
-pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
+pub(super) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
     let mut map = read::object(v, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
@@ -37,7 +37,7 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
             "stream" => req.stream = read::boolean(&v, p)?,
             "temperature" => req.temperature = Some(read::number(&v, p)?),
             "top_p" => req.top_p = Some(read::number(&v, p)?),
-            "top_k" if target == Format::Gemini => req.top_k = Some(read::count(&v, p)?),
+            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&v, p)?),
             "top_k" => return Err(refuse(p, target, "`top_k`")),
             "stop_sequences" => req.stop = stop_sequences(v, p, target)?,
             "metadata" => req.user = metadata(v, p, target, &mut req.dropped)?,
@@ -66,7 +66,7 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
 fn system(
     v: Value,
     p: Path,
-    target: Format,
+    target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Vec<String>> {
     match v {
@@ -101,10 +101,10 @@ fn system(
     }
 }
 
-fn stop_sequences(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
+fn stop_sequences(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> {
     let list = read::array(v, p)?;
     let max = match target {
-        Format::OpenAi => 4,
+        WireFormat::OpenAi => 4,
         _ => 5,
     };
     if list.len() > max {
@@ -128,7 +128,7 @@ fn stop_sequences(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
 fn metadata(
     v: Value,
     p: Path,
-    target: Format,
+    target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Option<String>> {
     let mut m = read::object(v, p)?;
@@ -137,11 +137,11 @@ fn metadata(
         super::ir::note(dropped, "metadata");
     }
     let user = match (user, target) {
-        (Some(_), Format::Gemini) => {
+        (Some(_), WireFormat::Gemini) => {
             super::ir::note(dropped, "metadata.user_id");
             None
         }
-        (Some(u), Format::OpenAi) => Some(openai_user(u)),
+        (Some(u), WireFormat::OpenAi) => Some(openai_user(u)),
         (u, _) => u,
     };
     Ok(user)
@@ -161,7 +161,12 @@ pub(super) fn openai_user(id: String) -> String {
     format!("u_{h}")
 }
 
-fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> Result<Vec<Tool>> {
+fn tools(
+    v: Value,
+    p: Path,
+    target: WireFormat,
+    dropped: &mut Vec<&'static str>,
+) -> Result<Vec<Tool>> {
     let list = read::array(v, p)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
@@ -196,7 +201,7 @@ fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> 
     Ok(out)
 }
 
-fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     req.tool_choice = Some(match ty.as_str() {
@@ -217,7 +222,7 @@ fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Resu
     {
         let pd = p.key("disable_parallel_tool_use");
         let disable = read::boolean(&d, pd)?;
-        if disable && target == Format::Gemini {
+        if disable && target == WireFormat::Gemini {
             return Err(refuse(pd, target, "`disable_parallel_tool_use: true`"));
         }
         req.parallel_tool_calls = Some(!disable);
@@ -230,7 +235,7 @@ fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Resu
 fn output_config(
     v: Value,
     p: Path,
-    target: Format,
+    target: WireFormat,
 ) -> Result<(Option<ResponseFormat>, Option<String>)> {
     let mut m = read::object(v, p)?;
     let format = match m.remove("format").filter(|f| !f.is_null()) {
@@ -243,7 +248,7 @@ fn output_config(
 }
 
 /// `output_config.format` (and the beta `output_format`): `{type: json_schema, schema}`.
-fn output_format(v: Value, p: Path, target: Format) -> Result<ResponseFormat> {
+fn output_format(v: Value, p: Path, target: WireFormat) -> Result<ResponseFormat> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     if ty != "json_schema" {

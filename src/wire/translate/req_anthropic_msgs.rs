@@ -10,9 +10,9 @@ use super::convo::Convo;
 use super::error::{Path, Result, TranslateError};
 use super::ir::{ChatRequest, Image, Part, Role};
 use super::read::{self, refuse};
-use super::Format;
+use super::WireFormat;
 
-pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()> {
+pub(super) fn read(v: Value, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
     let root = Path::ROOT;
     let p = root.key("messages");
     let list = read::array(v, p)?;
@@ -58,7 +58,7 @@ pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()
     Ok(())
 }
 
-fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Result<()> {
+fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -> Result<()> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     match (ty.as_str(), role) {
@@ -90,7 +90,7 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
         // signature means nothing elsewhere (README.md).
         ("thinking", Role::Assistant) => {
             match read::opt_str(&mut m, "thinking", p)? {
-                Some(t) if target == Format::OpenAi && !t.is_empty() => {
+                Some(t) if target == WireFormat::OpenAi && !t.is_empty() => {
                     convo.open(role).push(Part::Thinking(t))
                 }
                 _ => convo.dropped("thinking"),
@@ -116,7 +116,7 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: Format) -> Re
 /// A `tool_use` block's `caller`: the SDKs echo it back (`null`, or `{"type": "direct"}`:
 /// the model called the tool itself, the only kind the other formats have). A call made
 /// from code execution (programmatic tool calling) cannot be expressed.
-fn caller(v: Option<Value>, p: Path, target: Format) -> Result<()> {
+fn caller(v: Option<Value>, p: Path, target: WireFormat) -> Result<()> {
     match v {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Object(c)) if c.get("type").and_then(Value::as_str) == Some("direct") => Ok(()),
@@ -137,7 +137,7 @@ fn role_name(role: Role) -> &'static str {
 }
 
 /// `image.source`: `{type: base64, media_type, data}` or `{type: url, url}`.
-fn image(m: &mut Map<String, Value>, p: Path, target: Format) -> Result<Image> {
+fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Image> {
     let ps = p.key("source");
     let mut s = read::object(m.remove("source").unwrap_or(Value::Null), ps)?;
     let ty = read::req_str(&mut s, "type", ps)?;
@@ -164,7 +164,7 @@ fn tool_result(
     mut m: Map<String, Value>,
     p: Path,
     convo: &mut Convo,
-    target: Format,
+    target: WireFormat,
 ) -> Result<()> {
     let id = read::req_str(&mut m, "tool_use_id", p)?;
     let is_error = match m.remove("is_error").filter(|e| !e.is_null()) {
@@ -192,7 +192,7 @@ fn tool_result(
             ))
         }
     };
-    if is_error && target == Format::OpenAi {
+    if is_error && target == WireFormat::OpenAi {
         // OpenAI `tool` messages have no error flag; the result text says what failed.
         convo.dropped("tool_result.is_error");
     }
@@ -204,7 +204,7 @@ fn tool_result(
 fn result_block(
     v: Value,
     p: Path,
-    target: Format,
+    target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Part> {
     let mut m = read::object(v, p)?;
@@ -229,7 +229,7 @@ fn result_block(
 mod caller_tests {
     use serde_json::json;
 
-    use crate::wire::translate::{translate_request, Format, RequestOptions};
+    use crate::wire::translate::{translate_request, RequestOptions, WireFormat};
 
     /// The SDKs echo `caller` back on `tool_use` blocks (`msg.content` passed as is).
     #[test]
@@ -245,8 +245,8 @@ mod caller_tests {
         };
         let go = |b: String| {
             translate_request(
-                Format::Anthropic,
-                Format::OpenAi,
+                WireFormat::Anthropic,
+                WireFormat::OpenAi,
                 b.as_bytes(),
                 &RequestOptions::new("m"),
             )

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::error::{Path, Result, TranslateError};
 use super::ir::ChatRequest;
 use super::read;
-use super::Format;
+use super::WireFormat;
 
 /// What `thinking` asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub(super) struct Thinking {
 }
 
 /// `thinking: {type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}`.
-pub(super) fn read(v: Value, p: Path, target: Format) -> Result<Mode> {
+pub(super) fn read(v: Value, p: Path, target: WireFormat) -> Result<Mode> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     let budget = match m.remove("budget_tokens").filter(|b| !b.is_null()) {
@@ -67,7 +67,7 @@ pub(super) fn budget_effort(budget: u64) -> &'static str {
 }
 
 /// Set the request's reasoning fields for `target`; report what it cannot take.
-pub(super) fn apply(t: Thinking, req: &mut ChatRequest, target: Format) {
+pub(super) fn apply(t: Thinking, req: &mut ChatRequest, target: WireFormat) {
     let effort = t.effort.as_deref().and_then(openai_effort);
     if t.effort.is_some() && effort.is_none() {
         req.note_dropped("output_config.effort");
@@ -80,7 +80,7 @@ pub(super) fn apply(t: Thinking, req: &mut ChatRequest, target: Format) {
         return;
     };
     match target {
-        Format::Gemini => {
+        WireFormat::Gemini => {
             req.thinking_budget = budget;
             if budget.is_none() {
                 // Gemini thinks dynamically by default; an effort picks its budget.
@@ -101,7 +101,7 @@ pub(super) fn apply(t: Thinking, req: &mut ChatRequest, target: Format) {
 mod tests {
     use super::*;
 
-    fn applied(mode: Option<Mode>, effort: Option<&str>, target: Format) -> ChatRequest {
+    fn applied(mode: Option<Mode>, effort: Option<&str>, target: WireFormat) -> ChatRequest {
         let mut req = ChatRequest::default();
         let t = Thinking {
             mode,
@@ -114,15 +114,15 @@ mod tests {
     #[test]
     fn the_effort_wins_over_the_budget_and_the_budget_gives_one() {
         let on = |b| Some(Mode::On { budget: b });
-        let r = applied(on(Some(31999)), Some("low"), Format::OpenAi);
+        let r = applied(on(Some(31999)), Some("low"), WireFormat::OpenAi);
         assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
-        let r = applied(on(Some(31999)), None, Format::OpenAi);
+        let r = applied(on(Some(31999)), None, WireFormat::OpenAi);
         assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        let r = applied(on(Some(2000)), None, Format::OpenAi);
+        let r = applied(on(Some(2000)), None, WireFormat::OpenAi);
         assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
-        let r = applied(on(None), Some("max"), Format::OpenAi);
+        let r = applied(on(None), Some("max"), WireFormat::OpenAi);
         assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        let r = applied(on(None), None, Format::OpenAi);
+        let r = applied(on(None), None, WireFormat::OpenAi);
         assert_eq!((r.reasoning_effort, r.dropped), (None, vec!["thinking"]));
     }
 
@@ -131,7 +131,7 @@ mod tests {
         let r = applied(
             Some(Mode::On { budget: None }),
             Some("high"),
-            Format::Gemini,
+            WireFormat::Gemini,
         );
         assert_eq!(
             (r.thinking_budget, r.reasoning_effort.as_deref()),
@@ -140,14 +140,14 @@ mod tests {
         let r = applied(
             Some(Mode::On { budget: Some(5) }),
             Some("high"),
-            Format::Gemini,
+            WireFormat::Gemini,
         );
         assert_eq!(r.thinking_budget, Some(5));
         assert_eq!(r.dropped, vec!["output_config.effort"]);
-        let r = applied(Some(Mode::Off), Some("high"), Format::OpenAi);
+        let r = applied(Some(Mode::Off), Some("high"), WireFormat::OpenAi);
         assert_eq!(r.reasoning_effort, None);
         assert_eq!(r.dropped, vec!["output_config.effort"]);
-        let r = applied(None, Some("turbo"), Format::OpenAi);
+        let r = applied(None, Some("turbo"), WireFormat::OpenAi);
         assert_eq!(r.dropped, vec!["output_config.effort"]);
     }
 }

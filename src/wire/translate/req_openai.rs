@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::error::{Path, Result, TranslateError};
 use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
 use super::read::{self, refuse};
-use super::Format;
+use super::WireFormat;
 
 /// Fields that change nothing a translated upstream could honour: dropped and reported
 /// (README.md says why for each).
@@ -20,7 +20,7 @@ const DROPPED: &[(&str, &str)] = &[
     ("verbosity", "verbosity"),
 ];
 
-pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
+pub(super) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
     let mut map = read::object(v, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
@@ -71,12 +71,12 @@ pub(super) fn read(v: Value, target: Format) -> Result<ChatRequest> {
 }
 
 /// Sampling and output-shape fields, each mapped or refused per target.
-fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
-    let gemini = target == Format::Gemini;
+fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
+    let gemini = target == WireFormat::Gemini;
     match k {
         "temperature" => {
             let t = read::number(&v, p)?;
-            if target == Format::Anthropic && t > 1.0 {
+            if target == WireFormat::Anthropic && t > 1.0 {
                 return Err(TranslateError::unsupported(
                     p,
                     format!("is {t}; Anthropic Messages accepts 0 to 1"),
@@ -138,9 +138,9 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: Format) -
 
 /// `reasoning_effort`: a Gemini thinking budget; towards Anthropic dropped (its thinking needs
 /// a budget below `max_tokens` and fixes the temperature: README.md).
-fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
     let s = read::string(v, p)?;
-    if target != Format::Gemini {
+    if target != WireFormat::Gemini {
         req.note_dropped("reasoning_effort");
         return Ok(());
     }
@@ -154,7 +154,7 @@ fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: Format) ->
     Ok(())
 }
 
-fn stream_options(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+fn stream_options(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
     let mut m = read::object(v, p)?;
     if let Some(u) = m.remove("include_usage").filter(|u| !u.is_null()) {
         req.include_usage = read::boolean(&u, p.key("include_usage"))?;
@@ -164,7 +164,7 @@ fn stream_options(v: Value, p: Path, req: &mut ChatRequest, target: Format) -> R
     read::no_more(&m, p, target, &[])
 }
 
-fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
+fn stop(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> {
     let stops = match v {
         Value::String(s) => vec![s],
         Value::Array(a) => a
@@ -182,7 +182,7 @@ fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
             ))
         }
     };
-    if target == Format::Gemini && stops.len() > 5 {
+    if target == WireFormat::Gemini && stops.len() > 5 {
         return Err(TranslateError::unsupported(
             p,
             "has more than 5 sequences; Gemini accepts at most 5",
@@ -191,7 +191,12 @@ fn stop(v: Value, p: Path, target: Format) -> Result<Vec<String>> {
     Ok(stops)
 }
 
-fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> Result<Vec<Tool>> {
+fn tools(
+    v: Value,
+    p: Path,
+    target: WireFormat,
+    dropped: &mut Vec<&'static str>,
+) -> Result<Vec<Tool>> {
     let list = read::array(v, p)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
@@ -224,7 +229,7 @@ fn tools(v: Value, p: Path, target: Format, dropped: &mut Vec<&'static str>) -> 
     Ok(out)
 }
 
-fn tool_choice(v: Value, p: Path, target: Format) -> Result<ToolChoice> {
+fn tool_choice(v: Value, p: Path, target: WireFormat) -> Result<ToolChoice> {
     match v {
         Value::String(s) => match s.as_str() {
             "auto" => Ok(ToolChoice::Auto),
@@ -252,9 +257,9 @@ fn tool_choice(v: Value, p: Path, target: Format) -> Result<ToolChoice> {
     }
 }
 
-fn parallel(v: &Value, p: Path, req: &mut ChatRequest, target: Format) -> Result<()> {
+fn parallel(v: &Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
     let b = read::boolean(v, p)?;
-    if !b && target == Format::Gemini {
+    if !b && target == WireFormat::Gemini {
         return Err(refuse(p, target, "`parallel_tool_calls: false`"));
     }
     req.parallel_tool_calls = Some(b);
@@ -264,7 +269,7 @@ fn parallel(v: &Value, p: Path, req: &mut ChatRequest, target: Format) -> Result
 fn response_format(
     v: Value,
     p: Path,
-    target: Format,
+    target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Option<ResponseFormat>> {
     let mut m = read::object(v, p)?;
@@ -300,7 +305,7 @@ fn response_format(
             ))
         }
     };
-    if target == Format::Anthropic && rf == ResponseFormat::JsonObject {
+    if target == WireFormat::Anthropic && rf == ResponseFormat::JsonObject {
         return Err(TranslateError::unsupported(
             p.key("type"),
             "`json_object` cannot be expressed in Anthropic Messages, which constrains JSON \

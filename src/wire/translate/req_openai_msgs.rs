@@ -10,7 +10,7 @@ use super::convo::Convo;
 use super::error::{Path, Result, TranslateError};
 use super::ir::{ChatRequest, Part, Role};
 use super::read::{self, refuse};
-use super::Format;
+use super::WireFormat;
 
 /// Assistant fields that carry earlier turns' reasoning and citations: neither Anthropic
 /// (which requires its own signature, never made up) nor Gemini takes them back as input
@@ -22,7 +22,7 @@ const ASSISTANT_DROPPED: &[(&str, &str)] = &[
     ("annotations", "annotations"),
 ];
 
-pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()> {
+pub(super) fn read(v: Value, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
     let root = Path::ROOT;
     let p = root.key("messages");
     let list = read::array(v, p)?;
@@ -66,9 +66,9 @@ pub(super) fn read(v: Value, req: &mut ChatRequest, target: Format) -> Result<()
 }
 
 /// A `cache_control` field of `m`: kept for Anthropic, dropped and reported for the others.
-fn cache_mark(m: &mut Map<String, Value>, convo: &mut Convo, target: Format) -> Option<Value> {
+fn cache_mark(m: &mut Map<String, Value>, convo: &mut Convo, target: WireFormat) -> Option<Value> {
     let c = m.remove("cache_control").filter(|c| !c.is_null())?;
-    if target == Format::Anthropic {
+    if target == WireFormat::Anthropic {
         Some(c)
     } else {
         convo.dropped("cache_control");
@@ -118,7 +118,7 @@ fn text_parts(v: Option<Value>, p: Path, convo: &mut Convo) -> Result<Vec<Part>>
     }
 }
 
-fn user(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
+fn user(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: WireFormat) -> Result<()> {
     let pc = p.key("content");
     let parts = match m.remove("content") {
         Some(Value::String(s)) => vec![Part::Text(s)],
@@ -148,7 +148,7 @@ fn user(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -
 fn user_part(
     v: Value,
     p: Path,
-    target: Format,
+    target: WireFormat,
     convo: &mut Convo,
     out: &mut Vec<Part>,
 ) -> Result<()> {
@@ -187,7 +187,12 @@ fn user_part(
     Ok(())
 }
 
-fn assistant(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
+fn assistant(
+    mut m: Map<String, Value>,
+    p: Path,
+    convo: &mut Convo,
+    target: WireFormat,
+) -> Result<()> {
     let mut parts = Vec::new();
     let mut calls_out = Vec::new();
     let pc = p.key("content");
@@ -259,7 +264,7 @@ fn assistant_part(v: Value, p: Path) -> Result<Part> {
     }
 }
 
-fn tool_call(v: Value, p: Path, target: Format) -> Result<(String, String, Value)> {
+fn tool_call(v: Value, p: Path, target: WireFormat) -> Result<(String, String, Value)> {
     let mut m = read::object(v, p)?;
     let id = read::req_str(&mut m, "id", p)?;
     if read::opt_str(&mut m, "type", p)?.is_some_and(|t| t != "function") {
@@ -296,7 +301,7 @@ fn tool_call(v: Value, p: Path, target: Format) -> Result<(String, String, Value
     Ok((id, name, args))
 }
 
-fn tool(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: Format) -> Result<()> {
+fn tool(mut m: Map<String, Value>, p: Path, convo: &mut Convo, target: WireFormat) -> Result<()> {
     let id = read::req_str(&mut m, "tool_call_id", p)?;
     let content = text_parts(m.remove("content"), p.key("content"), convo)?;
     read::no_more(&m, p, target, &[])?;

@@ -6,16 +6,16 @@
 use serde_json::Value;
 
 use super::super::errors::UpstreamError;
-use super::super::{translate_answer, AnswerOptions, Format, TranslatedAnswer};
+use super::super::{translate_answer, AnswerOptions, TranslatedAnswer, WireFormat};
 use super::output::{seed, End, Head, Item};
 
 /// Translate a 200 answer of format `upstream` for a Responses client.
 pub fn answer_from(
-    upstream: Format,
+    upstream: WireFormat,
     body: &[u8],
     opts: &AnswerOptions,
 ) -> Result<TranslatedAnswer, UpstreamError> {
-    let chat = translate_answer(upstream, Format::OpenAi, body, opts)?;
+    let chat = translate_answer(upstream, WireFormat::OpenAi, body, opts)?;
     let v: Value =
         serde_json::from_slice(&chat.body).map_err(|e| UpstreamError::bad_answer(upstream, e))?;
     let choice = &v["choices"][0];

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::super::errors::{ErrorKind, UpstreamError};
 use super::super::usage::Usage;
-use super::super::Format;
+use super::super::WireFormat;
 use super::output::{summary_part, text_part, End, Head, Item, Kind};
 use super::tools::split;
 
@@ -164,7 +164,7 @@ impl Events {
             Some(&i) if self.open == Some(i) => i,
             _ => {
                 return Err(UpstreamError::bad_answer(
-                    Format::OpenAi,
+                    WireFormat::OpenAi,
                     "a tool call's arguments continued after the next output began",
                 ))
             }

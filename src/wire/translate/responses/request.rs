@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::super::error::{Path, TranslateError};
-use super::super::{translate_request, Format, MaxTokensField, RequestOptions};
+use super::super::{translate_request, MaxTokensField, RequestOptions, WireFormat};
 use super::{tools, ResponsesRequest};
 
 /// Fields that change nothing a translated upstream could honour (README.md says why).
@@ -22,7 +22,7 @@ const DROPPED: &[&str] = &[
 
 /// Translate a Responses request body for an upstream of format `upstream`.
 pub fn request_to(
-    upstream: Format,
+    upstream: WireFormat,
     body: &[u8],
     opts: &RequestOptions,
 ) -> Result<ResponsesRequest, TranslateError> {
@@ -32,9 +32,9 @@ pub fn request_to(
     let (chat, mut out) = to_chat(v, opts)?;
     let chat = Value::Object(chat).to_string().into_bytes();
     out.body = match upstream {
-        Format::OpenAi => chat,
+        WireFormat::OpenAi => chat,
         _ => {
-            translate_request(Format::OpenAi, upstream, &chat, opts)
+            translate_request(WireFormat::OpenAi, upstream, &chat, opts)
                 .map_err(|e| in_chat_form(e, upstream))?
                 .body
         }
@@ -43,7 +43,7 @@ pub fn request_to(
 }
 
 /// A refusal of the second step names the field of the Chat form it came from.
-fn in_chat_form(e: TranslateError, upstream: Format) -> TranslateError {
+fn in_chat_form(e: TranslateError, upstream: WireFormat) -> TranslateError {
     TranslateError {
         kind: e.kind,
         field: String::new(),

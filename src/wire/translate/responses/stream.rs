@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::super::answer::AnswerOptions;
 use super::super::errors::UpstreamError;
 use super::super::usage::Usage;
-use super::super::{Format, Step, StreamTranslator};
+use super::super::{Step, StreamTranslator, WireFormat};
 use super::events::Events;
 use super::output::{seed, End, Head};
 
@@ -33,10 +33,10 @@ impl ResponsesStream {
     }
 
     /// `upstream`: the upstream's format.
-    pub fn new(upstream: Format, opts: &AnswerOptions) -> Self {
+    pub fn new(upstream: WireFormat, opts: &AnswerOptions) -> Self {
         let seed = seed(opts.id_seed);
         ResponsesStream {
-            inner: StreamTranslator::new(upstream, Format::OpenAi, opts, true),
+            inner: StreamTranslator::new(upstream, WireFormat::OpenAi, opts, true),
             events: Events::new(seed.clone()),
             seed,
             created: opts.created,

@@ -6,7 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::super::error::{Path, TranslateError};
-use super::super::Format;
+use super::super::WireFormat;
 
 /// Joins a namespace and the name of one of its tools in the flattened function name
 /// (`multi_agent_v1__ns__spawn_agent`). Distinct from the `__` of MCP tool names
@@ -186,7 +186,7 @@ pub(super) fn choice(v: &Value, p: Path) -> Result<Value, TranslateError> {
             format!(
                 "forces `{k}`, which {} cannot express; use auto, none, required or a \
                  function tool",
-                Format::OpenAi.name()
+                WireFormat::OpenAi.name()
             ),
         )),
         None => Err(TranslateError::invalid(p.key("type"), "is required")),

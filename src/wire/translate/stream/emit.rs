@@ -26,7 +26,7 @@ pub(crate) trait Emit {
 pub(crate) const MAX_TOOL_CALLS: usize = 1024;
 
 /// The error for an answer with more than `MAX_TOOL_CALLS` tool calls.
-pub(crate) fn too_many_calls(from: super::super::Format) -> UpstreamError {
+pub(crate) fn too_many_calls(from: super::super::WireFormat) -> UpstreamError {
     UpstreamError::bad_answer(from, format!("more than {MAX_TOOL_CALLS} tool calls"))
 }
 

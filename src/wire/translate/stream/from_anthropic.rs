@@ -10,7 +10,7 @@ use super::super::ir::Stop;
 use super::super::shapes::{ABlock, ADelta, AEvent};
 use super::super::stop;
 use super::super::usage::{AnthropicUsage, Usage};
-use super::super::Format;
+use super::super::WireFormat;
 use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
 
 #[derive(Default)]
@@ -42,7 +42,7 @@ impl FromAnthropic {
             return Ok(());
         }
         let ev: AEvent = serde_json::from_str(data)
-            .map_err(|e| UpstreamError::bad_answer(Format::Anthropic, e))?;
+            .map_err(|e| UpstreamError::bad_answer(WireFormat::Anthropic, e))?;
         match ev.ty.as_ref() {
             "message_start" => {
                 let m = ev.message;
@@ -83,7 +83,7 @@ impl FromAnthropic {
                 let v = ev
                     .error
                     .map_or(Value::Null, |e| serde_json::json!({ "error": e }));
-                return Err(UpstreamError::from_value(Format::Anthropic, 0, &v));
+                return Err(UpstreamError::from_value(WireFormat::Anthropic, 0, &v));
             }
             // ping, content_block_stop, and event types added later.
             _ => {}
@@ -142,7 +142,7 @@ impl FromAnthropic {
             "tool_use" => {
                 let k = self.tools.len();
                 if k == MAX_TOOL_CALLS {
-                    return Err(too_many_calls(Format::Anthropic));
+                    return Err(too_many_calls(WireFormat::Anthropic));
                 }
                 self.tools.push((index, k));
                 let id = b.id.as_deref().unwrap_or("");

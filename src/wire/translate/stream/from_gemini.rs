@@ -8,7 +8,7 @@ use super::super::ids::IdGen;
 use super::super::shapes::{GCandidate, GResponse};
 use super::super::stop;
 use super::super::usage::Usage;
-use super::super::Format;
+use super::super::WireFormat;
 use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
 
 pub(crate) struct FromGemini {
@@ -81,14 +81,14 @@ impl FromGemini {
         for p in cand.content.map(|c| c.parts).unwrap_or_default() {
             if let Some(kind) = p.foreign_kind() {
                 return Err(UpstreamError::bad_answer(
-                    Format::Gemini,
+                    WireFormat::Gemini,
                     format!("a `{kind}` part has no counterpart in a chat stream"),
                 ));
             }
             if let Some(f) = p.function_call {
                 let k = self.calls;
                 if k == MAX_TOOL_CALLS {
-                    return Err(too_many_calls(Format::Gemini));
+                    return Err(too_many_calls(WireFormat::Gemini));
                 }
                 self.calls += 1;
                 let sig = p.thought_signature.as_deref().unwrap_or("");
@@ -120,8 +120,8 @@ fn unreadable(data: &str, detail: impl std::fmt::Display) -> UpstreamError {
     let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
     let first = v.as_array().and_then(|a| a.first()).unwrap_or(&v);
     if first.get("error").is_some() {
-        UpstreamError::from_value(Format::Gemini, 0, first)
+        UpstreamError::from_value(WireFormat::Gemini, 0, first)
     } else {
-        UpstreamError::bad_answer(Format::Gemini, detail)
+        UpstreamError::bad_answer(WireFormat::Gemini, detail)
     }
 }

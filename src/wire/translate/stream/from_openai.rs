@@ -11,7 +11,7 @@ use super::super::ir::Stop;
 use super::super::shapes::{OCompletion, OToolCall};
 use super::super::stop;
 use super::super::usage::Usage;
-use super::super::Format;
+use super::super::WireFormat;
 use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
 
 /// One upstream tool call being streamed.
@@ -71,11 +71,11 @@ impl FromOpenAi {
                 self.malformed += 1;
                 return Ok(());
             }
-            Err(e) => return Err(UpstreamError::bad_answer(Format::OpenAi, e)),
+            Err(e) => return Err(UpstreamError::bad_answer(WireFormat::OpenAi, e)),
         };
         if let Some(e) = c.error {
             return Err(UpstreamError::from_value(
-                Format::OpenAi,
+                WireFormat::OpenAi,
                 0,
                 &json!({ "error": e }),
             ));
@@ -134,7 +134,7 @@ impl FromOpenAi {
             None => {
                 let k = self.calls.len();
                 if k == MAX_TOOL_CALLS {
-                    return Err(too_many_calls(Format::OpenAi));
+                    return Err(too_many_calls(WireFormat::OpenAi));
                 }
                 self.calls.push(Call {
                     index,

@@ -15,7 +15,7 @@ use super::answer::AnswerOptions;
 use super::errors::UpstreamError;
 use super::ids::IdGen;
 use super::usage::Usage;
-use super::Format;
+use super::WireFormat;
 use emit::Emit;
 
 /// What one `feed` (or `finish`) did.
@@ -53,16 +53,21 @@ impl StreamTranslator {
     /// `from`: the upstream's format; `to`: the client's (OpenAI or Anthropic; Gemini clients
     /// do not exist and get OpenAI chunks). `include_usage`: an OpenAI client asked for the
     /// usage chunk (`TranslatedRequest::include_usage`).
-    pub fn new(from: Format, to: Format, opts: &AnswerOptions, include_usage: bool) -> Self {
+    pub fn new(
+        from: WireFormat,
+        to: WireFormat,
+        opts: &AnswerOptions,
+        include_usage: bool,
+    ) -> Self {
         let ids = IdGen::new(to, opts.id_seed);
         let source = match from {
-            Format::Anthropic => Source::Anthropic(Default::default()),
-            Format::OpenAi => Source::OpenAi(Default::default()),
-            Format::Gemini => Source::Gemini(from_gemini::FromGemini::new(ids.clone())),
+            WireFormat::Anthropic => Source::Anthropic(Default::default()),
+            WireFormat::OpenAi => Source::OpenAi(Default::default()),
+            WireFormat::Gemini => Source::Gemini(from_gemini::FromGemini::new(ids.clone())),
         };
         let emit: Box<dyn Emit + Send> = match to {
-            Format::Anthropic => Box::new(to_anthropic::AnthropicEmit::new(opts.model, ids)),
-            Format::OpenAi | Format::Gemini => Box::new(to_openai::OpenAiEmit::new(
+            WireFormat::Anthropic => Box::new(to_anthropic::AnthropicEmit::new(opts.model, ids)),
+            WireFormat::OpenAi | WireFormat::Gemini => Box::new(to_openai::OpenAiEmit::new(
                 opts.created,
                 opts.model,
                 include_usage,

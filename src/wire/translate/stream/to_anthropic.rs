@@ -10,7 +10,7 @@ use super::super::ids::IdGen;
 use super::super::ir::Stop;
 use super::super::stop;
 use super::super::usage::Usage;
-use super::super::Format;
+use super::super::WireFormat;
 use super::emit::{json_str, sse, Counters, Emit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +173,7 @@ impl Emit for AnthropicEmit {
     }
 
     fn error(&mut self, e: &UpstreamError, out: &mut Vec<u8>) {
-        e.sse_event(Format::Anthropic, out);
+        e.sse_event(WireFormat::Anthropic, out);
         self.counters.closed = true;
     }
 

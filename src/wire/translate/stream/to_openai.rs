@@ -8,7 +8,7 @@ use super::super::ids::IdGen;
 use super::super::ir::Stop;
 use super::super::stop;
 use super::super::usage::Usage;
-use super::super::Format;
+use super::super::WireFormat;
 use super::emit::{json_str, sse, Counters, Emit};
 
 pub(crate) struct OpenAiEmit {
@@ -161,7 +161,7 @@ impl Emit for OpenAiEmit {
     }
 
     fn error(&mut self, e: &UpstreamError, out: &mut Vec<u8>) {
-        e.sse_event(Format::OpenAi, out);
+        e.sse_event(WireFormat::OpenAi, out);
         self.counters.closed = true;
     }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::super::{
-    translate_request, Format, ReasoningHistory, RequestOptions, TranslatedRequest,
+    translate_request, ReasoningHistory, RequestOptions, TranslatedRequest, WireFormat,
 };
 use super::validate;
 
@@ -19,7 +19,7 @@ fn fixtures_dir() -> PathBuf {
 
 struct Fixture {
     name: String,
-    from: Format,
+    from: WireFormat,
     body: Value,
 }
 
@@ -39,8 +39,8 @@ fn fixtures() -> Vec<Fixture> {
         let target = v["path"].as_str().unwrap_or("");
         let target = target.split('?').next().unwrap_or("");
         let from = match target {
-            "/v1/messages" => Format::Anthropic,
-            "/v1/chat/completions" => Format::OpenAi,
+            "/v1/messages" => WireFormat::Anthropic,
+            "/v1/chat/completions" => WireFormat::OpenAi,
             _ => continue,
         };
         if !v["body"].is_object() {
@@ -63,16 +63,16 @@ fn fixture(name: &str) -> Fixture {
         .unwrap_or_else(|| panic!("fixture {name} missing"))
 }
 
-fn targets(from: Format) -> [Format; 2] {
+fn targets(from: WireFormat) -> [WireFormat; 2] {
     match from {
-        Format::Anthropic => [Format::OpenAi, Format::Gemini],
-        _ => [Format::Anthropic, Format::Gemini],
+        WireFormat::Anthropic => [WireFormat::OpenAi, WireFormat::Gemini],
+        _ => [WireFormat::Anthropic, WireFormat::Gemini],
     }
 }
 
 fn translate_with(
     f: &Fixture,
-    to: Format,
+    to: WireFormat,
     stream: bool,
     opts: &RequestOptions,
 ) -> (TranslatedRequest, Value) {
@@ -85,15 +85,15 @@ fn translate_with(
     (t, v)
 }
 
-fn translate(f: &Fixture, to: Format, stream: bool) -> (TranslatedRequest, Value) {
+fn translate(f: &Fixture, to: WireFormat, stream: bool) -> (TranslatedRequest, Value) {
     translate_with(f, to, stream, &RequestOptions::new("upstream-model"))
 }
 
-fn validator(to: Format) -> fn(&Value) -> Result<(), String> {
+fn validator(to: WireFormat) -> fn(&Value) -> Result<(), String> {
     match to {
-        Format::OpenAi => validate::openai,
-        Format::Anthropic => validate::anthropic,
-        Format::Gemini => validate::gemini,
+        WireFormat::OpenAi => validate::openai,
+        WireFormat::Anthropic => validate::anthropic,
+        WireFormat::Gemini => validate::gemini,
     }
 }
 
@@ -136,7 +136,7 @@ fn a_mid_conversation_system_message_stays_at_its_place() {
         .collect();
     assert_eq!(roles[1], "system", "the fixture's shape");
     let late = f.body["messages"][1]["content"].as_str().unwrap_or("?");
-    let (_, v) = translate(&f, Format::OpenAi, true);
+    let (_, v) = translate(&f, WireFormat::OpenAi, true);
     let got: Vec<&str> = v["messages"]
         .as_array()
         .into_iter()
@@ -148,7 +148,7 @@ fn a_mid_conversation_system_message_stays_at_its_place() {
     assert_eq!(&got[1..], roles.as_slice());
     assert_eq!(v["messages"][2]["content"], late);
 
-    let (_, g) = translate(&f, Format::Gemini, true);
+    let (_, g) = translate(&f, WireFormat::Gemini, true);
     let sys = g["systemInstruction"]["parts"]
         .as_array()
         .cloned()
@@ -165,7 +165,7 @@ fn a_mid_conversation_system_message_stays_at_its_place() {
 #[test]
 fn openrouter_style_cache_control_reaches_anthropic_on_the_same_blocks() {
     let f = fixture("opencode-chat-claude-cache-control.json");
-    let (t, v) = translate(&f, Format::Anthropic, true);
+    let (t, v) = translate(&f, WireFormat::Anthropic, true);
     let eph = serde_json::json!({"type": "ephemeral"});
     let system = v["system"].as_array().cloned().unwrap_or_default();
     assert_eq!(system.len(), 1, "{v:#}");
@@ -179,7 +179,7 @@ fn openrouter_style_cache_control_reaches_anthropic_on_the_same_blocks() {
     assert!(!t.dropped.contains(&"cache_control"), "{:?}", t.dropped);
 
     // Gemini caches implicitly: dropped and reported.
-    let (t, g) = translate(&f, Format::Gemini, true);
+    let (t, g) = translate(&f, WireFormat::Gemini, true);
     assert!(t.dropped.contains(&"cache_control"), "{:?}", t.dropped);
     assert!(!g.to_string().contains("cache_control"));
 }
@@ -188,7 +188,7 @@ fn openrouter_style_cache_control_reaches_anthropic_on_the_same_blocks() {
 fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
     let f = fixture("claude-code-haiku-read-image-tool-result.json");
     let data = f.body.to_string();
-    let (_, v) = translate(&f, Format::OpenAi, true);
+    let (_, v) = translate(&f, WireFormat::OpenAi, true);
     let msgs = v["messages"].as_array().cloned().unwrap_or_default();
     let at = msgs
         .iter()
@@ -206,7 +206,7 @@ fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
     let b64 = url.strip_prefix("data:image/png;base64,").unwrap_or("");
     assert!(!b64.is_empty() && data.contains(b64), "{url}");
 
-    let (_, g) = translate(&f, Format::Gemini, true);
+    let (_, g) = translate(&f, WireFormat::Gemini, true);
     let last = g["contents"].as_array().and_then(|c| c.last()).cloned();
     let parts = last.map(|c| c["parts"].clone()).unwrap_or_default();
     assert!(parts[0]["functionResponse"].is_object(), "{parts:#}");
@@ -222,7 +222,7 @@ fn reasoning_goes_back_on_the_tool_call_turn_only_when_asked() {
             reasoning_history: history,
             ..RequestOptions::new("gpt-5.4")
         };
-        translate_with(&f, Format::OpenAi, true, &opts)
+        translate_with(&f, WireFormat::OpenAi, true, &opts)
     };
     let call_turn = |v: &Value| {
         v["messages"]
@@ -239,7 +239,7 @@ fn reasoning_goes_back_on_the_tool_call_turn_only_when_asked() {
     // `Auto` by model name.
     let auto = |model| {
         let opts = RequestOptions::new(model);
-        let (_, v) = translate_with(&f, Format::OpenAi, true, &opts);
+        let (_, v) = translate_with(&f, WireFormat::OpenAi, true, &opts);
         call_turn(&v).get("reasoning_content").is_some()
     };
     assert!(auto("deepseek-reasoner"));
@@ -249,7 +249,7 @@ fn reasoning_goes_back_on_the_tool_call_turn_only_when_asked() {
 #[test]
 fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
     let f = fixture("claude-code-opus-first-request.json");
-    let (t, v) = translate(&f, Format::OpenAi, true);
+    let (t, v) = translate(&f, WireFormat::OpenAi, true);
     let mut dropped = t.dropped.clone();
     dropped.sort_unstable();
     assert_eq!(dropped, ["cache_control", "context_management"]);
@@ -258,16 +258,16 @@ fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
     // `metadata.user_id` is a JSON document: a stable hash that fits OpenAI's 64 characters.
     let user = v["user"].as_str().unwrap_or("");
     assert!(user.starts_with("u_") && user.len() == 64, "{user}");
-    let (_, again) = translate(&f, Format::OpenAi, false);
+    let (_, again) = translate(&f, WireFormat::OpenAi, false);
     assert_eq!(again["user"], user);
 
     let f = fixture("claude-code-haiku-first-request.json");
-    let (t, v) = translate(&f, Format::OpenAi, true);
+    let (t, v) = translate(&f, WireFormat::OpenAi, true);
     assert_eq!(v["reasoning_effort"], "high", "budget 31999");
     assert!(t.dropped.contains(&"context_management"));
 
     let f = fixture("claude-code-tui-title-structured-output.json");
-    let (t, v) = translate(&f, Format::OpenAi, true);
+    let (t, v) = translate(&f, WireFormat::OpenAi, true);
     assert_eq!(v["response_format"]["type"], "json_schema");
     assert!(v.get("reasoning_effort").is_none(), "thinking disabled");
     assert!(
@@ -277,6 +277,6 @@ fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
     );
 
     let f = fixture("opencode-chat-gpt-tool-followup.json");
-    let (t, _) = translate(&f, Format::Anthropic, true);
+    let (t, _) = translate(&f, WireFormat::Anthropic, true);
     assert_eq!(t.dropped, ["reasoning_effort"]);
 }

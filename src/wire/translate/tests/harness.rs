@@ -19,26 +19,26 @@
 use serde_json::Value;
 
 use super::super::{
-    translate_answer, translate_error, translate_request, AnswerOptions, Format, ReasoningHistory,
-    RequestOptions, StreamTranslator,
+    translate_answer, translate_error, translate_request, AnswerOptions, ReasoningHistory,
+    RequestOptions, StreamTranslator, WireFormat,
 };
 
 pub struct Case {
     pub name: String,
     pub kind: String,
-    pub from: Format,
-    pub to: Format,
+    pub from: WireFormat,
+    pub to: WireFormat,
     pub opts: Vec<String>,
     pub input: String,
     /// (section header words after `---`, body)
     pub outcome: (Vec<String>, String),
 }
 
-fn format(s: &str) -> Format {
+fn format(s: &str) -> WireFormat {
     match s {
-        "openai" => Format::OpenAi,
-        "anthropic" => Format::Anthropic,
-        "gemini" => Format::Gemini,
+        "openai" => WireFormat::OpenAi,
+        "anthropic" => WireFormat::Anthropic,
+        "gemini" => WireFormat::Gemini,
         other => panic!("unknown format {other}"),
     }
 }

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use serde_json::{Map, Value};
 
 use super::super::{
-    translate_answer, translate_error, translate_request, write_request, AnswerOptions, Format,
-    RequestOptions, StreamTranslator,
+    translate_answer, translate_error, translate_request, write_request, AnswerOptions,
+    RequestOptions, StreamTranslator, WireFormat,
 };
 use super::harness::sse_events;
 
@@ -272,7 +272,11 @@ fn stream_events() -> impl Strategy<Value = Vec<(Option<&'static str>, String)>>
     })
 }
 
-const ALL: [Format; 3] = [Format::OpenAi, Format::Anthropic, Format::Gemini];
+const ALL: [WireFormat; 3] = [
+    WireFormat::OpenAi,
+    WireFormat::Anthropic,
+    WireFormat::Gemini,
+];
 const OPTS: AnswerOptions<'static> = AnswerOptions {
     created: 0,
     id_seed: "x",
@@ -306,7 +310,7 @@ proptest! {
         ],
     ) {
         for from in ALL {
-            for to in [Format::OpenAi, Format::Anthropic] {
+            for to in [WireFormat::OpenAi, WireFormat::Anthropic] {
                 let mut t = StreamTranslator::new(from, to, &OPTS, true);
                 let mut out = Vec::new();
                 let mut closed = false;

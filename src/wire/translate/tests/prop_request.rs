@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
-use super::super::{read_request, write_request, Format, RequestOptions};
+use super::super::{read_request, write_request, RequestOptions, WireFormat};
 
 fn text() -> impl Strategy<Value = String> {
     // Quotes, backslashes, newlines, non-ASCII and JSON-looking text.
@@ -197,7 +197,7 @@ fn parts_kept() -> RequestOptions<'static> {
     }
 }
 
-fn hop(ir: ChatRequest, from: Format, to: Format) -> ChatRequest {
+fn hop(ir: ChatRequest, from: WireFormat, to: WireFormat) -> ChatRequest {
     let v = write_request(ir, from, &parts_kept());
     read_request(from, to, v.clone()).unwrap_or_else(|e| panic!("{e}\n{v:#}"))
 }
@@ -209,7 +209,7 @@ proptest! {
     #[test]
     fn round_trip_keeps_the_request(ir in request()) {
         let ir = without_names(ir);
-        for (a, b) in [(Format::OpenAi, Format::Anthropic), (Format::Anthropic, Format::OpenAi)] {
+        for (a, b) in [(WireFormat::OpenAi, WireFormat::Anthropic), (WireFormat::Anthropic, WireFormat::OpenAi)] {
             let in_a = hop(ir.clone(), a, b);
             prop_assert_eq!(&in_a, &ir, "reading {:?} as written", a);
             let in_b = hop(in_a, b, a);
@@ -232,12 +232,12 @@ proptest! {
                 *u = u.replace("https://example.com/", "https://generativelanguage.googleapis.com/v1beta/files/");
             }
         }
-        for f in [Format::OpenAi, Format::Anthropic] {
+        for f in [WireFormat::OpenAi, WireFormat::Anthropic] {
             let v = write_request(ir.clone(), f, &parts_kept());
-            let read = read_request(f, Format::Gemini, v).unwrap_or_else(|e| panic!("{e}"));
+            let read = read_request(f, WireFormat::Gemini, v).unwrap_or_else(|e| panic!("{e}"));
             prop_assert_eq!(&read.messages, &ir.messages, "from {:?}", f);
         }
-        let g = write_request(ir.clone(), Format::Gemini, &RequestOptions::new("m"));
+        let g = write_request(ir.clone(), WireFormat::Gemini, &RequestOptions::new("m"));
         let contents = g["contents"].as_array().unwrap();
         prop_assert_eq!(contents.len(), ir.messages.len());
         for (m, c) in ir.messages.iter().zip(contents) {

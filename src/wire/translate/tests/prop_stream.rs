@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use super::super::{translate_answer, AnswerOptions, Format, StreamTranslator};
+use super::super::{translate_answer, AnswerOptions, StreamTranslator, WireFormat};
 use super::assemble::Ans;
 use super::collect::{self, Got};
 
@@ -51,7 +51,7 @@ pub(super) fn answer() -> impl Strategy<Value = Ans> {
         })
 }
 
-fn stream(from: Format, to: Format, events: &[String]) -> String {
+fn stream(from: WireFormat, to: WireFormat, events: &[String]) -> String {
     let mut t = StreamTranslator::new(from, to, &OPTS, true);
     let mut out = Vec::new();
     let mut terminal = false;
@@ -65,11 +65,11 @@ fn stream(from: Format, to: Format, events: &[String]) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn non_stream(from: Format, to: Format, body: &str) -> Got {
+fn non_stream(from: WireFormat, to: WireFormat, body: &str) -> Got {
     let a = translate_answer(from, to, body.as_bytes(), &OPTS)
         .unwrap_or_else(|e| panic!("{e:?}\n{body}"));
     match to {
-        Format::Anthropic => collect::from_anthropic_body(&a.body),
+        WireFormat::Anthropic => collect::from_anthropic_body(&a.body),
         _ => collect::from_openai_body(&a.body),
     }
 }
@@ -84,18 +84,18 @@ proptest! {
         pings in any::<bool>(),
     ) {
         let ups = [
-            (Format::Anthropic, ans.anthropic_body(), ans.anthropic_stream(&cuts, pings)),
-            (Format::OpenAi, ans.openai_body(), ans.openai_stream(&cuts)),
-            (Format::Gemini, ans.gemini_body(), ans.gemini_stream(&cuts)),
+            (WireFormat::Anthropic, ans.anthropic_body(), ans.anthropic_stream(&cuts, pings)),
+            (WireFormat::OpenAi, ans.openai_body(), ans.openai_stream(&cuts)),
+            (WireFormat::Gemini, ans.gemini_body(), ans.gemini_stream(&cuts)),
         ];
         for (from, body, events) in &ups {
-            for to in [Format::OpenAi, Format::Anthropic] {
+            for to in [WireFormat::OpenAi, WireFormat::Anthropic] {
                 if *from == to {
                     continue;
                 }
                 let sse = stream(*from, to, events);
                 let got = match to {
-                    Format::Anthropic => collect::from_anthropic_stream(&sse),
+                    WireFormat::Anthropic => collect::from_anthropic_stream(&sse),
                     _ => collect::from_openai_stream(&sse),
                 };
                 let want = non_stream(*from, to, body);

@@ -2,7 +2,7 @@
 //! before content (hidden errors at the start), usage; what it writes at the end of a cut
 //! stream; that nothing follows the terminal event.
 
-use super::super::{AnswerOptions, ErrorKind, Format, Step, StreamTranslator, Usage};
+use super::super::{AnswerOptions, ErrorKind, Step, StreamTranslator, Usage, WireFormat};
 
 const OPTS: AnswerOptions<'static> = AnswerOptions {
     created: 1,
@@ -29,7 +29,7 @@ const A_OVERLOADED: &str =
 
 #[test]
 fn anthropic_to_openai_commit_point_and_terminal() {
-    let mut t = StreamTranslator::new(Format::Anthropic, Format::OpenAi, &OPTS, true);
+    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
     let (steps, _) = feed_all(
         &mut t,
         &[
@@ -62,13 +62,13 @@ fn anthropic_to_openai_commit_point_and_terminal() {
 
 #[test]
 fn overload_right_after_message_start_is_a_hidden_error() {
-    for to in [Format::OpenAi, Format::Anthropic] {
-        let mut t = StreamTranslator::new(Format::Anthropic, to, &OPTS, false);
+    for to in [WireFormat::OpenAi, WireFormat::Anthropic] {
+        let mut t = StreamTranslator::new(WireFormat::Anthropic, to, &OPTS, false);
         let (steps, out) = feed_all(&mut t, &[A_START, A_OVERLOADED]);
         let e = steps[1].error.as_ref().expect("error reported");
         assert_eq!(e.kind, ErrorKind::Overloaded);
         assert_eq!(e.status, 529);
-        assert_eq!(e.client_status(Format::OpenAi), 503);
+        assert_eq!(e.client_status(WireFormat::OpenAi), 503);
         assert!(steps[1].error_before_content && steps[1].terminal, "{to:?}");
         assert!(!t.content_seen());
         assert!(out.contains("overloaded_error"), "{out}");
@@ -77,7 +77,7 @@ fn overload_right_after_message_start_is_a_hidden_error() {
 
 #[test]
 fn an_error_after_content_is_not_hidden() {
-    let mut t = StreamTranslator::new(Format::Anthropic, Format::OpenAi, &OPTS, false);
+    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
     let (steps, out) = feed_all(&mut t, &[A_START, A_TEXT_START, A_TEXT, A_OVERLOADED]);
     assert!(steps[3].error.is_some() && !steps[3].error_before_content);
     assert!(out.ends_with("\n\n") && !out.contains("[DONE]"), "{out}");
@@ -85,7 +85,7 @@ fn an_error_after_content_is_not_hidden() {
 
 #[test]
 fn a_cut_anthropic_stream_is_incomplete_and_writes_nothing_at_the_end() {
-    let mut t = StreamTranslator::new(Format::Anthropic, Format::OpenAi, &OPTS, true);
+    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
     feed_all(&mut t, &[A_START, A_TEXT_START, A_TEXT, A_DELTA]);
     let mut out = Vec::new();
     let s = t.finish(&mut out);
@@ -104,7 +104,7 @@ fn openai_stream_without_done_completes_at_the_end_only_after_finish_reason() {
         chunk(r#"{"content":"x"}"#, "null"),
         chunk("{}", r#""stop""#),
     );
-    let mut t = StreamTranslator::new(Format::OpenAi, Format::Anthropic, &OPTS, false);
+    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
     let (steps, _) = feed_all(&mut t, &[&a, &b]);
     assert!(steps[0].content && !steps[1].terminal);
     let mut out = Vec::new();
@@ -115,7 +115,7 @@ fn openai_stream_without_done_completes_at_the_end_only_after_finish_reason() {
         "{out}"
     );
 
-    let mut cut = StreamTranslator::new(Format::OpenAi, Format::Anthropic, &OPTS, false);
+    let mut cut = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
     feed_all(&mut cut, &[&a]);
     let mut out = Vec::new();
     assert!(!cut.finish(&mut out).terminal);
@@ -124,7 +124,7 @@ fn openai_stream_without_done_completes_at_the_end_only_after_finish_reason() {
 
 #[test]
 fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
-    let mut t = StreamTranslator::new(Format::Gemini, Format::Anthropic, &OPTS, false);
+    let mut t = StreamTranslator::new(WireFormat::Gemini, WireFormat::Anthropic, &OPTS, false);
     let (steps, out) = feed_all(&mut t, &[r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#]);
     assert!(steps[0].error_before_content && steps[0].terminal);
     assert_eq!(
@@ -133,15 +133,15 @@ fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
     );
     assert!(out.starts_with("event: error\n"), "{out}");
 
-    for from in [Format::Anthropic, Format::Gemini] {
-        let mut t = StreamTranslator::new(from, Format::OpenAi, &OPTS, false);
+    for from in [WireFormat::Anthropic, WireFormat::Gemini] {
+        let mut t = StreamTranslator::new(from, WireFormat::OpenAi, &OPTS, false);
         let (steps, _) = feed_all(&mut t, &["{not json", "[1,2]"]);
         let e = steps[0]
             .error
             .as_ref()
             .expect("unreadable event is an error");
         assert_eq!(
-            (e.kind, e.client_status(Format::OpenAi)),
+            (e.kind, e.client_status(WireFormat::OpenAi)),
             (ErrorKind::Api, 502)
         );
         assert_eq!(steps[1], Step::default(), "nothing after the error");
@@ -150,7 +150,7 @@ fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
 
 #[test]
 fn gemini_usage_is_the_last_reported() {
-    let mut t = StreamTranslator::new(Format::Gemini, Format::OpenAi, &OPTS, false);
+    let mut t = StreamTranslator::new(WireFormat::Gemini, WireFormat::OpenAi, &OPTS, false);
     feed_all(
         &mut t,
         &[
@@ -169,7 +169,7 @@ fn gemini_usage_is_the_last_reported() {
 
 #[test]
 fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
-    let mut t = StreamTranslator::new(Format::OpenAi, Format::Anthropic, &OPTS, false);
+    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
     let mut out = Vec::new();
     let mut last = Step::default();
     for i in 0..1100 {
@@ -184,7 +184,7 @@ fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
     }
     let e = last.error.expect("an error");
     assert_eq!(
-        (e.kind, e.client_status(Format::Anthropic)),
+        (e.kind, e.client_status(WireFormat::Anthropic)),
         (ErrorKind::Api, 502)
     );
     assert!(
@@ -203,7 +203,7 @@ fn text_blocks_around_another_block_are_joined_with_a_blank_line() {
         {"type":"text","text":"The grass is "},{"type":"text","text":"green","citations":[]},
         {"type":"thinking","thinking":"more","signature":"s"},{"type":"text","text":"Next."}],
         "stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
-    let a = super::super::translate_answer(Format::Anthropic, Format::OpenAi, body, &OPTS)
+    let a = super::super::translate_answer(WireFormat::Anthropic, WireFormat::OpenAi, body, &OPTS)
         .unwrap_or_else(|e| panic!("{e:?}"));
     let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap_or_default();
     let want = "The grass is green\n\nNext.";
@@ -230,7 +230,7 @@ fn text_blocks_around_another_block_are_joined_with_a_blank_line() {
         A_STOP.to_string(),
     ];
     let events: Vec<&str> = events.iter().map(String::as_str).collect();
-    let mut t = StreamTranslator::new(Format::Anthropic, Format::OpenAi, &OPTS, false);
+    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
     let (_, out) = feed_all(&mut t, &events);
     let got = super::collect::from_openai_stream(&out);
     assert_eq!(got.text, want, "{out}");

@@ -4,11 +4,11 @@
 
 use serde_json::{json, Value};
 
-use super::super::super::{ErrorKind, Format, RequestOptions};
+use super::super::super::{ErrorKind, RequestOptions, WireFormat};
 use super::super::{answer_from, request_to};
 use super::harness::{Ans, OPTS};
 
-fn answer(upstream: Format, body: &Value) -> Value {
+fn answer(upstream: WireFormat, body: &Value) -> Value {
     let a = answer_from(upstream, body.to_string().as_bytes(), &OPTS).expect("translates");
     serde_json::from_slice(&a.body).expect("JSON")
 }
@@ -29,7 +29,7 @@ fn tool_answer() -> Ans {
 
 #[test]
 fn a_chat_answer_becomes_output_items() {
-    let r = answer(Format::OpenAi, &tool_answer().chat());
+    let r = answer(WireFormat::OpenAi, &tool_answer().chat());
     assert_eq!(r["id"], "resp_req42");
     assert_eq!(r["object"], "response");
     assert_eq!(r["created_at"], 1_700_000_000u64);
@@ -58,15 +58,15 @@ fn a_chat_answer_becomes_output_items() {
 #[test]
 fn an_anthropic_answer_gives_the_same_items_and_usage() {
     let a = tool_answer();
-    let from_chat = answer(Format::OpenAi, &a.chat());
-    let from_anthropic = answer(Format::Anthropic, &a.anthropic());
+    let from_chat = answer(WireFormat::OpenAi, &a.chat());
+    let from_anthropic = answer(WireFormat::Anthropic, &a.anthropic());
     assert_eq!(from_anthropic["output"], from_chat["output"]);
     assert_eq!(
         from_anthropic["usage"], from_chat["usage"],
         "cache reads count as input"
     );
     let t = answer_from(
-        Format::Anthropic,
+        WireFormat::Anthropic,
         a.anthropic().to_string().as_bytes(),
         &OPTS,
     )
@@ -86,7 +86,7 @@ fn reasoning_tokens_are_reported() {
     }
     .chat();
     body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 12});
-    let r = answer(Format::OpenAi, &body);
+    let r = answer(WireFormat::OpenAi, &body);
     assert_eq!(r["usage"]["output_tokens_details"]["reasoning_tokens"], 12);
 }
 
@@ -99,8 +99,8 @@ fn length_and_content_filter_are_incomplete() {
         ..tool_answer()
     };
     for (upstream, body) in [
-        (Format::OpenAi, cut.chat()),
-        (Format::Anthropic, cut.anthropic()),
+        (WireFormat::OpenAi, cut.chat()),
+        (WireFormat::Anthropic, cut.anthropic()),
     ] {
         let r = answer(upstream, &body);
         assert_eq!(r["status"], "incomplete", "{upstream:?}");
@@ -112,11 +112,11 @@ fn length_and_content_filter_are_incomplete() {
     }
     let mut body = cut.chat();
     body["choices"][0]["finish_reason"] = "content_filter".into();
-    let r = answer(Format::OpenAi, &body);
+    let r = answer(WireFormat::OpenAi, &body);
     assert_eq!(r["incomplete_details"], json!({"reason": "content_filter"}));
     let mut m = cut.anthropic();
     m["stop_reason"] = "refusal".into();
-    let r = answer(Format::Anthropic, &m);
+    let r = answer(WireFormat::Anthropic, &m);
     assert_eq!(r["incomplete_details"], json!({"reason": "content_filter"}));
 }
 
@@ -125,7 +125,7 @@ fn a_namespace_call_is_mapped_back() {
     let req = json!({"input": "x", "tools": [{"type": "namespace", "name": "multi_agent_v1",
         "tools": [{"type": "function", "name": "spawn_agent"}]}]});
     let r = request_to(
-        Format::Anthropic,
+        WireFormat::Anthropic,
         req.to_string().as_bytes(),
         &RequestOptions::new("m"),
     )
@@ -145,7 +145,7 @@ fn a_namespace_call_is_mapped_back() {
         text: None,
         ..tool_answer()
     };
-    let out = answer(Format::Anthropic, &a.anthropic());
+    let out = answer(WireFormat::Anthropic, &a.anthropic());
     let call = &out["output"][0];
     assert_eq!(call["name"], "spawn_agent");
     assert_eq!(call["namespace"], "multi_agent_v1");
@@ -159,7 +159,7 @@ fn the_client_model_name_is_kept_when_set() {
         ..OPTS
     };
     let a = answer_from(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         tool_answer().chat().to_string().as_bytes(),
         &opts,
     )
@@ -171,13 +171,13 @@ fn the_client_model_name_is_kept_when_set() {
 #[test]
 fn errors_in_a_200_are_upstream_errors() {
     let e = answer_from(
-        Format::Anthropic,
+        WireFormat::Anthropic,
         br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         &OPTS,
     )
     .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Overloaded);
-    let e = answer_from(Format::OpenAi, b"not json", &OPTS).unwrap_err();
+    let e = answer_from(WireFormat::OpenAi, b"not json", &OPTS).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Api);
 }
 
@@ -192,7 +192,7 @@ fn a_gemini_answer_becomes_items_with_made_up_call_ids() {
                           "cachedContentTokenCount": 32, "thoughtsTokenCount": 3},
         "modelVersion": "gemini-x",
     });
-    let r = answer(Format::Gemini, &body);
+    let r = answer(WireFormat::Gemini, &body);
     assert_eq!(r["status"], "completed");
     assert_eq!(r["output"][0]["content"][0]["text"], "Checking.");
     let call = &r["output"][1];

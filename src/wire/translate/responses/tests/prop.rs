@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::super::super::{Format, RequestOptions};
+use super::super::super::{RequestOptions, WireFormat};
 use super::super::{answer_from, request_to, ResponsesStream};
 use super::harness::{accumulate, events, run, Ans, OPTS};
 use crate::wire::sse::Framer;
@@ -43,16 +43,16 @@ fn answer() -> impl Strategy<Value = Ans> {
         })
 }
 
-fn upstream_events(a: &Ans, f: Format, cuts: &[usize]) -> Vec<(Option<String>, String)> {
+fn upstream_events(a: &Ans, f: WireFormat, cuts: &[usize]) -> Vec<(Option<String>, String)> {
     match f {
-        Format::Anthropic => a.anthropic_stream(cuts),
+        WireFormat::Anthropic => a.anthropic_stream(cuts),
         _ => a.chat_stream(cuts),
     }
 }
 
-fn whole(a: &Ans, f: Format) -> Value {
+fn whole(a: &Ans, f: WireFormat) -> Value {
     let body = match f {
-        Format::Anthropic => a.anthropic(),
+        WireFormat::Anthropic => a.anthropic(),
         _ => a.chat(),
     };
     let t = answer_from(f, body.to_string().as_bytes(), &OPTS).expect("a valid answer translates");
@@ -72,7 +72,7 @@ fn sse_bytes(evs: &[(Option<String>, String)]) -> Vec<u8> {
 }
 
 /// The upstream bytes delivered in pieces cut at `cuts`, framed, then translated.
-fn framed(bytes: &[u8], cuts: &[usize], f: Format) -> Vec<u8> {
+fn framed(bytes: &[u8], cuts: &[usize], f: WireFormat) -> Vec<u8> {
     let mut at: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
     at.push(0);
     at.push(bytes.len());
@@ -217,7 +217,11 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-const ALL: [Format; 3] = [Format::OpenAi, Format::Anthropic, Format::Gemini];
+const ALL: [WireFormat; 3] = [
+    WireFormat::OpenAi,
+    WireFormat::Anthropic,
+    WireFormat::Gemini,
+];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
@@ -227,7 +231,7 @@ proptest! {
         a in answer(),
         cuts in prop::collection::vec(0usize..40, 0..5),
     ) {
-        for f in [Format::OpenAi, Format::Anthropic] {
+        for f in [WireFormat::OpenAi, WireFormat::Anthropic] {
             let (out, steps) = run(f, &upstream_events(&a, f, &cuts));
             let evs = events(&out);
             let (output, response) = accumulate(&evs);
@@ -251,7 +255,7 @@ proptest! {
         a in answer(),
         cuts in prop::collection::vec(any::<usize>(), 0..12),
     ) {
-        for f in [Format::OpenAi, Format::Anthropic] {
+        for f in [WireFormat::OpenAi, WireFormat::Anthropic] {
             let bytes = sse_bytes(&upstream_events(&a, f, &[4]));
             let once = framed(&bytes, &[], f);
             let split = framed(&bytes, &cuts, f);
@@ -282,7 +286,7 @@ proptest! {
             ),
             (answer(), prop::collection::vec((any::<usize>(), json_value()), 0..3), any::<bool>())
                 .prop_map(|(a, edits, anthropic)| {
-                    let f = if anthropic { Format::Anthropic } else { Format::OpenAi };
+                    let f = if anthropic { WireFormat::Anthropic } else { WireFormat::OpenAi };
                     let mut evs = upstream_events(&a, f, &[3]);
                     for (at, with) in edits {
                         let i = at % evs.len();

@@ -4,11 +4,11 @@
 
 use serde_json::{json, Value};
 
-use super::super::super::{Format, MaxTokensField, RequestOptions, TranslateErrorKind};
+use super::super::super::{MaxTokensField, RequestOptions, TranslateErrorKind, WireFormat};
 use super::super::{request_to, split, ResponsesRequest};
 
 fn to(
-    upstream: Format,
+    upstream: WireFormat,
     body: Value,
 ) -> Result<ResponsesRequest, super::super::super::TranslateError> {
     request_to(
@@ -19,12 +19,12 @@ fn to(
 }
 
 fn chat(body: Value) -> Value {
-    let r = to(Format::OpenAi, body).expect("translates");
+    let r = to(WireFormat::OpenAi, body).expect("translates");
     serde_json::from_slice(&r.body).expect("JSON")
 }
 
 fn messages(body: Value) -> Value {
-    let r = to(Format::Anthropic, body).expect("translates");
+    let r = to(WireFormat::Anthropic, body).expect("translates");
     serde_json::from_slice(&r.body).expect("JSON")
 }
 
@@ -50,7 +50,7 @@ fn a_string_input_with_instructions_and_sampling() {
         ..RequestOptions::new("m")
     };
     let r = request_to(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         br#"{"input":"x","max_output_tokens":7}"#,
         &opts,
     )
@@ -62,7 +62,7 @@ fn a_string_input_with_instructions_and_sampling() {
 
 #[test]
 fn a_stream_asks_for_usage() {
-    let r = to(Format::OpenAi, json!({"input": "x", "stream": true})).unwrap();
+    let r = to(WireFormat::OpenAi, json!({"input": "x", "stream": true})).unwrap();
     assert!(r.stream);
     let c: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(c["stream"], true);
@@ -172,7 +172,7 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
                              {"type": "function", "name": "wait_agent"}]},
                   {"type": "web_search", "external_web_access": false}],
     });
-    let r = to(Format::OpenAi, body).unwrap();
+    let r = to(WireFormat::OpenAi, body).unwrap();
     let c: Value = serde_json::from_slice(&r.body).unwrap();
     let names: Vec<&str> = c["tools"]
         .as_array()
@@ -222,7 +222,7 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
     );
     assert_eq!(calls[1]["function"]["name"], "other");
     let e = to(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         json!({"input": "x", "tools": [{"type": "function", "name": "a__ns__b"}]}),
     )
     .unwrap_err();
@@ -240,7 +240,7 @@ fn built_in_tools_other_than_web_search_are_refused_by_name() {
         "local_shell",
     ] {
         let e = to(
-            Format::OpenAi,
+            WireFormat::OpenAi,
             json!({"input": "x", "tools": [
             {"type": "function", "name": "f"}, {"type": kind}]}),
         )
@@ -250,7 +250,7 @@ fn built_in_tools_other_than_web_search_are_refused_by_name() {
         assert!(e.reason.contains(&format!("`{kind}`")), "{e}");
     }
     let e = to(
-        Format::Anthropic,
+        WireFormat::Anthropic,
         json!({"input": "x", "tools": [{"type": "web_search"}],
         "tool_choice": {"type": "web_search"}}),
     )
@@ -272,19 +272,19 @@ fn state_at_the_upstream_needs_a_native_channel() {
     ] {
         let mut body = json!({"input": "x"});
         body[k] = v;
-        let e = to(Format::Anthropic, body).unwrap_err();
+        let e = to(WireFormat::Anthropic, body).unwrap_err();
         assert_eq!(e.field, k);
         assert!(e.reason.contains("natively"), "{e}");
     }
     let e = to(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         json!({"input": [{"type": "item_reference", "id": "msg_1"}]}),
     )
     .unwrap_err();
     assert_eq!(e.field, "input[0]");
     assert!(e.reason.contains("natively"), "{e}");
     let e = to(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         json!({"input": [{"role": "user", "content": [
         {"type": "input_image", "file_id": "file_1"}]}]}),
     )
@@ -294,26 +294,30 @@ fn state_at_the_upstream_needs_a_native_channel() {
 
 #[test]
 fn unknown_fields_and_bad_shapes_are_named() {
-    let e = to(Format::OpenAi, json!({"input": "x", "frobnicate": 1})).unwrap_err();
+    let e = to(WireFormat::OpenAi, json!({"input": "x", "frobnicate": 1})).unwrap_err();
     assert_eq!(e.field, "frobnicate");
-    let e = to(Format::OpenAi, json!({"instructions": "x"})).unwrap_err();
+    let e = to(WireFormat::OpenAi, json!({"instructions": "x"})).unwrap_err();
     assert_eq!(
         (e.field.as_str(), e.kind),
         ("input", TranslateErrorKind::Invalid)
     );
     let e = to(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         json!({"input": [{"type": "function_call", "name": "f"}]}),
     )
     .unwrap_err();
     assert_eq!(e.field, "input[0].call_id");
-    let e = request_to(Format::OpenAi, b"{", &RequestOptions::new("m")).unwrap_err();
+    let e = request_to(WireFormat::OpenAi, b"{", &RequestOptions::new("m")).unwrap_err();
     assert_eq!(e.kind, TranslateErrorKind::Invalid);
 }
 
 #[test]
 fn a_refusal_of_the_chat_step_says_where_it_came_from() {
-    let e = to(Format::Anthropic, json!({"input": "x", "temperature": 1.5})).unwrap_err();
+    let e = to(
+        WireFormat::Anthropic,
+        json!({"input": "x", "temperature": 1.5}),
+    )
+    .unwrap_err();
     assert!(
         e.reason.contains("Anthropic Messages") && e.reason.contains("temperature"),
         "{e}"

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::super::Format;
+use super::super::super::WireFormat;
 use super::super::answer_from;
 use super::harness::{accumulate, events, run, Ans, OPTS};
 
@@ -24,7 +24,7 @@ fn names(evs: &[(String, Value)]) -> Vec<&str> {
 
 #[test]
 fn a_text_answer_is_the_documented_event_sequence() {
-    let (out, steps) = run(Format::OpenAi, &text_only().chat_stream(&[5]));
+    let (out, steps) = run(WireFormat::OpenAi, &text_only().chat_stream(&[5]));
     let evs = events(&out);
     assert_eq!(
         names(&evs),
@@ -73,7 +73,7 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
         max_tokens: false,
         usage: (50, 40, 9),
     };
-    let (out, steps) = run(Format::Anthropic, &a.anthropic_stream(&[3, 8]));
+    let (out, steps) = run(WireFormat::Anthropic, &a.anthropic_stream(&[3, 8]));
     let evs = events(&out);
     let n = names(&evs);
     assert_eq!(
@@ -102,7 +102,7 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
     assert!(!steps[0].content && !steps[1].content);
     // The non-stream translation of the same answer has the same output.
     let whole = answer_from(
-        Format::Anthropic,
+        WireFormat::Anthropic,
         a.anthropic().to_string().as_bytes(),
         &OPTS,
     )
@@ -119,8 +119,8 @@ fn a_length_stop_ends_with_response_incomplete() {
         ..text_only()
     };
     for (upstream, evs) in [
-        (Format::OpenAi, a.chat_stream(&[])),
-        (Format::Anthropic, a.anthropic_stream(&[])),
+        (WireFormat::OpenAi, a.chat_stream(&[])),
+        (WireFormat::Anthropic, a.anthropic_stream(&[])),
     ] {
         let (out, _) = run(upstream, &evs);
         let evs = events(&out);
@@ -144,7 +144,7 @@ fn an_error_before_content_is_a_hidden_error_and_after_content_a_failed_response
     let mut evs = text_only().anthropic_stream(&[]);
     evs.truncate(2);
     evs.push(overloaded.clone());
-    let (_, steps) = run(Format::Anthropic, &evs);
+    let (_, steps) = run(WireFormat::Anthropic, &evs);
     let s = &steps[2];
     assert!(
         s.error.is_some() && s.error_before_content && s.terminal,
@@ -154,7 +154,7 @@ fn an_error_before_content_is_a_hidden_error_and_after_content_a_failed_response
     let mut evs = text_only().anthropic_stream(&[2]);
     evs.truncate(5); // start, ping, block start, two deltas
     evs.push(overloaded);
-    let (out, steps) = run(Format::Anthropic, &evs);
+    let (out, steps) = run(WireFormat::Anthropic, &evs);
     let s = &steps[5];
     assert!(
         s.error.is_some() && !s.error_before_content && s.terminal,
@@ -171,13 +171,13 @@ fn an_error_before_content_is_a_hidden_error_and_after_content_a_failed_response
 fn a_cut_stream_is_not_terminal_and_writes_nothing_at_the_end() {
     let mut evs = text_only().chat_stream(&[]);
     evs.truncate(2);
-    let (out, steps) = run(Format::OpenAi, &evs);
+    let (out, steps) = run(WireFormat::OpenAi, &evs);
     assert!(!steps.last().unwrap().terminal);
     assert!(!out.contains("response.completed"), "{out}");
     // A chat stream that gave its finish_reason but no [DONE] is complete.
     let mut evs = text_only().chat_stream(&[]);
     evs.truncate(evs.len() - 1);
-    let (out, steps) = run(Format::OpenAi, &evs);
+    let (out, steps) = run(WireFormat::OpenAi, &evs);
     assert!(steps.last().unwrap().terminal);
     assert!(out.contains("event: response.completed"));
 }
@@ -187,7 +187,7 @@ fn namespace_calls_are_mapped_back_in_the_stream() {
     let req = json!({"input": "x", "tools": [{"type": "namespace", "name": "ns",
         "tools": [{"type": "function", "name": "go"}]}]});
     let r = super::super::request_to(
-        Format::OpenAi,
+        WireFormat::OpenAi,
         req.to_string().as_bytes(),
         &super::super::super::RequestOptions::new("m"),
     )
@@ -199,7 +199,7 @@ fn namespace_calls_are_mapped_back_in_the_stream() {
         text: None,
         ..text_only()
     };
-    let (out, _) = run(Format::OpenAi, &a.chat_stream(&[]));
+    let (out, _) = run(WireFormat::OpenAi, &a.chat_stream(&[]));
     let evs = events(&out);
     let added = evs
         .iter()
@@ -226,7 +226,7 @@ fn interleaved_tool_arguments_are_an_unreadable_answer() {
         ),
         head(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})),
     ];
-    let (out, steps) = run(Format::OpenAi, &evs);
+    let (out, steps) = run(WireFormat::OpenAi, &evs);
     assert!(
         steps[3].error.is_some() && steps[3].terminal,
         "{:?}",
@@ -257,7 +257,7 @@ fn a_gemini_stream_is_the_same_sequence() {
             json!("STOP"),
         ),
     ];
-    let (out, steps) = run(Format::Gemini, &evs);
+    let (out, steps) = run(WireFormat::Gemini, &evs);
     let evs = events(&out);
     let (output, response) = accumulate(&evs);
     assert_eq!(output[0]["content"][0]["text"], "Hello");
