@@ -25,6 +25,14 @@ impl Runtime {
             self.apply_binding(hash, &m.v, ms);
             return;
         }
+        if let Field::Task = f {
+            if let (Some((client, id, channel)), Some(t)) =
+                (wire::decode_task(&m.v), self.tasks.get())
+            {
+                t.apply(&client, &id, &channel);
+            }
+            return;
+        }
         let snap = (self.wiring.snapshot)();
         let Some(id) = snap.table.channels.iter().position(|c| c.name == m.c) else {
             return;

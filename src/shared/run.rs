@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::conn::Conn;
 use super::wire::{self, Msg};
-use super::{count, Versions, Wiring, TICK};
+use super::{count, TaskBindings, Versions, Wiring, TICK};
 use crate::limits::KeyCooldowns;
 use crate::routing::budget::SHARE_EVERY;
 use crate::state::sync::Change;
@@ -36,6 +36,8 @@ pub struct Runtime {
     pub(crate) origin: Arc<str>,
     pub(crate) wiring: Wiring,
     pub(crate) key_cooldowns: Arc<OnceLock<Arc<KeyCooldowns>>>,
+    /// Where other replicas' task bindings go ([`super::Shared::attach_tasks`]).
+    pub(crate) tasks: Arc<OnceLock<Arc<dyn TaskBindings>>>,
     pub(crate) versions: Versions,
     /// `sy:epoch` as last seen: a different one means Redis lost its data.
     pub(crate) epoch: Option<String>,
@@ -55,12 +57,14 @@ impl Runtime {
         origin: Arc<str>,
         wiring: Wiring,
         key_cooldowns: Arc<OnceLock<Arc<KeyCooldowns>>>,
+        tasks: Arc<OnceLock<Arc<dyn TaskBindings>>>,
     ) -> Runtime {
         Runtime {
             conn,
             origin,
             wiring,
             key_cooldowns,
+            tasks,
             versions: Versions::new(),
             epoch: None,
             unsent: HashMap::new(),

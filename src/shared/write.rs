@@ -1,6 +1,6 @@
 //! Writing to Redis (R17.1): a batch of changes as one pipeline of store-and-publish
-//! scripts (reloading the scripts after a Redis restart), probe-lease asks answered one by
-//! one, and the retry-budget exchange.
+//! scripts (reloading the scripts after a Redis restart; task bindings published),
+//! probe-lease asks answered one by one, and the retry-budget exchange.
 
 use std::time::Duration;
 
@@ -134,6 +134,15 @@ impl Runtime {
         } = c
         {
             add_binding(pipe, &self.origin, *hash, kind, channel, *ttl);
+            return;
+        }
+        if let Change::TaskBound {
+            client,
+            id,
+            channel,
+        } = c
+        {
+            add_task(pipe, &self.origin, client, id, channel);
             return;
         }
         let Some(p) = put_args(c) else {
@@ -280,6 +289,21 @@ pub(crate) fn add_binding(
     }
 }
 
+/// Publish a task binding (not stored: the store holds it durably, and a replica that
+/// misses the message reads it there).
+fn add_task(pipe: &mut redis::Pipeline, origin: &str, client: &str, id: &str, channel: &str) {
+    let m = Msg {
+        o: origin.to_string(),
+        c: String::new(),
+        f: wire::TASK_FIELD.to_string(),
+        v: wire::encode_task(client, id, channel),
+        ms: 0.0,
+    };
+    if let Ok(payload) = serde_json::to_string(&m) {
+        pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
+    }
+}
+
 /// The arguments of one store-and-publish script call.
 struct PutArgs<'a> {
     channel: &'a str,
@@ -366,6 +390,8 @@ fn put_args(c: &Change) -> Option<PutArgs<'_>> {
         Change::Reset { channel, at_ms } => {
             put(channel, "reset", "*reset".into(), at_ms.to_string(), 0)
         }
-        Change::Bound { .. } | Change::ProbeWanted { .. } => return None,
+        Change::Bound { .. } | Change::TaskBound { .. } | Change::ProbeWanted { .. } => {
+            return None
+        }
     })
 }

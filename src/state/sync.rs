@@ -68,6 +68,13 @@ pub enum Change {
         channel: Arc<str>,
         ttl: Duration,
     },
+    /// `channel` accepted `client`'s task `id` (R10.5): the other replicas learn the
+    /// binding at once instead of from the store (B-shared-task-bindings).
+    TaskBound {
+        client: String,
+        id: String,
+        channel: String,
+    },
 }
 
 /// Where changes go (the shared-state runtime). `emit` must not block: it runs on the
