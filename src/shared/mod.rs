@@ -17,6 +17,10 @@
 //! - The half-open probe: the replica whose breaker would send it first takes the
 //!   deployment's one probe lease (a hash field with an expiry, taken atomically), so one
 //!   probe runs across all replicas ([`crate::state::breakers`]).
+//! - Breaker failure counts: while Redis answers, each failure of a closed breaker is added
+//!   to the deployment's count (the `fail` op of [`scripts`]) and the new count is published;
+//!   the failure that reaches the threshold opens the breaker for every replica. A success
+//!   after failures drops the count. Replicas agree on the count within one message.
 //! - Task bindings: published when made (the store keeps them durably), so a follow-up on
 //!   another replica finds its channel without waiting for the store.
 //! - Sticky bindings: announced when made or moved; a refresh when it moves the shared

@@ -106,7 +106,11 @@ impl Runtime {
                 Some(sub) = sub_rx.recv() => match sub {
                     Sub::Message(p) => {
                         if let Some(m) = Msg::parse(&p) {
-                            if *m.o != *self.origin {
+                            // A failure count is applied even when it is this replica's
+                            // own: the counts then follow Redis's order, so a count
+                            // published before a reset cannot outlive it here.
+                            let tally = matches!(wire::field(&m.f), wire::Field::Failures(_));
+                            if *m.o != *self.origin || tally {
                                 self.apply_msg(&m);
                                 count("applied", 1);
                             }
@@ -169,7 +173,11 @@ impl Runtime {
         }
         let mut pending = Vec::new();
         while let Ok(c) = outbox.try_recv() {
-            pending.push(c);
+            // A failure counted while Redis was away stays local (the local breaker
+            // counted it): sent now it would count again, late.
+            if !c.is_count() {
+                pending.push(c);
+            }
         }
         for c in &pending {
             self.note(c);

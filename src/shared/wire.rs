@@ -6,7 +6,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `sy:epoch` | string | a random id set once per Redis life: a new id means Redis lost its data |
-//! | `sy:ch:{CHANNEL}` | hash | `d` / `d:FP` disabled state (LWW by `at_ms`), `b:` / `b:MODEL` open breakers (opened and timeout, ms), `p:SCOPE` probe lease (owner and until), `c` route cooldown, `m:MODEL` "model not found", `k:FP` key cooldown (until, Redis ms) |
+//! | `sy:ch:{CHANNEL}` | hash | `d` / `d:FP` disabled state (LWW by `at_ms`), `b:` / `b:MODEL` open breakers (opened and timeout, ms), `f:` / `f:MODEL` a closed breaker's consecutive failures (the deployment's count), `p:SCOPE` probe lease (owner and until), `c` route cooldown, `m:MODEL` "model not found", `k:FP` key cooldown (until, Redis ms) |
 //! | `sy:aff:{HASH}` | string, `PX` = TTL | a sticky binding: kind and channel |
 //! | (message only) | `f: "t"` | a task binding (client, task id, channel): published, not stored (the store holds it durably) |
 //! | `sy:bud:{b}` | hash | the retry budget's window: `<second>:f` / `<second>:r` counts |
@@ -65,6 +65,11 @@ pub fn breaker_field(scope: Option<&str>) -> String {
     format!("b:{}", scope.unwrap_or(""))
 }
 
+/// Field of a closed breaker's shared failure count.
+pub fn failures_field(scope: Option<&str>) -> String {
+    format!("f:{}", scope.unwrap_or(""))
+}
+
 /// Field of a task binding in a message (bindings are not stored in Redis).
 pub const TASK_FIELD: &str = "t";
 
@@ -104,6 +109,8 @@ pub fn binding_field(hash: u128) -> String {
 pub enum Field<'a> {
     Disabled(Option<KeyFp>),
     Breaker(Option<&'a str>),
+    /// A closed breaker's consecutive failures, counted by the deployment.
+    Failures(Option<&'a str>),
     Lease,
     Cooldown,
     Missing(&'a str),
@@ -126,6 +133,7 @@ pub fn field(f: &str) -> Field<'_> {
         None if f == TASK_FIELD => Field::Task,
         Some(("d", k)) => KeyFp::parse(k).map_or(Field::Unknown, |k| Field::Disabled(Some(k))),
         Some(("b", s)) => Field::Breaker(scope(s)),
+        Some(("f", s)) => Field::Failures(scope(s)),
         Some(("p", _)) => Field::Lease,
         Some(("m", m)) if !m.is_empty() => Field::Missing(m),
         Some(("k", k)) if !k.is_empty() => Field::KeyCooldown(k),
@@ -238,6 +246,11 @@ mod tests {
             Field::Breaker(Some("gpt-x"))
         );
         assert_eq!(field(&lease_field(None)), Field::Lease);
+        assert_eq!(field(&failures_field(None)), Field::Failures(None));
+        assert_eq!(
+            field(&failures_field(Some("m"))),
+            Field::Failures(Some("m"))
+        );
         assert_eq!(field(TASK_FIELD), Field::Task);
         assert_eq!(field("c"), Field::Cooldown);
         assert_eq!(field(&missing_field("m:1")), Field::Missing("m:1"));

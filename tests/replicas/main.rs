@@ -1,10 +1,12 @@
 //! Several replicas sharing live state through Redis (R17), every test on its own
 //! private `redis-server`: three real processes end to end (`e2e`), shared-state runtimes in
-//! process (`state`), and the rate-limit store on Redis (`limits`). One test binary.
+//! process (`state`), the rate-limit store on Redis (`limits`), and breaker failures
+//! counted by the deployment (`breakers`). One test binary.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod breakers;
 mod e2e;
 mod fleet;
 mod limits;
