@@ -224,6 +224,8 @@ fn start_shared(
     // R15, R17.1: rate-limit counters and upstream key cool-downs are shared too.
     gw.share_limits(shared.limit_store());
     shared.attach_key_cooldowns(gw.key_cooldowns.clone());
+    // R10.5, R17.1: task bindings reach the other replicas at once.
+    crate::relay::task::share(gw, &shared);
     tracing::info!(replicas = cfg.replicas, "sharing live state through Redis");
     Ok((Some(shared), Some(task)))
 }

@@ -7,7 +7,9 @@
 //!   the task rule (`Facts::is_task`), which replaces the R10.1 family matrix for them.
 //! - A successful `POST` task call whose JSON answer carries a task id (`id`, `task_id`,
 //!   `data.id` or `data.task_id`) binds (client, task id, channel): in a bounded in-memory
-//!   cache at once and in SQLite (`task_binding`) through the writer, durably.
+//!   cache at once and in SQLite (`task_binding`) through the writer, durably. With shared
+//!   state the binding is also published to the other replicas' caches at once
+//!   (B-shared-task-bindings), so a follow-up there does not wait for the store.
 //! - Tenants stay apart (B-tenants): a binding belongs to the client that submitted the
 //!   task. Another client — even one in the same group — gets `404 task_not_found` for it,
 //!   and equal ids from two channels (providers number their tasks independently) are two
@@ -128,6 +130,8 @@ pub const NEGATIVE_TTL: Duration = Duration::from_secs(1);
 pub struct TaskCache {
     inner: Mutex<Inner>,
     cap: usize,
+    /// Where new bindings are announced when state is shared (R17.1).
+    sync: crate::state::sync::Hook,
 }
 
 /// (client, task id).
@@ -175,7 +179,13 @@ impl TaskCache {
         TaskCache {
             inner: Mutex::new(Inner::default()),
             cap: cap.max(1),
+            sync: Default::default(),
         }
+    }
+
+    /// Announce new bindings to the other replicas through `sink` (R17.1).
+    pub fn share(&self, sink: Arc<dyn crate::state::sync::Sink>) {
+        self.sync.attach(sink);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -188,11 +198,33 @@ impl TaskCache {
         (!e.expired(Instant::now())).then(|| e.clone())
     }
 
-    /// `channel` accepted `client`'s task `id` just now: it goes first.
+    /// `channel` accepted `client`'s task `id` just now: it goes first. With shared state
+    /// (and Redis answering) the binding is announced to the other replicas.
     pub fn bind(&self, client: &str, id: &str, channel: &str) {
+        self.put(client, id, channel, false);
+        if let Some(sink) = self.sync.sink().filter(|s| s.is_live()) {
+            sink.emit(crate::state::sync::Change::TaskBound {
+                client: client.to_string(),
+                id: id.to_string(),
+                channel: channel.to_string(),
+            });
+        }
+    }
+
+    /// Another replica's `channel` accepted `client`'s task `id` (B-shared-task-bindings):
+    /// it goes first unless this replica knows it already (not announced again). A
+    /// negative answer cached for the id turns into this binding.
+    pub fn apply(&self, client: &str, id: &str, channel: &str) {
+        self.put(client, id, channel, true);
+    }
+
+    /// Put `channel` first in the entry of (client, id); with `known_stays`, a channel
+    /// the entry holds already keeps its place.
+    fn put(&self, client: &str, id: &str, channel: &str, known_stays: bool) {
         let mut g = self.lock();
         let k = key(client, id);
         match g.map.get_mut(&k) {
+            Some(e) if known_stays && e.channels.iter().any(|c| c == channel) => {}
             Some(e) => {
                 e.channels.retain(|c| c != channel);
                 e.channels.insert(0, channel.to_string());
@@ -293,6 +325,19 @@ pub fn bind_from_body(gw: &Gateway, client: &str, channel: &str, body: &[u8]) {
             tracing::error!(error = %e, "task binding not stored");
         }
     });
+}
+
+impl crate::shared::TaskBindings for Gateway {
+    fn apply(&self, client: &str, id: &str, channel: &str) {
+        self.tasks.apply(client, id, channel);
+    }
+}
+
+/// Share task bindings with the other replicas (R17.1): this gateway's new bindings are
+/// published, and theirs land in its cache (B-shared-task-bindings).
+pub fn share(gw: &Arc<Gateway>, shared: &crate::shared::Shared) {
+    gw.tasks.share(shared.sink());
+    shared.attach_tasks(gw.clone());
 }
 
 /// The task facts of a request (the handler's only task hook). `client` is the caller's

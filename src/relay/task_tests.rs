@@ -113,3 +113,67 @@ async fn a_negative_answer_expires_and_a_binding_does_not() {
         (&["ch".to_string()][..], true)
     );
 }
+
+/// B-shared-task-bindings: a new binding is announced while Redis answers (not while it is
+/// away); another replica's binding is applied silently, turns a cached negative answer
+/// into the binding, and does not reorder a channel already known.
+#[tokio::test(start_paused = true)]
+async fn bindings_are_announced_and_other_replicas_applied() {
+    use crate::state::sync::{Change, Sink};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    #[derive(Default)]
+    struct Rec(Mutex<Vec<Change>>, AtomicBool);
+    impl Sink for Rec {
+        fn emit(&self, c: Change) {
+            self.0.lock().unwrap().push(c);
+        }
+        fn is_live(&self) -> bool {
+            !self.1.load(Ordering::Relaxed)
+        }
+    }
+    let c = TaskCache::new(8);
+    let rec = Arc::new(Rec::default());
+    c.share(rec.clone());
+    c.bind("alice", "t1", "a");
+    assert_eq!(
+        std::mem::take(&mut *rec.0.lock().unwrap()),
+        vec![Change::TaskBound {
+            client: "alice".into(),
+            id: "t1".into(),
+            channel: "a".into()
+        }]
+    );
+    rec.1.store(true, Ordering::Relaxed);
+    c.bind("alice", "t2", "a");
+    assert!(
+        rec.0.lock().unwrap().is_empty(),
+        "Redis away: the store only"
+    );
+    rec.1.store(false, Ordering::Relaxed);
+
+    assert!(
+        c.fill("bob", "t9", vec![]).is_empty(),
+        "negative answer cached"
+    );
+    c.apply("bob", "t9", "b");
+    let e = c.get("bob", "t9").expect("cached");
+    assert_eq!(
+        (e.channels.as_slice(), e.complete),
+        (&["b".to_string()][..], true)
+    );
+    c.bind("bob", "t9", "c");
+    rec.0.lock().unwrap().clear();
+    c.apply("bob", "t9", "b");
+    assert_eq!(
+        c.get("bob", "t9").unwrap().channels,
+        ["c", "b"],
+        "known: kept in place"
+    );
+    c.apply("bob", "t8", "d");
+    assert!(
+        rec.0.lock().unwrap().is_empty(),
+        "applied bindings are not announced"
+    );
+    let e = c.get("bob", "t8").expect("cached");
+    assert!(!e.complete, "the store is still read for older bindings");
+}

@@ -25,6 +25,14 @@ impl Runtime {
             self.apply_binding(hash, &m.v, ms);
             return;
         }
+        if let Field::Task = f {
+            if let (Some((client, id, channel)), Some(t)) =
+                (wire::decode_task(&m.v), self.tasks.get())
+            {
+                t.apply(&client, &id, &channel);
+            }
+            return;
+        }
         let snap = (self.wiring.snapshot)();
         let Some(id) = snap.table.channels.iter().position(|c| c.name == m.c) else {
             return;
@@ -48,7 +56,8 @@ impl Runtime {
     }
 
     /// One field of a channel's shared state. `v` and `ms` as published: a disabled state's
-    /// stored form, or the time left of a cooldown, mark or open breaker ("" = closed).
+    /// stored form, a closed breaker's failure count, or the time left of a cooldown, mark
+    /// or open breaker ("" = closed).
     pub(crate) fn apply_field(
         &mut self,
         ch: &Channel,
@@ -72,6 +81,14 @@ impl Runtime {
                 } else {
                     st.breakers.apply_open(&lim, scope, ms, now);
                     if lim.failure_threshold > 0 {
+                        st.metrics.breaker_state.set(2.0);
+                    }
+                }
+            }
+            Field::Failures(scope) => {
+                let lim = Limits::of(&ch.resilience.circuit_breaker);
+                if let Ok(n) = v.parse::<u32>() {
+                    if st.breakers.apply_failures(&lim, scope, n, now) {
                         st.metrics.breaker_state.set(2.0);
                     }
                 }

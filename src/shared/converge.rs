@@ -272,7 +272,7 @@ impl Runtime {
                             _ => continue,
                         }
                     }
-                    Field::Disabled(_) => (v.as_str(), Duration::ZERO),
+                    Field::Disabled(_) | Field::Failures(_) => (v.as_str(), Duration::ZERO),
                     _ => continue,
                 };
                 self.apply_field(ch, st, field, v, ms);

@@ -17,6 +17,12 @@
 //! - The half-open probe: the replica whose breaker would send it first takes the
 //!   deployment's one probe lease (a hash field with an expiry, taken atomically), so one
 //!   probe runs across all replicas ([`crate::state::breakers`]).
+//! - Breaker failure counts: while Redis answers, each failure of a closed breaker is added
+//!   to the deployment's count (the `fail` op of [`scripts`]) and the new count is published;
+//!   the failure that reaches the threshold opens the breaker for every replica. A success
+//!   after failures drops the count. Replicas agree on the count within one message.
+//! - Task bindings: published when made (the store keeps them durably), so a follow-up on
+//!   another replica finds its channel without waiting for the store.
 //! - Sticky bindings: announced when made or moved; a refresh when it moves the shared
 //!   expiry by more than 1/16 of the TTL, so another replica's copy can expire up to
 //!   TTL/16 early (7.5 min of 2 h) and a hot key costs no message per request.
@@ -136,6 +142,14 @@ pub struct Shared {
     sink: Arc<Outbox>,
     replicas: u32,
     key_cooldowns: Arc<OnceLock<Arc<KeyCooldowns>>>,
+    tasks: Arc<OnceLock<Arc<dyn TaskBindings>>>,
+}
+
+/// Where the task bindings other replicas made are applied (R10.5, R17.1): the request
+/// path's task cache, which this layer cannot name ([`Shared::attach_tasks`]).
+pub trait TaskBindings: Send + Sync + 'static {
+    /// `channel` accepted `client`'s task `id` on another replica.
+    fn apply(&self, client: &str, id: &str, channel: &str);
 }
 
 impl std::fmt::Debug for Shared {
@@ -168,10 +182,17 @@ impl Shared {
             }),
             replicas: wiring.replicas.max(1),
             key_cooldowns: Arc::default(),
+            tasks: Arc::new(OnceLock::new()),
         };
         registry.share(shared.sink());
         wiring.bindings.share(shared.sink());
-        let rt = run::Runtime::new(conn, origin, wiring, shared.key_cooldowns.clone());
+        let rt = run::Runtime::new(
+            conn,
+            origin,
+            wiring,
+            shared.key_cooldowns.clone(),
+            shared.tasks.clone(),
+        );
         let task = tokio::spawn(rt.run(rx, shutdown));
         Ok((shared, task))
     }
@@ -196,6 +217,14 @@ impl Shared {
     pub fn attach_key_cooldowns(&self, kc: Arc<KeyCooldowns>) {
         kc.share(self.sink());
         let _ = self.key_cooldowns.set(kc);
+    }
+
+    /// Share task bindings (R10.5): the task cache announces its new bindings through
+    /// [`Shared::sink`] ([`crate::state::sync::Change::TaskBound`]), and other replicas'
+    /// are applied to `tasks`, so a follow-up on another replica finds the binding at once
+    /// instead of after the store has it.
+    pub fn attach_tasks(&self, tasks: Arc<dyn TaskBindings>) {
+        let _ = self.tasks.set(tasks);
     }
 
     /// A rate-limit store on this connection ([`limits`]): limits are shared

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::conn::Conn;
 use super::wire::{self, Msg};
-use super::{count, Versions, Wiring, TICK};
+use super::{count, TaskBindings, Versions, Wiring, TICK};
 use crate::limits::KeyCooldowns;
 use crate::routing::budget::SHARE_EVERY;
 use crate::state::sync::Change;
@@ -36,6 +36,8 @@ pub struct Runtime {
     pub(crate) origin: Arc<str>,
     pub(crate) wiring: Wiring,
     pub(crate) key_cooldowns: Arc<OnceLock<Arc<KeyCooldowns>>>,
+    /// Where other replicas' task bindings go ([`super::Shared::attach_tasks`]).
+    pub(crate) tasks: Arc<OnceLock<Arc<dyn TaskBindings>>>,
     pub(crate) versions: Versions,
     /// `sy:epoch` as last seen: a different one means Redis lost its data.
     pub(crate) epoch: Option<String>,
@@ -55,12 +57,14 @@ impl Runtime {
         origin: Arc<str>,
         wiring: Wiring,
         key_cooldowns: Arc<OnceLock<Arc<KeyCooldowns>>>,
+        tasks: Arc<OnceLock<Arc<dyn TaskBindings>>>,
     ) -> Runtime {
         Runtime {
             conn,
             origin,
             wiring,
             key_cooldowns,
+            tasks,
             versions: Versions::new(),
             epoch: None,
             unsent: HashMap::new(),
@@ -102,7 +106,11 @@ impl Runtime {
                 Some(sub) = sub_rx.recv() => match sub {
                     Sub::Message(p) => {
                         if let Some(m) = Msg::parse(&p) {
-                            if *m.o != *self.origin {
+                            // A failure count is applied even when it is this replica's
+                            // own: the counts then follow Redis's order, so a count
+                            // published before a reset cannot outlive it here.
+                            let tally = matches!(wire::field(&m.f), wire::Field::Failures(_));
+                            if *m.o != *self.origin || tally {
                                 self.apply_msg(&m);
                                 count("applied", 1);
                             }
@@ -165,7 +173,11 @@ impl Runtime {
         }
         let mut pending = Vec::new();
         while let Ok(c) = outbox.try_recv() {
-            pending.push(c);
+            // A failure counted while Redis was away stays local (the local breaker
+            // counted it): sent now it would count again, late.
+            if !c.is_count() {
+                pending.push(c);
+            }
         }
         for c in &pending {
             self.note(c);

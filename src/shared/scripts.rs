@@ -15,9 +15,14 @@ use redis::Script;
 /// 29 item 4), `lww` (a disabled state pushed again, with the version Redis gave it; kept
 /// only when newer), `until` (a cooldown
 /// or mark `ms` from now; the later deadline is kept), `open` (a breaker open for `ms`
-/// from now, unless it is already open longer; a new opening drops the probe lease), `close` (a breaker closed; lease
-/// dropped), `reset` (breakers, leases, cooldown and marks dropped). Returns 1 when
-/// something changed (and was published), 0 when a newer state was kept.
+/// from now, unless it is already open longer; a new opening drops the probe lease and
+/// the failure count), `close` (a breaker closed; lease and count dropped), `reset`
+/// (breakers, leases, counts, cooldown and marks dropped), `fail` (one more failure of the
+/// closed breaker whose count is `f:SCOPE`; `v` the threshold, `ms` the timeout: the count
+/// is published, and the failure that reaches the threshold opens the breaker instead —
+/// published as an opening; returns the count, or 0 when the breaker is open in Redis and
+/// nothing was counted), `zero` (a closed breaker's count dropped after a success).
+/// Returns 1 when something changed (and was published), 0 when a newer state was kept.
 const PUT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -52,15 +57,33 @@ elseif op == 'open' then
     if o and tonumber(o) + tonumber(d) >= now + ms then return 0 end
   end
   redis.call('HSET', h, f, now .. '|' .. ms)
-  redis.call('HDEL', h, 'p:' .. string.sub(f, 3))
+  redis.call('HDEL', h, 'p:' .. string.sub(f, 3), 'f:' .. string.sub(f, 3))
 elseif op == 'close' then
   if redis.call('HDEL', h, f) == 0 then return 0 end
-  redis.call('HDEL', h, 'p:' .. string.sub(f, 3))
+  redis.call('HDEL', h, 'p:' .. string.sub(f, 3), 'f:' .. string.sub(f, 3))
   v = ''
+elseif op == 'fail' then
+  local scope = string.sub(f, 3)
+  if redis.call('HEXISTS', h, 'b:' .. scope) == 1 then return 0 end
+  local n = redis.call('HINCRBY', h, f, 1)
+  if n >= (tonumber(v) or 1) then
+    redis.call('HDEL', h, f, 'p:' .. scope)
+    f = 'b:' .. scope
+    redis.call('HSET', h, f, now .. '|' .. ms)
+    v = 'open'
+  else
+    v = tostring(n)
+    ms = 0
+  end
+  redis.call('PUBLISH', 'sy:ev', cjson.encode({o = ARGV[1], c = ARGV[2], f = f, v = v, ms = ms}))
+  return n
+elseif op == 'zero' then
+  if redis.call('HDEL', h, f) == 0 then return 0 end
+  v = '0'
 elseif op == 'reset' then
   for _, k in ipairs(redis.call('HKEYS', h)) do
     local p = string.sub(k, 1, 2)
-    if p == 'b:' or p == 'p:' or p == 'm:' or k == 'c' then redis.call('HDEL', h, k) end
+    if p == 'b:' or p == 'p:' or p == 'f:' or p == 'm:' or k == 'c' then redis.call('HDEL', h, k) end
   end
 end
 redis.call('PUBLISH', 'sy:ev', cjson.encode({o = ARGV[1], c = ARGV[2], f = f, v = v, ms = ms}))

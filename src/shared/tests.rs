@@ -68,7 +68,7 @@ async fn the_half_open_probe_needs_the_lease() {
         scope: None,
         timeout: Duration::from_secs(30),
     };
-    assert_eq!(rec.take(), vec![opened]);
+    assert_eq!(rec.take(), vec![failed(None), opened]);
     advance(Duration::from_secs(30)).await;
     let now = Instant::now();
     assert!(!b.would_admit(&lim(), None, now), "no lease: no probe");
@@ -113,6 +113,67 @@ async fn the_half_open_probe_needs_the_lease() {
         }]
     );
     assert!(b.would_admit(&lim(), None, Instant::now()));
+}
+
+fn failed(scope: Option<&str>) -> Change {
+    Change::BreakerFailed {
+        channel: "ch".into(),
+        scope: scope.map(str::to_string),
+        threshold: 2,
+        timeout: Duration::from_secs(30),
+    }
+}
+
+/// B-shared-failure-counts: a closed breaker's failure is announced for the deployment's
+/// count, and so is the success that ends a run of failures (not one without failures
+/// before it); the deployment's count is applied (the larger one kept, 0 resets) and a count
+/// at the threshold opens the breaker here without announcing it again. While Redis is
+/// away nothing is announced and the local count opens the breaker as without shared state.
+#[tokio::test(start_paused = true)]
+async fn failures_are_counted_by_the_deployment() {
+    let (b, rec) = shared_breakers();
+    let now = Instant::now();
+    b.record(&lim(), Some("m"), Verdict::Success, false, now);
+    assert!(rec.take().is_empty(), "a success with no failures: nothing");
+    b.acquire(&lim(), Some("m"), now);
+    b.record(&lim(), Some("m"), Verdict::Failure, false, now);
+    assert_eq!(rec.take(), vec![failed(Some("m"))]);
+    b.record(&lim(), Some("m"), Verdict::Success, false, now);
+    assert_eq!(
+        rec.take(),
+        vec![Change::BreakerSucceeded {
+            channel: "ch".into(),
+            scope: Some("m".into())
+        }]
+    );
+    b.record(&lim(), None, Verdict::Neutral, false, now);
+    assert!(rec.take().is_empty());
+
+    assert!(
+        !b.apply_failures(&lim(), None, 1, now),
+        "below the threshold"
+    );
+    assert_eq!(b.provider().consecutive_failures(), 1);
+    assert!(!b.apply_failures(&lim(), None, 0, now));
+    assert_eq!(
+        b.provider().consecutive_failures(),
+        0,
+        "a success elsewhere"
+    );
+    assert!(
+        b.apply_failures(&lim(), None, 2, now),
+        "the fleet's count opens it"
+    );
+    assert_eq!(b.provider().state(&lim(), now), State::Open);
+    assert!(rec.take().is_empty(), "applied, not announced again");
+    assert!(!b.apply_failures(&lim(), None, 5, now), "already open");
+
+    let (b, rec) = shared_breakers();
+    rec.down.store(true, Ordering::Relaxed);
+    b.record(&lim(), None, Verdict::Failure, false, now);
+    assert!(rec.take().is_empty(), "Redis away: counted locally only");
+    b.record(&lim(), None, Verdict::Failure, false, now);
+    assert_eq!(b.provider().state(&lim(), now), State::Open);
 }
 
 /// While Redis is unreachable the replica probes on its own (no lease to ask for).

@@ -6,8 +6,9 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `sy:epoch` | string | a random id set once per Redis life: a new id means Redis lost its data |
-//! | `sy:ch:{CHANNEL}` | hash | `d` / `d:FP` disabled state (LWW by `at_ms`), `b:` / `b:MODEL` open breakers (opened and timeout, ms), `p:SCOPE` probe lease (owner and until), `c` route cooldown, `m:MODEL` "model not found", `k:FP` key cooldown (until, Redis ms) |
+//! | `sy:ch:{CHANNEL}` | hash | `d` / `d:FP` disabled state (LWW by `at_ms`), `b:` / `b:MODEL` open breakers (opened and timeout, ms), `f:` / `f:MODEL` a closed breaker's consecutive failures (the deployment's count), `p:SCOPE` probe lease (owner and until), `c` route cooldown, `m:MODEL` "model not found", `k:FP` key cooldown (until, Redis ms) |
 //! | `sy:aff:{HASH}` | string, `PX` = TTL | a sticky binding: kind and channel |
+//! | (message only) | `f: "t"` | a task binding (client, task id, channel): published, not stored (the store holds it durably) |
 //! | `sy:bud:{b}` | hash | the retry budget's window: `<second>:f` / `<second>:r` counts |
 //! | `sy:lim:{c:CLIENT}:*`, `sy:lim:{k:CHANNEL/FP}:*` | hash / zset | rate-limit windows and leases (see `shared::limits`) |
 
@@ -64,6 +65,25 @@ pub fn breaker_field(scope: Option<&str>) -> String {
     format!("b:{}", scope.unwrap_or(""))
 }
 
+/// Field of a closed breaker's shared failure count.
+pub fn failures_field(scope: Option<&str>) -> String {
+    format!("f:{}", scope.unwrap_or(""))
+}
+
+/// Field of a task binding in a message (bindings are not stored in Redis).
+pub const TASK_FIELD: &str = "t";
+
+/// A task binding as published: the JSON array `[client, task id, channel]` (any of
+/// them may hold `|`).
+pub fn encode_task(client: &str, id: &str, channel: &str) -> String {
+    serde_json::json!([client, id, channel]).to_string()
+}
+
+pub fn decode_task(v: &str) -> Option<(String, String, String)> {
+    let (client, id, channel): (String, String, String) = serde_json::from_str(v).ok()?;
+    (!id.is_empty() && !channel.is_empty()).then_some((client, id, channel))
+}
+
 /// Field of a breaker's probe lease.
 pub fn lease_field(scope: Option<&str>) -> String {
     format!("p:{}", scope.unwrap_or(""))
@@ -89,11 +109,14 @@ pub fn binding_field(hash: u128) -> String {
 pub enum Field<'a> {
     Disabled(Option<KeyFp>),
     Breaker(Option<&'a str>),
+    /// A closed breaker's consecutive failures, counted by the deployment.
+    Failures(Option<&'a str>),
     Lease,
     Cooldown,
     Missing(&'a str),
     KeyCooldown(&'a str),
     Binding(u128),
+    Task,
     Reset,
     Unknown,
 }
@@ -107,8 +130,10 @@ pub fn field(f: &str) -> Field<'_> {
         None if f == "d" => Field::Disabled(None),
         None if f == COOLDOWN_FIELD => Field::Cooldown,
         None if f == "*reset" => Field::Reset,
+        None if f == TASK_FIELD => Field::Task,
         Some(("d", k)) => KeyFp::parse(k).map_or(Field::Unknown, |k| Field::Disabled(Some(k))),
         Some(("b", s)) => Field::Breaker(scope(s)),
+        Some(("f", s)) => Field::Failures(scope(s)),
         Some(("p", _)) => Field::Lease,
         Some(("m", m)) if !m.is_empty() => Field::Missing(m),
         Some(("k", k)) if !k.is_empty() => Field::KeyCooldown(k),
@@ -221,11 +246,28 @@ mod tests {
             Field::Breaker(Some("gpt-x"))
         );
         assert_eq!(field(&lease_field(None)), Field::Lease);
+        assert_eq!(field(&failures_field(None)), Field::Failures(None));
+        assert_eq!(
+            field(&failures_field(Some("m"))),
+            Field::Failures(Some("m"))
+        );
+        assert_eq!(field(TASK_FIELD), Field::Task);
         assert_eq!(field("c"), Field::Cooldown);
         assert_eq!(field(&missing_field("m:1")), Field::Missing("m:1"));
         assert_eq!(field(&binding_field(42)), Field::Binding(42));
         assert_eq!(field("d:nothex"), Field::Unknown);
         assert_eq!(field("zz"), Field::Unknown);
+    }
+
+    #[test]
+    fn task_bindings_round_trip() {
+        let v = encode_task("al|ice", "task_1|x", "v");
+        assert_eq!(
+            decode_task(&v),
+            Some(("al|ice".into(), "task_1|x".into(), "v".into()))
+        );
+        assert_eq!(decode_task(&encode_task("a", "", "v")), None);
+        assert_eq!(decode_task("[1,2]"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Writing to Redis (R17.1): a batch of changes as one pipeline of store-and-publish
-//! scripts (reloading the scripts after a Redis restart), probe-lease asks answered one by
-//! one, and the retry-budget exchange.
+//! scripts (reloading the scripts after a Redis restart; failures counted by the
+//! deployment, task bindings published), probe-lease asks answered one by one, and the
+//! retry-budget exchange.
 
 use std::time::Duration;
 
@@ -17,32 +18,37 @@ use crate::state::sync::Change;
 impl Runtime {
     /// Write a batch of changes (pipelined); probe-lease asks are answered one by one. A
     /// new disabled state is stamped with a version by Redis, which this replica then
-    /// knows as the state's version (B-shared-versions: never its own clock).
+    /// knows as the state's version (B-shared-versions: never its own clock); a failure
+    /// counted comes back with the deployment's count (B-shared-failure-counts).
     pub(crate) async fn write(&mut self, batch: Vec<Change>) {
         let mut pipe = redis::pipe();
         let mut n = 0u64;
         let mut asks = Vec::new();
-        let mut stamped = Vec::new();
+        let mut answers = Vec::new();
         for c in &batch {
             self.note(c);
             match c {
-                Change::ProbeWanted { .. } => asks.push(c.clone()),
+                Change::ProbeWanted { .. } => {
+                    asks.push(c.clone());
+                    continue;
+                }
                 Change::Disabled { channel, key, .. } => {
-                    self.add_stamped(&mut pipe, c);
-                    stamped.push((channel.clone(), *key));
-                    n += 1;
+                    self.add_answered(&mut pipe, c);
+                    answers.push(Answer::Version(channel.clone(), *key));
                 }
-                _ => {
-                    self.add(&mut pipe, c);
-                    n += 1;
+                Change::BreakerFailed { channel, scope, .. } => {
+                    self.add_answered(&mut pipe, c);
+                    answers.push(Answer::Count(channel.clone(), scope.clone()));
                 }
+                _ => self.add(&mut pipe, c),
             }
+            n += 1;
         }
         if n > 0 && self.conn.health.is_up() {
             match self.exec_returning::<Vec<i64>>(&pipe).await {
-                Ok(versions) => {
-                    for (k, v) in stamped.into_iter().zip(versions) {
-                        self.versions.insert(k, v);
+                Ok(values) => {
+                    for (a, v) in answers.into_iter().zip(values) {
+                        self.answered(a, v);
                     }
                     count("published", n);
                     for c in &batch {
@@ -59,6 +65,35 @@ impl Runtime {
         }
         for a in asks {
             self.ask_lease(&a).await;
+        }
+    }
+
+    /// What Redis answered to a call of [`Runtime::add_answered`].
+    fn answered(&mut self, a: Answer, v: i64) {
+        match a {
+            Answer::Version(channel, key) => {
+                self.versions.insert((channel, key), v);
+            }
+            Answer::Count(channel, scope) => {
+                let Ok(n) = u32::try_from(v) else {
+                    return;
+                };
+                if n == 0 {
+                    return;
+                }
+                let snap = (self.wiring.snapshot)();
+                let Some(id) = snap.table.channels.iter().position(|c| c.name == channel) else {
+                    return;
+                };
+                let (ch, st) = (&snap.table.channels[id], &snap.states[id]);
+                let lim = crate::state::breaker::Limits::of(&ch.resilience.circuit_breaker);
+                if st
+                    .breakers
+                    .apply_failures(&lim, scope.as_deref(), n, Instant::now())
+                {
+                    st.metrics.breaker_state.set(2.0);
+                }
+            }
         }
     }
 
@@ -102,13 +137,14 @@ impl Runtime {
             .await
     }
 
-    /// Add a new disabled state's `stamp` call to `pipe`; its reply (the version Redis
-    /// gave it) is not ignored.
-    fn add_stamped(&self, pipe: &mut redis::Pipeline, c: &Change) {
+    /// Add a call whose reply is read: a new disabled state's `stamp` (the version Redis
+    /// gave it) or a failure's `fail` (the deployment's count).
+    fn add_answered(&self, pipe: &mut redis::Pipeline, c: &Change) {
         let Some(p) = put_args(c) else {
             return;
         };
-        self.put_call(pipe, &PutArgs { op: "stamp", ..p });
+        let op = if p.op == "lww" { "stamp" } else { p.op };
+        self.put_call(pipe, &PutArgs { op, ..p });
     }
 
     fn put_call(&self, pipe: &mut redis::Pipeline, p: &PutArgs<'_>) {
@@ -134,6 +170,15 @@ impl Runtime {
         } = c
         {
             add_binding(pipe, &self.origin, *hash, kind, channel, *ttl);
+            return;
+        }
+        if let Change::TaskBound {
+            client,
+            id,
+            channel,
+        } = c
+        {
+            add_task(pipe, &self.origin, client, id, channel);
             return;
         }
         let Some(p) = put_args(c) else {
@@ -280,6 +325,29 @@ pub(crate) fn add_binding(
     }
 }
 
+/// Publish a task binding (not stored: the store holds it durably, and a replica that
+/// misses the message reads it there).
+fn add_task(pipe: &mut redis::Pipeline, origin: &str, client: &str, id: &str, channel: &str) {
+    let m = Msg {
+        o: origin.to_string(),
+        c: String::new(),
+        f: wire::TASK_FIELD.to_string(),
+        v: wire::encode_task(client, id, channel),
+        ms: 0.0,
+    };
+    if let Ok(payload) = serde_json::to_string(&m) {
+        pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
+    }
+}
+
+/// What a reply read from a pipeline is for.
+enum Answer {
+    /// The version Redis gave a disabled state.
+    Version(String, Option<crate::state::KeyFp>),
+    /// The deployment's failure count of a breaker (0: not counted, the breaker is open).
+    Count(String, Option<String>),
+}
+
 /// The arguments of one store-and-publish script call.
 struct PutArgs<'a> {
     channel: &'a str,
@@ -366,6 +434,27 @@ fn put_args(c: &Change) -> Option<PutArgs<'_>> {
         Change::Reset { channel, at_ms } => {
             put(channel, "reset", "*reset".into(), at_ms.to_string(), 0)
         }
-        Change::Bound { .. } | Change::ProbeWanted { .. } => return None,
+        Change::BreakerFailed {
+            channel,
+            scope,
+            threshold,
+            timeout,
+        } => put(
+            channel,
+            "fail",
+            wire::failures_field(scope.as_deref()),
+            threshold.to_string(),
+            ms(timeout),
+        ),
+        Change::BreakerSucceeded { channel, scope } => put(
+            channel,
+            "zero",
+            wire::failures_field(scope.as_deref()),
+            String::new(),
+            0,
+        ),
+        Change::Bound { .. } | Change::TaskBound { .. } | Change::ProbeWanted { .. } => {
+            return None
+        }
     })
 }

@@ -270,6 +270,17 @@ impl Core {
         self.ask_after = None;
     }
 
+    /// The deployment's count of this closed breaker's consecutive failures: the larger
+    /// of it and the local count is kept (`0` resets). A shared count at the threshold
+    /// opens the breaker; returns whether it did.
+    pub(crate) fn apply_failures(&mut self, lim: &Limits, n: u32, now: Instant) -> bool {
+        if lim.off() || self.state != State::Closed {
+            return false;
+        }
+        self.failures = if n == 0 { 0 } else { self.failures.max(n) };
+        n >= lim.failure_threshold && self.open(now).is_some()
+    }
+
     /// Another replica closed this breaker.
     pub(crate) fn force_close(&mut self) {
         self.failures = 0;

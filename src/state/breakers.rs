@@ -12,6 +12,12 @@
 //! ([`Breakers::leases_held`]), so the slot of a holder that died is free within a second.
 //! A replica with requests for an open breaker asks for the lease shortly before the
 //! timeout ends ([`Breakers::leases_to_ask`]), so its first request after it is the probe.
+//!
+//! Failures are counted by the deployment (B-shared-failure-counts): while Redis answers, a
+//! closed breaker's failure is announced ([`Change::BreakerFailed`]) and added to the shared
+//! count, which every replica applies ([`Breakers::apply_failures`]); the failure that brings
+//! it to the threshold opens the breaker everywhere. The local count runs as without shared
+//! state, so a replica cut off from Redis still opens on its own failures.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -30,6 +36,52 @@ use crate::lock::lock;
 struct Shared {
     channel: String,
     sink: Arc<dyn Sink>,
+}
+
+impl Shared {
+    /// What one recorded visit tells the other replicas: an opening, a closing, or (while
+    /// Redis answers) a closed breaker's failure (`count: Some(true)`) or the success that
+    /// ends a run of them (`Some(false)`).
+    fn announce(
+        &self,
+        lim: &Limits,
+        scope: Scope,
+        opened: bool,
+        t: Option<Transition>,
+        count: Option<bool>,
+    ) {
+        let scope = || scope.map(str::to_string);
+        let channel = || self.channel.clone();
+        let change = if opened {
+            Change::BreakerOpened {
+                channel: channel(),
+                scope: scope(),
+                timeout: lim.timeout,
+            }
+        } else if t.is_some_and(|t| t.to == State::Closed) {
+            Change::BreakerClosed {
+                channel: channel(),
+                scope: scope(),
+            }
+        } else if !self.sink.is_live() {
+            return;
+        } else {
+            match count {
+                Some(true) => Change::BreakerFailed {
+                    channel: channel(),
+                    scope: scope(),
+                    threshold: lim.failure_threshold,
+                    timeout: lim.timeout,
+                },
+                Some(false) => Change::BreakerSucceeded {
+                    channel: channel(),
+                    scope: scope(),
+                },
+                None => return,
+            }
+        };
+        self.sink.emit(change);
+    }
 }
 
 /// A channel's breakers: one provider breaker and the model-scoped ones (R6.1, R6.3).
@@ -135,7 +187,9 @@ impl Breakers {
     }
 
     /// Record one visit; returns the transition and the breaker's state afterwards. With
-    /// shared state an opening or closing is announced.
+    /// shared state an opening or closing is announced, and so is a closed breaker's failure
+    /// (or the success that ends a run of them) while Redis answers: the deployment counts
+    /// failures together ([`Change::BreakerFailed`]).
     pub fn record(
         &self,
         lim: &Limits,
@@ -146,32 +200,26 @@ impl Breakers {
     ) -> (Option<Transition>, State) {
         let f = |c: &mut Core| {
             let before = c.opened_at();
+            let counted = c.state(lim, now) == State::Closed && lim.failure_threshold > 0;
+            let had = c.consecutive_failures();
             let t = c.record(lim, v, probe, now);
             let opened = c.state(lim, now) == State::Open && c.opened_at() != before;
-            (t, c.state(lim, now), opened)
+            let count = match v {
+                Verdict::Failure if counted && !opened => Some(true),
+                Verdict::Success if counted && had > 0 => Some(false),
+                _ => None,
+            };
+            (t, c.state(lim, now), opened, count)
         };
-        let (t, state, opened) = match scope {
+        let (t, state, opened, count) = match scope {
             None => f(&mut lock(&self.provider)),
             Some(m) => match lock(&self.models).get_mut(m) {
                 Some(c) => f(c),
-                None => (None, State::Closed, false),
+                None => (None, State::Closed, false, None),
             },
         };
         if let Some(sh) = self.shared.get() {
-            let scope = || scope.map(str::to_string);
-            let channel = || sh.channel.clone();
-            if opened {
-                sh.sink.emit(Change::BreakerOpened {
-                    channel: channel(),
-                    scope: scope(),
-                    timeout: lim.timeout,
-                });
-            } else if t.is_some_and(|t| t.to == State::Closed) {
-                sh.sink.emit(Change::BreakerClosed {
-                    channel: channel(),
-                    scope: scope(),
-                });
-            }
+            sh.announce(lim, scope, opened, t, count);
         }
         (t, state)
     }
@@ -201,6 +249,14 @@ impl Breakers {
     /// Another replica opened the breaker of `scope`; `remaining` of its timeout is left.
     pub fn apply_open(&self, lim: &Limits, scope: Scope, remaining: Duration, now: Instant) {
         self.with_core(lim, scope, now, |c| c.force_open(lim, remaining, now));
+    }
+
+    /// The deployment's count of consecutive failures of the closed breaker of `scope`
+    /// (`0`: a success ended the run). A count at the threshold (the failure that reached
+    /// it in Redis opened the breaker there) opens it here; returns whether it did.
+    pub fn apply_failures(&self, lim: &Limits, scope: Scope, n: u32, now: Instant) -> bool {
+        self.with_core(lim, scope, now, |c| c.apply_failures(lim, n, now))
+            .unwrap_or(false)
     }
 
     /// Another replica closed the breaker of `scope`.

@@ -24,6 +24,20 @@ pub enum Change {
         scope: Option<String>,
         timeout: Duration,
     },
+    /// A closed breaker counted one more failure (R6.1): the deployment counts them
+    /// together, and the one whose count reaches `threshold` opens it for `timeout`
+    /// everywhere (B-shared-failure-counts).
+    BreakerFailed {
+        channel: String,
+        scope: Option<String>,
+        threshold: u32,
+        timeout: Duration,
+    },
+    /// A closed breaker with failures counted saw a success: the shared count starts again.
+    BreakerSucceeded {
+        channel: String,
+        scope: Option<String>,
+    },
     /// A breaker closed (its probes succeeded).
     BreakerClosed {
         channel: String,
@@ -68,6 +82,24 @@ pub enum Change {
         channel: Arc<str>,
         ttl: Duration,
     },
+    /// `channel` accepted `client`'s task `id` (R10.5): the other replicas learn the
+    /// binding at once instead of from the store (B-shared-task-bindings).
+    TaskBound {
+        client: String,
+        id: String,
+        channel: String,
+    },
+}
+
+impl Change {
+    /// A failure count's change: worth sending only while Redis answers (one held back
+    /// through an outage would count again what the local breaker already counted).
+    pub fn is_count(&self) -> bool {
+        matches!(
+            self,
+            Change::BreakerFailed { .. } | Change::BreakerSucceeded { .. }
+        )
+    }
 }
 
 /// Where changes go (the shared-state runtime). `emit` must not block: it runs on the

@@ -32,11 +32,15 @@ fn unique_port() -> u16 {
     }
 }
 
+/// The breaker of [`Fleet::start`]'s replicas.
+pub const BREAKER: &str = "{failure_threshold: 2, success_threshold: 1, timeout: 2s}";
+
 fn config(
     dir: &std::path::Path,
     i: usize,
     redis: &str,
     mocks: &HashMap<&str, MockUpstream>,
+    breaker: &str,
 ) -> (std::path::PathBuf, u16, u16) {
     let (listen, admin) = (unique_port(), unique_port());
     let ch = |name: &str, priority: i64, model: &str| {
@@ -50,7 +54,7 @@ fn config(
          storage:\n  path: {}\ndebug_headers: true\n\
          shared:\n  redis: {redis}\n  replicas: 3\n\
          routing:\n  retry_times: 3\n  retry_budget: {{ratio: 1.0, min_per_second: 100, ttl: 10s}}\n\
-         resilience:\n  retry: {{max_retries: 0}}\n  circuit_breaker: {{failure_threshold: 2, success_threshold: 1, timeout: 2s}}\n\
+         resilience:\n  retry: {{max_retries: 0}}\n  circuit_breaker: {breaker}\n\
          auto_disable:\n  probe_interval: 1h\n\
          channels:\n{}{}{}{}\
          clients:\n  alice:\n    key: {ALICE}\n  limited:\n    key: {LIMITED}\n    limits: {{rpm: 10}}\n",
@@ -67,10 +71,20 @@ fn config(
 
 impl Fleet {
     pub fn start(redis: &Redis, mocks: &HashMap<&str, MockUpstream>) -> Fleet {
+        Fleet::start_with(redis, mocks, 3, BREAKER)
+    }
+
+    /// `n` replicas whose `resilience.circuit_breaker` is `breaker` (YAML flow mapping).
+    pub fn start_with(
+        redis: &Redis,
+        mocks: &HashMap<&str, MockUpstream>,
+        n: usize,
+        breaker: &str,
+    ) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
-        let replicas = (0..3)
+        let replicas = (0..n)
             .map(|i| {
-                let (path, l, a) = config(dir.path(), i, &redis.url(), mocks);
+                let (path, l, a) = config(dir.path(), i, &redis.url(), mocks, breaker);
                 Replica::spawn(&path, l, a)
             })
             .collect();

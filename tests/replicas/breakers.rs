@@ -1,0 +1,139 @@
+//! Breaker failures counted by the deployment (R6.1, R17.1, B-shared-failure-counts): two
+//! real replicas on one private Redis agree on a closed breaker's failure count, and the
+//! failures they see together open the breaker on both — not each replica's own
+//! `failure_threshold`.
+
+use std::time::Duration;
+
+use crate::replicas::fleet::{mocks, Fleet};
+use crate::support::external::Redis;
+use switchyard_mock::Behavior;
+
+/// Threshold 4 across two replicas: replica 1 sees 2 failures (replica 2 reads the count
+/// 2), replica 2 sees 2 more, and the breaker is open on both within a second; neither
+/// calls the channel afterwards. Before the fix each replica counted only its own 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_seen_by_two_replicas_open_the_breaker_on_both() {
+    let redis = Redis::start();
+    let m = mocks().await;
+    let breaker = "{failure_threshold: 4, success_threshold: 1, timeout: 30s}";
+    let fleet = Fleet::start_with(&redis, &m, 2, breaker);
+    let f = &fleet;
+    for i in 0..2 {
+        f.until(i, Duration::from_secs(5), |i| async move {
+            f.metric(i, "switchyard_shared_state_up").await == Some(1.0)
+        })
+        .await
+        .expect("replica joined Redis");
+    }
+    // The subscriptions are taken once Redis answers; give them a moment.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    m["bad"].set_default(Behavior::Status {
+        code: 500,
+        body: None,
+    });
+    let failures = |i: usize| async move {
+        f.channel(i, "bad").await["health"]["breaker"]["consecutive_failures"].as_u64()
+    };
+    for _ in 0..2 {
+        let (s, route) = f.chat(0, "m", None).await;
+        assert_eq!((s, route.as_str()), (200, "bad->good"));
+    }
+    assert_eq!(failures(0).await, Some(2));
+    let agreed = f
+        .until(1, Duration::from_secs(1), |i| async move {
+            failures(i).await == Some(2)
+        })
+        .await;
+    assert!(
+        agreed.is_some(),
+        "replica 2 reads the deployment's count (it has {:?}); logs:\n{}",
+        failures(1).await,
+        f.logs()
+    );
+    for _ in 0..2 {
+        let (s, route) = f.chat(1, "m", None).await;
+        assert_eq!((s, route.as_str()), (200, "bad->good"));
+    }
+    assert_eq!(m["bad"].calls(), 4);
+    for i in 0..2 {
+        let seen = f
+            .until(i, Duration::from_secs(1), |i| async move {
+                f.channel(i, "bad").await["health"]["breaker"]["state"] == "open"
+            })
+            .await;
+        assert!(
+            seen.is_some(),
+            "replica {} opened the breaker on the fleet's 4 failures: {}; logs:\n{}",
+            i + 1,
+            f.channel(i, "bad").await["health"]["breaker"],
+            f.logs()
+        );
+    }
+    for k in 0..6 {
+        let (s, route) = f.chat(k % 2, "m", None).await;
+        assert_eq!((s, route.as_str()), (200, "good"), "request {k}");
+    }
+    assert_eq!(m["bad"].calls(), 4, "no replica called the open channel");
+}
+
+/// A success after failures ends the run for the deployment: the count drops to 0 on
+/// both replicas, and 3 more failures (fewer than the threshold) open nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_on_one_replica_resets_the_count_on_both() {
+    let redis = Redis::start();
+    let m = mocks().await;
+    let breaker = "{failure_threshold: 4, success_threshold: 1, timeout: 30s}";
+    let fleet = Fleet::start_with(&redis, &m, 2, breaker);
+    let f = &fleet;
+    for i in 0..2 {
+        f.until(i, Duration::from_secs(5), |i| async move {
+            f.metric(i, "switchyard_shared_state_up").await == Some(1.0)
+        })
+        .await
+        .expect("replica joined Redis");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let failures = |i: usize| async move {
+        f.channel(i, "bad").await["health"]["breaker"]["consecutive_failures"].as_u64()
+    };
+    let fail = || Behavior::Status {
+        code: 500,
+        body: None,
+    };
+    for _ in 0..3 {
+        m["bad"].push(fail());
+    }
+    for i in [0, 1, 0] {
+        assert_eq!(f.chat(i, "m", None).await.1, "bad->good");
+    }
+    let both = |n: u64| async move {
+        for i in 0..2 {
+            if f.until(i, Duration::from_secs(1), |i| async move {
+                failures(i).await == Some(n)
+            })
+            .await
+            .is_none()
+            {
+                return false;
+            }
+        }
+        true
+    };
+    assert!(both(3).await, "both count 3; logs:\n{}", f.logs());
+    assert_eq!(f.chat(1, "m", None).await.1, "bad", "bad answers again");
+    assert!(both(0).await, "the success reset both; logs:\n{}", f.logs());
+    for _ in 0..3 {
+        m["bad"].push(fail());
+    }
+    for i in [1, 0, 1] {
+        assert_eq!(f.chat(i, "m", None).await.1, "bad->good");
+    }
+    assert!(both(3).await);
+    for i in 0..2 {
+        assert_eq!(
+            f.channel(i, "bad").await["health"]["breaker"]["state"],
+            "closed"
+        );
+    }
+}
