@@ -29,6 +29,7 @@ pub mod respond;
 pub mod resume;
 pub mod stream;
 pub mod task;
+pub mod task_cache;
 pub mod trace;
 pub mod translated;
 mod whole;

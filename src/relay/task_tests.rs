@@ -1,4 +1,7 @@
 //! Task calls, task ids and the (client, task id) cache (R10.5, B-tenants).
+use std::sync::Mutex;
+use std::time::Duration;
+
 use super::*;
 
 #[test]
