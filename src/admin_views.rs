@@ -193,7 +193,7 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
     }
 }
 
-/// Candidate tiers, channel state and one sample attempt order (R12.3). With `live: false`
+/// TierTarget tiers, channel state and one sample attempt order (R12.3). With `live: false`
 /// (the `explain` command, from a file) no runtime state is shown: there is none to show.
 /// `served` is false when no group of the client has a route for the model or path.
 pub fn explain_value(

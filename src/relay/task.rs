@@ -39,7 +39,7 @@ use http::{Method, StatusCode};
 
 use crate::error::GatewayError;
 use crate::relay::gateway::Gateway;
-use crate::routing::table::{Candidate, Route, Tier};
+use crate::routing::table::{Route, Tier, TierTarget};
 use crate::state::Snapshot;
 use crate::store::{now_ms, TaskBinding};
 
@@ -219,7 +219,7 @@ pub fn locked_route(
         .enumerate()
         .map(|(i, (id, _))| Tier {
             priority: n - i as i64,
-            candidates: vec![Candidate {
+            candidates: vec![TierTarget {
                 channel: *id,
                 upstream_model: Arc::from(""),
                 weight: 1,

@@ -28,7 +28,7 @@ use crate::wire::sse::Framer;
 use crate::wire::translate::responses::{answer_from, request_to, ResponsesStream};
 use crate::wire::translate::{
     translate_answer, translate_error, translate_request, AnswerOptions, MaxTokensField,
-    ReasoningHistory, RequestOptions, Step, StreamTranslator, UpstreamError, WireFormat,
+    ReasoningHistory, RequestOptions, StreamStep, StreamTranslator, UpstreamError, WireFormat,
 };
 use crate::wire::usage::Usage;
 
@@ -406,14 +406,14 @@ enum Tr {
 }
 
 impl Tr {
-    fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> Step {
+    fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> StreamStep {
         match self {
             Tr::Chat(t) => t.feed(event, data, out),
             Tr::Responses(t) => t.feed(event, data, out),
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<u8>) -> Step {
+    fn finish(&mut self, out: &mut Vec<u8>) -> StreamStep {
         match self {
             Tr::Chat(t) => t.finish(out),
             Tr::Responses(t) => t.finish(out),
@@ -454,7 +454,7 @@ impl SseXlate {
             let mut buf = Vec::new();
             let malformed = self.tr.malformed_dropped();
             let step = if ev.comment_only || data.is_empty() {
-                Step::default()
+                StreamStep::default()
             } else {
                 self.tr.feed(ev.name.as_deref(), data, &mut buf)
             };
@@ -482,7 +482,7 @@ impl SseXlate {
         }
     }
 
-    fn take(&mut self, step: Step, buf: Vec<u8>, out: &mut Vec<u8>) {
+    fn take(&mut self, step: StreamStep, buf: Vec<u8>, out: &mut Vec<u8>) {
         if self.dead {
             return;
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::table::{Candidate, ChannelId, PatternEntry, Route, RouteTable, Tier};
+use super::table::{ChannelId, PatternEntry, Route, RouteTable, Tier, TierTarget};
 use super::weighted::effective_weights;
 use crate::config::model::{Channel, ClientKey, Config};
 use crate::config::scalars::{glob_regex, is_pattern};
@@ -181,7 +181,7 @@ fn route_of(tiers: Building) -> Route {
             let candidates = cands
                 .into_iter()
                 .zip(eff)
-                .map(|((channel, upstream_model, _), weight)| Candidate {
+                .map(|((channel, upstream_model, _), weight)| TierTarget {
                     channel,
                     upstream_model,
                     weight,

@@ -2,7 +2,7 @@
 use std::cell::Cell;
 
 use super::*;
-use crate::routing::table::{Candidate, Tier};
+use crate::routing::table::{Tier, TierTarget};
 
 const FO: Decision = Decision::FailOver { key_fault: false };
 const FOK: Decision = Decision::FailOver { key_fault: true };
@@ -17,7 +17,7 @@ fn route(tiers: &[&[(ChannelId, u64)]]) -> Route {
                 priority: 100 - i as i64,
                 candidates: t
                     .iter()
-                    .map(|&(channel, weight)| Candidate {
+                    .map(|&(channel, weight)| TierTarget {
                         channel,
                         upstream_model: format!("m{channel}").into(),
                         weight,

@@ -14,7 +14,7 @@ pub type ChannelId = usize;
 /// One candidate of a tier: a channel, the model name sent upstream, and its
 /// effective draw weight (after the weight-0 and small-weight rules of R3.3).
 #[derive(Debug, Clone)]
-pub struct Candidate {
+pub struct TierTarget {
     pub channel: ChannelId,
     pub upstream_model: Arc<str>,
     pub weight: u64,
@@ -24,7 +24,7 @@ pub struct Candidate {
 #[derive(Debug, Clone)]
 pub struct Tier {
     pub priority: i64,
-    pub candidates: Vec<Candidate>,
+    pub candidates: Vec<TierTarget>,
 }
 
 /// The candidates for one (group, public model) or (group, pass-through path).

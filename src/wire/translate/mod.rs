@@ -16,7 +16,7 @@
 //!    usage, or an `UpstreamError` (a hidden error or a Gemini safety block).
 //! 4. stream: `StreamTranslator::new(upstream, client, AnswerOptions, include_usage)`, then
 //!    `feed(event_name, data, &mut out)` per upstream SSE event and `finish(&mut out)` at the
-//!    end of the upstream body; each `Step` says whether the event bore content (commit point),
+//!    end of the upstream body; each `StreamStep` says whether the event bore content (commit point),
 //!    was terminal, or was an error (before any content: a hidden error, fail over).
 #![doc = include_str!("README.md")]
 
@@ -49,7 +49,7 @@ mod tests;
 pub use answer::{translate_answer, AnswerOptions, TranslatedAnswer};
 pub use error::{TranslateError, TranslateErrorKind};
 pub use errors::{translate_error, ErrorKind, TranslatedError, UpstreamError};
-pub use stream::{Step, StreamTranslator};
+pub use stream::{StreamStep, StreamTranslator};
 pub use usage::Usage;
 
 /// A wire format. Clients speak `OpenAi` or `Anthropic`; upstreams any of the three.

@@ -1,7 +1,7 @@
 //! `ResponsesStream`: an upstream stream (Chat chunks, Messages events or Gemini responses)
 //! as Responses typed events. The upstream's events go through `StreamTranslator` into Chat
 //! chunks — that reads every format, its errors, usage and stop reasons — and the chunks are
-//! written as typed events by `events::Events`. The `Step`s keep `StreamTranslator`'s
+//! written as typed events by `events::Events`. The `StreamStep`s keep `StreamTranslator`'s
 //! meaning: `response.created` / `response.in_progress` are preamble (not content), the
 //! first text, reasoning or function call is content (the commit point).
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::super::answer::AnswerOptions;
 use super::super::errors::UpstreamError;
 use super::super::usage::Usage;
-use super::super::{Step, StreamTranslator, WireFormat};
+use super::super::{StreamStep, StreamTranslator, WireFormat};
 use super::events::Events;
 use super::output::{seed, End, Head};
 
@@ -48,9 +48,9 @@ impl ResponsesStream {
     }
 
     /// Translate one upstream event (`event` name, `data` text, as the framer split them).
-    pub fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> Step {
+    pub fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> StreamStep {
         if self.closed {
-            return Step::default();
+            return StreamStep::default();
         }
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
@@ -62,11 +62,11 @@ impl ResponsesStream {
 
     /// The upstream body ended (see `StreamTranslator::finish`): `terminal: false` and nothing
     /// written when the answer is incomplete.
-    pub fn finish(&mut self, out: &mut Vec<u8>) -> Step {
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> StreamStep {
         if self.closed {
-            return Step {
+            return StreamStep {
                 terminal: true,
-                ..Step::default()
+                ..StreamStep::default()
             };
         }
         let mut buf = Vec::new();
@@ -90,7 +90,7 @@ impl ResponsesStream {
     }
 
     /// The Chat chunks `StreamTranslator` wrote for one upstream event, as typed events.
-    fn take(&mut self, mut step: Step, chunks: &[u8], out: &mut Vec<u8>) -> Step {
+    fn take(&mut self, mut step: StreamStep, chunks: &[u8], out: &mut Vec<u8>) -> StreamStep {
         for data in data_lines(chunks) {
             let Ok(v) = serde_json::from_str::<Value>(data) else {
                 continue;

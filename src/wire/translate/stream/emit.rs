@@ -1,5 +1,5 @@
 //! `Emit`: what a stream source (the upstream format's reader) tells the client-format writer,
-//! and the counters `StreamTranslator` turns into a `Step`.
+//! and the counters `StreamTranslator` turns into a `StreamStep`.
 
 use super::super::errors::UpstreamError;
 use super::super::ir::Stop;

@@ -20,7 +20,7 @@ use emit::Emit;
 
 /// What one `feed` (or `finish`) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Step {
+pub struct StreamStep {
     /// Client-visible content was written (text, reasoning, a tool call): the stream may
     /// commit. Role chunks, `message_start`, pings and usage are not content.
     pub content: bool,
@@ -84,10 +84,10 @@ impl StreamTranslator {
 
     /// Translate one upstream event. `event` is its `event:` name (unused: every format names
     /// the event inside its data), `data` its `data:` lines joined with `\n`.
-    pub fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> Step {
+    pub fn feed(&mut self, event: Option<&str>, data: &str, out: &mut Vec<u8>) -> StreamStep {
         let _ = event;
         if self.closed {
-            return Step::default();
+            return StreamStep::default();
         }
         let before = self.emit.counters();
         let emit = self.emit.as_mut();
@@ -102,11 +102,11 @@ impl StreamTranslator {
     /// The upstream body ended. An OpenAI stream that gave its `finish_reason` but no
     /// `[DONE]` is completed here; any other stream without its terminal event is incomplete
     /// (`terminal: false`, nothing written: the gateway writes its `stream_incomplete` event).
-    pub fn finish(&mut self, out: &mut Vec<u8>) -> Step {
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> StreamStep {
         if self.closed {
-            return Step {
+            return StreamStep {
                 terminal: true,
-                ..Step::default()
+                ..StreamStep::default()
             };
         }
         let before = self.emit.counters();
@@ -123,8 +123,8 @@ impl StreamTranslator {
         before: emit::Counters,
         r: Result<(), UpstreamError>,
         out: &mut Vec<u8>,
-    ) -> Step {
-        let mut step = Step::default();
+    ) -> StreamStep {
+        let mut step = StreamStep::default();
         if let Err(e) = r {
             step.error_before_content =
                 !self.content_seen && self.emit.counters().content == before.content;

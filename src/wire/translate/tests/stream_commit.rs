@@ -2,7 +2,7 @@
 //! content, which errors come before any content (hidden errors: fail over), and OpenAI-format
 //! events that are not JSON (dropped and counted, the stream goes on).
 
-use super::super::{AnswerOptions, ErrorKind, Step, StreamTranslator, WireFormat};
+use super::super::{AnswerOptions, ErrorKind, StreamStep, StreamTranslator, WireFormat};
 
 const OPTS: AnswerOptions<'static> = AnswerOptions {
     created: 1,
@@ -10,13 +10,13 @@ const OPTS: AnswerOptions<'static> = AnswerOptions {
     model: None,
 };
 
-fn feed_all(t: &mut StreamTranslator, events: &[&str]) -> (Vec<Step>, String) {
+fn feed_all(t: &mut StreamTranslator, events: &[&str]) -> (Vec<StreamStep>, String) {
     let mut out = Vec::new();
     let steps = events.iter().map(|d| t.feed(None, d, &mut out)).collect();
     (steps, String::from_utf8(out).unwrap_or_default())
 }
 
-fn content_flags(steps: &[Step]) -> Vec<bool> {
+fn content_flags(steps: &[StreamStep]) -> Vec<bool> {
     steps.iter().map(|s| s.content).collect()
 }
 
@@ -112,8 +112,8 @@ fn openai_events_that_are_not_json_are_dropped_and_counted() {
         &mut t,
         &["keep-alive", &text, "{truncated", &stop, "[DONE]"],
     );
-    assert_eq!(steps[0], Step::default());
-    assert_eq!(steps[2], Step::default());
+    assert_eq!(steps[0], StreamStep::default());
+    assert_eq!(steps[2], StreamStep::default());
     assert!(steps[1].content);
     assert!(steps[4].terminal && steps.iter().all(|s| s.error.is_none()));
     assert_eq!(t.malformed_dropped(), 2);

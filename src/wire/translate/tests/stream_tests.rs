@@ -2,7 +2,7 @@
 //! before content (hidden errors at the start), usage; what it writes at the end of a cut
 //! stream; that nothing follows the terminal event.
 
-use super::super::{AnswerOptions, ErrorKind, Step, StreamTranslator, Usage, WireFormat};
+use super::super::{AnswerOptions, ErrorKind, StreamStep, StreamTranslator, Usage, WireFormat};
 
 const OPTS: AnswerOptions<'static> = AnswerOptions {
     created: 1,
@@ -10,7 +10,7 @@ const OPTS: AnswerOptions<'static> = AnswerOptions {
     model: None,
 };
 
-fn feed_all(t: &mut StreamTranslator, events: &[&str]) -> (Vec<Step>, String) {
+fn feed_all(t: &mut StreamTranslator, events: &[&str]) -> (Vec<StreamStep>, String) {
     let mut out = Vec::new();
     let steps = events.iter().map(|d| t.feed(None, d, &mut out)).collect();
     (steps, String::from_utf8(out).unwrap())
@@ -54,7 +54,7 @@ fn anthropic_to_openai_commit_point_and_terminal() {
     assert_eq!(t.content_chars(), 2);
     // After the terminal event nothing is written.
     let mut out = Vec::new();
-    assert_eq!(t.feed(None, A_TEXT, &mut out), Step::default());
+    assert_eq!(t.feed(None, A_TEXT, &mut out), StreamStep::default());
     assert!(out.is_empty());
     assert!(t.finish(&mut out).terminal);
     assert!(out.is_empty());
@@ -144,7 +144,7 @@ fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
             (e.kind, e.client_status(WireFormat::OpenAi)),
             (ErrorKind::Api, 502)
         );
-        assert_eq!(steps[1], Step::default(), "nothing after the error");
+        assert_eq!(steps[1], StreamStep::default(), "nothing after the error");
     }
 }
 
@@ -171,7 +171,7 @@ fn gemini_usage_is_the_last_reported() {
 fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
     let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
     let mut out = Vec::new();
-    let mut last = Step::default();
+    let mut last = StreamStep::default();
     for i in 0..1100 {
         let d = format!(
             r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},"id":"c{i}","function":{{"name":"f","arguments":"{{}}"}}}}]}}}}]}}"#

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::super::{AnswerOptions, Step, WireFormat};
+use super::super::super::{AnswerOptions, StreamStep, WireFormat};
 use super::super::ResponsesStream;
 
 pub const OPTS: AnswerOptions<'static> = AnswerOptions {
@@ -206,7 +206,7 @@ pub fn pieces(s: &str, cuts: &[usize]) -> Vec<String> {
 }
 
 /// Run a stream through `ResponsesStream`; the output and every step.
-pub fn run(upstream: WireFormat, events: &[(Option<String>, String)]) -> (String, Vec<Step>) {
+pub fn run(upstream: WireFormat, events: &[(Option<String>, String)]) -> (String, Vec<StreamStep>) {
     let mut t = ResponsesStream::new(upstream, &OPTS);
     let mut out = Vec::new();
     let mut steps = Vec::new();
