@@ -426,3 +426,31 @@ fn the_table_forbids_upward_and_sideways_imports() {
         "rank 0 imports nothing"
     );
 }
+
+/// Every source or test file that docs/behaviour.md, ARCHITECTURE.md or README.md names
+/// (`src/…`, `tests/…`, `examples/…`) exists, so a move cannot leave the contract pointing
+/// at nothing.
+#[test]
+fn every_file_the_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = BTreeSet::new();
+    let mut seen = 0;
+    for doc in ["docs/behaviour.md", "ARCHITECTURE.md", "README.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for quoted in text.split('`').skip(1).step_by(2) {
+            let path = quoted.split("::").next().unwrap_or("");
+            let named = ["src/", "tests/", "examples/"]
+                .iter()
+                .any(|p| path.starts_with(p))
+                && [".rs", ".py"].iter().any(|x| path.ends_with(x));
+            if named {
+                seen += 1;
+                if !root.join(path).exists() {
+                    missing.insert(format!("{doc}: {path}"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "named but missing:\n{missing:#?}");
+    assert!(seen > 100, "the reader found too few file names ({seen})");
+}

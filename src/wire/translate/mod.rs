@@ -21,35 +21,24 @@
 #![doc = include_str!("README.md")]
 
 pub mod answer;
-mod answer_read;
-mod answer_write;
-mod convo;
-mod emit_anthropic;
-mod emit_gemini;
-mod emit_openai;
-pub mod error;
-pub mod errors;
 mod ids;
 pub mod ir;
-mod read;
-mod req_anthropic;
-mod req_anthropic_msgs;
-mod req_anthropic_think;
-mod req_openai;
-mod req_openai_msgs;
+pub mod refusal;
+mod request;
 pub mod responses;
 mod shapes;
 pub mod stop;
 pub mod stream;
+pub mod upstream_error;
 pub mod usage;
 
 #[cfg(test)]
 mod tests;
 
 pub use answer::{translate_answer, AnswerOptions, TranslatedAnswer};
-pub use error::{TranslateError, TranslateErrorKind};
-pub use errors::{translate_error, ErrorKind, TranslatedError, UpstreamError};
+pub use refusal::{TranslateError, TranslateErrorKind};
 pub use stream::{StreamStep, StreamTranslator};
+pub use upstream_error::{translate_error, ErrorKind, TranslatedError, UpstreamError};
 pub use usage::Usage;
 
 /// A wire format. Clients speak `OpenAi` or `Anthropic`; upstreams any of the three.
@@ -259,9 +248,11 @@ pub(crate) fn read_request(
     v: serde_json::Value,
 ) -> Result<ir::ChatRequest, TranslateError> {
     match (from, to) {
-        (WireFormat::OpenAi, WireFormat::Anthropic | WireFormat::Gemini) => req_openai::read(v, to),
+        (WireFormat::OpenAi, WireFormat::Anthropic | WireFormat::Gemini) => {
+            request::from_openai::read(v, to)
+        }
         (WireFormat::Anthropic, WireFormat::OpenAi | WireFormat::Gemini) => {
-            req_anthropic::read(v, to)
+            request::from_anthropic::read(v, to)
         }
         _ => Err(TranslateError::unsupported(
             "",
@@ -281,8 +272,8 @@ pub(crate) fn write_request(
     opts: &RequestOptions,
 ) -> serde_json::Value {
     match to {
-        WireFormat::OpenAi => emit_openai::write(ir, opts),
-        WireFormat::Anthropic => emit_anthropic::write(ir, opts),
-        WireFormat::Gemini => emit_gemini::write(ir),
+        WireFormat::OpenAi => request::to_openai::write(ir, opts),
+        WireFormat::Anthropic => request::to_anthropic::write(ir, opts),
+        WireFormat::Gemini => request::to_gemini::write(ir),
     }
 }

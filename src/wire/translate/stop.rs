@@ -1,8 +1,8 @@
 //! Stop reasons: Anthropic `stop_reason` ↔ OpenAI `finish_reason` ↔ Gemini `finishReason`, as
 //! tables (README.md repeats them). Gemini's safety finishes are errors, not stop reasons.
 
-use super::errors::{ErrorKind, UpstreamError};
 use super::ir::Stop;
+use super::upstream_error::{ErrorKind, UpstreamError};
 
 /// Anthropic `stop_reason` → neutral. Unknown values end the turn normally.
 pub fn from_anthropic(s: &str) -> Stop {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::super::errors::UpstreamError;
+use super::super::upstream_error::UpstreamError;
 use super::super::{translate_answer, AnswerOptions, TranslatedAnswer, WireFormat};
 use super::output::{seed, End, Head, Item};
 

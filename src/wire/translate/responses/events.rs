@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::errors::{ErrorKind, UpstreamError};
+use super::super::upstream_error::{ErrorKind, UpstreamError};
 use super::super::usage::Usage;
 use super::super::WireFormat;
 use super::output::{summary_part, text_part, End, Head, Item, Kind};

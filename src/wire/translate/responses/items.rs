@@ -6,7 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::error::{Path, TranslateError};
+use super::super::refusal::{Path, TranslateError};
 use super::request::string;
 use super::tools::Namespaced;
 

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::error::{Path, TranslateError};
+use super::super::refusal::{Path, TranslateError};
 use super::super::{translate_request, MaxTokensField, RequestOptions, WireFormat};
 use super::{tools, ResponsesRequest};
 

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::super::answer::AnswerOptions;
-use super::super::errors::UpstreamError;
+use super::super::upstream_error::UpstreamError;
 use super::super::usage::Usage;
 use super::super::{StreamStep, StreamTranslator, WireFormat};
 use super::events::Events;

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::error::{Path, TranslateError};
+use super::super::refusal::{Path, TranslateError};
 use super::super::WireFormat;
 
 /// Joins a namespace and the name of one of its tools in the flattened function name

@@ -1,8 +1,8 @@
 //! `Emit`: what a stream source (the upstream format's reader) tells the client-format writer,
 //! and the counters `StreamTranslator` turns into a `StreamStep`.
 
-use super::super::errors::UpstreamError;
 use super::super::ir::Stop;
+use super::super::upstream_error::UpstreamError;
 use super::super::usage::Usage;
 
 /// The client-format side of a stream translation. `k` numbers tool calls from 0 in the order

@@ -5,10 +5,10 @@
 
 use serde_json::Value;
 
-use super::super::errors::UpstreamError;
 use super::super::ir::Stop;
 use super::super::shapes::{ABlock, ADelta, AEvent};
 use super::super::stop;
+use super::super::upstream_error::UpstreamError;
 use super::super::usage::{AnthropicUsage, Usage};
 use super::super::WireFormat;
 use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};
@@ -132,7 +132,7 @@ impl FromAnthropic {
         match b.ty.as_ref() {
             "text" => {
                 if std::mem::take(&mut self.gap) {
-                    emit.text(super::super::emit_openai::TEXT_JOINER, out);
+                    emit.text(super::super::request::to_openai::TEXT_JOINER, out);
                 }
                 let t = b.text.as_deref().unwrap_or("");
                 self.text_seen |= !t.is_empty();

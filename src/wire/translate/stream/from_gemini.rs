@@ -3,10 +3,10 @@
 //! whole function calls (ids made up, thought signatures carried), and on the last one
 //! `finishReason` with `usageMetadata`. A prompt block or a safety finish is an error.
 
-use super::super::errors::UpstreamError;
 use super::super::ids::IdGen;
 use super::super::shapes::{GCandidate, GResponse};
 use super::super::stop;
+use super::super::upstream_error::UpstreamError;
 use super::super::usage::Usage;
 use super::super::WireFormat;
 use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};

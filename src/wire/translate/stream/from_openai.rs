@@ -6,10 +6,10 @@
 
 use serde_json::json;
 
-use super::super::errors::UpstreamError;
 use super::super::ir::Stop;
 use super::super::shapes::{OCompletion, OToolCall};
 use super::super::stop;
+use super::super::upstream_error::UpstreamError;
 use super::super::usage::Usage;
 use super::super::WireFormat;
 use super::emit::{too_many_calls, Emit, MAX_TOOL_CALLS};

@@ -12,8 +12,8 @@ mod to_anthropic;
 mod to_openai;
 
 use super::answer::AnswerOptions;
-use super::errors::UpstreamError;
 use super::ids::IdGen;
+use super::upstream_error::UpstreamError;
 use super::usage::Usage;
 use super::WireFormat;
 use emit::Emit;

@@ -5,10 +5,10 @@
 
 use serde_json::json;
 
-use super::super::errors::UpstreamError;
 use super::super::ids::IdGen;
 use super::super::ir::Stop;
 use super::super::stop;
+use super::super::upstream_error::UpstreamError;
 use super::super::usage::Usage;
 use super::super::WireFormat;
 use super::emit::{json_str, sse, Counters, Emit};

@@ -196,7 +196,7 @@ fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
         .unwrap_or_else(|| panic!("no tool message: {v:#}"));
     assert_eq!(
         msgs[at]["content"],
-        super::super::emit_openai::IMAGE_PLACEHOLDER
+        super::super::request::to_openai::IMAGE_PLACEHOLDER
     );
     let next = &msgs[at + 1];
     assert_eq!(next["role"], "user");

@@ -4,11 +4,11 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{Path, Result, TranslateError};
-use super::ir::{note, Image};
-use super::WireFormat;
+use crate::wire::translate::ir::{note, Image};
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::WireFormat;
 
-pub(super) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
+pub(in crate::wire::translate) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
     match v {
         Value::Object(m) => Ok(m),
         other => Err(TranslateError::invalid(
@@ -18,7 +18,7 @@ pub(super) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
     }
 }
 
-pub(super) fn array(v: Value, p: Path) -> Result<Vec<Value>> {
+pub(in crate::wire::translate) fn array(v: Value, p: Path) -> Result<Vec<Value>> {
     match v {
         Value::Array(a) => Ok(a),
         other => Err(TranslateError::invalid(
@@ -28,7 +28,7 @@ pub(super) fn array(v: Value, p: Path) -> Result<Vec<Value>> {
     }
 }
 
-pub(super) fn string(v: Value, p: Path) -> Result<String> {
+pub(in crate::wire::translate) fn string(v: Value, p: Path) -> Result<String> {
     match v {
         Value::String(s) => Ok(s),
         other => Err(TranslateError::invalid(
@@ -38,18 +38,18 @@ pub(super) fn string(v: Value, p: Path) -> Result<String> {
     }
 }
 
-pub(super) fn boolean(v: &Value, p: Path) -> Result<bool> {
+pub(in crate::wire::translate) fn boolean(v: &Value, p: Path) -> Result<bool> {
     v.as_bool().ok_or_else(|| {
         TranslateError::invalid(p, format!("must be true or false, not {}", kind(v)))
     })
 }
 
-pub(super) fn number(v: &Value, p: Path) -> Result<f64> {
+pub(in crate::wire::translate) fn number(v: &Value, p: Path) -> Result<f64> {
     v.as_f64()
         .ok_or_else(|| TranslateError::invalid(p, format!("must be a number, not {}", kind(v))))
 }
 
-pub(super) fn count(v: &Value, p: Path) -> Result<u64> {
+pub(in crate::wire::translate) fn count(v: &Value, p: Path) -> Result<u64> {
     v.as_u64().ok_or_else(|| {
         TranslateError::invalid(
             p,
@@ -58,13 +58,13 @@ pub(super) fn count(v: &Value, p: Path) -> Result<u64> {
     })
 }
 
-pub(super) fn integer(v: &Value, p: Path) -> Result<i64> {
+pub(in crate::wire::translate) fn integer(v: &Value, p: Path) -> Result<i64> {
     v.as_i64()
         .ok_or_else(|| TranslateError::invalid(p, format!("must be an integer, not {}", kind(v))))
 }
 
 /// A short name of the JSON type of `v`, for error messages.
-pub(super) fn kind(v: &Value) -> &'static str {
+pub(in crate::wire::translate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -76,7 +76,11 @@ pub(super) fn kind(v: &Value) -> &'static str {
 }
 
 /// Take a required string field out of `m`.
-pub(super) fn req_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<String> {
+pub(in crate::wire::translate) fn req_str(
+    m: &mut Map<String, Value>,
+    key: &str,
+    p: Path,
+) -> Result<String> {
     match m.remove(key) {
         Some(v) if !v.is_null() => string(v, p.key(key)),
         _ => Err(TranslateError::invalid(p.key(key), "is required")),
@@ -84,7 +88,11 @@ pub(super) fn req_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<
 }
 
 /// Take an optional string field out of `m` (`null` counts as absent).
-pub(super) fn opt_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<Option<String>> {
+pub(in crate::wire::translate) fn opt_str(
+    m: &mut Map<String, Value>,
+    key: &str,
+    p: Path,
+) -> Result<Option<String>> {
     match m.remove(key) {
         Some(v) if !v.is_null() => string(v, p.key(key)).map(Some),
         _ => Ok(None),
@@ -92,7 +100,11 @@ pub(super) fn opt_str(m: &mut Map<String, Value>, key: &str, p: Path) -> Result<
 }
 
 /// The error for a field `target` cannot express.
-pub(super) fn refuse(p: Path, target: WireFormat, what: &str) -> TranslateError {
+pub(in crate::wire::translate) fn refuse(
+    p: Path,
+    target: WireFormat,
+    what: &str,
+) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
@@ -104,7 +116,7 @@ pub(super) fn refuse(p: Path, target: WireFormat, what: &str) -> TranslateError 
 }
 
 /// The error for a field this reader does not know.
-pub(super) fn unknown(p: Path, target: WireFormat) -> TranslateError {
+pub(in crate::wire::translate) fn unknown(p: Path, target: WireFormat) -> TranslateError {
     TranslateError::unsupported(
         p,
         format!(
@@ -118,7 +130,7 @@ pub(super) fn unknown(p: Path, target: WireFormat) -> TranslateError {
 /// Refuse any key left in `m` (every known key was taken out already); `ignored` keys pass,
 /// and so does any key whose value is `null`: both APIs read a null optional field as an
 /// absent one, and the SDKs echo unset fields of earlier answers as null (`toolset_name`).
-pub(super) fn no_more(
+pub(in crate::wire::translate) fn no_more(
     m: &Map<String, Value>,
     p: Path,
     target: WireFormat,
@@ -135,14 +147,14 @@ pub(super) fn no_more(
 
 /// Anthropic block fields that only steer its prompt cache or carry citations of earlier
 /// answers: dropped and reported towards the other formats (which cache implicitly).
-pub(super) const BLOCK_DROPPED: &[(&str, &str)] = &[
+pub(in crate::wire::translate) const BLOCK_DROPPED: &[(&str, &str)] = &[
     ("cache_control", "cache_control"),
     ("citations", "citations"),
 ];
 
 /// Take the `(key, reported name)` fields out of `m`; each one that is not `null` is noted in
 /// `dropped` under its reported name.
-pub(super) fn drop_keys(
+pub(in crate::wire::translate) fn drop_keys(
     m: &mut Map<String, Value>,
     keys: &[(&str, &'static str)],
     dropped: &mut Vec<&'static str>,
@@ -155,7 +167,7 @@ pub(super) fn drop_keys(
 }
 
 /// An image from an OpenAI `image_url.url`: a `data:` URL with base64 data, or a URL.
-pub(super) fn image_from_url(url: String, p: Path) -> Result<Image> {
+pub(in crate::wire::translate) fn image_from_url(url: String, p: Path) -> Result<Image> {
     let Some(rest) = url.strip_prefix("data:") else {
         return Ok(Image::Url(url));
     };
@@ -178,10 +190,15 @@ pub(super) fn image_from_url(url: String, p: Path) -> Result<Image> {
 const ANTHROPIC_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
 /// URLs Gemini's `fileData.fileUri` accepts: files uploaded with its Files API.
-pub(super) const GEMINI_FILES_PREFIX: &str = "https://generativelanguage.googleapis.com/";
+pub(in crate::wire::translate) const GEMINI_FILES_PREFIX: &str =
+    "https://generativelanguage.googleapis.com/";
 
 /// Refuse an image `target` cannot take in this form.
-pub(super) fn check_image(img: &Image, p: Path, target: WireFormat) -> Result<()> {
+pub(in crate::wire::translate) fn check_image(
+    img: &Image,
+    p: Path,
+    target: WireFormat,
+) -> Result<()> {
     match (img, target) {
         (Image::Base64 { media_type, .. }, WireFormat::Anthropic)
             if !ANTHROPIC_IMAGE_TYPES.contains(&media_type.as_str()) =>

@@ -7,13 +7,15 @@
 
 use serde_json::{json, Map, Value};
 
-use super::emit_openai::put;
-use super::ids;
-use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
+use crate::wire::translate::ids;
+use crate::wire::translate::ir::{
+    ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice,
+};
+use crate::wire::translate::request::to_openai::put;
 
 /// Thinking budgets for OpenAI's `reasoning_effort` (the values Google documents for its own
 /// OpenAI-compatible endpoint).
-pub(super) fn effort_budget(effort: &str) -> Option<u64> {
+pub(in crate::wire::translate) fn effort_budget(effort: &str) -> Option<u64> {
     match effort {
         "minimal" | "none" => Some(0),
         "low" => Some(1024),
@@ -23,7 +25,7 @@ pub(super) fn effort_budget(effort: &str) -> Option<u64> {
     }
 }
 
-pub(super) fn write(mut req: ChatRequest) -> Value {
+pub(in crate::wire::translate) fn write(mut req: ChatRequest) -> Value {
     let format = req.response_format.take();
     let gen = generation_config(format, &req);
     let mut out = Map::new();
@@ -166,7 +168,7 @@ fn part(p: Part, out: &mut Vec<Value>) {
                     _ => {}
                 }
             }
-            let text = texts.join(super::emit_openai::TEXT_JOINER);
+            let text = texts.join(crate::wire::translate::request::to_openai::TEXT_JOINER);
             // Google's documented keys: `output` for a result, `error` for a failure.
             let key = if is_error { "error" } else { "output" };
             let mut response = Map::new();

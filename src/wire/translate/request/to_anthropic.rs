@@ -5,11 +5,13 @@
 
 use serde_json::{json, Map, Value};
 
-use super::emit_openai::put;
-use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
-use super::RequestOptions;
+use crate::wire::translate::ir::{
+    ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice,
+};
+use crate::wire::translate::request::to_openai::put;
+use crate::wire::translate::RequestOptions;
 
-pub(super) fn write(mut req: ChatRequest, opts: &RequestOptions) -> Value {
+pub(in crate::wire::translate) fn write(mut req: ChatRequest, opts: &RequestOptions) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), opts.model.into());
     out.insert(

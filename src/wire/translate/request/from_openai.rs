@@ -4,10 +4,10 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{Path, Result, TranslateError};
-use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
-use super::read::{self, refuse};
-use super::WireFormat;
+use crate::wire::translate::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::request::read::{self, refuse};
+use crate::wire::translate::WireFormat;
 
 /// Fields that change nothing a translated upstream could honour: dropped and reported
 /// (README.md says why for each).
@@ -20,7 +20,7 @@ const DROPPED: &[(&str, &str)] = &[
     ("verbosity", "verbosity"),
 ];
 
-pub(super) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
+pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
     let mut map = read::object(v, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
@@ -66,7 +66,7 @@ pub(super) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
         ));
     }
     let messages = messages.ok_or_else(|| TranslateError::invalid("messages", "is required"))?;
-    super::req_openai_msgs::read(messages, &mut req, target)?;
+    crate::wire::translate::request::from_openai_msgs::read(messages, &mut req, target)?;
     Ok(req)
 }
 
@@ -144,7 +144,7 @@ fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat
         req.note_dropped("reasoning_effort");
         return Ok(());
     }
-    if super::emit_gemini::effort_budget(&s).is_none() {
+    if crate::wire::translate::request::to_gemini::effort_budget(&s).is_none() {
         return Err(TranslateError::unsupported(
             p,
             format!("`{s}` has no Gemini thinking budget; use none, minimal, low, medium or high"),

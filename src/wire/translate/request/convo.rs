@@ -7,11 +7,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::error::{Path, Result, TranslateError};
-use super::ir::{Message, Part, Role};
-use super::WireFormat;
+use crate::wire::translate::ir::{Message, Part, Role};
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::WireFormat;
 
-pub(super) struct Convo {
+pub(in crate::wire::translate) struct Convo {
     pub messages: Vec<Message>,
     /// Fields dropped while reading the messages (`ChatRequest::dropped`).
     pub dropped: Vec<&'static str>,
@@ -49,12 +49,12 @@ impl Convo {
 
     /// Record a dropped field once.
     pub fn dropped(&mut self, field: &'static str) {
-        super::ir::note(&mut self.dropped, field);
+        crate::wire::translate::ir::note(&mut self.dropped, field);
     }
 
     /// The messages and the dropped fields, into the request. A leading system message of
     /// plain text joins the system prompt (the canonical form every writer reads the same).
-    pub fn finish(mut self, req: &mut super::ir::ChatRequest) {
+    pub fn finish(mut self, req: &mut crate::wire::translate::ir::ChatRequest) {
         let plain = |m: &Message| m.parts.iter().all(|p| matches!(p, Part::Text(_)));
         if self
             .messages

@@ -5,12 +5,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::ids;
-use super::ir::{ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice};
-use super::{MaxTokensField, ReasoningHistory, RequestOptions};
+use crate::wire::translate::ids;
+use crate::wire::translate::ir::{
+    ChatRequest, Image, Message, Part, ResponseFormat, Role, ToolChoice,
+};
+use crate::wire::translate::{MaxTokensField, ReasoningHistory, RequestOptions};
 
 /// What a tool message says when its result is only images (they follow in a user message).
-pub(super) const IMAGE_PLACEHOLDER: &str = "(image attached below)";
+pub(in crate::wire::translate) const IMAGE_PLACEHOLDER: &str = "(image attached below)";
 
 /// How the messages are written.
 #[derive(Clone, Copy)]
@@ -21,7 +23,7 @@ struct Style {
     reasoning: bool,
 }
 
-pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
+pub(in crate::wire::translate) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), opts.model.into());
     let style = Style {
@@ -92,7 +94,7 @@ pub(super) fn write(req: ChatRequest, opts: &RequestOptions) -> Value {
     Value::Object(out)
 }
 
-pub(super) fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
+pub(in crate::wire::translate) fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
     if let Some(v) = v {
         m.insert(k.into(), v);
     }
@@ -163,7 +165,7 @@ fn texts_of(parts: Vec<Part>) -> Vec<String> {
 }
 
 /// What separates text blocks joined into one string.
-pub(super) const TEXT_JOINER: &str = "\n\n";
+pub(in crate::wire::translate) const TEXT_JOINER: &str = "\n\n";
 
 /// One text is a string; several are one string (`join`) or text parts.
 fn text_content(texts: Vec<String>, join: bool) -> Value {

@@ -4,15 +4,15 @@
 
 use serde_json::{json, Map, Value};
 
-use super::errors::UpstreamError;
-use super::ids::IdGen;
-use super::ir::{Answer, AnswerPart, Choice, Stop};
-use super::stop;
-use super::usage::Usage;
-use super::WireFormat;
+use crate::wire::translate::ids::IdGen;
+use crate::wire::translate::ir::{Answer, AnswerPart, Choice, Stop};
+use crate::wire::translate::stop;
+use crate::wire::translate::upstream_error::UpstreamError;
+use crate::wire::translate::usage::Usage;
+use crate::wire::translate::WireFormat;
 
 /// `chat.completion`; tool-call arguments that are not JSON are passed as they came.
-pub(super) fn openai(a: Answer, created: u64, ids: &IdGen) -> Value {
+pub(in crate::wire::translate) fn openai(a: Answer, created: u64, ids: &IdGen) -> Value {
     let mut calls = 0;
     let choices: Vec<Value> = a
         .choices
@@ -48,7 +48,7 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
             AnswerPart::Text(t) => {
                 let s = text.get_or_insert_with(String::new);
                 if std::mem::take(&mut gap) && !s.is_empty() && !t.is_empty() {
-                    s.push_str(super::emit_openai::TEXT_JOINER);
+                    s.push_str(crate::wire::translate::request::to_openai::TEXT_JOINER);
                 }
                 s.push_str(&t);
             }
@@ -86,7 +86,11 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
 }
 
 /// An Anthropic message from the first choice (Anthropic clients cannot ask for more).
-pub(super) fn anthropic(a: Answer, ids: &IdGen, from: WireFormat) -> Result<Value, UpstreamError> {
+pub(in crate::wire::translate) fn anthropic(
+    a: Answer,
+    ids: &IdGen,
+    from: WireFormat,
+) -> Result<Value, UpstreamError> {
     let id = ids.message_id(&a.id);
     let usage = a.usage.unwrap_or_default();
     let Some(ch) = a.choices.into_iter().next() else {

@@ -6,13 +6,17 @@
 
 use serde_json::{Map, Value};
 
-use super::convo::Convo;
-use super::error::{Path, Result, TranslateError};
-use super::ir::{ChatRequest, Image, Part, Role};
-use super::read::{self, refuse};
-use super::WireFormat;
+use crate::wire::translate::ir::{ChatRequest, Image, Part, Role};
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::request::convo::Convo;
+use crate::wire::translate::request::read::{self, refuse};
+use crate::wire::translate::WireFormat;
 
-pub(super) fn read(v: Value, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
+pub(in crate::wire::translate) fn read(
+    v: Value,
+    req: &mut ChatRequest,
+    target: WireFormat,
+) -> Result<()> {
     let root = Path::ROOT;
     let p = root.key("messages");
     let list = read::array(v, p)?;

@@ -6,11 +6,11 @@
 
 use serde_json::{Map, Value};
 
-use super::convo::Convo;
-use super::error::{Path, Result, TranslateError};
-use super::ir::{ChatRequest, Part, Role};
-use super::read::{self, refuse};
-use super::WireFormat;
+use crate::wire::translate::ir::{ChatRequest, Part, Role};
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::request::convo::Convo;
+use crate::wire::translate::request::read::{self, refuse};
+use crate::wire::translate::WireFormat;
 
 /// Assistant fields that carry earlier turns' reasoning and citations: neither Anthropic
 /// (which requires its own signature, never made up) nor Gemini takes them back as input
@@ -22,7 +22,11 @@ const ASSISTANT_DROPPED: &[(&str, &str)] = &[
     ("annotations", "annotations"),
 ];
 
-pub(super) fn read(v: Value, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
+pub(in crate::wire::translate) fn read(
+    v: Value,
+    req: &mut ChatRequest,
+    target: WireFormat,
+) -> Result<()> {
     let root = Path::ROOT;
     let p = root.key("messages");
     let list = read::array(v, p)?;

@@ -4,14 +4,14 @@
 
 use serde_json::Value;
 
-use super::errors::UpstreamError;
-use super::ids::IdGen;
-use super::ir::{Answer, AnswerPart, Choice, Stop};
-use super::shapes::{AMessage, GCandidate, GResponse, OChoice, OCompletion};
-use super::{stop, WireFormat};
+use crate::wire::translate::ids::IdGen;
+use crate::wire::translate::ir::{Answer, AnswerPart, Choice, Stop};
+use crate::wire::translate::shapes::{AMessage, GCandidate, GResponse, OChoice, OCompletion};
+use crate::wire::translate::upstream_error::UpstreamError;
+use crate::wire::translate::{stop, WireFormat};
 
 /// Anthropic message → neutral answer.
-pub(super) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
+pub(in crate::wire::translate) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
     let m: AMessage = parse(WireFormat::Anthropic, body)?;
     if m.ty.as_deref() == Some("error") || (m.error.is_some() && m.content.is_empty()) {
         return Err(hidden(WireFormat::Anthropic, body));
@@ -55,7 +55,7 @@ pub(super) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
 }
 
 /// OpenAI `chat.completion` → neutral answer.
-pub(super) fn openai(body: &[u8]) -> Result<Answer, UpstreamError> {
+pub(in crate::wire::translate) fn openai(body: &[u8]) -> Result<Answer, UpstreamError> {
     let c: OCompletion = parse(WireFormat::OpenAi, body)?;
     if c.error.is_some() && c.choices.is_empty() {
         return Err(hidden(WireFormat::OpenAi, body));
@@ -125,7 +125,10 @@ fn openai_choice(ch: OChoice) -> Choice {
 }
 
 /// Gemini `GenerateContentResponse` → neutral answer.
-pub(super) fn gemini(body: &[u8], ids: &IdGen) -> Result<Answer, UpstreamError> {
+pub(in crate::wire::translate) fn gemini(
+    body: &[u8],
+    ids: &IdGen,
+) -> Result<Answer, UpstreamError> {
     let r: GResponse = parse(WireFormat::Gemini, body)?;
     if r.error.is_some() && r.candidates.is_empty() {
         return Err(hidden(WireFormat::Gemini, body));
@@ -216,8 +219,8 @@ fn hidden(from: WireFormat, body: &[u8]) -> UpstreamError {
     let typed = from == WireFormat::Anthropic
         && e.code
             .as_deref()
-            .is_some_and(super::errors::is_anthropic_type);
-    if typed || super::errors::has_embedded_status(&v) {
+            .is_some_and(crate::wire::translate::upstream_error::is_anthropic_type);
+    if typed || crate::wire::translate::upstream_error::has_embedded_status(&v) {
         e
     } else {
         UpstreamError::from_value(from, 502, &v)

@@ -1,10 +1,13 @@
 //! Non-stream answers: an upstream's 200 body (Anthropic, OpenAI or Gemini) → the client's
 //! format (OpenAI `chat.completion` or Anthropic message), with its usage.
 
-use super::errors::UpstreamError;
-use super::ids::IdGen;
-use super::usage::Usage;
-use super::{answer_read, answer_write, WireFormat};
+mod read;
+mod write;
+
+use crate::wire::translate::ids::IdGen;
+use crate::wire::translate::upstream_error::UpstreamError;
+use crate::wire::translate::usage::Usage;
+use crate::wire::translate::WireFormat;
 
 /// What the caller decides about an answer (shared with `StreamTranslator`).
 #[derive(Debug, Clone, Copy)]
@@ -35,17 +38,17 @@ pub fn translate_answer(
 ) -> Result<TranslatedAnswer, UpstreamError> {
     let ids = IdGen::new(to, opts.id_seed);
     let mut a = match from {
-        WireFormat::Anthropic => answer_read::anthropic(body)?,
-        WireFormat::OpenAi => answer_read::openai(body)?,
-        WireFormat::Gemini => answer_read::gemini(body, &ids)?,
+        WireFormat::Anthropic => read::anthropic(body)?,
+        WireFormat::OpenAi => read::openai(body)?,
+        WireFormat::Gemini => read::gemini(body, &ids)?,
     };
     if let Some(m) = opts.model {
         a.model = m.to_string();
     }
     let usage = a.usage;
     let v = match to {
-        WireFormat::Anthropic => answer_write::anthropic(a, &ids, from)?,
-        WireFormat::OpenAi | WireFormat::Gemini => answer_write::openai(a, opts.created, &ids),
+        WireFormat::Anthropic => write::anthropic(a, &ids, from)?,
+        WireFormat::OpenAi | WireFormat::Gemini => write::openai(a, opts.created, &ids),
     };
     Ok(TranslatedAnswer {
         body: v.to_string().into_bytes(),

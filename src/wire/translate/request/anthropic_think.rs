@@ -5,14 +5,14 @@
 
 use serde_json::Value;
 
-use super::error::{Path, Result, TranslateError};
-use super::ir::ChatRequest;
-use super::read;
-use super::WireFormat;
+use crate::wire::translate::ir::ChatRequest;
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::request::read;
+use crate::wire::translate::WireFormat;
 
 /// What `thinking` asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
+pub(in crate::wire::translate) enum Mode {
     /// `enabled` (with `budget_tokens`) or `adaptive` (no budget: Claude decides).
     On {
         budget: Option<u64>,
@@ -22,13 +22,13 @@ pub(super) enum Mode {
 
 /// `thinking` and `output_config.effort`, read in any key order and applied together.
 #[derive(Debug, Default)]
-pub(super) struct Thinking {
+pub(in crate::wire::translate) struct Thinking {
     pub mode: Option<Mode>,
     pub effort: Option<String>,
 }
 
 /// `thinking: {type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}`.
-pub(super) fn read(v: Value, p: Path, target: WireFormat) -> Result<Mode> {
+pub(in crate::wire::translate) fn read(v: Value, p: Path, target: WireFormat) -> Result<Mode> {
     let mut m = read::object(v, p)?;
     let ty = read::req_str(&mut m, "type", p)?;
     let budget = match m.remove("budget_tokens").filter(|b| !b.is_null()) {
@@ -58,7 +58,7 @@ fn openai_effort(effort: &str) -> Option<&'static str> {
 
 /// An effort for a thinking budget: up to 4096 tokens `low`, up to 16384 `medium`, more
 /// `high` (between the budgets Google documents for those efforts).
-pub(super) fn budget_effort(budget: u64) -> &'static str {
+pub(in crate::wire::translate) fn budget_effort(budget: u64) -> &'static str {
     match budget {
         0..=4096 => "low",
         4097..=16384 => "medium",
@@ -67,7 +67,7 @@ pub(super) fn budget_effort(budget: u64) -> &'static str {
 }
 
 /// Set the request's reasoning fields for `target`; report what it cannot take.
-pub(super) fn apply(t: Thinking, req: &mut ChatRequest, target: WireFormat) {
+pub(in crate::wire::translate) fn apply(t: Thinking, req: &mut ChatRequest, target: WireFormat) {
     let effort = t.effort.as_deref().and_then(openai_effort);
     if t.effort.is_some() && effort.is_none() {
         req.note_dropped("output_config.effort");

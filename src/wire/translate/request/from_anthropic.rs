@@ -4,11 +4,11 @@
 
 use serde_json::Value;
 
-use super::error::{Path, Result, TranslateError};
-use super::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
-use super::read::{self, refuse};
-use super::req_anthropic_think::{self as think, Thinking};
-use super::WireFormat;
+use crate::wire::translate::ir::{ChatRequest, ResponseFormat, Tool, ToolChoice};
+use crate::wire::translate::refusal::{Path, Result, TranslateError};
+use crate::wire::translate::request::anthropic_think::{self as think, Thinking};
+use crate::wire::translate::request::read::{self, refuse};
+use crate::wire::translate::WireFormat;
 
 /// Top-level fields dropped and reported (README.md says why): they steer Anthropic's own
 /// context editing and capacity, not the answer.
@@ -17,7 +17,7 @@ const DROPPED: &[(&str, &str)] = &[
     ("service_tier", "service_tier"),
 ];
 
-pub(super) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
+pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
     let mut map = read::object(v, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
@@ -58,7 +58,7 @@ pub(super) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
     req.include_usage = req.stream;
     think::apply(thinking, &mut req, target);
     let messages = messages.ok_or_else(|| TranslateError::invalid("messages", "is required"))?;
-    super::req_anthropic_msgs::read(messages, &mut req, target)?;
+    crate::wire::translate::request::from_anthropic_msgs::read(messages, &mut req, target)?;
     Ok(req)
 }
 
@@ -134,11 +134,11 @@ fn metadata(
     let mut m = read::object(v, p)?;
     let user = read::opt_str(&mut m, "user_id", p)?;
     if m.values().any(|v| !v.is_null()) {
-        super::ir::note(dropped, "metadata");
+        crate::wire::translate::ir::note(dropped, "metadata");
     }
     let user = match (user, target) {
         (Some(_), WireFormat::Gemini) => {
-            super::ir::note(dropped, "metadata.user_id");
+            crate::wire::translate::ir::note(dropped, "metadata.user_id");
             None
         }
         (Some(u), WireFormat::OpenAi) => Some(openai_user(u)),
@@ -150,7 +150,7 @@ fn metadata(
 /// OpenAI's `user` is at most 64 characters. A longer id (Claude Code sends a JSON document)
 /// becomes `u_` and the first 62 hex digits of its SHA-256: stable, so per-user tracking and
 /// caching upstream still see one user.
-pub(super) fn openai_user(id: String) -> String {
+pub(in crate::wire::translate) fn openai_user(id: String) -> String {
     use sha2::{Digest, Sha256};
     const MAX: usize = 64;
     if id.len() <= MAX {
