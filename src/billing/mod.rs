@@ -72,7 +72,7 @@
 //! With `storage.url` the balances live in PostgreSQL: the debit above becomes one conditional
 //! statement there (`shared.rs`), the accounts here become a cache refreshed every second, and
 //! a lease on each precharge lets a surviving replica refund the precharges of a replica that
-//! died (`lease.rs`, `store::pg::quota`).
+//! died (`lease.rs`, `store::postgres::quota`).
 //!
 //! # Reload
 //! Balances are kept per client name and the quota is read from the live config at each

@@ -111,7 +111,7 @@ impl Billing {
 
 /// A debit in flight: dropped (the request was cancelled during the statement) it queues
 /// the session's refund. The writer applies it only if the precharge's lease row exists
-/// (`store::pg::apply`), so it returns a committed precharge at once and is a no-op for one
+/// (`store::postgres::apply`), so it returns a committed precharge at once and is a no-op for one
 /// that never committed; a precharge that commits after it is no longer renewed and is
 /// swept when its lease expires.
 struct InFlight<'a> {

@@ -1,6 +1,6 @@
 //! Store failures, and which of them mean "the database could not be reached".
 
-use super::pg;
+use super::postgres;
 
 /// Store failures.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +39,7 @@ impl From<tokio_postgres::Error> for StoreError {
             Some(db) => format!("{e}: {}", db.message()),
             None => e.to_string(),
         };
-        if pg::unreachable(&e) {
+        if postgres::unreachable(&e) {
             StoreError::Unavailable(text)
         } else {
             StoreError::Postgres(text)

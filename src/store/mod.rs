@@ -1,6 +1,6 @@
 //! Persistence: request log (R12.1), billing ledger (R11.2), disabled channel and key states
 //! (R7.2), task bindings (R10.5) and affinity bindings, behind one writer thread. SQLite by
-//! default (one process); PostgreSQL with `storage.url` for several replicas (R17, `pg`).
+//! default (one process); PostgreSQL with `storage.url` for several replicas (R17, `postgres`).
 //!
 //! # Writing
 //! One dedicated `std::thread` owns the write connection. It `recv()`s one op, drains
@@ -39,15 +39,11 @@
 //! `":memory:"` both connections share one named shared-cache in-memory database.
 
 mod error;
-pub mod pg;
-mod prune;
-mod queries;
+pub mod postgres;
 mod reads;
 mod records;
 pub mod retention;
-mod schema;
-mod space;
-mod writer;
+mod sqlite;
 
 #[cfg(test)]
 mod tests;
@@ -62,14 +58,14 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 pub use error::StoreError;
-pub use pg::{Debit, PgOptions, Quota, Swept};
+pub use postgres::{Debit, PgOptions, Quota, Swept};
 pub use records::{
     AffinityBinding, AttemptRecord, LedgerEntry, LedgerKind, LedgerTotals, Prune, Pruned,
     RequestRecord, StateKey, StateRow, TaskBinding, WriteOp,
 };
-pub use schema::SCHEMA_VERSION;
+pub use sqlite::schema::SCHEMA_VERSION;
 
-use writer::{Msg, Shared};
+use sqlite::writer::{Msg, Shared};
 
 /// Counter of ops lost (queue full, store closed, or failed writes). Label `op`.
 pub const STORE_DROPPED_TOTAL: &str = crate::telemetry::STORE_DROPPED;
@@ -109,7 +105,7 @@ pub struct StoreStats {
 /// Where reads go (and which writer runs).
 pub(crate) enum Backend {
     Sqlite(Arc<Mutex<Connection>>),
-    Postgres(Arc<pg::Remote>),
+    Postgres(Arc<postgres::Remote>),
 }
 
 pub(crate) struct Inner {
@@ -166,12 +162,12 @@ impl Store {
     }
 
     pub fn open_with(path: &str, opts: StoreOptions) -> Result<Store, StoreError> {
-        let target = schema::Target::resolve(path);
-        let mut conn = schema::connect(&target, opts.busy_timeout)?;
-        schema::migrate(&mut conn)?;
+        let target = sqlite::schema::Target::resolve(path);
+        let mut conn = sqlite::schema::connect(&target, opts.busy_timeout)?;
+        sqlite::schema::migrate(&mut conn)?;
         // The write connection stays open for the store's lifetime, which also keeps a
         // shared-cache in-memory database alive for the reader.
-        let reader = schema::connect(&target, opts.busy_timeout)?;
+        let reader = sqlite::schema::connect(&target, opts.busy_timeout)?;
         if target.is_memory() {
             tracing::info!("store is in memory: nothing survives a restart");
         }
@@ -183,7 +179,7 @@ impl Store {
         let max_batch = opts.max_batch;
         let handle = std::thread::Builder::new()
             .name("switchyard-store".into())
-            .spawn(move || writer::run(conn, rx, &thread_shared, max_batch))
+            .spawn(move || sqlite::writer::run(conn, rx, &thread_shared, max_batch))
             .map_err(|e| StoreError::Setup(format!("cannot start writer thread: {e}")))?;
 
         Ok(Store {
@@ -230,7 +226,7 @@ impl Store {
             Err(mpsc::SendError(msg)) => {
                 shared.queued.fetch_sub(1, Ordering::Relaxed);
                 if let Msg::Op(op) = msg {
-                    writer::report_closed(&op);
+                    sqlite::writer::report_closed(&op);
                     shared.count_dropped(op.kind(), 1);
                 }
                 Err(StoreError::Closed)
@@ -254,7 +250,7 @@ impl Store {
             Err(TrySendError::Full(msg) | TrySendError::Disconnected(msg)) => {
                 shared.queued.fetch_sub(1, Ordering::Relaxed);
                 if let Msg::Op(op) = msg {
-                    writer::report_closed(&op);
+                    sqlite::writer::report_closed(&op);
                     shared.count_dropped(op.kind(), 1);
                 }
                 None
@@ -280,7 +276,7 @@ impl Store {
             Err(TrySendError::Full(msg) | TrySendError::Disconnected(msg)) => {
                 shared.queued.fetch_sub(1, Ordering::Relaxed);
                 if let Msg::Op(op) = msg {
-                    writer::report_closed(&op);
+                    sqlite::writer::report_closed(&op);
                     shared.count_dropped(op.kind(), 1);
                 }
                 Err(StoreError::Closed)

@@ -1,5 +1,5 @@
 //! The read side of [`Store`]: SQLite queries on the read connection, each in
-//! `spawn_blocking`; PostgreSQL queries on the pool (`pg::reads`).
+//! `spawn_blocking`; PostgreSQL queries on the pool (`postgres::reads`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,7 +7,8 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::records::{AffinityBinding, LedgerEntry, LedgerTotals, RequestRecord, StateRow};
-use super::{queries, Backend, Store, StoreError};
+use super::sqlite::queries;
+use super::{Backend, Store, StoreError};
 
 impl Store {
     /// Pages the database has now.

@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-use super::super::schema::MIGRATIONS;
+use super::super::sqlite::schema::MIGRATIONS;
 use super::*;
 
 /// Applies migrations v1..=`version` to a fresh database, as an older build would have.

@@ -5,7 +5,7 @@
 
 use rusqlite::Connection;
 
-use super::super::schema::{MIGRATIONS, SCHEMA_VERSION};
+use super::super::sqlite::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::*;
 
 fn ids(rows: Vec<RequestRecord>) -> Vec<String> {
@@ -156,8 +156,10 @@ async fn a_full_disk_drops_the_request_log_holds_the_ledger_and_resumes() {
     // Space again: the held ledger entries are written, and the full state ends once a
     // request-log entry fits again.
     store.cap_pages(1 << 30);
-    tokio::time::sleep(super::super::space::FULL_HOLD + std::time::Duration::from_millis(1100))
-        .await;
+    tokio::time::sleep(
+        super::super::sqlite::space::FULL_HOLD + std::time::Duration::from_millis(1100),
+    )
+    .await;
     assert!(store.try_send(request("after", 1)));
     store.flush().await.unwrap();
     assert!(!store.is_full());
@@ -174,7 +176,7 @@ fn v5_applies_after_whatever_came_before_and_once() {
     c.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);").unwrap();
     // The SQL migrations v1–v3 only, as a database from before the step functions.
     for (i, m) in MIGRATIONS.iter().take(3).enumerate() {
-        let crate::store::schema::Migration::Sql(sql) = m else {
+        let crate::store::sqlite::schema::Migration::Sql(sql) = m else {
             panic!("v{} is SQL", i + 1)
         };
         c.execute_batch(sql).unwrap();

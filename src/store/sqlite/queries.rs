@@ -5,11 +5,11 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, Row};
 
-use super::records::{
+use super::super::records::{
     AffinityBinding, AttemptRecord, LedgerEntry, LedgerKind, LedgerTotals, RequestRecord, StateKey,
     StateRow,
 };
-use super::StoreError;
+use super::super::StoreError;
 
 /// SQLite INTEGER → u64, negative values read as 0.
 fn to_u64(v: i64) -> u64 {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
 
 use super::super::records::{LedgerKind, WriteOp};
-use super::super::writer::{linger, next, report_lost, Msg, Shared};
+use super::super::sqlite::writer::{linger, next, report_lost, Msg, Shared};
 use super::super::{StoreError, STORE_WRITTEN_TOTAL};
 use super::apply::{self, Owner, Stmts};
 use super::{PgOptions, Remote, MAX_HELD};

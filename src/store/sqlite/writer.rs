@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use rusqlite::{params, CachedStatement, Connection, Transaction, TransactionBehavior};
 
-use super::records::{
+use super::super::records::{
     AffinityBinding, LedgerEntry, Prune, RequestRecord, StateKey, StateRow, WriteOp,
 };
+use super::super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
 use super::space::{drop_request_logs, hold, is_full, Space, HELD_RETRY};
-use super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
 
 /// Pause before the single retry of a failed transaction.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);

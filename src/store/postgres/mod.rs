@@ -30,7 +30,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-use super::writer::Shared;
+use super::sqlite::writer::Shared;
 use super::{Inner, Store, StoreError};
 
 pub use batch::{decide, Decided, MAX_BATCH};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction};
 
-use super::StoreError;
+use super::super::StoreError;
 
 /// One schema step: plain SQL, or a function for a step that is more than one batch.
 pub(crate) enum Migration {
@@ -321,7 +321,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
         m.apply(&tx)?;
         tx.execute(
             "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)",
-            rusqlite::params![version, super::now_ms()],
+            rusqlite::params![version, super::super::now_ms()],
         )?;
         tx.commit()?;
         tracing::info!(version, "store schema migrated");

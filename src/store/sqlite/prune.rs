@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::records::{Prune, Pruned};
-use super::StoreError;
+use super::super::records::{Prune, Pruned};
+use super::super::StoreError;
 
 /// Request-log rows deleted: first beyond the row cap, then by age.
 fn request_log(tx: &rusqlite::Transaction<'_>, p: &Prune) -> Result<u64, StoreError> {

@@ -6,7 +6,7 @@ use tokio_postgres::{Client, GenericClient, Statement};
 use super::super::records::{
     AffinityBinding, LedgerEntry, LedgerKind, RequestRecord, StateRow, TaskBinding, WriteOp,
 };
-use super::super::writer::{key_column, to_i64};
+use super::super::sqlite::writer::{key_column, to_i64};
 use super::super::StoreError;
 
 /// Settle or refund of a session: applied only by whoever deletes the session's lease, or —

@@ -5,9 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::records::WriteOp;
+use super::super::records::WriteOp;
+use super::super::StoreError;
 use super::writer::{report_lost, Shared};
-use super::StoreError;
 
 /// Writes held while the disk is full, at most this many (beyond, they are dropped and counted).
 pub(crate) const MAX_HELD: usize = 100_000;
