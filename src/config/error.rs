@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::env::Origins;
-use super::yaml::Lines;
+use crate::config::load::env::Origins;
+use crate::config::load::yaml::Lines;
 
 /// One problem: `FILE:LINE: KEY: REASON`, or `environment variable VAR: KEY: REASON` when
 /// the value came from the environment. `key` is a dotted path such as

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::model::*;
+use crate::config::model::*;
 
 fn d(x: Duration) -> String {
     if x.is_zero() {

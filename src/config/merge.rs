@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use super::error::Collector;
-use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
-use super::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
-use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
+use crate::config::error::Collector;
+use crate::config::load::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
+use crate::config::load::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
+use crate::config::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
 
 /// The built-in resilience defaults (R2.2, R4.5, R6.1: GoModel's defaults).
 pub fn default_resilience() -> Resilience {

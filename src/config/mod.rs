@@ -5,27 +5,12 @@
 //! section-by-section deserialization → validation. Every problem is collected and
 //! returned, each with its key path and its line, or the variable it came from.
 //! Precedence, lowest first: built-in defaults < YAML < seed aliases < `SWITCHYARD_*`.
-mod env;
 pub mod error;
 pub mod explain;
-mod lenient;
+pub mod load;
 pub mod merge;
 pub mod model;
-mod model_channel;
-mod raw;
-pub mod scalars;
-mod sections;
-pub mod source;
-pub mod status_set;
-mod validate;
-mod validate_affinity;
-mod validate_channel;
-mod validate_channels;
-pub mod validate_limits;
-mod validate_shared;
-pub mod validate_storage;
-mod validate_telemetry;
-mod yaml;
+pub mod validate;
 
 #[cfg(test)]
 mod tests;
@@ -41,7 +26,7 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use explain::explain;
-pub use validate_affinity::default_affinity_rules;
+pub use validate::affinity::default_affinity_rules;
 
 use error::Collector;
 use model::Config;
@@ -79,13 +64,13 @@ pub fn load_str(
     env: &HashMap<String, String>,
 ) -> Result<Config, ConfigErrors> {
     let mut c = Collector::new(source_name);
-    let Some(tree) = source::merged_tree(yaml, env, &mut c) else {
+    let Some(tree) = load::source::merged_tree(yaml, env, &mut c) else {
         return Err(c.finish());
     };
-    let raw = sections::split(&tree, &mut c);
+    let raw = load::sections::split(&tree, &mut c);
     let cfg = validate::build(raw, source_name, &mut c);
     if c.is_empty() {
-        for w in validate_limits::warnings(source_name, &cfg.clients) {
+        for w in validate::limits::warnings(source_name, &cfg.clients) {
             tracing::warn!("{w}");
         }
         Ok(cfg)

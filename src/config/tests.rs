@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::model::*;
-use super::*;
+use crate::config::model::*;
+use crate::config::*;
 
 pub(super) const FULL: &str = r#"
 listen: 127.0.0.1:8080            # client-facing API (OpenAI / Anthropic wire formats)

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::tests::{env, errs, full_env, load, CH, FULL};
-use super::*;
+use crate::config::tests::{env, errs, full_env, load, CH, FULL};
+use crate::config::*;
 
 fn one(yaml: &str, key: &str) {
     let e = errs(yaml);

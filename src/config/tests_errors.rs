@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::tests::{env, errs, load, CH};
-use super::*;
+use crate::config::tests::{env, errs, load, CH};
+use crate::config::*;
 
 /// No parser-library or Rust wording in any message.
 fn plain(e: &ConfigErrors) {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::tests::{env, errs, load, CH};
-use super::*;
+use crate::config::tests::{env, errs, load, CH};
+use crate::config::*;
 
 #[test]
 fn sqlite_is_the_default_and_postgres_is_read_from_storage_url() {

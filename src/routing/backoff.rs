@@ -33,7 +33,7 @@ pub fn backoff(retry: &Retry, attempt: u32, rng: &mut fastrand::Rng) -> Duration
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::status_set::StatusSet;
+    use crate::config::model::status_set::StatusSet;
 
     fn retry(jitter: f64) -> Retry {
         Retry {

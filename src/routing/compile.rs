@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use super::table::{ChannelId, PatternEntry, Route, RouteTable, Tier, TierTarget};
 use super::weighted::effective_weights;
+use crate::config::load::scalars::{glob_regex, is_pattern};
 use crate::config::model::{Channel, ClientKey, Config};
-use crate::config::scalars::{glob_regex, is_pattern};
 
 /// Raw (priority → candidates with raw weights) for one route while building.
 type Building = BTreeMap<i64, Vec<(ChannelId, Arc<str>, u32)>>;

@@ -1,6 +1,6 @@
 //! The R7.1 rule table and key/channel disabling.
 use super::*;
-use crate::config::status_set::StatusSet;
+use crate::config::model::status_set::StatusSet;
 use std::time::Duration;
 
 fn cfg() -> AutoDisable {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-use super::model::Resilience;
+use crate::config::model::Resilience;
 use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub struct Channel {
     /// Add `stream_options.include_usage` to streaming chat requests (OpenAI kinds).
     pub include_usage: bool,
     /// Each key's published limits (R15.3); all zero = unlimited.
-    pub limits: super::model::KeyLimits,
+    pub limits: crate::config::model::KeyLimits,
     /// `api_version` (azure: the `api-version` query value; required there, "" elsewhere).
     pub api_version: String,
     /// May serve the other client wire format, translated (R16.1; default true). A `gemini`

@@ -9,7 +9,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use serde_saphyr::{MessageFormatter, Spanned, UserMessageFormatter};
 
-use super::sections::join;
+use crate::config::load::sections::join;
 
 /// The line (1-based) where each key path of the file is written.
 #[derive(Debug, Default, Clone)]

@@ -4,10 +4,10 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::error::Collector;
-use super::model::{RequestLogRetention, Storage};
-use super::raw::RawStorage;
-use super::scalars::{dur, dur_nonzero};
+use crate::config::error::Collector;
+use crate::config::load::raw::RawStorage;
+use crate::config::load::scalars::{dur, dur_nonzero};
+use crate::config::model::{RequestLogRetention, Storage};
 use crate::secret::Secret;
 
 /// Default `storage.lease_ttl`.

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::error::Collector;
-use super::model::{Affinity, AffinityKey, AffinityRule, Sticky};
-use super::raw::{RawAffinity, RawRule};
-use super::scalars::dur_nonzero;
+use crate::config::error::Collector;
+use crate::config::load::raw::{RawAffinity, RawRule};
+use crate::config::load::scalars::dur_nonzero;
+use crate::config::model::{Affinity, AffinityKey, AffinityRule, Sticky};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -111,7 +111,9 @@ pub(crate) fn affinity(raw: &RawAffinity, c: &mut Collector) -> Affinity {
             .collect(),
     };
     let st = raw.sticky.as_ref();
-    let get = |f: fn(&super::raw::RawSticky) -> &Option<String>| st.and_then(|s| f(s).clone());
+    let get = |f: fn(&crate::config::load::raw::RawSticky) -> &Option<String>| {
+        st.and_then(|s| f(s).clone())
+    };
     let sticky = Sticky {
         conversation_ttl: dur_nonzero(
             c,

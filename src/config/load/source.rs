@@ -10,8 +10,8 @@ use figment::providers::Serialized;
 use figment::Figment;
 use serde_json::Value;
 
-use super::env::{alias_overrides, env_overrides};
-use super::error::Collector;
+use crate::config::error::Collector;
+use crate::config::load::env::{alias_overrides, env_overrides};
 
 /// Top-level sections; `SWITCHYARD_*` variables whose first segment is not one of these
 /// (e.g. `SWITCHYARD_ADMIN_TOKEN`, read through `${…}`) are not config overrides.
@@ -141,7 +141,7 @@ pub(crate) fn merged_tree(
     let yaml = if is_blank_yaml(&text) {
         Value::Object(Default::default())
     } else {
-        match super::yaml::parse(&text) {
+        match crate::config::load::yaml::parse(&text) {
             Ok((tree, lines)) => {
                 errs.lines = lines;
                 tree

@@ -5,11 +5,11 @@ use std::collections::BTreeSet;
 
 use sha2::{Digest, Sha256};
 
-use super::error::Collector;
-use super::model::*;
-use super::raw::{RawChannel, RawClient, RawVirtualModel};
-use super::scalars::names;
-use super::validate_channel::channel;
+use crate::config::error::Collector;
+use crate::config::load::raw::{RawChannel, RawClient, RawVirtualModel};
+use crate::config::load::scalars::names;
+use crate::config::model::*;
+use crate::config::validate::channel::channel;
 use crate::secret::Secret;
 
 pub(crate) fn channels(

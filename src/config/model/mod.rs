@@ -2,6 +2,9 @@
 //!
 //! Every field here has already been checked; nothing downstream re-validates or parses strings.
 
+mod channel;
+pub mod status_set;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,11 +13,11 @@ use std::time::Duration;
 use http::HeaderName;
 use regex::Regex;
 
-pub use super::model_channel::{
+pub use crate::config::model::channel::{
     BaseUrl, Channel, ChannelKind, MaxTokensChoice, ReasoningChoice, ResponsesMode, StreamPolicy,
     UpstreamProtocol,
 };
-use super::status_set::StatusSet;
+use crate::config::model::status_set::StatusSet;
 use crate::secret::Secret;
 
 #[derive(Debug, Clone)]

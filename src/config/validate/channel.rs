@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use http::{HeaderName, HeaderValue};
 
-use super::error::Collector;
-use super::merge::overlay;
-use super::model::*;
-use super::raw::RawChannel;
-use super::scalars::{choice, dur, glob_regex, is_pattern, names, v1_path};
+use crate::config::error::Collector;
+use crate::config::load::raw::RawChannel;
+use crate::config::load::scalars::{choice, dur, glob_regex, is_pattern, names, v1_path};
+use crate::config::merge::overlay;
+use crate::config::model::*;
 use crate::secret::Secret;
 
 const FORBIDDEN_HEADERS: &[&str] = &["host", "content-length", "transfer-encoding", "connection"];
@@ -99,7 +99,7 @@ pub(crate) fn channel(
         PROTOCOLS,
         UpstreamProtocol::Http1,
     );
-    let limits = super::validate_limits::key_limits(&k("limits"), r.limits.as_ref(), c);
+    let limits = crate::config::validate::limits::key_limits(&k("limits"), r.limits.as_ref(), c);
     let api_version = api_version(c, &k("api_version"), kind, &r.api_version);
     let sw = switches(name, r, kind, c);
     let base = base?;
@@ -394,9 +394,9 @@ mod tests {
     use std::collections::HashMap;
     use std::path::Path;
 
-    use super::super::model::{ChannelKind, ResponsesMode};
+    use crate::config::model::{ChannelKind, ResponsesMode};
 
-    fn load(kind: &str, extra: &str) -> Result<super::super::model::Config, String> {
+    fn load(kind: &str, extra: &str) -> Result<crate::config::model::Config, String> {
         let yaml = format!(
             "channels:\n  c:\n    kind: {kind}\n    base_url: http://x\n    models: [m]\n{extra}clients:\n  a: {{key: k}}\n"
         );

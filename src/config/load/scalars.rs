@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::error::Collector;
-use super::status_set::StatusSet;
+use crate::config::error::Collector;
+use crate::config::model::status_set::StatusSet;
 
 /// A humantime duration (`250ms`, `30s`, `2h`). A bare `0` is zero; any other bare number
 /// is an error, since it could mean seconds or milliseconds: the unit must be written.

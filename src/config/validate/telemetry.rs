@@ -1,9 +1,9 @@
 //! Validation of `telemetry:` (R20.1): the OTLP trace exporter's endpoint, protocol,
 //! headers, sample ratio and service name.
 
-use super::error::Collector;
-use super::model::{Otlp, OtlpProtocol, Telemetry};
-use super::raw::RawTelemetry;
+use crate::config::error::Collector;
+use crate::config::load::raw::RawTelemetry;
+use crate::config::model::{Otlp, OtlpProtocol, Telemetry};
 use crate::secret::Secret;
 
 /// The OTLP/HTTP path of traces.
@@ -83,8 +83,8 @@ pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
 
 #[cfg(test)]
 mod tests {
-    use super::super::model::OtlpProtocol;
-    use super::super::tests::{errs, load, CH};
+    use crate::config::model::OtlpProtocol;
+    use crate::config::tests::{errs, load, CH};
 
     #[test]
     fn otlp_is_off_without_an_endpoint_and_completes_its_url() {

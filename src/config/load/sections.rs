@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::error::Collector;
-use super::lenient::{from_value, unknown_key};
-use super::raw::RawConfig;
-use super::source::SECTIONS;
+use crate::config::error::Collector;
+use crate::config::load::lenient::{from_value, unknown_key};
+use crate::config::load::raw::RawConfig;
+use crate::config::load::source::SECTIONS;
 
 /// `prefix` + a path relative to it.
 pub(crate) fn join(prefix: &str, rel: &str) -> String {

@@ -1,8 +1,8 @@
 //! Validation of `shared:` (R17): the Redis URL and the replica count.
 
-use super::error::Collector;
-use super::model::Shared;
-use super::raw::RawShared;
+use crate::config::error::Collector;
+use crate::config::load::raw::RawShared;
+use crate::config::model::Shared;
 use crate::secret::Secret;
 
 /// `shared.redis` must be a `redis://` URL the client accepts; `shared.replicas` ≥ 1.

@@ -1,18 +1,28 @@
 //! Raw tree → typed [`Config`]: defaults, scalar checks and the global sections (R2.3).
 //! Channels, virtual models and clients are in `validate_channels`.
 
+pub(in crate::config) mod affinity;
+pub(in crate::config) mod channel;
+pub(in crate::config) mod channels;
+pub mod limits;
+pub(in crate::config) mod shared;
+pub mod storage;
+pub(in crate::config) mod telemetry;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::error::Collector;
-use super::merge::{default_resilience, overlay};
-use super::model::*;
-use super::raw::{RawConfig, RawPrice};
-use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, names, v1_path};
-use super::validate_affinity::affinity;
-use super::validate_channels::{channels, clients, cross_check, virtual_models};
+use crate::config::error::Collector;
+use crate::config::load::raw::{RawConfig, RawPrice};
+use crate::config::load::scalars::{
+    builtin_set, choice, dur, dur_nonzero, float_in, names, v1_path,
+};
+use crate::config::merge::{default_resilience, overlay};
+use crate::config::model::*;
+use crate::config::validate::affinity::affinity;
+use crate::config::validate::channels::{channels, clients, cross_check, virtual_models};
 use crate::secret::Secret;
 
 fn socket(c: &mut Collector, key: &str, v: &Option<String>, default: &str) -> SocketAddr {
@@ -32,7 +42,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
     // Sections are read in file order, so errors on the same line keep that order.
     let tls = tls(&raw, c);
     let admin = admin(&raw, c);
-    let storage = super::validate_storage::storage(&raw.storage, c);
+    let storage = crate::config::validate::storage::storage(&raw.storage, c);
     let limits = limits(&raw, c);
     let timeouts = timeouts(&raw, c);
     let routing = routing(&raw, c);
@@ -71,8 +81,8 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         clients: cls,
         pricing: pricing(&raw.pricing, c),
         tasks,
-        shared: super::validate_shared::shared(&raw.shared, c),
-        telemetry: super::validate_telemetry::telemetry(&raw.telemetry, c),
+        shared: crate::config::validate::shared::shared(&raw.shared, c),
+        telemetry: crate::config::validate::telemetry::telemetry(&raw.telemetry, c),
     }
 }
 
@@ -151,7 +161,7 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
     let r = &raw.routing;
     let rb = r.retry_budget.as_ref();
     let (balance, max_upstream_cooldown) =
-        super::validate_limits::balance(c, &r.balance, &r.max_upstream_cooldown);
+        crate::config::validate::limits::balance(c, &r.balance, &r.max_upstream_cooldown);
     Routing {
         retry_times: r.retry_times.unwrap_or(3),
         tier_walk: choice(
@@ -164,13 +174,13 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
             ],
             TierWalk::Exhaust,
         ),
-        failover_on: super::scalars::status_set(
+        failover_on: crate::config::load::scalars::status_set(
             c,
             "routing.failover_on",
             &r.failover_on,
             &builtin_set("100-199,300-399,401-407,409-499,500-503,505-523,525-599"),
         ),
-        never_failover_on: super::scalars::status_set(
+        never_failover_on: crate::config::load::scalars::status_set(
             c,
             "routing.never_failover_on",
             &r.never_failover_on,
@@ -232,7 +242,7 @@ fn failover_on_codes(c: &mut Collector, v: &Option<Vec<String>>) -> Vec<String> 
 /// R15.1: each client's effective limits (its own fields over its group's); a `groups`
 /// entry must name a group some channel or virtual model declares (or `auto`).
 fn client_limits(raw: &RawConfig, mut cls: Vec<Client>, c: &mut Collector) -> Vec<Client> {
-    use super::validate_limits as vl;
+    use limits as vl;
     for (name, _) in &raw.groups {
         let declared = raw.declared_groups.as_ref();
         if name != "auto" && declared.is_some_and(|d| !d.contains(name)) {
@@ -259,7 +269,7 @@ fn auto_disable(raw: &RawConfig, c: &mut Collector) -> AutoDisable {
     AutoDisable {
         enabled: ad.enabled.unwrap_or(true),
         auto_enable: ad.auto_enable.unwrap_or(true),
-        statuses: super::scalars::status_set(
+        statuses: crate::config::load::scalars::status_set(
             c,
             "auto_disable.statuses",
             &ad.statuses,

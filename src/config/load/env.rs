@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::error::{under, Collector};
-use super::sections::join;
+use crate::config::error::{under, Collector};
+use crate::config::load::sections::join;
 
 /// Where values set from the environment came from.
 #[derive(Debug, Default, Clone)]

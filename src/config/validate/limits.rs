@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::Collector;
-use super::model::Balance;
-use super::model::{ClientLimits, KeyLimits, DEFAULT_MAX_TOKENS};
-use super::raw::{RawClientLimits, RawGroup, RawKeyLimits};
-use super::scalars::{choice, dur_nonzero};
+use crate::config::error::Collector;
+use crate::config::load::raw::{RawClientLimits, RawGroup, RawKeyLimits};
+use crate::config::load::scalars::{choice, dur_nonzero};
+use crate::config::model::Balance;
+use crate::config::model::{ClientLimits, KeyLimits, DEFAULT_MAX_TOKENS};
 
 /// A day's worth of requests per second at most; beyond is a typo, not a limit.
 const MAX_COUNT: i64 = 1 << 40;
@@ -134,7 +134,7 @@ pub(crate) fn balance(
 
 /// The warnings a valid config may still deserve: a client whose `tpm` is below the
 /// reservation of a request that names no `max_tokens` refuses every such request.
-pub fn warnings(source: &Path, clients: &[super::model::Client]) -> Vec<String> {
+pub fn warnings(source: &Path, clients: &[crate::config::model::Client]) -> Vec<String> {
     clients
         .iter()
         .filter(|cl| cl.limits.tpm > 0 && cl.limits.tpm < DEFAULT_MAX_TOKENS)
