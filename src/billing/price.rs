@@ -102,6 +102,7 @@ mod tests {
             completion_tokens: 3,
             cached_tokens: 4,
             cache_write_tokens: 0,
+            ..Default::default()
         };
         assert_eq!(cost(&p, &u), 10 * 1000 + 3 * 2000);
         let cheap = Price {
@@ -130,6 +131,7 @@ mod tests {
             completion_tokens: 10,
             cached_tokens: 100_000,
             cache_write_tokens: 1_000,
+            ..Default::default()
         };
         assert_eq!(cost(&p, &u), 300 + 30_000 + 3_750 + 150);
         // Counts that do not add up never go below zero or bill a token twice.
@@ -138,6 +140,7 @@ mod tests {
             completion_tokens: 0,
             cached_tokens: 4,
             cache_write_tokens: 9,
+            ..Default::default()
         };
         assert_eq!(cost(&p, &odd), (4.0f64 * 0.3 + 3.75).round() as i64);
     }

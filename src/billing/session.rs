@@ -278,6 +278,7 @@ mod tests {
             completion_tokens: 3,
             cached_tokens: 4,
             cache_write_tokens: 0,
+            ..Default::default()
         };
         assert_eq!(s.settle(&usage), Closed::Settled(4_000));
         assert_eq!(account.charged(), 4_000);
@@ -306,6 +307,7 @@ mod tests {
             completion_tokens: 1,
             cached_tokens: 0,
             cache_write_tokens: 0,
+            ..Default::default()
         };
         assert_eq!(s.settle(&usage), Closed::Settled(1_100));
         assert_eq!(account.charged(), 1_100);
@@ -334,6 +336,7 @@ mod tests {
             completion_tokens: 3,
             cached_tokens: 4,
             cache_write_tokens: 0,
+            ..Default::default()
         };
         assert_eq!(s.settle(&usage), Closed::Settled(4_000));
         assert_eq!(account.charged(), 4_000);

@@ -27,6 +27,10 @@ pub struct Usage {
     pub cached_tokens: u64,
     /// Input tokens written to the provider's prompt cache (part of `prompt_tokens`).
     pub cache_write_tokens: u64,
+    /// Reasoning tokens (part of `completion_tokens`). Carried by translation, which writes
+    /// them into the client's format; billing counts them as completion tokens already.
+    #[serde(skip)]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -37,6 +41,7 @@ impl Usage {
             completion_tokens: self.completion_tokens + o.completion_tokens,
             cached_tokens: self.cached_tokens + o.cached_tokens,
             cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
+            reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
         }
     }
 

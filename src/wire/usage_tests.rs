@@ -14,7 +14,8 @@ fn openai_and_anthropic_bodies() {
             prompt_tokens: 10,
             completion_tokens: 5,
             cached_tokens: 4,
-            cache_write_tokens: 0
+            cache_write_tokens: 0,
+            ..Default::default()
         }
     );
     let u = Usage::from_body(
@@ -27,7 +28,8 @@ fn openai_and_anthropic_bodies() {
             prompt_tokens: 9,
             completion_tokens: 3,
             cached_tokens: 2,
-            cache_write_tokens: 0
+            cache_write_tokens: 0,
+            ..Default::default()
         }
     );
     assert!(Usage::from_body(b"{}").is_none());

@@ -6,29 +6,18 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
-/// Usage in one convention: every count is a total of its kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Every input token: uncached, cache reads and cache writes.
-    pub input_tokens: u64,
-    /// Input tokens read from a prompt cache (part of `input_tokens`).
-    pub cache_read_tokens: u64,
-    /// Input tokens written to a prompt cache (part of `input_tokens`; Anthropic only).
-    pub cache_creation_tokens: u64,
-    /// Every output token, reasoning included.
-    pub output_tokens: u64,
-    /// Reasoning tokens (part of `output_tokens`).
-    pub reasoning_tokens: u64,
-}
+/// Usage in one convention, every count a total of its kind: the gateway's one usage type
+/// (`wire::usage::Usage`); this file reads and writes it in each format.
+pub use crate::wire::usage::Usage;
 
 impl Usage {
     /// OpenAI Chat Completions `usage`.
     pub fn to_openai(&self) -> Value {
         json!({
-            "prompt_tokens": self.input_tokens,
-            "completion_tokens": self.output_tokens,
-            "total_tokens": self.input_tokens + self.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cache_read_tokens},
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
             "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
         })
     }
@@ -37,17 +26,17 @@ impl Usage {
     pub fn to_anthropic(&self) -> Value {
         json!({
             "input_tokens": self.uncached_input(),
-            "cache_creation_input_tokens": self.cache_creation_tokens,
-            "cache_read_input_tokens": self.cache_read_tokens,
-            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_write_tokens,
+            "cache_read_input_tokens": self.cached_tokens,
+            "output_tokens": self.completion_tokens,
         })
     }
 
     /// Input tokens neither read from nor written to a cache.
     pub fn uncached_input(&self) -> u64 {
-        self.input_tokens
-            .saturating_sub(self.cache_read_tokens)
-            .saturating_sub(self.cache_creation_tokens)
+        self.prompt_tokens
+            .saturating_sub(self.cached_tokens)
+            .saturating_sub(self.cache_write_tokens)
     }
 }
 
@@ -88,10 +77,10 @@ impl AnthropicUsage {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let creation = self.cache_creation_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0) + read + creation,
-            cache_read_tokens: read,
-            cache_creation_tokens: creation,
-            output_tokens: self.output_tokens.unwrap_or(0),
+            prompt_tokens: self.input_tokens.unwrap_or(0) + read + creation,
+            cached_tokens: read,
+            cache_write_tokens: creation,
+            completion_tokens: self.output_tokens.unwrap_or(0),
             reasoning_tokens: 0,
         }
     }
@@ -128,10 +117,10 @@ impl OpenAiUsage {
             .and_then(|d| d.cached_tokens)
             .unwrap_or(0);
         Usage {
-            input_tokens: self.prompt_tokens.unwrap_or(0),
-            cache_read_tokens: cached,
-            cache_creation_tokens: 0,
-            output_tokens: self.completion_tokens.unwrap_or(0),
+            prompt_tokens: self.prompt_tokens.unwrap_or(0),
+            cached_tokens: cached,
+            cache_write_tokens: 0,
+            completion_tokens: self.completion_tokens.unwrap_or(0),
             reasoning_tokens: self
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens)
@@ -159,11 +148,11 @@ impl GeminiUsage {
     pub fn usage(&self) -> Usage {
         let thoughts = self.thoughts_token_count.unwrap_or(0);
         Usage {
-            input_tokens: self.prompt_token_count.unwrap_or(0)
+            prompt_tokens: self.prompt_token_count.unwrap_or(0)
                 + self.tool_use_prompt_token_count.unwrap_or(0),
-            cache_read_tokens: self.cached_content_token_count.unwrap_or(0),
-            cache_creation_tokens: 0,
-            output_tokens: self.candidates_token_count.unwrap_or(0) + thoughts,
+            cached_tokens: self.cached_content_token_count.unwrap_or(0),
+            cache_write_tokens: 0,
+            completion_tokens: self.candidates_token_count.unwrap_or(0) + thoughts,
             reasoning_tokens: thoughts,
         }
     }
@@ -180,7 +169,7 @@ mod tests {
         )
         .unwrap();
         let u = a.usage();
-        assert_eq!(u.input_tokens, 60);
+        assert_eq!(u.prompt_tokens, 60);
         let o = u.to_openai();
         assert_eq!(o["prompt_tokens"], 60);
         assert_eq!(o["prompt_tokens_details"]["cached_tokens"], 30);
@@ -211,8 +200,8 @@ mod tests {
         )
         .unwrap();
         let u = g.usage();
-        assert_eq!((u.input_tokens, u.cache_read_tokens), (50, 32));
-        assert_eq!((u.output_tokens, u.reasoning_tokens), (27, 20));
+        assert_eq!((u.prompt_tokens, u.cached_tokens), (50, 32));
+        assert_eq!((u.completion_tokens, u.reasoning_tokens), (27, 20));
         assert_eq!(u.to_anthropic()["input_tokens"], 18);
     }
 

@@ -144,11 +144,11 @@ impl End {
 /// Responses `usage`: input with its cached part, output with its reasoning part.
 pub(super) fn usage_json(u: &Usage) -> Value {
     json!({
-        "input_tokens": u.input_tokens,
-        "input_tokens_details": {"cached_tokens": u.cache_read_tokens},
-        "output_tokens": u.output_tokens,
+        "input_tokens": u.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": u.cached_tokens},
+        "output_tokens": u.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-        "total_tokens": u.input_tokens + u.output_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
     })
 }
 

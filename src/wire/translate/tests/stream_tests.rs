@@ -48,7 +48,7 @@ fn anthropic_to_openai_commit_point_and_terminal() {
     assert!(steps.iter().all(|s| s.error.is_none()));
     let u = t.usage().unwrap();
     assert_eq!(
-        (u.input_tokens, u.cache_read_tokens, u.output_tokens),
+        (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
         (15, 5, 7)
     );
     assert_eq!(t.content_chars(), 2);
@@ -159,8 +159,8 @@ fn gemini_usage_is_the_last_reported() {
         ],
     );
     let want = Usage {
-        input_tokens: 4,
-        output_tokens: 5,
+        prompt_tokens: 4,
+        completion_tokens: 5,
         reasoning_tokens: 3,
         ..Usage::default()
     };

@@ -73,7 +73,7 @@ fn an_anthropic_answer_gives_the_same_items_and_usage() {
     .unwrap();
     let u = t.usage.expect("usage for billing");
     assert_eq!(
-        (u.input_tokens, u.cache_read_tokens, u.output_tokens),
+        (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
         (120, 100, 30)
     );
 }
