@@ -120,7 +120,7 @@ mod tests {
             status(429),
             status(404),
             status(503),
-            Outcome::ChannelError(String::new()),
+            Outcome::ChannelError(crate::routing::outcome::ChannelFault::InvalidRequest),
             Outcome::SkipRetry(String::new()),
             Outcome::ClientGone,
             Outcome::LocalAdapter(String::new()),

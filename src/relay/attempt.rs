@@ -28,7 +28,7 @@ use crate::http::body::Resp;
 use crate::routing::backoff::backoff;
 use crate::routing::budget::RetryBudget;
 use crate::routing::family::{derived_idempotency_key, forward_idempotency_key};
-use crate::routing::outcome::{Outcome, OutcomeFacts};
+use crate::routing::outcome::{ChannelFault, Outcome, OutcomeFacts};
 use crate::routing::plan::Step;
 use crate::routing::policy::{self, Decision, Facts, Settings};
 use crate::state::breaker::Admission;
@@ -442,7 +442,7 @@ impl<'a> Walk<'a> {
             (a, b) => a.or(b),
         };
         Exchange::Failed {
-            outcome: Outcome::ChannelError(held.why),
+            outcome: Outcome::ChannelError(ChannelFault::KeyHeldBack(held.why)),
             answer: None,
         }
     }

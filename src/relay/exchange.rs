@@ -289,7 +289,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         traceparent: g.traceparent.as_ref(),
         request_id: &cx.request_id,
     })
-    .map_err(|e| Unprepared::Failed(Box::new(failed(Outcome::ChannelError(e.code.to_string())))))?;
+    .map_err(|e| Unprepared::Failed(Box::new(failed(Outcome::ChannelError(e.code)))))?;
     Ok(Prepared { plan, tr, req })
 }
 

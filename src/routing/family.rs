@@ -291,7 +291,9 @@ mod tests {
             (Outcome::Transport(Dns), true),
             (Outcome::Transport(Tls), true),
             (
-                Outcome::ChannelError("channel:no_available_key".into()),
+                Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
+                    "channel:no_available_key".into(),
+                )),
                 true,
             ),
             (st(500), false),

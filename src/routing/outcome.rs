@@ -51,6 +51,28 @@ impl TransportKind {
     }
 }
 
+/// Why a channel could not send an attempt at all (its `channel:*` code): a fault of the
+/// channel's configuration or of its keys' state, never the client's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelFault {
+    /// `channel:invalid_key`: the key cannot be a header value (counts for auto-disable).
+    InvalidKey,
+    /// `channel:invalid_request`: the request cannot be built from the channel's config.
+    InvalidRequest,
+    /// Every key of the step is held back by its own limits or cool-down (R15.3): why.
+    KeyHeldBack(String),
+}
+
+impl std::fmt::Display for ChannelFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChannelFault::InvalidKey => f.write_str("channel:invalid_key"),
+            ChannelFault::InvalidRequest => f.write_str("channel:invalid_request"),
+            ChannelFault::KeyHeldBack(why) => f.write_str(why),
+        }
+    }
+}
+
 /// What one upstream attempt produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -62,8 +84,8 @@ pub enum Outcome {
         message: String,
     },
     Transport(TransportKind),
-    /// `channel:no_available_key`, ...: always fail over (R4.4).
-    ChannelError(String),
+    /// The channel cannot send this request at all: always fail over (R4.4).
+    ChannelError(ChannelFault),
     /// Unreadable body, billing failure, content policy, internal: return at once.
     SkipRetry(String),
     /// The client disconnected: stop.
@@ -107,7 +129,7 @@ pub fn is_key_fault(outcome: &Outcome) -> bool {
                     .flatten()
                     .any(|s| KEY_FAULT_MARKERS.iter().any(|m| s.eq_ignore_ascii_case(m)))
         }
-        Outcome::ChannelError(code) => code == "channel:invalid_key",
+        Outcome::ChannelError(fault) => *fault == ChannelFault::InvalidKey,
         _ => false,
     }
 }

@@ -100,7 +100,7 @@ fn limits_never_touch_an_answer_or_a_return() {
         alternatives_left: false,
         ..spent
     };
-    let o = Outcome::ChannelError("channel:invalid_key".into());
+    let o = Outcome::ChannelError(crate::routing::outcome::ChannelFault::InvalidKey);
     assert_eq!(
         env.run(&o, &none_left),
         Decision::FailOver { key_fault: true }

@@ -52,7 +52,9 @@ fn outcome() -> impl Strategy<Value = Outcome> {
             }
         }),
         prop::sample::select(TransportKind::ALL.to_vec()).prop_map(Outcome::Transport),
-        Just(Outcome::ChannelError("channel:no_available_key".into())),
+        Just(Outcome::ChannelError(
+            crate::routing::outcome::ChannelFault::KeyHeldBack("channel:no_available_key".into())
+        )),
         Just(Outcome::SkipRetry("x".into())),
         Just(Outcome::ClientGone),
         Just(Outcome::LocalAdapter("x".into())),

@@ -151,7 +151,7 @@ fn key_faults_marked() {
     };
     assert_eq!(env.run(&quota, &facts()), FOK);
     assert!(is_key_fault(&Outcome::ChannelError(
-        "channel:invalid_key".into()
+        crate::routing::outcome::ChannelFault::InvalidKey
     )));
     assert!(!is_key_fault(&Outcome::Transport(TransportKind::Connect)));
 }
@@ -192,11 +192,22 @@ fn mapping_applied_first() {
 fn channel_skip_transport_and_stops() {
     let env = Env::new();
     let mut f = facts();
-    for c in ["channel:no_available_key", "channel:model_mapped_error"] {
-        assert_eq!(env.run(&Outcome::ChannelError(c.into()), &f), FO, "{c}");
+    for c in [
+        crate::routing::outcome::ChannelFault::InvalidRequest,
+        crate::routing::outcome::ChannelFault::KeyHeldBack("no room".into()),
+    ] {
+        assert_eq!(env.run(&Outcome::ChannelError(c.clone()), &f), FO, "{c}");
     }
     f.alternatives_left = false;
-    assert_eq!(env.run(&Outcome::ChannelError("channel:x".into()), &f), FO);
+    assert_eq!(
+        env.run(
+            &Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
+                "channel:x".into()
+            )),
+            &f
+        ),
+        FO
+    );
     assert_eq!(
         env.run(&Outcome::SkipRetry("billing".into()), &facts()),
         Return
@@ -230,7 +241,12 @@ fn budget_and_affinity_stop() {
     let mut f = facts();
     f.affinity_skip_retry = true;
     assert_eq!(
-        env.run(&Outcome::ChannelError("channel:x".into()), &f),
+        env.run(
+            &Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
+                "channel:x".into()
+            )),
+            &f
+        ),
         Return
     );
 }
@@ -299,7 +315,12 @@ fn image_tiers() {
     }
     rows.push((Outcome::ClientGone, 0));
     rows.push((Outcome::LocalAdapter("unsupported".into()), 0));
-    rows.push((Outcome::ChannelError("channel:no_available_key".into()), 0));
+    rows.push((
+        Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
+            "channel:no_available_key".into(),
+        )),
+        0,
+    ));
     let mut f = facts();
     f.family = PathFamily::Images;
     let mut env = Env::new();

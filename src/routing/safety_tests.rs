@@ -214,7 +214,9 @@ fn outcome_table() -> Vec<(Outcome, [bool; 4], [bool; 4])> {
     rows.push((Outcome::DeadlineExceeded, never, never));
     rows.push((Outcome::SkipRetry("x".into()), never, never));
     rows.push((
-        Outcome::ChannelError("channel:no_available_key".into()),
+        Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
+            "channel:no_available_key".into(),
+        )),
         never,
         never,
     ));

@@ -85,7 +85,7 @@ fn rule_table() {
             "429 never",
         ),
         (
-            Outcome::ChannelError("channel:invalid_key".into()),
+            Outcome::ChannelError(crate::routing::outcome::ChannelFault::InvalidKey),
             true,
             "channel:* error",
         ),

@@ -14,6 +14,7 @@ use super::provider::{self, Target};
 use super::UpstreamBody;
 use crate::config::model::{Channel, ChannelKind};
 use crate::http::headers;
+use crate::routing::outcome::ChannelFault;
 use crate::secret::Secret;
 
 /// What one upstream attempt sends.
@@ -39,8 +40,8 @@ pub struct Outgoing<'a> {
 /// that channel (it fails over and counts for auto-disable), never the client's fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildError {
-    /// `channel:invalid_key` (the key cannot be a header value) or `channel:invalid_request`.
-    pub code: &'static str,
+    /// `InvalidKey` (the key cannot be a header value) or `InvalidRequest`.
+    pub code: ChannelFault,
     pub message: String,
 }
 
@@ -52,14 +53,14 @@ impl std::fmt::Display for BuildError {
 
 fn invalid_request(message: String) -> BuildError {
     BuildError {
-        code: "channel:invalid_request",
+        code: ChannelFault::InvalidRequest,
         message,
     }
 }
 
 pub(super) fn invalid_key() -> BuildError {
     BuildError {
-        code: "channel:invalid_key",
+        code: ChannelFault::InvalidKey,
         message: "the channel key is not a valid header value".into(),
     }
 }

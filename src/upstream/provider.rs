@@ -198,7 +198,7 @@ mod tests {
                 .authenticate(&bad, &mut h)
                 .unwrap_err()
                 .code,
-            "channel:invalid_key"
+            crate::routing::outcome::ChannelFault::InvalidKey
         );
     }
 
