@@ -65,7 +65,11 @@ pub struct Step {
 
 /// One channel's key rotation: how many keys, the next to use, how many were used.
 #[derive(Debug, Clone, Copy)]
-struct Keys(usize, usize, usize);
+struct Keys {
+    count: usize,
+    next: usize,
+    used: usize,
+}
 
 /// The attempt order of one request.
 #[derive(Debug)]
@@ -267,7 +271,14 @@ impl AttemptPlan {
         for ch in slots.iter().chain(&spare).map(|s| s.channel) {
             if !keys.iter().any(|(c, _)| *c == ch) {
                 let count = (input.key_count)(ch).max(1);
-                keys.push((ch, Keys(count, (input.key_cursor)(ch) % count, 0)));
+                keys.push((
+                    ch,
+                    Keys {
+                        count,
+                        next: (input.key_cursor)(ch) % count,
+                        used: 0,
+                    },
+                ));
             }
         }
         AttemptPlan {
@@ -291,7 +302,7 @@ impl AttemptPlan {
         self.steps = self.steps.saturating_sub(1);
         if let Some(c) = self.current.as_ref().map(|c| c.channel) {
             if let Some((_, k)) = self.keys.iter_mut().find(|(ch, _)| *ch == c) {
-                k.2 = k.0;
+                k.used = k.count;
             }
         }
         if !self.spare.is_empty() {
@@ -302,7 +313,7 @@ impl AttemptPlan {
 
     fn take_key(&mut self, ch: ChannelId) -> usize {
         match self.keys.iter_mut().find(|(c, _)| *c == ch) {
-            Some((_, Keys(count, next, used))) => {
+            Some((_, Keys { count, next, used })) => {
                 let i = *next;
                 *next = (*next + 1) % *count;
                 *used = (*used + 1).min(*count);
@@ -313,7 +324,7 @@ impl AttemptPlan {
     }
 
     fn untried_key(&self, ch: ChannelId) -> bool {
-        self.keys.iter().any(|(c, k)| *c == ch && k.2 < k.0)
+        self.keys.iter().any(|(c, k)| *c == ch && k.used < k.count)
     }
 
     fn start_slot(&mut self) -> Option<Step> {
