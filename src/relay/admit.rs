@@ -6,60 +6,19 @@
 
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::StatusCode;
 use tokio::time::Instant;
 
 use super::context::Context;
+use super::estimate::estimate;
 use super::finish::Finish;
 use super::gateway::Gateway;
-use crate::billing::price;
+use super::holds::LimitHolds;
 use crate::error::GatewayError;
 use crate::http::body::{error_response, Resp};
-use crate::limits::{refusal_headers, Admission, Kind, Refusal};
-use crate::routing::family::PathFamily;
-use crate::shared::limits::LimitGrant;
+use crate::limits::{refusal_headers, Kind, Refusal};
 use crate::telemetry;
 use crate::wire::usage::Usage;
-
-/// A request's holds on rate limits: the client's, for the whole request, and the key of
-/// the attempt that committed, to the end of its answer (stream included). Dropped
-/// unsettled (a client disconnect, a cancelled task), each releases its concurrency and
-/// keeps its reservation as the charge.
-#[derive(Default)]
-pub struct LimitHolds {
-    client: Option<Admission<LimitGrant>>,
-    pub key: Option<Admission<LimitGrant>>,
-    /// The client's in-flight gauge, decremented when the holds end.
-    in_flight: Option<metrics::Gauge>,
-}
-
-impl Drop for LimitHolds {
-    fn drop(&mut self) {
-        if let Some(g) = self.in_flight.take() {
-            g.decrement(1.0);
-        }
-    }
-}
-
-impl LimitHolds {
-    /// The request is over: settle to the tokens it used (input + output); a request that
-    /// never reached an upstream gives its count and reservation back.
-    pub fn settle(&mut self, usage: &Usage, reached_upstream: bool) {
-        let now = Instant::now();
-        let used = usage.prompt_tokens + usage.completion_tokens;
-        if let Some(a) = self.client.take() {
-            if reached_upstream {
-                a.settle(used, now);
-            } else {
-                a.cancel(now);
-            }
-        }
-        if let Some(a) = self.key.take() {
-            a.settle(used, now);
-        }
-    }
-}
 
 /// Why a request was not admitted: its answer is ready.
 pub struct Refused {
@@ -118,55 +77,6 @@ pub async fn admit(gw: &Gateway, cx: &Context, fin: &mut Finish) -> Result<(), R
             Err(Refused { error: e, resp })
         }
     }
-}
-
-/// What the precharge and the token limits reserve for `cx` (R11.1, R15.1): the output is
-/// the request's own limit, else the model's `pricing.<model>.max_output`, else 1024.
-pub fn estimate(cx: &Context) -> price::Estimate {
-    price::Estimate {
-        prompt_tokens: cx.prompt_tokens(),
-        completion_tokens: cx
-            .peek
-            .as_ref()
-            .and_then(|p| p.completion_hint)
-            .unwrap_or_else(|| price::default_output(cx.snap.table.config.pricing.get(&cx.model))),
-    }
-}
-
-/// The output limit the upstream must be told for `cx` (B-token-estimate): a request of a
-/// client whose estimate moves money or tokens — precharged (a quota, not trusted, a priced
-/// model) or tpm-limited — that names no limit is sent the estimate's (the field and the
-/// value), so the settle overshoot of R11.3 and the tpm reservation are true bounds.
-pub fn output_bound(cx: &Context) -> Option<(&'static str, u64)> {
-    let field = match cx.family {
-        PathFamily::Chat | PathFamily::Completions | PathFamily::Messages => "max_tokens",
-        PathFamily::Responses => "max_output_tokens",
-        _ => return None,
-    };
-    if cx.peek.as_ref()?.completion_hint.is_some() {
-        return None;
-    }
-    let price = cx.snap.table.config.pricing.get(&cx.model);
-    let precharged = cx.client.quota.is_some() && !cx.client.trusted && price.is_some();
-    if !precharged && cx.client.limits.tpm == 0 {
-        return None;
-    }
-    Some((field, price::default_output(price)))
-}
-
-/// `body` with [`output_bound`]'s limit added as its first member, when `cx` needs one
-/// (the one hook where the upstream body is built, `exchange::prepare`).
-pub fn bound_output(cx: &Context, body: Bytes) -> Bytes {
-    match output_bound(cx) {
-        Some((field, n)) => crate::wire::json::insert_first(&body, &format!("\"{field}\":{n}")),
-        None => body,
-    }
-}
-
-/// [`estimate`] as tokens (prompt estimate + `max_tokens`).
-pub fn estimate_tokens(cx: &Context) -> u64 {
-    let e = estimate(cx);
-    e.prompt_tokens + e.completion_tokens
 }
 
 /// The 429 of a refused admission, counted by client and kind.

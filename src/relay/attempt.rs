@@ -473,7 +473,7 @@ impl<'a> Walk<'a> {
     }
 
     async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
-        let tokens = super::admit::estimate_tokens(self.cx);
+        let tokens = super::estimate::estimate_tokens(self.cx);
         let ch = self.channel(step);
         let snap = &self.cx.snap;
         hold_key(

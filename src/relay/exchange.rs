@@ -243,7 +243,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let body = super::admit::bound_output(cx, body);
+    let body = super::estimate::bound_output(cx, body);
     let st = &cx.snap.states[step.channel];
     let x = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {

@@ -32,7 +32,7 @@ pub struct Finish {
     pub billing: Option<crate::billing::Session>,
     /// Rate-limit holds (R15), to the end (stream included): settled to actual usage in
     /// `done`, released on every other exit.
-    pub limit: crate::relay::admit::LimitHolds,
+    pub limit: crate::relay::holds::LimitHolds,
     /// The record went to the request log (by `done` or `failed`).
     written: bool,
     /// Attempts on a channel of another wire format are translated (R16.2).

@@ -39,7 +39,7 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
         .flat_map(|t| t.candidates.iter().map(|c| c.channel));
     // R15.3: keys cooling after a rate-limit answer or out of budget are set aside; a
     // channel with none left is unavailable (other channels first).
-    let keys = plan_keys(gw, snap, candidates, super::admit::estimate_tokens(cx));
+    let keys = plan_keys(gw, snap, candidates, super::estimate::estimate_tokens(cx));
     let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
     let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
     let now = Instant::now();
