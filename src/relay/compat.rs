@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::config::model::{Channel, ChannelKind};
+use crate::config::model::{Channel, ChannelKind, MaxTokensChoice};
 use crate::routing::family::PathFamily;
 use crate::wire::translate::MaxTokensField;
 
@@ -25,8 +25,7 @@ pub fn native_body(family: PathFamily, ch: &Channel, model: &str, body: Bytes) -
         }
         (PathFamily::Chat, ChannelKind::OpenAi | ChannelKind::Azure)
             if memchr::memmem::find(&body, b"\"max_tokens\"").is_some()
-                && super::translated::max_tokens_field(ch, model)
-                    == MaxTokensField::MaxCompletionTokens =>
+                && max_tokens_field(ch, model) == MaxTokensField::MaxCompletionTokens =>
         {
             edit(body, rename_max_tokens)
         }
@@ -84,6 +83,30 @@ fn rename_max_tokens(v: &mut Value) -> bool {
             true
         }
         None => false,
+    }
+}
+
+/// `channels.*.max_tokens_field` (B-max-tokens-field): the output limit field an OpenAI-format upstream
+/// takes. `auto`: `max_completion_tokens` for Azure, OpenAI's own API and OpenAI's model
+/// families (its reasoning models refuse `max_tokens`); `max_tokens` for every other
+/// OpenAI-compatible server (DeepSeek, vLLM, Ollama... — some do not know the newer field).
+pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
+    match ch.max_tokens_field {
+        MaxTokensChoice::MaxTokens => MaxTokensField::MaxTokens,
+        MaxTokensChoice::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
+        MaxTokensChoice::Auto => {
+            let m = model.to_ascii_lowercase();
+            let openai_family = crate::wire::translate::openai_reasoning_model(&m)
+                || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
+                    .iter()
+                    .any(|p| m.starts_with(p));
+            let openai_host = ch.base_url.authority.host().ends_with("openai.com");
+            if ch.kind == ChannelKind::Azure || openai_host || openai_family {
+                MaxTokensField::MaxCompletionTokens
+            } else {
+                MaxTokensField::MaxTokens
+            }
+        }
     }
 }
 

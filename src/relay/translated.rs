@@ -15,7 +15,7 @@
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 
-use crate::config::model::{Channel, ChannelKind, MaxTokensChoice, ReasoningChoice, ResponsesMode};
+use crate::config::model::{Channel, ChannelKind, ReasoningChoice, ResponsesMode};
 use crate::error::{ClientFormat, GatewayError};
 use crate::relay::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
@@ -27,8 +27,8 @@ use crate::wire::dialect::{self, StreamFormat};
 use crate::wire::sse::Framer;
 use crate::wire::translate::responses::{answer_from, request_to, ResponsesStream};
 use crate::wire::translate::{
-    translate_answer, translate_error, translate_request, AnswerOptions, MaxTokensField,
-    ReasoningHistory, RequestOptions, StreamStep, StreamTranslator, UpstreamError, WireFormat,
+    translate_answer, translate_error, translate_request, AnswerOptions, ReasoningHistory,
+    RequestOptions, StreamStep, StreamTranslator, UpstreamError, WireFormat,
 };
 use crate::wire::usage::Usage;
 
@@ -153,7 +153,7 @@ impl Xlate {
     /// this target, R16.1).
     pub fn request(self, body: &[u8], model: &str, ch: &Channel) -> Result<Prepared, Box<Refused>> {
         let opts = RequestOptions {
-            max_tokens_field: max_tokens_field(ch, model),
+            max_tokens_field: super::compat::max_tokens_field(ch, model),
             reasoning_history: match ch.reasoning_history {
                 ReasoningChoice::Auto => ReasoningHistory::Auto,
                 ReasoningChoice::ReasoningContent => ReasoningHistory::ReasoningContent,
@@ -273,30 +273,6 @@ impl Xlate {
             opened: false,
             dead: false,
         })
-    }
-}
-
-/// `channels.*.max_tokens_field` (B-max-tokens-field): the output limit field an OpenAI-format upstream
-/// takes. `auto`: `max_completion_tokens` for Azure, OpenAI's own API and OpenAI's model
-/// families (its reasoning models refuse `max_tokens`); `max_tokens` for every other
-/// OpenAI-compatible server (DeepSeek, vLLM, Ollama... — some do not know the newer field).
-pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
-    match ch.max_tokens_field {
-        MaxTokensChoice::MaxTokens => MaxTokensField::MaxTokens,
-        MaxTokensChoice::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
-        MaxTokensChoice::Auto => {
-            let m = model.to_ascii_lowercase();
-            let openai_family = crate::wire::translate::openai_reasoning_model(&m)
-                || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
-                    .iter()
-                    .any(|p| m.starts_with(p));
-            let openai_host = ch.base_url.authority.host().ends_with("openai.com");
-            if ch.kind == ChannelKind::Azure || openai_host || openai_family {
-                MaxTokensField::MaxCompletionTokens
-            } else {
-                MaxTokensField::MaxTokens
-            }
-        }
     }
 }
 
