@@ -14,12 +14,6 @@ pub mod validate;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_env;
-#[cfg(test)]
-mod tests_errors;
-#[cfg(test)]
-mod tests_storage;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,5 +1,9 @@
 //! Tests: the full CONFIG.md example, defaults, validation errors with key paths.
 
+mod env;
+mod errors;
+mod storage;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
