@@ -3,75 +3,7 @@
 //! calls answered by their results, tool names in the allowed alphabet and length.
 
 use serde_json::Value;
-
-/// OpenAI Chat Completions request fields (the API reference).
-const CHAT_FIELDS: &[&str] = &[
-    "model",
-    "messages",
-    "audio",
-    "frequency_penalty",
-    "logit_bias",
-    "logprobs",
-    "max_completion_tokens",
-    "max_tokens",
-    "metadata",
-    "modalities",
-    "n",
-    "parallel_tool_calls",
-    "prediction",
-    "presence_penalty",
-    "prompt_cache_key",
-    "reasoning_effort",
-    "response_format",
-    "safety_identifier",
-    "seed",
-    "service_tier",
-    "stop",
-    "store",
-    "stream",
-    "stream_options",
-    "temperature",
-    "tool_choice",
-    "tools",
-    "top_logprobs",
-    "top_p",
-    "user",
-    "verbosity",
-    "web_search_options",
-];
-
-/// Anthropic Messages request fields.
-const MESSAGES_FIELDS: &[&str] = &[
-    "model",
-    "messages",
-    "max_tokens",
-    "container",
-    "context_management",
-    "mcp_servers",
-    "metadata",
-    "output_config",
-    "service_tier",
-    "stop_sequences",
-    "stream",
-    "system",
-    "temperature",
-    "thinking",
-    "tool_choice",
-    "tools",
-    "top_k",
-    "top_p",
-];
-
-/// Gemini `generateContent` request fields.
-const GEMINI_FIELDS: &[&str] = &[
-    "contents",
-    "systemInstruction",
-    "tools",
-    "toolConfig",
-    "generationConfig",
-    "safetySettings",
-    "cachedContent",
-];
+use switchyard_mock::fields::{anthropic_messages_without_beta, GEMINI_TOP, OPENAI_CHAT};
 
 fn fields(v: &Value, allowed: &[&str]) -> Result<(), String> {
     let m = v.as_object().ok_or("the body is not an object")?;
@@ -93,7 +25,7 @@ fn tool_name(n: &Value) -> Result<(), String> {
 }
 
 pub fn chat(v: &Value) -> Result<(), String> {
-    fields(v, CHAT_FIELDS)?;
+    fields(v, OPENAI_CHAT)?;
     let msgs = v["messages"].as_array().ok_or("no messages")?;
     if msgs.is_empty() {
         return Err("messages is empty".into());
@@ -156,7 +88,7 @@ pub fn chat(v: &Value) -> Result<(), String> {
 }
 
 pub fn anthropic(v: &Value) -> Result<(), String> {
-    fields(v, MESSAGES_FIELDS)?;
+    fields(v, &anthropic_messages_without_beta())?;
     if !v["max_tokens"].is_u64() {
         return Err("max_tokens is required".into());
     }
@@ -216,7 +148,7 @@ pub fn anthropic(v: &Value) -> Result<(), String> {
 }
 
 pub fn gemini(v: &Value) -> Result<(), String> {
-    fields(v, GEMINI_FIELDS)?;
+    fields(v, GEMINI_TOP)?;
     let contents = v["contents"].as_array().ok_or("no contents")?;
     for (i, c) in contents.iter().enumerate() {
         if !matches!(c["role"].as_str(), Some("user" | "model")) {

@@ -31,6 +31,26 @@ pub use script::{ANSWER_PREFIX, TOOL_COMMAND};
 pub use tools::{ANTHROPIC_CALL_ID, OPENAI_CALL_ID, RESPONSES_CALL_ID};
 pub use validate::Flavour;
 
+/// The request fields each provider's API reference accepts at the top of a body, as the
+/// mock's validation refuses the rest: the one list of each, for every test that checks what
+/// the gateway sends.
+pub mod fields {
+    pub use crate::validate::anthropic::{
+        BETA_FIELDS as ANTHROPIC_BETA_FIELDS, MESSAGE_FIELDS as ANTHROPIC_MESSAGES,
+    };
+
+    /// The Messages fields accepted without an `anthropic-beta` header.
+    pub fn anthropic_messages_without_beta() -> Vec<&'static str> {
+        ANTHROPIC_MESSAGES
+            .iter()
+            .copied()
+            .filter(|f| !ANTHROPIC_BETA_FIELDS.iter().any(|(b, _)| b == f))
+            .collect()
+    }
+    pub use crate::validate::gemini::{GENERATION as GEMINI_GENERATION, TOP as GEMINI_TOP};
+    pub use crate::validate::openai::CHAT_FIELDS as OPENAI_CHAT;
+}
+
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};

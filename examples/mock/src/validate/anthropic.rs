@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{unknown_key, Refusal};
 
-const MESSAGE_FIELDS: &[&str] = &[
+pub const MESSAGE_FIELDS: &[&str] = &[
     "model",
     "messages",
     "max_tokens",
@@ -45,7 +45,7 @@ const COUNT_FIELDS: &[&str] = &[
 ];
 
 /// Fields only a beta accepts: (field, beta flag prefix).
-const BETA_FIELDS: &[(&str, &str)] = &[("context_management", "context-management-")];
+pub const BETA_FIELDS: &[(&str, &str)] = &[("context_management", "context-management-")];
 /// The beta that allows `role: system` inside `messages`.
 const MID_SYSTEM_BETA: &str = "mid-conversation-system-";
 

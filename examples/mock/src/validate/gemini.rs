@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::Refusal;
 
-const TOP: &[&str] = &[
+pub const TOP: &[&str] = &[
     "contents",
     "tools",
     "toolConfig",
@@ -17,7 +17,7 @@ const TOP: &[&str] = &[
     "labels",
 ];
 
-const GENERATION: &[&str] = &[
+pub const GENERATION: &[&str] = &[
     "stopSequences",
     "responseMimeType",
     "responseSchema",

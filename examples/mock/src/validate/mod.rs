@@ -6,9 +6,9 @@
 //! when the gateway sent what the provider would accept. Infrastructure faults (`status=`,
 //! `hang=`, `redirect=`) come first, as a provider's front end answers them before the API
 //! reads the body.
-mod anthropic;
-mod gemini;
-mod openai;
+pub(crate) mod anthropic;
+pub(crate) mod gemini;
+pub(crate) mod openai;
 
 use std::fmt;
 use std::str::FromStr;

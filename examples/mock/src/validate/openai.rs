@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::{unknown_key, Flavour, Refusal, Target};
 
 /// Top-level fields of the Chat Completions reference.
-const CHAT_FIELDS: &[&str] = &[
+pub const CHAT_FIELDS: &[&str] = &[
     "messages",
     "model",
     "audio",

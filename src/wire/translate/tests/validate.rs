@@ -8,6 +8,9 @@
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
+use switchyard_mock::fields::{
+    anthropic_messages_without_beta, GEMINI_GENERATION, GEMINI_TOP, OPENAI_CHAT,
+};
 
 type Check = Result<(), String>;
 
@@ -39,48 +42,9 @@ fn has_key(v: &Value, key: &str) -> bool {
     }
 }
 
-/// Chat Completions request body fields (API reference, 2026).
-const OPENAI_TOP: &[&str] = &[
-    "messages",
-    "model",
-    "audio",
-    "frequency_penalty",
-    "function_call",
-    "functions",
-    "logit_bias",
-    "logprobs",
-    "max_completion_tokens",
-    "max_tokens",
-    "metadata",
-    "modalities",
-    "n",
-    "parallel_tool_calls",
-    "prediction",
-    "presence_penalty",
-    "prompt_cache_key",
-    "prompt_cache_retention",
-    "reasoning_effort",
-    "response_format",
-    "safety_identifier",
-    "seed",
-    "service_tier",
-    "stop",
-    "store",
-    "stream",
-    "stream_options",
-    "temperature",
-    "tool_choice",
-    "tools",
-    "top_logprobs",
-    "top_p",
-    "user",
-    "verbosity",
-    "web_search_options",
-];
-
 pub fn openai(b: &Value) -> Check {
     let top = obj(b, "body")?;
-    keys_within(top, OPENAI_TOP, "body")?;
+    keys_within(top, OPENAI_CHAT, "body")?;
     if top.contains_key("max_tokens") && top.contains_key("max_completion_tokens") {
         return fail("both max_tokens and max_completion_tokens");
     }
@@ -222,28 +186,9 @@ fn user_content(c: Option<&Value>, at: &str) -> Check {
     }
 }
 
-/// Messages API request body fields.
-const ANTHROPIC_TOP: &[&str] = &[
-    "model",
-    "messages",
-    "max_tokens",
-    "system",
-    "metadata",
-    "stop_sequences",
-    "stream",
-    "temperature",
-    "top_p",
-    "top_k",
-    "tools",
-    "tool_choice",
-    "thinking",
-    "service_tier",
-    "output_config",
-];
-
 pub fn anthropic(b: &Value) -> Check {
     let top = obj(b, "body")?;
-    keys_within(top, ANTHROPIC_TOP, "body")?;
+    keys_within(top, &anthropic_messages_without_beta(), "body")?;
     if !top.get("max_tokens").is_some_and(Value::is_u64) {
         return fail("max_tokens is required");
     }
@@ -367,36 +312,6 @@ fn anthropic_blocks(
     }
     Ok(opened)
 }
-
-const GEMINI_TOP: &[&str] = &[
-    "contents",
-    "tools",
-    "toolConfig",
-    "safetySettings",
-    "systemInstruction",
-    "generationConfig",
-    "cachedContent",
-];
-
-const GEMINI_GENERATION: &[&str] = &[
-    "stopSequences",
-    "responseMimeType",
-    "responseSchema",
-    "responseJsonSchema",
-    "responseModalities",
-    "candidateCount",
-    "maxOutputTokens",
-    "temperature",
-    "topP",
-    "topK",
-    "seed",
-    "presencePenalty",
-    "frequencyPenalty",
-    "responseLogprobs",
-    "logprobs",
-    "thinkingConfig",
-    "mediaResolution",
-];
 
 /// Exactly one of these per part.
 const GEMINI_DATA: &[&str] = &[
