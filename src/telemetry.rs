@@ -133,7 +133,7 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (UPSTREAM_DURATION, Kind::Histogram, Some(Unit::Seconds), "Upstream attempt latency to response headers."),
     (TTFB, Kind::Histogram, Some(Unit::Seconds), "Time from request start to the first byte sent to the client."),
     (OVERHEAD, Kind::Histogram, Some(Unit::Seconds), "The gateway's own time in a request: from its start to the answer's head (a stream's commit, a whole answer's handover), less the time its upstream attempts took (send to answer); backoffs and key waits between attempts count. A refused request counts whole."),
-    (STREAMS, Kind::Counter, None, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout."),
+    (STREAMS, Kind::Counter, None, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout, below_min_tokens_per_second."),
     (KEEPALIVES, Kind::Counter, None, "SSE keepalive comments sent to clients."),
     (BREAKER_STATE, Kind::Gauge, None, "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open."),
     (BREAKER_TRANSITIONS, Kind::Counter, None, "Circuit breaker state transitions."),

@@ -3,6 +3,8 @@
 #[path = "streaming/resume_matrix.rs"]
 mod resume_matrix;
 mod support;
+#[path = "streaming/throughput_floor.rs"]
+mod throughput_floor;
 
 use std::time::{Duration, Instant};
 

@@ -44,8 +44,8 @@ pub fn explain(cfg: &Config) -> String {
     let _ = writeln!(out, "config: {}", cfg.source.display());
     let _ = writeln!(
         out,
-        "timeouts: upstream_header={} image_upstream_header={} first_byte={} keepalive={} non_stream={} request_deadline={} drain={}",
-        d(t.upstream_header), d(t.image_upstream_header), d(t.first_byte), d(t.keepalive), d(t.non_stream), d(t.request_deadline), d(t.drain)
+        "timeouts: upstream_header={} image_upstream_header={} first_byte={} keepalive={} non_stream={} request_deadline={} drain={} min_tokens_per_second={}",
+        d(t.upstream_header), d(t.image_upstream_header), d(t.first_byte), d(t.keepalive), d(t.non_stream), d(t.request_deadline), d(t.drain), t.min_tokens_per_second
     );
     let r = &cfg.routing;
     let walk = r.tier_walk.as_str();

@@ -169,6 +169,9 @@ pub struct Timeouts {
     pub drain: Duration,
     /// After the commit point, upstream silence that ends the attempt as a cut (0 = off).
     pub stream_stall: Duration,
+    /// Before the commit point, the floor on a stream's first tokens per second (0 = off):
+    /// a slower stream fails over like a first-byte timeout.
+    pub min_tokens_per_second: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

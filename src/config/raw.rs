@@ -72,6 +72,7 @@ pub(crate) struct RawTimeouts {
     pub request_deadline: Dur,
     pub drain: Dur,
     pub stream_stall: Dur,
+    pub min_tokens_per_second: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -7,7 +7,7 @@
 //! - `whole`: a JSON answer read whole and inspected;
 //! - `translated`: an attempt on a channel of another wire format (R16.1);
 //! - `stream`: a stream primed to its commit point, committed and pumped; `passthrough`:
-//!   other bodies; `commit`: a successful attempt's answer to the client;
+//!   other bodies (`floor`: the pre-commit throughput guard); `commit`: a successful attempt's answer to the client;
 //! - `respond`: the client's response; `finish`: the request log and metrics at the end;
 //! - `task`: task relay; `gateway`: the process-wide context every request sees.
 pub mod admit;
@@ -19,6 +19,7 @@ pub mod context;
 pub mod entry;
 pub mod exchange;
 pub mod finish;
+pub mod floor;
 pub mod gateway;
 pub mod keys;
 mod local;
