@@ -6,9 +6,11 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::config::model::Balance;
 use crate::error::{GatewayError, WireFormat};
 use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
+use crate::routing::latency::Score;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::Decision;
 use crate::routing::table::{ModelMatch, Route};
@@ -229,6 +231,7 @@ pub fn explain_value(
         "path": path,
         "served": !routes.is_empty(),
         "tier_walk": snap.table.config.routing.tier_walk.as_str(),
+        "balance": snap.table.config.routing.balance.as_str(),
         "retry_times": snap.table.config.routing.retry_times,
         "routes": tiers,
         "sample_attempt_order_if_every_attempt_fails": order,
@@ -329,7 +332,11 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
                 .map(|cd| {
                     let ch = &snap.table.channels[cd.channel];
                     let mut v = if live {
-                        channel_view(snap, cd.channel, ch)
+                        let mut v = channel_view(snap, cd.channel, ch);
+                        // R19.1: this replica's moving score of the target (null: unscored).
+                        let st = &snap.states[cd.channel];
+                        v["score"] = json!(st.scores.get(&cd.upstream_model));
+                        v
                     } else {
                         config_view(ch)
                     };
@@ -363,6 +370,8 @@ fn sample_order(
     let available = |id: usize, upstream: &str| {
         crate::state::outcome::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
+    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream);
+    let by_latency = snap.table.config.routing.balance == Balance::Latency;
     let mut plan = AttemptPlan::new(
         &PlanInput {
             groups: &refs,
@@ -375,6 +384,7 @@ fn sample_order(
             preferred: None,
             weight_scale: None,
             native: None,
+            score: by_latency.then_some(&score as &dyn Fn(usize, &str) -> Option<Score>),
         },
         &mut rng,
     );

@@ -51,8 +51,8 @@ pub fn explain(cfg: &Config) -> String {
     let walk = r.tier_walk.as_str();
     let _ = writeln!(
         out,
-        "routing: retry_times={} tier_walk={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
-        r.retry_times, walk, r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
+        "routing: retry_times={} tier_walk={} balance={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
+        r.retry_times, walk, r.balance.as_str(), r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
     );
     storage(&mut out, &cfg.storage);
     for ch in &cfg.channels {

@@ -216,6 +216,9 @@ pub enum Balance {
     Weight,
     /// Each weight scaled by the remaining fraction of its key's tightest limit.
     Capacity,
+    /// Power of two choices over each (channel, model)'s moving latency and error score,
+    /// the weights as priors (R19.1).
+    Latency,
 }
 
 impl Balance {
@@ -224,6 +227,7 @@ impl Balance {
         match self {
             Balance::Weight => "weight",
             Balance::Capacity => "capacity",
+            Balance::Latency => "latency",
         }
     }
 }

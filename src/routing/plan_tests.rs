@@ -55,6 +55,7 @@ fn input<'a>(
         preferred: None,
         weight_scale: None,
         native: None,
+        score: None,
     }
 }
 

@@ -100,6 +100,7 @@ impl<'a> Visits<'a> {
         if c.channel != channel || c.admission == Admission::Refused {
             return Applied::Nothing;
         }
+        st.scores.record(&c.model, facts, elapsed);
         if let Some(error) = super::health::is_error(facts) {
             st.recent
                 .attempt(error, facts.class, facts.upstream_status, elapsed);
