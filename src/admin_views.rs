@@ -336,6 +336,7 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
                         // R19.1: this replica's moving score of the target (null: unscored).
                         let st = &snap.states[cd.channel];
                         v["score"] = json!(st.scores.get(&cd.upstream_model));
+                        v["active_probe"] = probe_view(ch, st, &cd.upstream_model);
                         v
                     } else {
                         config_view(ch)
@@ -351,6 +352,21 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
             json!({"priority": t.priority, "candidates": cands})
         })
         .collect()
+}
+
+/// R19.2: the candidate's active probe — configured, and whether its breaker (the
+/// channel's or, under `scope: model`, the target's) is being probed now.
+fn probe_view(
+    ch: &crate::config::model::Channel,
+    st: &crate::state::channel::ChannelState,
+    model: &str,
+) -> Value {
+    let p = &ch.resilience.active_probe;
+    let now = tokio::time::Instant::now();
+    let scope = crate::state::outcome::scope(ch, model).map(str::to_string);
+    let wanted = crate::state::outcome::wanting_probe(ch, st, now);
+    let probing = p.enabled && ch.enabled && !st.is_disabled() && wanted.contains(&scope);
+    json!({"enabled": p.enabled, "interval_ms": p.interval.as_millis() as u64, "probing": probing})
 }
 
 /// One attempt order the plan could give if every attempt failed over.

@@ -35,6 +35,19 @@ fn resilience(out: &mut String, r: &Resilience) {
         c.consecutive_retryable_failures,
         d(c.duration)
     );
+    let p = &r.active_probe;
+    let model = if p.model.is_empty() {
+        "(first model)"
+    } else {
+        &p.model
+    };
+    let _ = writeln!(
+        out,
+        "    active_probe: enabled={} interval={} model={}",
+        p.enabled,
+        d(p.interval),
+        model
+    );
 }
 
 /// Human-readable effective settings, one block per channel.

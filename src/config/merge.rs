@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::error::Collector;
-use super::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
+use super::model::{ActiveProbe, Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
 use super::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
 use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
 
@@ -35,6 +35,11 @@ pub fn default_resilience() -> Resilience {
             enabled: false,
             max: 1,
         },
+        active_probe: ActiveProbe {
+            enabled: false,
+            interval: Duration::from_secs(10),
+            model: String::new(),
+        },
     }
 }
 
@@ -59,6 +64,19 @@ pub(crate) fn overlay(
     if let Some(r) = &raw.stream_resume {
         out.stream_resume.enabled = r.enabled.unwrap_or(out.stream_resume.enabled);
         out.stream_resume.max = r.max.unwrap_or(out.stream_resume.max);
+    }
+    if let Some(p) = &raw.active_probe {
+        let t = &mut out.active_probe;
+        let k = format!("{prefix}.active_probe.interval");
+        t.enabled = p.enabled.unwrap_or(t.enabled);
+        t.interval = dur_nonzero(c, &k, &p.interval, t.interval);
+        if let Some(m) = &p.model {
+            if m.trim().is_empty() {
+                c.push(format!("{prefix}.active_probe.model"), "must not be empty");
+            } else {
+                t.model = m.trim().to_string();
+            }
+        }
     }
     out
 }

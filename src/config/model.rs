@@ -245,6 +245,20 @@ pub struct Resilience {
     pub circuit_breaker: Breaker,
     pub cooldown: Cooldown,
     pub stream_resume: StreamResume,
+    /// `resilience.active_probe` (R19.2).
+    pub active_probe: ActiveProbe,
+}
+
+/// `resilience.active_probe` (R19.2): while a breaker of the channel is open or half-open,
+/// or the channel cools down, the gateway probes it itself every `interval` with a minimal
+/// real request, and closes the breaker (ends the cooldown) on success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveProbe {
+    pub enabled: bool,
+    pub interval: Duration,
+    /// The upstream model a provider-scope probe asks for; empty = the channel's first
+    /// model (mapped). A model breaker's probe asks for its own model.
+    pub model: String,
 }
 
 /// `resilience.stream_resume` (R18.2): continue a text stream cut after its commit point

@@ -161,6 +161,15 @@ pub(crate) struct RawResilience {
     pub circuit_breaker: Option<RawBreaker>,
     pub cooldown: Option<RawCooldown>,
     pub stream_resume: Option<RawStreamResume>,
+    pub active_probe: Option<RawActiveProbe>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawActiveProbe {
+    pub enabled: Option<bool>,
+    pub interval: Dur,
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

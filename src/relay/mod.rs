@@ -9,6 +9,7 @@
 //! - `stream`: a stream primed to its commit point, committed and pumped; `passthrough`:
 //!   other bodies (`floor`: the pre-commit throughput guard); `commit`: a successful attempt's answer to the client;
 //! - `respond`: the client's response; `finish`: the request log and metrics at the end;
+//! - `prober`: active probes of open or cooling channels (R19.2);
 //! - `task`: task relay; `gateway`: the process-wide context every request sees.
 pub mod admit;
 pub mod attempt;
@@ -26,6 +27,7 @@ mod local;
 mod lookup;
 pub mod passthrough;
 pub mod plan;
+pub mod prober;
 pub mod respond;
 pub mod resume;
 pub mod stream;

@@ -34,6 +34,7 @@ pub const STREAM_OUTCOMES: &[&str] = &[
     "incomplete",
     "client_cancel",
     "first_byte_timeout",
+    "below_min_tokens_per_second",
 ];
 
 /// `to` values of `BREAKER_TRANSITIONS`.
@@ -71,6 +72,10 @@ pub fn register_config(cfg: &Config) {
         }
         for r in PROBE_RESULTS {
             metrics::counter!(PROBES, "channel" => name(), "result" => *r).increment(0);
+        }
+        for o in ["ok", "failed"] {
+            metrics::counter!(super::PROBE_REQUESTS, "channel" => name(), "outcome" => o)
+                .increment(0);
         }
         metrics::counter!(RETRIES, "channel" => name()).increment(0);
         metrics::counter!(PROMPT_TOKENS, "channel" => name()).increment(0);
