@@ -48,6 +48,15 @@ fn resilience(out: &mut String, r: &Resilience) {
         d(p.interval),
         model
     );
+    let h = &r.hedge;
+    let _ = writeln!(
+        out,
+        "    hedge: enabled={} after={} max_extra={} budget_ratio={}",
+        h.enabled,
+        d(h.after),
+        h.max_extra,
+        h.budget_ratio
+    );
 }
 
 /// Human-readable effective settings, one block per channel.

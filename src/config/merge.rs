@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use super::error::Collector;
-use super::model::{ActiveProbe, Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
-use super::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
+use super::model::{
+    ActiveProbe, Breaker, BreakerScope, Cooldown, Hedge, Resilience, Retry, StreamResume,
+};
+use super::raw::{RawBreaker, RawCooldown, RawHedge, RawResilience, RawRetry};
 use super::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
 
 /// The built-in resilience defaults (R2.2, R4.5, R6.1: GoModel's defaults).
@@ -39,6 +41,12 @@ pub fn default_resilience() -> Resilience {
             enabled: false,
             interval: Duration::from_secs(10),
             model: String::new(),
+        },
+        hedge: Hedge {
+            enabled: false,
+            after: Duration::from_secs(2),
+            max_extra: 1,
+            budget_ratio: 0.1,
         },
     }
 }
@@ -78,7 +86,34 @@ pub(crate) fn overlay(
             }
         }
     }
+    if let Some(h) = &raw.hedge {
+        hedge(&mut out.hedge, h, prefix, c);
+    }
     out
+}
+
+fn hedge(t: &mut Hedge, h: &RawHedge, prefix: &str, c: &mut Collector) {
+    let k = |f: &str| format!("{prefix}.hedge.{f}");
+    t.enabled = h.enabled.unwrap_or(t.enabled);
+    t.after = dur_nonzero(c, &k("after"), &h.after, t.after);
+    if let Some(n) = h.max_extra {
+        if n == 0 {
+            c.push(
+                k("max_extra"),
+                "must be at least 1 (enabled: false turns hedging off)",
+            );
+        } else {
+            t.max_extra = n;
+        }
+    }
+    t.budget_ratio = float_in(
+        c,
+        &k("budget_ratio"),
+        h.budget_ratio,
+        0.0,
+        1.0,
+        t.budget_ratio,
+    );
 }
 
 fn retry(t: &mut Retry, r: &RawRetry, prefix: &str, c: &mut Collector) {

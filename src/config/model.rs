@@ -247,6 +247,21 @@ pub struct Resilience {
     pub stream_resume: StreamResume,
     /// `resilience.active_probe` (R19.2).
     pub active_probe: ActiveProbe,
+    /// `resilience.hedge` (R19.3).
+    pub hedge: Hedge,
+}
+
+/// `resilience.hedge` (R19.3, opt-in): a request safe to send twice (R10.1) whose first
+/// byte has not come `after` the send also goes to the plan's next target; the first to
+/// commit wins, the other is cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hedge {
+    pub enabled: bool,
+    pub after: Duration,
+    /// Hedges per request (each one extra attempt in flight beside the current one).
+    pub max_extra: u32,
+    /// Hedges allowed per first attempt over the last 10 s (no hedge storms).
+    pub budget_ratio: f64,
 }
 
 /// `resilience.active_probe` (R19.2): while a breaker of the channel is open or half-open,

@@ -162,6 +162,16 @@ pub(crate) struct RawResilience {
     pub cooldown: Option<RawCooldown>,
     pub stream_resume: Option<RawStreamResume>,
     pub active_probe: Option<RawActiveProbe>,
+    pub hedge: Option<RawHedge>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHedge {
+    pub enabled: Option<bool>,
+    pub after: Dur,
+    pub max_extra: Option<u32>,
+    pub budget_ratio: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -3,7 +3,8 @@
 //! - `entry` (with `auth`, `lookup`, `local`): request id, path, auth, body, routes — or a
 //!   local answer — and the request's immutable `context`;
 //! - `attempt`: the loop — `plan`, `admit`, then per step `exchange`, classify, act;
-//! - `exchange`: one upstream exchange (request side, send, answer side);
+//! - `exchange`: one upstream exchange (request side, send, answer side); `hedge`: a late
+//!   attempt raced against the next target (R19.3);
 //! - `whole`: a JSON answer read whole and inspected;
 //! - `translated`: an attempt on a channel of another wire format (R16.1);
 //! - `stream`: a stream primed to its commit point, committed and pumped; `passthrough`:
@@ -22,6 +23,7 @@ pub mod exchange;
 pub mod finish;
 pub mod floor;
 pub mod gateway;
+mod hedge;
 pub mod keys;
 mod local;
 mod lookup;

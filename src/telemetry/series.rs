@@ -135,6 +135,9 @@ pub fn register_config(cfg: &Config) {
     metrics::counter!(KEEPALIVES).increment(0);
     metrics::counter!(super::MALFORMED_EVENTS).increment(0);
     metrics::counter!(super::SHARED_LIMIT_RELEASES_DROPPED).increment(0);
+    for o in ["won", "lost", "failed", "budget"] {
+        metrics::counter!(super::HEDGES, "outcome" => o).increment(0);
+    }
     for o in ["resumed", "not_text", "no_target"] {
         metrics::counter!(super::STREAM_RESUMES, "outcome" => o).increment(0);
     }
