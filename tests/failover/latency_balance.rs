@@ -100,3 +100,85 @@ async fn a_channel_that_becomes_slow_loses_its_share_within_a_few_requests() {
     assert!(a_late <= 7, "{a_late}");
     gw.stop().await;
 }
+
+/// The issue 32 keys: defaults leave behaviour as it was, and every bad value is refused
+/// with its key path.
+#[tokio::test]
+async fn the_learning_keys_are_validated_with_their_paths() {
+    let ok = "routing:\n  balance: latency\nresilience:\n  active_probe: {enabled: true, interval: 2s, model: gpt-x}\n  hedge: {enabled: true, after: 500ms, max_extra: 2, budget_ratio: 0.2}\n";
+    let ch =
+        "channels:\n  c:\n    kind: openai\n    base_url: http://127.0.0.1:1/v1\n    models: [m]\n";
+    let gw = try_start_gw(&format!("{ok}{ch}{CLIENTS}"))
+        .await
+        .expect("valid");
+    let cfg = gw
+        .running
+        .as_ref()
+        .unwrap()
+        .gateway
+        .snapshot()
+        .table
+        .config
+        .clone();
+    assert_eq!(cfg.routing.balance.as_str(), "latency");
+    assert_eq!(cfg.resilience.active_probe.interval, Duration::from_secs(2));
+    assert_eq!(cfg.resilience.active_probe.model, "gpt-x");
+    assert_eq!(cfg.resilience.hedge.max_extra, 2);
+    gw.stop().await;
+    let gw = try_start_gw(&format!("{ch}{CLIENTS}"))
+        .await
+        .expect("valid");
+    let cfg = gw
+        .running
+        .as_ref()
+        .unwrap()
+        .gateway
+        .snapshot()
+        .table
+        .config
+        .clone();
+    assert_eq!(cfg.routing.balance.as_str(), "weight");
+    assert!(!cfg.resilience.active_probe.enabled && !cfg.resilience.hedge.enabled);
+    assert_eq!(cfg.timeouts.min_tokens_per_second, 0.0);
+    gw.stop().await;
+    for (yaml, key) in [
+        ("routing:\n  balance: fastest\n", "routing.balance"),
+        (
+            "resilience:\n  active_probe: {interval: 0s}\n",
+            "resilience.active_probe.interval",
+        ),
+        (
+            "resilience:\n  active_probe: {model: ' '}\n",
+            "resilience.active_probe.model",
+        ),
+        (
+            "resilience:\n  active_probe: {every: 1s}\n",
+            "resilience.active_probe.every",
+        ),
+        (
+            "resilience:\n  hedge: {after: soon}\n",
+            "resilience.hedge.after",
+        ),
+        (
+            "resilience:\n  hedge: {max_extra: 0}\n",
+            "resilience.hedge.max_extra",
+        ),
+        (
+            "resilience:\n  hedge: {budget_ratio: 2}\n",
+            "resilience.hedge.budget_ratio",
+        ),
+    ] {
+        let e = try_start_gw(&format!("{yaml}{ch}{CLIENTS}"))
+            .await
+            .err()
+            .expect(yaml);
+        assert!(e.contains(key), "{yaml}: {e}");
+    }
+    // Per channel, under the channel's own resilience block.
+    let own = format!("{ch}    resilience:\n      hedge: {{budget_ratio: -1}}\n{CLIENTS}");
+    let e = try_start_gw(&own).await.err().expect("refused");
+    assert!(
+        e.contains("channels.c.resilience.hedge.budget_ratio"),
+        "{e}"
+    );
+}
