@@ -333,9 +333,11 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
                     let ch = &snap.table.channels[cd.channel];
                     let mut v = if live {
                         let mut v = channel_view(snap, cd.channel, ch);
-                        // R19.1: this replica's moving score of the target (null: unscored).
+                        // R19.1: this replica's moving scores of the target, streamed and
+                        // non-stream (null: unscored).
                         let st = &snap.states[cd.channel];
-                        v["score"] = json!(st.scores.get(&cd.upstream_model));
+                        let m = &cd.upstream_model;
+                        v["score"] = json!({"stream": st.scores.get(m, true), "non_stream": st.scores.get(m, false)});
                         v["active_probe"] = probe_view(ch, st, &cd.upstream_model);
                         v
                     } else {
@@ -386,7 +388,8 @@ fn sample_order(
     let available = |id: usize, upstream: &str| {
         crate::state::outcome::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
-    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream);
+    // The sample order is a non-stream request's.
+    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream, false);
     let by_latency = snap.table.config.routing.balance == Balance::Latency;
     let mut plan = AttemptPlan::new(
         &PlanInput {

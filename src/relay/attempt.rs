@@ -205,7 +205,7 @@ impl<'a> Walk<'a> {
             gw,
             cx,
             planned,
-            visits: Visits::new(&cx.snap, &gw.store),
+            visits: Visits::new(&cx.snap, &gw.store).streaming(cx.wants_stream()),
             fin,
             last: LastFailure::None,
             first: None,

@@ -213,8 +213,17 @@ impl Walk<'_> {
         first: impl Future<Output = Exchange>,
     ) -> Result<Exchange, Box<Won>> {
         let (raced, loser) = self.race(step, after, first).await;
-        if loser.is_some() || matches!(raced, Raced::Hedge(_)) {
+        let sent = match (&raced, &loser) {
+            (Raced::Hedge(won), _) => Some(&won.step),
+            (_, Some(l)) => Some(&l.step),
+            _ => None,
+        };
+        if let Some(t) = sent {
+            // The hedge's target had its attempt: the plan does not send it again.
             self.hedges += 1;
+            self.planned
+                .plan
+                .take_upcoming(t.channel, &t.upstream_model);
         }
         self.lost = loser;
         match raced {

@@ -52,7 +52,8 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
     let capacity = |id: usize| super::keys::remaining_fraction(gw, snap, id, &keys);
     let by_capacity = cfg.routing.balance == Balance::Capacity;
     // R19.1: the moving score of each (channel, upstream model), this replica's own.
-    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream);
+    let stream = cx.wants_stream();
+    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream, stream);
     let by_latency = cfg.routing.balance == Balance::Latency;
     // R16.1: within a tier, the channels that speak the client's format go first.
     let native =

@@ -334,6 +334,25 @@ impl AttemptPlan {
         }
     }
 
+    /// R19.3: a target not started yet was sent the request beside the current one (a
+    /// hedge): it leaves the plan, so it is not sent the request again, and the first target
+    /// past the cap, if any, takes its place. False when it was not upcoming.
+    pub fn take_upcoming(&mut self, channel: ChannelId, upstream_model: &str) -> bool {
+        let Some(pos) = self
+            .upcoming()
+            .iter()
+            .position(|t| t.channel == channel && &*t.upstream_model == upstream_model)
+        else {
+            return false;
+        };
+        self.slots.remove(self.next_slot + pos);
+        if !self.spare.is_empty() {
+            let t = self.spare.remove(0);
+            self.slots.push(t);
+        }
+        true
+    }
+
     fn take_key(&mut self, ch: ChannelId) -> usize {
         match self.keys.iter_mut().find(|(c, _)| *c == ch) {
             Some((_, Keys(count, next, used))) => {

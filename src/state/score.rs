@@ -1,7 +1,8 @@
 //! The latency and health score of each (channel, upstream model) for `routing.balance:
 //! latency` (R19.1; the arithmetic is `routing::latency::Score`): a moving time to first
 //! byte (streams: the time to the commit point) or latency (non-stream: the whole answer),
-//! and a moving error rate over upstream faults.
+//! and a moving error rate over upstream faults. Streamed and non-stream requests are scored
+//! apart (a whole answer takes longer than a first byte), each request planned by its kind.
 //!
 //! Scores live in the channel's state, so they survive a reload for the channels that stay
 //! (by name) and start neutral for new channels and new upstream models. They are local to
@@ -19,17 +20,17 @@ use crate::sync::lock;
 /// pathological one.
 const MAX_MODELS: usize = 256;
 
-/// A channel's scores by upstream model.
+/// A channel's scores by (upstream model, streamed).
 #[derive(Debug, Default)]
 pub struct Scores {
-    by_model: Mutex<HashMap<String, Score>>,
+    by_model: Mutex<HashMap<(String, bool), Score>>,
 }
 
 impl Scores {
     /// Record an attempt's outcome: a success with its time to the answer, an upstream
     /// fault; anything else (the caller's fault, a client that left) says nothing of the
     /// channel's speed or health.
-    pub fn record(&self, model: &str, f: &OutcomeFacts, elapsed: Duration) {
+    pub fn record(&self, model: &str, stream: bool, f: &OutcomeFacts, elapsed: Duration) {
         let latency = if f.success {
             Some(elapsed.as_secs_f64())
         } else if f.upstream_fault {
@@ -38,17 +39,18 @@ impl Scores {
             return;
         };
         let mut m = lock(&self.by_model);
-        if !m.contains_key(model) && m.len() >= MAX_MODELS {
+        let key = (model.to_string(), stream);
+        if !m.contains_key(&key) && m.len() >= MAX_MODELS {
             return;
         }
-        m.entry(model.to_string())
-            .or_insert(Score::NEW)
-            .observe(latency);
+        m.entry(key).or_insert(Score::NEW).observe(latency);
     }
 
-    /// The score of `model`, if it has one.
-    pub fn get(&self, model: &str) -> Option<Score> {
-        lock(&self.by_model).get(model).copied()
+    /// The score of `model` for streamed (or non-stream) requests, if it has one.
+    pub fn get(&self, model: &str, stream: bool) -> Option<Score> {
+        lock(&self.by_model)
+            .get(&(model.to_string(), stream))
+            .copied()
     }
 }
 
@@ -66,19 +68,21 @@ mod tests {
     #[test]
     fn successes_and_upstream_faults_count_and_the_callers_faults_do_not() {
         let s = Scores::default();
-        assert_eq!(s.get("m"), None);
+        assert_eq!(s.get("m", false), None);
         s.record(
             "m",
+            false,
             &OutcomeFacts::succeeded(200),
             Duration::from_millis(100),
         );
-        assert_eq!(s.get("m").and_then(|s| s.latency), Some(0.1));
+        assert_eq!(s.get("m", false).and_then(|s| s.latency), Some(0.1));
         s.record(
             "m",
+            false,
             &facts(Outcome::Transport(TransportKind::Connect)),
             Duration::ZERO,
         );
-        let two = s.get("m").unwrap();
+        let two = s.get("m", false).unwrap();
         assert!(two.error_rate > 0.0 && two.samples == 2, "{two:?}");
         let caller = Outcome::Status {
             code: 400,
@@ -86,9 +90,10 @@ mod tests {
             error_type: None,
             message: String::new(),
         };
-        s.record("m", &facts(caller), Duration::ZERO);
-        s.record("m", &facts(Outcome::ClientGone), Duration::ZERO);
-        assert_eq!(s.get("m"), Some(two));
-        assert_eq!(s.get("other"), None, "per upstream model");
+        s.record("m", false, &facts(caller), Duration::ZERO);
+        s.record("m", false, &facts(Outcome::ClientGone), Duration::ZERO);
+        assert_eq!(s.get("m", false), Some(two));
+        assert_eq!(s.get("other", false), None, "per upstream model");
+        assert_eq!(s.get("m", true), None, "per kind");
     }
 }
