@@ -53,7 +53,11 @@ fn resilience(out: &mut String, r: &Resilience) {
         out,
         "    hedge: enabled={} after={} max_extra={} budget_ratio={}",
         h.enabled,
-        d(h.after),
+        if h.p95 {
+            format!("p95 (until known: {})", d(h.after))
+        } else {
+            d(h.after)
+        },
         h.max_extra,
         h.budget_ratio
     );

@@ -45,6 +45,7 @@ pub fn default_resilience() -> Resilience {
         hedge: Hedge {
             enabled: false,
             after: Duration::from_secs(2),
+            p95: false,
             max_extra: 1,
             budget_ratio: 0.1,
         },
@@ -95,7 +96,14 @@ pub(crate) fn overlay(
 fn hedge(t: &mut Hedge, h: &RawHedge, prefix: &str, c: &mut Collector) {
     let k = |f: &str| format!("{prefix}.hedge.{f}");
     t.enabled = h.enabled.unwrap_or(t.enabled);
-    t.after = dur_nonzero(c, &k("after"), &h.after, t.after);
+    match h.after.as_deref().map(str::trim) {
+        Some("p95") => t.p95 = true,
+        Some(_) => {
+            t.after = dur_nonzero(c, &k("after"), &h.after, t.after);
+            t.p95 = false;
+        }
+        None => {}
+    }
     if let Some(n) = h.max_extra {
         if n == 0 {
             c.push(

@@ -257,7 +257,10 @@ pub struct Resilience {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hedge {
     pub enabled: bool,
+    /// The fixed delay; with `p95`, the delay until the target has enough samples.
     pub after: Duration,
+    /// `after: p95`: the 95th percentile of the target's recent times to first byte.
+    pub p95: bool,
     /// Hedges per request (each one extra attempt in flight beside the current one).
     pub max_extra: u32,
     /// Hedges allowed per first attempt over the last 10 s (no hedge storms).

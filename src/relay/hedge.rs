@@ -95,7 +95,17 @@ impl Walk<'_> {
         let h = &self.channel(step).resilience.hedge;
         let safe = retryable(self.cx.family, self.cx.idempotency_key.is_some()) && !self.cx.is_task;
         let left = self.hedges < h.max_extra;
-        (h.enabled && safe && left && step.same_target_retry == 0).then_some(h.after)
+        if !(h.enabled && safe && left && step.same_target_retry == 0) {
+            return None;
+        }
+        if !h.p95 {
+            return Some(h.after);
+        }
+        // `after: p95`: the target's own recent times to first byte (the fixed delay until
+        // enough are known), never below 10 ms.
+        let st = &self.cx.snap.states[step.channel];
+        let p95 = st.scores.p95(&step.upstream_model, self.cx.wants_stream());
+        Some(p95.unwrap_or(h.after).max(Duration::from_millis(10)))
     }
 
     /// The plan's next target that could take the hedge now (available, another target, one

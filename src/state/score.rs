@@ -8,7 +8,7 @@
 //! (by name) and start neutral for new channels and new upstream models. They are local to
 //! the replica: each replica scores what it saw itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -20,10 +20,22 @@ use crate::sync::lock;
 /// pathological one.
 const MAX_MODELS: usize = 256;
 
+/// Recent latencies kept per score for its percentile (`resilience.hedge.after: p95`).
+const RECENT: usize = 64;
+/// Latencies needed before a percentile is given.
+pub const PERCENTILE_MIN_SAMPLES: usize = 20;
+
+/// One score and its recent successful latencies, in seconds, oldest first.
+#[derive(Debug)]
+struct Entry {
+    score: Score,
+    recent: VecDeque<f64>,
+}
+
 /// A channel's scores by (upstream model, streamed).
 #[derive(Debug, Default)]
 pub struct Scores {
-    by_model: Mutex<HashMap<(String, bool), Score>>,
+    by_model: Mutex<HashMap<(String, bool), Entry>>,
 }
 
 impl Scores {
@@ -43,14 +55,38 @@ impl Scores {
         if !m.contains_key(&key) && m.len() >= MAX_MODELS {
             return;
         }
-        m.entry(key).or_insert(Score::NEW).observe(latency);
+        let e = m.entry(key).or_insert_with(|| Entry {
+            score: Score::NEW,
+            recent: VecDeque::with_capacity(RECENT),
+        });
+        e.score.observe(latency);
+        if let Some(l) = latency {
+            if e.recent.len() == RECENT {
+                e.recent.pop_front();
+            }
+            e.recent.push_back(l);
+        }
     }
 
     /// The score of `model` for streamed (or non-stream) requests, if it has one.
     pub fn get(&self, model: &str, stream: bool) -> Option<Score> {
         lock(&self.by_model)
             .get(&(model.to_string(), stream))
-            .copied()
+            .map(|e| e.score)
+    }
+
+    /// The 95th percentile of the last successful latencies (up to 64) of `model` for
+    /// streamed (or non-stream) requests; `None` below [`PERCENTILE_MIN_SAMPLES`].
+    pub fn p95(&self, model: &str, stream: bool) -> Option<Duration> {
+        let m = lock(&self.by_model);
+        let e = m.get(&(model.to_string(), stream))?;
+        if e.recent.len() < PERCENTILE_MIN_SAMPLES {
+            return None;
+        }
+        let mut v: Vec<f64> = e.recent.iter().copied().collect();
+        v.sort_by(f64::total_cmp);
+        let i = ((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1;
+        Some(Duration::from_secs_f64(v[i].max(0.0)))
     }
 }
 
@@ -95,5 +131,24 @@ mod tests {
         assert_eq!(s.get("m", false), Some(two));
         assert_eq!(s.get("other", false), None, "per upstream model");
         assert_eq!(s.get("m", true), None, "per kind");
+    }
+
+    #[test]
+    fn p95_of_the_recent_latencies_once_there_are_enough() {
+        let s = Scores::default();
+        let ok = OutcomeFacts::succeeded(200);
+        for i in 1..PERCENTILE_MIN_SAMPLES as u64 {
+            s.record("m", true, &ok, Duration::from_millis(i * 10));
+        }
+        assert_eq!(s.p95("m", true), None, "too few");
+        s.record("m", true, &ok, Duration::from_millis(200));
+        // 20 samples 10..=200 ms: the 19th smallest.
+        assert_eq!(s.p95("m", true), Some(Duration::from_millis(190)));
+        // Only the last 64 count.
+        for _ in 0..64 {
+            s.record("m", true, &ok, Duration::from_millis(5));
+        }
+        assert_eq!(s.p95("m", true), Some(Duration::from_millis(5)));
+        assert_eq!(s.p95("m", false), None);
     }
 }

@@ -140,3 +140,26 @@ async fn hedging_is_off_by_default_and_never_for_requests_unsafe_to_send_twice()
     assert_eq!(m["b"].calls(), 0);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn after_p95_hedges_past_the_targets_own_recent_times() {
+    let (gw, m) = gateway(&hedged("p95", "1.0")).await;
+    // Until 20 answers are known the fixed default (2 s) applies: fast answers, no hedge.
+    for _ in 0..20 {
+        assert_eq!(route(&gw.chat("m", false).await), "a");
+    }
+    assert_eq!(m["b"].calls(), 0);
+    // Then an answer far past the primary's own 95th percentile is hedged at once.
+    m["a"].set_default(Behavior::SlowBody {
+        delay: Duration::from_secs(3),
+    });
+    let t = Instant::now();
+    let r = gw.chat("m", false).await;
+    assert_eq!(route(&r), "a->b");
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    gw.stop().await;
+}

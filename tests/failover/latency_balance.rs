@@ -128,6 +128,27 @@ async fn the_learning_keys_are_validated_with_their_paths() {
     assert_eq!(cfg.resilience.active_probe.interval, Duration::from_secs(2));
     assert_eq!(cfg.resilience.active_probe.model, "gpt-x");
     assert_eq!(cfg.resilience.hedge.max_extra, 2);
+    assert!(!cfg.resilience.hedge.p95);
+    gw.stop().await;
+    let p95 = "resilience:\n  hedge: {enabled: true, after: p95}\n";
+    let gw = try_start_gw(&format!("{p95}{ch}{CLIENTS}"))
+        .await
+        .expect("valid");
+    let cfg = gw
+        .running
+        .as_ref()
+        .unwrap()
+        .gateway
+        .snapshot()
+        .table
+        .config
+        .clone();
+    assert!(cfg.resilience.hedge.p95);
+    assert_eq!(
+        cfg.resilience.hedge.after,
+        Duration::from_secs(2),
+        "until known"
+    );
     gw.stop().await;
     let gw = try_start_gw(&format!("{ch}{CLIENTS}"))
         .await
