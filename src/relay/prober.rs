@@ -41,11 +41,44 @@ const TICK: Duration = Duration::from_millis(100);
 /// (channel name, breaker: `None` = the channel's own).
 type Wanted = (String, Option<String>);
 
+/// When each wanted probe is next due: the first one `interval` after the breaker was first
+/// seen wanting it, then one per `interval`; one in flight per breaker. Forgets a breaker
+/// once it no longer wants a probe (so a later opening waits a whole interval again).
+#[derive(Debug, Default)]
+struct Schedule {
+    due: HashMap<Wanted, Instant>,
+    busy: Arc<Mutex<HashSet<Wanted>>>,
+    seen: HashSet<Wanted>,
+}
+
+impl Schedule {
+    /// `w` wants a probe every `interval` at `now`: true when one should go out now (it is
+    /// then marked in flight until [`Schedule::done`]).
+    fn take(&mut self, w: &Wanted, interval: Duration, now: Instant) -> bool {
+        self.seen.insert(w.clone());
+        let at = *self.due.entry(w.clone()).or_insert(now + interval);
+        if at > now || !lock(&self.busy).insert(w.clone()) {
+            return false;
+        }
+        self.due.insert(w.clone(), now + interval);
+        true
+    }
+
+    /// The end of a round: breakers not seen wanting a probe are forgotten.
+    fn round_done(&mut self) {
+        let seen = std::mem::take(&mut self.seen);
+        self.due.retain(|w, _| seen.contains(w));
+    }
+
+    /// A probe of `w` finished.
+    fn done(busy: &Mutex<HashSet<Wanted>>, w: &Wanted) {
+        lock(busy).remove(w);
+    }
+}
+
 /// Run until `shutdown` turns true.
 pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
-    // When each wanted probe is next due; entries no longer wanted are dropped each tick.
-    let mut due: HashMap<Wanted, Instant> = HashMap::new();
-    let busy: Arc<Mutex<HashSet<Wanted>>> = Arc::default();
+    let mut schedule = Schedule::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(TICK) => {}
@@ -56,7 +89,6 @@ pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
         }
         let snap = gw.snapshot();
         let now = Instant::now();
-        let mut seen = HashSet::new();
         for (id, ch) in snap.table.channels.iter().enumerate() {
             let probe = &ch.resilience.active_probe;
             let Some(st) = snap.states.get(id) else {
@@ -67,20 +99,17 @@ pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
             }
             for scope in wanting_probe(ch, st, now) {
                 let w = (ch.name.clone(), scope);
-                seen.insert(w.clone());
-                let at = *due.entry(w.clone()).or_insert(now + probe.interval);
-                if at > now || !lock(&busy).insert(w.clone()) {
+                if !schedule.take(&w, probe.interval, now) {
                     continue;
                 }
-                due.insert(w.clone(), now + probe.interval);
-                let (gw, snap, busy) = (gw.clone(), snap.clone(), busy.clone());
+                let (gw, snap, busy) = (gw.clone(), snap.clone(), schedule.busy.clone());
                 tokio::spawn(async move {
                     probe_one(&gw, &snap, id, w.1.as_deref()).await;
-                    lock(&busy).remove(&w);
+                    Schedule::done(&busy, &w);
                 });
             }
         }
-        due.retain(|w, _| seen.contains(w));
+        schedule.round_done();
     }
 }
 
@@ -180,4 +209,43 @@ async fn send(gw: &Gateway, ch: &Channel, key: usize, model: &str) -> Option<u16
     let mut body = resp.into_body();
     let _ = read::read_error(&mut body, deadline).await;
     Some(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_an_interval_after_first_seen_then_every_interval_one_at_a_time() {
+        let mut s = Schedule::default();
+        let w: Wanted = ("a".into(), None);
+        let every = Duration::from_secs(10);
+        let start = Instant::now();
+        assert!(!s.take(&w, every, Instant::now()), "not at once");
+        s.round_done();
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(!s.take(&w, every, Instant::now()));
+        s.round_done();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(
+            s.take(&w, every, Instant::now()),
+            "due at {:?}",
+            start.elapsed()
+        );
+        s.round_done();
+        // Still in flight at the next due time: no second probe.
+        tokio::time::advance(every).await;
+        assert!(!s.take(&w, every, Instant::now()));
+        Schedule::done(&s.busy, &w);
+        assert!(s.take(&w, every, Instant::now()));
+        Schedule::done(&s.busy, &w);
+        s.round_done();
+        // Healthy for a round: forgotten; seen again, it waits a whole interval.
+        s.round_done();
+        tokio::time::advance(every * 3).await;
+        assert!(!s.take(&w, every, Instant::now()));
+        // Breakers are scheduled apart.
+        let m: Wanted = ("a".into(), Some("model".into()));
+        assert!(!s.take(&m, every, Instant::now()));
+    }
 }
