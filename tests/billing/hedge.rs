@@ -163,3 +163,29 @@ async fn after_p95_hedges_past_the_targets_own_recent_times() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_hedge_that_loses_is_cancelled_and_the_first_answer_is_charged_once() {
+    let (gw, m) = gateway(&hedged("100ms", "1.0")).await;
+    m["a"].set_default(Behavior::StallAfterHeaders(Duration::from_millis(500)));
+    m["b"].set_default(Behavior::StallAfterHeaders(Duration::from_secs(3)));
+    let t = Instant::now();
+    let r = gw.chat("m", true).await;
+    assert_eq!(r.headers()["x-mock-name"], "a");
+    assert!(r.text().await.unwrap().contains("[DONE]"));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(disconnected(&m["b"]).await, "the losing hedge is cancelled");
+    let totals = totals(&gw).await;
+    assert_eq!((totals.charged, totals.refunded), (mock_cost(), 0));
+    let rows = super::support::streams::requests(&gw).await;
+    let attempts = rows[0]["attempts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(attempts.len(), 2, "{}", rows[0]);
+    assert_eq!(attempts[0]["channel"], "a", "{}", rows[0]);
+    assert_eq!(attempts[1]["error_class"], "hedge_cancelled", "{}", rows[0]);
+    let metrics = gw.metrics().await;
+    assert!(
+        !metrics.contains("switchyard_hedges_total{outcome=\"lost\"} 0"),
+        "{metrics}"
+    );
+    gw.stop().await;
+}
