@@ -6,9 +6,11 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::config::model::Balance;
 use crate::error::{ClientFormat, GatewayError};
 use crate::http::body::{error_response, json_response, Resp};
 use crate::relay::gateway::Gateway;
+use crate::routing::latency::Score;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::policy::Decision;
 use crate::routing::table::{ModelMatch, Route};
@@ -229,6 +231,7 @@ pub fn explain_value(
         "path": path,
         "served": !routes.is_empty(),
         "tier_walk": snap.table.config.routing.tier_walk.as_str(),
+        "balance": snap.table.config.routing.balance.as_str(),
         "retry_times": snap.table.config.routing.retry_times,
         "routes": tiers,
         "sample_attempt_order_if_every_attempt_fails": order,
@@ -329,7 +332,14 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
                 .map(|cd| {
                     let ch = &snap.table.channels[cd.channel];
                     let mut v = if live {
-                        channel_view(snap, cd.channel, ch)
+                        let mut v = channel_view(snap, cd.channel, ch);
+                        // R19.1: this replica's moving scores of the target, streamed and
+                        // non-stream (null: unscored).
+                        let st = &snap.states[cd.channel];
+                        let m = &cd.upstream_model;
+                        v["score"] = json!({"stream": st.scores.get(m, true), "non_stream": st.scores.get(m, false)});
+                        v["active_probe"] = probe_view(ch, st, &cd.upstream_model);
+                        v
                     } else {
                         config_view(ch)
                     };
@@ -344,6 +354,21 @@ fn tiers_view(snap: &Snapshot, r: &Route, patterns: &Patterns, live: bool) -> Ve
             json!({"priority": t.priority, "candidates": cands})
         })
         .collect()
+}
+
+/// R19.2: the candidate's active probe — configured, and whether its breaker (the
+/// channel's or, under `scope: model`, the target's) is being probed now.
+fn probe_view(
+    ch: &crate::config::model::Channel,
+    st: &crate::state::channel::ChannelState,
+    model: &str,
+) -> Value {
+    let p = &ch.resilience.active_probe;
+    let now = tokio::time::Instant::now();
+    let scope = crate::state::outcome::scope(ch, model).map(str::to_string);
+    let wanted = crate::state::outcome::wanting_probe(ch, st, now);
+    let probing = p.enabled && ch.enabled && !st.is_disabled() && wanted.contains(&scope);
+    json!({"enabled": p.enabled, "interval_ms": p.interval.as_millis() as u64, "probing": probing})
 }
 
 /// One attempt order the plan could give if every attempt failed over.
@@ -363,6 +388,9 @@ fn sample_order(
     let available = |id: usize, upstream: &str| {
         crate::state::outcome::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
+    // The sample order is a non-stream request's.
+    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream, false);
+    let by_latency = snap.table.config.routing.balance == Balance::Latency;
     let mut plan = AttemptPlan::new(
         &PlanInput {
             groups: &refs,
@@ -375,6 +403,7 @@ fn sample_order(
             preferred: None,
             weight_scale: None,
             native: None,
+            score: by_latency.then_some(&score as &dyn Fn(usize, &str) -> Option<Score>),
         },
         &mut rng,
     );

@@ -74,6 +74,10 @@ pub const CLIENT_CONCURRENCY: &str = "switchyard_client_concurrency";
 pub const TRANSLATION_DROPPED: &str = "switchyard_translation_dropped_fields_total";
 pub const MALFORMED_EVENTS: &str = "switchyard_stream_malformed_events_total";
 pub const STREAM_RESUMES: &str = "switchyard_stream_resumes_total";
+/// Active probes of open or cooling channels (R19.2).
+pub const PROBE_REQUESTS: &str = "switchyard_probe_requests_total";
+/// Hedged requests (R19.3).
+pub const HEDGES: &str = "switchyard_hedges_total";
 /// OTLP traces (R20.1).
 pub const OTLP_SPANS: &str = "switchyard_otlp_spans_total";
 pub const OTLP_DROPPED: &str = "switchyard_otlp_requests_dropped_total";
@@ -133,7 +137,7 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (UPSTREAM_DURATION, Kind::Histogram, Some(Unit::Seconds), "Upstream attempt latency to response headers."),
     (TTFB, Kind::Histogram, Some(Unit::Seconds), "Time from request start to the first byte sent to the client."),
     (OVERHEAD, Kind::Histogram, Some(Unit::Seconds), "The gateway's own time in a request: from its start to the answer's head (a stream's commit, a whole answer's handover), less the time its upstream attempts took (send to answer); backoffs and key waits between attempts count. A refused request counts whole."),
-    (STREAMS, Kind::Counter, None, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout."),
+    (STREAMS, Kind::Counter, None, "Streams by outcome: complete, incomplete, client_cancel, first_byte_timeout, below_min_tokens_per_second."),
     (KEEPALIVES, Kind::Counter, None, "SSE keepalive comments sent to clients."),
     (BREAKER_STATE, Kind::Gauge, None, "Circuit breaker state per channel: 0 closed, 1 half-open, 2 open."),
     (BREAKER_TRANSITIONS, Kind::Counter, None, "Circuit breaker state transitions."),
@@ -170,6 +174,8 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (KEYS_HELD_BACK, Kind::Counter, None, "Attempts moved off an upstream key because its channels.*.limits budget was spent or it was cooling after a rate-limit answer, by channel and reason (limit, cooldown)."),
     (CLIENT_CONCURRENCY, Kind::Gauge, None, "Requests in flight per client with a concurrency limit (streams included)."),
     (TRANSLATION_DROPPED, Kind::Counter, None, "Advisory request fields a translation dropped because the target format cannot express them and their absence does not change the answer, by field (README: translation)."),
+    (PROBE_REQUESTS, Kind::Counter, None, "Active probes (resilience.active_probe) of channels whose breaker is open or half-open or that cool down, by channel and outcome: ok (the breaker closed), failed (an error status or a transport failure). Never billed to a client."),
+    (HEDGES, Kind::Counter, None, "Hedges (resilience.hedge) by outcome: won (the hedge committed first), lost (the first attempt committed first; the hedge was cancelled), failed (the hedge failed), budget (not sent: the hedge budget was spent)."),
     (STREAM_RESUMES, Kind::Counter, None, "Committed streams cut before their end, by what resume made of them: resumed (continued on the next target), not_text (the cut fell in a tool call, thinking or other part), no_target (no target took the prefill and answered)."),
     (MALFORMED_EVENTS, Kind::Counter, None, "Upstream stream events dropped because their data was not JSON in a format whose SDKs parse every event (Chat Completions, Responses)."),
     (OTLP_SPANS, Kind::Counter, None, "Spans sent to the OTLP receiver (telemetry.otlp), by result: exported, failed."),

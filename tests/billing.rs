@@ -1,6 +1,8 @@
 //! End-to-end quota and billing tests (R11): settle at the real usage, one charge across a
 //! failover, refund on total failure, refusal without an upstream call, the concurrent
 //! atomic debit, and a `kill -9` of the real binary mid-request.
+#[path = "billing/hedge.rs"]
+mod hedge;
 use crate::support;
 
 use std::collections::HashMap;

@@ -1,4 +1,6 @@
 //! End-to-end attempt-engine tests (R3.4, R4, R5, R12.1): failover chains through the server.
+#[path = "failover/latency_balance.rs"]
+mod latency_balance;
 use crate::support;
 
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! End-to-end channel health (R6, R7, R2.5): breakers skip and fast-fail, auto-disable
 //! persists across restarts and is lifted by the admin API or a probe, reloads keep state.
+#[path = "health/active_probe.rs"]
+mod active_probe;
 use crate::support;
 
 use std::collections::HashMap;

@@ -2,6 +2,8 @@
 //! `stream_incomplete`, hidden errors, stream policies, usage, client disconnect.
 #[path = "streaming/resume_matrix.rs"]
 mod resume_matrix;
+#[path = "streaming/throughput_floor.rs"]
+mod throughput_floor;
 use crate::support;
 
 use std::time::{Duration, Instant};

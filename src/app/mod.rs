@@ -163,6 +163,7 @@ fn spawn_tasks(
         )),
         tokio::spawn(watcher.run(rx.clone())),
         tokio::spawn(crate::state::probe::run(gateway.clone(), rx.clone())),
+        tokio::spawn(crate::relay::prober::run(gateway.clone(), rx.clone())),
         tokio::spawn(gateway.clone().sweep_limits(rx.clone())),
     ];
     if gateway.billing.is_shared() {

@@ -18,6 +18,10 @@ pub fn register_config(cfg: &Config) {
         for r in PROBE_RESULTS {
             metrics::counter!(PROBES, "channel" => name(), "result" => *r).increment(0);
         }
+        for o in ["ok", "failed"] {
+            metrics::counter!(telemetry::PROBE_REQUESTS, "channel" => name(), "outcome" => o)
+                .increment(0);
+        }
         metrics::counter!(RETRIES, "channel" => name()).increment(0);
         metrics::counter!(PROMPT_TOKENS, "channel" => name()).increment(0);
         metrics::counter!(CACHED_TOKENS, "channel" => name()).increment(0);
@@ -76,6 +80,9 @@ pub fn register_config(cfg: &Config) {
     metrics::counter!(KEEPALIVES).increment(0);
     metrics::counter!(telemetry::MALFORMED_EVENTS).increment(0);
     metrics::counter!(telemetry::SHARED_LIMIT_RELEASES_DROPPED).increment(0);
+    for o in ["won", "lost", "failed", "budget"] {
+        metrics::counter!(telemetry::HEDGES, "outcome" => o).increment(0);
+    }
     for o in ["resumed", "not_text", "no_target"] {
         metrics::counter!(telemetry::STREAM_RESUMES, "outcome" => o).increment(0);
     }

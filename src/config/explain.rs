@@ -35,6 +35,32 @@ fn resilience(out: &mut String, r: &Resilience) {
         c.consecutive_retryable_failures,
         d(c.duration)
     );
+    let p = &r.active_probe;
+    let model = if p.model.is_empty() {
+        "(first model)"
+    } else {
+        &p.model
+    };
+    let _ = writeln!(
+        out,
+        "    active_probe: enabled={} interval={} model={}",
+        p.enabled,
+        d(p.interval),
+        model
+    );
+    let h = &r.hedge;
+    let _ = writeln!(
+        out,
+        "    hedge: enabled={} after={} max_extra={} budget_ratio={}",
+        h.enabled,
+        if h.p95 {
+            format!("p95 (until known: {})", d(h.after))
+        } else {
+            d(h.after)
+        },
+        h.max_extra,
+        h.budget_ratio
+    );
 }
 
 /// Human-readable effective settings, one block per channel.
@@ -44,15 +70,15 @@ pub fn explain(cfg: &Config) -> String {
     let _ = writeln!(out, "config: {}", cfg.source.display());
     let _ = writeln!(
         out,
-        "timeouts: upstream_header={} image_upstream_header={} first_byte={} keepalive={} non_stream={} request_deadline={} drain={}",
-        d(t.upstream_header), d(t.image_upstream_header), d(t.first_byte), d(t.keepalive), d(t.non_stream), d(t.request_deadline), d(t.drain)
+        "timeouts: upstream_header={} image_upstream_header={} first_byte={} keepalive={} non_stream={} request_deadline={} drain={} min_tokens_per_second={}",
+        d(t.upstream_header), d(t.image_upstream_header), d(t.first_byte), d(t.keepalive), d(t.non_stream), d(t.request_deadline), d(t.drain), t.min_tokens_per_second
     );
     let r = &cfg.routing;
     let walk = r.tier_walk.as_str();
     let _ = writeln!(
         out,
-        "routing: retry_times={} tier_walk={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
-        r.retry_times, walk, r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
+        "routing: retry_times={} tier_walk={} balance={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
+        r.retry_times, walk, r.balance.as_str(), r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
     );
     storage(&mut out, &cfg.storage);
     for ch in &cfg.channels {

@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use crate::config::error::Collector;
-use crate::config::load::raw::{RawBreaker, RawCooldown, RawResilience, RawRetry};
+use crate::config::load::raw::{RawBreaker, RawCooldown, RawHedge, RawResilience, RawRetry};
 use crate::config::load::scalars::{builtin_set, choice, dur, dur_nonzero, float_in, status_set};
-use crate::config::model::{Breaker, BreakerScope, Cooldown, Resilience, Retry, StreamResume};
+use crate::config::model::{
+    ActiveProbe, Breaker, BreakerScope, Cooldown, Hedge, Resilience, Retry, StreamResume,
+};
 
 /// The built-in resilience defaults (R2.2, R4.5, R6.1: GoModel's defaults).
 pub fn default_resilience() -> Resilience {
@@ -35,6 +37,18 @@ pub fn default_resilience() -> Resilience {
             enabled: false,
             max: 1,
         },
+        active_probe: ActiveProbe {
+            enabled: false,
+            interval: Duration::from_secs(10),
+            model: String::new(),
+        },
+        hedge: Hedge {
+            enabled: false,
+            after: Duration::from_secs(2),
+            p95: false,
+            max_extra: 1,
+            budget_ratio: 0.1,
+        },
     }
 }
 
@@ -60,7 +74,54 @@ pub(crate) fn overlay(
         out.stream_resume.enabled = r.enabled.unwrap_or(out.stream_resume.enabled);
         out.stream_resume.max = r.max.unwrap_or(out.stream_resume.max);
     }
+    if let Some(p) = &raw.active_probe {
+        let t = &mut out.active_probe;
+        let k = format!("{prefix}.active_probe.interval");
+        t.enabled = p.enabled.unwrap_or(t.enabled);
+        t.interval = dur_nonzero(c, &k, &p.interval, t.interval);
+        if let Some(m) = &p.model {
+            if m.trim().is_empty() {
+                c.push(format!("{prefix}.active_probe.model"), "must not be empty");
+            } else {
+                t.model = m.trim().to_string();
+            }
+        }
+    }
+    if let Some(h) = &raw.hedge {
+        hedge(&mut out.hedge, h, prefix, c);
+    }
     out
+}
+
+fn hedge(t: &mut Hedge, h: &RawHedge, prefix: &str, c: &mut Collector) {
+    let k = |f: &str| format!("{prefix}.hedge.{f}");
+    t.enabled = h.enabled.unwrap_or(t.enabled);
+    match h.after.as_deref().map(str::trim) {
+        Some("p95") => t.p95 = true,
+        Some(_) => {
+            t.after = dur_nonzero(c, &k("after"), &h.after, t.after);
+            t.p95 = false;
+        }
+        None => {}
+    }
+    if let Some(n) = h.max_extra {
+        if n == 0 {
+            c.push(
+                k("max_extra"),
+                "must be at least 1 (enabled: false turns hedging off)",
+            );
+        } else {
+            t.max_extra = n;
+        }
+    }
+    t.budget_ratio = float_in(
+        c,
+        &k("budget_ratio"),
+        h.budget_ratio,
+        0.0,
+        1.0,
+        t.budget_ratio,
+    );
 }
 
 fn retry(t: &mut Retry, r: &RawRetry, prefix: &str, c: &mut Collector) {

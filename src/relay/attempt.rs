@@ -81,7 +81,16 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
                 Ok(hold) => {
                     key = hold;
                     match prepared {
-                        Ok(p) => exchange(gw, &cx, &step, w.channel(&step), &gates, p).await,
+                        Ok(p) => {
+                            let ex = exchange(gw, &cx, &step, w.channel(&step), &gates, p);
+                            match w.hedge_after(&step) {
+                                None => ex.await,
+                                Some(after) => match w.hedged(&step, after, ex).await {
+                                    Ok(ex) => ex,
+                                    Err(won) => return w.commit_hedge(*won, key),
+                                },
+                            }
+                        }
                         Err(e) => *e,
                     }
                 }
@@ -165,12 +174,16 @@ pub(super) struct Walk<'a> {
     last_is_skip: bool,
     /// Upstream models that answered that the request does not fit them
     /// (`routing.failover_on_codes`): never sent the same request again.
-    misfits: Vec<Arc<str>>,
+    pub(super) misfits: Vec<Arc<str>>,
     /// The current attempt's 429 asked for a wait within `routing.wait_retry_after`: it is
     /// waited out on the same target instead of failing over.
     short_wait: Option<Duration>,
     /// The soonest a held-back key has room again (`Retry-After` of the final 429).
     held_wait: Option<Duration>,
+    /// Hedges sent for this request (R19.3, at most `resilience.hedge.max_extra`).
+    pub(super) hedges: u32,
+    /// The attempt that lost a hedge race, recorded after the one that answered.
+    pub(super) lost: Option<super::hedge::Loser>,
 }
 
 impl<'a> Walk<'a> {
@@ -192,7 +205,7 @@ impl<'a> Walk<'a> {
             gw,
             cx,
             planned,
-            visits: Visits::new(&cx.snap, &gw.store),
+            visits: Visits::new(&cx.snap, &gw.store).streaming(cx.wants_stream()),
             fin,
             last: LastFailure::None,
             first: None,
@@ -205,6 +218,8 @@ impl<'a> Walk<'a> {
             misfits: Vec::new(),
             short_wait: None,
             held_wait: None,
+            hedges: 0,
+            lost: None,
         })
     }
 
@@ -236,7 +251,7 @@ impl<'a> Walk<'a> {
     /// The time gates of the step's exchange, and the Idempotency-Key it carries (R10.2):
     /// the client's on every attempt at the first target, a key derived for the target on
     /// every attempt at any other, so each target can deduplicate its own retries.
-    fn gates(&self, step: &Step) -> Gates {
+    pub(super) fn gates(&self, step: &Step) -> Gates {
         let key = self.cx.idempotency_key.as_ref().and_then(|k| {
             let first = self.first.as_ref().is_some_and(|(ch, model)| {
                 forward_idempotency_key((*ch, model), step.channel, &step.upstream_model)
@@ -469,10 +484,11 @@ impl<'a> Walk<'a> {
         let facts = self.facts(&outcome, step, admission);
         let d = self.classify(&facts, step, admission);
         self.act(&facts, answer, step, admission, d, elapsed);
+        self.flush_lost();
         d
     }
 
-    async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
+    pub(super) async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
         let tokens = super::estimate::estimate_tokens(self.cx);
         let ch = self.channel(step);
         let snap = &self.cx.snap;

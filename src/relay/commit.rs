@@ -105,5 +105,6 @@ impl Walk<'_> {
         }
         self.visits
             .attempt(step.channel, step.key_index, &facts, elapsed);
+        self.flush_lost();
     }
 }

@@ -8,6 +8,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::config::model::{Channel, Config};
 use crate::relay::context::Context;
+use crate::relay::floor::Floor;
 use crate::relay::gateway::Gateway;
 use crate::relay::stream::{self, Primed};
 use crate::relay::translated::{self, Xlate};
@@ -420,9 +421,10 @@ async fn stream(
     (t_ns, idle): (Instant, std::time::Duration),
     g: &Gates,
 ) -> Exchange {
-    let first_byte = cx.snap.table.config.timeouts.first_byte;
-    let gates = (first_byte, idle);
-    let mut primed = match stream::prime(inc, cx.stream_format, gates, g.deadline).await {
+    let t = &cx.snap.table.config.timeouts;
+    let gates = (t.first_byte, idle);
+    let floor = Floor::new(t.min_tokens_per_second, cx.stream_format);
+    let mut primed = match stream::prime(inc, cx.stream_format, gates, g.deadline, floor).await {
         Ok(p) => p,
         Err(o) => return failed(o),
     };

@@ -11,6 +11,7 @@ use super::gateway::Gateway;
 use super::keys::{plan_keys, PlanKeys};
 use crate::affinity::Sticky;
 use crate::config::model::Balance;
+use crate::routing::latency::Score;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::table::Route;
 use crate::state::outcome as health;
@@ -50,6 +51,10 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
     };
     let capacity = |id: usize| super::keys::remaining_fraction(gw, snap, id, &keys);
     let by_capacity = cfg.routing.balance == Balance::Capacity;
+    // R19.1: the moving score of each (channel, upstream model), this replica's own.
+    let stream = cx.wants_stream();
+    let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream, stream);
+    let by_latency = cfg.routing.balance == Balance::Latency;
     // R16.1: within a tier, the channels that speak the client's format go first.
     let native =
         |id: usize| super::translated::of(cx.family, snap.table.channels[id].kind).is_none();
@@ -68,6 +73,7 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
             preferred: sticky.as_ref().and_then(|s| s.preferred),
             weight_scale: by_capacity.then_some(&capacity as &dyn Fn(usize) -> f64),
             native: Some(&native),
+            score: by_latency.then_some(&score as &dyn Fn(usize, &str) -> Option<Score>),
         },
         rng,
     );

@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
+use super::floor::Floor;
 use super::resume::{Continued, Delivery, Resumer, Splice};
 use crate::http::body::{Aborted, ResponseBody};
 use crate::routing::policy::{Outcome, TransportKind};
@@ -119,11 +120,15 @@ fn event_outcome(code: u16, ev: &Event) -> Outcome {
 /// upstream has proven alive: from then on the gate is `idle`, the committed stream's idle
 /// cut, so a model that reasons silently before its first token is not cut and re-billed
 /// elsewhere. Malformed events (`dialect::is_malformed`) are dropped.
+///
+/// With `floor` on (`timeouts.min_tokens_per_second`) the commit point is the end of its
+/// window instead (`relay::floor`): a stream too slow by then fails like a first-byte timeout.
 pub async fn prime(
     body: UpBody,
     format: StreamFormat,
     gates: (Duration, Duration),
     deadline: Instant,
+    mut floor: Floor,
 ) -> Result<Primed, Outcome> {
     let (first_byte, idle) = gates;
     let mut p = Primed {
@@ -155,9 +160,10 @@ pub async fn prime(
             if let Some(code) = dialect::pre_commit_error(format, &ev) {
                 return Err(event_outcome(code, &ev));
             }
-            let commit = !dialect::is_preamble(format, &ev);
+            let content = !dialect::is_preamble(format, &ev);
+            let terminal = content && dialect::is_terminal(format, &ev);
             p.held.push(ev);
-            if commit {
+            if content && floor.commits(terminal, Instant::now()) {
                 return Ok(p);
             }
         }
@@ -172,10 +178,16 @@ pub async fn prime(
         if p.framer.overflowed() {
             return Err(Outcome::Transport(TransportKind::Broken));
         }
+        let gate = floor.gate(gate);
         match p.read(gate).await {
             Ok(()) => {}
             Err(Some(kind)) => return Err(Outcome::Transport(kind)),
             Err(None) if gate == deadline => return Err(Outcome::DeadlineExceeded),
+            Err(None) if floor.ends_at(gate) => {
+                metrics::counter!(telemetry::STREAMS, "outcome" => "below_min_tokens_per_second")
+                    .increment(1);
+                return Err(Outcome::Transport(TransportKind::FirstByteTimeout));
+            }
             Err(None) => {
                 metrics::counter!(telemetry::STREAMS, "outcome" => "first_byte_timeout")
                     .increment(1);

@@ -3,6 +3,7 @@ pub mod backoff;
 pub mod budget;
 pub mod compile;
 pub mod family;
+pub mod latency;
 pub mod outcome;
 pub mod pair;
 pub mod plan;

@@ -11,10 +11,14 @@
 
 use std::sync::Arc;
 
+use super::latency::{p2c_order, Score};
 use super::policy::Decision;
 use super::table::{ChannelId, Route};
 use super::weighted::{draw, weighted_order};
 use crate::config::model::TierWalk;
+
+/// `PlanInput::score`: a candidate's moving score (R19.1).
+pub type Scorer<'a> = Option<&'a dyn Fn(ChannelId, &str) -> Option<Score>>;
 
 /// What the plan is built from.
 pub struct PlanInput<'a> {
@@ -41,6 +45,10 @@ pub struct PlanInput<'a> {
     /// tier they are planned before the others, so a translated target is a fallback for a
     /// native one of the same priority, never its competitor. `None` = no preference.
     pub native: Option<&'a dyn Fn(ChannelId) -> bool>,
+    /// `routing.balance: latency` (R19.1): each candidate's moving score (`None`: not
+    /// scored yet); the tier is then ordered by power of two choices
+    /// (`routing::latency`) instead of a weighted draw. `None` = weighted.
+    pub score: Scorer<'a>,
 }
 
 /// One planned channel visit (for `/admin/explain` and tests).
@@ -134,13 +142,35 @@ fn scaled(mut tiers: Tiers, scale: Option<&dyn Fn(ChannelId) -> f64>) -> Tiers {
     tiers
 }
 
+/// A tier's order: weighted, or by power of two choices over the scores (R19.1).
+fn order(
+    tier: &[(ChannelId, Arc<str>, u64)],
+    score: Scorer,
+    rng: &mut fastrand::Rng,
+) -> Vec<usize> {
+    let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
+    match score {
+        None => weighted_order(&w, rng),
+        Some(f) => {
+            let scores: Vec<Option<Score>> = tier.iter().map(|c| f(c.0, &c.1)).collect();
+            p2c_order(&w, &scores, rng)
+        }
+    }
+}
+
 fn pick(
     tier: &[(ChannelId, Arc<str>, u64)],
     group: usize,
+    score: Scorer,
     rng: &mut fastrand::Rng,
 ) -> PlannedTarget {
-    let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
-    let i = draw(&w, rng).unwrap_or(0);
+    let i = match score {
+        None => {
+            let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
+            draw(&w, rng).unwrap_or(0)
+        }
+        Some(_) => order(tier, score, rng).first().copied().unwrap_or(0),
+    };
     PlannedTarget {
         group,
         channel: tier[i].0,
@@ -200,12 +230,15 @@ fn usable_groups(input: &PlanInput) -> (Vec<(usize, Tiers)>, bool) {
 
 /// `tier_walk: exhaust` (R4.2): every candidate of a tier, in weighted order, before the
 /// next tier; each target once.
-fn exhaust(groups: &[(usize, Tiers)], rng: &mut fastrand::Rng) -> Vec<PlannedTarget> {
+fn exhaust(
+    groups: &[(usize, Tiers)],
+    score: Scorer,
+    rng: &mut fastrand::Rng,
+) -> Vec<PlannedTarget> {
     let mut slots: Vec<PlannedTarget> = Vec::new();
     for (g, tiers) in groups {
         for tier in tiers {
-            let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
-            for i in weighted_order(&w, rng) {
+            for i in order(tier, score, rng) {
                 let (ch, model, _) = &tier[i];
                 // A target is planned once; plans are short, so a scan beats hashing every
                 // (channel, model) pair.
@@ -230,6 +263,7 @@ fn exhaust(groups: &[(usize, Tiers)], rng: &mut fastrand::Rng) -> Vec<PlannedTar
 fn one_per_tier(
     groups: &[(usize, Tiers)],
     cap: usize,
+    score: Scorer,
     rng: &mut fastrand::Rng,
 ) -> Vec<PlannedTarget> {
     let mut slots = Vec::new();
@@ -237,13 +271,13 @@ fn one_per_tier(
     for (k, (g, tiers)) in groups.iter().enumerate() {
         for tier in tiers {
             if slots.len() < cap {
-                slots.push(pick(tier, *g, rng));
+                slots.push(pick(tier, *g, score, rng));
             }
         }
         if k + 1 == n {
             if let Some(lowest) = tiers.last() {
                 while slots.len() < cap {
-                    slots.push(pick(lowest, *g, rng));
+                    slots.push(pick(lowest, *g, score, rng));
                 }
             }
         }
@@ -260,8 +294,8 @@ impl AttemptPlan {
         }
         let cap = max_steps as usize;
         let mut slots = match input.tier_walk {
-            TierWalk::Exhaust => exhaust(&groups, rng),
-            TierWalk::OnePerTier => one_per_tier(&groups, cap, rng),
+            TierWalk::Exhaust => exhaust(&groups, input.score, rng),
+            TierWalk::OnePerTier => one_per_tier(&groups, cap, input.score, rng),
         };
         if let Some(p) = input.preferred {
             prefer(&mut slots, &groups, p);
@@ -309,6 +343,25 @@ impl AttemptPlan {
             let t = self.spare.remove(0);
             self.slots.push(t);
         }
+    }
+
+    /// R19.3: a target not started yet was sent the request beside the current one (a
+    /// hedge): it leaves the plan, so it is not sent the request again, and the first target
+    /// past the cap, if any, takes its place. False when it was not upcoming.
+    pub fn take_upcoming(&mut self, channel: ChannelId, upstream_model: &str) -> bool {
+        let Some(pos) = self
+            .upcoming()
+            .iter()
+            .position(|t| t.channel == channel && &*t.upstream_model == upstream_model)
+        else {
+            return false;
+        };
+        self.slots.remove(self.next_slot + pos);
+        if !self.spare.is_empty() {
+            let t = self.spare.remove(0);
+            self.slots.push(t);
+        }
+        true
     }
 
     fn take_key(&mut self, ch: ChannelId) -> usize {

@@ -55,6 +55,7 @@ fn input<'a>(
         preferred: None,
         weight_scale: None,
         native: None,
+        score: None,
     }
 }
 
@@ -424,4 +425,23 @@ fn a_skipped_target_does_not_use_up_an_attempt_or_its_keys() {
     // An ordinary failure uses the one attempt up: channel 2 is never tried.
     assert_eq!(p.attempts_left(), 0);
     assert_eq!(p.next(Some(&FO)), None);
+}
+
+/// R19.3: a hedged target leaves the plan (it had its attempt) and the first target past
+/// the cap takes its place.
+#[test]
+fn a_hedged_target_leaves_the_plan() {
+    let r = route(&[&[(0, 100)], &[(1, 100)], &[(2, 100)], &[(3, 100)]]);
+    let groups = [("default", &r)];
+    let mut rng = fastrand::Rng::with_seed(1);
+    let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 2), &mut rng);
+    assert_eq!(plan.next(None).map(|s| s.channel), Some(0));
+    assert!(
+        !plan.take_upcoming(0, "m0"),
+        "the current target is not upcoming"
+    );
+    assert!(plan.take_upcoming(1, "m1"));
+    assert!(!plan.take_upcoming(1, "m1"));
+    let rest: Vec<ChannelId> = plan.upcoming().iter().map(|t| t.channel).collect();
+    assert_eq!(rest, vec![2, 3], "the spare target joined");
 }

@@ -283,8 +283,13 @@ impl Core {
 
     /// Another replica closed this breaker.
     pub(crate) fn force_close(&mut self) {
+        let _ = self.close();
+    }
+
+    /// Closed at once (another replica's close, or an active probe's success, R19.2).
+    pub(crate) fn close(&mut self) -> Option<Transition> {
         self.failures = 0;
-        let _ = self.move_to(State::Closed);
+        self.move_to(State::Closed)
     }
 
     /// Opened (or re-opened) at `now`.

@@ -271,6 +271,22 @@ impl Breakers {
         }
     }
 
+    /// An active probe of `scope` succeeded (R19.2): the breaker closes at once, announced
+    /// to the other replicas when state is shared. The transition, when it was not closed.
+    pub fn close(&self, scope: Scope) -> Option<Transition> {
+        let t = match scope {
+            None => lock(&self.provider).close(),
+            Some(m) => lock(&self.models).get_mut(m).and_then(Core::close),
+        };
+        if let (Some(_), Some(sh)) = (t, self.shared.get()) {
+            sh.sink.emit(Change::BreakerClosed {
+                channel: sh.channel.clone(),
+                scope: scope.map(str::to_string),
+            });
+        }
+        t
+    }
+
     /// This replica holds the probe lease of `scope` until `until`.
     pub fn grant_lease(&self, scope: Scope, until: Instant) {
         self.set_lease(scope, |c| {

@@ -42,6 +42,8 @@ pub struct ChannelState {
     pub health: super::health::Health,
     /// The last 5 minutes of attempts for the status page (R20.2).
     pub recent: crate::telemetry::window::Recent,
+    /// Moving latency and error rate per upstream model (`routing.balance: latency`, R19.1).
+    pub scores: super::score::Scores,
     /// Pre-registered metric handles of this channel (hot path).
     pub metrics: crate::telemetry::ChannelMetrics,
     /// Where changes go when state is shared with other replicas (R17.1).

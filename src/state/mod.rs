@@ -22,6 +22,7 @@ pub mod persist;
 pub mod probe;
 pub mod responses_path;
 pub mod restore;
+pub mod score;
 pub mod sync;
 mod view;
 mod visits;

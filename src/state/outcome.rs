@@ -161,6 +161,42 @@ pub fn release_probe(ch: &Channel, st: &ChannelState, model: &str) {
     );
 }
 
+/// R19.2 (`resilience.active_probe`): the breakers of `ch` that want an active probe now —
+/// `None` for the channel itself (its provider breaker open or half-open, or its cooldown
+/// running), `Some(model)` for each model breaker that is not closed.
+pub fn wanting_probe(ch: &Channel, st: &ChannelState, now: Instant) -> Vec<Option<String>> {
+    let lim = limits(ch);
+    let mut v = Vec::new();
+    if st.breakers.provider().state(&lim, now) != State::Closed
+        || st.cooldown.is_cooled_down(&ch.resilience.cooldown, now)
+    {
+        v.push(None);
+    }
+    v.extend(
+        st.breakers
+            .models_not_closed(&lim, now)
+            .into_iter()
+            .map(|(m, _)| Some(m)),
+    );
+    v
+}
+
+/// R19.2: an active probe of `scope` succeeded: its breaker closes (and, for the channel,
+/// its cooldown ends) without waiting for client traffic.
+pub fn probe_recovered(ch: &Channel, st: &ChannelState, scope: Option<&str>) {
+    if let Some(t) = st.breakers.close(scope) {
+        report(&ch.name, t, t.to);
+    }
+    if scope.is_none()
+        && st
+            .cooldown
+            .is_cooled_down(&ch.resilience.cooldown, Instant::now())
+    {
+        st.cooldown.reset();
+        tracing::info!(channel = %ch.name, "cooldown ended by an active probe");
+    }
+}
+
 /// Operator enable (or a probe re-enable): clear breakers, cooldown, "model not found" marks
 /// and the health window — on every replica when state is shared.
 pub fn reset(st: &ChannelState) {

@@ -34,6 +34,8 @@ pub struct Visits<'a> {
     snap: &'a super::Snapshot,
     store: &'a Store,
     current: Option<Current>,
+    /// The request streams: its latencies are scored as times to first byte (R19.1).
+    stream: bool,
 }
 
 impl<'a> Visits<'a> {
@@ -42,7 +44,15 @@ impl<'a> Visits<'a> {
             snap,
             store,
             current: None,
+            stream: false,
         }
+    }
+
+    /// The visits of a streamed request (`true`) or a non-stream one: which score its
+    /// latencies feed (R19.1).
+    pub fn streaming(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
     }
 
     /// Admission for an attempt on (`channel`, upstream `model`); a same-target retry keeps
@@ -100,6 +110,7 @@ impl<'a> Visits<'a> {
         if c.channel != channel || c.admission == Admission::Refused {
             return Applied::Nothing;
         }
+        st.scores.record(&c.model, self.stream, facts, elapsed);
         if let Some(error) = super::health::is_error(facts) {
             st.recent
                 .attempt(error, facts.class, facts.upstream_status, elapsed);

@@ -32,6 +32,7 @@ pub const STREAM_OUTCOMES: &[&str] = &[
     "incomplete",
     "client_cancel",
     "first_byte_timeout",
+    "below_min_tokens_per_second",
 ];
 
 /// `to` values of `BREAKER_TRANSITIONS`.

@@ -72,6 +72,7 @@ pub(crate) struct RawTimeouts {
     pub request_deadline: Dur,
     pub drain: Dur,
     pub stream_stall: Dur,
+    pub min_tokens_per_second: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,6 +161,25 @@ pub(crate) struct RawResilience {
     pub circuit_breaker: Option<RawBreaker>,
     pub cooldown: Option<RawCooldown>,
     pub stream_resume: Option<RawStreamResume>,
+    pub active_probe: Option<RawActiveProbe>,
+    pub hedge: Option<RawHedge>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHedge {
+    pub enabled: Option<bool>,
+    pub after: Dur,
+    pub max_extra: Option<u32>,
+    pub budget_ratio: Option<f64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawActiveProbe {
+    pub enabled: Option<bool>,
+    pub interval: Dur,
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

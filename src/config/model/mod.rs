@@ -172,6 +172,9 @@ pub struct Timeouts {
     pub drain: Duration,
     /// After the commit point, upstream silence that ends the attempt as a cut (0 = off).
     pub stream_stall: Duration,
+    /// Before the commit point, the floor on a stream's first tokens per second (0 = off):
+    /// a slower stream fails over like a first-byte timeout.
+    pub min_tokens_per_second: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +219,9 @@ pub enum Balance {
     Weight,
     /// Each weight scaled by the remaining fraction of its key's tightest limit.
     Capacity,
+    /// Power of two choices over each (channel, model)'s moving latency and error score,
+    /// the weights as priors (R19.1).
+    Latency,
 }
 
 impl Balance {
@@ -224,6 +230,7 @@ impl Balance {
         match self {
             Balance::Weight => "weight",
             Balance::Capacity => "capacity",
+            Balance::Latency => "latency",
         }
     }
 }
@@ -241,6 +248,38 @@ pub struct Resilience {
     pub circuit_breaker: Breaker,
     pub cooldown: Cooldown,
     pub stream_resume: StreamResume,
+    /// `resilience.active_probe` (R19.2).
+    pub active_probe: ActiveProbe,
+    /// `resilience.hedge` (R19.3).
+    pub hedge: Hedge,
+}
+
+/// `resilience.hedge` (R19.3, opt-in): a request safe to send twice (R10.1) whose first
+/// byte has not come `after` the send also goes to the plan's next target; the first to
+/// commit wins, the other is cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hedge {
+    pub enabled: bool,
+    /// The fixed delay; with `p95`, the delay until the target has enough samples.
+    pub after: Duration,
+    /// `after: p95`: the 95th percentile of the target's recent times to first byte.
+    pub p95: bool,
+    /// Hedges per request (each one extra attempt in flight beside the current one).
+    pub max_extra: u32,
+    /// Hedges allowed per first attempt over the last 10 s (no hedge storms).
+    pub budget_ratio: f64,
+}
+
+/// `resilience.active_probe` (R19.2): while a breaker of the channel is open or half-open,
+/// or the channel cools down, the gateway probes it itself every `interval` with a minimal
+/// real request, and closes the breaker (ends the cooldown) on success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveProbe {
+    pub enabled: bool,
+    pub interval: Duration,
+    /// The upstream model a provider-scope probe asks for; empty = the channel's first
+    /// model (mapped). A model breaker's probe asks for its own model.
+    pub model: String,
 }
 
 /// `resilience.stream_resume` (R18.2): continue a text stream cut after its commit point

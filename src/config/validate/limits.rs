@@ -120,7 +120,11 @@ pub(crate) fn balance(
         c,
         "routing.balance",
         balance,
-        &[("weight", Balance::Weight), ("capacity", Balance::Capacity)],
+        &[
+            ("weight", Balance::Weight),
+            ("capacity", Balance::Capacity),
+            ("latency", Balance::Latency),
+        ],
         Balance::Weight,
     );
     let d = dur_nonzero(

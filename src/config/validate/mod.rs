@@ -154,6 +154,14 @@ fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
         request_deadline: dur_nonzero(c, "timeouts.request_deadline", &t.request_deadline, s(900)),
         drain: dur(c, "timeouts.drain", &t.drain, s(30)),
         stream_stall: dur(c, "timeouts.stream_stall", &t.stream_stall, s(30)),
+        min_tokens_per_second: float_in(
+            c,
+            "timeouts.min_tokens_per_second",
+            t.min_tokens_per_second,
+            0.0,
+            10_000.0,
+            0.0,
+        ),
     }
 }
 
