@@ -32,10 +32,11 @@ struct Entry {
     recent: VecDeque<f64>,
 }
 
-/// A channel's scores by (upstream model, streamed).
+/// A channel's scores by upstream model: `[non-stream, streamed]` (looked up by `&str`,
+/// no allocation per attempt once the model is known).
 #[derive(Debug, Default)]
 pub struct Scores {
-    by_model: Mutex<HashMap<(String, bool), Entry>>,
+    by_model: Mutex<HashMap<String, [Option<Entry>; 2]>>,
 }
 
 impl Scores {
@@ -51,11 +52,16 @@ impl Scores {
             return;
         };
         let mut m = lock(&self.by_model);
-        let key = (model.to_string(), stream);
-        if !m.contains_key(&key) && m.len() >= MAX_MODELS {
-            return;
+        if !m.contains_key(model) {
+            if m.len() >= MAX_MODELS {
+                return;
+            }
+            m.insert(model.to_string(), [None, None]);
         }
-        let e = m.entry(key).or_insert_with(|| Entry {
+        let Some(pair) = m.get_mut(model) else {
+            return;
+        };
+        let e = pair[usize::from(stream)].get_or_insert_with(|| Entry {
             score: Score::NEW,
             recent: VecDeque::with_capacity(RECENT),
         });
@@ -70,16 +76,15 @@ impl Scores {
 
     /// The score of `model` for streamed (or non-stream) requests, if it has one.
     pub fn get(&self, model: &str, stream: bool) -> Option<Score> {
-        lock(&self.by_model)
-            .get(&(model.to_string(), stream))
-            .map(|e| e.score)
+        let m = lock(&self.by_model);
+        m.get(model)?[usize::from(stream)].as_ref().map(|e| e.score)
     }
 
     /// The 95th percentile of the last successful latencies (up to 64) of `model` for
     /// streamed (or non-stream) requests; `None` below [`PERCENTILE_MIN_SAMPLES`].
     pub fn p95(&self, model: &str, stream: bool) -> Option<Duration> {
         let m = lock(&self.by_model);
-        let e = m.get(&(model.to_string(), stream))?;
+        let e = m.get(model)?[usize::from(stream)].as_ref()?;
         if e.recent.len() < PERCENTILE_MIN_SAMPLES {
             return None;
         }
