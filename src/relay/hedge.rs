@@ -23,11 +23,11 @@ use tokio::time::Instant;
 use super::attempt::Walk;
 use super::exchange::{exchange, prepare, Answer, Exchange};
 use super::keys::KeyHold;
+use crate::lock::lock;
 use crate::routing::budget::RetryBudget;
 use crate::routing::family::retryable;
 use crate::routing::outcome::{Outcome, OutcomeFacts};
 use crate::routing::plan::Step;
-use crate::lock::lock;
 use crate::telemetry;
 
 /// The hedge budget's window.

@@ -24,11 +24,11 @@ use tokio::time::Instant;
 
 use super::gateway::Gateway;
 use crate::config::model::{Channel, ChannelKind};
+use crate::lock::lock;
 use crate::routing::family::PathFamily;
 use crate::state::channel::ChannelState;
 use crate::state::outcome::{probe_recovered, wanting_probe};
 use crate::state::Snapshot;
-use crate::lock::lock;
 use crate::telemetry;
 use crate::upstream::provider::Target;
 use crate::upstream::{build, read, Outgoing};

@@ -10,8 +10,8 @@ use tokio::time::{advance, Instant};
 
 use crate::affinity::{Bindings, StickyKey, StickyKind};
 use crate::limits::KeyCooldowns;
+use crate::state::breaker::set::{Breakers, LEASE_ASK_EVERY, PROBE_LEASE};
 use crate::state::breaker::{Admission, Limits, State, Verdict};
-use crate::state::breakers::{Breakers, LEASE_ASK_EVERY, PROBE_LEASE};
 use crate::state::sync::{Change, Sink};
 
 #[derive(Default)]

@@ -12,7 +12,7 @@ use super::count;
 use super::run::Runtime;
 use super::scripts::{BUDGET_SCRIPT, LEASE_SCRIPT, PUT_SCRIPT};
 use super::wire::{self, Msg};
-use crate::state::breakers::PROBE_LEASE;
+use crate::state::breaker::set::PROBE_LEASE;
 use crate::state::sync::Change;
 
 impl Runtime {

@@ -10,7 +10,6 @@
 //! by a client-chosen string; every map that a request can add to is bounded.
 pub mod autodisable;
 pub mod breaker;
-pub mod breakers;
 pub mod channel;
 pub mod cooldown;
 pub mod health;

@@ -12,9 +12,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::lock::lock;
 pub use crate::routing::latency::Score;
 use crate::routing::outcome::OutcomeFacts;
-use crate::lock::lock;
 
 /// Upstream models scored per channel; they come from the config, so this only bounds a
 /// pathological one.

@@ -4,12 +4,19 @@
 //! and the route cooldown (`resilience.cooldown`, see `cooldown.rs`). Thresholds are passed
 //! in at every call from the channel's *current* effective config, never stored, so a reload
 //! that changes them keeps the counters (R2.5). Time is `tokio::time::Instant`.
+//!
+//! `set.rs` holds a channel's breakers (the channel one and the model-scoped ones) with the
+//! deployment-wide half-open probe lease and the shared failure count (R17.1).
+
+pub mod set;
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::config::model::Breaker as BreakerCfg;
+
+pub use set::{Breakers, Scope};
 
 /// At most this many model-scoped breakers per channel (R6.3).
 pub const MODEL_CAP: usize = 1024;
@@ -326,8 +333,5 @@ impl Core {
     }
 }
 
-pub use super::breakers::{Breakers, Scope};
-
 #[cfg(test)]
-#[path = "breaker_tests.rs"]
 mod tests;

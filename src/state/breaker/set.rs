@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::breaker::{Admission, Core, Limits, State, Transition, Verdict, MODEL_CAP, MODEL_IDLE};
-use super::sync::{Change, Sink};
+use super::{Admission, Core, Limits, State, Transition, Verdict, MODEL_CAP, MODEL_IDLE};
+use crate::state::sync::{Change, Sink};
 
 /// A replica without the probe lease asks again at most this often.
 pub const LEASE_ASK_EVERY: Duration = Duration::from_millis(500);
