@@ -85,7 +85,7 @@ fn authorized(gw: &Gateway, req: &Request<Incoming>) -> bool {
     let Some(token) = &snap.table.config.admin.token else {
         return false;
     };
-    let presented = crate::relay::auth::presented_key(req.headers()).unwrap_or_default();
+    let presented = crate::relay::intake::auth::presented_key(req.headers()).unwrap_or_default();
     !presented.is_empty() && bool::from(presented.ct_eq(token.expose().as_bytes()))
 }
 

@@ -137,7 +137,7 @@ pub(crate) fn held_back_view(gw: &Gateway, snap: &Snapshot, channels: &[usize]) 
     for &id in channels {
         let ch = &snap.table.channels[id];
         for k in 0..ch.keys.len() {
-            let Some(fp) = crate::relay::keys::key_fp(snap, id, k) else {
+            let Some(fp) = crate::relay::attempt::keys::key_fp(snap, id, k) else {
                 continue;
             };
             if let Some(until) = gw.key_cooldowns.cooling_until(&ch.name, &fp, now) {
@@ -310,7 +310,7 @@ fn client_formats(ch: &crate::config::model::Channel) -> Value {
     let responses = if !crate::routing::family::serves(PathFamily::Responses, "/v1/responses", ch) {
         "no".to_string()
     } else {
-        crate::relay::translated::of_channel(PathFamily::Responses, ch)
+        crate::relay::attempt::translated::of_channel(PathFamily::Responses, ch)
             .map_or_else(|| "as-is".to_string(), |x| x.label())
     };
     json!({

@@ -270,7 +270,7 @@ fn the_reader_sees_every_form() {
     assert_eq!(named("let x = crate::upstream::build(o);", 2), ["upstream"]);
     assert_eq!(named("use super::super::relay::x;", 1), ["relay"]);
     assert!(named("use super::channel::X;", 1).is_empty());
-    assert!(named("// see crate::relay::entry", 1).is_empty());
+    assert!(named("// see crate::relay::intake::entry", 1).is_empty());
 }
 
 /// Every behaviour id cited in the code — a specification id (`R10.2`, a group `R4`) or a

@@ -34,7 +34,7 @@ pub struct Sources<'a> {
 pub fn authorized<B>(gw: &Gateway, req: &Request<B>, query_token: Option<&str>) -> bool {
     let snap = gw.snapshot();
     let admin = &snap.table.config.admin;
-    let presented = crate::relay::auth::presented_key(req.headers())
+    let presented = crate::relay::intake::auth::presented_key(req.headers())
         .or(query_token.map(str::as_bytes))
         .unwrap_or_default();
     if presented.is_empty() {

@@ -226,7 +226,7 @@ fn start_shared(
     gw.share_limits(shared.limit_store());
     shared.attach_key_cooldowns(gw.key_cooldowns.clone());
     // R10.5, R17.1: task bindings reach the other replicas at once.
-    crate::relay::task::share(gw, &shared);
+    crate::relay::intake::task::share(gw, &shared);
     tracing::info!(replicas = cfg.replicas, "sharing live state through Redis");
     Ok((Some(shared), Some(task)))
 }

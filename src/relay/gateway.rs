@@ -35,7 +35,7 @@ pub struct Gateway {
     generation: AtomicU64,
     swapping: std::sync::Mutex<()>,
     /// Task id → accepting channel, in front of SQLite (R10.5).
-    pub tasks: crate::relay::task_cache::TaskCache,
+    pub tasks: crate::relay::intake::task_cache::TaskCache,
     /// Pre-registered request-level metric handles (hot path).
     pub request_metrics: Arc<telemetry::RequestMetrics>,
     /// Client and upstream-key rate limits (R15.1, R15.3): local, or shared through Redis
@@ -67,7 +67,7 @@ impl Gateway {
             draining: AtomicBool::new(false),
             generation: AtomicU64::new(1),
             swapping: std::sync::Mutex::new(()),
-            tasks: crate::relay::task_cache::TaskCache::default(),
+            tasks: crate::relay::intake::task_cache::TaskCache::default(),
             request_metrics: Arc::new(telemetry::RequestMetrics::new()),
             limiter: ArcSwap::from_pointee(Limiter::new(LimitStore::Local(Default::default()))),
             key_cooldowns: Arc::default(),

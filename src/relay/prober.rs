@@ -22,9 +22,9 @@ use http::{HeaderMap, HeaderValue, Method};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::gateway::Gateway;
 use crate::config::model::{Channel, ChannelKind};
 use crate::lock::lock;
+use crate::relay::gateway::Gateway;
 use crate::routing::family::PathFamily;
 use crate::state::channel::ChannelState;
 use crate::state::outcome::{probe_recovered, wanting_probe};
@@ -163,11 +163,11 @@ fn minimal_request(ch: &Channel, model: &str) -> Option<(&'static str, Bytes)> {
     match ch.kind {
         ChannelKind::OpenAi | ChannelKind::Azure => Some((
             "/v1/chat/completions",
-            super::compat::native_body(PathFamily::Chat, ch, model, chat),
+            crate::relay::attempt::compat::native_body(PathFamily::Chat, ch, model, chat),
         )),
         ChannelKind::Anthropic => Some(("/v1/messages", chat)),
         ChannelKind::Gemini => {
-            let x = super::translated::of(PathFamily::Chat, ch.kind)?;
+            let x = crate::relay::attempt::translated::of(PathFamily::Chat, ch.kind)?;
             let t = x.request(&chat, model, ch).ok()?;
             Some((x.upstream_path(), t.body))
         }

@@ -21,11 +21,11 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::context::Context;
-use super::exchange::{exchange, prepare, Answer, Exchange, Gates};
-use super::gateway::Gateway;
-use super::stream::Primed;
 use crate::config::model::{Channel, ChannelKind};
+use crate::relay::answer::stream::Primed;
+use crate::relay::attempt::exchange::{exchange, prepare, Answer, Exchange, Gates};
+use crate::relay::context::Context;
+use crate::relay::gateway::Gateway;
 use crate::routing::family::PathFamily;
 use crate::routing::plan::Step;
 use crate::wire::dialect::{self, StreamFormat};

@@ -7,12 +7,12 @@ use http::{Method, Request, Response};
 use tokio::time::{timeout_at, Instant};
 
 use crate::config::model::{Channel, Config};
+use crate::relay::answer::floor::Floor;
+use crate::relay::answer::stream::{self, Primed};
+use crate::relay::answer::whole;
+use crate::relay::attempt::translated::{self, Xlate};
 use crate::relay::context::Context;
-use crate::relay::floor::Floor;
 use crate::relay::gateway::Gateway;
-use crate::relay::stream::{self, Primed};
-use crate::relay::translated::{self, Xlate};
-use crate::relay::whole;
 use crate::routing::family::PathFamily;
 use crate::routing::plan::Step;
 use crate::routing::policy::{Outcome, TransportKind};
@@ -244,7 +244,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let body = super::estimate::bound_output(cx, body);
+    let body = crate::relay::attempt::estimate::bound_output(cx, body);
     let st = &cx.snap.states[step.channel];
     let x = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {
@@ -252,7 +252,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         m => m,
     };
     let body = match x {
-        None => super::compat::native_body(cx.family, ch, model, body),
+        None => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
         Some(_) => body,
     };
     // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
@@ -392,7 +392,7 @@ async fn receive(
 
 /// A failure with the upstream's answer, kept to relay if nothing succeeds; classified on
 /// the upstream's own status and body, translated only when relayed.
-pub(super) fn upstream_failed(
+pub(in crate::relay) fn upstream_failed(
     status: u16,
     headers: HeaderMap,
     body: Bytes,
@@ -449,7 +449,7 @@ async fn stream(
     })
 }
 
-pub(super) fn failed(outcome: Outcome) -> Exchange {
+pub(in crate::relay) fn failed(outcome: Outcome) -> Exchange {
     Exchange::Failed {
         outcome,
         answer: None,

@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 
-use super::context::Context;
 use crate::billing::price;
+use crate::relay::context::Context;
 use crate::routing::family::PathFamily;
 
 /// What the precharge and the token limits reserve for `cx` (R11.1, R15.1): the output is

@@ -5,20 +5,20 @@
 use http::Method;
 use tokio::time::Instant;
 
-use super::attempt::Walk;
-use super::exchange::{non_stream_timeout, Answer};
-use super::finish::LogObserver;
-use super::passthrough;
-use super::respond::respond;
-use super::stream::{self, RelayTimes};
-use super::task;
 use crate::http::body::{Resp, ResponseBody};
+use crate::relay::answer::finish::LogObserver;
+use crate::relay::answer::passthrough;
+use crate::relay::answer::respond::respond;
+use crate::relay::answer::stream::{self, RelayTimes};
+use crate::relay::attempt::exchange::{non_stream_timeout, Answer};
+use crate::relay::attempt::Walk;
+use crate::relay::intake::task;
 use crate::routing::outcome::OutcomeFacts;
 use crate::routing::plan::Step;
 
 impl Walk<'_> {
     /// Commit `answer` from `step` (sent at `t0`) and answer the client.
-    pub(super) fn commit(mut self, answer: Answer, step: &Step, t0: Instant) -> Resp {
+    pub(in crate::relay) fn commit(mut self, answer: Answer, step: &Step, t0: Instant) -> Resp {
         self.succeeded(step, answer.status(), t0);
         let (gw, cx, ch) = (self.gw, self.cx, self.channel(step));
         let cfg = &cx.snap.table.config;
@@ -73,7 +73,7 @@ impl Walk<'_> {
                 if let Some(t) = fin.trace.as_mut().filter(|t| t.sampled()) {
                     // R20.1: `gen_ai.response.finish_reasons` (sampled requests only).
                     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
-                        super::trace::finish_reasons(&v, |r| t.finish_reason(r));
+                        crate::relay::trace::finish_reasons(&v, |r| t.finish_reason(r));
                     }
                 }
                 fin.done(st, &model, status, usage, None);

@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
 use crate::http::body::{Aborted, ResponseBody};
-use crate::relay::stream::{StreamEnd, StreamObserver};
+use crate::relay::answer::stream::{StreamEnd, StreamObserver};
 use crate::upstream::body::UpBody;
 
 /// Commit a pass-through body: `head` at once, then the rest of `body` as it arrives. A body

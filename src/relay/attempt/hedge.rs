@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::Walk;
-use super::exchange::{exchange, prepare, Answer, Exchange};
-use super::keys::KeyHold;
 use crate::lock::lock;
+use crate::relay::attempt::exchange::{exchange, prepare, Answer, Exchange};
+use crate::relay::attempt::keys::KeyHold;
+use crate::relay::attempt::Walk;
 use crate::routing::budget::RetryBudget;
 use crate::routing::family::retryable;
 use crate::routing::outcome::{Outcome, OutcomeFacts};
@@ -35,7 +35,7 @@ const WINDOW: Duration = Duration::from_secs(10);
 
 /// How a hedged attempt ended. Made and moved once per hedged attempt (as `Exchange`).
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Raced {
+pub(in crate::relay) enum Raced {
     /// The attempt's own result: no hedge was sent, the hedge lost (cancelled) or failed.
     First(Exchange),
     /// The hedge committed first; the first attempt was cancelled or had failed.
@@ -43,7 +43,7 @@ pub(super) enum Raced {
 }
 
 /// A hedge that committed first, and the first attempt it replaced.
-pub(super) struct Won {
+pub(in crate::relay) struct Won {
     answer: Answer,
     step: Step,
     key: KeyHold,
@@ -52,7 +52,7 @@ pub(super) struct Won {
 }
 
 /// An attempt that did not answer the client: recorded in the chain by the walk.
-pub(super) struct Loser {
+pub(in crate::relay) struct Loser {
     step: Step,
     facts: OutcomeFacts,
     elapsed: Duration,
@@ -77,7 +77,7 @@ fn count(outcome: &'static str) {
 }
 
 /// The facts of an attempt cancelled because the other one committed first.
-pub(super) fn cancelled() -> OutcomeFacts {
+pub(in crate::relay) fn cancelled() -> OutcomeFacts {
     let mut f = OutcomeFacts::of(
         &Outcome::ClientGone,
         &Default::default(),
@@ -91,7 +91,7 @@ pub(super) fn cancelled() -> OutcomeFacts {
 impl Walk<'_> {
     /// The hedge delay of `step`, when it may be hedged: hedging on for its channel, the
     /// request safe to send twice, a fresh target, hedges left for the request.
-    pub(super) fn hedge_after(&self, step: &Step) -> Option<Duration> {
+    pub(in crate::relay) fn hedge_after(&self, step: &Step) -> Option<Duration> {
         let h = &self.channel(step).resilience.hedge;
         let safe = retryable(self.cx.family, self.cx.idempotency_key.is_some()) && !self.cx.is_task;
         let left = self.hedges < h.max_extra;
@@ -135,7 +135,7 @@ impl Walk<'_> {
 
     /// Run `first` (the exchange of `step`); if it has not answered `after` its start, send
     /// the hedge (see the module doc). Returns the result and the attempt that lost, if any.
-    pub(super) async fn race(
+    pub(in crate::relay) async fn race(
         &self,
         step: &Step,
         after: Duration,
@@ -216,7 +216,7 @@ impl Walk<'_> {
     /// `first` (the exchange of `step`) raced against a hedge: `Ok` the exchange the loop
     /// goes on with (a losing or failed hedge recorded after it), `Err` the hedge that
     /// committed first, for [`Walk::commit_hedge`].
-    pub(super) async fn hedged(
+    pub(in crate::relay) async fn hedged(
         &mut self,
         step: &Step,
         after: Duration,
@@ -244,7 +244,11 @@ impl Walk<'_> {
 
     /// The hedge committed first: the first attempt is recorded (cancelled or failed, never
     /// for its breaker), its key released, and the hedge's answer committed on its target.
-    pub(super) fn commit_hedge(mut self, won: Won, first_key: KeyHold) -> crate::http::body::Resp {
+    pub(in crate::relay) fn commit_hedge(
+        mut self,
+        won: Won,
+        first_key: KeyHold,
+    ) -> crate::http::body::Resp {
         if let Some(k) = first_key {
             k.settle(0, Instant::now());
         }
@@ -263,7 +267,7 @@ impl Walk<'_> {
     }
 
     /// The attempt that lost a race, recorded after the one that answered.
-    pub(super) fn flush_lost(&mut self) {
+    pub(in crate::relay) fn flush_lost(&mut self) {
         if let Some(l) = self.lost.take() {
             self.record_loser(l);
         }
@@ -276,7 +280,7 @@ impl Walk<'_> {
 
     /// Record an attempt that did not answer: in the chain and the attempt metrics (never
     /// the breaker: a cancelled attempt proves nothing either way).
-    pub(super) fn record_loser(&mut self, l: Loser) {
+    pub(in crate::relay) fn record_loser(&mut self, l: Loser) {
         let ch = self.channel(&l.step);
         metrics::counter!(telemetry::ATTEMPTS, "channel" => ch.name.clone(), "outcome" => l.facts.class)
             .increment(1);

@@ -16,9 +16,9 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
-use super::floor::Floor;
-use super::resume::{Continued, Delivery, Resumer, Splice};
 use crate::http::body::{Aborted, ResponseBody};
+use crate::relay::answer::floor::Floor;
+use crate::relay::answer::resume::{Continued, Delivery, Resumer, Splice};
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::telemetry;
 use crate::upstream::body::UpBody;

@@ -17,7 +17,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 
 use crate::config::model::{Channel, ChannelKind, ReasoningChoice, ResponsesMode};
 use crate::error::{ClientFormat, GatewayError};
-use crate::relay::exchange::UpstreamFailure;
+use crate::relay::attempt::exchange::UpstreamFailure;
 use crate::routing::family::PathFamily;
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::state::ChannelState;
@@ -153,7 +153,7 @@ impl Xlate {
     /// this target, R16.1).
     pub fn request(self, body: &[u8], model: &str, ch: &Channel) -> Result<Prepared, Box<Refused>> {
         let opts = RequestOptions {
-            max_tokens_field: super::compat::max_tokens_field(ch, model),
+            max_tokens_field: crate::relay::attempt::compat::max_tokens_field(ch, model),
             reasoning_history: match ch.reasoning_history {
                 ReasoningChoice::Auto => ReasoningHistory::Auto,
                 ReasoningChoice::ReasoningContent => ReasoningHistory::ReasoningContent,

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use crate::clock::now_ms;
 use crate::config::model::Channel;
+use crate::relay::answer::stream::{StreamEnd, StreamObserver};
+use crate::relay::attempt::translated;
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
-use crate::relay::stream::{StreamEnd, StreamObserver};
 use crate::relay::trace::{self, Attempt, Trace};
-use crate::relay::translated;
 use crate::routing::outcome::OutcomeFacts;
 use crate::state::ChannelState;
 use crate::store::{AttemptRecord, RequestRecord, Store, WriteOp};
@@ -32,7 +32,7 @@ pub struct Finish {
     pub billing: Option<crate::billing::Session>,
     /// Rate-limit holds (R15), to the end (stream included): settled to actual usage in
     /// `done`, released on every other exit.
-    pub limit: crate::relay::holds::LimitHolds,
+    pub limit: crate::relay::attempt::holds::LimitHolds,
     /// The record went to the request log (by `done` or `failed`).
     written: bool,
     /// Attempts on a channel of another wire format are translated (R16.2).
@@ -378,7 +378,7 @@ impl StreamObserver for LogObserver {
 
     /// R18.2: the cut attempt's usage is kept (settled as a cut stream's), the
     /// continuation is recorded as the next attempt and observed from zero.
-    fn resumed(&mut self, c: &super::resume::Continued) {
+    fn resumed(&mut self, c: &crate::relay::answer::resume::Continued) {
         let (u, est) = std::mem::take(&mut self.usage).settle(self.request_bytes);
         let (sum, any) = self.carried.unwrap_or_default();
         self.carried = Some((sum.plus(u), any || est));

@@ -43,7 +43,7 @@ use crate::routing::table::{Route, Tier, TierTarget};
 use crate::state::Snapshot;
 use crate::store::{now_ms, TaskBinding};
 
-pub use super::task_cache::{Entry, TaskCache, NEGATIVE_TTL, TASK_CACHE_CAP};
+pub use crate::relay::intake::task_cache::{Entry, TaskCache, NEGATIVE_TTL, TASK_CACHE_CAP};
 
 /// Longest task id accepted from an upstream answer or a path.
 const MAX_TASK_ID: usize = 256;

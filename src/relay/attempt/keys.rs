@@ -15,9 +15,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::gateway::Gateway;
 use crate::config::model::Channel;
 use crate::limits::{upstream, Admission, Room};
+use crate::relay::gateway::Gateway;
 use crate::routing::table::ChannelId;
 use crate::shared::limits::LimitGrant;
 use crate::state::autodisable::KeyMap;

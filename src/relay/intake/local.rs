@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::config::model::Client;
 use crate::error::GatewayError;
 use crate::http::body::{json_response, Resp};
-use crate::relay::lookup::client_groups;
+use crate::relay::intake::lookup::client_groups;
 use crate::state::Snapshot;
 
 /// Anthropic's model objects carry a creation time; the gateway has none to give.

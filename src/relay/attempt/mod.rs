@@ -8,23 +8,35 @@
 //! (`OutcomeFacts`, derived once) and of the request (`Facts`: the breaker's admission, the
 //! time left and the retry budget among them).
 
+pub mod admit;
+pub(in crate::relay) mod compat;
+pub mod estimate;
+pub mod exchange;
+pub(in crate::relay) mod hedge;
+pub mod holds;
+pub mod keys;
+pub mod plan;
+pub mod translated;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::admit::admit;
-use super::context::Context;
-use super::exchange::{exchange, prepare, Exchange, Gates, Unprepared, UpstreamFailure};
-use super::finish::Finish;
-use super::gateway::Gateway;
-use super::keys::{hold_key, learn, Held, KeyHold};
-use super::plan::{plan, Planned};
-use super::respond::{failure_response, transport_error, with_route, LastFailure};
-use super::translated::Refused;
 use crate::config::model::Channel;
 use crate::error::GatewayError;
 use crate::http::body::Resp;
+use crate::relay::answer::finish::Finish;
+use crate::relay::answer::respond::{failure_response, transport_error, with_route, LastFailure};
+use crate::relay::attempt::admit::admit;
+use crate::relay::attempt::exchange::{
+    exchange, prepare, Exchange, Gates, Unprepared, UpstreamFailure,
+};
+use crate::relay::attempt::keys::{hold_key, learn, Held, KeyHold};
+use crate::relay::attempt::plan::{plan, Planned};
+use crate::relay::attempt::translated::Refused;
+use crate::relay::context::Context;
+use crate::relay::gateway::Gateway;
 use crate::routing::backoff::backoff;
 use crate::routing::budget::RetryBudget;
 use crate::routing::family::{derived_idempotency_key, forward_idempotency_key};
@@ -183,7 +195,7 @@ pub(super) struct Walk<'a> {
     /// Hedges sent for this request (R19.3, at most `resilience.hedge.max_extra`).
     pub(super) hedges: u32,
     /// The attempt that lost a hedge race, recorded after the one that answered.
-    pub(super) lost: Option<super::hedge::Loser>,
+    pub(super) lost: Option<crate::relay::attempt::hedge::Loser>,
 }
 
 impl<'a> Walk<'a> {
@@ -489,7 +501,7 @@ impl<'a> Walk<'a> {
     }
 
     pub(super) async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
-        let tokens = super::estimate::estimate_tokens(self.cx);
+        let tokens = crate::relay::attempt::estimate::estimate_tokens(self.cx);
         let ch = self.channel(step);
         let snap = &self.cx.snap;
         hold_key(
@@ -507,7 +519,7 @@ impl<'a> Walk<'a> {
     /// R18.2 (`virtual_models.*.stream_resume`, else `resilience.stream_resume` of the
     /// committed channel): what continues this stream if it is cut — the plan's remaining
     /// targets, in order.
-    pub(super) fn resumer(&self, step: &Step) -> Option<super::resume::Resumer> {
+    pub(super) fn resumer(&self, step: &Step) -> Option<crate::relay::answer::resume::Resumer> {
         let own = self.cx.routes.iter().find_map(|(_, r)| r.stream_resume);
         let cfg = own.unwrap_or(self.channel(step).resilience.stream_resume);
         if !cfg.enabled || !self.cx.wants_stream() {
@@ -523,7 +535,7 @@ impl<'a> Walk<'a> {
                 (t.channel, key, t.upstream_model.clone())
             })
             .collect();
-        super::resume::Resumer::new(
+        crate::relay::answer::resume::Resumer::new(
             self.gw.clone(),
             self.cx.clone(),
             targets,

@@ -5,9 +5,9 @@
 use http::header::HeaderMap;
 use tokio::time::Instant;
 
+use crate::relay::attempt::exchange::{failed, upstream_failed, Answer, Exchange};
+use crate::relay::attempt::translated::{self, Xlate};
 use crate::relay::context::Context;
-use crate::relay::exchange::{failed, upstream_failed, Answer, Exchange};
-use crate::relay::translated::{self, Xlate};
 use crate::routing::policy::{Outcome, TransportKind};
 use crate::upstream::body::UpBody;
 use crate::upstream::read;
@@ -17,7 +17,7 @@ use crate::wire::usage::Usage;
 /// A JSON answer: read whole (bounded) and inspected, or streamed through when too large;
 /// translated into the client's format when the attempt is.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn whole(
+pub(in crate::relay) async fn whole(
     cx: &Context,
     plan: &convert::Plan,
     x: Option<Xlate>,

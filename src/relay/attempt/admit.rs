@@ -9,14 +9,14 @@ use std::time::SystemTime;
 use http::StatusCode;
 use tokio::time::Instant;
 
-use super::context::Context;
-use super::estimate::estimate;
-use super::finish::Finish;
-use super::gateway::Gateway;
-use super::holds::LimitHolds;
 use crate::error::GatewayError;
 use crate::http::body::{error_response, Resp};
 use crate::limits::{refusal_headers, Kind, Refusal};
+use crate::relay::answer::finish::Finish;
+use crate::relay::attempt::estimate::estimate;
+use crate::relay::attempt::holds::LimitHolds;
+use crate::relay::context::Context;
+use crate::relay::gateway::Gateway;
 use crate::telemetry;
 use crate::wire::usage::Usage;
 

@@ -5,12 +5,12 @@
 
 use tokio::time::Instant;
 
-use super::context::Context;
-use super::finish::Finish;
-use super::gateway::Gateway;
-use super::keys::{plan_keys, PlanKeys};
 use crate::affinity::Sticky;
 use crate::config::model::Balance;
+use crate::relay::answer::finish::Finish;
+use crate::relay::attempt::keys::{plan_keys, PlanKeys};
+use crate::relay::context::Context;
+use crate::relay::gateway::Gateway;
 use crate::routing::latency::Score;
 use crate::routing::plan::{AttemptPlan, PlanInput};
 use crate::routing::table::Route;
@@ -40,7 +40,12 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
         .flat_map(|t| t.candidates.iter().map(|c| c.channel));
     // R15.3: keys cooling after a rate-limit answer or out of budget are set aside; a
     // channel with none left is unavailable (other channels first).
-    let keys = plan_keys(gw, snap, candidates, super::estimate::estimate_tokens(cx));
+    let keys = plan_keys(
+        gw,
+        snap,
+        candidates,
+        crate::relay::attempt::estimate::estimate_tokens(cx),
+    );
     let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
     let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
     let now = Instant::now();
@@ -49,15 +54,16 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
         !keys.held.contains(&id)
             && health::available(&snap.table.channels[id], &snap.states[id], upstream, now)
     };
-    let capacity = |id: usize| super::keys::remaining_fraction(gw, snap, id, &keys);
+    let capacity = |id: usize| crate::relay::attempt::keys::remaining_fraction(gw, snap, id, &keys);
     let by_capacity = cfg.routing.balance == Balance::Capacity;
     // R19.1: the moving score of each (channel, upstream model), this replica's own.
     let stream = cx.wants_stream();
     let score = |id: usize, upstream: &str| snap.states[id].scores.get(upstream, stream);
     let by_latency = cfg.routing.balance == Balance::Latency;
     // R16.1: within a tier, the channels that speak the client's format go first.
-    let native =
-        |id: usize| super::translated::of(cx.family, snap.table.channels[id].kind).is_none();
+    let native = |id: usize| {
+        crate::relay::attempt::translated::of(cx.family, snap.table.channels[id].kind).is_none()
+    };
     let mut sticky = cx
         .sticky
         .map(|k| Sticky::lookup(&gw.bindings, snap, &routes, k));

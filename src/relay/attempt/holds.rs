@@ -14,10 +14,10 @@ use crate::wire::usage::Usage;
 /// keeps its reservation as the charge.
 #[derive(Default)]
 pub struct LimitHolds {
-    pub(super) client: Option<Admission<LimitGrant>>,
+    pub(in crate::relay) client: Option<Admission<LimitGrant>>,
     pub key: Option<Admission<LimitGrant>>,
     /// The client's in-flight gauge, decremented when the holds end.
-    pub(super) in_flight: Option<metrics::Gauge>,
+    pub(in crate::relay) in_flight: Option<metrics::Gauge>,
 }
 
 impl Drop for LimitHolds {
