@@ -227,6 +227,8 @@ fn start_shared(
     shared.attach_key_cooldowns(gw.key_cooldowns.clone());
     // R10.5, R17.1: task bindings reach the other replicas at once.
     crate::relay::intake::task::share(gw, &shared);
+    // R19.2: one active prober per breaker and interval across the deployment.
+    let _ = gw.shared.set(shared.clone());
     tracing::info!(replicas = cfg.replicas, "sharing live state through Redis");
     Ok((Some(shared), Some(task)))
 }

@@ -43,6 +43,9 @@ pub struct Gateway {
     limiter: ArcSwap<Limiter<LimitStore>>,
     /// Upstream keys held back by their rate-limit answers (R15.3).
     pub key_cooldowns: Arc<crate::limits::KeyCooldowns>,
+    /// The shared-state runtime, once `app` started one (`shared.redis`, R17): whose turn
+    /// it is to send an active probe (R19.2).
+    pub shared: std::sync::OnceLock<crate::shared::Shared>,
 }
 
 impl Gateway {
@@ -71,6 +74,7 @@ impl Gateway {
             request_metrics: Arc::new(telemetry::RequestMetrics::new()),
             limiter: ArcSwap::from_pointee(Limiter::new(LimitStore::Local(Default::default()))),
             key_cooldowns: Arc::default(),
+            shared: std::sync::OnceLock::new(),
         }))
     }
 

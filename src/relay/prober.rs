@@ -10,8 +10,9 @@
 //! failed probe changes nothing (the breaker's own timeout and half-open probe still run).
 //! Bounded: one probe per (channel, breaker) in flight, each within [`PROBE_TIMEOUT`]; the
 //! first one `interval` after the breaker was first seen open, then one per `interval`.
-//! With shared state every replica probes on its own (documented); the first success closes
-//! the breaker on every replica (`BreakerClosed`), so the others stop.
+//! With shared state one replica per interval sends each breaker's probe (the first to take
+//! the turn in Redis, `Shared::prober_turn`; while Redis does not answer, each replica probes
+//! on its own), and the first success closes the breaker on every replica (`BreakerClosed`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -103,13 +104,25 @@ pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
                     continue;
                 }
                 let (gw, snap, busy) = (gw.clone(), snap.clone(), schedule.busy.clone());
+                let interval = probe.interval;
                 tokio::spawn(async move {
-                    probe_one(&gw, &snap, id, w.1.as_deref()).await;
+                    if our_turn(&gw, &w, interval).await {
+                        probe_one(&gw, &snap, id, w.1.as_deref()).await;
+                    }
                     Schedule::done(&busy, &w);
                 });
             }
         }
         schedule.round_done();
+    }
+}
+
+/// With shared state, one replica per interval sends the probe of a breaker (the first to
+/// ask takes the turn); alone, this replica always does.
+async fn our_turn(gw: &Gateway, w: &Wanted, interval: Duration) -> bool {
+    match gw.shared.get() {
+        Some(shared) => shared.prober_turn(&w.0, w.1.as_deref(), interval).await,
+        None => true,
     }
 }
 

@@ -227,6 +227,38 @@ impl Shared {
         let _ = self.tasks.set(tasks);
     }
 
+    /// Whether this replica sends the next active probe of `channel`'s breaker `scope`
+    /// (R19.2): the first replica to ask within `interval` takes the turn (`SET NX PX`), so
+    /// the deployment sends one probe per interval. While Redis does not answer every replica
+    /// probes on its own (a probe costs one token; a recovery must not wait for Redis).
+    pub async fn prober_turn(
+        &self,
+        channel: &str,
+        scope: Option<&str>,
+        interval: Duration,
+    ) -> bool {
+        let key = wire::prober_key(channel, scope);
+        let origin = self.origin.to_string();
+        let ms = interval.as_millis().max(1) as u64;
+        let reply = self
+            .conn
+            .call(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&origin)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async::<Option<String>>(&mut c)
+                    .await
+            })
+            .await;
+        match reply {
+            Ok(taken) => taken.is_some(),
+            Err(_) => true,
+        }
+    }
+
     /// A rate-limit store on this connection ([`limits`]): limits are shared
     /// while Redis answers and divided by `shared.replicas` while it does not.
     pub fn limit_store(&self) -> crate::shared::limits::RedisStore {

@@ -9,6 +9,7 @@
 //! | `sy:ch:{CHANNEL}` | hash | `d` / `d:FP` disabled state (LWW by `at_ms`), `b:` / `b:MODEL` open breakers (opened and timeout, ms), `f:` / `f:MODEL` a closed breaker's consecutive failures (the deployment's count), `p:SCOPE` probe lease (owner and until), `c` route cooldown, `m:MODEL` "model not found", `k:FP` key cooldown (until, Redis ms) |
 //! | `sy:aff:{HASH}` | string, `PX` = TTL | a sticky binding: kind and channel |
 //! | (message only) | `f: "t"` | a task binding (client, task id, channel): published, not stored (the store holds it durably) |
+//! | `sy:probe:{CHANNEL}:SCOPE` | string, `PX` = the probe interval | whose turn it is to send the active probe of that breaker (R19.2): one prober per interval deployment-wide |
 //! | `sy:bud:{b}` | hash | the retry budget's window: `<second>:f` / `<second>:r` counts |
 //! | `sy:lim:{c:CLIENT}:*`, `sy:lim:{k:CHANNEL/FP}:*` | hash / zset | rate-limit windows and leases (see `shared::limits`) |
 
@@ -42,6 +43,11 @@ pub fn tag(name: &str) -> String {
 /// The hash holding one channel's shared state.
 pub fn channel_key(channel: &str) -> String {
     format!("sy:ch:{{{}}}", tag(channel))
+}
+
+/// The key whose holder sends the next active probe of `channel`'s breaker `scope` (R19.2).
+pub fn prober_key(channel: &str, scope: Option<&str>) -> String {
+    format!("sy:probe:{{{}}}:{}", tag(channel), scope.unwrap_or(""))
 }
 
 /// One sticky binding's key.

@@ -1,7 +1,8 @@
 //! Breaker failures counted by the deployment (R6.1, R17.1, B-shared-failure-counts): two
 //! real replicas on one private Redis agree on a closed breaker's failure count, and the
 //! failures they see together open the breaker on both — not each replica's own
-//! `failure_threshold`.
+//! `failure_threshold`. And an open breaker's active probe (R19.2) is sent by one replica per
+//! interval for the deployment, not by each replica.
 
 use std::time::Duration;
 
@@ -136,4 +137,46 @@ async fn a_success_on_one_replica_resets_the_count_on_both() {
             "closed"
         );
     }
+}
+
+/// R19.2 in shared mode: two replicas see the same open breaker, but the deployment sends
+/// one active probe per interval (the first replica to ask takes the turn in Redis). In
+/// 3.5 s at a 1 s interval that is about three probes; a prober per replica sends about six.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_per_interval_sends_the_active_probe() {
+    let redis = Redis::start();
+    let m = mocks().await;
+    let breaker = "{failure_threshold: 1, success_threshold: 1, timeout: 60s}";
+    let fleet = Fleet::start_probing(&redis, &m, 2, breaker, "{enabled: true, interval: 1s}");
+    let f = &fleet;
+    for i in 0..2 {
+        f.until(i, Duration::from_secs(5), |i| async move {
+            f.metric(i, "switchyard_shared_state_up").await == Some(1.0)
+        })
+        .await
+        .expect("replica joined Redis");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    m["bad"].set_default(Behavior::Status {
+        code: 500,
+        body: None,
+    });
+    let (s, route) = f.chat(0, "m", None).await;
+    assert_eq!((s, route.as_str()), (200, "bad->good"));
+    for i in 0..2 {
+        let open = f
+            .until(i, Duration::from_secs(2), |i| async move {
+                f.channel(i, "bad").await["health"]["breaker"]["state"] == "open"
+            })
+            .await;
+        assert!(open.is_some(), "replica {} sees the breaker open", i + 1);
+    }
+    let before = m["bad"].calls();
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let probes = m["bad"].calls() - before;
+    assert!(
+        (1..=4).contains(&probes),
+        "{probes} probes in 3.5 s at a 1 s interval from two replicas; logs:\n{}",
+        f.logs()
+    );
 }

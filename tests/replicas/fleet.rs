@@ -41,6 +41,7 @@ fn config(
     redis: &str,
     mocks: &HashMap<&str, MockUpstream>,
     breaker: &str,
+    probe: &str,
 ) -> (std::path::PathBuf, u16, u16) {
     let (listen, admin) = (unique_port(), unique_port());
     let ch = |name: &str, priority: i64, model: &str| {
@@ -54,7 +55,7 @@ fn config(
          storage:\n  path: {}\ndebug_headers: true\n\
          shared:\n  redis: {redis}\n  replicas: 3\n\
          routing:\n  retry_times: 3\n  retry_budget: {{ratio: 1.0, min_per_second: 100, ttl: 10s}}\n\
-         resilience:\n  retry: {{max_retries: 0}}\n  circuit_breaker: {breaker}\n\
+         resilience:\n  retry: {{max_retries: 0}}\n  circuit_breaker: {breaker}\n  active_probe: {probe}\n\
          auto_disable:\n  probe_interval: 1h\n\
          channels:\n{}{}{}{}\
          clients:\n  alice:\n    key: {ALICE}\n  limited:\n    key: {LIMITED}\n    limits: {{rpm: 10}}\n",
@@ -81,10 +82,21 @@ impl Fleet {
         n: usize,
         breaker: &str,
     ) -> Fleet {
+        Fleet::start_probing(redis, mocks, n, breaker, "{enabled: false}")
+    }
+
+    /// [`Fleet::start_with`] with `resilience.active_probe` set to `probe` (a flow mapping).
+    pub fn start_probing(
+        redis: &Redis,
+        mocks: &HashMap<&str, MockUpstream>,
+        n: usize,
+        breaker: &str,
+        probe: &str,
+    ) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let replicas = (0..n)
             .map(|i| {
-                let (path, l, a) = config(dir.path(), i, &redis.url(), mocks, breaker);
+                let (path, l, a) = config(dir.path(), i, &redis.url(), mocks, breaker, probe);
                 Replica::spawn(&path, l, a)
             })
             .collect();
