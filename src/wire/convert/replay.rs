@@ -23,11 +23,11 @@ fn event(out: &mut String, name: &str, v: &Value) {
 
 /// The SSE bytes for `body`, or `None` when it is not a JSON answer of `dialect`.
 pub fn replay(dialect: Dialect, body: &[u8], include_usage: bool) -> Option<Bytes> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+    let answer: Value = serde_json::from_slice(body).ok()?;
     let text = match dialect {
-        Dialect::Chat => chat(&v, include_usage)?,
-        Dialect::Messages => messages(&v)?,
-        Dialect::Responses => super::replay_responses::responses(&v)?,
+        Dialect::Chat => chat(&answer, include_usage)?,
+        Dialect::Messages => messages(&answer)?,
+        Dialect::Responses => super::replay_responses::responses(&answer)?,
     };
     Some(Bytes::from(text))
 }
@@ -35,7 +35,7 @@ pub fn replay(dialect: Dialect, body: &[u8], include_usage: bool) -> Option<Byte
 fn chat(v: &Value, include_usage: bool) -> Option<String> {
     let choices = v["choices"].as_array()?;
     let chunk = |choices: Value| {
-        let mut c = json!({
+        let mut event = json!({
             "id": v["id"],
             "object": "chat.completion.chunk",
             "created": v["created"],
@@ -43,27 +43,30 @@ fn chat(v: &Value, include_usage: bool) -> Option<String> {
             "choices": choices,
         });
         if v["system_fingerprint"].is_string() {
-            c["system_fingerprint"] = v["system_fingerprint"].clone();
+            event["system_fingerprint"] = v["system_fingerprint"].clone();
         }
-        c
+        event
     };
     let mut out = String::new();
     for (n, c) in choices.iter().enumerate() {
-        let i = c["index"].as_u64().unwrap_or(n as u64);
-        let m = &c["message"];
-        let role = m["role"].as_str().unwrap_or("assistant");
-        let first =
-            json!([{"index": i, "delta": {"role": role, "content": ""}, "finish_reason": null}]);
+        let index = c["index"].as_u64().unwrap_or(n as u64);
+        let message = &c["message"];
+        let role = message["role"].as_str().unwrap_or("assistant");
+        let first = json!([{"index": index, "delta": {"role": role, "content": ""}, "finish_reason": null}]);
         data(&mut out, &chunk(first));
-        if let Some(r) = m["reasoning_content"].as_str().filter(|s| !s.is_empty()) {
-            let d = json!([{"index": i, "delta": {"reasoning_content": r}, "finish_reason": null}]);
-            data(&mut out, &chunk(d));
+        if let Some(r) = message["reasoning_content"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+        {
+            let piece =
+                json!([{"index": index, "delta": {"reasoning_content": r}, "finish_reason": null}]);
+            data(&mut out, &chunk(piece));
         }
-        if let Some(t) = m["content"].as_str().filter(|s| !s.is_empty()) {
-            let d = json!([{"index": i, "delta": {"content": t}, "finish_reason": null}]);
-            data(&mut out, &chunk(d));
+        if let Some(t) = message["content"].as_str().filter(|s| !s.is_empty()) {
+            let piece = json!([{"index": index, "delta": {"content": t}, "finish_reason": null}]);
+            data(&mut out, &chunk(piece));
         }
-        if let Some(calls) = m["tool_calls"].as_array().filter(|a| !a.is_empty()) {
+        if let Some(calls) = message["tool_calls"].as_array().filter(|a| !a.is_empty()) {
             let calls: Vec<Value> = calls
                 .iter()
                 .filter(|t| t.is_object())
@@ -74,21 +77,22 @@ fn chat(v: &Value, include_usage: bool) -> Option<String> {
                     t
                 })
                 .collect();
-            let d = json!([{"index": i, "delta": {"tool_calls": calls}, "finish_reason": null}]);
-            data(&mut out, &chunk(d));
+            let piece =
+                json!([{"index": index, "delta": {"tool_calls": calls}, "finish_reason": null}]);
+            data(&mut out, &chunk(piece));
         }
         let reason = if c["finish_reason"].is_null() {
             json!("stop")
         } else {
             c["finish_reason"].clone()
         };
-        let d = json!([{"index": i, "delta": {}, "finish_reason": reason}]);
-        data(&mut out, &chunk(d));
+        let piece = json!([{"index": index, "delta": {}, "finish_reason": reason}]);
+        data(&mut out, &chunk(piece));
     }
     if include_usage && v["usage"].is_object() {
-        let mut u = chunk(json!([]));
-        u["usage"] = v["usage"].clone();
-        data(&mut out, &u);
+        let mut usage_chunk = chunk(json!([]));
+        usage_chunk["usage"] = v["usage"].clone();
+        data(&mut out, &usage_chunk);
     }
     out.push_str("data: [DONE]\n\n");
     Some(out)
@@ -121,11 +125,11 @@ fn messages(v: &Value) -> Option<String> {
             "thinking" => {
                 start["thinking"] = json!("");
                 start["signature"] = json!("");
-                let mut d = vec![json!({"type": "thinking_delta", "thinking": b["thinking"]})];
+                let mut deltas = vec![json!({"type": "thinking_delta", "thinking": b["thinking"]})];
                 if b["signature"].is_string() {
-                    d.push(json!({"type": "signature_delta", "signature": b["signature"]}));
+                    deltas.push(json!({"type": "signature_delta", "signature": b["signature"]}));
                 }
-                d
+                deltas
             }
             "tool_use" | "server_tool_use" => {
                 start["input"] = json!({});

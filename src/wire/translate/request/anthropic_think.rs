@@ -29,13 +29,13 @@ pub(in crate::wire::translate) struct Thinking {
 
 /// `thinking: {type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}`.
 pub(in crate::wire::translate) fn read(v: Value, p: Path, target: WireFormat) -> Result<Mode> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
-    let budget = match m.remove("budget_tokens").filter(|b| !b.is_null()) {
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
+    let budget = match fields.remove("budget_tokens").filter(|b| !b.is_null()) {
         Some(b) => Some(read::count(&b, p.key("budget_tokens"))?),
         None => None,
     };
-    read::no_more(&m, p, target, &[])?;
+    read::no_more(&fields, p, target, &[])?;
     match ty.as_str() {
         "enabled" | "adaptive" => Ok(Mode::On { budget }),
         "disabled" => Ok(Mode::Off),
@@ -103,51 +103,54 @@ mod tests {
 
     fn applied(mode: Option<Mode>, effort: Option<&str>, target: WireFormat) -> ChatRequest {
         let mut req = ChatRequest::default();
-        let t = Thinking {
+        let thinking = Thinking {
             mode,
             effort: effort.map(str::to_string),
         };
-        apply(t, &mut req, target);
+        apply(thinking, &mut req, target);
         req
     }
 
     #[test]
     fn the_effort_wins_over_the_budget_and_the_budget_gives_one() {
         let on = |b| Some(Mode::On { budget: b });
-        let r = applied(on(Some(31999)), Some("low"), WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
-        let r = applied(on(Some(31999)), None, WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        let r = applied(on(Some(2000)), None, WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
-        let r = applied(on(None), Some("max"), WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        let r = applied(on(None), None, WireFormat::OpenAi);
-        assert_eq!((r.reasoning_effort, r.dropped), (None, vec!["thinking"]));
+        let request = applied(on(Some(31999)), Some("low"), WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("low"));
+        let request = applied(on(Some(31999)), None, WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("high"));
+        let request = applied(on(Some(2000)), None, WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("low"));
+        let request = applied(on(None), Some("max"), WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("high"));
+        let request = applied(on(None), None, WireFormat::OpenAi);
+        assert_eq!(
+            (request.reasoning_effort, request.dropped),
+            (None, vec!["thinking"])
+        );
     }
 
     #[test]
     fn gemini_takes_the_budget_or_the_effort_and_off_drops_the_effort() {
-        let r = applied(
+        let request = applied(
             Some(Mode::On { budget: None }),
             Some("high"),
             WireFormat::Gemini,
         );
         assert_eq!(
-            (r.thinking_budget, r.reasoning_effort.as_deref()),
+            (request.thinking_budget, request.reasoning_effort.as_deref()),
             (None, Some("high"))
         );
-        let r = applied(
+        let request = applied(
             Some(Mode::On { budget: Some(5) }),
             Some("high"),
             WireFormat::Gemini,
         );
-        assert_eq!(r.thinking_budget, Some(5));
-        assert_eq!(r.dropped, vec!["output_config.effort"]);
-        let r = applied(Some(Mode::Off), Some("high"), WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort, None);
-        assert_eq!(r.dropped, vec!["output_config.effort"]);
-        let r = applied(None, Some("turbo"), WireFormat::OpenAi);
-        assert_eq!(r.dropped, vec!["output_config.effort"]);
+        assert_eq!(request.thinking_budget, Some(5));
+        assert_eq!(request.dropped, vec!["output_config.effort"]);
+        let request = applied(Some(Mode::Off), Some("high"), WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort, None);
+        assert_eq!(request.dropped, vec!["output_config.effort"]);
+        let request = applied(None, Some("turbo"), WireFormat::OpenAi);
+        assert_eq!(request.dropped, vec!["output_config.effort"]);
     }
 }

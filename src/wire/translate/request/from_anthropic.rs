@@ -29,28 +29,28 @@ pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<C
             continue;
         }
         let root = Path::ROOT;
-        let p = root.key(&k);
+        let at = root.key(&k);
         match k.as_str() {
             "messages" => messages = Some(v),
-            "system" => req.system = system(v, p, target, &mut req.dropped)?,
-            "max_tokens" => req.max_tokens = Some(read::count(&v, p)?),
-            "stream" => req.stream = read::boolean(&v, p)?,
-            "temperature" => req.temperature = Some(read::number(&v, p)?),
-            "top_p" => req.top_p = Some(read::number(&v, p)?),
-            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&v, p)?),
-            "top_k" => return Err(refuse(p, target, "`top_k`")),
-            "stop_sequences" => req.stop = stop_sequences(v, p, target)?,
-            "metadata" => req.user = metadata(v, p, target, &mut req.dropped)?,
-            "tools" => req.tools = tools(v, p, target, &mut req.dropped)?,
-            "tool_choice" => tool_choice(v, p, &mut req, target)?,
-            "thinking" => thinking.mode = Some(think::read(v, p, target)?),
+            "system" => req.system = system(v, at, target, &mut req.dropped)?,
+            "max_tokens" => req.max_tokens = Some(read::count(&v, at)?),
+            "stream" => req.stream = read::boolean(&v, at)?,
+            "temperature" => req.temperature = Some(read::number(&v, at)?),
+            "top_p" => req.top_p = Some(read::number(&v, at)?),
+            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&v, at)?),
+            "top_k" => return Err(refuse(at, target, "`top_k`")),
+            "stop_sequences" => req.stop = stop_sequences(v, at, target)?,
+            "metadata" => req.user = metadata(v, at, target, &mut req.dropped)?,
+            "tools" => req.tools = tools(v, at, target, &mut req.dropped)?,
+            "tool_choice" => tool_choice(v, at, &mut req, target)?,
+            "thinking" => thinking.mode = Some(think::read(v, at, target)?),
             "output_config" => {
-                let (format, effort) = output_config(v, p, target)?;
+                let (format, effort) = output_config(v, at, target)?;
                 req.response_format = format;
                 thinking.effort = effort;
             }
-            "output_format" => req.response_format = Some(output_format(v, p, target)?),
-            _ => return Err(read::unknown(p, target)),
+            "output_format" => req.response_format = Some(output_format(v, at, target)?),
+            _ => return Err(read::unknown(at, target)),
         }
     }
     // An OpenAI upstream reports usage in a stream only when asked; the Anthropic client
@@ -76,8 +76,8 @@ fn system(
             .enumerate()
             .map(|(i, b)| {
                 let pi = p.idx(i);
-                let mut m = read::object(b, pi)?;
-                let ty = read::req_str(&mut m, "type", pi)?;
+                let mut fields = read::object(b, pi)?;
+                let ty = read::req_str(&mut fields, "type", pi)?;
                 if ty != "text" {
                     return Err(refuse(
                         pi.key("type"),
@@ -85,9 +85,9 @@ fn system(
                         "a system block that is not text",
                     ));
                 }
-                let text = read::req_str(&mut m, "text", pi)?;
-                read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
-                read::no_more(&m, pi, target, &[])?;
+                let text = read::req_str(&mut fields, "text", pi)?;
+                read::drop_keys(&mut fields, read::BLOCK_DROPPED, dropped);
+                read::no_more(&fields, pi, target, &[])?;
                 Ok(text)
             })
             .collect(),
@@ -131,9 +131,9 @@ fn metadata(
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Option<String>> {
-    let mut m = read::object(v, p)?;
-    let user = read::opt_str(&mut m, "user_id", p)?;
-    if m.values().any(|v| !v.is_null()) {
+    let mut metadata = read::object(v, p)?;
+    let user = read::opt_str(&mut metadata, "user_id", p)?;
+    if metadata.values().any(|v| !v.is_null()) {
         crate::wire::translate::ir::note(dropped, "metadata");
     }
     let user = match (user, target) {
@@ -156,9 +156,9 @@ pub(in crate::wire::translate) fn openai_user(id: String) -> String {
     if id.len() <= MAX {
         return id;
     }
-    let mut h = hex::encode(Sha256::digest(id.as_bytes()));
-    h.truncate(MAX - 2);
-    format!("u_{h}")
+    let mut hashed = hex::encode(Sha256::digest(id.as_bytes()));
+    hashed.truncate(MAX - 2);
+    format!("u_{hashed}")
 }
 
 fn tools(
@@ -171,8 +171,8 @@ fn tools(
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
         let pi = p.idx(i);
-        let mut m = read::object(t, pi)?;
-        if let Some(ty) = read::opt_str(&mut m, "type", pi)? {
+        let mut tool = read::object(t, pi)?;
+        if let Some(ty) = read::opt_str(&mut tool, "type", pi)? {
             if ty != "custom" {
                 return Err(refuse(
                     pi.key("type"),
@@ -181,17 +181,17 @@ fn tools(
                 ));
             }
         }
-        let name = read::req_str(&mut m, "name", pi)?;
-        let description = read::opt_str(&mut m, "description", pi)?;
-        let schema = m.remove("input_schema").filter(|s| !s.is_null());
+        let name = read::req_str(&mut tool, "name", pi)?;
+        let description = read::opt_str(&mut tool, "description", pi)?;
+        let schema = tool.remove("input_schema").filter(|s| !s.is_null());
         if schema.is_none() {
             return Err(TranslateError::invalid(
                 pi.key("input_schema"),
                 "is required",
             ));
         }
-        read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
-        read::no_more(&m, pi, target, &[])?;
+        read::drop_keys(&mut tool, read::BLOCK_DROPPED, dropped);
+        read::no_more(&tool, pi, target, &[])?;
         out.push(Tool {
             name,
             description,
@@ -202,13 +202,13 @@ fn tools(
 }
 
 fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut choice = read::object(v, p)?;
+    let ty = read::req_str(&mut choice, "type", p)?;
     req.tool_choice = Some(match ty.as_str() {
         "auto" => ToolChoice::Auto,
         "any" => ToolChoice::Required,
         "none" => ToolChoice::None,
-        "tool" => ToolChoice::Named(read::req_str(&mut m, "name", p)?),
+        "tool" => ToolChoice::Named(read::req_str(&mut choice, "name", p)?),
         other => {
             return Err(TranslateError::invalid(
                 p.key("type"),
@@ -216,7 +216,7 @@ fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> 
             ))
         }
     });
-    if let Some(d) = m
+    if let Some(d) = choice
         .remove("disable_parallel_tool_use")
         .filter(|d| !d.is_null())
     {
@@ -227,7 +227,7 @@ fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> 
         }
         req.parallel_tool_calls = Some(!disable);
     }
-    read::no_more(&m, p, target, &[])
+    read::no_more(&choice, p, target, &[])
 }
 
 /// `output_config`: `format` is structured output; `effort` tunes Claude's token spend (the
@@ -237,31 +237,31 @@ fn output_config(
     p: Path,
     target: WireFormat,
 ) -> Result<(Option<ResponseFormat>, Option<String>)> {
-    let mut m = read::object(v, p)?;
-    let format = match m.remove("format").filter(|f| !f.is_null()) {
+    let mut config = read::object(v, p)?;
+    let format = match config.remove("format").filter(|f| !f.is_null()) {
         Some(f) => Some(output_format(f, p.key("format"), target)?),
         None => None,
     };
-    let effort = read::opt_str(&mut m, "effort", p)?;
-    read::no_more(&m, p, target, &[])?;
+    let effort = read::opt_str(&mut config, "effort", p)?;
+    read::no_more(&config, p, target, &[])?;
     Ok((format, effort))
 }
 
 /// `output_config.format` (and the beta `output_format`): `{type: json_schema, schema}`.
 fn output_format(v: Value, p: Path, target: WireFormat) -> Result<ResponseFormat> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
     if ty != "json_schema" {
         return Err(TranslateError::unsupported(
             p.key("type"),
             format!("`{ty}` is not json_schema"),
         ));
     }
-    let schema = m
+    let schema = fields
         .remove("schema")
         .filter(|s| !s.is_null())
         .ok_or_else(|| TranslateError::invalid(p.key("schema"), "is required"))?;
-    read::no_more(&m, p, target, &[])?;
+    read::no_more(&fields, p, target, &[])?;
     Ok(ResponseFormat::JsonSchema {
         name: "output".to_string(),
         schema,

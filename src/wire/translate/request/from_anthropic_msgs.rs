@@ -18,13 +18,13 @@ pub(in crate::wire::translate) fn read(
     target: WireFormat,
 ) -> Result<()> {
     let root = Path::ROOT;
-    let p = root.key("messages");
-    let list = read::array(v, p)?;
+    let at = root.key("messages");
+    let list = read::array(v, at)?;
     let mut convo = Convo::new(target, list.len());
-    for (i, m) in list.into_iter().enumerate() {
-        let pi = p.idx(i);
-        let mut m = read::object(m, pi)?;
-        let role = match read::req_str(&mut m, "role", pi)?.as_str() {
+    for (i, message) in list.into_iter().enumerate() {
+        let pi = at.idx(i);
+        let mut message = read::object(message, pi)?;
+        let role = match read::req_str(&mut message, "role", pi)?.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
             // Claude Code's mid-conversation system messages (text only).
@@ -37,7 +37,7 @@ pub(in crate::wire::translate) fn read(
             }
         };
         let pc = pi.key("content");
-        match m.remove("content") {
+        match message.remove("content") {
             Some(Value::String(s)) => convo.open(role).push(Part::Text(s)),
             Some(Value::Array(blocks)) => {
                 convo.open(role);
@@ -56,28 +56,28 @@ pub(in crate::wire::translate) fn read(
             }
             None => return Err(TranslateError::invalid(pc, "is required")),
         }
-        read::no_more(&m, pi, target, &[])?;
+        read::no_more(&message, pi, target, &[])?;
     }
     convo.finish(req);
     Ok(())
 }
 
 fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -> Result<()> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
     match (ty.as_str(), role) {
         ("text", _) => {
-            let text = read::req_str(&mut m, "text", p)?;
+            let text = read::req_str(&mut fields, "text", p)?;
             convo.open(role).push(Part::Text(text));
         }
         ("image", Role::User) => {
-            let img = image(&mut m, p, target)?;
+            let img = image(&mut fields, p, target)?;
             convo.open(role).push(Part::Image(img));
         }
         ("tool_use", Role::Assistant) => {
-            let id = read::req_str(&mut m, "id", p)?;
-            let name = read::req_str(&mut m, "name", p)?;
-            let args = match m.remove("input") {
+            let id = read::req_str(&mut fields, "id", p)?;
+            let name = read::req_str(&mut fields, "name", p)?;
+            let args = match fields.remove("input") {
                 Some(v @ Value::Object(_)) => v,
                 _ => {
                     return Err(TranslateError::invalid(
@@ -86,14 +86,14 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -
                     ))
                 }
             };
-            caller(m.remove("caller"), p, target)?;
+            caller(fields.remove("caller"), p, target)?;
             convo.tool_call(id, name, args);
         }
-        ("tool_result", Role::User) => return tool_result(m, p, convo, target),
+        ("tool_result", Role::User) => return tool_result(fields, p, convo, target),
         // Earlier turns' reasoning: the text may go back to an OpenAI-format upstream; the
         // signature means nothing elsewhere (README.md).
         ("thinking", Role::Assistant) => {
-            match read::opt_str(&mut m, "thinking", p)? {
+            match read::opt_str(&mut fields, "thinking", p)? {
                 Some(t) if target == WireFormat::OpenAi && !t.is_empty() => {
                     convo.open(role).push(Part::Thinking(t))
                 }
@@ -113,8 +113,8 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -
             ))
         }
     }
-    read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
-    read::no_more(&m, p, target, &[])
+    read::drop_keys(&mut fields, read::BLOCK_DROPPED, &mut convo.dropped);
+    read::no_more(&fields, p, target, &[])
 }
 
 /// A `tool_use` block's `caller`: the SDKs echo it back (`null`, or `{"type": "direct"}`:
@@ -143,14 +143,14 @@ fn role_name(role: Role) -> &'static str {
 /// `image.source`: `{type: base64, media_type, data}` or `{type: url, url}`.
 fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Image> {
     let ps = p.key("source");
-    let mut s = read::object(m.remove("source").unwrap_or(Value::Null), ps)?;
-    let ty = read::req_str(&mut s, "type", ps)?;
+    let mut source = read::object(m.remove("source").unwrap_or(Value::Null), ps)?;
+    let ty = read::req_str(&mut source, "type", ps)?;
     let img = match ty.as_str() {
         "base64" => Image::Base64 {
-            media_type: read::req_str(&mut s, "media_type", ps)?,
-            data: read::req_str(&mut s, "data", ps)?,
+            media_type: read::req_str(&mut source, "media_type", ps)?,
+            data: read::req_str(&mut source, "data", ps)?,
         },
-        "url" => Image::Url(read::req_str(&mut s, "url", ps)?),
+        "url" => Image::Url(read::req_str(&mut source, "url", ps)?),
         other => {
             return Err(refuse(
                 ps.key("type"),
@@ -159,7 +159,7 @@ fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Imag
             ))
         }
     };
-    read::no_more(&s, ps, target, &[])?;
+    read::no_more(&source, ps, target, &[])?;
     read::check_image(&img, ps, target)?;
     Ok(img)
 }
@@ -211,11 +211,11 @@ fn result_block(
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Part> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
     let part = match ty.as_str() {
-        "text" => Part::Text(read::req_str(&mut m, "text", p)?),
-        "image" => Part::Image(image(&mut m, p, target)?),
+        "text" => Part::Text(read::req_str(&mut fields, "text", p)?),
+        "image" => Part::Image(image(&mut fields, p, target)?),
         other => {
             return Err(refuse(
                 p.key("type"),
@@ -224,8 +224,8 @@ fn result_block(
             ))
         }
     };
-    read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
-    read::no_more(&m, p, target, &[])?;
+    read::drop_keys(&mut fields, read::BLOCK_DROPPED, dropped);
+    read::no_more(&fields, p, target, &[])?;
     Ok(part)
 }
 
@@ -257,13 +257,13 @@ mod caller_tests {
         };
         for ok in [json!(null), json!({"type": "direct"})] {
             let out = go(body(ok.clone())).unwrap_or_else(|e| panic!("{ok}: {e}"));
-            let v: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
-            assert_eq!(v["messages"][1]["tool_calls"][0]["id"], "toolu_1");
+            let request: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
+            assert_eq!(request["messages"][1]["tool_calls"][0]["id"], "toolu_1");
         }
-        let e = go(body(
+        let error = go(body(
             json!({"type": "code_execution_20250825", "tool_id": "x"}),
         ))
         .unwrap_err();
-        assert_eq!(e.field, "messages[1].content[0].caller");
+        assert_eq!(error.field, "messages[1].content[0].caller");
     }
 }

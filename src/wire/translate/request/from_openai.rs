@@ -32,28 +32,28 @@ pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<C
             continue;
         }
         let root = Path::ROOT;
-        let p = root.key(&k);
+        let at = root.key(&k);
         match k.as_str() {
             "messages" => messages = Some(v),
-            "max_tokens" => max_tokens = Some(read::count(&v, p)?),
-            "max_completion_tokens" => max_completion = Some(read::count(&v, p)?),
-            "stream" => req.stream = read::boolean(&v, p)?,
-            "stream_options" => stream_options(v, p, &mut req, target)?,
-            "stop" => req.stop = stop(v, p, target)?,
-            "tools" => req.tools = tools(v, p, target, &mut req.dropped)?,
-            "tool_choice" => req.tool_choice = Some(tool_choice(v, p, target)?),
-            "parallel_tool_calls" => parallel(&v, p, &mut req, target)?,
+            "max_tokens" => max_tokens = Some(read::count(&v, at)?),
+            "max_completion_tokens" => max_completion = Some(read::count(&v, at)?),
+            "stream" => req.stream = read::boolean(&v, at)?,
+            "stream_options" => stream_options(v, at, &mut req, target)?,
+            "stop" => req.stop = stop(v, at, target)?,
+            "tools" => req.tools = tools(v, at, target, &mut req.dropped)?,
+            "tool_choice" => req.tool_choice = Some(tool_choice(v, at, target)?),
+            "parallel_tool_calls" => parallel(&v, at, &mut req, target)?,
             "response_format" => {
-                req.response_format = response_format(v, p, target, &mut req.dropped)?
+                req.response_format = response_format(v, at, target, &mut req.dropped)?
             }
             "user" | "safety_identifier" => {
-                let s = read::string(v, p)?;
+                let user_id = read::string(v, at)?;
                 // `user` wins over `safety_identifier` whatever the key order.
                 if k == "user" || req.user.is_none() {
-                    req.user = Some(s);
+                    req.user = Some(user_id);
                 }
             }
-            _ => sampling(&k, v, p, &mut req, target)?,
+            _ => sampling(&k, v, at, &mut req, target)?,
         }
     }
     req.max_tokens = max_completion.or(max_tokens);
@@ -75,14 +75,14 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: WireForma
     let gemini = target == WireFormat::Gemini;
     match k {
         "temperature" => {
-            let t = read::number(&v, p)?;
-            if target == WireFormat::Anthropic && t > 1.0 {
+            let temperature_value = read::number(&v, p)?;
+            if target == WireFormat::Anthropic && temperature_value > 1.0 {
                 return Err(TranslateError::unsupported(
                     p,
-                    format!("is {t}; Anthropic Messages accepts 0 to 1"),
+                    format!("is {temperature_value}; Anthropic Messages accepts 0 to 1"),
                 ));
             }
-            req.temperature = Some(t);
+            req.temperature = Some(temperature_value);
         }
         "top_p" => req.top_p = Some(read::number(&v, p)?),
         "n" => match read::count(&v, p)? {
@@ -97,11 +97,11 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: WireForma
             req.note_dropped("seed");
         }
         "presence_penalty" | "frequency_penalty" => {
-            let x = read::number(&v, p)?;
-            match (x == 0.0, gemini, k) {
+            let penalty = read::number(&v, p)?;
+            match (penalty == 0.0, gemini, k) {
                 (true, _, _) => {}
-                (false, true, "presence_penalty") => req.presence_penalty = Some(x),
-                (false, true, _) => req.frequency_penalty = Some(x),
+                (false, true, "presence_penalty") => req.presence_penalty = Some(penalty),
+                (false, true, _) => req.frequency_penalty = Some(penalty),
                 (false, false, _) => return Err(refuse(p, target, "a non-zero penalty")),
             }
         }
@@ -139,29 +139,31 @@ fn sampling(k: &str, v: Value, p: Path, req: &mut ChatRequest, target: WireForma
 /// `reasoning_effort`: a Gemini thinking budget; towards Anthropic dropped (its thinking needs
 /// a budget below `max_tokens` and fixes the temperature: README.md).
 fn reasoning_effort(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
-    let s = read::string(v, p)?;
+    let effort = read::string(v, p)?;
     if target != WireFormat::Gemini {
         req.note_dropped("reasoning_effort");
         return Ok(());
     }
-    if crate::wire::translate::request::to_gemini::effort_budget(&s).is_none() {
+    if crate::wire::translate::request::to_gemini::effort_budget(&effort).is_none() {
         return Err(TranslateError::unsupported(
             p,
-            format!("`{s}` has no Gemini thinking budget; use none, minimal, low, medium or high"),
+            format!(
+                "`{effort}` has no Gemini thinking budget; use none, minimal, low, medium or high"
+            ),
         ));
     }
-    req.reasoning_effort = Some(s);
+    req.reasoning_effort = Some(effort);
     Ok(())
 }
 
 fn stream_options(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
-    let mut m = read::object(v, p)?;
-    if let Some(u) = m.remove("include_usage").filter(|u| !u.is_null()) {
+    let mut options = read::object(v, p)?;
+    if let Some(u) = options.remove("include_usage").filter(|u| !u.is_null()) {
         req.include_usage = read::boolean(&u, p.key("include_usage"))?;
     }
     let obfuscation = [("include_obfuscation", "stream_options.include_obfuscation")];
-    read::drop_keys(&mut m, &obfuscation, &mut req.dropped);
-    read::no_more(&m, p, target, &[])
+    read::drop_keys(&mut options, &obfuscation, &mut req.dropped);
+    read::no_more(&options, p, target, &[])
 }
 
 fn stop(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> {
@@ -201,8 +203,8 @@ fn tools(
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
         let pi = p.idx(i);
-        let mut m = read::object(t, pi)?;
-        let ty = read::opt_str(&mut m, "type", pi)?;
+        let mut tool = read::object(t, pi)?;
+        let ty = read::opt_str(&mut tool, "type", pi)?;
         if ty.as_deref().is_some_and(|t| t != "function") {
             return Err(refuse(
                 pi.key("type"),
@@ -211,15 +213,15 @@ fn tools(
             ));
         }
         let pf = pi.key("function");
-        let mut f = read::object(m.remove("function").unwrap_or(Value::Null), pf)?;
-        read::no_more(&m, pi, target, &[])?;
-        let name = read::req_str(&mut f, "name", pf)?;
-        let description = read::opt_str(&mut f, "description", pf)?;
-        let schema = f.remove("parameters").filter(|s| !s.is_null());
+        let mut function = read::object(tool.remove("function").unwrap_or(Value::Null), pf)?;
+        read::no_more(&tool, pi, target, &[])?;
+        let name = read::req_str(&mut function, "name", pf)?;
+        let description = read::opt_str(&mut function, "description", pf)?;
+        let schema = function.remove("parameters").filter(|s| !s.is_null());
         // `strict` asks OpenAI to enforce the schema; the others follow it without a
         // guarantee (README.md: dropped).
-        read::drop_keys(&mut f, &[("strict", "tools[].strict")], dropped);
-        read::no_more(&f, pf, target, &[])?;
+        read::drop_keys(&mut function, &[("strict", "tools[].strict")], dropped);
+        read::no_more(&function, pf, target, &[])?;
         out.push(Tool {
             name,
             description,
@@ -241,8 +243,8 @@ fn tool_choice(v: Value, p: Path, target: WireFormat) -> Result<ToolChoice> {
             )),
         },
         other => {
-            let mut m = read::object(other, p)?;
-            let ty = read::opt_str(&mut m, "type", p)?;
+            let mut choice = read::object(other, p)?;
+            let ty = read::opt_str(&mut choice, "type", p)?;
             if ty.as_deref() != Some("function") {
                 return Err(refuse(
                     p.key("type"),
@@ -251,18 +253,18 @@ fn tool_choice(v: Value, p: Path, target: WireFormat) -> Result<ToolChoice> {
                 ));
             }
             let pf = p.key("function");
-            let mut f = read::object(m.remove("function").unwrap_or(Value::Null), pf)?;
-            Ok(ToolChoice::Named(read::req_str(&mut f, "name", pf)?))
+            let mut function = read::object(choice.remove("function").unwrap_or(Value::Null), pf)?;
+            Ok(ToolChoice::Named(read::req_str(&mut function, "name", pf)?))
         }
     }
 }
 
 fn parallel(v: &Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
-    let b = read::boolean(v, p)?;
-    if !b && target == WireFormat::Gemini {
+    let allowed = read::boolean(v, p)?;
+    if !allowed && target == WireFormat::Gemini {
         return Err(refuse(p, target, "`parallel_tool_calls: false`"));
     }
-    req.parallel_tool_calls = Some(b);
+    req.parallel_tool_calls = Some(allowed);
     Ok(())
 }
 
@@ -272,26 +274,27 @@ fn response_format(
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Option<ResponseFormat>> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
     let rf = match ty.as_str() {
         "text" => return Ok(None),
         "json_object" => ResponseFormat::JsonObject,
         "json_schema" => {
             let pj = p.key("json_schema");
-            let mut j = read::object(m.remove("json_schema").unwrap_or(Value::Null), pj)?;
-            let name = read::req_str(&mut j, "name", pj)?;
-            let schema = j
+            let mut json_schema =
+                read::object(fields.remove("json_schema").unwrap_or(Value::Null), pj)?;
+            let name = read::req_str(&mut json_schema, "name", pj)?;
+            let schema = json_schema
                 .remove("schema")
                 .filter(|s| !s.is_null())
                 .unwrap_or_else(|| serde_json::json!({}));
-            let strict = match j.remove("strict") {
+            let strict = match json_schema.remove("strict") {
                 Some(s) if !s.is_null() => Some(read::boolean(&s, pj.key("strict"))?),
                 _ => None,
             };
             let description = [("description", "response_format.json_schema.description")];
-            read::drop_keys(&mut j, &description, dropped);
-            read::no_more(&j, pj, target, &[])?;
+            read::drop_keys(&mut json_schema, &description, dropped);
+            read::no_more(&json_schema, pj, target, &[])?;
             ResponseFormat::JsonSchema {
                 name,
                 schema,

@@ -28,26 +28,26 @@ pub(in crate::wire::translate) fn read(
     target: WireFormat,
 ) -> Result<()> {
     let root = Path::ROOT;
-    let p = root.key("messages");
-    let list = read::array(v, p)?;
+    let at = root.key("messages");
+    let list = read::array(v, at)?;
     let mut convo = Convo::new(target, list.len());
-    for (i, m) in list.into_iter().enumerate() {
-        let pi = p.idx(i);
-        let mut m = read::object(m, pi)?;
-        let role = read::req_str(&mut m, "role", pi)?;
-        if m.remove("name").is_some_and(|n| !n.is_null()) {
+    for (i, message) in list.into_iter().enumerate() {
+        let pi = at.idx(i);
+        let mut message = read::object(message, pi)?;
+        let role = read::req_str(&mut message, "role", pi)?;
+        if message.remove("name").is_some_and(|n| !n.is_null()) {
             return Err(refuse(pi.key("name"), target, "a participant name"));
         }
-        let cache = cache_mark(&mut m, &mut convo, target);
+        let cache = cache_mark(&mut message, &mut convo, target);
         match role.as_str() {
             "system" | "developer" => {
-                let parts = text_parts(m.remove("content"), pi.key("content"), &mut convo)?;
-                read::no_more(&m, pi, target, &[])?;
+                let parts = text_parts(message.remove("content"), pi.key("content"), &mut convo)?;
+                read::no_more(&message, pi, target, &[])?;
                 convo.open(Role::System).extend(parts);
             }
-            "user" => user(m, pi, &mut convo, target)?,
-            "assistant" => assistant(m, pi, &mut convo, target)?,
-            "tool" => tool(m, pi, &mut convo, target)?,
+            "user" => user(message, pi, &mut convo, target)?,
+            "assistant" => assistant(message, pi, &mut convo, target)?,
+            "tool" => tool(message, pi, &mut convo, target)?,
             "function" => {
                 return Err(TranslateError::unsupported(
                     pi.key("role"),
@@ -71,9 +71,11 @@ pub(in crate::wire::translate) fn read(
 
 /// A `cache_control` field of `m`: kept for Anthropic, dropped and reported for the others.
 fn cache_mark(m: &mut Map<String, Value>, convo: &mut Convo, target: WireFormat) -> Option<Value> {
-    let c = m.remove("cache_control").filter(|c| !c.is_null())?;
+    let cache_control = m
+        .remove("cache_control")
+        .filter(|cache_control| !cache_control.is_null())?;
     if target == WireFormat::Anthropic {
-        Some(c)
+        Some(cache_control)
     } else {
         convo.dropped("cache_control");
         None
@@ -98,17 +100,17 @@ fn text_parts(v: Option<Value>, p: Path, convo: &mut Convo) -> Result<Vec<Part>>
             let mut parts = Vec::with_capacity(list.len());
             for (i, part) in list.into_iter().enumerate() {
                 let pi = p.idx(i);
-                let mut m = read::object(part, pi)?;
-                let ty = read::req_str(&mut m, "type", pi)?;
+                let mut fields = read::object(part, pi)?;
+                let ty = read::req_str(&mut fields, "type", pi)?;
                 if ty != "text" {
                     return Err(TranslateError::unsupported(
                         pi.key("type"),
                         format!("`{ty}` here; only text parts are allowed"),
                     ));
                 }
-                parts.push(Part::Text(read::req_str(&mut m, "text", pi)?));
+                parts.push(Part::Text(read::req_str(&mut fields, "text", pi)?));
                 let target = convo.target();
-                parts.extend(cache_mark(&mut m, convo, target).map(Part::CacheControl));
+                parts.extend(cache_mark(&mut fields, convo, target).map(Part::CacheControl));
             }
             Ok(parts)
         }
@@ -156,21 +158,22 @@ fn user_part(
     convo: &mut Convo,
     out: &mut Vec<Part>,
 ) -> Result<()> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
     let part = match ty.as_str() {
-        "text" => Part::Text(read::req_str(&mut m, "text", p)?),
+        "text" => Part::Text(read::req_str(&mut fields, "text", p)?),
         "image_url" => {
             let pu = p.key("image_url");
-            let mut u = read::object(m.remove("image_url").unwrap_or(Value::Null), pu)?;
-            let url = read::req_str(&mut u, "url", pu)?;
+            let mut image_url =
+                read::object(fields.remove("image_url").unwrap_or(Value::Null), pu)?;
+            let url = read::req_str(&mut image_url, "url", pu)?;
             // `detail` picks OpenAI's image resolution; the others choose their own (README.md).
             read::drop_keys(
-                &mut u,
+                &mut image_url,
                 &[("detail", "image_url.detail")],
                 &mut convo.dropped,
             );
-            read::no_more(&u, pu, target, &[])?;
+            read::no_more(&image_url, pu, target, &[])?;
             let img = read::image_from_url(url, pu.key("url"))?;
             read::check_image(&img, pu.key("url"), target)?;
             Part::Image(img)
@@ -184,8 +187,8 @@ fn user_part(
             ))
         }
     };
-    let cache = cache_mark(&mut m, convo, target);
-    read::no_more(&m, p, target, &[])?;
+    let cache = cache_mark(&mut fields, convo, target);
+    read::no_more(&fields, p, target, &[])?;
     out.push(part);
     out.extend(cache.map(Part::CacheControl));
     Ok(())
@@ -256,11 +259,11 @@ fn assistant(
 }
 
 fn assistant_part(v: Value, p: Path) -> Result<Part> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(v, p)?;
+    let ty = read::req_str(&mut fields, "type", p)?;
     match ty.as_str() {
-        "text" => Ok(Part::Text(read::req_str(&mut m, "text", p)?)),
-        "refusal" => Ok(Part::Text(read::req_str(&mut m, "refusal", p)?)),
+        "text" => Ok(Part::Text(read::req_str(&mut fields, "text", p)?)),
+        "refusal" => Ok(Part::Text(read::req_str(&mut fields, "refusal", p)?)),
         other => Err(TranslateError::unsupported(
             p.key("type"),
             format!("`{other}` in an assistant message; only text and refusal parts are allowed"),
@@ -269,9 +272,9 @@ fn assistant_part(v: Value, p: Path) -> Result<Part> {
 }
 
 fn tool_call(v: Value, p: Path, target: WireFormat) -> Result<(String, String, Value)> {
-    let mut m = read::object(v, p)?;
-    let id = read::req_str(&mut m, "id", p)?;
-    if read::opt_str(&mut m, "type", p)?.is_some_and(|t| t != "function") {
+    let mut fields = read::object(v, p)?;
+    let id = read::req_str(&mut fields, "id", p)?;
+    if read::opt_str(&mut fields, "type", p)?.is_some_and(|t| t != "function") {
         return Err(refuse(
             p.key("type"),
             target,
@@ -279,12 +282,12 @@ fn tool_call(v: Value, p: Path, target: WireFormat) -> Result<(String, String, V
         ));
     }
     let pf = p.key("function");
-    let mut f = read::object(m.remove("function").unwrap_or(Value::Null), pf)?;
+    let mut function = read::object(fields.remove("function").unwrap_or(Value::Null), pf)?;
     // `index`: clients that rebuild history from streamed deltas keep it; it means nothing here.
-    read::no_more(&m, p, target, &["index"])?;
-    let name = read::req_str(&mut f, "name", pf)?;
+    read::no_more(&fields, p, target, &["index"])?;
+    let name = read::req_str(&mut function, "name", pf)?;
     let pa = pf.key("arguments");
-    let raw = read::opt_str(&mut f, "arguments", pf)?.unwrap_or_default();
+    let raw = read::opt_str(&mut function, "arguments", pf)?.unwrap_or_default();
     let args = if raw.trim().is_empty() {
         Value::Object(Map::new())
     } else {
@@ -301,7 +304,7 @@ fn tool_call(v: Value, p: Path, target: WireFormat) -> Result<(String, String, V
             }
         }
     };
-    read::no_more(&f, pf, target, &[])?;
+    read::no_more(&function, pf, target, &[])?;
     Ok((id, name, args))
 }
 

@@ -34,25 +34,25 @@ pub(super) fn read(
     out: &mut Vec<Value>,
 ) -> Result<(), TranslateError> {
     let root = Path::ROOT;
-    let p = root.key("input");
+    let at = root.key("input");
     if let Some(s) = input.as_str() {
         out.push(json!({"role": "user", "content": s}));
         return Ok(());
     }
     let list = input
         .as_array()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string or an array of items"))?;
-    let mut c = Convo {
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string or an array of items"))?;
+    let mut convo = Convo {
         out,
         join,
         asst: Assistant::default(),
         tool_images: Vec::new(),
     };
     for (i, item) in list.iter().enumerate() {
-        c.item(item, p.idx(i), names)?;
+        convo.item(item, at.idx(i), names)?;
     }
-    c.flush_assistant();
-    c.flush_images();
+    convo.flush_assistant();
+    convo.flush_images();
     Ok(())
 }
 
@@ -158,27 +158,30 @@ impl Convo<'_> {
     }
 
     fn flush_assistant(&mut self) {
-        let a = std::mem::take(&mut self.asst);
-        if a.text.is_empty() && a.calls.is_empty() {
+        let assistant = std::mem::take(&mut self.asst);
+        if assistant.text.is_empty() && assistant.calls.is_empty() {
             // Reasoning with nothing after it is not a turn any Chat server takes.
             return;
         }
-        let mut m = Map::new();
-        m.insert("role".into(), "assistant".into());
-        let content = if a.text.is_empty() {
+        let mut message = Map::new();
+        message.insert("role".into(), "assistant".into());
+        let content = if assistant.text.is_empty() {
             Value::Null
         } else {
-            a.text.join("\n\n").into()
+            assistant.text.join("\n\n").into()
         };
-        m.insert("content".into(), content);
-        if !a.calls.is_empty() {
-            m.insert("tool_calls".into(), Value::Array(a.calls));
+        message.insert("content".into(), content);
+        if !assistant.calls.is_empty() {
+            message.insert("tool_calls".into(), Value::Array(assistant.calls));
         }
-        if !a.reasoning.is_empty() {
+        if !assistant.reasoning.is_empty() {
             // DeepSeek's thinking mode needs it back on a tool-call turn; others ignore it.
-            m.insert("reasoning_content".into(), a.reasoning.join("\n\n").into());
+            message.insert(
+                "reasoning_content".into(),
+                assistant.reasoning.join("\n\n").into(),
+            );
         }
-        self.out.push(Value::Object(m));
+        self.out.push(Value::Object(message));
     }
 
     fn flush_images(&mut self) {
@@ -235,7 +238,7 @@ fn assistant_text(v: &Value, p: Path) -> Result<String, TranslateError> {
     let mut texts = Vec::with_capacity(list.len());
     for (i, part) in list.iter().enumerate() {
         let pp = p.idx(i);
-        let t = match part["type"].as_str() {
+        let text = match part["type"].as_str() {
             Some("output_text" | "input_text") => string(&part["text"], pp.key("text"))?,
             Some("refusal") => string(&part["refusal"], pp.key("refusal"))?,
             _ => {
@@ -246,7 +249,7 @@ fn assistant_text(v: &Value, p: Path) -> Result<String, TranslateError> {
                 ))
             }
         };
-        texts.push(t.to_string());
+        texts.push(text.to_string());
     }
     Ok(texts.join(""))
 }
@@ -308,12 +311,12 @@ fn file(part: &Value, p: Path) -> Result<Value, TranslateError> {
         };
         return Err(stored_file(p, key));
     };
-    let mut f = Map::new();
-    f.insert("file_data".into(), data.into());
+    let mut file = Map::new();
+    file.insert("file_data".into(), data.into());
     if let Some(n) = part["filename"].as_str() {
-        f.insert("filename".into(), n.into());
+        file.insert("filename".into(), n.into());
     }
-    Ok(json!({"type": "file", "file": f}))
+    Ok(json!({"type": "file", "file": file}))
 }
 
 fn stored_file(p: Path, key: &str) -> TranslateError {

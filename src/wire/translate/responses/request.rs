@@ -26,10 +26,10 @@ pub fn request_to(
     body: &[u8],
     opts: &RequestOptions,
 ) -> Result<ResponsesRequest, TranslateError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
+    let request: Value = serde_json::from_slice(body).map_err(|e| {
         TranslateError::invalid("", format!("request body is not valid JSON ({e})"))
     })?;
-    let (chat, mut out) = to_chat(v, opts)?;
+    let (chat, mut out) = to_chat(request, opts)?;
     let chat = Value::Object(chat).to_string().into_bytes();
     out.body = match upstream {
         WireFormat::OpenAi => chat,
@@ -74,7 +74,7 @@ fn to_chat(
             "request body must be a JSON object",
         ));
     };
-    let mut r = Reading {
+    let mut reading = Reading {
         chat: Map::new(),
         out: ResponsesRequest {
             body: Vec::new(),
@@ -85,15 +85,15 @@ fn to_chat(
         input: None,
         namespaced: tools::Namespaced::default(),
     };
-    r.chat.insert("model".into(), opts.model.into());
+    reading.chat.insert("model".into(), opts.model.into());
     for (k, v) in &map {
         if v.is_null() || DROPPED.contains(&k.as_str()) {
             continue;
         }
         let root = Path::ROOT;
-        let p = root.key(k);
-        if !generation(k, v, p, opts, &mut r.chat)? {
-            r.field(k, v, p)?;
+        let at = root.key(k);
+        if !generation(k, v, at, opts, &mut reading.chat)? {
+            reading.field(k, v, at)?;
         }
     }
     let Reading {
@@ -102,7 +102,7 @@ fn to_chat(
         system,
         input,
         namespaced,
-    } = r;
+    } = reading;
     if !chat.contains_key("tools") {
         // OpenAI refuses both without tools (all of them may have been dropped).
         chat.remove("parallel_tool_calls");
@@ -130,12 +130,13 @@ impl<'a> Reading<'a> {
             "input" => self.input = Some(v),
             "stream" => self.out.stream = boolean(v, p)?,
             "tools" => {
-                let t = tools::read(v, p)?;
-                if !t.chat.is_empty() {
-                    self.chat.insert("tools".into(), Value::Array(t.chat));
+                let converted = tools::read(v, p)?;
+                if !converted.chat.is_empty() {
+                    self.chat
+                        .insert("tools".into(), Value::Array(converted.chat));
                 }
-                self.namespaced = t.namespaced;
-                self.out.dropped.extend(t.dropped);
+                self.namespaced = converted.namespaced;
+                self.out.dropped.extend(converted.dropped);
             }
             "tool_choice" => {
                 self.chat.insert(k.into(), tools::choice(v, p)?);
@@ -170,14 +171,14 @@ fn generation(
 ) -> Result<bool, TranslateError> {
     match k {
         "max_output_tokens" => {
-            let n = v
+            let max_output = v
                 .as_u64()
                 .ok_or_else(|| TranslateError::invalid(p, "must be a positive integer"))?;
             let key = match opts.max_tokens_field {
                 MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
                 MaxTokensField::MaxTokens => "max_tokens",
             };
-            chat.insert(key.into(), n.into());
+            chat.insert(key.into(), max_output.into());
         }
         "temperature" | "top_p" => {
             v.as_f64()
@@ -187,10 +188,10 @@ fn generation(
         "reasoning" => reasoning(v, p, chat)?,
         "text" => text(v, p, chat)?,
         "user" | "safety_identifier" => {
-            let s = string(v, p)?;
+            let user_id = string(v, p)?;
             // `user` wins over `safety_identifier` whatever the key order.
             if k == "user" || !chat.contains_key("user") {
-                chat.insert("user".into(), s.into());
+                chat.insert("user".into(), user_id.into());
             }
         }
         "prompt_cache_key" => {
@@ -218,9 +219,9 @@ fn reasoning(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), Tr
     if !v.is_object() {
         return Err(TranslateError::invalid(p, "must be an object"));
     }
-    if let Some(e) = v.get("effort").filter(|e| !e.is_null()) {
-        let e = string(e, p.key("effort"))?;
-        chat.insert("reasoning_effort".into(), e.into());
+    if let Some(effort) = v.get("effort").filter(|effort| !effort.is_null()) {
+        let effort = string(effort, p.key("effort"))?;
+        chat.insert("reasoning_effort".into(), effort.into());
     }
     Ok(())
 }
@@ -228,9 +229,9 @@ fn reasoning(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), Tr
 /// `text: {format, verbosity}`: `json_schema` and `json_object` as `response_format`.
 fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
     let fp = p.key("format");
-    let f = &v["format"];
-    match f["type"].as_str() {
-        None if f.is_null() => Ok(()),
+    let format = &v["format"];
+    match format["type"].as_str() {
+        None if format.is_null() => Ok(()),
         Some("text") => Ok(()),
         Some("json_object") => {
             chat.insert("response_format".into(), json!({"type": "json_object"}));
@@ -238,15 +239,15 @@ fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), Transla
         }
         Some("json_schema") => {
             let mut js = Map::new();
-            let name = f["name"].as_str().unwrap_or("output");
+            let name = format["name"].as_str().unwrap_or("output");
             js.insert("name".into(), name.into());
-            let schema = f
+            let schema = format
                 .get("schema")
                 .filter(|s| s.is_object())
                 .ok_or_else(|| TranslateError::invalid(fp.key("schema"), "is required"))?;
             js.insert("schema".into(), schema.clone());
             for k in ["strict", "description"] {
-                if let Some(x) = f.get(k).filter(|x| !x.is_null()) {
+                if let Some(x) = format.get(k).filter(|x| !x.is_null()) {
                     js.insert(k.into(), x.clone());
                 }
             }
