@@ -35,7 +35,7 @@ pub(crate) fn spawn(
         .enable_all()
         .build()
         .map_err(|e| StoreError::Setup(format!("writer runtime: {e}")))?;
-    let w = Writer {
+    let writer = Writer {
         cfg,
         conn: None,
         held: VecDeque::new(),
@@ -47,7 +47,7 @@ pub(crate) fn spawn(
     };
     std::thread::Builder::new()
         .name("switchyard-store-pg".into())
-        .spawn(move || w.run(&rt, &rx))
+        .spawn(move || writer.run(&rt, &rx))
         .map_err(|e| StoreError::Setup(format!("cannot start writer thread: {e}")))
 }
 
@@ -195,13 +195,13 @@ impl Writer {
             let chunk: Vec<WriteOp> = self.held.drain(..n).collect();
             let chunk_logs = count_logs(&chunk);
             self.logs -= chunk_logs;
-            let r = tokio::time::timeout(BATCH_TIMEOUT, self.commit(&chunk)).await;
-            let r = r.unwrap_or_else(|_| {
+            let result = tokio::time::timeout(BATCH_TIMEOUT, self.commit(&chunk)).await;
+            let result = result.unwrap_or_else(|_| {
                 Err(StoreError::Unavailable(format!(
                     "a batch took longer than {BATCH_TIMEOUT:?}"
                 )))
             });
-            match r {
+            match result {
                 Ok(applied) => {
                     self.remote.reach.ok();
                     self.done(&chunk, &applied, chunk.len());
