@@ -35,7 +35,7 @@ impl Runtime {
         let epoch: String = self
             .conn
             .call(|mut c| async move {
-                let (e,): (String,) = redis::pipe()
+                let (epoch,): (String,) = redis::pipe()
                     .cmd("SET")
                     .arg(wire::EPOCH)
                     .arg(mine)
@@ -45,7 +45,7 @@ impl Runtime {
                     .arg(wire::EPOCH)
                     .query_async(&mut c)
                     .await?;
-                Ok(e)
+                Ok(epoch)
             })
             .await?;
         let fresh = self.epoch.as_deref() != Some(epoch.as_str());
@@ -152,11 +152,11 @@ impl Runtime {
                 ..
             } = c
             {
-                let v = self
+                let version = self
                     .versions
                     .entry((channel.clone(), *key))
                     .or_insert(*at_ms);
-                *v = (*v).max(*at_ms);
+                *version = (*version).max(*at_ms);
             }
             self.add(&mut pipe, c);
             n += 1;
@@ -224,14 +224,14 @@ impl Runtime {
         let (time, hashes): ((i64, i64), Vec<HashMap<String, String>>) = self
             .conn
             .call(|mut c| async move {
-                let mut p = redis::pipe();
-                p.cmd("TIME");
+                let mut pipe = redis::pipe();
+                pipe.cmd("TIME");
                 for k in &keys {
-                    p.cmd("HGETALL").arg(k);
+                    pipe.cmd("HGETALL").arg(k);
                 }
-                let mut v: Vec<redis::Value> = p.query_async(&mut c).await?;
-                let time = redis::from_redis_value(v.remove(0))?;
-                let hashes = v
+                let mut replies: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                let time = redis::from_redis_value(replies.remove(0))?;
+                let hashes = replies
                     .into_iter()
                     .map(redis::from_redis_value)
                     .collect::<Result<_, _>>()?;
@@ -305,11 +305,11 @@ impl Runtime {
                 let vals: Vec<(Option<String>, i64)> = self
                     .conn
                     .call(|mut c| async move {
-                        let mut p = redis::pipe();
+                        let mut pipe = redis::pipe();
                         for k in &ks {
-                            p.cmd("GET").arg(k).cmd("PTTL").arg(k);
+                            pipe.cmd("GET").arg(k).cmd("PTTL").arg(k);
                         }
-                        let flat: Vec<redis::Value> = p.query_async(&mut c).await?;
+                        let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
                         let mut out = Vec::with_capacity(ks.len());
                         let mut it = flat.into_iter();
                         while let (Some(v), Some(t)) = (it.next(), it.next()) {

@@ -22,7 +22,7 @@ impl Runtime {
     /// counted comes back with the deployment's count (B-shared-failure-counts).
     pub(crate) async fn write(&mut self, batch: Vec<Change>) {
         let mut pipe = redis::pipe();
-        let mut n = 0u64;
+        let mut published = 0u64;
         let mut asks = Vec::new();
         let mut answers = Vec::new();
         for c in &batch {
@@ -42,15 +42,15 @@ impl Runtime {
                 }
                 _ => self.add(&mut pipe, c),
             }
-            n += 1;
+            published += 1;
         }
-        if n > 0 && self.conn.health.is_up() {
+        if published > 0 && self.conn.health.is_up() {
             match self.exec_returning::<Vec<i64>>(&pipe).await {
                 Ok(values) => {
                     for (a, v) in answers.into_iter().zip(values) {
                         self.answered(a, v);
                     }
-                    count("published", n);
+                    count("published", published);
                     for c in &batch {
                         if let Change::Bound { hash, .. } = c {
                             self.unsent.remove(hash);
@@ -108,21 +108,21 @@ impl Runtime {
     where
         T: redis::FromRedisValue + Send + 'static,
     {
-        let p = pipe.clone();
-        let r = self
+        let pipeline = pipe.clone();
+        let result = self
             .conn
-            .call(|mut c| async move { p.query_async::<T>(&mut c).await })
+            .call(|mut c| async move { pipeline.query_async::<T>(&mut c).await })
             .await;
-        match r {
+        match result {
             Err(e) if e.is_noscript() => {
                 self.need_converge = true;
                 self.load_scripts().await?;
-                let p = pipe.clone();
+                let pipeline = pipe.clone();
                 self.conn
-                    .call(|mut c| async move { p.query_async::<T>(&mut c).await })
+                    .call(|mut c| async move { pipeline.query_async::<T>(&mut c).await })
                     .await
             }
-            r => r,
+            result => result,
         }
     }
 
@@ -231,7 +231,7 @@ impl Runtime {
             scope.clone().unwrap_or_default(),
             ttl.as_millis() as u64,
         );
-        let r = self
+        let result = self
             .conn
             .call(|mut c| async move {
                 LEASE_SCRIPT
@@ -250,7 +250,7 @@ impl Runtime {
         let st = &snap.states[id];
         let now = Instant::now();
         let ms = |v: i64| Duration::from_millis(v.clamp(0, wire::MAX_MS as i64) as u64);
-        match r {
+        match result {
             Ok((1, t)) => st.breakers.grant_lease(scope.as_deref(), now + ms(t)),
             Ok((0, t)) => st.breakers.deny_lease(scope.as_deref(), now + ms(t)),
             Ok(_) => {
@@ -269,16 +269,16 @@ impl Runtime {
     pub(crate) async fn exchange_budget(&mut self) {
         let budget = (self.wiring.budget)();
         budget.share(self.wiring.replicas);
-        let (f, r) = budget.take_pending();
-        let w = budget.window_secs();
+        let (firsts, retries) = budget.take_pending();
+        let window_secs = budget.window_secs();
         let res = self
             .conn
             .call(|mut c| async move {
                 BUDGET_SCRIPT
                     .key(wire::BUDGET)
-                    .arg(f)
-                    .arg(r)
-                    .arg(w)
+                    .arg(firsts)
+                    .arg(retries)
+                    .arg(window_secs)
                     .invoke_async::<(u64, u64)>(&mut c)
                     .await
             })
@@ -306,21 +306,21 @@ pub(crate) fn add_binding(
     ttl: Duration,
 ) {
     let ms = (ttl.as_millis() as u64).max(1);
-    let v = wire::encode_binding(kind, channel);
+    let encoded = wire::encode_binding(kind, channel);
     pipe.cmd("SET")
         .arg(wire::binding_key(hash))
-        .arg(&v)
+        .arg(&encoded)
         .arg("PX")
         .arg(ms)
         .ignore();
-    let m = Msg {
+    let msg = Msg {
         o: origin.to_string(),
         c: String::new(),
         f: wire::binding_field(hash),
-        v,
+        v: encoded,
         ms: ms as f64,
     };
-    if let Ok(payload) = serde_json::to_string(&m) {
+    if let Ok(payload) = serde_json::to_string(&msg) {
         pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
     }
 }
@@ -328,14 +328,14 @@ pub(crate) fn add_binding(
 /// Publish a task binding (not stored: the store holds it durably, and a replica that
 /// misses the message reads it there).
 fn add_task(pipe: &mut redis::Pipeline, origin: &str, client: &str, id: &str, channel: &str) {
-    let m = Msg {
+    let msg = Msg {
         o: origin.to_string(),
         c: String::new(),
         f: wire::TASK_FIELD.to_string(),
         v: wire::encode_task(client, id, channel),
         ms: 0.0,
     };
-    if let Ok(payload) = serde_json::to_string(&m) {
+    if let Ok(payload) = serde_json::to_string(&msg) {
         pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
     }
 }

@@ -157,12 +157,12 @@ impl RedisStore {
     /// The ask with every limit divided by the replica count (at least 1 each).
     fn divided(&self, ask: &Ask) -> Ask {
         let n = u64::from(self.replicas);
-        let d = |v: u64| if v == 0 { 0 } else { (v / n).max(1) };
+        let divide = |v: u64| if v == 0 { 0 } else { (v / n).max(1) };
         Ask {
-            rpm: d(ask.rpm),
-            rpd: d(ask.rpd),
-            tpm: d(ask.tpm),
-            concurrency: d(u64::from(ask.concurrency)) as u32,
+            rpm: divide(ask.rpm),
+            rpd: divide(ask.rpd),
+            tpm: divide(ask.tpm),
+            concurrency: divide(u64::from(ask.concurrency)) as u32,
             tokens: ask.tokens,
         }
     }
@@ -188,7 +188,7 @@ impl RedisStore {
         let done = format!("{prefix}:a:{id_s}");
         let id_s = id_s.to_string();
         let now_ms = self.now_arg(now);
-        let a = *ask;
+        let asked = *ask;
         let ids = id_s.clone();
         // Armed before the script is awaited (B-cancel-guards): a request cancelled during it ends
         // the concurrency lease the script may have taken, instead of leaving it for LEASE.
@@ -196,7 +196,7 @@ impl RedisStore {
             ops: &self.ops,
             lease: (ask.concurrency > 0).then(|| (prefix.clone(), id_s.clone())),
         };
-        let r: Vec<i64> = self
+        let counts: Vec<i64> = self
             .conn
             .call(|mut c| async move {
                 ADMIT_SCRIPT
@@ -205,11 +205,11 @@ impl RedisStore {
                     .key(tpm)
                     .key(cc)
                     .key(done)
-                    .arg(a.rpm)
-                    .arg(a.rpd)
-                    .arg(a.tpm)
-                    .arg(a.concurrency)
-                    .arg(a.tokens)
+                    .arg(asked.rpm)
+                    .arg(asked.rpd)
+                    .arg(asked.tpm)
+                    .arg(asked.concurrency)
+                    .arg(asked.tokens)
                     .arg(LEASE.as_millis() as u64)
                     .arg(ids)
                     .arg(now_ms)
@@ -218,7 +218,7 @@ impl RedisStore {
             })
             .await?;
         pending.lease = None;
-        let reply = Reply::parse(&r, ask);
+        let reply = Reply::parse(&counts, ask);
         self.remember(&prefix, reply.report, now);
         if !reply.admitted {
             return Ok(Err(reply.refusal(ask)));
@@ -242,11 +242,11 @@ impl RedisStore {
     }
 
     fn remember(&self, prefix: &str, report: Report, at: Instant) {
-        let mut m = self.mirror();
-        if m.len() >= MIRROR_CAP && !m.contains_key(prefix) {
-            m.clear();
+        let mut mirror = self.mirror();
+        if mirror.len() >= MIRROR_CAP && !mirror.contains_key(prefix) {
+            mirror.clear();
         }
-        m.insert(prefix.to_string(), (report, at));
+        mirror.insert(prefix.to_string(), (report, at));
     }
 }
 
@@ -359,16 +359,16 @@ impl Store for RedisStore {
     ) -> Result<RedisGrant, Refusal> {
         if self.try_redis() {
             let id = self.next_id();
-            let mut r = self.admit_shared(subject, ask, now, &id).await;
-            if matches!(&r, Err(e) if e.is_connection()) {
+            let mut admitted = self.admit_shared(subject, ask, now, &id).await;
+            if matches!(&admitted, Err(e) if e.is_connection()) {
                 // The connection had died (Redis restarted): its reconnect may answer now.
                 // The same id: if the first call did run, it is not counted twice.
-                r = self.admit_shared(subject, ask, now, &id).await;
+                admitted = self.admit_shared(subject, ask, now, &id).await;
             }
-            match r {
-                Ok(r) => {
+            match admitted {
+                Ok(grant) => {
                     self.conn.health.mark_up();
-                    return r;
+                    return grant;
                 }
                 Err(e) => self.conn.health.mark_down(&e),
             }
@@ -407,20 +407,20 @@ impl Store for RedisStore {
 fn aged(r: &Report, elapsed: Duration) -> Report {
     let mut out = *r;
     for kind in [Kind::Rpm, Kind::Rpd, Kind::Tpm] {
-        if let Some(n) = r.get(kind) {
-            let n = if elapsed >= n.reset {
+        if let Some(numbers) = r.get(kind) {
+            let numbers = if elapsed >= numbers.reset {
                 Numbers {
-                    remaining: n.limit,
+                    remaining: numbers.limit,
                     reset: Duration::ZERO,
-                    ..n
+                    ..numbers
                 }
             } else {
                 Numbers {
-                    reset: n.reset - elapsed,
-                    ..n
+                    reset: numbers.reset - elapsed,
+                    ..numbers
                 }
             };
-            out.set(kind, Some(n));
+            out.set(kind, Some(numbers));
         }
     }
     if let Some(n) = r.get(Kind::Concurrency) {
