@@ -128,15 +128,15 @@ pub static SESSION_HEADERS: [HeaderName; 4] = [
 /// hashed). The client is part of it, so two tenants sending the same id (`user: "1"`)
 /// have two bindings and neither can steer the other's (B-tenants).
 pub fn key_hash(client: &str, group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
-    let mut h = Sha256::new();
+    let mut hasher = Sha256::new();
     for part in [client, group, model, kind.as_str(), value] {
-        h.update(part.as_bytes());
-        h.update([0u8]);
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
     }
-    let d = h.finalize();
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&d[..16]);
-    u128::from_be_bytes(b)
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(bytes)
 }
 
 type Fields<'a> = HashMap<String, &'a RawValue>;
@@ -148,14 +148,14 @@ fn object(json: &str) -> Option<Fields<'_>> {
 /// A scalar JSON value as key text: strings decoded, numbers/bools as written;
 /// `{"id": ...}` objects give their `id`. Empty strings, null, arrays give nothing.
 fn scalar(raw: &RawValue) -> Option<String> {
-    let t = raw.get().trim();
-    let v = match t.as_bytes().first()? {
-        b'"' => serde_json::from_str::<String>(t).ok()?,
-        b'{' => return object(t)?.get("id").and_then(|r| scalar(r)),
+    let text = raw.get().trim();
+    let value = match text.as_bytes().first()? {
+        b'"' => serde_json::from_str::<String>(text).ok()?,
+        b'{' => return object(text)?.get("id").and_then(|r| scalar(r)),
         b'n' | b'[' => return None,
-        _ => t.to_string(),
+        _ => text.to_string(),
     };
-    (!v.is_empty()).then_some(v)
+    (!value.is_empty()).then_some(value)
 }
 
 fn body_path(body: &[u8], path: &[String]) -> Option<String> {
@@ -242,10 +242,10 @@ pub fn claude_identity(user_id: &str) -> Option<ClaudeIdentity> {
     }
     let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
     if user_id.trim_start().starts_with('{') {
-        let j: Json = serde_json::from_str(user_id).ok()?;
+        let parsed: Json = serde_json::from_str(user_id).ok()?;
         let id = ClaudeIdentity {
-            session: non_empty(j.session_id),
-            device: non_empty(j.device_id),
+            session: non_empty(parsed.session_id),
+            device: non_empty(parsed.device_id),
         };
         return (id.session.is_some() || id.device.is_some()).then_some(id);
     }
@@ -357,8 +357,8 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
             false,
         ));
     }
-    let b = key_hash(i.client, i.group, i.path, StickyKind::Bucket, "") % u128::from(BUCKETS);
-    let value = format!("{}#{b}", i.path);
+    let bucket = key_hash(i.client, i.group, i.path, StickyKind::Bucket, "") % u128::from(BUCKETS);
+    let value = format!("{}#{bucket}", i.path);
     Some(mk(StickyKind::Bucket, &value, st.bucket_ttl, false))
 }
 
