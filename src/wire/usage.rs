@@ -64,10 +64,13 @@ impl Usage {
     pub fn from_body(body: &[u8]) -> Option<Usage> {
         // Most bodies that carry usage say so near their end; none without the key at all.
         memchr::memmem::rfind(body, b"\"usage\"")?;
-        let b: Body = serde_json::from_slice(body).ok()?;
-        let r = b.usage.0.or_else(|| b.response.0.and_then(|r| r.usage.0))?;
+        let parsed: Body = serde_json::from_slice(body).ok()?;
+        let reported = parsed
+            .usage
+            .0
+            .or_else(|| parsed.response.0.and_then(|reported| reported.usage.0))?;
         let mut out = Usage::default();
-        out.fold(r.raw());
+        out.fold(reported.raw());
         Some(out)
     }
 

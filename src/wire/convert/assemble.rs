@@ -100,8 +100,8 @@ impl Assembler {
             merge(&mut self.usage, &v["usage"]);
         }
         for c in v["choices"].as_array().into_iter().flatten() {
-            let i = index(&c["index"]).unwrap_or(0);
-            let ch = at(&mut self.choices, i);
+            let choice_index = index(&c["index"]).unwrap_or(0);
+            let ch = at(&mut self.choices, choice_index);
             let delta = &c["delta"];
             if delta["role"].is_string() {
                 ch.role = Some(delta["role"].clone());
@@ -146,9 +146,9 @@ impl Assembler {
                             .resize_with(i + 1, || (Value::Null, String::new()));
                     }
                     // A block that is not an object cannot be filled in: it is dropped.
-                    let b = &v["content_block"];
-                    self.blocks[i].0 = if b.is_object() {
-                        b.clone()
+                    let block = &v["content_block"];
+                    self.blocks[i].0 = if block.is_object() {
+                        block.clone()
                     } else {
                         Value::Null
                     };
@@ -160,29 +160,31 @@ impl Assembler {
                 else {
                     return;
                 };
-                let d = &v["delta"];
+                let delta = &v["delta"];
                 let append = |block: &mut Value, field: &str, s: &str| {
                     let cur = block[field].as_str().unwrap_or("").to_string();
                     block[field] = Value::String(cur + s);
                 };
-                match d["type"].as_str().unwrap_or("") {
-                    "text_delta" => append(block, "text", d["text"].as_str().unwrap_or("")),
+                match delta["type"].as_str().unwrap_or("") {
+                    "text_delta" => append(block, "text", delta["text"].as_str().unwrap_or("")),
                     "thinking_delta" => {
-                        append(block, "thinking", d["thinking"].as_str().unwrap_or(""))
+                        append(block, "thinking", delta["thinking"].as_str().unwrap_or(""))
                     }
-                    "signature_delta" => {
-                        append(block, "signature", d["signature"].as_str().unwrap_or(""))
-                    }
+                    "signature_delta" => append(
+                        block,
+                        "signature",
+                        delta["signature"].as_str().unwrap_or(""),
+                    ),
                     "citations_delta" => {
                         if !block["citations"].is_array() {
                             block["citations"] = json!([]);
                         }
                         if let Some(a) = block["citations"].as_array_mut() {
-                            a.push(d["citation"].clone());
+                            a.push(delta["citation"].clone());
                         }
                     }
                     "input_json_delta" => {
-                        json_buf.push_str(d["partial_json"].as_str().unwrap_or(""))
+                        json_buf.push_str(delta["partial_json"].as_str().unwrap_or(""))
                     }
                     _ => {}
                 }

@@ -71,10 +71,10 @@ fn chat(v: &Value, include_usage: bool) -> Option<String> {
                 .iter()
                 .filter(|t| t.is_object())
                 .enumerate()
-                .map(|(k, t)| {
-                    let mut t = t.clone();
-                    t["index"] = json!(k);
-                    t
+                .map(|(k, call)| {
+                    let mut call = call.clone();
+                    call["index"] = json!(k);
+                    call
                 })
                 .collect();
             let piece =

@@ -67,11 +67,11 @@ fn item_events(out: &mut Out, oi: usize, item: &Value) {
         for (ci, part) in parts.filter(|p| p.is_object()).enumerate() {
             let at = json!({"item_id": id, "output_index": oi, "content_index": ci});
             let with = |extra: Value| {
-                let mut v = at.clone();
+                let mut event = at.clone();
                 for (k, x) in extra.as_object().into_iter().flatten() {
-                    v[k] = x.clone();
+                    event[k] = x.clone();
                 }
-                v
+                event
             };
             let mut empty = part.clone();
             if part["type"] == "output_text" {

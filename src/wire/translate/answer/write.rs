@@ -46,11 +46,11 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
         }
         match p {
             AnswerPart::Text(t) => {
-                let s = text.get_or_insert_with(String::new);
-                if std::mem::take(&mut gap) && !s.is_empty() && !t.is_empty() {
-                    s.push_str(crate::wire::translate::request::to_openai::TEXT_JOINER);
+                let joined = text.get_or_insert_with(String::new);
+                if std::mem::take(&mut gap) && !joined.is_empty() && !t.is_empty() {
+                    joined.push_str(crate::wire::translate::request::to_openai::TEXT_JOINER);
                 }
-                s.push_str(&t);
+                joined.push_str(&t);
             }
             AnswerPart::Thinking { text: t, .. } => {
                 reasoning.get_or_insert_with(String::new).push_str(&t)

@@ -68,14 +68,14 @@ pub(super) fn read(v: &Value, p: Path) -> Result<Tools, TranslateError> {
         .ok_or_else(|| TranslateError::invalid(p, "must be an array of tools"))?;
     let mut out = Tools::default();
     for (i, t) in list.iter().enumerate() {
-        let p = p.idx(i);
+        let at = p.idx(i);
         let kind = t["type"].as_str().unwrap_or("");
         match kind {
-            "function" => out.chat.push(function(t, p, None)?),
-            "namespace" => namespace(t, p, &mut out)?,
-            k if droppable(k) => out.dropped.push(format!("{p} {k}")),
-            "" => return Err(TranslateError::invalid(p.key("type"), "is required")),
-            k => return Err(builtin(p, k)),
+            "function" => out.chat.push(function(t, at, None)?),
+            "namespace" => namespace(t, at, &mut out)?,
+            k if droppable(k) => out.dropped.push(format!("{at} {k}")),
+            "" => return Err(TranslateError::invalid(at.key("type"), "is required")),
+            k => return Err(builtin(at, k)),
         }
     }
     Ok(out)
@@ -112,10 +112,10 @@ fn function(t: &Value, p: Path, namespace: Option<&str>) -> Result<Value, Transl
         Some(ns) => flatten(ns, name),
         None => name.to_string(),
     };
-    let mut f = Map::new();
-    f.insert("name".into(), name.into());
+    let mut function = Map::new();
+    function.insert("name".into(), name.into());
     if let Some(d) = t["description"].as_str() {
-        f.insert("description".into(), d.into());
+        function.insert("description".into(), d.into());
     }
     let params = match &t["parameters"] {
         Value::Null => json!({"type": "object", "properties": {}}),
@@ -127,12 +127,12 @@ fn function(t: &Value, p: Path, namespace: Option<&str>) -> Result<Value, Transl
             ))
         }
     };
-    f.insert("parameters".into(), params);
+    function.insert("parameters".into(), params);
     // `strict: false` is the default everywhere; only a requested guarantee is passed on.
     if t["strict"].as_bool() == Some(true) {
-        f.insert("strict".into(), true.into());
+        function.insert("strict".into(), true.into());
     }
-    Ok(json!({"type": "function", "function": f}))
+    Ok(json!({"type": "function", "function": function}))
 }
 
 /// `{type: namespace, name, tools: [function...]}`: each function as `<namespace>__<name>`.
