@@ -74,17 +74,17 @@ pub struct Hint {
 }
 
 fn value<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    let v = h.get(name)?.to_str().ok()?.trim();
-    (!v.is_empty() && v.len() <= MAX_LEN).then_some(v)
+    let text = h.get(name)?.to_str().ok()?.trim();
+    (!text.is_empty() && text.len() <= MAX_LEN).then_some(text)
 }
 
 /// A non-negative, finite number of `unit`s; larger than `Duration` can hold saturates.
 fn number(v: &str, unit: f64) -> Option<Duration> {
-    let x: f64 = v.parse().ok()?;
-    if !x.is_finite() || x < 0.0 || v.starts_with('-') {
+    let amount: f64 = v.parse().ok()?;
+    if !amount.is_finite() || amount < 0.0 || v.starts_with('-') {
         return None;
     }
-    Some(Duration::try_from_secs_f64(x * unit).unwrap_or(Duration::MAX))
+    Some(Duration::try_from_secs_f64(amount * unit).unwrap_or(Duration::MAX))
 }
 
 /// `Retry-After` per RFC 9110: delta-seconds (fractions tolerated) or an HTTP-date.
@@ -131,10 +131,10 @@ fn resets(h: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hi
     openai
         .chain(anthropic)
         .filter_map(move |((rem, reset), source)| {
-            let v = value(h, reset)?;
+            let header = value(h, reset)?;
             let wait = match source {
-                Source::OpenAiReset => parse_go(v)?,
-                _ => rfc3339_wait(v, wall_now)?,
+                Source::OpenAiReset => parse_go(header)?,
+                _ => rfc3339_wait(header, wall_now)?,
             };
             let exhausted = value(h, rem).and_then(|r| r.parse::<u64>().ok()) == Some(0);
             Some((exhausted, Hint { wait, source }))
@@ -152,8 +152,8 @@ pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
             source: Source::RetryAfterMs,
         })
         .or_else(|| {
-            let v = value(h, "retry-after")?;
-            let wait = retry_after(v, wall_now)?;
+            let header = value(h, "retry-after")?;
+            let wait = retry_after(header, wall_now)?;
             Some(Hint {
                 wait,
                 source: Source::RetryAfter,
