@@ -351,12 +351,12 @@ impl Store {
     }
 
     pub fn stats(&self) -> StoreStats {
-        let s = &self.inner.shared;
+        let shared = &self.inner.shared;
         StoreStats {
-            written: s.written.load(Ordering::Relaxed),
-            dropped: s.dropped.load(Ordering::Relaxed),
-            batches: s.batches.load(Ordering::Relaxed),
-            queued: s.queued.load(Ordering::Relaxed),
+            written: shared.written.load(Ordering::Relaxed),
+            dropped: shared.dropped.load(Ordering::Relaxed),
+            batches: shared.batches.load(Ordering::Relaxed),
+            queued: shared.queued.load(Ordering::Relaxed),
         }
     }
 

@@ -14,8 +14,8 @@ impl Store {
     /// Pages the database has now.
     pub async fn page_count(&self) -> Result<u64, StoreError> {
         self.read(|c| {
-            let n: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-            Ok(u64::try_from(n).unwrap_or(0))
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            Ok(u64::try_from(pages).unwrap_or(0))
         })
         .await
     }

@@ -138,7 +138,7 @@ async fn ledger<C: GenericClient>(
     owner: &Owner<'_>,
     e: &LedgerEntry,
 ) -> Result<bool, StoreError> {
-    let n = match e.kind {
+    let rows = match e.kind {
         LedgerKind::Precharge => {
             c.execute(
                 &s.precharge,
@@ -167,7 +167,7 @@ async fn ledger<C: GenericClient>(
             .await?
         }
     };
-    Ok(n > 0)
+    Ok(rows > 0)
 }
 
 async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &StateRow) -> Result<(), StoreError> {

@@ -298,40 +298,45 @@ mod tests {
     #[test]
     fn a_batch_decides_as_the_asks_one_by_one() {
         let asks = [(30, 100), (50, 100), (30, 100), (20, 100), (1, 100)];
-        let (d, total) = decide(0, &asks);
-        let admitted: Vec<bool> = d.iter().map(|d| d.admitted).collect();
+        let (decision, total) = decide(0, &asks);
+        let admitted: Vec<bool> = decision.iter().map(|decision| decision.admitted).collect();
         assert_eq!(admitted, [true, true, false, true, false]);
         assert_eq!(admitted, serial(0, &asks));
         assert_eq!(total, 100);
         assert_eq!(
-            d[3],
+            decision[3],
             Decided {
                 admitted: true,
                 charged: 100
             }
         );
         assert_eq!(
-            d[2].charged, 80,
+            decision[2].charged, 80,
             "a refusal reports the balance at its turn"
         );
     }
 
     #[test]
     fn a_balance_already_over_its_limit_admits_nothing() {
-        let (d, total) = decide(120, &[(1, 100), (5, 100)]);
-        assert!(d.iter().all(|d| !d.admitted && d.charged == 120));
+        let (decision, total) = decide(120, &[(1, 100), (5, 100)]);
+        assert!(decision
+            .iter()
+            .all(|decision| !decision.admitted && decision.charged == 120));
         assert_eq!(total, 0);
     }
 
     #[test]
     fn each_ask_uses_its_own_limit_and_nothing_overflows() {
-        let (d, _) = decide(0, &[(10, 5), (10, 10), (i64::MAX, i64::MAX)]);
+        let (decision, _) = decide(0, &[(10, 5), (10, 10), (i64::MAX, i64::MAX)]);
         assert_eq!(
-            d.iter().map(|d| d.admitted).collect::<Vec<_>>(),
+            decision
+                .iter()
+                .map(|decision| decision.admitted)
+                .collect::<Vec<_>>(),
             [false, true, false]
         );
-        let (d, _) = decide(i64::MIN + 1, &[(i64::MAX, i64::MAX)]);
-        assert!(d[0].admitted);
+        let (decision, _) = decide(i64::MIN + 1, &[(i64::MAX, i64::MAX)]);
+        assert!(decision[0].admitted);
     }
 
     #[test]
@@ -342,8 +347,8 @@ mod tests {
             let asks: Vec<(i64, i64)> = (0..rng.usize(1..20))
                 .map(|_| (rng.i64(1..60), rng.i64(100..260)))
                 .collect();
-            let (d, total) = decide(charged, &asks);
-            let got: Vec<bool> = d.iter().map(|d| d.admitted).collect();
+            let (decision, total) = decide(charged, &asks);
+            let got: Vec<bool> = decision.iter().map(|decision| decision.admitted).collect();
             assert_eq!(got, serial(charged, &asks), "{charged} {asks:?}");
             let sum: i64 = asks
                 .iter()

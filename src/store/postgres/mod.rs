@@ -163,8 +163,8 @@ impl Remote {
         F: AsyncFnOnce(&mut deadpool_postgres::Object) -> Result<T, StoreError>,
     {
         let work = async {
-            let mut c = self.conn().await?;
-            f(&mut c).await
+            let mut conn = self.conn().await?;
+            f(&mut conn).await
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(r) => self.reach.note(r),

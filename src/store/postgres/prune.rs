@@ -107,15 +107,15 @@ async fn fold(
         if !closed {
             continue; // still open: its lease decides
         }
-        let f = folded.entry(client).or_default();
+        let totals = folded.entry(client).or_default();
         if kind == "refund" {
-            f.charged = f.charged.saturating_sub(amount);
-            f.refunded = f.refunded.saturating_add(amount);
+            totals.charged = totals.charged.saturating_sub(amount);
+            totals.refunded = totals.refunded.saturating_add(amount);
         } else {
-            f.charged = f.charged.saturating_add(amount);
+            totals.charged = totals.charged.saturating_add(amount);
         }
-        f.entries += 1;
-        f.through_ms = f.through_ms.max(ts);
+        totals.entries += 1;
+        totals.through_ms = totals.through_ms.max(ts);
         gone.push(seq);
     }
     tx.execute("DELETE FROM ledger WHERE seq = ANY($1::bigint[])", &[&gone])

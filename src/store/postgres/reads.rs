@@ -90,11 +90,11 @@ impl Remote {
 
     pub(crate) async fn request_count(&self) -> Result<u64, StoreError> {
         self.with(async |c| {
-            let n: i64 = c
+            let count: i64 = c
                 .query_one("SELECT COUNT(*) FROM request_log", &[])
                 .await?
                 .get(0);
-            Ok(to_u64(n))
+            Ok(to_u64(count))
         })
         .await
     }
@@ -118,11 +118,11 @@ impl Remote {
             Ok(rows
                 .iter()
                 .map(|r| {
-                    let t = LedgerTotals {
+                    let totals = LedgerTotals {
                         charged: r.get::<_, Option<i64>>(1).unwrap_or(0),
                         refunded: r.get::<_, Option<i64>>(2).unwrap_or(0),
                     };
-                    (r.get::<_, String>(0), t)
+                    (r.get::<_, String>(0), totals)
                 })
                 .collect())
         })

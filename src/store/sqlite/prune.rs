@@ -66,8 +66,8 @@ fn ledger(
             "SELECT rowid, request_id, client, kind, amount, ts_ms FROM ledger
              WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
         )?;
-        let mut q = st.query(params![cursor, i64::try_from(batch).unwrap_or(i64::MAX)])?;
-        while let Some(r) = q.next()? {
+        let mut results = st.query(params![cursor, i64::try_from(batch).unwrap_or(i64::MAX)])?;
+        while let Some(r) = results.next()? {
             let row: (i64, String, String, String, i64, i64) = (
                 r.get(0)?,
                 r.get(1)?,
@@ -100,15 +100,15 @@ fn ledger(
                 continue; // still open: start-up recovery needs it
             }
         }
-        let f = folded.entry(client).or_default();
+        let totals = folded.entry(client).or_default();
         if kind == "refund" {
-            f.charged = f.charged.saturating_sub(amount);
-            f.refunded = f.refunded.saturating_add(amount);
+            totals.charged = totals.charged.saturating_sub(amount);
+            totals.refunded = totals.refunded.saturating_add(amount);
         } else {
-            f.charged = f.charged.saturating_add(amount);
+            totals.charged = totals.charged.saturating_add(amount);
         }
-        f.entries += 1;
-        f.through_ms = f.through_ms.max(ts);
+        totals.entries += 1;
+        totals.through_ms = totals.through_ms.max(ts);
         tx.prepare_cached("DELETE FROM ledger WHERE rowid = ?1")?
             .execute([rowid])?;
         n += 1;

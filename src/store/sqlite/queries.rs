@@ -67,8 +67,8 @@ pub(crate) fn recent_requests(
 }
 
 pub(crate) fn request_count(conn: &Connection) -> Result<u64, StoreError> {
-    let n: i64 = conn.query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))?;
-    Ok(to_u64(n))
+    let count: i64 = conn.query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))?;
+    Ok(to_u64(count))
 }
 
 /// Per client: `charged` = sum(precharge) + sum(settle) − sum(refund),
@@ -96,9 +96,9 @@ pub(crate) fn ledger_totals(
     let mut out: HashMap<String, LedgerTotals> = HashMap::new();
     for row in rows {
         let (client, t) = row?;
-        let e = out.entry(client).or_default();
-        e.charged = e.charged.saturating_add(t.charged);
-        e.refunded = e.refunded.saturating_add(t.refunded);
+        let totals = out.entry(client).or_default();
+        totals.charged = totals.charged.saturating_add(t.charged);
+        totals.refunded = totals.refunded.saturating_add(t.refunded);
     }
     Ok(out)
 }

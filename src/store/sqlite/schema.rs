@@ -216,9 +216,9 @@ impl Target {
     pub(crate) fn resolve(path: &str) -> Target {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         if path == ":memory:" {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let next = NEXT.fetch_add(1, Ordering::Relaxed);
             Target::Memory(format!(
-                "file:switchyard-mem-{}-{n}?mode=memory&cache=shared",
+                "file:switchyard-mem-{}-{next}?mode=memory&cache=shared",
                 std::process::id()
             ))
         } else {

@@ -316,14 +316,14 @@ const INSERT_LEDGER: &str = "INSERT OR IGNORE INTO ledger (request_id, client, k
     VALUES (?1, ?2, ?3, ?4, ?5)";
 
 fn insert_ledger(st: &mut CachedStatement<'_>, e: &LedgerEntry) -> Result<(), StoreError> {
-    let n = st.execute(params![
+    let rows = st.execute(params![
         e.request_id,
         e.client,
         e.kind.as_str(),
         e.amount,
         e.ts_ms
     ])?;
-    if n == 0 {
+    if rows == 0 {
         tracing::debug!(request_id = %e.request_id, kind = e.kind.as_str(), "duplicate ledger entry ignored");
     }
     Ok(())
