@@ -20,12 +20,12 @@ impl Runtime {
     /// A message from `sy:ev` (not one of ours).
     pub(crate) fn apply_msg(&mut self, m: &Msg) {
         let ms = Duration::from_millis(m.millis());
-        let f = wire::field(&m.f);
-        if let Field::Binding(hash) = f {
+        let field = wire::field(&m.f);
+        if let Field::Binding(hash) = field {
             self.apply_binding(hash, &m.v, ms);
             return;
         }
-        if let Field::Task = f {
+        if let Field::Task = field {
             if let (Some((client, id, channel)), Some(t)) =
                 (wire::decode_task(&m.v), self.tasks.get())
             {
@@ -37,7 +37,7 @@ impl Runtime {
         let Some(id) = snap.table.channels.iter().position(|c| c.name == m.c) else {
             return;
         };
-        self.apply_field(&snap.table.channels[id], &snap.states[id], f, &m.v, ms);
+        self.apply_field(&snap.table.channels[id], &snap.states[id], field, &m.v, ms);
     }
 
     pub(crate) fn apply_binding(&self, hash: u128, v: &str, ttl: Duration) {

@@ -206,8 +206,8 @@ impl Runtime {
                 at_ms,
                 ..
             } => {
-                let v = self.versions.entry((channel.clone(), *key)).or_default();
-                *v = (*v).max(*at_ms);
+                let version = self.versions.entry((channel.clone(), *key)).or_default();
+                *version = (*version).max(*at_ms);
             }
             Change::Bound {
                 hash,

@@ -230,8 +230,8 @@ mod tests {
             channel_key("we{ird}"),
             format!("sy:ch:{{x{}}}", hex::encode("we{ird}"))
         );
-        let h = 0xabcdef_u128 << 64 | 7;
-        assert_eq!(binding_hash(&binding_key(h)), Some(h));
+        let hash = 0xabcdef_u128 << 64 | 7;
+        assert_eq!(binding_hash(&binding_key(hash)), Some(hash));
         assert_eq!(binding_hash("sy:aff:{zz}"), None);
     }
 
@@ -261,9 +261,9 @@ mod tests {
 
     #[test]
     fn task_bindings_round_trip() {
-        let v = encode_task("al|ice", "task_1|x", "v");
+        let encoded = encode_task("al|ice", "task_1|x", "v");
         assert_eq!(
-            decode_task(&v),
+            decode_task(&encoded),
             Some(("al|ice".into(), "task_1|x".into(), "v".into()))
         );
         assert_eq!(decode_task(&encode_task("a", "", "v")), None);
@@ -272,14 +272,14 @@ mod tests {
 
     #[test]
     fn disabled_states_round_trip() {
-        let d = Disabled {
+        let disabled = Disabled {
             reason: "upstream status 401 | really".into(),
             at_ms: 17,
             auto: true,
         };
         assert_eq!(
-            decode_disabled(&encode_disabled(Some(&d), 17)),
-            Some((17, Some(d)))
+            decode_disabled(&encode_disabled(Some(&disabled), 17)),
+            Some((17, Some(disabled)))
         );
         assert_eq!(decode_disabled(&encode_disabled(None, 9)), Some((9, None)));
         assert_eq!(decode_disabled("x|1|1|r"), None);

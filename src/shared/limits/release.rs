@@ -153,17 +153,17 @@ async fn renew_all(conn: &Conn, live: &Live) {
 
 /// Run `pipe`; after NOSCRIPT (Redis restarted) load the scripts and try once more.
 async fn exec(conn: &Conn, pipe: &redis::Pipeline) -> Result<(), CallError> {
-    let p = pipe.clone();
+    let pipeline = pipe.clone();
     match conn
-        .call(|mut c| async move { p.exec_async(&mut c).await })
+        .call(|mut c| async move { pipeline.exec_async(&mut c).await })
         .await
     {
         Err(e) if e.is_noscript() => {
-            let p = pipe.clone();
+            let pipeline = pipe.clone();
             conn.call(|mut c| async move {
                 RELEASE_SCRIPT.load_async(&mut c).await?;
                 RENEW_SCRIPT.load_async(&mut c).await?;
-                p.exec_async(&mut c).await
+                pipeline.exec_async(&mut c).await
             })
             .await
         }
