@@ -42,8 +42,11 @@ pub fn row_key(kind: StickyKind, hash: u128) -> String {
 
 /// Inverse of [`row_key`].
 pub fn parse_row_key(s: &str) -> Option<(StickyKind, u128)> {
-    let (k, h) = s.split_once(':')?;
-    Some((StickyKind::parse(k)?, u128::from_str_radix(h, 16).ok()?))
+    let (kind, hash) = s.split_once(':')?;
+    Some((
+        StickyKind::parse(kind)?,
+        u128::from_str_radix(hash, 16).ok()?,
+    ))
 }
 
 fn wall_ms() -> i64 {
@@ -53,14 +56,14 @@ fn wall_ms() -> i64 {
 /// Write every changed binding, shard by shard, batch by batch, each batch committed
 /// before the next is sent. Returns how many rows were written.
 pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
-    let mut n = 0;
+    let mut written = 0;
     for shard in 0..b.shard_count() {
         if store.is_full() {
             tracing::warn!(
-                written = n,
+                written = written,
                 "affinity snapshot paused: the database cannot grow; the rest waits for the next period"
             );
-            return n;
+            return written;
         }
         let dirty = b.take_dirty_shard(shard);
         for chunk in dirty.chunks(BATCH) {
@@ -84,12 +87,12 @@ pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
                 .is_err()
                 || store.flush().await.is_err()
             {
-                return n; // the store is closed
+                return written; // the store is closed
             }
-            n += len;
+            written += len;
         }
     }
-    n
+    written
 }
 
 /// Load the stored bindings that have not expired; returns how many were restored.
@@ -103,16 +106,16 @@ pub async fn restore(b: &Bindings, store: &Store) -> usize {
         }
     };
     let now = Instant::now();
-    let mut n = 0;
+    let mut loaded = 0;
     for r in rows {
         let Some((kind, hash)) = parse_row_key(&r.key) else {
             continue;
         };
         let left = Duration::from_millis(r.expires_ms.saturating_sub(wall).max(0) as u64);
         b.put(hash, kind, &r.channel, now + left, false);
-        n += 1;
+        loaded += 1;
     }
-    n
+    loaded
 }
 
 /// The periodic sweep + snapshot task; snapshots once more when `stop` turns true.

@@ -210,10 +210,10 @@ impl Bindings {
         let now = Instant::now();
         let mut removed = 0;
         for sh in &self.shards {
-            let mut s = crate::lock::lock(sh);
-            let before = s.len();
-            s.retain(|_, e| e.b.expires > now);
-            removed += before - s.len();
+            let mut shard = crate::lock::lock(sh);
+            let before = shard.len();
+            shard.retain(|_, e| e.b.expires > now);
+            removed += before - shard.len();
         }
         removed
     }
