@@ -84,7 +84,7 @@ impl Billing {
     }
 
     fn session(&self, o: Open<'_>, offline: bool) -> Session {
-        let s = Session::new(
+        let session = Session::new(
             self.ledger.clone(),
             o.account,
             o.id,
@@ -94,9 +94,9 @@ impl Billing {
             o.amount,
         );
         if offline {
-            s.offline()
+            session.offline()
         } else {
-            s
+            session
         }
     }
 
