@@ -78,13 +78,13 @@ impl Body for ResponseBody {
 }
 
 pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {
-    let mut r = Response::new(ResponseBody::full(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
+    let mut response = Response::new(ResponseBody::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    r
+    response
 }
 
 pub fn error_response(e: &GatewayError, format: ClientFormat) -> Resp {
