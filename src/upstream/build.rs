@@ -80,8 +80,8 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         .path_and_query(pq)
         .build()
         .map_err(|e| invalid_request(format!("invalid upstream uri: {e}")))?;
-    let mut b = Request::builder().method(o.method).uri(uri);
-    let headers = b
+    let mut builder = Request::builder().method(o.method).uri(uri);
+    let headers = builder
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
     headers::to_upstream(o.client_headers, headers, ch.forward_organization);
@@ -124,6 +124,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         header::ACCEPT_ENCODING,
         HeaderValue::from_static("identity"),
     );
-    b.body(Full::new(o.body))
+    builder
+        .body(Full::new(o.body))
         .map_err(|e| invalid_request(format!("invalid upstream request: {e}")))
 }

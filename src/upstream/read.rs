@@ -47,8 +47,10 @@ pub async fn read_error<B>(body: &mut B, deadline: Instant) -> Bytes
 where
     B: Body<Data = Bytes> + Unpin,
 {
-    let d = deadline.min(Instant::now() + Duration::from_secs(10));
-    read_body(body, d, MAX_ERROR_BODY).await.unwrap_or_default()
+    let wait_until = deadline.min(Instant::now() + Duration::from_secs(10));
+    read_body(body, wait_until, MAX_ERROR_BODY)
+        .await
+        .unwrap_or_default()
 }
 
 /// Largest JSON answer read into memory for inspection; a larger one is streamed through.
