@@ -93,9 +93,9 @@ pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
 }
 
 /// A text or thinking block that opens with nothing in it.
-fn empty_block(b: &Value) -> bool {
-    let empty = |k: &str| b[k].as_str().is_none_or(str::is_empty);
-    match b["type"].as_str() {
+fn empty_block(value: &Value) -> bool {
+    let empty = |k: &str| value[k].as_str().is_none_or(str::is_empty);
+    match value["type"].as_str() {
         Some("text") => empty("text"),
         Some("thinking") => empty("thinking"),
         _ => false,
@@ -103,11 +103,11 @@ fn empty_block(b: &Value) -> bool {
 }
 
 /// A chat chunk that carries nothing of the answer (not an error, not the usage chunk).
-fn empty_chunk(v: &Value) -> bool {
-    let Some(choices) = v.get("choices").and_then(Value::as_array) else {
+fn empty_chunk(value: &Value) -> bool {
+    let Some(choices) = value.get("choices").and_then(Value::as_array) else {
         return false;
     };
-    if v.get("error").is_some() || (choices.is_empty() && v["usage"].is_object()) {
+    if value.get("error").is_some() || (choices.is_empty() && value["usage"].is_object()) {
         return false;
     }
     choices.iter().all(|c| {

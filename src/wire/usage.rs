@@ -52,8 +52,8 @@ impl Usage {
     /// Fold a parsed `usage` object (OpenAI chat/completions/responses or Anthropic) into
     /// `self`. Later reports replace earlier ones field by field (Anthropic sends input at
     /// `message_start` and output at `message_delta`).
-    pub fn absorb(&mut self, u: &Value) {
-        if let Ok(Object(Some(r))) = Object::<Report>::deserialize(u) {
+    pub fn absorb(&mut self, value: &Value) {
+        if let Ok(Object(Some(r))) = Object::<Report>::deserialize(value) {
             self.fold(r.raw());
         }
     }

@@ -66,19 +66,22 @@ impl StreamUsage {
 }
 
 /// Characters of generated content in one parsed stream event (any dialect).
-fn content_chars(v: &Value) -> u64 {
+fn content_chars(value: &Value) -> u64 {
     let len = |x: &Value| x.as_str().map_or(0, |s| s.chars().count() as u64);
     let mut chars = 0;
-    for c in v["choices"].as_array().into_iter().flatten() {
+    for c in value["choices"].as_array().into_iter().flatten() {
         let delta = &c["delta"];
         chars += len(&delta["content"]) + len(&delta["reasoning_content"]) + len(&c["text"]);
         for t in delta["tool_calls"].as_array().into_iter().flatten() {
             chars += len(&t["function"]["name"]) + len(&t["function"]["arguments"]);
         }
     }
-    let delta = &v["delta"];
+    let delta = &value["delta"];
     chars += len(&delta["text"]) + len(&delta["partial_json"]) + len(&delta["thinking"]);
-    if v["type"].as_str().is_some_and(|t| t.ends_with(".delta")) {
+    if value["type"]
+        .as_str()
+        .is_some_and(|t| t.ends_with(".delta"))
+    {
         chars += len(delta);
     }
     chars

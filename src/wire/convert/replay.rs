@@ -8,17 +8,17 @@ use serde_json::{json, Value};
 
 use super::Dialect;
 
-fn data(out: &mut String, v: &Value) {
+fn data(out: &mut String, value: &Value) {
     out.push_str("data: ");
-    out.push_str(&v.to_string());
+    out.push_str(&value.to_string());
     out.push_str("\n\n");
 }
 
-fn event(out: &mut String, name: &str, v: &Value) {
+fn event(out: &mut String, name: &str, value: &Value) {
     out.push_str("event: ");
     out.push_str(name);
     out.push('\n');
-    data(out, v);
+    data(out, value);
 }
 
 /// The SSE bytes for `body`, or `None` when it is not a JSON answer of `dialect`.
@@ -32,18 +32,18 @@ pub fn replay(dialect: Dialect, body: &[u8], include_usage: bool) -> Option<Byte
     Some(Bytes::from(text))
 }
 
-fn chat(v: &Value, include_usage: bool) -> Option<String> {
-    let choices = v["choices"].as_array()?;
+fn chat(value: &Value, include_usage: bool) -> Option<String> {
+    let choices = value["choices"].as_array()?;
     let chunk = |choices: Value| {
         let mut event = json!({
-            "id": v["id"],
+            "id": value["id"],
             "object": "chat.completion.chunk",
-            "created": v["created"],
-            "model": v["model"],
+            "created": value["created"],
+            "model": value["model"],
             "choices": choices,
         });
-        if v["system_fingerprint"].is_string() {
-            event["system_fingerprint"] = v["system_fingerprint"].clone();
+        if value["system_fingerprint"].is_string() {
+            event["system_fingerprint"] = value["system_fingerprint"].clone();
         }
         event
     };
@@ -89,18 +89,18 @@ fn chat(v: &Value, include_usage: bool) -> Option<String> {
         let piece = json!([{"index": index, "delta": {}, "finish_reason": reason}]);
         data(&mut out, &chunk(piece));
     }
-    if include_usage && v["usage"].is_object() {
+    if include_usage && value["usage"].is_object() {
         let mut usage_chunk = chunk(json!([]));
-        usage_chunk["usage"] = v["usage"].clone();
+        usage_chunk["usage"] = value["usage"].clone();
         data(&mut out, &usage_chunk);
     }
     out.push_str("data: [DONE]\n\n");
     Some(out)
 }
 
-fn messages(v: &Value) -> Option<String> {
-    let content = v["content"].as_array()?;
-    let usage = &v["usage"];
+fn messages(value: &Value) -> Option<String> {
+    let content = value["content"].as_array()?;
+    let usage = &value["usage"];
     let mut start_usage = usage.clone();
     if start_usage.is_object() {
         start_usage["output_tokens"] = json!(0);
@@ -110,8 +110,8 @@ fn messages(v: &Value) -> Option<String> {
         &mut out,
         "message_start",
         &json!({"type": "message_start", "message": {
-            "id": v["id"], "type": "message", "role": v["role"].as_str().unwrap_or("assistant"),
-            "model": v["model"], "content": [], "stop_reason": null, "stop_sequence": null,
+            "id": value["id"], "type": "message", "role": value["role"].as_str().unwrap_or("assistant"),
+            "model": value["model"], "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": start_usage,
         }}),
     );
@@ -156,16 +156,16 @@ fn messages(v: &Value) -> Option<String> {
             &json!({"type": "content_block_stop", "index": i}),
         );
     }
-    let stop_reason = if v["stop_reason"].is_null() {
+    let stop_reason = if value["stop_reason"].is_null() {
         json!("end_turn")
     } else {
-        v["stop_reason"].clone()
+        value["stop_reason"].clone()
     };
     event(
         &mut out,
         "message_delta",
         &json!({"type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": v["stop_sequence"]},
+            "delta": {"stop_reason": stop_reason, "stop_sequence": value["stop_sequence"]},
             "usage": {"output_tokens": usage["output_tokens"].as_u64().unwrap_or(0)}}),
     );
     event(&mut out, "message_stop", &json!({"type": "message_stop"}));

@@ -16,8 +16,8 @@ pub fn from_anthropic(s: &str) -> Stop {
     }
 }
 
-pub fn to_anthropic(s: Stop) -> &'static str {
-    match s {
+pub fn to_anthropic(stop: Stop) -> &'static str {
+    match stop {
         Stop::EndTurn => "end_turn",
         Stop::MaxTokens => "max_tokens",
         Stop::StopSequence => "stop_sequence",
@@ -37,8 +37,8 @@ pub fn from_openai(s: &str) -> Stop {
     }
 }
 
-pub fn to_openai(s: Stop) -> &'static str {
-    match s {
+pub fn to_openai(stop: Stop) -> &'static str {
+    match stop {
         Stop::EndTurn | Stop::StopSequence | Stop::PauseTurn => "stop",
         Stop::MaxTokens => "length",
         Stop::ToolUse => "tool_calls",

@@ -61,16 +61,16 @@ pub(crate) struct AnthropicUsage {
 }
 
 impl AnthropicUsage {
-    pub fn absorb(&mut self, u: &AnthropicUsage) {
+    pub fn absorb(&mut self, usage: &AnthropicUsage) {
         let pick = |new: Option<u64>, old: Option<u64>| new.or(old);
-        self.input_tokens = pick(u.input_tokens, self.input_tokens);
-        self.output_tokens = pick(u.output_tokens, self.output_tokens);
+        self.input_tokens = pick(usage.input_tokens, self.input_tokens);
+        self.output_tokens = pick(usage.output_tokens, self.output_tokens);
         self.cache_creation_input_tokens = pick(
-            u.cache_creation_input_tokens,
+            usage.cache_creation_input_tokens,
             self.cache_creation_input_tokens,
         );
         self.cache_read_input_tokens =
-            pick(u.cache_read_input_tokens, self.cache_read_input_tokens);
+            pick(usage.cache_read_input_tokens, self.cache_read_input_tokens);
     }
 
     pub fn usage(&self) -> Usage {

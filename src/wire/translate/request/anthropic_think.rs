@@ -28,19 +28,19 @@ pub(in crate::wire::translate) struct Thinking {
 }
 
 /// `thinking: {type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}`.
-pub(in crate::wire::translate) fn read(v: Value, p: Path, target: WireFormat) -> Result<Mode> {
-    let mut fields = read::object(v, p)?;
-    let ty = read::req_str(&mut fields, "type", p)?;
+pub(in crate::wire::translate) fn read(value: Value, at: Path, target: WireFormat) -> Result<Mode> {
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     let budget = match fields.remove("budget_tokens").filter(|b| !b.is_null()) {
-        Some(b) => Some(read::count(&b, p.key("budget_tokens"))?),
+        Some(b) => Some(read::count(&b, at.key("budget_tokens"))?),
         None => None,
     };
-    read::no_more(&fields, p, target, &[])?;
+    read::no_more(&fields, at, target, &[])?;
     match ty.as_str() {
         "enabled" | "adaptive" => Ok(Mode::On { budget }),
         "disabled" => Ok(Mode::Off),
         other => Err(TranslateError::unsupported(
-            p.key("type"),
+            at.key("type"),
             format!("`{other}` is not enabled, adaptive or disabled"),
         )),
     }

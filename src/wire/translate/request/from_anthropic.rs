@@ -17,39 +17,39 @@ const DROPPED: &[(&str, &str)] = &[
     ("service_tier", "service_tier"),
 ];
 
-pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
-    let mut map = read::object(v, Path::ROOT)?;
+pub(in crate::wire::translate) fn read(value: Value, target: WireFormat) -> Result<ChatRequest> {
+    let mut map = read::object(value, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
     let mut thinking = Thinking::default();
     map.remove("model");
     read::drop_keys(&mut map, DROPPED, &mut req.dropped);
-    for (k, v) in map {
-        if v.is_null() {
+    for (k, value) in map {
+        if value.is_null() {
             continue;
         }
         let root = Path::ROOT;
         let at = root.key(&k);
         match k.as_str() {
-            "messages" => messages = Some(v),
-            "system" => req.system = system(v, at, target, &mut req.dropped)?,
-            "max_tokens" => req.max_tokens = Some(read::count(&v, at)?),
-            "stream" => req.stream = read::boolean(&v, at)?,
-            "temperature" => req.temperature = Some(read::number(&v, at)?),
-            "top_p" => req.top_p = Some(read::number(&v, at)?),
-            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&v, at)?),
+            "messages" => messages = Some(value),
+            "system" => req.system = system(value, at, target, &mut req.dropped)?,
+            "max_tokens" => req.max_tokens = Some(read::count(&value, at)?),
+            "stream" => req.stream = read::boolean(&value, at)?,
+            "temperature" => req.temperature = Some(read::number(&value, at)?),
+            "top_p" => req.top_p = Some(read::number(&value, at)?),
+            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&value, at)?),
             "top_k" => return Err(refuse(at, target, "`top_k`")),
-            "stop_sequences" => req.stop = stop_sequences(v, at, target)?,
-            "metadata" => req.user = metadata(v, at, target, &mut req.dropped)?,
-            "tools" => req.tools = tools(v, at, target, &mut req.dropped)?,
-            "tool_choice" => tool_choice(v, at, &mut req, target)?,
-            "thinking" => thinking.mode = Some(think::read(v, at, target)?),
+            "stop_sequences" => req.stop = stop_sequences(value, at, target)?,
+            "metadata" => req.user = metadata(value, at, target, &mut req.dropped)?,
+            "tools" => req.tools = tools(value, at, target, &mut req.dropped)?,
+            "tool_choice" => tool_choice(value, at, &mut req, target)?,
+            "thinking" => thinking.mode = Some(think::read(value, at, target)?),
             "output_config" => {
-                let (format, effort) = output_config(v, at, target)?;
+                let (format, effort) = output_config(value, at, target)?;
                 req.response_format = format;
                 thinking.effort = effort;
             }
-            "output_format" => req.response_format = Some(output_format(v, at, target)?),
+            "output_format" => req.response_format = Some(output_format(value, at, target)?),
             _ => return Err(read::unknown(at, target)),
         }
     }
@@ -64,18 +64,18 @@ pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<C
 
 /// `system`: a string or text blocks (`cache_control` and `citations` dropped).
 fn system(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Vec<String>> {
-    match v {
+    match value {
         Value::String(s) => Ok(vec![s]),
         Value::Array(blocks) => blocks
             .into_iter()
             .enumerate()
             .map(|(i, b)| {
-                let pi = p.idx(i);
+                let pi = at.idx(i);
                 let mut fields = read::object(b, pi)?;
                 let ty = read::req_str(&mut fields, "type", pi)?;
                 if ty != "text" {
@@ -92,7 +92,7 @@ fn system(
             })
             .collect(),
         other => Err(TranslateError::invalid(
-            p,
+            at,
             format!(
                 "must be a string or an array of text blocks, not {}",
                 read::kind(&other)
@@ -101,15 +101,15 @@ fn system(
     }
 }
 
-fn stop_sequences(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> {
-    let list = read::array(v, p)?;
+fn stop_sequences(value: Value, at: Path, target: WireFormat) -> Result<Vec<String>> {
+    let list = read::array(value, at)?;
     let max = match target {
         WireFormat::OpenAi => 4,
         _ => 5,
     };
     if list.len() > max {
         return Err(TranslateError::unsupported(
-            p,
+            at,
             format!(
                 "has {} sequences; {} accepts at most {max}",
                 list.len(),
@@ -119,21 +119,21 @@ fn stop_sequences(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> 
     }
     list.into_iter()
         .enumerate()
-        .map(|(i, s)| read::string(s, p.idx(i)))
+        .map(|(i, s)| read::string(s, at.idx(i)))
         .collect()
 }
 
 /// `metadata.user_id` (OpenAI `user`, hashed when longer than OpenAI's 64 characters; Gemini
 /// has no such field). Other metadata keys are dropped and reported.
 fn metadata(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Option<String>> {
-    let mut metadata = read::object(v, p)?;
-    let user = read::opt_str(&mut metadata, "user_id", p)?;
-    if metadata.values().any(|v| !v.is_null()) {
+    let mut metadata = read::object(value, at)?;
+    let user = read::opt_str(&mut metadata, "user_id", at)?;
+    if metadata.values().any(|value| !value.is_null()) {
         crate::wire::translate::ir::note(dropped, "metadata");
     }
     let user = match (user, target) {
@@ -162,15 +162,15 @@ pub(in crate::wire::translate) fn openai_user(id: String) -> String {
 }
 
 fn tools(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Vec<Tool>> {
-    let list = read::array(v, p)?;
+    let list = read::array(value, at)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
-        let pi = p.idx(i);
+        let pi = at.idx(i);
         let mut tool = read::object(t, pi)?;
         if let Some(ty) = read::opt_str(&mut tool, "type", pi)? {
             if ty != "custom" {
@@ -201,17 +201,17 @@ fn tools(
     Ok(out)
 }
 
-fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
-    let mut choice = read::object(v, p)?;
-    let ty = read::req_str(&mut choice, "type", p)?;
+fn tool_choice(value: Value, at: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
+    let mut choice = read::object(value, at)?;
+    let ty = read::req_str(&mut choice, "type", at)?;
     req.tool_choice = Some(match ty.as_str() {
         "auto" => ToolChoice::Auto,
         "any" => ToolChoice::Required,
         "none" => ToolChoice::None,
-        "tool" => ToolChoice::Named(read::req_str(&mut choice, "name", p)?),
+        "tool" => ToolChoice::Named(read::req_str(&mut choice, "name", at)?),
         other => {
             return Err(TranslateError::invalid(
-                p.key("type"),
+                at.key("type"),
                 format!("`{other}` is not auto, any, tool or none"),
             ))
         }
@@ -220,48 +220,48 @@ fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> 
         .remove("disable_parallel_tool_use")
         .filter(|d| !d.is_null())
     {
-        let pd = p.key("disable_parallel_tool_use");
+        let pd = at.key("disable_parallel_tool_use");
         let disable = read::boolean(&d, pd)?;
         if disable && target == WireFormat::Gemini {
             return Err(refuse(pd, target, "`disable_parallel_tool_use: true`"));
         }
         req.parallel_tool_calls = Some(!disable);
     }
-    read::no_more(&choice, p, target, &[])
+    read::no_more(&choice, at, target, &[])
 }
 
 /// `output_config`: `format` is structured output; `effort` tunes Claude's token spend (the
 /// reasoning effort where the target has one: `req_anthropic_think`).
 fn output_config(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
 ) -> Result<(Option<ResponseFormat>, Option<String>)> {
-    let mut config = read::object(v, p)?;
+    let mut config = read::object(value, at)?;
     let format = match config.remove("format").filter(|f| !f.is_null()) {
-        Some(f) => Some(output_format(f, p.key("format"), target)?),
+        Some(f) => Some(output_format(f, at.key("format"), target)?),
         None => None,
     };
-    let effort = read::opt_str(&mut config, "effort", p)?;
-    read::no_more(&config, p, target, &[])?;
+    let effort = read::opt_str(&mut config, "effort", at)?;
+    read::no_more(&config, at, target, &[])?;
     Ok((format, effort))
 }
 
 /// `output_config.format` (and the beta `output_format`): `{type: json_schema, schema}`.
-fn output_format(v: Value, p: Path, target: WireFormat) -> Result<ResponseFormat> {
-    let mut fields = read::object(v, p)?;
-    let ty = read::req_str(&mut fields, "type", p)?;
+fn output_format(value: Value, at: Path, target: WireFormat) -> Result<ResponseFormat> {
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     if ty != "json_schema" {
         return Err(TranslateError::unsupported(
-            p.key("type"),
+            at.key("type"),
             format!("`{ty}` is not json_schema"),
         ));
     }
     let schema = fields
         .remove("schema")
         .filter(|s| !s.is_null())
-        .ok_or_else(|| TranslateError::invalid(p.key("schema"), "is required"))?;
-    read::no_more(&fields, p, target, &[])?;
+        .ok_or_else(|| TranslateError::invalid(at.key("schema"), "is required"))?;
+    read::no_more(&fields, at, target, &[])?;
     Ok(ResponseFormat::JsonSchema {
         name: "output".to_string(),
         schema,

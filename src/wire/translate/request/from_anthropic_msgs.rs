@@ -13,13 +13,13 @@ use crate::wire::translate::request::read::{self, refuse};
 use crate::wire::translate::WireFormat;
 
 pub(in crate::wire::translate) fn read(
-    v: Value,
+    value: Value,
     req: &mut ChatRequest,
     target: WireFormat,
 ) -> Result<()> {
     let root = Path::ROOT;
     let at = root.key("messages");
-    let list = read::array(v, at)?;
+    let list = read::array(value, at)?;
     let mut convo = Convo::new(target, list.len());
     for (i, message) in list.into_iter().enumerate() {
         let pi = at.idx(i);
@@ -62,38 +62,38 @@ pub(in crate::wire::translate) fn read(
     Ok(())
 }
 
-fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -> Result<()> {
-    let mut fields = read::object(v, p)?;
-    let ty = read::req_str(&mut fields, "type", p)?;
+fn block(value: Value, at: Path, role: Role, convo: &mut Convo, target: WireFormat) -> Result<()> {
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     match (ty.as_str(), role) {
         ("text", _) => {
-            let text = read::req_str(&mut fields, "text", p)?;
+            let text = read::req_str(&mut fields, "text", at)?;
             convo.open(role).push(Part::Text(text));
         }
         ("image", Role::User) => {
-            let img = image(&mut fields, p, target)?;
+            let img = image(&mut fields, at, target)?;
             convo.open(role).push(Part::Image(img));
         }
         ("tool_use", Role::Assistant) => {
-            let id = read::req_str(&mut fields, "id", p)?;
-            let name = read::req_str(&mut fields, "name", p)?;
+            let id = read::req_str(&mut fields, "id", at)?;
+            let name = read::req_str(&mut fields, "name", at)?;
             let args = match fields.remove("input") {
-                Some(v @ Value::Object(_)) => v,
+                Some(value @ Value::Object(_)) => value,
                 _ => {
                     return Err(TranslateError::invalid(
-                        p.key("input"),
+                        at.key("input"),
                         "must be a JSON object",
                     ))
                 }
             };
-            caller(fields.remove("caller"), p, target)?;
+            caller(fields.remove("caller"), at, target)?;
             convo.tool_call(id, name, args);
         }
-        ("tool_result", Role::User) => return tool_result(fields, p, convo, target),
+        ("tool_result", Role::User) => return tool_result(fields, at, convo, target),
         // Earlier turns' reasoning: the text may go back to an OpenAI-format upstream; the
         // signature means nothing elsewhere (README.md).
         ("thinking", Role::Assistant) => {
-            match read::opt_str(&mut fields, "thinking", p)? {
+            match read::opt_str(&mut fields, "thinking", at)? {
                 Some(t) if target == WireFormat::OpenAi && !t.is_empty() => {
                     convo.open(role).push(Part::Thinking(t))
                 }
@@ -107,25 +107,25 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -
         }
         (other, _) => {
             return Err(refuse(
-                p.key("type"),
+                at.key("type"),
                 target,
                 &format!("a `{other}` block in a {} turn", role_name(role)),
             ))
         }
     }
     read::drop_keys(&mut fields, read::BLOCK_DROPPED, &mut convo.dropped);
-    read::no_more(&fields, p, target, &[])
+    read::no_more(&fields, at, target, &[])
 }
 
 /// A `tool_use` block's `caller`: the SDKs echo it back (`null`, or `{"type": "direct"}`:
 /// the model called the tool itself, the only kind the other formats have). A call made
 /// from code execution (programmatic tool calling) cannot be expressed.
-fn caller(v: Option<Value>, p: Path, target: WireFormat) -> Result<()> {
-    match v {
+fn caller(value: Option<Value>, at: Path, target: WireFormat) -> Result<()> {
+    match value {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Object(c)) if c.get("type").and_then(Value::as_str) == Some("direct") => Ok(()),
         Some(_) => Err(refuse(
-            p.key("caller"),
+            at.key("caller"),
             target,
             "a tool call made from code execution",
         )),
@@ -141,9 +141,9 @@ fn role_name(role: Role) -> &'static str {
 }
 
 /// `image.source`: `{type: base64, media_type, data}` or `{type: url, url}`.
-fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Image> {
-    let ps = p.key("source");
-    let mut source = read::object(m.remove("source").unwrap_or(Value::Null), ps)?;
+fn image(fields: &mut Map<String, Value>, at: Path, target: WireFormat) -> Result<Image> {
+    let ps = at.key("source");
+    let mut source = read::object(fields.remove("source").unwrap_or(Value::Null), ps)?;
     let ty = read::req_str(&mut source, "type", ps)?;
     let img = match ty.as_str() {
         "base64" => Image::Base64 {
@@ -166,16 +166,16 @@ fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Imag
 
 fn tool_result(
     mut m: Map<String, Value>,
-    p: Path,
+    at: Path,
     convo: &mut Convo,
     target: WireFormat,
 ) -> Result<()> {
-    let id = read::req_str(&mut m, "tool_use_id", p)?;
+    let id = read::req_str(&mut m, "tool_use_id", at)?;
     let is_error = match m.remove("is_error").filter(|e| !e.is_null()) {
-        Some(e) => read::boolean(&e, p.key("is_error"))?,
+        Some(e) => read::boolean(&e, at.key("is_error"))?,
         None => false,
     };
-    let pc = p.key("content");
+    let pc = at.key("content");
     let content = match m.remove("content") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![Part::Text(s)],
@@ -201,31 +201,31 @@ fn tool_result(
         convo.dropped("tool_result.is_error");
     }
     read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
-    read::no_more(&m, p, target, &[])?;
-    convo.tool_result(id, content, is_error, p.key("tool_use_id"))
+    read::no_more(&m, at, target, &[])?;
+    convo.tool_result(id, content, is_error, at.key("tool_use_id"))
 }
 
 fn result_block(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Part> {
-    let mut fields = read::object(v, p)?;
-    let ty = read::req_str(&mut fields, "type", p)?;
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     let part = match ty.as_str() {
-        "text" => Part::Text(read::req_str(&mut fields, "text", p)?),
-        "image" => Part::Image(image(&mut fields, p, target)?),
+        "text" => Part::Text(read::req_str(&mut fields, "text", at)?),
+        "image" => Part::Image(image(&mut fields, at, target)?),
         other => {
             return Err(refuse(
-                p.key("type"),
+                at.key("type"),
                 target,
                 &format!("a `{other}` block in a tool result"),
             ))
         }
     };
     read::drop_keys(&mut fields, read::BLOCK_DROPPED, dropped);
-    read::no_more(&fields, p, target, &[])?;
+    read::no_more(&fields, at, target, &[])?;
     Ok(part)
 }
 

@@ -128,8 +128,8 @@ fn message(m: Message) -> Value {
     json!({"role": role, "content": content(m.parts)})
 }
 
-fn block(p: Part) -> Value {
-    match p {
+fn block(part: Part) -> Value {
+    match part {
         Part::Text(t) => json!({"type": "text", "text": t}),
         Part::Image(img) => json!({"type": "image", "source": source(img)}),
         Part::ToolCall { id, name, args } => {

@@ -94,9 +94,13 @@ pub(in crate::wire::translate) fn write(req: ChatRequest, opts: &RequestOptions)
     Value::Object(out)
 }
 
-pub(in crate::wire::translate) fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
-    if let Some(v) = v {
-        m.insert(k.into(), v);
+pub(in crate::wire::translate) fn put(
+    fields: &mut Map<String, Value>,
+    k: &str,
+    value: Option<Value>,
+) {
+    if let Some(value) = value {
+        fields.insert(k.into(), value);
     }
 }
 
@@ -226,8 +230,8 @@ fn user(parts: Vec<Part>, join: bool, out: &mut Vec<Value>) {
     out.push(json!({"role": "user", "content": content}));
 }
 
-fn user_part(p: Part) -> Option<Value> {
-    match p {
+fn user_part(part: Part) -> Option<Value> {
+    match part {
         Part::Text(t) => Some(json!({"type": "text", "text": t})),
         Part::Image(Image::Url(url)) => {
             Some(json!({"type": "image_url", "image_url": {"url": url}}))

@@ -278,13 +278,16 @@ impl Events {
 
 /// The Responses error code for an upstream error (Codex reads `rate_limit_exceeded`,
 /// `insufficient_quota`, `context_length_exceeded`, `server_is_overloaded`).
-fn error_code(e: &UpstreamError) -> String {
-    match e.kind {
+fn error_code(error: &UpstreamError) -> String {
+    match error.kind {
         ErrorKind::RateLimit => "rate_limit_exceeded".into(),
         ErrorKind::Billing => "insufficient_quota".into(),
         ErrorKind::Overloaded => "server_is_overloaded".into(),
         ErrorKind::ContentFilter => "content_filter".into(),
-        ErrorKind::InvalidRequest => e.code.clone().unwrap_or_else(|| "invalid_prompt".into()),
+        ErrorKind::InvalidRequest => error
+            .code
+            .clone()
+            .unwrap_or_else(|| "invalid_prompt".into()),
         _ => "server_error".into(),
     }
 }

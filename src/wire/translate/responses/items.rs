@@ -57,24 +57,24 @@ pub(super) fn read(
 }
 
 impl Convo<'_> {
-    fn item(&mut self, item: &Value, p: Path, names: &Namespaced) -> Result<(), TranslateError> {
+    fn item(&mut self, item: &Value, at: Path, names: &Namespaced) -> Result<(), TranslateError> {
         if !item.is_object() {
-            return Err(TranslateError::invalid(p, "must be an item object"));
+            return Err(TranslateError::invalid(at, "must be an item object"));
         }
         let kind = match item["type"].as_str() {
             Some(k) => k,
             None if item.get("role").is_some() => "message",
-            None => return Err(TranslateError::invalid(p.key("type"), "is required")),
+            None => return Err(TranslateError::invalid(at.key("type"), "is required")),
         };
         match kind {
-            "message" => self.message(item, p),
+            "message" => self.message(item, at),
             "function_call" => {
                 self.flush_images();
-                let call = function_call(item, p, names)?;
+                let call = function_call(item, at, names)?;
                 self.asst.calls.push(call);
                 Ok(())
             }
-            "function_call_output" => self.output(item, p),
+            "function_call_output" => self.output(item, at),
             "reasoning" => {
                 self.flush_images();
                 if !self.asst.text.is_empty() || !self.asst.calls.is_empty() {
@@ -84,12 +84,12 @@ impl Convo<'_> {
                 Ok(())
             }
             "item_reference" => Err(TranslateError::unsupported(
-                p,
+                at,
                 "refers to an item stored by the upstream: this request can only go to a \
                  channel that serves the Responses API natively; send the item itself",
             )),
             k => Err(TranslateError::unsupported(
-                p,
+                at,
                 format!(
                     "is a `{k}` item, which only OpenAI's Responses API runs; this channel \
                      serves Responses by translation (messages, function calls and their \
@@ -99,9 +99,9 @@ impl Convo<'_> {
         }
     }
 
-    fn message(&mut self, item: &Value, p: Path) -> Result<(), TranslateError> {
-        let role = string(&item["role"], p.key("role"))?;
-        let cp = p.key("content");
+    fn message(&mut self, item: &Value, at: Path) -> Result<(), TranslateError> {
+        let role = string(&item["role"], at.key("role"))?;
+        let cp = at.key("content");
         match role {
             "assistant" => {
                 self.flush_images();
@@ -123,16 +123,16 @@ impl Convo<'_> {
                 Ok(())
             }
             r => Err(TranslateError::invalid(
-                p.key("role"),
+                at.key("role"),
                 format!("is `{r}`; expected user, assistant, system or developer"),
             )),
         }
     }
 
-    fn output(&mut self, item: &Value, p: Path) -> Result<(), TranslateError> {
+    fn output(&mut self, item: &Value, at: Path) -> Result<(), TranslateError> {
         self.flush_assistant();
-        let id = string(&item["call_id"], p.key("call_id"))?;
-        let op = p.key("output");
+        let id = string(&item["call_id"], at.key("call_id"))?;
+        let op = at.key("output");
         let text = match &item["output"] {
             Value::String(s) => s.clone(),
             v @ Value::Array(_) => {
@@ -194,13 +194,13 @@ impl Convo<'_> {
 }
 
 /// `{type: function_call, call_id, name, namespace?, arguments}` as a Chat tool call.
-fn function_call(item: &Value, p: Path, names: &Namespaced) -> Result<Value, TranslateError> {
-    let id = string(&item["call_id"], p.key("call_id"))?;
-    let name = string(&item["name"], p.key("name"))?;
+fn function_call(item: &Value, at: Path, names: &Namespaced) -> Result<Value, TranslateError> {
+    let id = string(&item["call_id"], at.key("call_id"))?;
+    let name = string(&item["name"], at.key("name"))?;
     let name = names.upstream_name(item["namespace"].as_str(), name);
     let args = match &item["arguments"] {
         Value::Null => "{}",
-        v => string(v, p.key("arguments"))?,
+        v => string(v, at.key("arguments"))?,
     };
     Ok(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
 }
@@ -228,16 +228,16 @@ fn reasoning_text(item: &Value) -> Vec<String> {
 }
 
 /// An assistant message's text: a string, or `output_text` / `input_text` / `refusal` parts.
-fn assistant_text(v: &Value, p: Path) -> Result<String, TranslateError> {
-    if let Some(s) = v.as_str() {
+fn assistant_text(value: &Value, at: Path) -> Result<String, TranslateError> {
+    if let Some(s) = value.as_str() {
         return Ok(s.to_string());
     }
-    let list = v
+    let list = value
         .as_array()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string or a list of parts"))?;
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string or a list of parts"))?;
     let mut texts = Vec::with_capacity(list.len());
     for (i, part) in list.iter().enumerate() {
-        let pp = p.idx(i);
+        let pp = at.idx(i);
         let text = match part["type"].as_str() {
             Some("output_text" | "input_text") => string(&part["text"], pp.key("text"))?,
             Some("refusal") => string(&part["refusal"], pp.key("refusal"))?,
@@ -256,16 +256,16 @@ fn assistant_text(v: &Value, p: Path) -> Result<String, TranslateError> {
 
 /// User-side content parts as Chat parts: `input_text`, `input_image` (`images`), and
 /// `input_file` with inline data.
-fn parts(v: &Value, p: Path, images: bool) -> Result<Vec<Value>, TranslateError> {
-    if let Some(s) = v.as_str() {
+fn parts(value: &Value, at: Path, images: bool) -> Result<Vec<Value>, TranslateError> {
+    if let Some(s) = value.as_str() {
         return Ok(vec![json!({"type": "text", "text": s})]);
     }
-    let list = v
+    let list = value
         .as_array()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string or a list of parts"))?;
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string or a list of parts"))?;
     let mut out = Vec::with_capacity(list.len());
     for (i, part) in list.iter().enumerate() {
-        let pp = p.idx(i);
+        let pp = at.idx(i);
         out.push(match part["type"].as_str() {
             Some("input_text" | "output_text" | "text") => {
                 json!({"type": "text", "text": string(&part["text"], pp.key("text"))?})
@@ -290,9 +290,9 @@ fn parts(v: &Value, p: Path, images: bool) -> Result<Vec<Value>, TranslateError>
     Ok(out)
 }
 
-fn image(part: &Value, p: Path) -> Result<Value, TranslateError> {
+fn image(part: &Value, at: Path) -> Result<Value, TranslateError> {
     let Some(url) = part["image_url"].as_str() else {
-        return Err(stored_file(p, "file_id"));
+        return Err(stored_file(at, "file_id"));
     };
     let mut img = Map::new();
     img.insert("url".into(), url.into());
@@ -302,14 +302,14 @@ fn image(part: &Value, p: Path) -> Result<Value, TranslateError> {
     Ok(json!({"type": "image_url", "image_url": img}))
 }
 
-fn file(part: &Value, p: Path) -> Result<Value, TranslateError> {
+fn file(part: &Value, at: Path) -> Result<Value, TranslateError> {
     let Some(data) = part["file_data"].as_str() else {
         let key = if part["file_url"].is_string() {
             "file_url"
         } else {
             "file_id"
         };
-        return Err(stored_file(p, key));
+        return Err(stored_file(at, key));
     };
     let mut file = Map::new();
     file.insert("file_data".into(), data.into());
@@ -319,9 +319,9 @@ fn file(part: &Value, p: Path) -> Result<Value, TranslateError> {
     Ok(json!({"type": "file", "file": file}))
 }
 
-fn stored_file(p: Path, key: &str) -> TranslateError {
+fn stored_file(at: Path, key: &str) -> TranslateError {
     TranslateError::unsupported(
-        p.key(key),
+        at.key(key),
         "refers to a file the translated upstream cannot fetch; send the data inline \
          (`image_url` as a data: URL, `file_data`)",
     )

@@ -65,10 +65,10 @@ struct Reading<'a> {
 
 /// The Chat Completions body and the facts of the translation (`body` still empty).
 fn to_chat(
-    v: Value,
+    value: Value,
     opts: &RequestOptions,
 ) -> Result<(Map<String, Value>, ResponsesRequest), TranslateError> {
-    let Value::Object(map) = v else {
+    let Value::Object(map) = value else {
         return Err(TranslateError::invalid(
             "",
             "request body must be a JSON object",
@@ -86,14 +86,14 @@ fn to_chat(
         namespaced: tools::Namespaced::default(),
     };
     reading.chat.insert("model".into(), opts.model.into());
-    for (k, v) in &map {
-        if v.is_null() || DROPPED.contains(&k.as_str()) {
+    for (k, value) in &map {
+        if value.is_null() || DROPPED.contains(&k.as_str()) {
             continue;
         }
         let root = Path::ROOT;
         let at = root.key(k);
-        if !generation(k, v, at, opts, &mut reading.chat)? {
-            reading.field(k, v, at)?;
+        if !generation(k, value, at, opts, &mut reading.chat)? {
+            reading.field(k, value, at)?;
         }
     }
     let Reading {
@@ -124,13 +124,13 @@ fn to_chat(
 
 impl<'a> Reading<'a> {
     /// A field of the conversation, its tools or the upstream state it needs.
-    fn field(&mut self, k: &str, v: &'a Value, p: Path) -> Result<(), TranslateError> {
+    fn field(&mut self, k: &str, v: &'a Value, at: Path) -> Result<(), TranslateError> {
         match k {
-            "instructions" => self.system = Some(string(v, p)?.to_string()),
+            "instructions" => self.system = Some(string(v, at)?.to_string()),
             "input" => self.input = Some(v),
-            "stream" => self.out.stream = boolean(v, p)?,
+            "stream" => self.out.stream = boolean(v, at)?,
             "tools" => {
-                let converted = tools::read(v, p)?;
+                let converted = tools::read(v, at)?;
                 if !converted.chat.is_empty() {
                     self.chat
                         .insert("tools".into(), Value::Array(converted.chat));
@@ -139,19 +139,19 @@ impl<'a> Reading<'a> {
                 self.out.dropped.extend(converted.dropped);
             }
             "tool_choice" => {
-                self.chat.insert(k.into(), tools::choice(v, p)?);
+                self.chat.insert(k.into(), tools::choice(v, at)?);
             }
             "parallel_tool_calls" => {
-                self.chat.insert(k.into(), boolean(v, p)?.into());
+                self.chat.insert(k.into(), boolean(v, at)?.into());
             }
             "top_logprobs" if v.as_u64() == Some(0) => {}
             "store" | "background" if v.as_bool() == Some(false) => {}
             "store" | "background" | "previous_response_id" | "conversation" | "prompt" => {
-                return Err(needs_native(p))
+                return Err(needs_native(at))
             }
             _ => {
                 return Err(TranslateError::unsupported(
-                    p,
+                    at,
                     "has no Chat Completions counterpart on this translated channel; remove it \
                      or route the model to a channel that serves Responses natively",
                 ))
@@ -164,16 +164,16 @@ impl<'a> Reading<'a> {
 /// A field of how the answer is generated, mapped into `chat`; `false`: not one of those.
 fn generation(
     k: &str,
-    v: &Value,
-    p: Path,
+    value: &Value,
+    at: Path,
     opts: &RequestOptions,
     chat: &mut Map<String, Value>,
 ) -> Result<bool, TranslateError> {
     match k {
         "max_output_tokens" => {
-            let max_output = v
+            let max_output = value
                 .as_u64()
-                .ok_or_else(|| TranslateError::invalid(p, "must be a positive integer"))?;
+                .ok_or_else(|| TranslateError::invalid(at, "must be a positive integer"))?;
             let key = match opts.max_tokens_field {
                 MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
                 MaxTokensField::MaxTokens => "max_tokens",
@@ -181,21 +181,22 @@ fn generation(
             chat.insert(key.into(), max_output.into());
         }
         "temperature" | "top_p" => {
-            v.as_f64()
-                .ok_or_else(|| TranslateError::invalid(p, "must be a number"))?;
-            chat.insert(k.into(), v.clone());
+            value
+                .as_f64()
+                .ok_or_else(|| TranslateError::invalid(at, "must be a number"))?;
+            chat.insert(k.into(), value.clone());
         }
-        "reasoning" => reasoning(v, p, chat)?,
-        "text" => text(v, p, chat)?,
+        "reasoning" => reasoning(value, at, chat)?,
+        "text" => text(value, at, chat)?,
         "user" | "safety_identifier" => {
-            let user_id = string(v, p)?;
+            let user_id = string(value, at)?;
             // `user` wins over `safety_identifier` whatever the key order.
             if k == "user" || !chat.contains_key("user") {
                 chat.insert("user".into(), user_id.into());
             }
         }
         "prompt_cache_key" => {
-            chat.insert(k.into(), string(v, p)?.into());
+            chat.insert(k.into(), string(value, at)?.into());
         }
         _ => return Ok(false),
     }
@@ -203,9 +204,9 @@ fn generation(
 }
 
 /// A field that needs state kept at the upstream (R16.4).
-fn needs_native(p: Path) -> TranslateError {
+fn needs_native(at: Path) -> TranslateError {
     TranslateError::unsupported(
-        p,
+        at,
         "needs state kept by the upstream (a stored response, conversation, prompt or \
          background job): this request can only go to a channel that serves the Responses \
          API natively, and none in this route does. Send the whole conversation in `input` \
@@ -215,21 +216,21 @@ fn needs_native(p: Path) -> TranslateError {
 
 /// `reasoning: {effort, summary}`: the effort as `reasoning_effort`; the summary is given
 /// when the upstream reasons visibly.
-fn reasoning(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
-    if !v.is_object() {
-        return Err(TranslateError::invalid(p, "must be an object"));
+fn reasoning(value: &Value, at: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
+    if !value.is_object() {
+        return Err(TranslateError::invalid(at, "must be an object"));
     }
-    if let Some(effort) = v.get("effort").filter(|effort| !effort.is_null()) {
-        let effort = string(effort, p.key("effort"))?;
+    if let Some(effort) = value.get("effort").filter(|effort| !effort.is_null()) {
+        let effort = string(effort, at.key("effort"))?;
         chat.insert("reasoning_effort".into(), effort.into());
     }
     Ok(())
 }
 
 /// `text: {format, verbosity}`: `json_schema` and `json_object` as `response_format`.
-fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
-    let fp = p.key("format");
-    let format = &v["format"];
+fn text(value: &Value, at: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
+    let fp = at.key("format");
+    let format = &value["format"];
     match format["type"].as_str() {
         None if format.is_null() => Ok(()),
         Some("text") => Ok(()),
@@ -264,12 +265,13 @@ fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), Transla
     }
 }
 
-pub(super) fn string<'v>(v: &'v Value, p: Path) -> Result<&'v str, TranslateError> {
+pub(super) fn string<'v>(v: &'v Value, at: Path) -> Result<&'v str, TranslateError> {
     v.as_str()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string"))
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string"))
 }
 
-fn boolean(v: &Value, p: Path) -> Result<bool, TranslateError> {
-    v.as_bool()
-        .ok_or_else(|| TranslateError::invalid(p, "must be true or false"))
+fn boolean(value: &Value, at: Path) -> Result<bool, TranslateError> {
+    value
+        .as_bool()
+        .ok_or_else(|| TranslateError::invalid(at, "must be true or false"))
 }

@@ -134,11 +134,11 @@ impl ResponsesStream {
     }
 
     /// One Chat chunk (choice 0, as `StreamTranslator` writes them).
-    fn chunk(&mut self, v: &Value, out: &mut Vec<u8>) -> Result<(), UpstreamError> {
+    fn chunk(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<(), UpstreamError> {
         if self.head.is_none() {
-            self.head(v["model"].as_str().unwrap_or_default(), out);
+            self.head(value["model"].as_str().unwrap_or_default(), out);
         }
-        let Some(ch) = v["choices"].get(0) else {
+        let Some(ch) = value["choices"].get(0) else {
             return Ok(());
         };
         let delta = &ch["delta"];

@@ -120,8 +120,8 @@ impl FromAnthropic {
         }
     }
 
-    fn absorb(&mut self, u: &AnthropicUsage) {
-        self.usage.absorb(u);
+    fn absorb(&mut self, usage: &AnthropicUsage) {
+        self.usage.absorb(usage);
         self.usage_seen = true;
     }
 
