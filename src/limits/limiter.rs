@@ -94,7 +94,7 @@ impl Limiter<Local> {
 
 fn admit_sync(
     store: &Local,
-    s: Subject<'_>,
+    subject: Subject<'_>,
     ask: &Ask,
     now: Instant,
 ) -> Result<Admission<LocalGrant>, Refusal> {
@@ -102,7 +102,7 @@ fn admit_sync(
         return Ok(Admission::unlimited());
     }
     store
-        .admit_now(s, ask, now)
+        .admit_now(subject, ask, now)
         .map(|g| Admission { grant: Some(g) })
 }
 
@@ -117,14 +117,14 @@ impl<S: Store> Limiter<S> {
 
     async fn admit(
         &self,
-        s: Subject<'_>,
+        subject: Subject<'_>,
         ask: Ask,
         now: Instant,
     ) -> Result<Admission<S::Grant>, Refusal> {
         if ask.is_unlimited() {
             return Ok(Admission::unlimited());
         }
-        let grant = self.store.admit(s, &ask, now).await?;
+        let grant = self.store.admit(subject, &ask, now).await?;
         Ok(Admission { grant: Some(grant) })
     }
 

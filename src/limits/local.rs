@@ -99,27 +99,27 @@ impl Local {
     }
 
     /// The subject's cell, if it has one.
-    pub fn existing(&self, s: Subject<'_>) -> Option<Arc<Cell>> {
-        self.read(self.shard_of(&s))
-            .get(&s as &dyn SubjectView)
+    pub fn existing(&self, subject: Subject<'_>) -> Option<Arc<Cell>> {
+        self.read(self.shard_of(&subject))
+            .get(&subject as &dyn SubjectView)
             .cloned()
     }
 
     /// The subject's cell, created on first use (the only allocation of the path).
-    fn cell(&self, s: Subject<'_>, now_ms: u64) -> Arc<Cell> {
-        let shard_index = self.shard_of(&s);
-        if let Some(c) = self.read(shard_index).get(&s as &dyn SubjectView) {
+    fn cell(&self, subject: Subject<'_>, now_ms: u64) -> Arc<Cell> {
+        let shard_index = self.shard_of(&subject);
+        if let Some(c) = self.read(shard_index).get(&subject as &dyn SubjectView) {
             return c.clone();
         }
         let mut shard = self.write(shard_index);
-        if let Some(c) = shard.get(&s as &dyn SubjectView) {
+        if let Some(c) = shard.get(&subject as &dyn SubjectView) {
             return c.clone();
         }
         if shard.len() >= self.per_shard {
             make_room(&mut shard, self.per_shard, now_ms);
         }
         let cell = Arc::new(Cell::default());
-        shard.insert(s.to_owned_key(), cell.clone());
+        shard.insert(subject.to_owned_key(), cell.clone());
         cell
     }
 

@@ -125,18 +125,18 @@ pub fn rfc3339_wait(v: &str, wall_now: SystemTime) -> Option<Duration> {
 }
 
 /// (exhausted, reset) for each provider limit the headers describe.
-fn resets(h: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hint)> + '_ {
+fn resets(headers: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hint)> + '_ {
     let openai = OPENAI.iter().map(|p| (p, Source::OpenAiReset));
     let anthropic = ANTHROPIC.iter().map(|p| (p, Source::AnthropicReset));
     openai
         .chain(anthropic)
         .filter_map(move |((rem, reset), source)| {
-            let header = value(h, reset)?;
+            let header = value(headers, reset)?;
             let wait = match source {
                 Source::OpenAiReset => parse_go(header)?,
                 _ => rfc3339_wait(header, wall_now)?,
             };
-            let exhausted = value(h, rem).and_then(|r| r.parse::<u64>().ok()) == Some(0);
+            let exhausted = value(headers, rem).and_then(|r| r.parse::<u64>().ok()) == Some(0);
             Some((exhausted, Hint { wait, source }))
         })
 }
@@ -144,15 +144,15 @@ fn resets(h: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hi
 /// The wait a rate-limited answer (429) asks for: `retry-after-ms`, else `Retry-After`, else
 /// the latest reset among the limits marked exhausted (`remaining: 0`), else the earliest
 /// reset given. `None` when the headers name no positive wait.
-pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
-    let explicit = value(h, "retry-after-ms")
+pub fn rate_limited(headers: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
+    let explicit = value(headers, "retry-after-ms")
         .and_then(|v| number(v, 0.001))
         .map(|wait| Hint {
             wait,
             source: Source::RetryAfterMs,
         })
         .or_else(|| {
-            let header = value(h, "retry-after")?;
+            let header = value(headers, "retry-after")?;
             let wait = retry_after(header, wall_now)?;
             Some(Hint {
                 wait,
@@ -162,8 +162,8 @@ pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
     if let Some(hint) = explicit {
         return (hint.wait > Duration::ZERO).then_some(hint);
     }
-    exhausted(h, wall_now).or_else(|| {
-        resets(h, wall_now)
+    exhausted(headers, wall_now).or_else(|| {
+        resets(headers, wall_now)
             .map(|(_, hint)| hint)
             .filter(|hint| hint.wait > Duration::ZERO)
             .min_by_key(|hint| hint.wait)
@@ -172,8 +172,8 @@ pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
 
 /// From any answer (a 2xx too): the latest reset among the limits the upstream says are
 /// exhausted (`remaining: 0`), so the key is held back before it earns a 429.
-pub fn exhausted(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
-    resets(h, wall_now)
+pub fn exhausted(headers: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
+    resets(headers, wall_now)
         .filter(|(ex, hint)| *ex && hint.wait > Duration::ZERO)
         .map(|(_, hint)| hint)
         .max_by_key(|hint| hint.wait)
