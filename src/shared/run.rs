@@ -198,8 +198,8 @@ impl Runtime {
 
     /// Remember what a change means for convergence: disabled-state times, and bindings
     /// to announce again if Redis does not take them now.
-    pub(crate) fn note(&mut self, c: &Change) {
-        match c {
+    pub(crate) fn note(&mut self, change: &Change) {
+        match change {
             Change::Disabled {
                 channel,
                 key,

@@ -139,8 +139,8 @@ impl Runtime {
 
     /// Add a call whose reply is read: a new disabled state's `stamp` (the version Redis
     /// gave it) or a failure's `fail` (the deployment's count).
-    fn add_answered(&self, pipe: &mut redis::Pipeline, c: &Change) {
-        let Some(p) = put_args(c) else {
+    fn add_answered(&self, pipe: &mut redis::Pipeline, change: &Change) {
+        let Some(p) = put_args(change) else {
             return;
         };
         let op = if p.op == "lww" { "stamp" } else { p.op };
@@ -161,13 +161,13 @@ impl Runtime {
     }
 
     /// Add one change's script call to `pipe`.
-    pub(crate) fn add(&self, pipe: &mut redis::Pipeline, c: &Change) {
+    pub(crate) fn add(&self, pipe: &mut redis::Pipeline, change: &Change) {
         if let Change::Bound {
             hash,
             kind,
             channel,
             ttl,
-        } = c
+        } = change
         {
             add_binding(pipe, &self.origin, *hash, kind, channel, *ttl);
             return;
@@ -176,12 +176,12 @@ impl Runtime {
             client,
             id,
             channel,
-        } = c
+        } = change
         {
             add_task(pipe, &self.origin, client, id, channel);
             return;
         }
-        let Some(p) = put_args(c) else {
+        let Some(p) = put_args(change) else {
             return;
         };
         self.put_call(pipe, &p);
@@ -213,12 +213,12 @@ impl Runtime {
     }
 
     /// Ask for (or renew) a probe lease and tell the breaker the answer.
-    async fn ask_lease(&mut self, c: &Change) {
+    async fn ask_lease(&mut self, change: &Change) {
         let Change::ProbeWanted {
             channel,
             scope,
             ttl,
-        } = c
+        } = change
         else {
             return;
         };
@@ -233,18 +233,23 @@ impl Runtime {
         );
         let result = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut change| async move {
                 LEASE_SCRIPT
                     .key(key)
                     .arg(owner)
                     .arg(sc)
                     .arg(ttl_ms)
-                    .invoke_async::<(i64, i64)>(&mut c)
+                    .invoke_async::<(i64, i64)>(&mut change)
                     .await
             })
             .await;
         let snap = (self.wiring.snapshot)();
-        let Some(id) = snap.table.channels.iter().position(|c| c.name == *channel) else {
+        let Some(id) = snap
+            .table
+            .channels
+            .iter()
+            .position(|change| change.name == *channel)
+        else {
             return;
         };
         let st = &snap.states[id];
@@ -358,7 +363,7 @@ struct PutArgs<'a> {
 }
 
 /// How a channel-state change is stored (`None` for bindings and lease asks).
-fn put_args(c: &Change) -> Option<PutArgs<'_>> {
+fn put_args(change: &Change) -> Option<PutArgs<'_>> {
     let ms = |d: &Duration| d.as_millis() as u64;
     fn put<'a>(
         channel: &'a str,
@@ -375,7 +380,7 @@ fn put_args(c: &Change) -> Option<PutArgs<'_>> {
             ms,
         }
     }
-    Some(match c {
+    Some(match change {
         Change::BreakerOpened {
             channel,
             scope,

@@ -56,8 +56,8 @@ enum Clock {
 }
 
 /// The subject's keys: `sy:lim:{c:<client>}` or `sy:lim:{k:<channel>/<key fp>}` + `:rpm`…
-pub fn subject_prefix(s: Subject<'_>) -> String {
-    let tag = match s {
+pub fn subject_prefix(subject: Subject<'_>) -> String {
+    let tag = match subject {
         Subject::Client(c) => format!("c:{c}"),
         Subject::Key { channel, key } => format!("k:{channel}/{key}"),
     };
