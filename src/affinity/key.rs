@@ -168,9 +168,10 @@ fn body_path(body: &[u8], path: &[String]) -> Option<String> {
     scalar(raw)
 }
 
-fn header(h: &HeaderMap, names: &[HeaderName]) -> Option<String> {
+fn header(headers: &HeaderMap, names: &[HeaderName]) -> Option<String> {
     names.iter().find_map(|n| {
-        h.get(n)
+        headers
+            .get(n)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|s| !s.is_empty())

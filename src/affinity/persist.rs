@@ -55,9 +55,9 @@ fn wall_ms() -> i64 {
 
 /// Write every changed binding, shard by shard, batch by batch, each batch committed
 /// before the next is sent. Returns how many rows were written.
-pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
+pub async fn snapshot(bindings: &Bindings, store: &Store) -> usize {
     let mut written = 0;
-    for shard in 0..b.shard_count() {
+    for shard in 0..bindings.shard_count() {
         if store.is_full() {
             tracing::warn!(
                 written = written,
@@ -65,7 +65,7 @@ pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
             );
             return written;
         }
-        let dirty = b.take_dirty_shard(shard);
+        let dirty = bindings.take_dirty_shard(shard);
         for chunk in dirty.chunks(BATCH) {
             let now = Instant::now();
             let wall = wall_ms();
@@ -96,7 +96,7 @@ pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
 }
 
 /// Load the stored bindings that have not expired; returns how many were restored.
-pub async fn restore(b: &Bindings, store: &Store) -> usize {
+pub async fn restore(bindings: &Bindings, store: &Store) -> usize {
     let wall = wall_ms();
     let rows = match store.affinity_bindings(wall).await {
         Ok(r) => r,
@@ -112,7 +112,7 @@ pub async fn restore(b: &Bindings, store: &Store) -> usize {
             continue;
         };
         let left = Duration::from_millis(r.expires_ms.saturating_sub(wall).max(0) as u64);
-        b.put(hash, kind, &r.channel, now + left, false);
+        bindings.put(hash, kind, &r.channel, now + left, false);
         loaded += 1;
     }
     loaded
