@@ -38,10 +38,10 @@ pub(super) struct Open<'a> {
 impl Billing {
     pub(super) async fn begin_shared(
         &self,
-        q: &Quota,
+        quota: &Quota,
         o: Open<'_>,
     ) -> Result<Session, GatewayError> {
-        if q.is_up() {
+        if quota.is_up() {
             // Armed before the first await (B-cancel-guards): a request cancelled while its debit is
             // in flight queues the refund of a precharge that may have committed.
             let mut inflight = InFlight {
@@ -51,7 +51,7 @@ impl Billing {
                 client: &o.client.name,
                 amount: o.amount,
             };
-            let debited = q
+            let debited = quota
                 .debit(&o.id, &o.client.name, o.amount, o.limit, now_ms())
                 .await;
             inflight.armed = false;
