@@ -60,8 +60,9 @@ const UPSTREAM_DROPPED: &[&str] = &[
 ];
 
 /// Header names nominated by the `Connection:` headers of `h` (lower-cased tokens).
-fn nominated(h: &HeaderMap) -> Vec<String> {
-    h.get_all(http::header::CONNECTION)
+fn nominated(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(http::header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
