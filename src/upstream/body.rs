@@ -47,8 +47,8 @@ pub enum Coding {
 }
 
 impl Coding {
-    pub fn of(h: &HeaderMap) -> Coding {
-        let Some(v) = h.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()) else {
+    pub fn of(headers: &HeaderMap) -> Coding {
+        let Some(v) = headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()) else {
             return Coding::Identity;
         };
         match v.trim().to_ascii_lowercase().as_str() {

@@ -95,19 +95,19 @@ impl Provider for Anthropic {
 struct Azure;
 
 impl Provider for Azure {
-    fn path_and_query(&self, prefix: &str, client: &str, t: &Target) -> String {
+    fn path_and_query(&self, prefix: &str, client: &str, target: &Target) -> String {
         let (path, query) = client.split_once('?').unwrap_or((client, ""));
         let rest = path.strip_prefix("/v1").unwrap_or(path);
-        let mut out = if t.model.is_empty() {
+        let mut out = if target.model.is_empty() {
             format!("{prefix}/openai{rest}")
         } else {
             format!(
                 "{prefix}/openai/deployments/{}{rest}",
-                encode_segment(t.model)
+                encode_segment(target.model)
             )
         };
         out.push_str("?api-version=");
-        out.push_str(t.api_version);
+        out.push_str(target.api_version);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             if !pair.starts_with("api-version=") {
                 out.push('&');
@@ -129,14 +129,14 @@ impl Provider for Azure {
 struct Gemini;
 
 impl Provider for Gemini {
-    fn path_and_query(&self, prefix: &str, client: &str, t: &Target) -> String {
-        if t.model.is_empty() {
+    fn path_and_query(&self, prefix: &str, client: &str, target: &Target) -> String {
+        if target.model.is_empty() {
             // A request naming no model (the probe's `GET /v1/models`): the plain mapping.
             let rest = client.strip_prefix("/v1").unwrap_or(client);
             return format!("{prefix}{rest}");
         }
-        let model = encode_segment(t.model.strip_prefix("models/").unwrap_or(t.model));
-        if t.stream {
+        let model = encode_segment(target.model.strip_prefix("models/").unwrap_or(target.model));
+        if target.stream {
             format!("{prefix}/models/{model}:streamGenerateContent?alt=sse")
         } else {
             format!("{prefix}/models/{model}:generateContent")

@@ -57,8 +57,8 @@ where
 pub const MAX_INSPECTED_BODY: usize = 8 * 1024 * 1024;
 
 /// Is this answer one that must be inspected (JSON, or untyped)?
-pub fn is_json(h: &HeaderMap) -> bool {
-    let Some(ct) = h.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+pub fn is_json(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return true;
     };
     let ct = ct
