@@ -3,11 +3,11 @@ use super::*;
 
 /// The events a framer gives for `chunks`, read as they arrive.
 pub(crate) fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
-    let mut f = Framer::new(strip);
+    let mut framer = Framer::new(strip);
     let mut out = vec![];
     for c in chunks {
-        f.push(c);
-        while let Some(e) = f.next_event() {
+        framer.push(c);
+        while let Some(e) = framer.next_event() {
             out.push(e);
         }
     }
