@@ -100,9 +100,13 @@ async fn the_planning_mirror_ages_past_its_resets() {
         "the reset comes nearer"
     );
     let after = t0 + Duration::from_secs(61);
-    let p = store.peek(key, &ask, after);
-    assert_eq!(p.room, Room::Now, "the window emptied: the key is offered");
-    assert_eq!(p.report.get(Kind::Rpm).unwrap().remaining, 2);
+    let peeked = store.peek(key, &ask, after);
+    assert_eq!(
+        peeked.room,
+        Room::Now,
+        "the window emptied: the key is offered"
+    );
+    assert_eq!(peeked.report.get(Kind::Rpm).unwrap().remaining, 2);
 
     let mut busy = Report::default();
     busy.set(
