@@ -64,9 +64,9 @@ impl Event {
 /// Events are compared and shown by what was received; whether the data was parsed yet
 /// does not matter.
 impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
+    fn eq(&self, other: &Self) -> bool {
         (&self.raw, &self.name, &self.data, self.comment_only)
-            == (&o.raw, &o.name, &o.data, o.comment_only)
+            == (&other.raw, &other.name, &other.data, other.comment_only)
     }
 }
 

@@ -35,13 +35,13 @@ pub struct Usage {
 
 impl Usage {
     /// The sum of two attempts' usage (a resumed stream bills both, R18.2).
-    pub fn plus(self, o: Usage) -> Usage {
+    pub fn plus(self, other: Usage) -> Usage {
         Usage {
-            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
-            completion_tokens: self.completion_tokens + o.completion_tokens,
-            cached_tokens: self.cached_tokens + o.cached_tokens,
-            cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
-            reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cached_tokens: self.cached_tokens + other.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
         }
     }
 
@@ -75,25 +75,25 @@ impl Usage {
     }
 
     /// Fold one report's raw fields in, normalising (see the module table).
-    fn fold(&mut self, r: Raw) {
-        if let Some(c) = r.completion {
+    fn fold(&mut self, raw: Raw) {
+        if let Some(c) = raw.completion {
             self.completion_tokens = c;
         }
-        if let Some(p) = r.prompt {
+        if let Some(p) = raw.prompt {
             self.prompt_tokens = p;
-            self.cached_tokens = r.cached.unwrap_or(0).min(p);
+            self.cached_tokens = raw.cached.unwrap_or(0).min(p);
             self.cache_write_tokens = 0;
-        } else if let Some(i) = r.input {
-            if r.cache_read.is_some() || r.cache_write.is_some() {
+        } else if let Some(i) = raw.input {
+            if raw.cache_read.is_some() || raw.cache_write.is_some() {
                 // Anthropic: input excludes both cache counts.
-                let read = r.cache_read.unwrap_or(0);
-                let write = r.cache_write.unwrap_or(0);
+                let read = raw.cache_read.unwrap_or(0);
+                let write = raw.cache_write.unwrap_or(0);
                 self.prompt_tokens = i.saturating_add(read).saturating_add(write);
                 self.cached_tokens = read;
                 self.cache_write_tokens = write;
             } else {
                 self.prompt_tokens = i;
-                self.cached_tokens = r.cached.unwrap_or(0).min(i);
+                self.cached_tokens = raw.cached.unwrap_or(0).min(i);
                 self.cache_write_tokens = 0;
             }
         }

@@ -67,12 +67,16 @@ pub(in crate::wire::translate) fn budget_effort(budget: u64) -> &'static str {
 }
 
 /// Set the request's reasoning fields for `target`; report what it cannot take.
-pub(in crate::wire::translate) fn apply(t: Thinking, req: &mut ChatRequest, target: WireFormat) {
-    let effort = t.effort.as_deref().and_then(openai_effort);
-    if t.effort.is_some() && effort.is_none() {
+pub(in crate::wire::translate) fn apply(
+    thinking: Thinking,
+    req: &mut ChatRequest,
+    target: WireFormat,
+) {
+    let effort = thinking.effort.as_deref().and_then(openai_effort);
+    if thinking.effort.is_some() && effort.is_none() {
         req.note_dropped("output_config.effort");
     }
-    let Some(Mode::On { budget }) = t.mode else {
+    let Some(Mode::On { budget }) = thinking.mode else {
         // Without thinking the effort only tunes Claude's spend.
         if effort.is_some() {
             req.note_dropped("output_config.effort");

@@ -165,18 +165,18 @@ fn image(fields: &mut Map<String, Value>, at: Path, target: WireFormat) -> Resul
 }
 
 fn tool_result(
-    mut m: Map<String, Value>,
+    mut fields: Map<String, Value>,
     at: Path,
     convo: &mut Convo,
     target: WireFormat,
 ) -> Result<()> {
-    let id = read::req_str(&mut m, "tool_use_id", at)?;
-    let is_error = match m.remove("is_error").filter(|e| !e.is_null()) {
+    let id = read::req_str(&mut fields, "tool_use_id", at)?;
+    let is_error = match fields.remove("is_error").filter(|e| !e.is_null()) {
         Some(e) => read::boolean(&e, at.key("is_error"))?,
         None => false,
     };
     let pc = at.key("content");
-    let content = match m.remove("content") {
+    let content = match fields.remove("content") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![Part::Text(s)],
         Some(Value::Array(blocks)) => {
@@ -200,8 +200,8 @@ fn tool_result(
         // OpenAI `tool` messages have no error flag; the result text says what failed.
         convo.dropped("tool_result.is_error");
     }
-    read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
-    read::no_more(&m, at, target, &[])?;
+    read::drop_keys(&mut fields, read::BLOCK_DROPPED, &mut convo.dropped);
+    read::no_more(&fields, at, target, &[])?;
     convo.tool_result(id, content, is_error, at.key("tool_use_id"))
 }
 

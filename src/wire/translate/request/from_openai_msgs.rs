@@ -128,9 +128,14 @@ fn text_parts(value: Option<Value>, at: Path, convo: &mut Convo) -> Result<Vec<P
     }
 }
 
-fn user(mut m: Map<String, Value>, at: Path, convo: &mut Convo, target: WireFormat) -> Result<()> {
+fn user(
+    mut fields: Map<String, Value>,
+    at: Path,
+    convo: &mut Convo,
+    target: WireFormat,
+) -> Result<()> {
     let pc = at.key("content");
-    let parts = match m.remove("content") {
+    let parts = match fields.remove("content") {
         Some(Value::String(s)) => vec![Part::Text(s)],
         Some(Value::Array(list)) => {
             let mut parts = Vec::with_capacity(list.len());
@@ -150,7 +155,7 @@ fn user(mut m: Map<String, Value>, at: Path, convo: &mut Convo, target: WireForm
         }
         None => return Err(TranslateError::invalid(pc, "is required")),
     };
-    read::no_more(&m, at, target, &[])?;
+    read::no_more(&fields, at, target, &[])?;
     convo.open(Role::User).extend(parts);
     Ok(())
 }
@@ -199,7 +204,7 @@ fn user_part(
 }
 
 fn assistant(
-    mut m: Map<String, Value>,
+    mut fields: Map<String, Value>,
     at: Path,
     convo: &mut Convo,
     target: WireFormat,
@@ -207,7 +212,7 @@ fn assistant(
     let mut parts = Vec::new();
     let mut calls_out = Vec::new();
     let pc = at.key("content");
-    match m.remove("content") {
+    match fields.remove("content") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => parts.push(Part::Text(s)),
         Some(Value::Array(list)) => {
@@ -225,12 +230,12 @@ fn assistant(
             ))
         }
     }
-    if let Some(r) = read::opt_str(&mut m, "refusal", at)? {
+    if let Some(r) = read::opt_str(&mut fields, "refusal", at)? {
         parts.push(Part::Text(r));
     }
     // Nothing to say in an empty text next to tool calls; Anthropic refuses empty text blocks.
     parts.retain(|part| !matches!(part, Part::Text(t) if t.is_empty()));
-    if let Some(calls) = m.remove("tool_calls").filter(|c| !c.is_null()) {
+    if let Some(calls) = fields.remove("tool_calls").filter(|c| !c.is_null()) {
         let pt = at.key("tool_calls");
         for (i, mut call) in read::array(calls, pt)?.into_iter().enumerate() {
             // OpenCode marks the last tool call for caching: the mark follows its block.
@@ -241,17 +246,17 @@ fn assistant(
             calls_out.push((tool_call(call, pt.idx(i), target)?, cache));
         }
     }
-    if m.contains_key("audio") {
+    if fields.contains_key("audio") {
         return Err(refuse(at.key("audio"), target, "assistant audio"));
     }
-    if m.contains_key("function_call") {
+    if fields.contains_key("function_call") {
         return Err(TranslateError::unsupported(
             at.key("function_call"),
             "is the deprecated function-calling API; send `tool_calls`",
         ));
     }
-    read::drop_keys(&mut m, ASSISTANT_DROPPED, &mut convo.dropped);
-    read::no_more(&m, at, target, &[])?;
+    read::drop_keys(&mut fields, ASSISTANT_DROPPED, &mut convo.dropped);
+    read::no_more(&fields, at, target, &[])?;
     convo.open(Role::Assistant).extend(parts);
     for ((id, name, args), cache) in calls_out {
         convo.tool_call(id, name, args);
@@ -312,9 +317,14 @@ fn tool_call(value: Value, at: Path, target: WireFormat) -> Result<(String, Stri
     Ok((id, name, args))
 }
 
-fn tool(mut m: Map<String, Value>, at: Path, convo: &mut Convo, target: WireFormat) -> Result<()> {
-    let id = read::req_str(&mut m, "tool_call_id", at)?;
-    let content = text_parts(m.remove("content"), at.key("content"), convo)?;
-    read::no_more(&m, at, target, &[])?;
+fn tool(
+    mut fields: Map<String, Value>,
+    at: Path,
+    convo: &mut Convo,
+    target: WireFormat,
+) -> Result<()> {
+    let id = read::req_str(&mut fields, "tool_call_id", at)?;
+    let content = text_parts(fields.remove("content"), at.key("content"), convo)?;
+    read::no_more(&fields, at, target, &[])?;
     convo.tool_result(id, content, false, at.key("tool_call_id"))
 }

@@ -71,8 +71,8 @@ pub(in crate::wire::translate) fn write(mut req: ChatRequest) -> Value {
     Value::Object(out)
 }
 
-fn calling(c: ToolChoice) -> Value {
-    match c {
+fn calling(choice: ToolChoice) -> Value {
+    match choice {
         ToolChoice::Auto => json!({"mode": "AUTO"}),
         ToolChoice::None => json!({"mode": "NONE"}),
         ToolChoice::Required => json!({"mode": "ANY"}),
@@ -127,14 +127,14 @@ fn generation_config(format: Option<ResponseFormat>, req: &ChatRequest) -> Map<S
     config
 }
 
-fn content(m: Message) -> Value {
-    let role = match m.role {
+fn content(message: Message) -> Value {
+    let role = match message.role {
         Role::User | Role::System => "user",
         Role::Assistant => "model",
     };
     let mut first_call = true;
-    let mut parts: Vec<Value> = Vec::with_capacity(m.parts.len());
-    for p in m.parts {
+    let mut parts: Vec<Value> = Vec::with_capacity(message.parts.len());
+    for p in message.parts {
         let sig = match &p {
             Part::ToolCall { id, .. } => signature(id, std::mem::take(&mut first_call)),
             _ => None,

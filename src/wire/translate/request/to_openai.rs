@@ -104,8 +104,8 @@ pub(in crate::wire::translate) fn put(
     }
 }
 
-fn tool_choice(c: ToolChoice) -> Value {
-    match c {
+fn tool_choice(choice: ToolChoice) -> Value {
+    match choice {
         ToolChoice::Auto => "auto".into(),
         ToolChoice::None => "none".into(),
         ToolChoice::Required => "required".into(),

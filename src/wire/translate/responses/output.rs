@@ -142,13 +142,13 @@ impl End {
 }
 
 /// Responses `usage`: input with its cached part, output with its reasoning part.
-pub(super) fn usage_json(u: &Usage) -> Value {
+pub(super) fn usage_json(usage: &Usage) -> Value {
     json!({
-        "input_tokens": u.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": u.cached_tokens},
-        "output_tokens": u.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     })
 }
 

@@ -43,12 +43,12 @@ pub fn request_to(
 }
 
 /// A refusal of the second step names the field of the Chat form it came from.
-fn in_chat_form(e: TranslateError, upstream: WireFormat) -> TranslateError {
+fn in_chat_form(error: TranslateError, upstream: WireFormat) -> TranslateError {
     TranslateError {
-        kind: e.kind,
+        kind: error.kind,
         field: String::new(),
         reason: format!(
-            "the request, translated to Chat Completions for {}, is refused there: {e}",
+            "the request, translated to Chat Completions for {}, is refused there: {error}",
             upstream.name()
         ),
     }
@@ -124,13 +124,13 @@ fn to_chat(
 
 impl<'a> Reading<'a> {
     /// A field of the conversation, its tools or the upstream state it needs.
-    fn field(&mut self, k: &str, v: &'a Value, at: Path) -> Result<(), TranslateError> {
+    fn field(&mut self, k: &str, value: &'a Value, at: Path) -> Result<(), TranslateError> {
         match k {
-            "instructions" => self.system = Some(string(v, at)?.to_string()),
-            "input" => self.input = Some(v),
-            "stream" => self.out.stream = boolean(v, at)?,
+            "instructions" => self.system = Some(string(value, at)?.to_string()),
+            "input" => self.input = Some(value),
+            "stream" => self.out.stream = boolean(value, at)?,
             "tools" => {
-                let converted = tools::read(v, at)?;
+                let converted = tools::read(value, at)?;
                 if !converted.chat.is_empty() {
                     self.chat
                         .insert("tools".into(), Value::Array(converted.chat));
@@ -139,13 +139,13 @@ impl<'a> Reading<'a> {
                 self.out.dropped.extend(converted.dropped);
             }
             "tool_choice" => {
-                self.chat.insert(k.into(), tools::choice(v, at)?);
+                self.chat.insert(k.into(), tools::choice(value, at)?);
             }
             "parallel_tool_calls" => {
-                self.chat.insert(k.into(), boolean(v, at)?.into());
+                self.chat.insert(k.into(), boolean(value, at)?.into());
             }
-            "top_logprobs" if v.as_u64() == Some(0) => {}
-            "store" | "background" if v.as_bool() == Some(false) => {}
+            "top_logprobs" if value.as_u64() == Some(0) => {}
+            "store" | "background" if value.as_bool() == Some(false) => {}
             "store" | "background" | "previous_response_id" | "conversation" | "prompt" => {
                 return Err(needs_native(at))
             }
@@ -265,8 +265,9 @@ fn text(value: &Value, at: Path, chat: &mut Map<String, Value>) -> Result<(), Tr
     }
 }
 
-pub(super) fn string<'v>(v: &'v Value, at: Path) -> Result<&'v str, TranslateError> {
-    v.as_str()
+pub(super) fn string<'v>(value: &'v Value, at: Path) -> Result<&'v str, TranslateError> {
+    value
+        .as_str()
         .ok_or_else(|| TranslateError::invalid(at, "must be a string"))
 }
 

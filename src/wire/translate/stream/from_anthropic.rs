@@ -97,14 +97,14 @@ impl FromAnthropic {
         Ok(())
     }
 
-    fn block_delta(&mut self, index: u64, d: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
-        match d.ty.as_deref() {
+    fn block_delta(&mut self, index: u64, delta: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
+        match delta.ty.as_deref() {
             Some("text_delta") => {
-                let text = d.text.as_deref().unwrap_or("");
+                let text = delta.text.as_deref().unwrap_or("");
                 self.text_seen |= !text.is_empty();
                 emit.text(text, out);
             }
-            Some("thinking_delta") => emit.thinking(d.thinking.as_deref().unwrap_or(""), out),
+            Some("thinking_delta") => emit.thinking(delta.thinking.as_deref().unwrap_or(""), out),
             Some("input_json_delta") => {
                 // Deltas go to the latest block; look there first.
                 let found = match self.tools.last() {
@@ -112,7 +112,7 @@ impl FromAnthropic {
                     _ => self.tools.iter().find(|(i, _)| *i == index).map(|t| t.1),
                 };
                 if let Some(k) = found {
-                    emit.tool_args(k, d.partial_json.as_deref().unwrap_or(""), out);
+                    emit.tool_args(k, delta.partial_json.as_deref().unwrap_or(""), out);
                 }
             }
             // signature_delta, citations_delta: nothing the client format carries.
