@@ -56,8 +56,8 @@ impl KeyCooldowns {
         self.sync.attach(sink);
     }
 
-    fn shard_of(&self, s: &Subject<'_>) -> usize {
-        (self.hasher.hash_one(s as &dyn SubjectView) % SHARDS as u64) as usize
+    fn shard_of(&self, subject: &Subject<'_>) -> usize {
+        (self.hasher.hash_one(subject as &dyn SubjectView) % SHARDS as u64) as usize
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {

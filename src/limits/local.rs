@@ -86,8 +86,8 @@ impl Local {
         ms_since(self.epoch, now)
     }
 
-    fn shard_of(&self, s: &Subject<'_>) -> usize {
-        (self.hasher.hash_one(s as &dyn SubjectView) % self.shards.len() as u64) as usize
+    fn shard_of(&self, subject: &Subject<'_>) -> usize {
+        (self.hasher.hash_one(subject as &dyn SubjectView) % self.shards.len() as u64) as usize
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
@@ -156,8 +156,8 @@ impl Local {
 }
 
 /// Unheld cells that count nothing any more cannot matter.
-fn evictable(c: &Arc<Cell>, now_ms: u64) -> bool {
-    Arc::strong_count(c) == 1 && c.lock().is_idle(now_ms)
+fn evictable(cell: &Arc<Cell>, now_ms: u64) -> bool {
+    Arc::strong_count(cell) == 1 && cell.lock().is_idle(now_ms)
 }
 
 /// A full shard: drop idle cells; if none, the least recently used unheld one (its counts

@@ -139,8 +139,8 @@ impl Refusal {
 }
 
 /// Whole seconds, rounded up, at least 1.
-pub fn ceil_secs(d: Duration) -> u64 {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+pub fn ceil_secs(duration: Duration) -> u64 {
+    let secs = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
     secs.max(1)
 }
 

@@ -73,38 +73,38 @@ pub struct Hint {
     pub source: Source,
 }
 
-fn value<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    let text = h.get(name)?.to_str().ok()?.trim();
+fn value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let text = headers.get(name)?.to_str().ok()?.trim();
     (!text.is_empty() && text.len() <= MAX_LEN).then_some(text)
 }
 
 /// A non-negative, finite number of `unit`s; larger than `Duration` can hold saturates.
-fn number(v: &str, unit: f64) -> Option<Duration> {
-    let amount: f64 = v.parse().ok()?;
-    if !amount.is_finite() || amount < 0.0 || v.starts_with('-') {
+fn number(value: &str, unit: f64) -> Option<Duration> {
+    let amount: f64 = value.parse().ok()?;
+    if !amount.is_finite() || amount < 0.0 || value.starts_with('-') {
         return None;
     }
     Some(Duration::try_from_secs_f64(amount * unit).unwrap_or(Duration::MAX))
 }
 
 /// `Retry-After` per RFC 9110: delta-seconds (fractions tolerated) or an HTTP-date.
-pub fn retry_after(v: &str, wall_now: SystemTime) -> Option<Duration> {
-    if let Some(d) = number(v, 1.0) {
+pub fn retry_after(value: &str, wall_now: SystemTime) -> Option<Duration> {
+    if let Some(d) = number(value, 1.0) {
         return Some(d);
     }
-    let at = httpdate::parse_http_date(v).ok()?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(wall_now).unwrap_or(Duration::ZERO))
 }
 
 /// An RFC 3339 time as a wait from `wall_now` (zero when past). Accepts `Z` or a numeric
 /// offset.
-pub fn rfc3339_wait(v: &str, wall_now: SystemTime) -> Option<Duration> {
-    if !v.is_ascii() || v.len() < 20 {
+pub fn rfc3339_wait(value: &str, wall_now: SystemTime) -> Option<Duration> {
+    if !value.is_ascii() || value.len() < 20 {
         return None;
     }
-    let at = match v.as_bytes()[v.len() - 6] {
-        sign @ (b'+' | b'-') if v.as_bytes()[v.len() - 3] == b':' => {
-            let (base, off) = v.split_at(v.len() - 6);
+    let at = match value.as_bytes()[value.len() - 6] {
+        sign @ (b'+' | b'-') if value.as_bytes()[value.len() - 3] == b':' => {
+            let (base, off) = value.split_at(value.len() - 6);
             let hh: u64 = off[1..3].parse().ok()?;
             let mm: u64 = off[4..6].parse().ok()?;
             if hh > 23 || mm > 59 {
@@ -119,7 +119,7 @@ pub fn rfc3339_wait(v: &str, wall_now: SystemTime) -> Option<Duration> {
                 utc.checked_add(off)?
             }
         }
-        _ => humantime::parse_rfc3339(v).ok()?,
+        _ => humantime::parse_rfc3339(value).ok()?,
     };
     Some(at.duration_since(wall_now).unwrap_or(Duration::ZERO))
 }
