@@ -144,11 +144,11 @@ impl Runner {
 }
 
 /// An error for every waiter of a failed batch (the store's errors are not `Clone`).
-fn copy(e: &StoreError) -> StoreError {
-    match e {
+fn copy(error: &StoreError) -> StoreError {
+    match error {
         StoreError::Busy(s) => StoreError::Busy(s.clone()),
         StoreError::Unavailable(s) => StoreError::Unavailable(s.clone()),
-        e => StoreError::Postgres(e.to_string()),
+        error => StoreError::Postgres(error.to_string()),
     }
 }
 
@@ -204,20 +204,30 @@ const APPLY: &str = "WITH asks AS (
 
 /// Debits `batch` for `client`: one statement for a single ask, else one transaction. Each
 /// debit statement is counted (`switchyard_quota_debit_statements_total`).
-async fn debit_batch(r: &Remote, client: &str, batch: &[Ask]) -> Result<Vec<Debit>, StoreError> {
-    r.debit_statements.fetch_add(1, Ordering::Relaxed);
+async fn debit_batch(
+    remote: &Remote,
+    client: &str,
+    batch: &[Ask],
+) -> Result<Vec<Debit>, StoreError> {
+    remote.debit_statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(telemetry::QUOTA_DEBIT_STATEMENTS).increment(1);
     metrics::counter!(telemetry::QUOTA_DEBITS_BATCHED).increment(batch.len() as u64);
-    let ttl = super::quota::millis(r.lease_ttl);
+    let ttl = super::quota::millis(remote.lease_ttl);
     if let [a] = batch {
-        return r
+        return remote
             .with(async |c| {
                 let st = c.prepare_cached(DEBIT).await?;
                 let rows = c
                     .query(
                         &st,
                         &[
-                            &a.session, &client, &a.amount, &a.limit, &r.replica, &ttl, &a.ts_ms,
+                            &a.session,
+                            &client,
+                            &a.amount,
+                            &a.limit,
+                            &remote.replica,
+                            &ttl,
+                            &a.ts_ms,
                         ],
                     )
                     .await?;
@@ -229,7 +239,8 @@ async fn debit_batch(r: &Remote, client: &str, batch: &[Ask]) -> Result<Vec<Debi
             })
             .await;
     }
-    r.with_mut(async |c| transaction(c, r, client, batch, ttl).await)
+    remote
+        .with_mut(async |c| transaction(c, remote, client, batch, ttl).await)
         .await
 }
 
@@ -237,7 +248,7 @@ async fn debit_batch(r: &Remote, client: &str, batch: &[Ask]) -> Result<Vec<Debi
 /// admitted ones with one `UPDATE`, commit. Dropped unfinished (the timeout), it rolls back.
 async fn transaction(
     c: &mut deadpool_postgres::Object,
-    r: &Remote,
+    remote: &Remote,
     client: &str,
     batch: &[Ask],
     ttl: i64,
@@ -264,7 +275,7 @@ async fn transaction(
         let apply = tx.prepare_cached(APPLY).await?;
         tx.query_one(
             &apply,
-            &[&client, &total, &r.replica, &ttl, &ids, &amounts, &ts],
+            &[&client, &total, &remote.replica, &ttl, &ids, &amounts, &ts],
         )
         .await?;
     }

@@ -123,8 +123,8 @@ impl Drop for Renewal<'_> {
 /// Most leases one sweep statement closes.
 const SWEEP_BATCH: i64 = 1000;
 
-pub(crate) fn millis(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl Quota {
@@ -277,9 +277,9 @@ impl Quota {
 
 /// A statement PostgreSQL aborted to break a deadlock (or a serialization conflict): safe
 /// to run again, nothing of it was applied.
-fn deadlocked(e: &tokio_postgres::Error) -> bool {
+fn deadlocked(error: &tokio_postgres::Error) -> bool {
     use tokio_postgres::error::SqlState;
-    e.code().is_some_and(|c| {
+    error.code().is_some_and(|c| {
         *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
     })
 }

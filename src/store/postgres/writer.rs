@@ -342,9 +342,9 @@ fn count_logs(ops: &[WriteOp]) -> usize {
 }
 
 /// A failed connect is always "unreachable", whatever the driver called it.
-fn as_unavailable(e: StoreError) -> StoreError {
-    match e {
-        StoreError::Unavailable(_) => e,
+fn as_unavailable(error: StoreError) -> StoreError {
+    match error {
+        StoreError::Unavailable(_) => error,
         other => StoreError::Unavailable(other.to_string()),
     }
 }
