@@ -79,8 +79,8 @@ pub fn encode_task(client: &str, id: &str, channel: &str) -> String {
     serde_json::json!([client, id, channel]).to_string()
 }
 
-pub fn decode_task(v: &str) -> Option<(String, String, String)> {
-    let (client, id, channel): (String, String, String) = serde_json::from_str(v).ok()?;
+pub fn decode_task(value: &str) -> Option<(String, String, String)> {
+    let (client, id, channel): (String, String, String) = serde_json::from_str(value).ok()?;
     (!id.is_empty() && !channel.is_empty()).then_some((client, id, channel))
 }
 
@@ -122,15 +122,15 @@ pub enum Field<'a> {
 }
 
 /// Read a field name.
-pub fn field(f: &str) -> Field<'_> {
-    fn scope(s: &str) -> Option<&str> {
-        (!s.is_empty()).then_some(s)
+pub fn field(name: &str) -> Field<'_> {
+    fn scope(name: &str) -> Option<&str> {
+        (!name.is_empty()).then_some(name)
     }
-    match f.split_once(':') {
-        None if f == "d" => Field::Disabled(None),
-        None if f == COOLDOWN_FIELD => Field::Cooldown,
-        None if f == "*reset" => Field::Reset,
-        None if f == TASK_FIELD => Field::Task,
+    match name.split_once(':') {
+        None if name == "d" => Field::Disabled(None),
+        None if name == COOLDOWN_FIELD => Field::Cooldown,
+        None if name == "*reset" => Field::Reset,
+        None if name == TASK_FIELD => Field::Task,
         Some(("d", k)) => KeyFp::parse(k).map_or(Field::Unknown, |k| Field::Disabled(Some(k))),
         Some(("b", s)) => Field::Breaker(scope(s)),
         Some(("f", s)) => Field::Failures(scope(s)),
@@ -151,8 +151,8 @@ pub fn encode_disabled(state: Option<&Disabled>, at_ms: i64) -> String {
 }
 
 /// The stored form back: (`at_ms`, state).
-pub fn decode_disabled(v: &str) -> Option<(i64, Option<Disabled>)> {
-    let mut it = v.splitn(4, '|');
+pub fn decode_disabled(value: &str) -> Option<(i64, Option<Disabled>)> {
+    let mut it = value.splitn(4, '|');
     let at_ms: i64 = it.next()?.parse().ok()?;
     let on = it.next()?;
     let auto = it.next()? == "1";
@@ -174,13 +174,13 @@ pub fn encode_binding(kind: &str, channel: &str) -> String {
     format!("{kind}|{channel}")
 }
 
-pub fn decode_binding(v: &str) -> Option<(&str, &str)> {
-    v.split_once('|').filter(|(_, c)| !c.is_empty())
+pub fn decode_binding(value: &str) -> Option<(&str, &str)> {
+    value.split_once('|').filter(|(_, c)| !c.is_empty())
 }
 
 /// `opened_ms|timeout_ms` of an open breaker: the time left at `now_ms` (Redis time).
-pub fn breaker_remaining(v: &str, now_ms: i64) -> Option<i64> {
-    let (opened, timeout) = v.split_once('|')?;
+pub fn breaker_remaining(value: &str, now_ms: i64) -> Option<i64> {
+    let (opened, timeout) = value.split_once('|')?;
     let end = opened
         .parse::<i64>()
         .ok()?

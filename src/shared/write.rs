@@ -69,8 +69,8 @@ impl Runtime {
     }
 
     /// What Redis answered to a call of [`Runtime::add_answered`].
-    fn answered(&mut self, a: Answer, v: i64) {
-        match a {
+    fn answered(&mut self, answer: Answer, v: i64) {
+        match answer {
             Answer::Version(channel, key) => {
                 self.versions.insert((channel, key), v);
             }
@@ -147,17 +147,17 @@ impl Runtime {
         self.put_call(pipe, &PutArgs { op, ..p });
     }
 
-    fn put_call(&self, pipe: &mut redis::Pipeline, p: &PutArgs<'_>) {
+    fn put_call(&self, pipe: &mut redis::Pipeline, args: &PutArgs<'_>) {
         pipe.cmd("EVALSHA")
             .arg(PUT_SCRIPT.get_hash())
             .arg(1)
-            .arg(wire::channel_key(p.channel))
+            .arg(wire::channel_key(args.channel))
             .arg(&*self.origin)
-            .arg(p.channel)
-            .arg(p.op)
-            .arg(&p.field)
-            .arg(&p.value)
-            .arg(p.ms);
+            .arg(args.channel)
+            .arg(args.op)
+            .arg(&args.field)
+            .arg(&args.value)
+            .arg(args.ms);
     }
 
     /// Add one change's script call to `pipe`.

@@ -404,10 +404,10 @@ impl Store for RedisStore {
 /// Mirrored numbers `elapsed` after their reply: a window whose reset has passed is full
 /// again (everything it counted has left it), the others' resets are that much nearer; a
 /// concurrency count older than [`CONCURRENCY_RETRY`] is no longer believed.
-fn aged(r: &Report, elapsed: Duration) -> Report {
-    let mut out = *r;
+fn aged(report: &Report, elapsed: Duration) -> Report {
+    let mut out = *report;
     for kind in [Kind::Rpm, Kind::Rpd, Kind::Tpm] {
-        if let Some(numbers) = r.get(kind) {
+        if let Some(numbers) = report.get(kind) {
             let numbers = if elapsed >= numbers.reset {
                 Numbers {
                     remaining: numbers.limit,
@@ -423,7 +423,7 @@ fn aged(r: &Report, elapsed: Duration) -> Report {
             out.set(kind, Some(numbers));
         }
     }
-    if let Some(n) = r.get(Kind::Concurrency) {
+    if let Some(n) = report.get(Kind::Concurrency) {
         if elapsed >= CONCURRENCY_RETRY {
             out.set(
                 Kind::Concurrency,
@@ -438,11 +438,11 @@ fn aged(r: &Report, elapsed: Duration) -> Report {
 }
 
 /// Room for `ask` as the mirrored numbers see it.
-fn room(r: &Report, ask: &Ask) -> Room {
+fn room(report: &Report, ask: &Ask) -> Room {
     let mut wait = Duration::ZERO;
     let counted = [(Kind::Rpm, 1), (Kind::Rpd, 1), (Kind::Tpm, ask.tokens)];
     for (kind, cost) in counted {
-        if let Some(n) = r.get(kind) {
+        if let Some(n) = report.get(kind) {
             if cost > n.limit {
                 return Room::Never;
             }
@@ -451,7 +451,10 @@ fn room(r: &Report, ask: &Ask) -> Room {
             }
         }
     }
-    if r.get(Kind::Concurrency).is_some_and(|n| n.remaining == 0) {
+    if report
+        .get(Kind::Concurrency)
+        .is_some_and(|n| n.remaining == 0)
+    {
         wait = wait.max(CONCURRENCY_RETRY);
     }
     if wait.is_zero() {

@@ -118,11 +118,11 @@ async fn release_all(conn: &Conn, live: &mut Live, ops: impl Iterator<Item = Op>
     }
 }
 
-fn forget(live: &mut Live, t: &Taken) {
-    if let Some(ids) = live.get_mut(&t.prefix) {
-        ids.retain(|i| *i != t.id);
+fn forget(live: &mut Live, taken: &Taken) {
+    if let Some(ids) = live.get_mut(&taken.prefix) {
+        ids.retain(|i| *i != taken.id);
         if ids.is_empty() {
-            live.remove(&t.prefix);
+            live.remove(&taken.prefix);
         }
     }
 }
