@@ -41,8 +41,8 @@ pub fn row_key(kind: StickyKind, hash: u128) -> String {
 }
 
 /// Inverse of [`row_key`].
-pub fn parse_row_key(s: &str) -> Option<(StickyKind, u128)> {
-    let (kind, hash) = s.split_once(':')?;
+pub fn parse_row_key(row_key: &str) -> Option<(StickyKind, u128)> {
+    let (kind, hash) = row_key.split_once(':')?;
     Some((
         StickyKind::parse(kind)?,
         u128::from_str_radix(hash, 16).ok()?,
