@@ -39,8 +39,8 @@ impl std::fmt::Display for Aborted {
 impl std::error::Error for Aborted {}
 
 impl ResponseBody {
-    pub fn full(b: impl Into<Bytes>) -> Self {
-        ResponseBody::Full(Some(b.into()))
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        ResponseBody::Full(Some(bytes.into()))
     }
 
     pub fn empty() -> Self {
@@ -87,6 +87,6 @@ pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp 
     response
 }
 
-pub fn error_response(e: &GatewayError, format: ClientFormat) -> Resp {
-    json_response(e.status, e.body(format))
+pub fn error_response(error: &GatewayError, format: ClientFormat) -> Resp {
+    json_response(error.status, error.body(format))
 }
