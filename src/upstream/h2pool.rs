@@ -88,10 +88,10 @@ impl Host {
         Some(Slot(conn))
     }
 
-    fn add(&self, c: Arc<Conn>) -> Slot {
-        c.inflight.fetch_add(1, Ordering::AcqRel);
-        crate::lock::lock(&self.conns).push(c.clone());
-        Slot(c)
+    fn add(&self, conn: Arc<Conn>) -> Slot {
+        conn.inflight.fetch_add(1, Ordering::AcqRel);
+        crate::lock::lock(&self.conns).push(conn.clone());
+        Slot(conn)
     }
 }
 

@@ -151,9 +151,9 @@ impl Provider for Gemini {
 
 /// A model or deployment name as one path segment: unreserved characters kept, the rest
 /// percent-encoded (a name can never add a path segment or a query).
-fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
+fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
         } else {
