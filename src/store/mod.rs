@@ -314,7 +314,7 @@ impl Store {
 
     /// False while the database cannot be reached (PostgreSQL down); SQLite is always up.
     pub fn is_up(&self) -> bool {
-        self.remote().is_none_or(|r| r.reach.is_up())
+        self.remote().is_none_or(|remote| remote.reach.is_up())
     }
 
     /// `"sqlite"` or `"postgres"`.

@@ -246,9 +246,9 @@ pub(crate) async fn requests<C: GenericClient>(
         .iter()
         .map(|r| serde_json::to_string(&r.attempts).map(|a| text(&a).into_owned()))
         .collect::<Result<Vec<_>, _>>()?;
-    let ts: Vec<i64> = rows.iter().map(|r| r.ts_ms).collect();
+    let ts: Vec<i64> = rows.iter().map(|record| record.ts_ms).collect();
     let status: Vec<i32> = rows.iter().map(|r| i32::from(r.final_status)).collect();
-    let sticky_hit: Vec<Option<bool>> = rows.iter().map(|r| r.sticky_hit).collect();
+    let sticky_hit: Vec<Option<bool>> = rows.iter().map(|record| record.sticky_hit).collect();
     client
         .execute(
             &stmts.requests,
@@ -260,21 +260,21 @@ pub(crate) async fn requests<C: GenericClient>(
                 &col(|r| &r.public_model),
                 &col(|r| &r.upstream_model),
                 &col(|r| &r.path),
-                &flag(|r| r.stream),
+                &flag(|record| record.stream),
                 &attempts,
                 &col(|r| &r.chain),
                 &status,
                 &opt(|r| r.error_code.as_deref()),
-                &opt(|r| r.sticky_kind.as_deref()),
+                &opt(|record| record.sticky_kind.as_deref()),
                 &sticky_hit,
                 &flag(|r| r.fallback),
-                &num(|r| r.prompt_tokens),
+                &num(|record| record.prompt_tokens),
                 &num(|r| r.completion_tokens),
                 &num(|r| r.cached_tokens),
-                &flag(|r| r.usage_estimated),
-                &opt(|r| r.stream_outcome.as_deref()),
-                &num(|r| r.latency_ms),
-                &opt(|r| r.trace_id.as_deref()),
+                &flag(|record| record.usage_estimated),
+                &opt(|record| record.stream_outcome.as_deref()),
+                &num(|record| record.latency_ms),
+                &opt(|record| record.trace_id.as_deref()),
             ],
         )
         .await?;

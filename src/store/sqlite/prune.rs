@@ -20,7 +20,7 @@ fn request_log(tx: &rusqlite::Transaction<'_>, prune: &Prune) -> Result<u64, Sto
     let mut deleted = 0;
     if let Some(keep) = prune.keep_rows {
         let newest: Option<i64> =
-            tx.query_row("SELECT MAX(seq) FROM request_log", [], |r| r.get(0))?;
+            tx.query_row("SELECT MAX(seq) FROM request_log", [], |row| row.get(0))?;
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         if let Some(upto) = newest.map(|n| n.saturating_sub(keep)) {
             deleted += tx

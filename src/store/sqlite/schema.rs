@@ -303,7 +303,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
         let newest: i64 = tx.query_row(
             "SELECT COALESCE(MAX(version), 0) FROM schema_version",
             [],
-            |r| r.get(0),
+            |row| row.get(0),
         )?;
         if newest > SCHEMA_VERSION {
             return Err(StoreError::Setup(format!(
@@ -313,7 +313,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
         let applied: bool = tx.query_row(
             "SELECT EXISTS(SELECT 1 FROM schema_version WHERE version = ?1)",
             [version],
-            |r| r.get(0),
+            |row| row.get(0),
         )?;
         if applied {
             continue;
