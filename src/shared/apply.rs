@@ -34,7 +34,12 @@ impl Runtime {
             return;
         }
         let snap = (self.wiring.snapshot)();
-        let Some(id) = snap.table.channels.iter().position(|c| c.name == msg.c) else {
+        let Some(id) = snap
+            .table
+            .channels
+            .iter()
+            .position(|channel| channel.name == msg.c)
+        else {
             return;
         };
         self.apply_field(

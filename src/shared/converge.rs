@@ -34,7 +34,7 @@ impl Runtime {
         let mine = format!("{:016x}", fastrand::u64(..));
         let epoch: String = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 let (epoch,): (String,) = redis::pipe()
                     .cmd("SET")
                     .arg(wire::EPOCH)
@@ -43,7 +43,7 @@ impl Runtime {
                     .ignore()
                     .cmd("GET")
                     .arg(wire::EPOCH)
-                    .query_async(&mut c)
+                    .query_async(&mut conn)
                     .await?;
                 Ok(epoch)
             })
@@ -219,17 +219,17 @@ impl Runtime {
             .table
             .channels
             .iter()
-            .map(|c| wire::channel_key(&c.name))
+            .map(|channel| wire::channel_key(&channel.name))
             .collect();
         let (time, hashes): ((i64, i64), Vec<HashMap<String, String>>) = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 let mut pipe = redis::pipe();
                 pipe.cmd("TIME");
                 for k in &keys {
                     pipe.cmd("HGETALL").arg(k);
                 }
-                let mut replies: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                let mut replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
                 let time = redis::from_redis_value(replies.remove(0))?;
                 let hashes = replies
                     .into_iter()
@@ -289,14 +289,14 @@ impl Runtime {
             let cur = cursor;
             let (next, keys): (u64, Vec<String>) = self
                 .conn
-                .call(|mut c| async move {
+                .call(|mut conn| async move {
                     redis::cmd("SCAN")
                         .arg(cur)
                         .arg("MATCH")
                         .arg(format!("{}*", wire::BINDING_PREFIX))
                         .arg("COUNT")
                         .arg(1000)
-                        .query_async(&mut c)
+                        .query_async(&mut conn)
                         .await
                 })
                 .await?;
@@ -304,12 +304,12 @@ impl Runtime {
                 let ks = keys.clone();
                 let vals: Vec<(Option<String>, i64)> = self
                     .conn
-                    .call(|mut c| async move {
+                    .call(|mut conn| async move {
                         let mut pipe = redis::pipe();
                         for k in &ks {
                             pipe.cmd("GET").arg(k).cmd("PTTL").arg(k);
                         }
-                        let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                        let flat: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
                         let mut out = Vec::with_capacity(ks.len());
                         let mut it = flat.into_iter();
                         while let (Some(v), Some(t)) = (it.next(), it.next()) {

@@ -161,7 +161,9 @@ impl Runtime {
         let was_down = !self.conn.health.is_up() && !self.conn.health.is_unknown();
         if let Err(e) = self
             .conn
-            .call(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+            .call(
+                |mut conn| async move { redis::cmd("PING").query_async::<String>(&mut conn).await },
+            )
             .await
         {
             self.conn.health.mark_down(&e);

@@ -111,7 +111,7 @@ impl Runtime {
         let pipeline = pipe.clone();
         let result = self
             .conn
-            .call(|mut c| async move { pipeline.query_async::<T>(&mut c).await })
+            .call(|mut conn| async move { pipeline.query_async::<T>(&mut conn).await })
             .await;
         match result {
             Err(e) if e.is_noscript() => {
@@ -119,7 +119,7 @@ impl Runtime {
                 self.load_scripts().await?;
                 let pipeline = pipe.clone();
                 self.conn
-                    .call(|mut c| async move { pipeline.query_async::<T>(&mut c).await })
+                    .call(|mut conn| async move { pipeline.query_async::<T>(&mut conn).await })
                     .await
             }
             result => result,
@@ -128,9 +128,9 @@ impl Runtime {
 
     pub(crate) async fn load_scripts(&self) -> Result<(), CallError> {
         self.conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 for s in [&*PUT_SCRIPT, &*LEASE_SCRIPT, &*BUDGET_SCRIPT] {
-                    s.load_async(&mut c).await?;
+                    s.load_async(&mut conn).await?;
                 }
                 Ok(())
             })
@@ -278,13 +278,13 @@ impl Runtime {
         let window_secs = budget.window_secs();
         let res = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 BUDGET_SCRIPT
                     .key(wire::BUDGET)
                     .arg(firsts)
                     .arg(retries)
                     .arg(window_secs)
-                    .invoke_async::<(u64, u64)>(&mut c)
+                    .invoke_async::<(u64, u64)>(&mut conn)
                     .await
             })
             .await;

@@ -198,7 +198,7 @@ impl RedisStore {
         };
         let counts: Vec<i64> = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 ADMIT_SCRIPT
                     .key(rpm)
                     .key(rpd)
@@ -213,7 +213,7 @@ impl RedisStore {
                     .arg(LEASE.as_millis() as u64)
                     .arg(ids)
                     .arg(now_ms)
-                    .invoke_async(&mut c)
+                    .invoke_async(&mut conn)
                     .await
             })
             .await?;

@@ -155,15 +155,15 @@ async fn renew_all(conn: &Conn, live: &Live) {
 async fn exec(conn: &Conn, pipe: &redis::Pipeline) -> Result<(), CallError> {
     let pipeline = pipe.clone();
     match conn
-        .call(|mut c| async move { pipeline.exec_async(&mut c).await })
+        .call(|mut conn| async move { pipeline.exec_async(&mut conn).await })
         .await
     {
         Err(e) if e.is_noscript() => {
             let pipeline = pipe.clone();
-            conn.call(|mut c| async move {
-                RELEASE_SCRIPT.load_async(&mut c).await?;
-                RENEW_SCRIPT.load_async(&mut c).await?;
-                pipeline.exec_async(&mut c).await
+            conn.call(|mut conn| async move {
+                RELEASE_SCRIPT.load_async(&mut conn).await?;
+                RENEW_SCRIPT.load_async(&mut conn).await?;
+                pipeline.exec_async(&mut conn).await
             })
             .await
         }
