@@ -278,7 +278,7 @@ fn rule_key<'a>(input: &KeyInput<'a>) -> Option<(String, &'a AffinityRule)> {
         .affinity
         .rules
         .iter()
-        .find(|r| r.path == input.path && r.model.is_match(input.model))?;
+        .find(|rule| rule.path == input.path && rule.model.is_match(input.model))?;
     let value = match &rule.key {
         AffinityKey::Body(p) => input.body.and_then(|b| body_path(b, p)),
         AffinityKey::Header(h) => input
