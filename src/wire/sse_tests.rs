@@ -61,9 +61,9 @@ fn data_is_parsed_once_and_shared() {
         ],
         false,
     );
-    let a = evs[0].json().unwrap() as *const serde_json::Value;
-    let b = evs[0].json().unwrap() as *const serde_json::Value;
-    assert_eq!(a, b, "the second reader gets the first parse");
+    let first = evs[0].json().unwrap() as *const serde_json::Value;
+    let second = evs[0].json().unwrap() as *const serde_json::Value;
+    assert_eq!(first, second, "the second reader gets the first parse");
     assert_eq!(evs[0].kind(), Some("ping"));
     assert_eq!(evs[1].json(), None);
     // Parsing does not change what an event is.

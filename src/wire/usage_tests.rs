@@ -131,16 +131,16 @@ fn anthropic_stream_merges_start_and_delta() {
 /// The event path: a full `Value` parse, its usage object folded by `Usage::absorb`.
 fn reference(body: &[u8]) -> Option<Usage> {
     let parsed: Value = serde_json::from_slice(body).ok()?;
-    let u = if parsed["usage"].is_object() {
+    let usage = if parsed["usage"].is_object() {
         &parsed["usage"]
     } else {
         &parsed["response"]["usage"]
     };
-    if !u.is_object() {
+    if !usage.is_object() {
         return None;
     }
     let mut out = Usage::default();
-    out.absorb(u);
+    out.absorb(usage);
     Some(out)
 }
 

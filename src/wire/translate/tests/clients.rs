@@ -34,23 +34,23 @@ fn fixtures() -> Vec<Fixture> {
     files.sort();
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let v: Value =
+        let parsed: Value =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let target = v["path"].as_str().unwrap_or("");
+        let target = parsed["path"].as_str().unwrap_or("");
         let target = target.split('?').next().unwrap_or("");
         let from = match target {
             "/v1/messages" => WireFormat::Anthropic,
             "/v1/chat/completions" => WireFormat::OpenAi,
             _ => continue,
         };
-        if !v["body"].is_object() {
+        if !parsed["body"].is_object() {
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         out.push(Fixture {
             name: name.unwrap_or_default(),
             from,
-            body: v["body"].clone(),
+            body: parsed["body"].clone(),
         });
     }
     out

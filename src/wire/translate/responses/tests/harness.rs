@@ -312,13 +312,13 @@ pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
             "response.function_call_arguments.delta" => {
                 assert_eq!(oi, open);
                 assert_eq!(v["item_id"], item_id(&output));
-                let o = oi.expect("index");
+                let output_index = oi.expect("index");
                 let a = format!(
                     "{}{}",
-                    output[o]["arguments"].as_str().expect("args"),
+                    output[output_index]["arguments"].as_str().expect("args"),
                     v["delta"].as_str().expect("delta")
                 );
-                output[o]["arguments"] = a.into();
+                output[output_index]["arguments"] = a.into();
             }
             "response.output_text.done"
             | "response.content_part.done"

@@ -287,8 +287,8 @@ proptest! {
             ),
             (answer(), prop::collection::vec((any::<usize>(), json_value()), 0..3), any::<bool>())
                 .prop_map(|(a, edits, anthropic)| {
-                    let f = if anthropic { WireFormat::Anthropic } else { WireFormat::OpenAi };
-                    let mut evs = upstream_events(&a, f, &[3]);
+                    let from = if anthropic { WireFormat::Anthropic } else { WireFormat::OpenAi };
+                    let mut evs = upstream_events(&a, from, &[3]);
                     for (at, with) in edits {
                         let i = at % evs.len();
                         evs[i].1 = with.to_string();
