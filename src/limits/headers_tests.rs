@@ -15,9 +15,11 @@ fn wall() -> SystemTime {
 
 fn get(h: &[(http::HeaderName, http::HeaderValue)], name: &str) -> Option<String> {
     let mut found = h.iter().filter(|(n, _)| n.as_str() == name);
-    let v = found.next().map(|(_, v)| v.to_str().unwrap().to_string());
+    let value = found
+        .next()
+        .map(|(_, value)| value.to_str().unwrap().to_string());
     assert!(found.next().is_none(), "{name} twice");
-    v
+    value
 }
 
 fn numbers(limit: u64, remaining: u64, reset_ms: u64) -> Option<Numbers> {

@@ -100,8 +100,9 @@ async fn a_panicking_task_releases_its_permit() {
 #[tokio::test(start_paused = true)]
 async fn an_unlimited_client_costs_no_state() {
     let limiter = Limiter::local(Bounds::default());
-    let a = limiter.admit_client_now("free", &ClientLimits::default(), 1_000_000, Instant::now());
-    assert!(a.unwrap().report() == Default::default());
+    let admission =
+        limiter.admit_client_now("free", &ClientLimits::default(), 1_000_000, Instant::now());
+    assert!(admission.unwrap().report() == Default::default());
     assert!(limiter.store().is_empty());
     let free = ClientLimits::default();
     assert!(limiter
@@ -274,17 +275,17 @@ async fn the_store_stays_bounded_and_never_evicts_a_held_cell() {
     let held = store.admit_now(Subject::Client("keep"), &lim, now).unwrap();
     for i in 0..50 {
         let name = format!("c{i}");
-        let g = store
+        let grant = store
             .admit(Subject::Client(&name), &lim, now)
             .await
             .unwrap();
-        drop(g);
+        drop(grant);
         assert!(store.len() <= 4, "{} cells", store.len());
     }
     // The held client kept its count: its one permit is still taken.
-    let r = store
+    let refusal = store
         .admit_now(Subject::Client("keep"), &lim, now)
         .unwrap_err();
-    assert_eq!(r.kind, Kind::Concurrency);
+    assert_eq!(refusal.kind, Kind::Concurrency);
     drop(held);
 }
