@@ -206,18 +206,18 @@ impl Writer {
                     self.remote.reach.ok();
                     self.done(&chunk, &applied, chunk.len());
                 }
-                Err(e) => {
-                    let e = if e.is_unavailable() {
-                        e
+                Err(error) => {
+                    let error = if error.is_unavailable() {
+                        error
                     } else {
-                        tracing::warn!(error = %e, ops = chunk.len(), "store batch refused; writing its ops one by one");
+                        tracing::warn!(error = %error, ops = chunk.len(), "store batch refused; writing its ops one by one");
                         match self.one_by_one(&chunk).await {
                             Ok(()) => continue,
-                            Err(e) => e,
+                            Err(error) => error,
                         }
                     };
                     self.conn = None;
-                    self.remote.reach.failed(&e);
+                    self.remote.reach.failed(&error);
                     self.logs += chunk_logs;
                     for op in chunk.into_iter().rev() {
                         self.held.push_front(op);

@@ -210,8 +210,8 @@ fn v5_applies_after_whatever_came_before_and_once() {
     drop(Store::open(&path).unwrap());
     assert_eq!(versions(&path), versions_now);
     let conn = Connection::open(&path).unwrap();
-    let n: i64 = conn
+    let count: i64 = conn
         .query_row("SELECT COUNT(*) FROM ledger_compacted", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(n, 0);
+    assert_eq!(count, 0);
 }
