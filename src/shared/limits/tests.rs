@@ -30,8 +30,8 @@ fn replies_decode_into_refusals_and_reports() {
         ..Ask::default()
     };
     // Refused on tpm after 61 s, 10 requests used, 900 tokens used, 1 held.
-    let r = [0, 3, 61_000, 10, 0, 900, 1, 60_000, 0, 61_000, -1, -1, -1];
-    let reply = Reply::parse(&r, &ask);
+    let counts = [0, 3, 61_000, 10, 0, 900, 1, 60_000, 0, 61_000, -1, -1, -1];
+    let reply = Reply::parse(&counts, &ask);
     assert!(!reply.admitted);
     let refusal = reply.refusal(&ask);
     assert_eq!(refusal.kind, Kind::Tpm);
