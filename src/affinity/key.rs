@@ -52,8 +52,8 @@ impl StickyKind {
         }
     }
 
-    pub fn parse(s: &str) -> Option<StickyKind> {
-        StickyKind::ALL.into_iter().find(|k| k.as_str() == s)
+    pub fn parse(name: &str) -> Option<StickyKind> {
+        StickyKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
 
@@ -128,15 +128,15 @@ pub static SESSION_HEADERS: [HeaderName; 4] = [
 /// hashed). The client is part of it, so two tenants sending the same id (`user: "1"`)
 /// have two bindings and neither can steer the other's (B-tenants).
 pub fn key_hash(client: &str, group: &str, model: &str, kind: StickyKind, value: &str) -> u128 {
-    let mut h = Sha256::new();
+    let mut hasher = Sha256::new();
     for part in [client, group, model, kind.as_str(), value] {
-        h.update(part.as_bytes());
-        h.update([0u8]);
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
     }
-    let d = h.finalize();
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&d[..16]);
-    u128::from_be_bytes(b)
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(bytes)
 }
 
 type Fields<'a> = HashMap<String, &'a RawValue>;
@@ -148,14 +148,14 @@ fn object(json: &str) -> Option<Fields<'_>> {
 /// A scalar JSON value as key text: strings decoded, numbers/bools as written;
 /// `{"id": ...}` objects give their `id`. Empty strings, null, arrays give nothing.
 fn scalar(raw: &RawValue) -> Option<String> {
-    let t = raw.get().trim();
-    let v = match t.as_bytes().first()? {
-        b'"' => serde_json::from_str::<String>(t).ok()?,
-        b'{' => return object(t)?.get("id").and_then(|r| scalar(r)),
+    let text = raw.get().trim();
+    let value = match text.as_bytes().first()? {
+        b'"' => serde_json::from_str::<String>(text).ok()?,
+        b'{' => return object(text)?.get("id").and_then(|r| scalar(r)),
         b'n' | b'[' => return None,
-        _ => t.to_string(),
+        _ => text.to_string(),
     };
-    (!v.is_empty()).then_some(v)
+    (!value.is_empty()).then_some(value)
 }
 
 fn body_path(body: &[u8], path: &[String]) -> Option<String> {
@@ -168,9 +168,10 @@ fn body_path(body: &[u8], path: &[String]) -> Option<String> {
     scalar(raw)
 }
 
-fn header(h: &HeaderMap, names: &[HeaderName]) -> Option<String> {
+fn header(headers: &HeaderMap, names: &[HeaderName]) -> Option<String> {
     names.iter().find_map(|n| {
-        h.get(n)
+        headers
+            .get(n)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|s| !s.is_empty())
@@ -218,8 +219,8 @@ impl<'a> Known<'a> {
     }
 }
 
-fn field(f: &Known, names: &[&str]) -> Option<String> {
-    names.iter().find_map(|n| f.get(n).and_then(scalar))
+fn field(known: &Known, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| known.get(n).and_then(scalar))
 }
 
 /// The parts of a Claude Code `metadata.user_id` that identify a session and a device.
@@ -242,10 +243,10 @@ pub fn claude_identity(user_id: &str) -> Option<ClaudeIdentity> {
     }
     let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
     if user_id.trim_start().starts_with('{') {
-        let j: Json = serde_json::from_str(user_id).ok()?;
+        let parsed: Json = serde_json::from_str(user_id).ok()?;
         let id = ClaudeIdentity {
-            session: non_empty(j.session_id),
-            device: non_empty(j.device_id),
+            session: non_empty(parsed.session_id),
+            device: non_empty(parsed.device_id),
         };
         return (id.session.is_some() || id.device.is_some()).then_some(id);
     }
@@ -259,28 +260,28 @@ pub fn claude_identity(user_id: &str) -> Option<ClaudeIdentity> {
 }
 
 /// A rule's key value: a Claude Code identity keys on its session, else its device.
-fn rule_value(v: String) -> String {
-    match claude_identity(&v) {
+fn rule_value(value: String) -> String {
+    match claude_identity(&value) {
         Some(ClaudeIdentity {
             session: Some(s), ..
         }) => s,
         Some(ClaudeIdentity {
             device: Some(d), ..
-        }) if v.trim_start().starts_with('{') => d,
-        _ => v,
+        }) if value.trim_start().starts_with('{') => d,
+        _ => value,
     }
 }
 
 /// The value of the first matching affinity rule (R8.1), when its field is present.
-fn rule_key<'a>(i: &KeyInput<'a>) -> Option<(String, &'a AffinityRule)> {
-    let rule = i
+fn rule_key<'a>(input: &KeyInput<'a>) -> Option<(String, &'a AffinityRule)> {
+    let rule = input
         .affinity
         .rules
         .iter()
-        .find(|r| r.path == i.path && r.model.is_match(i.model))?;
+        .find(|rule| rule.path == input.path && rule.model.is_match(input.model))?;
     let value = match &rule.key {
-        AffinityKey::Body(p) => i.body.and_then(|b| body_path(b, p)),
-        AffinityKey::Header(h) => i
+        AffinityKey::Body(p) => input.body.and_then(|b| body_path(b, p)),
+        AffinityKey::Header(h) => input
             .headers
             .get(h)
             .and_then(|v| v.to_str().ok())
@@ -293,14 +294,14 @@ fn rule_key<'a>(i: &KeyInput<'a>) -> Option<(String, &'a AffinityRule)> {
 
 /// The request's sticky key, if any (R8.1 then R8.2). See the module doc of `affinity`
 /// for the fields read on each surface.
-pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
+pub fn sticky_key(input: &KeyInput) -> Option<StickyKey> {
     let mk = |kind, value: &str, ttl, skip_retry| StickyKey {
         kind,
-        hash: key_hash(i.client, i.group, i.model, kind, value),
+        hash: key_hash(input.client, input.group, input.model, kind, value),
         ttl,
         skip_retry,
     };
-    if let Some((v, rule)) = rule_key(i) {
+    if let Some((v, rule)) = rule_key(input) {
         return Some(mk(
             StickyKind::Rule,
             &v,
@@ -308,12 +309,12 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
             rule.skip_retry_on_failure,
         ));
     }
-    let st = &i.affinity.sticky;
-    if let Some(v) = header(i.headers, &CONVERSATION_HEADERS) {
+    let st = &input.affinity.sticky;
+    if let Some(v) = header(input.headers, &CONVERSATION_HEADERS) {
         return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
     }
-    let text = i.body.and_then(|b| std::str::from_utf8(b).ok());
-    let (top, turns) = match (i.top, text) {
+    let text = input.body.and_then(|b| std::str::from_utf8(b).ok());
+    let (top, turns) = match (input.top, text) {
         (Some(f), Some(t)) => (f.known(t), f.turns),
         _ => (Known::default(), 0),
     };
@@ -332,7 +333,7 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
         .as_deref()
         .and_then(claude_identity)
         .unwrap_or_default();
-    let session = header(i.headers, &SESSION_HEADERS)
+    let session = header(input.headers, &SESSION_HEADERS)
         .or_else(|| field(meta_f, &["session_id"]))
         .or(claude.session)
         .or_else(|| field(top_f, &["session_id", "prompt_cache_key"]));
@@ -349,16 +350,22 @@ pub fn sticky_key(i: &KeyInput) -> Option<StickyKey> {
     if turns < 2 {
         return None;
     }
-    if !i.model.is_empty() {
+    if !input.model.is_empty() {
         return Some(mk(
             StickyKind::ClientModel,
-            i.client,
+            input.client,
             st.user_model_ttl,
             false,
         ));
     }
-    let b = key_hash(i.client, i.group, i.path, StickyKind::Bucket, "") % u128::from(BUCKETS);
-    let value = format!("{}#{b}", i.path);
+    let bucket = key_hash(
+        input.client,
+        input.group,
+        input.path,
+        StickyKind::Bucket,
+        "",
+    ) % u128::from(BUCKETS);
+    let value = format!("{}#{bucket}", input.path);
     Some(mk(StickyKind::Bucket, &value, st.bucket_ttl, false))
 }
 

@@ -37,13 +37,13 @@ fn key(a: &Affinity, model: &str, path: &str, h: &HeaderMap, body: &str) -> Opti
 
 #[test]
 fn default_rules_match_model_and_path() {
-    let a = aff(crate::config::default_affinity_rules());
-    let h = HeaderMap::new();
+    let affinity = aff(crate::config::default_affinity_rules());
+    let headers = HeaderMap::new();
     let k = key(
-        &a,
+        &affinity,
         "gpt-5",
         "/v1/responses",
-        &h,
+        &headers,
         r#"{"prompt_cache_key":"abc"}"#,
     )
     .unwrap();
@@ -53,55 +53,62 @@ fn default_rules_match_model_and_path() {
         key_hash("alice", "default", "gpt-5", StickyKind::Rule, "abc")
     );
     let k2 = key(
-        &a,
+        &affinity,
         "gpt-5",
         "/v1/responses",
-        &h,
+        &headers,
         r#"{"prompt_cache_key":"abd"}"#,
     )
     .unwrap();
     assert_ne!(k.hash, k2.hash);
-    let m = key(
-        &a,
+    let sticky = key(
+        &affinity,
         "claude-x",
         "/v1/messages",
-        &h,
+        &headers,
         r#"{"metadata":{"user_id":"u\u0031"},"messages":[]}"#,
     )
     .unwrap();
-    assert_eq!(m.kind, StickyKind::Rule);
+    assert_eq!(sticky.kind, StickyKind::Rule);
     assert_eq!(
-        m.hash,
+        sticky.hash,
         key_hash("alice", "default", "claude-x", StickyKind::Rule, "u1")
     );
     // Wrong path for the rule: prompt_cache_key still counts, as a session id.
-    let s = key(
-        &a,
+    let sticky = key(
+        &affinity,
         "gpt-5",
         "/v1/chat/completions",
-        &h,
+        &headers,
         r#"{"prompt_cache_key":"abc"}"#,
     )
     .unwrap();
-    assert_eq!(s.kind, StickyKind::Session);
+    assert_eq!(sticky.kind, StickyKind::Session);
 }
 
 #[test]
 fn header_rule_and_precedence() {
-    let mut h = HeaderMap::new();
-    h.insert("x-session-id", "s1".parse().unwrap());
-    let a = aff(vec![]);
+    let mut headers = HeaderMap::new();
+    headers.insert("x-session-id", "s1".parse().unwrap());
+    let affinity = aff(vec![]);
     let body = r#"{"user":"bob","metadata":{"conversation_id":"c9"}}"#;
-    let k = key(&a, "m", "/v1/chat/completions", &h, body).unwrap();
+    let k = key(&affinity, "m", "/v1/chat/completions", &headers, body).unwrap();
     assert_eq!(k.kind, StickyKind::Conversation);
     assert_eq!(k.ttl, Duration::from_secs(7200));
-    let k = key(&a, "m", "/v1/chat/completions", &h, r#"{"user":"bob"}"#).unwrap();
+    let k = key(
+        &affinity,
+        "m",
+        "/v1/chat/completions",
+        &headers,
+        r#"{"user":"bob"}"#,
+    )
+    .unwrap();
     assert_eq!(
         (k.kind, k.ttl),
         (StickyKind::Session, Duration::from_secs(7000))
     );
     let k = key(
-        &a,
+        &affinity,
         "m",
         "/v1/chat/completions",
         &HeaderMap::new(),
@@ -113,7 +120,7 @@ fn header_rule_and_precedence() {
         (StickyKind::User, Duration::from_secs(1800))
     );
     let k = key(
-        &a,
+        &affinity,
         "m",
         "/v1/responses",
         &HeaderMap::new(),
@@ -128,21 +135,21 @@ fn header_rule_and_precedence() {
 
 #[test]
 fn client_model_only_for_follow_up_turns() {
-    let a = aff(vec![]);
-    let h = HeaderMap::new();
+    let affinity = aff(vec![]);
+    let headers = HeaderMap::new();
     assert!(key(
-        &a,
+        &affinity,
         "m",
         "/v1/chat/completions",
-        &h,
+        &headers,
         r#"{"messages":[{"a":1}]}"#
     )
     .is_none());
     let k = key(
-        &a,
+        &affinity,
         "m",
         "/v1/chat/completions",
-        &h,
+        &headers,
         r#"{"messages":[{},{}]}"#,
     )
     .unwrap();
@@ -151,17 +158,24 @@ fn client_model_only_for_follow_up_turns() {
         k.hash,
         key_hash("alice", "default", "m", StickyKind::ClientModel, "alice")
     );
-    let b = key(&a, "", "/v1/custom", &h, r#"{"input":[1,2,3]}"#).unwrap();
+    let sticky = key(
+        &affinity,
+        "",
+        "/v1/custom",
+        &headers,
+        r#"{"input":[1,2,3]}"#,
+    )
+    .unwrap();
     assert_eq!(
-        (b.kind, b.ttl),
+        (sticky.kind, sticky.ttl),
         (StickyKind::Bucket, Duration::from_secs(600))
     );
     // Null, empty and array values are not keys.
     assert!(key(
-        &a,
+        &affinity,
         "m",
         "/v1/chat/completions",
-        &h,
+        &headers,
         r#"{"user":"","session_id":null}"#
     )
     .is_none());
@@ -172,10 +186,10 @@ fn header_rule_key() {
     let mut rules = crate::config::default_affinity_rules();
     rules[0].key = crate::config::model::AffinityKey::Header("x-trace".parse().unwrap());
     rules[0].skip_retry_on_failure = true;
-    let a = aff(rules);
-    let mut h = HeaderMap::new();
-    h.insert("x-trace", "t1".parse().unwrap());
-    let k = key(&a, "gpt-4o", "/v1/responses", &h, "{}").unwrap();
+    let affinity = aff(rules);
+    let mut headers = HeaderMap::new();
+    headers.insert("x-trace", "t1".parse().unwrap());
+    let k = key(&affinity, "gpt-4o", "/v1/responses", &headers, "{}").unwrap();
     assert_eq!(k.kind, StickyKind::Rule);
     assert!(k.skip_retry);
 }
@@ -215,36 +229,78 @@ fn claude_body(user_id: &str) -> String {
 /// `x-claude-code-session-id` header.
 #[test]
 fn claude_code_keys_on_its_session() {
-    let a = aff(crate::config::default_affinity_rules());
-    let h = HeaderMap::new();
+    let affinity = aff(crate::config::default_affinity_rules());
+    let headers = HeaderMap::new();
     let one = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
     let other_acc = r#"{"device_id":"dev2","account_uuid":"","session_id":"s-1"}"#;
-    let k = key(&a, "claude-x", "/v1/messages", &h, &claude_body(one)).unwrap();
+    let k = key(
+        &affinity,
+        "claude-x",
+        "/v1/messages",
+        &headers,
+        &claude_body(one),
+    )
+    .unwrap();
     assert_eq!(k.kind, StickyKind::Rule);
     assert_eq!(
         k.hash,
         key_hash("alice", "default", "claude-x", StickyKind::Rule, "s-1")
     );
-    let k2 = key(&a, "claude-x", "/v1/messages", &h, &claude_body(other_acc)).unwrap();
+    let k2 = key(
+        &affinity,
+        "claude-x",
+        "/v1/messages",
+        &headers,
+        &claude_body(other_acc),
+    )
+    .unwrap();
     assert_eq!(k.hash, k2.hash, "one session, one key");
     let dev = r#"{"device_id":"dev1","account_uuid":"acc","session_id":""}"#;
-    let k = key(&a, "claude-x", "/v1/messages", &h, &claude_body(dev)).unwrap();
+    let k = key(
+        &affinity,
+        "claude-x",
+        "/v1/messages",
+        &headers,
+        &claude_body(dev),
+    )
+    .unwrap();
     assert_eq!(
         k.hash,
         key_hash("alice", "default", "claude-x", StickyKind::Rule, "dev1")
     );
 
     // No rule for this model: the ladder.
-    let k = key(&a, "sonnet", "/v1/messages", &h, &claude_body(one)).unwrap();
+    let k = key(
+        &affinity,
+        "sonnet",
+        "/v1/messages",
+        &headers,
+        &claude_body(one),
+    )
+    .unwrap();
     assert_eq!(
         (k.kind, k.ttl),
         (StickyKind::Session, Duration::from_secs(7000))
     );
     let mut hh = HeaderMap::new();
     hh.insert("x-claude-code-session-id", "s-1".parse().unwrap());
-    let by_header = key(&a, "sonnet", "/v1/messages", &hh, r#"{"messages":[]}"#).unwrap();
+    let by_header = key(
+        &affinity,
+        "sonnet",
+        "/v1/messages",
+        &hh,
+        r#"{"messages":[]}"#,
+    )
+    .unwrap();
     assert_eq!(by_header.hash, k.hash, "header and metadata agree");
-    let k = key(&a, "sonnet", "/v1/messages", &h, &claude_body(dev)).unwrap();
+    let k = key(
+        &affinity,
+        "sonnet",
+        "/v1/messages",
+        &headers,
+        &claude_body(dev),
+    )
+    .unwrap();
     assert_eq!(k.kind, StickyKind::User);
     assert_eq!(
         k.hash,
@@ -255,16 +311,30 @@ fn claude_code_keys_on_its_session() {
 /// Codex sends `session-id` and `thread-id` headers (plus `prompt_cache_key`).
 #[test]
 fn codex_headers() {
-    let a = aff(vec![]);
-    let mut h = HeaderMap::new();
-    h.insert("session-id", "sess".parse().unwrap());
-    let k = key(&a, "gpt-5", "/v1/responses", &h, r#"{"input":"hi"}"#).unwrap();
+    let affinity = aff(vec![]);
+    let mut headers = HeaderMap::new();
+    headers.insert("session-id", "sess".parse().unwrap());
+    let k = key(
+        &affinity,
+        "gpt-5",
+        "/v1/responses",
+        &headers,
+        r#"{"input":"hi"}"#,
+    )
+    .unwrap();
     assert_eq!(
         k.hash,
         key_hash("alice", "default", "gpt-5", StickyKind::Session, "sess")
     );
-    h.insert("thread-id", "th".parse().unwrap());
-    let k = key(&a, "gpt-5", "/v1/responses", &h, r#"{"input":"hi"}"#).unwrap();
+    headers.insert("thread-id", "th".parse().unwrap());
+    let k = key(
+        &affinity,
+        "gpt-5",
+        "/v1/responses",
+        &headers,
+        r#"{"input":"hi"}"#,
+    )
+    .unwrap();
     assert_eq!(
         k.hash,
         key_hash("alice", "default", "gpt-5", StickyKind::Conversation, "th")
@@ -274,18 +344,18 @@ fn codex_headers() {
 /// B-tenants: the same id from two clients is two keys.
 #[test]
 fn keys_are_scoped_by_client() {
-    let a = aff(vec![]);
-    let h = HeaderMap::new();
+    let affinity_rules = aff(vec![]);
+    let no_headers = HeaderMap::new();
     let body = r#"{"user":"1"}"#;
     let peek = crate::wire::request::peek(body.as_bytes()).ok();
     let for_client = |client: &str| {
         sticky_key(&KeyInput {
-            affinity: &a,
+            affinity: &affinity_rules,
             group: "default",
             model: "m",
             path: "/v1/chat/completions",
             client,
-            headers: &h,
+            headers: &no_headers,
             body: Some(body.as_bytes()),
             top: peek.as_ref().map(|p| &p.top),
         })
@@ -306,47 +376,47 @@ fn sk(hash: u128, ttl: u64) -> StickyKey {
 
 #[tokio::test(start_paused = true)]
 async fn bindings_expire_on_ttl() {
-    let b = Bindings::default();
-    b.bind(&sk(1, 60), "a");
-    assert_eq!(b.get(1).unwrap().channel.as_ref(), "a");
+    let bindings = Bindings::default();
+    bindings.bind(&sk(1, 60), "a");
+    assert_eq!(bindings.get(1).unwrap().channel.as_ref(), "a");
     tokio::time::advance(Duration::from_secs(59)).await;
-    assert!(b.get(1).is_some());
-    b.bind(&sk(2, 10), "b");
+    assert!(bindings.get(1).is_some());
+    bindings.bind(&sk(2, 10), "b");
     tokio::time::advance(Duration::from_secs(2)).await;
-    assert!(b.get(1).is_none(), "expired on read");
-    assert_eq!(b.len(), 1);
+    assert!(bindings.get(1).is_none(), "expired on read");
+    assert_eq!(bindings.len(), 1);
     tokio::time::advance(Duration::from_secs(10)).await;
-    assert_eq!(b.sweep(), 1);
-    assert!(b.is_empty());
+    assert_eq!(bindings.sweep(), 1);
+    assert!(bindings.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
 async fn refresh_extends_and_cap_evicts_soonest_expiring() {
-    let b = Bindings::with_capacity(1, 3);
-    b.bind(&sk(1, 100), "a");
-    b.bind(&sk(2, 50), "a");
-    b.bind(&sk(3, 200), "a");
-    b.bind(&sk(2, 300), "b"); // refresh: no eviction, moves the binding
-    assert_eq!(b.len(), 3);
-    b.bind(&sk(4, 10), "c");
-    assert_eq!(b.len(), 3);
-    assert!(b.get(1).is_none(), "soonest-expiring evicted");
-    assert_eq!(b.get(2).unwrap().channel.as_ref(), "b");
-    assert!(b.get(3).is_some() && b.get(4).is_some());
+    let bindings = Bindings::with_capacity(1, 3);
+    bindings.bind(&sk(1, 100), "a");
+    bindings.bind(&sk(2, 50), "a");
+    bindings.bind(&sk(3, 200), "a");
+    bindings.bind(&sk(2, 300), "b"); // refresh: no eviction, moves the binding
+    assert_eq!(bindings.len(), 3);
+    bindings.bind(&sk(4, 10), "c");
+    assert_eq!(bindings.len(), 3);
+    assert!(bindings.get(1).is_none(), "soonest-expiring evicted");
+    assert_eq!(bindings.get(2).unwrap().channel.as_ref(), "b");
+    assert!(bindings.get(3).is_some() && bindings.get(4).is_some());
     // Expired entries go first when the shard is full.
     tokio::time::advance(Duration::from_secs(11)).await;
-    b.bind(&sk(5, 10), "d");
-    assert!(b.get(3).is_some() && b.get(2).is_some() && b.get(5).is_some());
+    bindings.bind(&sk(5, 10), "d");
+    assert!(bindings.get(3).is_some() && bindings.get(2).is_some() && bindings.get(5).is_some());
 }
 
 #[tokio::test(start_paused = true)]
 async fn dirty_bindings_round_trip_row_keys() {
-    let b = Bindings::default();
-    b.bind(&sk(0xabc, 60), "a");
-    let d = b.take_dirty();
-    assert_eq!(d.len(), 1);
-    assert!(b.take_dirty().is_empty());
-    let row = crate::affinity::persist::row_key(d[0].1.kind, d[0].0);
+    let bindings = Bindings::default();
+    bindings.bind(&sk(0xabc, 60), "a");
+    let dirty = bindings.take_dirty();
+    assert_eq!(dirty.len(), 1);
+    assert!(bindings.take_dirty().is_empty());
+    let row = crate::affinity::persist::row_key(dirty[0].1.kind, dirty[0].0);
     assert_eq!(
         crate::affinity::persist::parse_row_key(&row),
         Some((StickyKind::Session, 0xabc))

@@ -96,7 +96,12 @@ impl Sticky {
         let mut bound = bindings.get(key.hash).map(|b| b.channel);
         let mut preferred = None;
         if let Some(name) = &bound {
-            match snap.table.channels.iter().position(|c| c.name == **name) {
+            match snap
+                .table
+                .channels
+                .iter()
+                .position(|channel| channel.name == **name)
+            {
                 Some(id) => {
                     if bound_channel_usable(snap, routes, id) {
                         preferred = Some(id);

@@ -41,9 +41,12 @@ pub fn row_key(kind: StickyKind, hash: u128) -> String {
 }
 
 /// Inverse of [`row_key`].
-pub fn parse_row_key(s: &str) -> Option<(StickyKind, u128)> {
-    let (k, h) = s.split_once(':')?;
-    Some((StickyKind::parse(k)?, u128::from_str_radix(h, 16).ok()?))
+pub fn parse_row_key(row_key: &str) -> Option<(StickyKind, u128)> {
+    let (kind, hash) = row_key.split_once(':')?;
+    Some((
+        StickyKind::parse(kind)?,
+        u128::from_str_radix(hash, 16).ok()?,
+    ))
 }
 
 fn wall_ms() -> i64 {
@@ -52,17 +55,17 @@ fn wall_ms() -> i64 {
 
 /// Write every changed binding, shard by shard, batch by batch, each batch committed
 /// before the next is sent. Returns how many rows were written.
-pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
-    let mut n = 0;
-    for shard in 0..b.shard_count() {
+pub async fn snapshot(bindings: &Bindings, store: &Store) -> usize {
+    let mut written = 0;
+    for shard in 0..bindings.shard_count() {
         if store.is_full() {
             tracing::warn!(
-                written = n,
+                written = written,
                 "affinity snapshot paused: the database cannot grow; the rest waits for the next period"
             );
-            return n;
+            return written;
         }
-        let dirty = b.take_dirty_shard(shard);
+        let dirty = bindings.take_dirty_shard(shard);
         for chunk in dirty.chunks(BATCH) {
             let now = Instant::now();
             let wall = wall_ms();
@@ -84,16 +87,16 @@ pub async fn snapshot(b: &Bindings, store: &Store) -> usize {
                 .is_err()
                 || store.flush().await.is_err()
             {
-                return n; // the store is closed
+                return written; // the store is closed
             }
-            n += len;
+            written += len;
         }
     }
-    n
+    written
 }
 
 /// Load the stored bindings that have not expired; returns how many were restored.
-pub async fn restore(b: &Bindings, store: &Store) -> usize {
+pub async fn restore(bindings: &Bindings, store: &Store) -> usize {
     let wall = wall_ms();
     let rows = match store.affinity_bindings(wall).await {
         Ok(r) => r,
@@ -103,16 +106,16 @@ pub async fn restore(b: &Bindings, store: &Store) -> usize {
         }
     };
     let now = Instant::now();
-    let mut n = 0;
+    let mut loaded = 0;
     for r in rows {
         let Some((kind, hash)) = parse_row_key(&r.key) else {
             continue;
         };
         let left = Duration::from_millis(r.expires_ms.saturating_sub(wall).max(0) as u64);
-        b.put(hash, kind, &r.channel, now + left, false);
-        n += 1;
+        bindings.put(hash, kind, &r.channel, now + left, false);
+        loaded += 1;
     }
-    n
+    loaded
 }
 
 /// The periodic sweep + snapshot task; snapshots once more when `stop` turns true.

@@ -78,11 +78,11 @@ impl Bindings {
 
     /// The live binding of `key` (an expired one is removed and not returned).
     pub fn get(&self, key: u128) -> Option<Binding> {
-        let mut s = self.shard(key);
-        match s.get(&key) {
+        let mut shard = self.shard(key);
+        match shard.get(&key) {
             Some(e) if e.b.expires > Instant::now() => Some(e.b.clone()),
             Some(_) => {
-                s.remove(&key);
+                shard.remove(&key);
                 None
             }
             None => None,
@@ -135,8 +135,8 @@ impl Bindings {
         dirty: bool,
         share: impl FnOnce(Option<(&str, Instant)>) -> bool,
     ) -> Option<Arc<str>> {
-        let mut s = self.shard(hash);
-        if let Some(e) = s.get_mut(&hash) {
+        let mut shard = self.shard(hash);
+        if let Some(e) = shard.get_mut(&hash) {
             let told = share(Some((&e.b.channel, e.shared_until)));
             if &*e.b.channel != channel {
                 e.b.channel = Arc::from(channel);
@@ -151,25 +151,29 @@ impl Bindings {
             return None;
         }
         let told = share(None);
-        if s.len() >= self.cap {
+        if shard.len() >= self.cap {
             let now = Instant::now();
-            s.retain(|_, e| e.b.expires > now);
-            if s.len() >= self.cap {
-                if let Some(k) = s.iter().min_by_key(|(_, e)| e.b.expires).map(|(k, _)| *k) {
-                    s.remove(&k);
+            shard.retain(|_, e| e.b.expires > now);
+            if shard.len() >= self.cap {
+                if let Some(k) = shard
+                    .iter()
+                    .min_by_key(|(_, e)| e.b.expires)
+                    .map(|(k, _)| *k)
+                {
+                    shard.remove(&k);
                 }
             }
         }
-        let b = Binding {
+        let binding = Binding {
             channel: Arc::from(channel),
             kind,
             expires,
         };
-        let out = told.then(|| b.channel.clone());
-        s.insert(
+        let out = told.then(|| binding.channel.clone());
+        shard.insert(
             hash,
             Entry {
-                b,
+                b: binding,
                 dirty,
                 shared_until: expires,
             },
@@ -182,9 +186,10 @@ impl Bindings {
         let now = Instant::now();
         let mut out = Vec::new();
         for sh in &self.shards {
-            let s = crate::lock::lock(sh);
+            let shard = crate::lock::lock(sh);
             out.extend(
-                s.iter()
+                shard
+                    .iter()
                     .filter(|(_, e)| e.b.expires > now)
                     .map(|(k, e)| (*k, e.b.clone())),
             );
@@ -194,23 +199,23 @@ impl Bindings {
 
     /// Drop the binding of `key` if it still points at `channel` (a removed channel).
     pub fn forget(&self, key: u128, channel: &str) {
-        let mut s = self.shard(key);
-        if s.get(&key).is_some_and(|e| &*e.b.channel == channel) {
-            s.remove(&key);
+        let mut shard = self.shard(key);
+        if shard.get(&key).is_some_and(|e| &*e.b.channel == channel) {
+            shard.remove(&key);
         }
     }
 
     /// Remove every expired binding; returns how many were removed.
     pub fn sweep(&self) -> usize {
         let now = Instant::now();
-        let mut n = 0;
+        let mut removed = 0;
         for sh in &self.shards {
-            let mut s = crate::lock::lock(sh);
-            let before = s.len();
-            s.retain(|_, e| e.b.expires > now);
-            n += before - s.len();
+            let mut shard = crate::lock::lock(sh);
+            let before = shard.len();
+            shard.retain(|_, e| e.b.expires > now);
+            removed += before - shard.len();
         }
-        n
+        removed
     }
 
     /// Live and expired-but-not-swept entries.
@@ -234,9 +239,9 @@ impl Bindings {
             return Vec::new();
         };
         let now = Instant::now();
-        let mut s = crate::lock::lock(sh);
+        let mut shard = crate::lock::lock(sh);
         let mut out = Vec::new();
-        for (k, e) in s.iter_mut().filter(|(_, e)| e.dirty) {
+        for (k, e) in shard.iter_mut().filter(|(_, e)| e.dirty) {
             e.dirty = false;
             if e.b.expires > now {
                 out.push((*k, e.b.clone()));
@@ -250,8 +255,8 @@ impl Bindings {
         let now = Instant::now();
         let mut out = Vec::new();
         for sh in &self.shards {
-            let mut s = crate::lock::lock(sh);
-            for (k, e) in s.iter_mut().filter(|(_, e)| e.dirty) {
+            let mut shard = crate::lock::lock(sh);
+            for (k, e) in shard.iter_mut().filter(|(_, e)| e.dirty) {
                 e.dirty = false;
                 if e.b.expires > now {
                     out.push((*k, e.b.clone()));

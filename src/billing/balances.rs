@@ -107,10 +107,10 @@ impl Balances {
                 out = Some(a.clone());
                 return Arc::clone(m);
             }
-            let a = Arc::new(Account::default());
-            out = Some(a.clone());
+            let account = Arc::new(Account::default());
+            out = Some(account.clone());
             let mut next = HashMap::clone(m);
-            next.insert(client.to_string(), a);
+            next.insert(client.to_string(), account);
             Arc::new(next)
         });
         out.unwrap_or_default()
@@ -146,29 +146,33 @@ mod tests {
 
     #[test]
     fn debit_refuses_beyond_the_limit() {
-        let a = Account::default();
-        assert_eq!(a.try_debit(6, Some(10)), Ok(()));
-        assert_eq!(a.try_debit(5, Some(10)), Err(Refused { remaining: 4 }));
-        assert_eq!(a.try_debit(4, Some(10)), Ok(()));
-        assert_eq!(a.charged(), 10);
-        a.refund(6);
-        assert_eq!((a.charged(), a.refunded()), (4, 6));
-        assert_eq!(a.try_debit(1_000, None), Ok(()));
+        let account = Account::default();
+        assert_eq!(account.try_debit(6, Some(10)), Ok(()));
+        assert_eq!(
+            account.try_debit(5, Some(10)),
+            Err(Refused { remaining: 4 })
+        );
+        assert_eq!(account.try_debit(4, Some(10)), Ok(()));
+        assert_eq!(account.charged(), 10);
+        account.refund(6);
+        assert_eq!((account.charged(), account.refunded()), (4, 6));
+        assert_eq!(account.try_debit(1_000, None), Ok(()));
     }
 
     #[test]
     fn concurrent_debits_admit_exactly_what_the_limit_affords() {
-        let a = Arc::new(Account::default());
+        let account = Arc::new(Account::default());
         let admitted = Arc::new(AtomicUsize::new(0));
         let barrier = Arc::new(std::sync::Barrier::new(40));
         let threads: Vec<_> = (0..40)
             .map(|_| {
-                let (a, n, b) = (a.clone(), admitted.clone(), barrier.clone());
+                let (account, admitted, barrier) =
+                    (account.clone(), admitted.clone(), barrier.clone());
                 std::thread::spawn(move || {
-                    b.wait();
+                    barrier.wait();
                     for _ in 0..5 {
-                        if a.try_debit(7, Some(70)).is_ok() {
-                            n.fetch_add(1, Ordering::SeqCst);
+                        if account.try_debit(7, Some(70)).is_ok() {
+                            admitted.fetch_add(1, Ordering::SeqCst);
                         }
                     }
                 })
@@ -178,29 +182,29 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(admitted.load(Ordering::SeqCst), 10);
-        assert_eq!(a.charged(), 70);
+        assert_eq!(account.charged(), 70);
     }
 
     #[test]
     fn accounts_are_created_once_and_loaded_from_totals() {
-        let b = Balances::default();
-        let x = b.account("alice");
-        x.adjust(5);
-        assert_eq!(b.account("alice").charged(), 5);
-        assert!(b.get("bob").is_none());
-        let mut t = HashMap::new();
-        t.insert(
+        let balances = Balances::default();
+        let alice = balances.account("alice");
+        alice.adjust(5);
+        assert_eq!(balances.account("alice").charged(), 5);
+        assert!(balances.get("bob").is_none());
+        let mut totals = HashMap::new();
+        totals.insert(
             "bob".to_string(),
             LedgerTotals {
                 charged: 7,
                 refunded: 2,
             },
         );
-        b.load(t);
+        balances.load(totals);
         assert_eq!(
-            b.get("bob").map(|a| (a.charged(), a.refunded())),
+            balances.get("bob").map(|a| (a.charged(), a.refunded())),
             Some((7, 2))
         );
-        assert!(b.get("alice").is_none());
+        assert!(balances.get("alice").is_none());
     }
 }

@@ -14,16 +14,16 @@ use crate::telemetry;
 pub const REFRESH: Duration = Duration::from_secs(1);
 
 /// Renew every third of the lease period, sweep every half.
-fn periods(q: &Quota) -> (Duration, Duration) {
-    let ttl = q.lease_ttl();
+fn periods(quota: &Quota) -> (Duration, Duration) {
+    let ttl = quota.lease_ttl();
     (
         (ttl / 3).max(Duration::from_millis(100)),
         (ttl / 2).max(Duration::from_millis(100)),
     )
 }
 
-pub(super) async fn run(billing: &Billing, q: &Quota, mut stop: watch::Receiver<bool>) {
-    let (renew_every, sweep_every) = periods(q);
+pub(super) async fn run(billing: &Billing, quota: &Quota, mut stop: watch::Receiver<bool>) {
+    let (renew_every, sweep_every) = periods(quota);
     let tick = REFRESH.min(renew_every);
     let start = tokio::time::Instant::now();
     let (mut renewed, mut swept) = (start, start);
@@ -35,22 +35,22 @@ pub(super) async fn run(billing: &Billing, q: &Quota, mut stop: watch::Receiver<
         let now = tokio::time::Instant::now();
         if now >= renewed + renew_every {
             renewed = now;
-            if let Err(e) = q.renew().await {
+            if let Err(e) = quota.renew().await {
                 tracing::debug!(error = %e, "lease renewal failed");
             }
         }
         if now >= swept + sweep_every {
             swept = now;
-            sweep(billing, q).await;
+            sweep(billing, quota).await;
         }
-        refresh(billing, q).await;
+        refresh(billing, quota).await;
     }
 }
 
 /// One sweep: refunds expired precharges of other (dead) replicas; returns how many and the
 /// micro-credits returned.
-pub(super) async fn sweep(billing: &Billing, q: &Quota) -> (usize, i64) {
-    match q.sweep(now_ms()).await {
+pub(super) async fn sweep(billing: &Billing, quota: &Quota) -> (usize, i64) {
+    match quota.sweep(now_ms()).await {
         Ok(s) => {
             for (client, amount) in &s.refunds {
                 tracing::info!(client = %client, amount_micro = amount,
@@ -70,11 +70,11 @@ pub(super) async fn sweep(billing: &Billing, q: &Quota) -> (usize, i64) {
 
 /// Cached balances := the database's, unless this replica still holds unwritten ledger
 /// entries (they would briefly vanish from the cache).
-pub(super) async fn refresh(billing: &Billing, q: &Quota) {
-    if q.held() > 0 {
+pub(super) async fn refresh(billing: &Billing, quota: &Quota) {
+    if quota.held() > 0 {
         return;
     }
-    match q.balances().await {
+    match quota.balances().await {
         Ok(b) => billing.balances.sync(b),
         Err(e) => tracing::debug!(error = %e, "balance refresh failed"),
     }

@@ -225,7 +225,7 @@ impl Billing {
 
     /// The single-process debit (R11.3): one conditional atomic update of the client's
     /// in-memory account, then the precharge entry through the durable send.
-    async fn debit_local(&self, d: Pending<'_>) -> Result<Session, GatewayError> {
+    async fn debit_local(&self, pending: Pending<'_>) -> Result<Session, GatewayError> {
         let Pending {
             client,
             price: p,
@@ -234,7 +234,7 @@ impl Billing {
             account,
             amount,
             limit,
-        } = d;
+        } = pending;
         let refused = if client.trusted {
             // No debit: only refuse a trusted client that has nothing left at all.
             limit

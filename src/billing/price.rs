@@ -45,14 +45,14 @@ pub fn credits(micro: i64) -> f64 {
 /// `prompt_tokens`; they cost `cache_read` / `cache_write` when the price names them, else
 /// the input price.
 pub fn cost(price: &Price, usage: &Usage) -> i64 {
-    let p = |x: f64| x.max(0.0);
+    let non_negative = |x: f64| x.max(0.0);
     let read = usage.cached_tokens.min(usage.prompt_tokens);
     let write = usage.cache_write_tokens.min(usage.prompt_tokens - read);
     let plain = usage.prompt_tokens - read - write;
-    let input = p(price.input) * plain as f64
-        + p(price.cache_read.unwrap_or(price.input)) * read as f64
-        + p(price.cache_write.unwrap_or(price.input)) * write as f64;
-    let output = p(price.output) * usage.completion_tokens as f64;
+    let input = non_negative(price.input) * plain as f64
+        + non_negative(price.cache_read.unwrap_or(price.input)) * read as f64
+        + non_negative(price.cache_write.unwrap_or(price.input)) * write as f64;
+    let output = non_negative(price.output) * usage.completion_tokens as f64;
     // `as` saturates on overflow and maps NaN to 0.
     (input + output).round() as i64
 }
@@ -90,21 +90,21 @@ mod tests {
 
     #[test]
     fn cost_is_tokens_times_price_per_million() {
-        let p = Price {
+        let price = Price {
             input: 1000.0,
             output: 2000.0,
             cache_read: None,
             cache_write: None,
             max_output: None,
         };
-        let u = Usage {
+        let usage = Usage {
             prompt_tokens: 10,
             completion_tokens: 3,
             cached_tokens: 4,
             cache_write_tokens: 0,
             ..Default::default()
         };
-        assert_eq!(cost(&p, &u), 10 * 1000 + 3 * 2000);
+        assert_eq!(cost(&price, &usage), 10 * 1000 + 3 * 2000);
         let cheap = Price {
             input: 0.27,
             output: 1.1,
@@ -113,12 +113,12 @@ mod tests {
             max_output: None,
         };
         // 2.7 + 3.3 = 6.0 micro-credits
-        assert_eq!(cost(&cheap, &u), 6);
+        assert_eq!(cost(&cheap, &usage), 6);
     }
 
     #[test]
     fn cache_reads_and_writes_at_their_own_prices() {
-        let p = Price {
+        let price = Price {
             input: 3.0,
             output: 15.0,
             cache_read: Some(0.3),
@@ -126,14 +126,14 @@ mod tests {
             max_output: None,
         };
         // 100 plain + 100 000 read + 1 000 written input tokens, 10 output.
-        let u = Usage {
+        let usage = Usage {
             prompt_tokens: 101_100,
             completion_tokens: 10,
             cached_tokens: 100_000,
             cache_write_tokens: 1_000,
             ..Default::default()
         };
-        assert_eq!(cost(&p, &u), 300 + 30_000 + 3_750 + 150);
+        assert_eq!(cost(&price, &usage), 300 + 30_000 + 3_750 + 150);
         // Counts that do not add up never go below zero or bill a token twice.
         let odd = Usage {
             prompt_tokens: 5,
@@ -142,7 +142,7 @@ mod tests {
             cache_write_tokens: 9,
             ..Default::default()
         };
-        assert_eq!(cost(&p, &odd), (4.0f64 * 0.3 + 3.75).round() as i64);
+        assert_eq!(cost(&price, &odd), (4.0f64 * 0.3 + 3.75).round() as i64);
     }
 
     /// The estimate of a body as the gateway makes it: the limit comes from the request's
@@ -156,18 +156,18 @@ mod tests {
 
     #[test]
     fn estimate_reads_the_limit_fields() {
-        let b = br#"{"model":"m","max_tokens":7}"#;
+        let body = br#"{"model":"m","max_tokens":7}"#;
         assert_eq!(
-            estimate(b),
+            estimate(body),
             Estimate {
-                prompt_tokens: (b.len() as u64).div_ceil(4),
+                prompt_tokens: (body.len() as u64).div_ceil(4),
                 completion_tokens: 7
             }
         );
-        let b = br#"{"max_completion_tokens":9,"max_tokens":7}"#;
-        assert_eq!(estimate(b).completion_tokens, 9);
-        let b = br#"{"max_output_tokens":5}"#;
-        assert_eq!(estimate(b).completion_tokens, 5);
+        let body = br#"{"max_completion_tokens":9,"max_tokens":7}"#;
+        assert_eq!(estimate(body).completion_tokens, 9);
+        let body = br#"{"max_output_tokens":5}"#;
+        assert_eq!(estimate(body).completion_tokens, 5);
         assert_eq!(estimate(b"not json").completion_tokens, DEFAULT_MAX_TOKENS);
         assert_eq!(estimate(b"").prompt_tokens, 0);
         assert_eq!(estimate(b"12345").prompt_tokens, 2);

@@ -37,9 +37,9 @@ pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
     let mut totals = store.ledger_totals().await?;
     let mut out = Recovered::default();
     for p in dangling {
-        let t = totals.entry(p.client.clone()).or_default();
-        t.charged = t.charged.saturating_sub(p.amount);
-        t.refunded = t.refunded.saturating_add(p.amount);
+        let client_totals = totals.entry(p.client.clone()).or_default();
+        client_totals.charged = client_totals.charged.saturating_sub(p.amount);
+        client_totals.refunded = client_totals.refunded.saturating_add(p.amount);
         tracing::info!(session = %p.request_id, client = %p.client, amount_micro = p.amount,
             "refunding a precharge left open by the previous run");
         out.refunded += 1;

@@ -236,23 +236,23 @@ mod tests {
             prompt_tokens: 5,
             completion_tokens: 10,
         };
-        let p = Price {
+        let price = Price {
             input: 100.0,
             output: 1000.0,
             cache_read: None,
             cache_write: None,
             max_output: None,
         };
-        let s = Session::new(
+        let session = Session::new(
             ledger.clone(),
             account.clone(),
             "req-1/0".into(),
             "alice".into(),
-            Some(p),
+            Some(price),
             est,
             precharged,
         );
-        (store, ledger, account, s)
+        (store, ledger, account, session)
     }
 
     async fn entries(store: &Store) -> Vec<(LedgerKind, i64)> {
@@ -329,8 +329,8 @@ mod tests {
     /// its settle carries the whole cost and its refund writes nothing.
     #[tokio::test]
     async fn an_offline_session_settles_the_whole_cost_and_refunds_silently() {
-        let (store, _l, account, s) = fixture(10_500);
-        let s = s.offline();
+        let (store, _l, account, session) = fixture(10_500);
+        let session = session.offline();
         let usage = Usage {
             prompt_tokens: 10,
             completion_tokens: 3,
@@ -338,12 +338,12 @@ mod tests {
             cache_write_tokens: 0,
             ..Default::default()
         };
-        assert_eq!(s.settle(&usage), Closed::Settled(4_000));
+        assert_eq!(session.settle(&usage), Closed::Settled(4_000));
         assert_eq!(account.charged(), 4_000);
         assert_eq!(entries(&store).await, vec![(LedgerKind::Settle, 4_000)]);
 
-        let (store, _l, account, s) = fixture(10_500);
-        assert_eq!(s.offline().refund(), Closed::Refunded(10_500));
+        let (store, _l, account, session) = fixture(10_500);
+        assert_eq!(session.offline().refund(), Closed::Refunded(10_500));
         assert_eq!(account.charged(), 0);
         assert!(entries(&store).await.is_empty());
     }

@@ -38,37 +38,43 @@ pub(super) struct Open<'a> {
 impl Billing {
     pub(super) async fn begin_shared(
         &self,
-        q: &Quota,
-        o: Open<'_>,
+        quota: &Quota,
+        open: Open<'_>,
     ) -> Result<Session, GatewayError> {
-        if q.is_up() {
+        if quota.is_up() {
             // Armed before the first await (B-cancel-guards): a request cancelled while its debit is
             // in flight queues the refund of a precharge that may have committed.
             let mut inflight = InFlight {
                 armed: true,
                 billing: self,
-                session: &o.id,
-                client: &o.client.name,
-                amount: o.amount,
+                session: &open.id,
+                client: &open.client.name,
+                amount: open.amount,
             };
-            let debited = q
-                .debit(&o.id, &o.client.name, o.amount, o.limit, now_ms())
+            let debited = quota
+                .debit(
+                    &open.id,
+                    &open.client.name,
+                    open.amount,
+                    open.limit,
+                    now_ms(),
+                )
                 .await;
             inflight.armed = false;
             drop(inflight);
             match debited {
                 Ok(d) => {
-                    o.account.set(d.charged, d.refunded);
+                    open.account.set(d.charged, d.refunded);
                     if !d.admitted {
                         // `charged` is as of the statement's snapshot: a concurrent debit may
                         // have taken more since, never less.
-                        let left = (o.limit - d.charged).min(o.amount - 1);
-                        return Err(refuse(&o.client.name, o.amount, left));
+                        let left = (open.limit - d.charged).min(open.amount - 1);
+                        return Err(refuse(&open.client.name, open.amount, left));
                     }
-                    return Ok(self.session(o, false));
+                    return Ok(self.session(open, false));
                 }
                 Err(e) => {
-                    tracing::debug!(error = %e, client = %o.client.name, "quota debit failed");
+                    tracing::debug!(error = %e, client = %open.client.name, "quota debit failed");
                 }
             }
         }
@@ -77,26 +83,26 @@ impl Billing {
             return Err(unavailable());
         }
         metrics::counter!(telemetry::QUOTA_UNAVAILABLE, "mode" => "fail_open").increment(1);
-        match o.account.try_debit(o.amount, Some(o.limit)) {
-            Ok(()) => Ok(self.session(o, true)),
-            Err(Refused { remaining }) => Err(refuse(&o.client.name, o.amount, remaining)),
+        match open.account.try_debit(open.amount, Some(open.limit)) {
+            Ok(()) => Ok(self.session(open, true)),
+            Err(Refused { remaining }) => Err(refuse(&open.client.name, open.amount, remaining)),
         }
     }
 
-    fn session(&self, o: Open<'_>, offline: bool) -> Session {
-        let s = Session::new(
+    fn session(&self, open: Open<'_>, offline: bool) -> Session {
+        let session = Session::new(
             self.ledger.clone(),
-            o.account,
-            o.id,
-            o.client.name.clone(),
-            Some(o.price),
-            o.estimate,
-            o.amount,
+            open.account,
+            open.id,
+            open.client.name.clone(),
+            Some(open.price),
+            open.estimate,
+            open.amount,
         );
         if offline {
-            s.offline()
+            session.offline()
         } else {
-            s
+            session
         }
     }
 

@@ -39,8 +39,8 @@ impl std::fmt::Display for Aborted {
 impl std::error::Error for Aborted {}
 
 impl ResponseBody {
-    pub fn full(b: impl Into<Bytes>) -> Self {
-        ResponseBody::Full(Some(b.into()))
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        ResponseBody::Full(Some(bytes.into()))
     }
 
     pub fn empty() -> Self {
@@ -78,15 +78,15 @@ impl Body for ResponseBody {
 }
 
 pub fn json_response(status: StatusCode, body: impl Into<bytes::Bytes>) -> Resp {
-    let mut r = Response::new(ResponseBody::full(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
+    let mut response = Response::new(ResponseBody::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    r
+    response
 }
 
-pub fn error_response(e: &GatewayError, format: ClientFormat) -> Resp {
-    json_response(e.status, e.body(format))
+pub fn error_response(error: &GatewayError, format: ClientFormat) -> Resp {
+    json_response(error.status, error.body(format))
 }

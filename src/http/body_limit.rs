@@ -125,13 +125,13 @@ mod tests {
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         });
-        let t = Instant::now();
-        let e = read_limited(body, Some(100), 1000).await.unwrap_err();
-        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        let started = Instant::now();
+        let error = read_limited(body, Some(100), 1000).await.unwrap_err();
+        assert_eq!(error.status, StatusCode::REQUEST_TIMEOUT);
         assert!(
-            t.elapsed() <= BODY_GRACE + Duration::from_secs(5),
+            started.elapsed() <= BODY_GRACE + Duration::from_secs(5),
             "{:?}",
-            t.elapsed()
+            started.elapsed()
         );
         feeder.abort();
     }
@@ -141,10 +141,10 @@ mod tests {
     async fn a_stalled_body_is_cut_and_a_steady_one_is_read() {
         let (tx, body) = channel_body();
         send(&tx, b"{\"a\":").await;
-        let t = Instant::now();
-        let e = read_limited(body, None, 1000).await.unwrap_err();
-        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
-        assert_eq!(t.elapsed(), BODY_IDLE);
+        let started = Instant::now();
+        let error = read_limited(body, None, 1000).await.unwrap_err();
+        assert_eq!(error.status, StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(started.elapsed(), BODY_IDLE);
         drop(tx);
 
         let (tx, body) = channel_body();

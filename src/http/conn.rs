@@ -136,11 +136,11 @@ impl<B: Body<Data = Bytes>> Body for Tracked<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
-        let r = this.body.poll_frame(cx);
-        if let Poll::Ready(None) | Poll::Ready(Some(Err(_))) = r {
+        let poll = this.body.poll_frame(cx);
+        if let Poll::Ready(None) | Poll::Ready(Some(Err(_))) = poll {
             this.guard.take();
         }
-        r
+        poll
     }
 
     fn is_end_stream(&self) -> bool {
@@ -165,8 +165,8 @@ pub struct IpSlot {
 impl PerIp {
     /// Count a connection from `ip`, unless `max` (0 = no cap) are already open.
     pub fn acquire(&self, ip: IpAddr, max: usize) -> Option<IpSlot> {
-        let mut m = lock(&self.0);
-        let n = m.entry(ip).or_insert(0);
+        let mut counts = lock(&self.0);
+        let n = counts.entry(ip).or_insert(0);
         if max > 0 && *n >= max {
             return None;
         }
@@ -180,11 +180,11 @@ impl PerIp {
 
 impl Drop for IpSlot {
     fn drop(&mut self) {
-        let mut m = lock(&self.map.0);
-        if let Some(n) = m.get_mut(&self.ip) {
+        let mut counts = lock(&self.map.0);
+        if let Some(n) = counts.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
-                m.remove(&self.ip);
+                counts.remove(&self.ip);
             }
         }
     }
@@ -199,55 +199,55 @@ mod tests {
     /// requests in a row keep the connection, however long they take together.
     #[tokio::test(start_paused = true)]
     async fn an_early_head_switches_to_the_idle_deadline() {
-        let a = Activity::default();
+        let activity = Activity::default();
         let t0 = Instant::now();
         let (header, idle) = (Duration::from_secs(10), Duration::from_millis(500));
-        let a2 = a.clone();
-        let w = tokio::spawn(async move { a2.expired(t0, header, idle).await });
+        let a2 = activity.clone();
+        let waiter = tokio::spawn(async move { a2.expired(t0, header, idle).await });
         tokio::time::sleep(Duration::from_millis(100)).await;
         for _ in 0..20 {
-            let g = a.begin();
+            let guard = activity.begin();
             tokio::time::sleep(Duration::from_millis(300)).await;
-            drop(g);
+            drop(guard);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert!(!w.is_finished(), "closed between requests");
+        assert!(!waiter.is_finished(), "closed between requests");
         let last = Instant::now() - Duration::from_millis(100);
-        assert_eq!(w.await.unwrap(), Expired::Idle);
+        assert_eq!(waiter.await.unwrap(), Expired::Idle);
         assert_eq!(last.elapsed(), idle);
         assert!(t0.elapsed() < header + idle);
     }
 
     #[tokio::test(start_paused = true)]
     async fn first_head_then_idle() {
-        let a = Activity::default();
+        let activity = Activity::default();
         let t0 = Instant::now();
-        let h = Duration::from_secs(1);
+        let head = Duration::from_secs(1);
         let idle = Duration::from_secs(10);
-        assert_eq!(a.expired(t0, h, idle).await, Expired::FirstHead);
-        assert_eq!(t0.elapsed(), h);
-        let g = a.begin();
+        assert_eq!(activity.expired(t0, head, idle).await, Expired::FirstHead);
+        assert_eq!(t0.elapsed(), head);
+        let guard = activity.begin();
         // In flight: never expires; after the guard drops, idle counts from then.
-        let a2 = a.clone();
-        let w = tokio::spawn(async move { a2.expired(t0, h, idle).await });
+        let a2 = activity.clone();
+        let waiter = tokio::spawn(async move { a2.expired(t0, head, idle).await });
         tokio::time::sleep(Duration::from_secs(30)).await;
-        assert!(!w.is_finished());
+        assert!(!waiter.is_finished());
         let ended = Instant::now();
-        drop(g);
-        assert_eq!(w.await.unwrap(), Expired::Idle);
+        drop(guard);
+        assert_eq!(waiter.await.unwrap(), Expired::Idle);
         assert_eq!(ended.elapsed(), idle);
     }
 
     #[test]
     fn per_ip_caps_and_releases() {
-        let p = PerIp::default();
+        let per_ip = PerIp::default();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let a = p.acquire(ip, 2).unwrap();
-        let _b = p.acquire(ip, 2).unwrap();
-        assert!(p.acquire(ip, 2).is_none());
-        assert!(p.acquire("10.0.0.1".parse().unwrap(), 2).is_some());
-        drop(a);
-        assert!(p.acquire(ip, 2).is_some());
-        assert!(p.acquire(ip, 0).is_some(), "0 = no cap");
+        let first = per_ip.acquire(ip, 2).unwrap();
+        let _b = per_ip.acquire(ip, 2).unwrap();
+        assert!(per_ip.acquire(ip, 2).is_none());
+        assert!(per_ip.acquire("10.0.0.1".parse().unwrap(), 2).is_some());
+        drop(first);
+        assert!(per_ip.acquire(ip, 2).is_some());
+        assert!(per_ip.acquire(ip, 0).is_some(), "0 = no cap");
     }
 }

@@ -60,8 +60,9 @@ const UPSTREAM_DROPPED: &[&str] = &[
 ];
 
 /// Header names nominated by the `Connection:` headers of `h` (lower-cased tokens).
-fn nominated(h: &HeaderMap) -> Vec<String> {
-    h.get_all(http::header::CONNECTION)
+fn nominated(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(http::header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
@@ -74,11 +75,11 @@ fn nominated(h: &HeaderMap) -> Vec<String> {
 pub fn to_upstream(client: &HeaderMap, out: &mut HeaderMap, forward_organization: bool) {
     let nominated = nominated(client);
     for (name, value) in client {
-        let n = name.as_str();
-        let dropped = HOP_BY_HOP.contains(&n)
-            || CLIENT_DROPPED.contains(&n)
-            || (!forward_organization && ACCOUNT_SELECTORS.contains(&n))
-            || nominated.iter().any(|t| t == n);
+        let key = name.as_str();
+        let dropped = HOP_BY_HOP.contains(&key)
+            || CLIENT_DROPPED.contains(&key)
+            || (!forward_organization && ACCOUNT_SELECTORS.contains(&key))
+            || nominated.iter().any(|t| t == key);
         if !dropped {
             out.append(name.clone(), value.clone());
         }
@@ -88,10 +89,10 @@ pub fn to_upstream(client: &HeaderMap, out: &mut HeaderMap, forward_organization
 /// The channel's configured `headers` (secrets: marked sensitive), set over what is there.
 pub fn channel_headers(ch: &Channel, out: &mut HeaderMap) -> Result<(), String> {
     for (name, value) in &ch.headers {
-        let mut v = HeaderValue::from_str(value.expose())
+        let mut header = HeaderValue::from_str(value.expose())
             .map_err(|_| format!("channel header {name} is not a valid header value"))?;
-        v.set_sensitive(true);
-        out.insert(name.clone(), v);
+        header.set_sensitive(true);
+        out.insert(name.clone(), header);
     }
     Ok(())
 }
@@ -100,10 +101,10 @@ pub fn channel_headers(ch: &Channel, out: &mut HeaderMap) -> Result<(), String> 
 pub fn to_client(upstream: &HeaderMap, out: &mut HeaderMap) {
     let nominated = nominated(upstream);
     for (name, value) in upstream {
-        let n = name.as_str();
-        let dropped = HOP_BY_HOP.contains(&n)
-            || UPSTREAM_DROPPED.contains(&n)
-            || nominated.iter().any(|t| t == n);
+        let key = name.as_str();
+        let dropped = HOP_BY_HOP.contains(&key)
+            || UPSTREAM_DROPPED.contains(&key)
+            || nominated.iter().any(|t| t == key);
         if !dropped {
             out.append(name.clone(), value.clone());
         }
@@ -118,19 +119,19 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
+        let mut headers = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(
+            headers.append(
                 HeaderName::from_bytes(k.as_bytes()).unwrap(),
                 HeaderValue::from_str(v).unwrap(),
             );
         }
-        h
+        headers
     }
 
     #[test]
     fn client_to_upstream() {
-        let c = map(&[
+        let client = map(&[
             ("connection", "keep-alive, X-Secret-Hop"),
             ("connection", "x-other-hop"),
             ("x-secret-hop", "1"),
@@ -143,11 +144,11 @@ mod tests {
             ("anthropic-beta", "x"),
         ]);
         let mut out = HeaderMap::new();
-        to_upstream(&c, &mut out, false);
+        to_upstream(&client, &mut out, false);
         let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
         assert_eq!(names, vec!["content-type", "anthropic-beta"]);
         let mut out = HeaderMap::new();
-        to_upstream(&c, &mut out, true);
+        to_upstream(&client, &mut out, true);
         assert_eq!(out["openai-organization"], "org-victim");
         assert_eq!(out["openai-project"], "proj-victim");
         assert!(!out.contains_key("expect"));
@@ -155,7 +156,7 @@ mod tests {
 
     #[test]
     fn upstream_to_client() {
-        let u = map(&[
+        let upstream = map(&[
             ("connection", "x-hop"),
             ("x-hop", "1"),
             ("openai-organization", "org-operator"),
@@ -165,7 +166,7 @@ mod tests {
             ("content-type", "application/json"),
         ]);
         let mut out = HeaderMap::new();
-        to_client(&u, &mut out);
+        to_client(&upstream, &mut out);
         let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
         assert_eq!(
             names,

@@ -39,8 +39,8 @@ pub fn normalise(raw: &str) -> Result<String, PathError> {
 /// escape, backslash or control character is already normal and is borrowed (the common
 /// case: no allocation per segment).
 fn segment(seg: &str) -> Result<Cow<'_, str>, PathError> {
-    let b = seg.as_bytes();
-    if !b
+    let bytes = seg.as_bytes();
+    if !bytes
         .iter()
         .any(|&c| c == b'%' || c == b'\\' || c.is_ascii_control())
     {
@@ -48,11 +48,11 @@ fn segment(seg: &str) -> Result<Cow<'_, str>, PathError> {
     }
     let mut out = String::with_capacity(seg.len());
     let mut i = 0;
-    while i < b.len() {
-        match b[i] {
+    while i < bytes.len() {
+        match bytes[i] {
             b'%' => {
-                let byte = hex_pair(b, i + 1).ok_or("the path has a malformed %-escape")?;
-                if byte == b'%' && hex_pair(b, i + 3).is_some_and(dangerous) {
+                let byte = hex_pair(bytes, i + 1).ok_or("the path has a malformed %-escape")?;
+                if byte == b'%' && hex_pair(bytes, i + 3).is_some_and(dangerous) {
                     return Err("the path contains a double-encoded `.`, `/` or `\\`");
                 }
                 if byte == b'/' || byte == b'\\' {
@@ -74,7 +74,10 @@ fn segment(seg: &str) -> Result<Cow<'_, str>, PathError> {
                 // Multi-byte UTF-8 cannot appear in a parsed request target; copy as is.
                 let start = i;
                 i += 1;
-                while i < b.len() && !matches!(b[i], b'%' | b'\\') && !b[i].is_ascii_control() {
+                while i < bytes.len()
+                    && !matches!(bytes[i], b'%' | b'\\')
+                    && !bytes[i].is_ascii_control()
+                {
                     i += 1;
                 }
                 out.push_str(&seg[start..i]);
@@ -99,15 +102,15 @@ fn hex_pair(b: &[u8], at: usize) -> Option<u8> {
 /// as `%2F`). This path is answered by the gateway and never forwarded, so decoding it whole
 /// cannot reach an upstream. `None` when the escape is malformed or the id is not UTF-8.
 pub fn model_id(rest: &str) -> Option<String> {
-    let b = rest.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            out.push(hex_pair(b, i + 1)?);
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            out.push(hex_pair(bytes, i + 1)?);
             i += 3;
         } else {
-            out.push(b[i]);
+            out.push(bytes[i]);
             i += 1;
         }
     }

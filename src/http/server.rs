@@ -190,7 +190,7 @@ impl<S: Service> Conn<S> {
     }
 }
 
-async fn reject(mut s: TcpStream, answer: &'static [u8]) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(answer)).await;
-    let _ = s.shutdown().await;
+async fn reject(mut stream: TcpStream, answer: &'static [u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(answer)).await;
+    let _ = stream.shutdown().await;
 }

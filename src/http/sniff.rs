@@ -126,8 +126,8 @@ impl Tracker {
                     }
                     // The scratch line keeps its capacity for the next one.
                     let mut line = std::mem::take(&mut self.line);
-                    let l = line.strip_suffix(b"\r").unwrap_or(&line);
-                    rejected |= self.line_done(l, buf);
+                    let trimmed = line.strip_suffix(b"\r").unwrap_or(&line);
+                    rejected |= self.line_done(trimmed, buf);
                     line.clear();
                     self.line = line;
                     self.origin = None;
@@ -183,8 +183,8 @@ impl Tracker {
                 }
                 _ if is(b"transfer-encoding") => {
                     self.te = true;
-                    let v = String::from_utf8_lossy(value).to_ascii_lowercase();
-                    self.chunked = v.trim_end().ends_with("chunked");
+                    let encoding = String::from_utf8_lossy(value).to_ascii_lowercase();
+                    self.chunked = encoding.trim_end().ends_with("chunked");
                     // The value's bytes in this buffer, when the whole line is in it.
                     self.te_span = self.origin.map(|o| (o + colon + 1, line.len() - colon - 1));
                 }
@@ -264,8 +264,8 @@ impl<T: AsyncRead + Unpin> AsyncRead for Sniffed<T> {
                 "request smuggling shape",
             )));
         }
-        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = r {
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = poll {
             let new = &mut buf.filled_mut()[before..];
             if this.tracker.feed(new) {
                 tracing::info!(
@@ -280,7 +280,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Sniffed<T> {
                 }
             }
         }
-        r
+        poll
     }
 }
 

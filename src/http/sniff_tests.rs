@@ -33,12 +33,12 @@ fn normal_keep_alive_traffic_is_untouched_and_tracked() {
         b"POST /d HTTP/1.1\r\nContent-Length: 49\r\n\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
         b"POST /e HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
     ];
-    let mut t = Tracker::default();
+    let mut tracker = Tracker::default();
     let all: Vec<u8> = reqs.concat();
-    let (out, rejected) = feed_all(&mut t, &reqs[..5]);
+    let (out, rejected) = feed_all(&mut tracker, &reqs[..5]);
     assert!(!rejected);
     assert_eq!(out, reqs[..5].concat());
-    let (_, rejected) = feed_all(&mut t, &reqs[5..]);
+    let (_, rejected) = feed_all(&mut tracker, &reqs[5..]);
     assert!(rejected, "the real sixth head is caught");
     assert!(all.len() > out.len());
 }
@@ -46,21 +46,21 @@ fn normal_keep_alive_traffic_is_untouched_and_tracked() {
 #[test]
 fn byte_by_byte_split_refuses_when_it_cannot_rewrite() {
     let req: &[u8] = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
-    let mut t = Tracker::default();
+    let mut tracker = Tracker::default();
     let chunks: Vec<&[u8]> = req.chunks(1).collect();
-    let (_, rejected) = feed_all(&mut t, &chunks);
+    let (_, rejected) = feed_all(&mut tracker, &chunks);
     assert!(rejected);
-    assert!(t.refuse);
+    assert!(tracker.refuse);
 }
 
 #[test]
 fn h2_preface_and_tls_are_passed_through() {
-    let mut t = Tracker::default();
+    let mut tracker = Tracker::default();
     let mut b =
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
             .to_vec();
     let copy = b.clone();
-    assert!(!t.feed(&mut b));
+    assert!(!tracker.feed(&mut b));
     assert_eq!(b, copy);
 }
 
@@ -73,20 +73,20 @@ fn every_two_way_split_tracks_the_same() {
     let evil: &[u8] =
         b"POST /c HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
     for k in 0..=benign.len() {
-        let mut t = Tracker::default();
-        let (out, rejected) = feed_all(&mut t, &[&benign[..k], &benign[k..]]);
+        let mut tracker = Tracker::default();
+        let (out, rejected) = feed_all(&mut tracker, &[&benign[..k], &benign[k..]]);
         assert!(!rejected, "split at {k}");
         assert_eq!(out, benign, "split at {k}");
-        assert_eq!(t.state, State::Head, "split at {k}");
+        assert_eq!(tracker.state, State::Head, "split at {k}");
     }
     let stream = [benign, evil].concat();
     for k in 0..=stream.len() {
-        let mut t = Tracker::default();
-        let (out, rejected) = feed_all(&mut t, &[&stream[..k], &stream[k..]]);
+        let mut tracker = Tracker::default();
+        let (out, rejected) = feed_all(&mut tracker, &[&stream[..k], &stream[k..]]);
         assert!(rejected, "split at {k}");
         let text = String::from_utf8_lossy(&out);
         assert!(
-            t.refuse || text.contains("Transfer-Encoding: xxxxxxx\r\n"),
+            tracker.refuse || text.contains("Transfer-Encoding: xxxxxxx\r\n"),
             "split at {k}: {text}"
         );
     }

@@ -85,7 +85,7 @@ impl CellState {
 
     /// The numbers of every configured kind at `now_ms`. Read-only.
     pub fn report(&self, ask: &Ask, now_ms: u64) -> Report {
-        let mut r = Report::default();
+        let mut report = Report::default();
         for (i, (limit, _)) in ask.counted().into_iter().enumerate() {
             if limit == 0 {
                 continue;
@@ -93,23 +93,23 @@ impl CellState {
             let (used, reset) = self.windows[i]
                 .as_ref()
                 .map_or((0, 0), |w| (w.used(now_ms), w.reset_ms(now_ms)));
-            let n = Numbers {
+            let numbers = Numbers {
                 limit,
                 remaining: limit.saturating_sub(used),
                 reset: Duration::from_millis(reset),
             };
-            r.set(COUNTED[i].0, Some(n));
+            report.set(COUNTED[i].0, Some(numbers));
         }
         if ask.concurrency > 0 {
             let limit = u64::from(ask.concurrency);
-            let n = Numbers {
+            let numbers = Numbers {
                 limit,
                 remaining: limit.saturating_sub(u64::from(self.in_flight)),
                 reset: Duration::ZERO,
             };
-            r.set(Kind::Concurrency, Some(n));
+            report.set(Kind::Concurrency, Some(numbers));
         }
-        r
+        report
     }
 
     /// Room for `ask` at `now_ms` without taking anything.
@@ -141,9 +141,9 @@ impl CellState {
             if limit == 0 {
                 continue;
             }
-            let w = self.windows[i].get_or_insert_with(|| Window::new(COUNTED[i].1));
-            w.advance(now_ms);
-            taken.granules[i] = Some(w.add(cost));
+            let window = self.windows[i].get_or_insert_with(|| Window::new(COUNTED[i].1));
+            window.advance(now_ms);
+            taken.granules[i] = Some(window.add(cost));
         }
         self.in_flight = self.in_flight.saturating_add(1);
         Ok(taken)

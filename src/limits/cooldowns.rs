@@ -56,8 +56,8 @@ impl KeyCooldowns {
         self.sync.attach(sink);
     }
 
-    fn shard_of(&self, s: &Subject<'_>) -> usize {
-        (self.hasher.hash_one(s as &dyn SubjectView) % SHARDS as u64) as usize
+    fn shard_of(&self, subject: &Subject<'_>) -> usize {
+        (self.hasher.hash_one(subject as &dyn SubjectView) % SHARDS as u64) as usize
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
@@ -84,15 +84,15 @@ impl KeyCooldowns {
             return None;
         }
         let until = now.checked_add(wait)?;
-        let (d, longer) = self.set(channel, key, until, now);
+        let (cooled_until, longer) = self.set(channel, key, until, now);
         if longer {
             self.sync.emit(|| crate::state::sync::Change::KeyCooled {
                 channel: channel.to_string(),
                 key: key.to_string(),
-                wait: d.saturating_duration_since(now),
+                wait: cooled_until.saturating_duration_since(now),
             });
         }
-        Some(d)
+        Some(cooled_until)
     }
 
     /// A cool-down another replica learned: `key` of `channel` held back until `until`.
@@ -103,10 +103,10 @@ impl KeyCooldowns {
     /// Keep the later of the deadline in force and `until`; returns the deadline and
     /// whether `until` extended it.
     fn set(&self, channel: &str, key: &str, until: Instant, now: Instant) -> (Instant, bool) {
-        let s = Subject::Key { channel, key };
-        let i = self.shard_of(&s);
-        let mut shard = self.write(i);
-        if let Some(d) = shard.get_mut(&s as &dyn SubjectView) {
+        let subject = Subject::Key { channel, key };
+        let shard_index = self.shard_of(&subject);
+        let mut shard = self.write(shard_index);
+        if let Some(d) = shard.get_mut(&subject as &dyn SubjectView) {
             let longer = until > *d;
             *d = (*d).max(until);
             return (*d, longer);
@@ -124,7 +124,7 @@ impl KeyCooldowns {
                 }
             }
         }
-        shard.insert(s.to_owned_key(), until);
+        shard.insert(subject.to_owned_key(), until);
         self.adjust(before, shard.len());
         (until, true)
     }
@@ -143,16 +143,18 @@ impl KeyCooldowns {
 
     /// Until when `key` of `channel` is cooling, if it is at `now`.
     pub fn cooling_until(&self, channel: &str, key: &str, now: Instant) -> Option<Instant> {
-        let s = Subject::Key { channel, key };
-        let d = *self.read(self.shard_of(&s)).get(&s as &dyn SubjectView)?;
-        (d > now).then_some(d)
+        let subject = Subject::Key { channel, key };
+        let until = *self
+            .read(self.shard_of(&subject))
+            .get(&subject as &dyn SubjectView)?;
+        (until > now).then_some(until)
     }
 
     /// End a key's cool-down (an operator re-enabled it, or the key was removed).
     pub fn clear(&self, channel: &str, key: &str) {
-        let s = Subject::Key { channel, key };
-        let mut shard = self.write(self.shard_of(&s));
-        if shard.remove(&s as &dyn SubjectView).is_some() {
+        let subject = Subject::Key { channel, key };
+        let mut shard = self.write(self.shard_of(&subject));
+        if shard.remove(&subject as &dyn SubjectView).is_some() {
             self.entries.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -174,15 +176,15 @@ impl KeyCooldowns {
 
     /// Drop expired entries; returns how many.
     pub fn sweep(&self, now: Instant) -> usize {
-        let mut n = 0;
+        let mut removed = 0;
         for i in 0..SHARDS {
-            let mut s = self.write(i);
-            let before = s.len();
-            s.retain(|_, d| *d > now);
-            n += before - s.len();
-            self.adjust(before, s.len());
+            let mut shard = self.write(i);
+            let before = shard.len();
+            shard.retain(|_, d| *d > now);
+            removed += before - shard.len();
+            self.adjust(before, shard.len());
         }
-        n
+        removed
     }
 
     /// Entries held (expired ones not yet swept included).

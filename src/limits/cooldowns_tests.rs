@@ -14,9 +14,9 @@ const MAX: Duration = Duration::from_secs(300);
 #[tokio::test(start_paused = true)]
 async fn a_429_with_retry_after_cools_only_that_key_for_that_long() {
     let cd = KeyCooldowns::default();
-    let mut h = HeaderMap::new();
-    h.insert("retry-after", HeaderValue::from_static("2"));
-    let hint = rate_limited(&h, SystemTime::now()).unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert("retry-after", HeaderValue::from_static("2"));
+    let hint = rate_limited(&headers, SystemTime::now()).unwrap();
     let now = Instant::now();
     assert_eq!(
         cd.cool("oa", "fp-a", hint.wait, MAX, now),
@@ -36,12 +36,12 @@ async fn a_429_with_retry_after_cools_only_that_key_for_that_long() {
 async fn the_configured_maximum_bounds_every_hint() {
     let cd = KeyCooldowns::default();
     let now = Instant::now();
-    let mut h = HeaderMap::new();
-    h.insert(
+    let mut headers = HeaderMap::new();
+    headers.insert(
         "retry-after",
         HeaderValue::from_static("99999999999999999999"),
     );
-    let hint = rate_limited(&h, SystemTime::now()).unwrap();
+    let hint = rate_limited(&headers, SystemTime::now()).unwrap();
     assert_eq!(cd.cool("oa", "k", hint.wait, MAX, now), Some(now + MAX));
     assert_eq!(
         cd.cool("oa", "k2", Duration::MAX, MAX, now),

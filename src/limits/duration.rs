@@ -21,12 +21,12 @@ const UNITS: [(&str, u128); 8] = [
 
 /// Parse a Go-style duration. `None` for garbage, a sign of `-`, or a missing unit; a value
 /// beyond `u64` nanoseconds saturates (the caller bounds it).
-pub fn parse_go(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s.is_empty() || s.len() > MAX_LEN {
+pub fn parse_go(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if text.is_empty() || text.len() > MAX_LEN {
         return None;
     }
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    let mut rest = text.strip_prefix('+').unwrap_or(text);
     if rest == "0" {
         return Some(Duration::ZERO);
     }
@@ -47,8 +47,8 @@ fn segment(s: &str) -> Option<(u128, &str)> {
     let (int, after) = s.split_at(int_len);
     let (frac, after) = match after.strip_prefix('.') {
         Some(a) => {
-            let n = a.bytes().take_while(u8::is_ascii_digit).count();
-            a.split_at(n)
+            let digits = a.bytes().take_while(u8::is_ascii_digit).count();
+            a.split_at(digits)
         }
         None => ("", after),
     };
@@ -75,26 +75,26 @@ fn segment(s: &str) -> Option<(u128, &str)> {
 
 /// Format for `x-ratelimit-reset-*` the way OpenAI does (Go's notation), rounded UP to the
 /// millisecond so a client never comes back early: `0s`, `20ms`, `1s`, `6m0s`, `1h2m3.5s`.
-pub fn format_go(d: Duration) -> String {
-    let ms = d.as_millis() + u128::from(d.as_nanos() % 1_000_000 > 0);
+pub fn format_go(duration: Duration) -> String {
+    let ms = duration.as_millis() + u128::from(duration.as_nanos() % 1_000_000 > 0);
     if ms == 0 {
         return "0s".to_string();
     }
     if ms < 1000 {
         return format!("{ms}ms");
     }
-    let (h, rem) = (ms / 3_600_000, ms % 3_600_000);
-    let (m, rem) = (rem / 60_000, rem % 60_000);
-    let (s, milli) = (rem / 1000, rem % 1000);
+    let (hours, rem) = (ms / 3_600_000, ms % 3_600_000);
+    let (minutes, rem) = (rem / 60_000, rem % 60_000);
+    let (seconds, milli) = (rem / 1000, rem % 1000);
     let secs = if milli == 0 {
-        format!("{s}s")
+        format!("{seconds}s")
     } else {
         let frac = format!("{milli:03}");
-        format!("{s}.{}s", frac.trim_end_matches('0'))
+        format!("{seconds}.{}s", frac.trim_end_matches('0'))
     };
-    match (h, m) {
+    match (hours, minutes) {
         (0, 0) => secs,
-        (0, m) => format!("{m}m{secs}"),
-        (h, m) => format!("{h}h{m}m{secs}"),
+        (0, minutes) => format!("{minutes}m{secs}"),
+        (hours, minutes) => format!("{hours}h{minutes}m{secs}"),
     }
 }

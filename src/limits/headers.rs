@@ -50,8 +50,10 @@ const MAX_RESET: Duration = Duration::from_secs(366 * 86_400);
 
 /// `wall_now + d` (`d` at most a year), rounded up to the whole second, as RFC 3339
 /// (`2025-01-01T00:00:07Z`). A clock past year 9999 gives the last second of 9999.
-pub fn rfc3339_after(wall_now: SystemTime, d: Duration) -> String {
-    let at = wall_now.checked_add(d.min(MAX_RESET)).unwrap_or(wall_now);
+pub fn rfc3339_after(wall_now: SystemTime, duration: Duration) -> String {
+    let at = wall_now
+        .checked_add(duration.min(MAX_RESET))
+        .unwrap_or(wall_now);
     let since = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);

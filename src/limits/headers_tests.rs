@@ -15,9 +15,11 @@ fn wall() -> SystemTime {
 
 fn get(h: &[(http::HeaderName, http::HeaderValue)], name: &str) -> Option<String> {
     let mut found = h.iter().filter(|(n, _)| n.as_str() == name);
-    let v = found.next().map(|(_, v)| v.to_str().unwrap().to_string());
+    let value = found
+        .next()
+        .map(|(_, value)| value.to_str().unwrap().to_string());
     assert!(found.next().is_none(), "{name} twice");
-    v
+    value
 }
 
 fn numbers(limit: u64, remaining: u64, reset_ms: u64) -> Option<Numbers> {
@@ -45,7 +47,7 @@ fn refusal(kind: Kind, retry_ms: Option<u64>) -> Refusal {
 /// `retry-after: 60`, never 61 — Claude Code gives up above 60).
 #[test]
 fn openai_headers_carry_both_trios_and_retry_after() {
-    let h = refusal_headers(
+    let headers = refusal_headers(
         &refusal(Kind::Rpm, Some(60_200)),
         ClientFormat::OpenAi,
         wall(),
@@ -61,10 +63,12 @@ fn openai_headers_carry_both_trios_and_retry_after() {
         ("retry-after-ms", "60000"),
     ];
     for (n, v) in want {
-        assert_eq!(get(&h, n).as_deref(), Some(v), "{n}");
+        assert_eq!(get(&headers, n).as_deref(), Some(v), "{n}");
     }
-    assert_eq!(h.len(), want.len());
-    assert!(h.iter().all(|(n, _)| !n.as_str().starts_with("anthropic-")));
+    assert_eq!(headers.len(), want.len());
+    assert!(headers
+        .iter()
+        .all(|(n, _)| !n.as_str().starts_with("anthropic-")));
 }
 
 #[test]
@@ -76,9 +80,9 @@ fn retry_after_never_exceeds_the_window_of_the_refused_kind() {
         (Kind::Rpd, 90_000_000, "86400"),
         (Kind::Concurrency, 120_000, "120"),
     ] {
-        let h = refusal_headers(&refusal(kind, Some(ms)), ClientFormat::Anthropic, wall());
+        let headers = refusal_headers(&refusal(kind, Some(ms)), ClientFormat::Anthropic, wall());
         assert_eq!(
-            get(&h, "retry-after").as_deref(),
+            get(&headers, "retry-after").as_deref(),
             Some(want),
             "{kind:?} {ms}"
         );
@@ -87,7 +91,7 @@ fn retry_after_never_exceeds_the_window_of_the_refused_kind() {
 
 #[test]
 fn anthropic_headers_give_resets_as_rfc3339_rounded_up() {
-    let h = refusal_headers(
+    let headers = refusal_headers(
         &refusal(Kind::Tpm, Some(999)),
         ClientFormat::Anthropic,
         wall(),
@@ -103,44 +107,47 @@ fn anthropic_headers_give_resets_as_rfc3339_rounded_up() {
         ("retry-after-ms", "999"),
     ];
     for (n, v) in want {
-        assert_eq!(get(&h, n).as_deref(), Some(v), "{n}");
+        assert_eq!(get(&headers, n).as_deref(), Some(v), "{n}");
     }
-    assert_eq!(h.len(), want.len());
-    assert!(h
+    assert_eq!(headers.len(), want.len());
+    assert!(headers
         .iter()
         .all(|(n, _)| !n.as_str().starts_with("x-ratelimit")));
 }
 
 #[test]
 fn the_refused_request_limit_is_the_one_shown() {
-    let h = refusal_headers(
+    let headers = refusal_headers(
         &refusal(Kind::Rpd, Some(5_000)),
         ClientFormat::OpenAi,
         wall(),
     );
     assert_eq!(
-        get(&h, "x-ratelimit-limit-requests").as_deref(),
+        get(&headers, "x-ratelimit-limit-requests").as_deref(),
         Some("1000")
     );
     assert_eq!(
-        get(&h, "x-ratelimit-reset-requests").as_deref(),
+        get(&headers, "x-ratelimit-reset-requests").as_deref(),
         Some("23h53m20.5s")
     );
     // Refused by tokens: the request limit with less left is shown (rpm, 0 left).
-    let h = refusal_headers(
+    let headers = refusal_headers(
         &refusal(Kind::Tpm, Some(5_000)),
         ClientFormat::OpenAi,
         wall(),
     );
-    assert_eq!(get(&h, "x-ratelimit-limit-requests").as_deref(), Some("60"));
+    assert_eq!(
+        get(&headers, "x-ratelimit-limit-requests").as_deref(),
+        Some("60")
+    );
 }
 
 #[test]
 fn a_request_that_can_never_fit_is_told_not_to_retry() {
-    let h = refusal_headers(&refusal(Kind::Tpm, None), ClientFormat::OpenAi, wall());
-    assert_eq!(get(&h, "x-should-retry").as_deref(), Some("false"));
-    assert_eq!(get(&h, "retry-after"), None);
-    assert_eq!(get(&h, "retry-after-ms"), None);
+    let headers = refusal_headers(&refusal(Kind::Tpm, None), ClientFormat::OpenAi, wall());
+    assert_eq!(get(&headers, "x-should-retry").as_deref(), Some("false"));
+    assert_eq!(get(&headers, "retry-after"), None);
+    assert_eq!(get(&headers, "retry-after-ms"), None);
 }
 
 #[test]
@@ -152,36 +159,42 @@ fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
         (1001, "2", "1001"),
         (59_999, "60", "59999"),
     ] {
-        let h = refusal_headers(&refusal(Kind::Rpm, Some(ms)), ClientFormat::OpenAi, wall());
-        assert_eq!(get(&h, "retry-after").as_deref(), Some(secs), "{ms} ms");
+        let headers = refusal_headers(&refusal(Kind::Rpm, Some(ms)), ClientFormat::OpenAi, wall());
         assert_eq!(
-            get(&h, "retry-after-ms").as_deref(),
+            get(&headers, "retry-after").as_deref(),
+            Some(secs),
+            "{ms} ms"
+        );
+        assert_eq!(
+            get(&headers, "retry-after-ms").as_deref(),
             Some(ms_text),
             "{ms} ms"
         );
     }
-    let mut r = refusal(Kind::Rpm, None);
-    r.retry_after = Some(Duration::from_nanos(1));
-    let h = refusal_headers(&r, ClientFormat::Anthropic, wall());
-    assert_eq!(get(&h, "retry-after").as_deref(), Some("1"));
-    assert_eq!(get(&h, "retry-after-ms").as_deref(), Some("1"));
+    let mut refused = refusal(Kind::Rpm, None);
+    refused.retry_after = Some(Duration::from_nanos(1));
+    let headers = refusal_headers(&refused, ClientFormat::Anthropic, wall());
+    assert_eq!(get(&headers, "retry-after").as_deref(), Some("1"));
+    assert_eq!(get(&headers, "retry-after-ms").as_deref(), Some("1"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn headers_of_a_real_refusal_show_only_configured_limits() {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let lim = ClientLimits {
         concurrency: 1,
         ..ClientLimits::default()
     };
-    let _held = l.admit_client_now("c", &lim, 0, Instant::now()).unwrap();
-    let r = l
+    let _held = limiter
+        .admit_client_now("c", &lim, 0, Instant::now())
+        .unwrap();
+    let refusal = limiter
         .admit_client_now("c", &lim, 0, Instant::now())
         .unwrap_err();
-    let h = refusal_headers(&r, ClientFormat::Anthropic, wall());
-    let names: Vec<_> = h.iter().map(|(n, _)| n.as_str()).collect();
+    let headers = refusal_headers(&refusal, ClientFormat::Anthropic, wall());
+    let names: Vec<_> = headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["retry-after", "retry-after-ms"]);
-    assert_eq!(get(&h, "retry-after").as_deref(), Some("1"));
+    assert_eq!(get(&headers, "retry-after").as_deref(), Some("1"));
 }
 
 #[test]

@@ -87,14 +87,14 @@ impl Limiter<Local> {
         tokens: u64,
         now: Instant,
     ) -> Result<Admission<LocalGrant>, Refusal> {
-        let s = Subject::Key { channel, key };
-        admit_sync(&self.store, s, &limits.ask(tokens), now)
+        let subject = Subject::Key { channel, key };
+        admit_sync(&self.store, subject, &limits.ask(tokens), now)
     }
 }
 
 fn admit_sync(
     store: &Local,
-    s: Subject<'_>,
+    subject: Subject<'_>,
     ask: &Ask,
     now: Instant,
 ) -> Result<Admission<LocalGrant>, Refusal> {
@@ -102,7 +102,7 @@ fn admit_sync(
         return Ok(Admission::unlimited());
     }
     store
-        .admit_now(s, ask, now)
+        .admit_now(subject, ask, now)
         .map(|g| Admission { grant: Some(g) })
 }
 
@@ -117,15 +117,15 @@ impl<S: Store> Limiter<S> {
 
     async fn admit(
         &self,
-        s: Subject<'_>,
+        subject: Subject<'_>,
         ask: Ask,
         now: Instant,
     ) -> Result<Admission<S::Grant>, Refusal> {
         if ask.is_unlimited() {
             return Ok(Admission::unlimited());
         }
-        let g = self.store.admit(s, &ask, now).await?;
-        Ok(Admission { grant: Some(g) })
+        let grant = self.store.admit(subject, &ask, now).await?;
+        Ok(Admission { grant: Some(grant) })
     }
 
     /// R15.1: check every limit of `client` together for one request reserving `tokens`
@@ -150,8 +150,8 @@ impl<S: Store> Limiter<S> {
         tokens: u64,
         now: Instant,
     ) -> Result<Admission<S::Grant>, Refusal> {
-        let s = Subject::Key { channel, key };
-        self.admit(s, limits.ask(tokens), now).await
+        let subject = Subject::Key { channel, key };
+        self.admit(subject, limits.ask(tokens), now).await
     }
 
     /// R15.3: would an attempt reserving `tokens` fit this key now? Non-mutating (planning).
@@ -166,8 +166,8 @@ impl<S: Store> Limiter<S> {
         if limits.is_unlimited() {
             return Room::Now;
         }
-        let s = Subject::Key { channel, key };
-        self.store.peek(s, &limits.ask(tokens), now).room
+        let subject = Subject::Key { channel, key };
+        self.store.peek(subject, &limits.ask(tokens), now).room
     }
 
     /// The key's tightest remaining budget as a fraction in `[0, 1]` (`routing.balance:
@@ -182,9 +182,9 @@ impl<S: Store> Limiter<S> {
         if limits.is_unlimited() {
             return 1.0;
         }
-        let s = Subject::Key { channel, key };
+        let subject = Subject::Key { channel, key };
         self.store
-            .peek(s, &limits.ask(0), now)
+            .peek(subject, &limits.ask(0), now)
             .report
             .remaining_fraction()
     }

@@ -71,11 +71,13 @@ fn ms_since(epoch: Instant, now: Instant) -> u64 {
 impl Local {
     /// An empty store whose clock starts now.
     pub fn new(bounds: Bounds) -> Self {
-        let n = bounds.shards.max(1);
+        let shard_count = bounds.shards.max(1);
         Local {
             epoch: Instant::now(),
-            shards: (0..n).map(|_| RwLock::new(HashMap::new())).collect(),
-            per_shard: bounds.max_subjects.div_ceil(n).max(1),
+            shards: (0..shard_count)
+                .map(|_| RwLock::new(HashMap::new()))
+                .collect(),
+            per_shard: bounds.max_subjects.div_ceil(shard_count).max(1),
             hasher: RandomState::new(),
         }
     }
@@ -84,8 +86,8 @@ impl Local {
         ms_since(self.epoch, now)
     }
 
-    fn shard_of(&self, s: &Subject<'_>) -> usize {
-        (self.hasher.hash_one(s as &dyn SubjectView) % self.shards.len() as u64) as usize
+    fn shard_of(&self, subject: &Subject<'_>) -> usize {
+        (self.hasher.hash_one(subject as &dyn SubjectView) % self.shards.len() as u64) as usize
     }
 
     fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
@@ -97,28 +99,28 @@ impl Local {
     }
 
     /// The subject's cell, if it has one.
-    pub fn existing(&self, s: Subject<'_>) -> Option<Arc<Cell>> {
-        self.read(self.shard_of(&s))
-            .get(&s as &dyn SubjectView)
+    pub fn existing(&self, subject: Subject<'_>) -> Option<Arc<Cell>> {
+        self.read(self.shard_of(&subject))
+            .get(&subject as &dyn SubjectView)
             .cloned()
     }
 
     /// The subject's cell, created on first use (the only allocation of the path).
-    fn cell(&self, s: Subject<'_>, now_ms: u64) -> Arc<Cell> {
-        let i = self.shard_of(&s);
-        if let Some(c) = self.read(i).get(&s as &dyn SubjectView) {
+    fn cell(&self, subject: Subject<'_>, now_ms: u64) -> Arc<Cell> {
+        let shard_index = self.shard_of(&subject);
+        if let Some(c) = self.read(shard_index).get(&subject as &dyn SubjectView) {
             return c.clone();
         }
-        let mut shard = self.write(i);
-        if let Some(c) = shard.get(&s as &dyn SubjectView) {
+        let mut shard = self.write(shard_index);
+        if let Some(c) = shard.get(&subject as &dyn SubjectView) {
             return c.clone();
         }
         if shard.len() >= self.per_shard {
             make_room(&mut shard, self.per_shard, now_ms);
         }
-        let c = Arc::new(Cell::default());
-        shard.insert(s.to_owned_key(), c.clone());
-        c
+        let cell = Arc::new(Cell::default());
+        shard.insert(subject.to_owned_key(), cell.clone());
+        cell
     }
 
     /// Subjects tracked now.
@@ -154,8 +156,8 @@ impl Local {
 }
 
 /// Unheld cells that count nothing any more cannot matter.
-fn evictable(c: &Arc<Cell>, now_ms: u64) -> bool {
-    Arc::strong_count(c) == 1 && c.lock().is_idle(now_ms)
+fn evictable(cell: &Arc<Cell>, now_ms: u64) -> bool {
+    Arc::strong_count(cell) == 1 && cell.lock().is_idle(now_ms)
 }
 
 /// A full shard: drop idle cells; if none, the least recently used unheld one (its counts
@@ -209,14 +211,14 @@ impl Store for Local {
 
     fn sweep(&self, now: Instant) -> usize {
         let now_ms = self.ms(now);
-        let mut n = 0;
+        let mut removed = 0;
         for i in 0..self.shards.len() {
-            let mut s = self.write(i);
-            let before = s.len();
-            s.retain(|_, c| !evictable(c, now_ms));
-            n += before - s.len();
+            let mut shard = self.write(i);
+            let before = shard.len();
+            shard.retain(|_, c| !evictable(c, now_ms));
+            removed += before - shard.len();
         }
-        n
+        removed
     }
 }
 

@@ -24,65 +24,69 @@ fn in_flight(l: &Limiter<Local>, client: &str) -> u32 {
 
 #[tokio::test(start_paused = true)]
 async fn concurrency_is_held_until_drop_and_refused_meanwhile() {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let now = Instant::now();
-    let a = l.admit_client_now("c", &conc(2), 0, now).unwrap();
-    let b = l.admit_client_now("c", &conc(2), 0, now).unwrap();
-    let r = l.admit_client_now("c", &conc(2), 0, now).unwrap_err();
-    assert_eq!(r.kind, Kind::Concurrency);
-    assert_eq!(r.retry_after, Some(SEC));
-    assert_eq!(r.numbers().unwrap().remaining, 0);
-    drop(a); // an error path
-    let c = l.admit_client_now("c", &conc(2), 0, now).unwrap();
-    b.settle(0, now); // a success
-    c.cancel(now); // never reached an upstream
-    assert_eq!(in_flight(&l, "c"), 0);
+    let admission = limiter.admit_client_now("c", &conc(2), 0, now).unwrap();
+    let second = limiter.admit_client_now("c", &conc(2), 0, now).unwrap();
+    let refusal = limiter.admit_client_now("c", &conc(2), 0, now).unwrap_err();
+    assert_eq!(refusal.kind, Kind::Concurrency);
+    assert_eq!(refusal.retry_after, Some(SEC));
+    assert_eq!(refusal.numbers().unwrap().remaining, 0);
+    drop(admission); // an error path
+    let admission = limiter.admit_client_now("c", &conc(2), 0, now).unwrap();
+    second.settle(0, now); // a success
+    admission.cancel(now); // never reached an upstream
+    assert_eq!(in_flight(&limiter, "c"), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_permit_moved_into_a_streaming_task_is_held_until_the_stream_ends() {
-    let l = Arc::new(Limiter::local(Bounds::default()));
-    let a = l
+    let limiter = Arc::new(Limiter::local(Bounds::default()));
+    let admission = limiter
         .admit_client_now("s", &conc(1), 0, Instant::now())
         .unwrap();
     let relay = tokio::spawn(async move {
         sleep(30 * SEC).await; // a long stream
-        a.settle(10, Instant::now());
+        admission.settle(10, Instant::now());
     });
     advance(29 * SEC).await;
-    assert!(l
+    assert!(limiter
         .admit_client_now("s", &conc(1), 0, Instant::now())
         .is_err());
     relay.await.unwrap();
-    assert_eq!(in_flight(&l, "s"), 0);
-    assert!(l.admit_client_now("s", &conc(1), 0, Instant::now()).is_ok());
+    assert_eq!(in_flight(&limiter, "s"), 0);
+    assert!(limiter
+        .admit_client_now("s", &conc(1), 0, Instant::now())
+        .is_ok());
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_aborted_task_releases_its_permit() {
-    let l = Arc::new(Limiter::local(Bounds::default()));
-    let l2 = l.clone();
+    let limiter = Arc::new(Limiter::local(Bounds::default()));
+    let l2 = limiter.clone();
     let (held_tx, held_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
-        let a = l2
+        let admission = l2
             .admit_client_now("x", &conc(1), 0, Instant::now())
             .unwrap();
         let _ = held_tx.send(());
         sleep(3600 * SEC).await; // a client that went away mid-stream
-        a.settle(0, Instant::now());
+        admission.settle(0, Instant::now());
     });
     held_rx.await.unwrap();
-    assert_eq!(in_flight(&l, "x"), 1);
+    assert_eq!(in_flight(&limiter, "x"), 1);
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
-    assert_eq!(in_flight(&l, "x"), 0);
-    assert!(l.admit_client_now("x", &conc(1), 0, Instant::now()).is_ok());
+    assert_eq!(in_flight(&limiter, "x"), 0);
+    assert!(limiter
+        .admit_client_now("x", &conc(1), 0, Instant::now())
+        .is_ok());
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_task_releases_its_permit() {
-    let l = Arc::new(Limiter::local(Bounds::default()));
-    let l2 = l.clone();
+    let limiter = Arc::new(Limiter::local(Bounds::default()));
+    let l2 = limiter.clone();
     let task = tokio::spawn(async move {
         let _a = l2
             .admit_client_now("p", &conc(1), 0, Instant::now())
@@ -90,35 +94,40 @@ async fn a_panicking_task_releases_its_permit() {
         panic!("handler bug");
     });
     assert!(task.await.unwrap_err().is_panic());
-    assert_eq!(in_flight(&l, "p"), 0);
+    assert_eq!(in_flight(&limiter, "p"), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unlimited_client_costs_no_state() {
-    let l = Limiter::local(Bounds::default());
-    let a = l.admit_client_now("free", &ClientLimits::default(), 1_000_000, Instant::now());
-    assert!(a.unwrap().report() == Default::default());
-    assert!(l.store().is_empty());
+    let limiter = Limiter::local(Bounds::default());
+    let admission =
+        limiter.admit_client_now("free", &ClientLimits::default(), 1_000_000, Instant::now());
+    assert!(admission.unwrap().report() == Default::default());
+    assert!(limiter.store().is_empty());
     let free = ClientLimits::default();
-    assert!(l
+    assert!(limiter
         .admit_client("free", &free, 5, Instant::now())
         .await
         .is_ok());
-    assert!(l.store().is_empty());
+    assert!(limiter.store().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_async_path_runs_the_same_admission() {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let lim = ClientLimits {
         rpm: 2,
         ..ClientLimits::default()
     };
     let now = Instant::now();
-    let _a = l.admit_client("z", &lim, 0, now).await.unwrap();
-    let _b = l.admit_client_now("z", &lim, 0, now).unwrap();
+    let _a = limiter.admit_client("z", &lim, 0, now).await.unwrap();
+    let _b = limiter.admit_client_now("z", &lim, 0, now).unwrap();
     assert_eq!(
-        l.admit_client("z", &lim, 0, now).await.unwrap_err().kind,
+        limiter
+            .admit_client("z", &lim, 0, now)
+            .await
+            .unwrap_err()
+            .kind,
         Kind::Rpm
     );
 }
@@ -133,38 +142,61 @@ fn key_lim() -> KeyLimits {
 
 #[tokio::test(start_paused = true)]
 async fn key_room_is_a_look_and_take_key_takes() {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let now = Instant::now();
     for _ in 0..100 {
-        assert_eq!(l.key_room("oa", "fp1", &key_lim(), 100, now), Room::Now);
+        assert_eq!(
+            limiter.key_room("oa", "fp1", &key_lim(), 100, now),
+            Room::Now
+        );
     }
-    assert_eq!(l.key_remaining_fraction("oa", "fp1", &key_lim(), now), 1.0);
+    assert_eq!(
+        limiter.key_remaining_fraction("oa", "fp1", &key_lim(), now),
+        1.0
+    );
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(l.take_key_now("oa", "fp1", &key_lim(), 100, now).unwrap());
+        held.push(
+            limiter
+                .take_key_now("oa", "fp1", &key_lim(), 100, now)
+                .unwrap(),
+        );
     }
     // Concurrency 4 of 4 is the tightest: no room, fraction 0.
     assert_eq!(
-        l.key_room("oa", "fp1", &key_lim(), 100, now),
+        limiter.key_room("oa", "fp1", &key_lim(), 100, now),
         Room::After(SEC)
     );
-    assert_eq!(l.key_remaining_fraction("oa", "fp1", &key_lim(), now), 0.0);
+    assert_eq!(
+        limiter.key_remaining_fraction("oa", "fp1", &key_lim(), now),
+        0.0
+    );
     for a in held.drain(..) {
         a.settle(100, now);
     }
     // rpm 6/10 and tpm 600/1000 left: the tightest is 0.6.
-    let f = l.key_remaining_fraction("oa", "fp1", &key_lim(), now);
-    assert!((f - 0.6).abs() < 1e-9, "{f}");
-    assert_eq!(l.key_room("oa", "fp1", &key_lim(), 5000, now), Room::Never);
+    let fraction = limiter.key_remaining_fraction("oa", "fp1", &key_lim(), now);
+    assert!((fraction - 0.6).abs() < 1e-9, "{fraction}");
     assert_eq!(
-        l.key_room("oa", "fp1", &key_lim(), 700, now),
+        limiter.key_room("oa", "fp1", &key_lim(), 5000, now),
+        Room::Never
+    );
+    assert_eq!(
+        limiter.key_room("oa", "fp1", &key_lim(), 700, now),
         Room::After(61 * SEC)
     );
     // Another key of the channel, the same fingerprint elsewhere, a client of that name: untouched.
-    assert_eq!(l.key_remaining_fraction("oa", "fp2", &key_lim(), now), 1.0);
-    assert_eq!(l.key_remaining_fraction("ob", "fp1", &key_lim(), now), 1.0);
     assert_eq!(
-        l.client_report("oa", &conc(1), now)
+        limiter.key_remaining_fraction("oa", "fp2", &key_lim(), now),
+        1.0
+    );
+    assert_eq!(
+        limiter.key_remaining_fraction("ob", "fp1", &key_lim(), now),
+        1.0
+    );
+    assert_eq!(
+        limiter
+            .client_report("oa", &conc(1), now)
             .get(Kind::Concurrency)
             .unwrap()
             .remaining,
@@ -172,47 +204,59 @@ async fn key_room_is_a_look_and_take_key_takes() {
     );
     // An unlimited key always has room.
     let free = KeyLimits::default();
-    assert_eq!(l.key_room("oa", "fp1", &free, u64::MAX, now), Room::Now);
-    assert_eq!(l.key_remaining_fraction("oa", "fp1", &free, now), 1.0);
+    assert_eq!(
+        limiter.key_room("oa", "fp1", &free, u64::MAX, now),
+        Room::Now
+    );
+    assert_eq!(limiter.key_remaining_fraction("oa", "fp1", &free, now), 1.0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn take_key_refuses_when_the_budget_is_spent() {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let now = Instant::now();
     for _ in 0..10 {
-        l.take_key("oa", "k", &key_lim(), 10, now)
+        limiter
+            .take_key("oa", "k", &key_lim(), 10, now)
             .await
             .unwrap()
             .settle(10, now);
     }
-    let r = l.take_key_now("oa", "k", &key_lim(), 10, now).unwrap_err();
-    assert_eq!((r.kind, r.retry_after), (Kind::Rpm, Some(61 * SEC)));
+    let refusal = limiter
+        .take_key_now("oa", "k", &key_lim(), 10, now)
+        .unwrap_err();
+    assert_eq!(
+        (refusal.kind, refusal.retry_after),
+        (Kind::Rpm, Some(61 * SEC))
+    );
     advance(61 * SEC).await;
-    assert!(l
+    assert!(limiter
         .take_key_now("oa", "k", &key_lim(), 10, Instant::now())
         .is_ok());
 }
 
 #[tokio::test(start_paused = true)]
 async fn sweep_drops_idle_unheld_state_only() {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let lim = ClientLimits {
         rpm: 5,
         concurrency: 5,
         ..ClientLimits::default()
     };
-    let held = l.admit_client_now("held", &lim, 0, Instant::now()).unwrap();
-    l.admit_client_now("done", &lim, 0, Instant::now())
+    let held = limiter
+        .admit_client_now("held", &lim, 0, Instant::now())
+        .unwrap();
+    limiter
+        .admit_client_now("done", &lim, 0, Instant::now())
         .unwrap()
         .settle(0, Instant::now());
-    assert_eq!(l.sweep(Instant::now()), 0);
+    assert_eq!(limiter.sweep(Instant::now()), 0);
     advance(61 * SEC).await;
-    assert_eq!(l.sweep(Instant::now()), 1);
-    assert_eq!(l.store().len(), 1);
+    assert_eq!(limiter.sweep(Instant::now()), 1);
+    assert_eq!(limiter.store().len(), 1);
     drop(held);
-    assert_eq!(l.sweep(Instant::now()), 1);
-    assert!(l.store().is_empty());
+    assert_eq!(limiter.sweep(Instant::now()), 1);
+    assert!(limiter.store().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -231,17 +275,17 @@ async fn the_store_stays_bounded_and_never_evicts_a_held_cell() {
     let held = store.admit_now(Subject::Client("keep"), &lim, now).unwrap();
     for i in 0..50 {
         let name = format!("c{i}");
-        let g = store
+        let grant = store
             .admit(Subject::Client(&name), &lim, now)
             .await
             .unwrap();
-        drop(g);
+        drop(grant);
         assert!(store.len() <= 4, "{} cells", store.len());
     }
     // The held client kept its count: its one permit is still taken.
-    let r = store
+    let refusal = store
         .admit_now(Subject::Client("keep"), &lim, now)
         .unwrap_err();
-    assert_eq!(r.kind, Kind::Concurrency);
+    assert_eq!(refusal.kind, Kind::Concurrency);
     drop(held);
 }

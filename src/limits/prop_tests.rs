@@ -35,20 +35,20 @@ proptest! {
         arrivals in prop::collection::vec((0u64..150, 1u64..25), 1..200),
     ) {
         let geo = Geometry { granule_ms: granule, slots };
-        let mut w = Window::new(geo);
+        let mut window = Window::new(geo);
         let (mut now, mut admitted) = (0u64, Vec::new());
         for (gap, cost) in arrivals {
             now += gap;
-            match w.wait_ms(cost, limit, now) {
+            match window.wait_ms(cost, limit, now) {
                 Some(0) => {
-                    w.advance(now);
-                    w.add(cost);
+                    window.advance(now);
+                    window.add(cost);
                     admitted.push((now, cost));
                 }
                 Some(wait) => {
                     // Exact: it fits at now + wait, and not a millisecond earlier.
-                    prop_assert_eq!(w.wait_ms(cost, limit, now + wait), Some(0));
-                    prop_assert!(w.wait_ms(cost, limit, now + wait - 1) != Some(0));
+                    prop_assert_eq!(window.wait_ms(cost, limit, now + wait), Some(0));
+                    prop_assert!(window.wait_ms(cost, limit, now + wait - 1) != Some(0));
                 }
                 None => prop_assert!(cost > limit),
             }
@@ -88,7 +88,7 @@ async fn drive(
     tpm: u64,
     steps: Vec<(u64, u64, u8, u64)>,
 ) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
-    let l = Limiter::local(Bounds::default());
+    let limiter = Limiter::local(Bounds::default());
     let lim = ClientLimits {
         rpm,
         tpm,
@@ -100,7 +100,7 @@ async fn drive(
         tokio::time::advance(Duration::from_millis(gap)).await;
         let now = Instant::now();
         let at = now.duration_since(start).as_millis() as u64;
-        if let Ok(admission) = l.admit_client_now("p", &lim, reserve, now) {
+        if let Ok(admission) = limiter.admit_client_now("p", &lim, reserve, now) {
             open.push_back(Open {
                 admission,
                 at,

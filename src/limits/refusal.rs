@@ -72,12 +72,12 @@ impl Report {
 
     /// Record `kind`'s numbers (`None` or a limit of 0: unlimited). Resets beyond ~49 days
     /// are stored as that (no window is longer than a day).
-    pub fn set(&mut self, kind: Kind, n: Option<Numbers>) {
+    pub fn set(&mut self, kind: Kind, numbers: Option<Numbers>) {
         let i = kind.index();
-        let n = n.unwrap_or_default();
-        self.limit[i] = n.limit;
-        self.remaining[i] = n.remaining;
-        self.reset_ms[i] = u32::try_from(n.reset.as_millis()).unwrap_or(u32::MAX);
+        let numbers = numbers.unwrap_or_default();
+        self.limit[i] = numbers.limit;
+        self.remaining[i] = numbers.remaining;
+        self.reset_ms[i] = u32::try_from(numbers.reset.as_millis()).unwrap_or(u32::MAX);
     }
 
     /// The request limit the SDK headers show: `prefer` when it is a request kind that is
@@ -139,9 +139,9 @@ impl Refusal {
 }
 
 /// Whole seconds, rounded up, at least 1.
-pub fn ceil_secs(d: Duration) -> u64 {
-    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    s.max(1)
+pub fn ceil_secs(duration: Duration) -> u64 {
+    let secs = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    secs.max(1)
 }
 
 impl fmt::Display for Refusal {

@@ -66,8 +66,8 @@ impl<'a> Borrow<dyn SubjectView + 'a> for OwnedSubject {
 }
 
 impl Hash for dyn SubjectView + '_ {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.view().hash(h)
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.view().hash(state)
     }
 }
 
@@ -81,8 +81,8 @@ impl Eq for dyn SubjectView + '_ {}
 
 // Must hash exactly as the view does (the `Borrow` contract).
 impl Hash for OwnedSubject {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.view().hash(h)
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.view().hash(state)
     }
 }
 

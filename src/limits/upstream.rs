@@ -73,38 +73,38 @@ pub struct Hint {
     pub source: Source,
 }
 
-fn value<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    let v = h.get(name)?.to_str().ok()?.trim();
-    (!v.is_empty() && v.len() <= MAX_LEN).then_some(v)
+fn value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let text = headers.get(name)?.to_str().ok()?.trim();
+    (!text.is_empty() && text.len() <= MAX_LEN).then_some(text)
 }
 
 /// A non-negative, finite number of `unit`s; larger than `Duration` can hold saturates.
-fn number(v: &str, unit: f64) -> Option<Duration> {
-    let x: f64 = v.parse().ok()?;
-    if !x.is_finite() || x < 0.0 || v.starts_with('-') {
+fn number(value: &str, unit: f64) -> Option<Duration> {
+    let amount: f64 = value.parse().ok()?;
+    if !amount.is_finite() || amount < 0.0 || value.starts_with('-') {
         return None;
     }
-    Some(Duration::try_from_secs_f64(x * unit).unwrap_or(Duration::MAX))
+    Some(Duration::try_from_secs_f64(amount * unit).unwrap_or(Duration::MAX))
 }
 
 /// `Retry-After` per RFC 9110: delta-seconds (fractions tolerated) or an HTTP-date.
-pub fn retry_after(v: &str, wall_now: SystemTime) -> Option<Duration> {
-    if let Some(d) = number(v, 1.0) {
+pub fn retry_after(value: &str, wall_now: SystemTime) -> Option<Duration> {
+    if let Some(d) = number(value, 1.0) {
         return Some(d);
     }
-    let at = httpdate::parse_http_date(v).ok()?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(wall_now).unwrap_or(Duration::ZERO))
 }
 
 /// An RFC 3339 time as a wait from `wall_now` (zero when past). Accepts `Z` or a numeric
 /// offset.
-pub fn rfc3339_wait(v: &str, wall_now: SystemTime) -> Option<Duration> {
-    if !v.is_ascii() || v.len() < 20 {
+pub fn rfc3339_wait(value: &str, wall_now: SystemTime) -> Option<Duration> {
+    if !value.is_ascii() || value.len() < 20 {
         return None;
     }
-    let at = match v.as_bytes()[v.len() - 6] {
-        sign @ (b'+' | b'-') if v.as_bytes()[v.len() - 3] == b':' => {
-            let (base, off) = v.split_at(v.len() - 6);
+    let at = match value.as_bytes()[value.len() - 6] {
+        sign @ (b'+' | b'-') if value.as_bytes()[value.len() - 3] == b':' => {
+            let (base, off) = value.split_at(value.len() - 6);
             let hh: u64 = off[1..3].parse().ok()?;
             let mm: u64 = off[4..6].parse().ok()?;
             if hh > 23 || mm > 59 {
@@ -119,24 +119,24 @@ pub fn rfc3339_wait(v: &str, wall_now: SystemTime) -> Option<Duration> {
                 utc.checked_add(off)?
             }
         }
-        _ => humantime::parse_rfc3339(v).ok()?,
+        _ => humantime::parse_rfc3339(value).ok()?,
     };
     Some(at.duration_since(wall_now).unwrap_or(Duration::ZERO))
 }
 
 /// (exhausted, reset) for each provider limit the headers describe.
-fn resets(h: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hint)> + '_ {
+fn resets(headers: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hint)> + '_ {
     let openai = OPENAI.iter().map(|p| (p, Source::OpenAiReset));
     let anthropic = ANTHROPIC.iter().map(|p| (p, Source::AnthropicReset));
     openai
         .chain(anthropic)
         .filter_map(move |((rem, reset), source)| {
-            let v = value(h, reset)?;
+            let header = value(headers, reset)?;
             let wait = match source {
-                Source::OpenAiReset => parse_go(v)?,
-                _ => rfc3339_wait(v, wall_now)?,
+                Source::OpenAiReset => parse_go(header)?,
+                _ => rfc3339_wait(header, wall_now)?,
             };
-            let exhausted = value(h, rem).and_then(|r| r.parse::<u64>().ok()) == Some(0);
+            let exhausted = value(headers, rem).and_then(|r| r.parse::<u64>().ok()) == Some(0);
             Some((exhausted, Hint { wait, source }))
         })
 }
@@ -144,16 +144,16 @@ fn resets(h: &HeaderMap, wall_now: SystemTime) -> impl Iterator<Item = (bool, Hi
 /// The wait a rate-limited answer (429) asks for: `retry-after-ms`, else `Retry-After`, else
 /// the latest reset among the limits marked exhausted (`remaining: 0`), else the earliest
 /// reset given. `None` when the headers name no positive wait.
-pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
-    let explicit = value(h, "retry-after-ms")
+pub fn rate_limited(headers: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
+    let explicit = value(headers, "retry-after-ms")
         .and_then(|v| number(v, 0.001))
         .map(|wait| Hint {
             wait,
             source: Source::RetryAfterMs,
         })
         .or_else(|| {
-            let v = value(h, "retry-after")?;
-            let wait = retry_after(v, wall_now)?;
+            let header = value(headers, "retry-after")?;
+            let wait = retry_after(header, wall_now)?;
             Some(Hint {
                 wait,
                 source: Source::RetryAfter,
@@ -162,8 +162,8 @@ pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
     if let Some(hint) = explicit {
         return (hint.wait > Duration::ZERO).then_some(hint);
     }
-    exhausted(h, wall_now).or_else(|| {
-        resets(h, wall_now)
+    exhausted(headers, wall_now).or_else(|| {
+        resets(headers, wall_now)
             .map(|(_, hint)| hint)
             .filter(|hint| hint.wait > Duration::ZERO)
             .min_by_key(|hint| hint.wait)
@@ -172,8 +172,8 @@ pub fn rate_limited(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
 
 /// From any answer (a 2xx too): the latest reset among the limits the upstream says are
 /// exhausted (`remaining: 0`), so the key is held back before it earns a 429.
-pub fn exhausted(h: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
-    resets(h, wall_now)
+pub fn exhausted(headers: &HeaderMap, wall_now: SystemTime) -> Option<Hint> {
+    resets(headers, wall_now)
         .filter(|(ex, hint)| *ex && hint.wait > Duration::ZERO)
         .map(|(_, hint)| hint)
         .max_by_key(|hint| hint.wait)

@@ -14,11 +14,11 @@ fn wall() -> SystemTime {
 }
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
+    let mut headers = HeaderMap::new();
     for (n, v) in pairs {
-        h.append(*n, HeaderValue::from_str(v).unwrap());
+        headers.append(*n, HeaderValue::from_str(v).unwrap());
     }
-    h
+    headers
 }
 
 fn wait(pairs: &[(&'static str, &str)]) -> Option<Duration> {
@@ -35,25 +35,25 @@ fn retry_after_ms_wins_then_retry_after_then_provider_resets() {
         ("x-ratelimit-remaining-requests", "0"),
         ("x-ratelimit-reset-requests", "20s"),
     ];
-    let h = rate_limited(&headers(&all), wall()).unwrap();
+    let hint = rate_limited(&headers(&all), wall()).unwrap();
     assert_eq!(
-        h,
+        hint,
         Hint {
             wait: MS(1500),
             source: Source::RetryAfterMs
         }
     );
-    let h = rate_limited(&headers(&all[1..]), wall()).unwrap();
+    let hint = rate_limited(&headers(&all[1..]), wall()).unwrap();
     assert_eq!(
-        h,
+        hint,
         Hint {
             wait: MS(7000),
             source: Source::RetryAfter
         }
     );
-    let h = rate_limited(&headers(&all[2..]), wall()).unwrap();
+    let hint = rate_limited(&headers(&all[2..]), wall()).unwrap();
     assert_eq!(
-        h,
+        hint,
         Hint {
             wait: MS(20_000),
             source: Source::OpenAiReset
@@ -90,35 +90,38 @@ fn retry_after_takes_seconds_fractions_and_http_dates() {
 
 #[test]
 fn openai_resets_of_exhausted_limits_decide() {
-    let h = [
+    let header_pairs = [
         ("x-ratelimit-remaining-requests", "0"),
         ("x-ratelimit-reset-requests", "1s"),
         ("x-ratelimit-remaining-tokens", "0"),
         ("x-ratelimit-reset-tokens", "6m0s"),
     ];
     // Both exhausted: the key has room only when both are back.
-    assert_eq!(wait(&h), Some(MS(360_000)));
+    assert_eq!(wait(&header_pairs), Some(MS(360_000)));
     // Only requests exhausted: the tokens reset does not matter.
-    let h = [
+    let header_pairs = [
         ("x-ratelimit-remaining-requests", "0"),
         ("x-ratelimit-reset-requests", "1h2m3.5s"),
         ("x-ratelimit-remaining-tokens", "15000"),
         ("x-ratelimit-reset-tokens", "6m0s"),
     ];
-    assert_eq!(wait(&h), Some(MS(3_723_500)));
-    assert_eq!(exhausted(&headers(&h), wall()).unwrap().wait, MS(3_723_500));
+    assert_eq!(wait(&header_pairs), Some(MS(3_723_500)));
+    assert_eq!(
+        exhausted(&headers(&header_pairs), wall()).unwrap().wait,
+        MS(3_723_500)
+    );
     // Nothing marked exhausted: the earliest reset is the cheapest guess.
-    let h = [
+    let header_pairs = [
         ("x-ratelimit-reset-requests", "20ms"),
         ("x-ratelimit-reset-tokens", "6m0s"),
     ];
-    assert_eq!(wait(&h), Some(MS(20)));
-    assert_eq!(exhausted(&headers(&h), wall()), None);
+    assert_eq!(wait(&header_pairs), Some(MS(20)));
+    assert_eq!(exhausted(&headers(&header_pairs), wall()), None);
 }
 
 #[test]
 fn anthropic_resets_are_rfc3339_times() {
-    let h = [
+    let header_pairs = [
         ("anthropic-ratelimit-requests-remaining", "12"),
         ("anthropic-ratelimit-requests-reset", "2023-11-14T22:13:30Z"),
         ("anthropic-ratelimit-input-tokens-remaining", "0"),
@@ -132,7 +135,7 @@ fn anthropic_resets_are_rfc3339_times() {
             "2023-11-14T23:13:45+01:00",
         ),
     ];
-    let hint = rate_limited(&headers(&h), wall()).unwrap();
+    let hint = rate_limited(&headers(&header_pairs), wall()).unwrap();
     assert_eq!(
         hint,
         Hint {
@@ -208,11 +211,11 @@ fn hostile_values_are_ignored_or_saturated() {
         "1e3s",
     ] {
         assert_eq!(parse_go(bad), None, "{bad:?}");
-        let h = [
+        let header_pairs = [
             ("x-ratelimit-remaining-requests", "0"),
             ("x-ratelimit-reset-requests", bad),
         ];
-        assert_eq!(wait(&h), None, "{bad:?}");
+        assert_eq!(wait(&header_pairs), None, "{bad:?}");
     }
     for bad in [
         "2023-11-14T22:13:30",
@@ -230,18 +233,18 @@ fn hostile_values_are_ignored_or_saturated() {
     let long = "1".repeat(65);
     assert_eq!(wait(&[("retry-after", &long)]), None);
     // Bytes that are not visible ASCII.
-    let mut h = HeaderMap::new();
-    h.insert(
+    let mut headers_in = HeaderMap::new();
+    headers_in.insert(
         "retry-after",
         HeaderValue::from_bytes(b"\xff\xfe5").unwrap(),
     );
-    assert_eq!(rate_limited(&h, wall()), None);
+    assert_eq!(rate_limited(&headers_in, wall()), None);
     // A garbage remaining does not mark a limit exhausted.
-    let h = [
+    let headers_in = [
         ("x-ratelimit-remaining-requests", "-1"),
         ("x-ratelimit-reset-requests", "5s"),
     ];
-    assert_eq!(exhausted(&headers(&h), wall()), None);
+    assert_eq!(exhausted(&headers(&headers_in), wall()), None);
 }
 
 #[test]
@@ -266,29 +269,29 @@ proptest! {
         let _ = parse_go(&v);
         let _ = rfc3339_wait(&v, wall());
         let _ = retry_after(&v, wall());
-        let mut h = HeaderMap::new();
+        let mut headers = HeaderMap::new();
         for name in [
             "retry-after", "retry-after-ms", "x-ratelimit-reset-tokens",
             "x-ratelimit-remaining-tokens", "anthropic-ratelimit-tokens-reset",
             "anthropic-ratelimit-tokens-remaining",
         ] {
             if let Ok(val) = HeaderValue::from_str(&v) {
-                h.insert(name, val);
+                headers.insert(name, val);
             }
         }
-        let _ = rate_limited(&h, wall());
+        let _ = rate_limited(&headers, wall());
         if let Ok(val) = HeaderValue::from_bytes(&b) {
-            h.insert("anthropic-ratelimit-tokens-reset", val.clone());
-            h.insert("retry-after", val);
+            headers.insert("anthropic-ratelimit-tokens-reset", val.clone());
+            headers.insert("retry-after", val);
         }
-        let _ = rate_limited(&h, wall());
-        let _ = exhausted(&h, wall());
+        let _ = rate_limited(&headers, wall());
+        let _ = exhausted(&headers, wall());
     }
 
     /// What switchyard sends, OpenAI's parser reads back (rounded up to the millisecond).
     #[test]
     fn go_duration_round_trips(ms in 0u64..400_000_000) {
-        let d = Duration::from_millis(ms);
-        prop_assert_eq!(parse_go(&super::duration::format_go(d)), Some(d));
+        let wait = Duration::from_millis(ms);
+        prop_assert_eq!(parse_go(&super::duration::format_go(wait)), Some(wait));
     }
 }

@@ -81,40 +81,41 @@ impl Window {
 
     /// The oldest granule still live at `now_ms` that the ring holds.
     fn first_live(&self, now_ms: u64) -> u64 {
-        let c = self.geo.granule(now_ms).max(self.head);
-        c.saturating_sub(self.geo.slots)
+        let granule = self.geo.granule(now_ms).max(self.head);
+        granule
+            .saturating_sub(self.geo.slots)
             .max(self.head.saturating_sub(self.geo.slots))
     }
 
     /// Move the ring to `now_ms`, zeroing granules that left the window.
     pub fn advance(&mut self, now_ms: u64) {
-        let c = self.geo.granule(now_ms);
-        if c <= self.head {
+        let granule = self.geo.granule(now_ms);
+        if granule <= self.head {
             return;
         }
-        if c - self.head > self.geo.slots {
+        if granule - self.head > self.geo.slots {
             self.ring.fill(0);
             self.total = 0;
         } else {
-            for s in self.head + 1..=c {
-                let i = self.idx(s);
-                self.total -= u64::from(self.ring[i]);
-                self.ring[i] = 0;
+            for s in self.head + 1..=granule {
+                let slot = self.idx(s);
+                self.total -= u64::from(self.ring[slot]);
+                self.ring[slot] = 0;
             }
         }
-        self.head = c;
+        self.head = granule;
     }
 
     /// Units counted at `now_ms` (read-only: granules that would leave are not counted).
     pub fn used(&self, now_ms: u64) -> u64 {
-        let c = self.geo.granule(now_ms);
-        if c <= self.head {
+        let granule = self.geo.granule(now_ms);
+        if granule <= self.head {
             return self.total;
         }
-        if c - self.head > self.geo.slots {
+        if granule - self.head > self.geo.slots {
             return 0;
         }
-        let leaving: u64 = (self.head + 1..=c)
+        let leaving: u64 = (self.head + 1..=granule)
             .map(|s| u64::from(self.ring[self.idx(s)]))
             .sum();
         self.total - leaving
@@ -123,9 +124,9 @@ impl Window {
     /// Count `cost` in the current granule (call [`Window::advance`] first); returns that
     /// granule so the cost can be given back later. Saturates rather than wraps.
     pub fn add(&mut self, cost: u64) -> u64 {
-        let i = self.idx(self.head);
-        let add = cost.min(u64::from(u32::MAX - self.ring[i]));
-        self.ring[i] += add as u32;
+        let slot = self.idx(self.head);
+        let add = cost.min(u64::from(u32::MAX - self.ring[slot]));
+        self.ring[slot] += add as u32;
         self.total += add;
         self.head
     }
@@ -136,9 +137,9 @@ impl Window {
         if s > self.head || s + self.geo.slots < self.head {
             return;
         }
-        let i = self.idx(s);
-        let take = amount.min(u64::from(self.ring[i]));
-        self.ring[i] -= take as u32;
+        let slot = self.idx(s);
+        let take = amount.min(u64::from(self.ring[slot]));
+        self.ring[slot] -= take as u32;
         self.total -= take;
     }
 

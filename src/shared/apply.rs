@@ -18,30 +18,41 @@ use crate::store::StateKey;
 
 impl Runtime {
     /// A message from `sy:ev` (not one of ours).
-    pub(crate) fn apply_msg(&mut self, m: &Msg) {
-        let ms = Duration::from_millis(m.millis());
-        let f = wire::field(&m.f);
-        if let Field::Binding(hash) = f {
-            self.apply_binding(hash, &m.v, ms);
+    pub(crate) fn apply_msg(&mut self, msg: &Msg) {
+        let ms = Duration::from_millis(msg.millis());
+        let field = wire::field(&msg.f);
+        if let Field::Binding(hash) = field {
+            self.apply_binding(hash, &msg.v, ms);
             return;
         }
-        if let Field::Task = f {
+        if let Field::Task = field {
             if let (Some((client, id, channel)), Some(t)) =
-                (wire::decode_task(&m.v), self.tasks.get())
+                (wire::decode_task(&msg.v), self.tasks.get())
             {
                 t.apply(&client, &id, &channel);
             }
             return;
         }
         let snap = (self.wiring.snapshot)();
-        let Some(id) = snap.table.channels.iter().position(|c| c.name == m.c) else {
+        let Some(id) = snap
+            .table
+            .channels
+            .iter()
+            .position(|channel| channel.name == msg.c)
+        else {
             return;
         };
-        self.apply_field(&snap.table.channels[id], &snap.states[id], f, &m.v, ms);
+        self.apply_field(
+            &snap.table.channels[id],
+            &snap.states[id],
+            field,
+            &msg.v,
+            ms,
+        );
     }
 
-    pub(crate) fn apply_binding(&self, hash: u128, v: &str, ttl: Duration) {
-        let Some((kind, channel)) = wire::decode_binding(v) else {
+    pub(crate) fn apply_binding(&self, hash: u128, value: &str, ttl: Duration) {
+        let Some((kind, channel)) = wire::decode_binding(value) else {
             return;
         };
         let Some(kind) = StickyKind::parse(kind) else {
@@ -63,19 +74,19 @@ impl Runtime {
         ch: &Channel,
         st: &ChannelState,
         f: Field<'_>,
-        v: &str,
+        value: &str,
         ms: Duration,
     ) {
         let now = Instant::now();
         match f {
             Field::Disabled(key) => {
-                if let Some((at_ms, state)) = wire::decode_disabled(v) {
+                if let Some((at_ms, state)) = wire::decode_disabled(value) {
                     self.apply_disabled(st, key, state, at_ms);
                 }
             }
             Field::Breaker(scope) => {
                 let lim = Limits::of(&ch.resilience.circuit_breaker);
-                if v.is_empty() {
+                if value.is_empty() {
                     st.breakers.apply_closed(scope);
                     st.metrics.breaker_state.set(0.0);
                 } else {
@@ -87,7 +98,7 @@ impl Runtime {
             }
             Field::Failures(scope) => {
                 let lim = Limits::of(&ch.resilience.circuit_breaker);
-                if let Ok(n) = v.parse::<u32>() {
+                if let Ok(n) = value.parse::<u32>() {
                     if st.breakers.apply_failures(&lim, scope, n, now) {
                         st.metrics.breaker_state.set(2.0);
                     }

@@ -34,8 +34,8 @@ impl Runtime {
         let mine = format!("{:016x}", fastrand::u64(..));
         let epoch: String = self
             .conn
-            .call(|mut c| async move {
-                let (e,): (String,) = redis::pipe()
+            .call(|mut conn| async move {
+                let (epoch,): (String,) = redis::pipe()
                     .cmd("SET")
                     .arg(wire::EPOCH)
                     .arg(mine)
@@ -43,9 +43,9 @@ impl Runtime {
                     .ignore()
                     .cmd("GET")
                     .arg(wire::EPOCH)
-                    .query_async(&mut c)
+                    .query_async(&mut conn)
                     .await?;
-                Ok(e)
+                Ok(epoch)
             })
             .await?;
         let fresh = self.epoch.as_deref() != Some(epoch.as_str());
@@ -152,11 +152,11 @@ impl Runtime {
                 ..
             } = c
             {
-                let v = self
+                let version = self
                     .versions
                     .entry((channel.clone(), *key))
                     .or_insert(*at_ms);
-                *v = (*v).max(*at_ms);
+                *version = (*version).max(*at_ms);
             }
             self.add(&mut pipe, c);
             n += 1;
@@ -219,19 +219,19 @@ impl Runtime {
             .table
             .channels
             .iter()
-            .map(|c| wire::channel_key(&c.name))
+            .map(|channel| wire::channel_key(&channel.name))
             .collect();
         let (time, hashes): ((i64, i64), Vec<HashMap<String, String>>) = self
             .conn
-            .call(|mut c| async move {
-                let mut p = redis::pipe();
-                p.cmd("TIME");
+            .call(|mut conn| async move {
+                let mut pipe = redis::pipe();
+                pipe.cmd("TIME");
                 for k in &keys {
-                    p.cmd("HGETALL").arg(k);
+                    pipe.cmd("HGETALL").arg(k);
                 }
-                let mut v: Vec<redis::Value> = p.query_async(&mut c).await?;
-                let time = redis::from_redis_value(v.remove(0))?;
-                let hashes = v
+                let mut replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+                let time = redis::from_redis_value(replies.remove(0))?;
+                let hashes = replies
                     .into_iter()
                     .map(redis::from_redis_value)
                     .collect::<Result<_, _>>()?;
@@ -289,14 +289,14 @@ impl Runtime {
             let cur = cursor;
             let (next, keys): (u64, Vec<String>) = self
                 .conn
-                .call(|mut c| async move {
+                .call(|mut conn| async move {
                     redis::cmd("SCAN")
                         .arg(cur)
                         .arg("MATCH")
                         .arg(format!("{}*", wire::BINDING_PREFIX))
                         .arg("COUNT")
                         .arg(1000)
-                        .query_async(&mut c)
+                        .query_async(&mut conn)
                         .await
                 })
                 .await?;
@@ -304,12 +304,12 @@ impl Runtime {
                 let ks = keys.clone();
                 let vals: Vec<(Option<String>, i64)> = self
                     .conn
-                    .call(|mut c| async move {
-                        let mut p = redis::pipe();
+                    .call(|mut conn| async move {
+                        let mut pipe = redis::pipe();
                         for k in &ks {
-                            p.cmd("GET").arg(k).cmd("PTTL").arg(k);
+                            pipe.cmd("GET").arg(k).cmd("PTTL").arg(k);
                         }
-                        let flat: Vec<redis::Value> = p.query_async(&mut c).await?;
+                        let flat: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
                         let mut out = Vec::with_capacity(ks.len());
                         let mut it = flat.into_iter();
                         while let (Some(v), Some(t)) = (it.next(), it.next()) {

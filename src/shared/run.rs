@@ -161,7 +161,9 @@ impl Runtime {
         let was_down = !self.conn.health.is_up() && !self.conn.health.is_unknown();
         if let Err(e) = self
             .conn
-            .call(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+            .call(
+                |mut conn| async move { redis::cmd("PING").query_async::<String>(&mut conn).await },
+            )
             .await
         {
             self.conn.health.mark_down(&e);
@@ -198,16 +200,16 @@ impl Runtime {
 
     /// Remember what a change means for convergence: disabled-state times, and bindings
     /// to announce again if Redis does not take them now.
-    pub(crate) fn note(&mut self, c: &Change) {
-        match c {
+    pub(crate) fn note(&mut self, change: &Change) {
+        match change {
             Change::Disabled {
                 channel,
                 key,
                 at_ms,
                 ..
             } => {
-                let v = self.versions.entry((channel.clone(), *key)).or_default();
-                *v = (*v).max(*at_ms);
+                let version = self.versions.entry((channel.clone(), *key)).or_default();
+                *version = (*version).max(*at_ms);
             }
             Change::Bound {
                 hash,

@@ -44,10 +44,10 @@ fn lim() -> Limits {
 }
 
 fn shared_breakers() -> (Breakers, Arc<Rec>) {
-    let b = Breakers::default();
+    let breakers = Breakers::default();
     let rec = Arc::new(Rec::default());
-    b.share("ch", rec.clone());
-    (b, rec)
+    breakers.share("ch", rec.clone());
+    (breakers, rec)
 }
 
 fn open(b: &Breakers) {
@@ -239,25 +239,25 @@ fn key(hash: u128, ttl: u64) -> StickyKey {
 /// expiry by more than TTL/16; another replica's binding is applied silently.
 #[tokio::test(start_paused = true)]
 async fn bindings_announce_new_moved_and_far_refreshed() {
-    let b = Bindings::default();
+    let bindings = Bindings::default();
     let rec = Arc::new(Rec::default());
-    b.share(rec.clone());
-    b.bind(&key(1, 1600), "a");
+    bindings.share(rec.clone());
+    bindings.bind(&key(1, 1600), "a");
     assert!(
         matches!(&rec.take()[..], [Change::Bound { hash: 1, kind: "conversation", ttl, .. }] if *ttl == Duration::from_secs(1600))
     );
     advance(Duration::from_secs(100)).await;
-    b.bind(&key(1, 1600), "a");
+    bindings.bind(&key(1, 1600), "a");
     assert!(
         rec.take().is_empty(),
         "a refresh within TTL/16 (100 s) is not announced"
     );
     advance(Duration::from_secs(1)).await;
-    b.bind(&key(1, 1600), "a");
+    bindings.bind(&key(1, 1600), "a");
     assert_eq!(rec.take().len(), 1, "past TTL/16: announced");
-    b.bind(&key(1, 1600), "b");
+    bindings.bind(&key(1, 1600), "b");
     assert_eq!(rec.take().len(), 1, "moved: announced at once");
-    b.apply(
+    bindings.apply(
         2,
         StickyKind::Session,
         "c",
@@ -265,16 +265,16 @@ async fn bindings_announce_new_moved_and_far_refreshed() {
     );
     assert!(rec.take().is_empty());
     assert_eq!(
-        b.get(2).map(|x| x.channel.to_string()),
+        bindings.get(2).map(|x| x.channel.to_string()),
         Some("c".to_string())
     );
-    b.bind(&key(2, 1600), "c");
+    bindings.bind(&key(2, 1600), "c");
     assert!(
         rec.take().is_empty(),
         "the other replica's expiry is already as far"
     );
     advance(Duration::from_secs(1600)).await;
-    assert_eq!(b.get(2), None, "expires with its TTL");
+    assert_eq!(bindings.get(2), None, "expires with its TTL");
 }
 
 /// A key cooldown is announced when it starts or lengthens, not when a shorter hint comes;
@@ -322,18 +322,18 @@ fn an_outage_is_logged_once() {
         .with_writer(move || w.clone())
         .with_ansi(false)
         .finish();
-    let h = super::conn::Health::default();
+    let health = super::conn::Health::default();
     tracing::subscriber::with_default(sub, || {
         for _ in 0..50 {
-            h.mark_down(&"connection refused");
+            health.mark_down(&"connection refused");
         }
-        h.mark_up();
-        h.mark_up();
-        h.mark_down(&"timed out");
+        health.mark_up();
+        health.mark_up();
+        health.mark_down(&"timed out");
     });
     let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
     assert_eq!(text.matches("Redis unreachable").count(), 2, "{text}");
     assert_eq!(text.matches("Redis reachable").count(), 1, "{text}");
-    assert_eq!(h.downs(), 51);
-    assert!(!h.is_up());
+    assert_eq!(health.downs(), 51);
+    assert!(!health.is_up());
 }

@@ -85,8 +85,8 @@ pub fn encode_task(client: &str, id: &str, channel: &str) -> String {
     serde_json::json!([client, id, channel]).to_string()
 }
 
-pub fn decode_task(v: &str) -> Option<(String, String, String)> {
-    let (client, id, channel): (String, String, String) = serde_json::from_str(v).ok()?;
+pub fn decode_task(value: &str) -> Option<(String, String, String)> {
+    let (client, id, channel): (String, String, String) = serde_json::from_str(value).ok()?;
     (!id.is_empty() && !channel.is_empty()).then_some((client, id, channel))
 }
 
@@ -128,15 +128,15 @@ pub enum Field<'a> {
 }
 
 /// Read a field name.
-pub fn field(f: &str) -> Field<'_> {
-    fn scope(s: &str) -> Option<&str> {
-        (!s.is_empty()).then_some(s)
+pub fn field(name: &str) -> Field<'_> {
+    fn scope(name: &str) -> Option<&str> {
+        (!name.is_empty()).then_some(name)
     }
-    match f.split_once(':') {
-        None if f == "d" => Field::Disabled(None),
-        None if f == COOLDOWN_FIELD => Field::Cooldown,
-        None if f == "*reset" => Field::Reset,
-        None if f == TASK_FIELD => Field::Task,
+    match name.split_once(':') {
+        None if name == "d" => Field::Disabled(None),
+        None if name == COOLDOWN_FIELD => Field::Cooldown,
+        None if name == "*reset" => Field::Reset,
+        None if name == TASK_FIELD => Field::Task,
         Some(("d", k)) => KeyFp::parse(k).map_or(Field::Unknown, |k| Field::Disabled(Some(k))),
         Some(("b", s)) => Field::Breaker(scope(s)),
         Some(("f", s)) => Field::Failures(scope(s)),
@@ -157,8 +157,8 @@ pub fn encode_disabled(state: Option<&Disabled>, at_ms: i64) -> String {
 }
 
 /// The stored form back: (`at_ms`, state).
-pub fn decode_disabled(v: &str) -> Option<(i64, Option<Disabled>)> {
-    let mut it = v.splitn(4, '|');
+pub fn decode_disabled(value: &str) -> Option<(i64, Option<Disabled>)> {
+    let mut it = value.splitn(4, '|');
     let at_ms: i64 = it.next()?.parse().ok()?;
     let on = it.next()?;
     let auto = it.next()? == "1";
@@ -180,13 +180,13 @@ pub fn encode_binding(kind: &str, channel: &str) -> String {
     format!("{kind}|{channel}")
 }
 
-pub fn decode_binding(v: &str) -> Option<(&str, &str)> {
-    v.split_once('|').filter(|(_, c)| !c.is_empty())
+pub fn decode_binding(value: &str) -> Option<(&str, &str)> {
+    value.split_once('|').filter(|(_, c)| !c.is_empty())
 }
 
 /// `opened_ms|timeout_ms` of an open breaker: the time left at `now_ms` (Redis time).
-pub fn breaker_remaining(v: &str, now_ms: i64) -> Option<i64> {
-    let (opened, timeout) = v.split_once('|')?;
+pub fn breaker_remaining(value: &str, now_ms: i64) -> Option<i64> {
+    let (opened, timeout) = value.split_once('|')?;
     let end = opened
         .parse::<i64>()
         .ok()?
@@ -236,8 +236,8 @@ mod tests {
             channel_key("we{ird}"),
             format!("sy:ch:{{x{}}}", hex::encode("we{ird}"))
         );
-        let h = 0xabcdef_u128 << 64 | 7;
-        assert_eq!(binding_hash(&binding_key(h)), Some(h));
+        let hash = 0xabcdef_u128 << 64 | 7;
+        assert_eq!(binding_hash(&binding_key(hash)), Some(hash));
         assert_eq!(binding_hash("sy:aff:{zz}"), None);
     }
 
@@ -267,9 +267,9 @@ mod tests {
 
     #[test]
     fn task_bindings_round_trip() {
-        let v = encode_task("al|ice", "task_1|x", "v");
+        let encoded = encode_task("al|ice", "task_1|x", "v");
         assert_eq!(
-            decode_task(&v),
+            decode_task(&encoded),
             Some(("al|ice".into(), "task_1|x".into(), "v".into()))
         );
         assert_eq!(decode_task(&encode_task("a", "", "v")), None);
@@ -278,14 +278,14 @@ mod tests {
 
     #[test]
     fn disabled_states_round_trip() {
-        let d = Disabled {
+        let disabled = Disabled {
             reason: "upstream status 401 | really".into(),
             at_ms: 17,
             auto: true,
         };
         assert_eq!(
-            decode_disabled(&encode_disabled(Some(&d), 17)),
-            Some((17, Some(d)))
+            decode_disabled(&encode_disabled(Some(&disabled), 17)),
+            Some((17, Some(disabled)))
         );
         assert_eq!(decode_disabled(&encode_disabled(None, 9)), Some((9, None)));
         assert_eq!(decode_disabled("x|1|1|r"), None);

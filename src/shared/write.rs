@@ -22,7 +22,7 @@ impl Runtime {
     /// counted comes back with the deployment's count (B-shared-failure-counts).
     pub(crate) async fn write(&mut self, batch: Vec<Change>) {
         let mut pipe = redis::pipe();
-        let mut n = 0u64;
+        let mut published = 0u64;
         let mut asks = Vec::new();
         let mut answers = Vec::new();
         for c in &batch {
@@ -42,15 +42,15 @@ impl Runtime {
                 }
                 _ => self.add(&mut pipe, c),
             }
-            n += 1;
+            published += 1;
         }
-        if n > 0 && self.conn.health.is_up() {
+        if published > 0 && self.conn.health.is_up() {
             match self.exec_returning::<Vec<i64>>(&pipe).await {
                 Ok(values) => {
                     for (a, v) in answers.into_iter().zip(values) {
                         self.answered(a, v);
                     }
-                    count("published", n);
+                    count("published", published);
                     for c in &batch {
                         if let Change::Bound { hash, .. } = c {
                             self.unsent.remove(hash);
@@ -69,8 +69,8 @@ impl Runtime {
     }
 
     /// What Redis answered to a call of [`Runtime::add_answered`].
-    fn answered(&mut self, a: Answer, v: i64) {
-        match a {
+    fn answered(&mut self, answer: Answer, v: i64) {
+        match answer {
             Answer::Version(channel, key) => {
                 self.versions.insert((channel, key), v);
             }
@@ -108,29 +108,29 @@ impl Runtime {
     where
         T: redis::FromRedisValue + Send + 'static,
     {
-        let p = pipe.clone();
-        let r = self
+        let pipeline = pipe.clone();
+        let result = self
             .conn
-            .call(|mut c| async move { p.query_async::<T>(&mut c).await })
+            .call(|mut conn| async move { pipeline.query_async::<T>(&mut conn).await })
             .await;
-        match r {
+        match result {
             Err(e) if e.is_noscript() => {
                 self.need_converge = true;
                 self.load_scripts().await?;
-                let p = pipe.clone();
+                let pipeline = pipe.clone();
                 self.conn
-                    .call(|mut c| async move { p.query_async::<T>(&mut c).await })
+                    .call(|mut conn| async move { pipeline.query_async::<T>(&mut conn).await })
                     .await
             }
-            r => r,
+            result => result,
         }
     }
 
     pub(crate) async fn load_scripts(&self) -> Result<(), CallError> {
         self.conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 for s in [&*PUT_SCRIPT, &*LEASE_SCRIPT, &*BUDGET_SCRIPT] {
-                    s.load_async(&mut c).await?;
+                    s.load_async(&mut conn).await?;
                 }
                 Ok(())
             })
@@ -139,35 +139,35 @@ impl Runtime {
 
     /// Add a call whose reply is read: a new disabled state's `stamp` (the version Redis
     /// gave it) or a failure's `fail` (the deployment's count).
-    fn add_answered(&self, pipe: &mut redis::Pipeline, c: &Change) {
-        let Some(p) = put_args(c) else {
+    fn add_answered(&self, pipe: &mut redis::Pipeline, change: &Change) {
+        let Some(p) = put_args(change) else {
             return;
         };
         let op = if p.op == "lww" { "stamp" } else { p.op };
         self.put_call(pipe, &PutArgs { op, ..p });
     }
 
-    fn put_call(&self, pipe: &mut redis::Pipeline, p: &PutArgs<'_>) {
+    fn put_call(&self, pipe: &mut redis::Pipeline, args: &PutArgs<'_>) {
         pipe.cmd("EVALSHA")
             .arg(PUT_SCRIPT.get_hash())
             .arg(1)
-            .arg(wire::channel_key(p.channel))
+            .arg(wire::channel_key(args.channel))
             .arg(&*self.origin)
-            .arg(p.channel)
-            .arg(p.op)
-            .arg(&p.field)
-            .arg(&p.value)
-            .arg(p.ms);
+            .arg(args.channel)
+            .arg(args.op)
+            .arg(&args.field)
+            .arg(&args.value)
+            .arg(args.ms);
     }
 
     /// Add one change's script call to `pipe`.
-    pub(crate) fn add(&self, pipe: &mut redis::Pipeline, c: &Change) {
+    pub(crate) fn add(&self, pipe: &mut redis::Pipeline, change: &Change) {
         if let Change::Bound {
             hash,
             kind,
             channel,
             ttl,
-        } = c
+        } = change
         {
             add_binding(pipe, &self.origin, *hash, kind, channel, *ttl);
             return;
@@ -176,12 +176,12 @@ impl Runtime {
             client,
             id,
             channel,
-        } = c
+        } = change
         {
             add_task(pipe, &self.origin, client, id, channel);
             return;
         }
-        let Some(p) = put_args(c) else {
+        let Some(p) = put_args(change) else {
             return;
         };
         self.put_call(pipe, &p);
@@ -213,12 +213,12 @@ impl Runtime {
     }
 
     /// Ask for (or renew) a probe lease and tell the breaker the answer.
-    async fn ask_lease(&mut self, c: &Change) {
+    async fn ask_lease(&mut self, change: &Change) {
         let Change::ProbeWanted {
             channel,
             scope,
             ttl,
-        } = c
+        } = change
         else {
             return;
         };
@@ -231,26 +231,31 @@ impl Runtime {
             scope.clone().unwrap_or_default(),
             ttl.as_millis() as u64,
         );
-        let r = self
+        let result = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut change| async move {
                 LEASE_SCRIPT
                     .key(key)
                     .arg(owner)
                     .arg(sc)
                     .arg(ttl_ms)
-                    .invoke_async::<(i64, i64)>(&mut c)
+                    .invoke_async::<(i64, i64)>(&mut change)
                     .await
             })
             .await;
         let snap = (self.wiring.snapshot)();
-        let Some(id) = snap.table.channels.iter().position(|c| c.name == *channel) else {
+        let Some(id) = snap
+            .table
+            .channels
+            .iter()
+            .position(|change| change.name == *channel)
+        else {
             return;
         };
         let st = &snap.states[id];
         let now = Instant::now();
         let ms = |v: i64| Duration::from_millis(v.clamp(0, wire::MAX_MS as i64) as u64);
-        match r {
+        match result {
             Ok((1, t)) => st.breakers.grant_lease(scope.as_deref(), now + ms(t)),
             Ok((0, t)) => st.breakers.deny_lease(scope.as_deref(), now + ms(t)),
             Ok(_) => {
@@ -269,17 +274,17 @@ impl Runtime {
     pub(crate) async fn exchange_budget(&mut self) {
         let budget = (self.wiring.budget)();
         budget.share(self.wiring.replicas);
-        let (f, r) = budget.take_pending();
-        let w = budget.window_secs();
+        let (firsts, retries) = budget.take_pending();
+        let window_secs = budget.window_secs();
         let res = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 BUDGET_SCRIPT
                     .key(wire::BUDGET)
-                    .arg(f)
-                    .arg(r)
-                    .arg(w)
-                    .invoke_async::<(u64, u64)>(&mut c)
+                    .arg(firsts)
+                    .arg(retries)
+                    .arg(window_secs)
+                    .invoke_async::<(u64, u64)>(&mut conn)
                     .await
             })
             .await;
@@ -306,21 +311,21 @@ pub(crate) fn add_binding(
     ttl: Duration,
 ) {
     let ms = (ttl.as_millis() as u64).max(1);
-    let v = wire::encode_binding(kind, channel);
+    let encoded = wire::encode_binding(kind, channel);
     pipe.cmd("SET")
         .arg(wire::binding_key(hash))
-        .arg(&v)
+        .arg(&encoded)
         .arg("PX")
         .arg(ms)
         .ignore();
-    let m = Msg {
+    let msg = Msg {
         o: origin.to_string(),
         c: String::new(),
         f: wire::binding_field(hash),
-        v,
+        v: encoded,
         ms: ms as f64,
     };
-    if let Ok(payload) = serde_json::to_string(&m) {
+    if let Ok(payload) = serde_json::to_string(&msg) {
         pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
     }
 }
@@ -328,14 +333,14 @@ pub(crate) fn add_binding(
 /// Publish a task binding (not stored: the store holds it durably, and a replica that
 /// misses the message reads it there).
 fn add_task(pipe: &mut redis::Pipeline, origin: &str, client: &str, id: &str, channel: &str) {
-    let m = Msg {
+    let msg = Msg {
         o: origin.to_string(),
         c: String::new(),
         f: wire::TASK_FIELD.to_string(),
         v: wire::encode_task(client, id, channel),
         ms: 0.0,
     };
-    if let Ok(payload) = serde_json::to_string(&m) {
+    if let Ok(payload) = serde_json::to_string(&msg) {
         pipe.cmd("PUBLISH").arg(wire::EVENTS).arg(payload).ignore();
     }
 }
@@ -358,7 +363,7 @@ struct PutArgs<'a> {
 }
 
 /// How a channel-state change is stored (`None` for bindings and lease asks).
-fn put_args(c: &Change) -> Option<PutArgs<'_>> {
+fn put_args(change: &Change) -> Option<PutArgs<'_>> {
     let ms = |d: &Duration| d.as_millis() as u64;
     fn put<'a>(
         channel: &'a str,
@@ -375,7 +380,7 @@ fn put_args(c: &Change) -> Option<PutArgs<'_>> {
             ms,
         }
     }
-    Some(match c {
+    Some(match change {
         Change::BreakerOpened {
             channel,
             scope,

@@ -34,12 +34,12 @@ impl StoreError {
 }
 
 impl From<tokio_postgres::Error> for StoreError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        let text = match e.as_db_error() {
-            Some(db) => format!("{e}: {}", db.message()),
-            None => e.to_string(),
+    fn from(error: tokio_postgres::Error) -> Self {
+        let text = match error.as_db_error() {
+            Some(db) => format!("{error}: {}", db.message()),
+            None => error.to_string(),
         };
-        if postgres::unreachable(&e) {
+        if postgres::unreachable(&error) {
             StoreError::Unavailable(text)
         } else {
             StoreError::Postgres(text)

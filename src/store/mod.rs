@@ -314,7 +314,7 @@ impl Store {
 
     /// False while the database cannot be reached (PostgreSQL down); SQLite is always up.
     pub fn is_up(&self) -> bool {
-        self.remote().is_none_or(|r| r.reach.is_up())
+        self.remote().is_none_or(|remote| remote.reach.is_up())
     }
 
     /// `"sqlite"` or `"postgres"`.
@@ -351,12 +351,12 @@ impl Store {
     }
 
     pub fn stats(&self) -> StoreStats {
-        let s = &self.inner.shared;
+        let shared = &self.inner.shared;
         StoreStats {
-            written: s.written.load(Ordering::Relaxed),
-            dropped: s.dropped.load(Ordering::Relaxed),
-            batches: s.batches.load(Ordering::Relaxed),
-            queued: s.queued.load(Ordering::Relaxed),
+            written: shared.written.load(Ordering::Relaxed),
+            dropped: shared.dropped.load(Ordering::Relaxed),
+            batches: shared.batches.load(Ordering::Relaxed),
+            queued: shared.queued.load(Ordering::Relaxed),
         }
     }
 

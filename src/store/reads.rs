@@ -14,8 +14,8 @@ impl Store {
     /// Pages the database has now.
     pub async fn page_count(&self) -> Result<u64, StoreError> {
         self.read(|c| {
-            let n: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-            Ok(u64::try_from(n).unwrap_or(0))
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+            Ok(u64::try_from(pages).unwrap_or(0))
         })
         .await
     }
@@ -42,7 +42,8 @@ impl Store {
         if let Some(r) = self.remote() {
             return r.recent_requests(limit).await;
         }
-        self.read(move |c| queries::recent_requests(c, limit)).await
+        self.read(move |conn| queries::recent_requests(conn, limit))
+            .await
     }
 
     /// Number of stored request log rows.
@@ -78,7 +79,7 @@ impl Store {
             return r.ledger_for_request(request_id).await;
         }
         let id = request_id.to_owned();
-        self.read(move |c| queries::ledger_for_request(c, &id))
+        self.read(move |conn| queries::ledger_for_request(conn, &id))
             .await
     }
 
@@ -96,7 +97,7 @@ impl Store {
             return r.task_channels(client, id).await;
         }
         let (client, id) = (client.to_owned(), id.to_owned());
-        self.read(move |c| queries::task_channels(c, &client, &id))
+        self.read(move |conn| queries::task_channels(conn, &client, &id))
             .await
     }
 
@@ -105,7 +106,7 @@ impl Store {
         if let Some(r) = self.remote() {
             return r.affinity_bindings(now_ms).await;
         }
-        self.read(move |c| queries::affinity_bindings(c, now_ms))
+        self.read(move |conn| queries::affinity_bindings(conn, now_ms))
             .await
     }
 }

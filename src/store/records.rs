@@ -93,8 +93,8 @@ impl LedgerKind {
         }
     }
 
-    pub fn parse(s: &str) -> Option<LedgerKind> {
-        match s {
+    pub fn parse(name: &str) -> Option<LedgerKind> {
+        match name {
             "precharge" => Some(LedgerKind::Precharge),
             "settle" => Some(LedgerKind::Settle),
             "refund" => Some(LedgerKind::Refund),
@@ -229,32 +229,32 @@ impl WriteOp {
 }
 
 impl From<RequestRecord> for WriteOp {
-    fn from(r: RequestRecord) -> Self {
-        WriteOp::RequestLog(Box::new(r))
+    fn from(record: RequestRecord) -> Self {
+        WriteOp::RequestLog(Box::new(record))
     }
 }
 
 impl From<LedgerEntry> for WriteOp {
-    fn from(e: LedgerEntry) -> Self {
-        WriteOp::Ledger(e)
+    fn from(entry: LedgerEntry) -> Self {
+        WriteOp::Ledger(entry)
     }
 }
 
 impl From<StateRow> for WriteOp {
-    fn from(s: StateRow) -> Self {
-        WriteOp::StateRow(s)
+    fn from(row: StateRow) -> Self {
+        WriteOp::StateRow(row)
     }
 }
 
 impl From<TaskBinding> for WriteOp {
-    fn from(t: TaskBinding) -> Self {
-        WriteOp::TaskBinding(t)
+    fn from(task: TaskBinding) -> Self {
+        WriteOp::TaskBinding(task)
     }
 }
 
 impl From<AffinityBinding> for WriteOp {
-    fn from(a: AffinityBinding) -> Self {
-        WriteOp::AffinityBinding(a)
+    fn from(binding: AffinityBinding) -> Self {
+        WriteOp::AffinityBinding(binding)
     }
 }
 

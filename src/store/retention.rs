@@ -34,11 +34,12 @@ pub async fn run(
 ) {
     let mut cursor = 0;
     loop {
-        let r = limits();
-        let before = (!r.max_age.is_zero()).then(|| {
-            now_ms().saturating_sub(i64::try_from(r.max_age.as_millis()).unwrap_or(i64::MAX))
+        let limits_now = limits();
+        let before = (!limits_now.max_age.is_zero()).then(|| {
+            now_ms()
+                .saturating_sub(i64::try_from(limits_now.max_age.as_millis()).unwrap_or(i64::MAX))
         });
-        let keep = (r.max_rows > 0).then_some(r.max_rows);
+        let keep = (limits_now.max_rows > 0).then_some(limits_now.max_rows);
         let mut pause = IDLE;
         if before.is_some() || keep.is_some() {
             if let Some(p) = store.prune(before, keep, BATCH, cursor).await {
@@ -61,7 +62,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
-            r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+            limits_now = stop.changed() => if limits_now.is_err() || *stop.borrow() { return },
         }
     }
 }

@@ -47,8 +47,8 @@ pub enum Coding {
 }
 
 impl Coding {
-    pub fn of(h: &HeaderMap) -> Coding {
-        let Some(v) = h.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()) else {
+    pub fn of(headers: &HeaderMap) -> Coding {
+        let Some(v) = headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()) else {
             return Coding::Identity;
         };
         match v.trim().to_ascii_lowercase().as_str() {
@@ -213,10 +213,10 @@ impl Body for UpBody {
                 return Poll::Ready(None);
             }
             let polled = this.poll_plain(cx);
-            let Some(t) = this.transform.as_mut() else {
+            let Some(transform) = this.transform.as_mut() else {
                 return polled;
             };
-            let t = t.get_mut().unwrap_or_else(|e| e.into_inner());
+            let transform = transform.get_mut().unwrap_or_else(|e| e.into_inner());
             let mut out = Vec::new();
             match polled {
                 Poll::Pending => return Poll::Pending,
@@ -225,14 +225,14 @@ impl Body for UpBody {
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
-                    if let Err(e) = t.chunk(&data, &mut out) {
+                    if let Err(e) = transform.chunk(&data, &mut out) {
                         this.transform_done = true;
                         return Poll::Ready(Some(Err(UpError(e))));
                     }
                 }
                 Poll::Ready(None) => {
                     this.transform_done = true;
-                    t.end(&mut out);
+                    transform.end(&mut out);
                 }
             }
             if !out.is_empty() {
@@ -270,17 +270,17 @@ mod tests {
         enc.write_all(&plain).unwrap();
         let packed = enc.finish().unwrap();
         assert!(packed.len() <= 16 * 1024, "{}", packed.len());
-        let mut g = Gunzip::new();
-        g.pending = Bytes::from(packed);
+        let mut gunzip = Gunzip::new();
+        gunzip.pending = Bytes::from(packed);
         let (mut total, mut biggest, mut pieces) = (0, 0, 0);
-        while g.has_pending() {
-            let out = g.step().unwrap();
+        while gunzip.has_pending() {
+            let out = gunzip.step().unwrap();
             assert!(out.iter().all(|b| *b == 0));
             biggest = biggest.max(out.len());
             total += out.len();
             pieces += 1;
         }
-        total += g.finish().unwrap().len();
+        total += gunzip.finish().unwrap().len();
         assert_eq!(total, plain.len());
         assert!(biggest <= GUNZIP_OUT + 32 * 1024, "{biggest}");
         assert!(pieces > 8, "{pieces}");
@@ -288,17 +288,17 @@ mod tests {
 
     #[test]
     fn corrupt_and_truncated_streams_are_errors() {
-        let mut g = Gunzip::new();
-        g.pending = Bytes::from_static(b"not gzip at all");
-        assert!(g.step().is_err());
+        let mut gunzip = Gunzip::new();
+        gunzip.pending = Bytes::from_static(b"not gzip at all");
+        assert!(gunzip.step().is_err());
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         enc.write_all(b"hello").unwrap();
         let packed = enc.finish().unwrap();
-        let mut g = Gunzip::new();
-        g.pending = Bytes::copy_from_slice(&packed[..packed.len() - 4]);
-        while g.has_pending() {
-            g.step().unwrap();
+        let mut gunzip = Gunzip::new();
+        gunzip.pending = Bytes::copy_from_slice(&packed[..packed.len() - 4]);
+        while gunzip.has_pending() {
+            gunzip.step().unwrap();
         }
-        assert!(g.finish().is_err());
+        assert!(gunzip.finish().is_err());
     }
 }

@@ -66,30 +66,33 @@ pub(super) fn invalid_key() -> BuildError {
 }
 
 /// Build the upstream request for `o` (the channel-kind adapter, R1.2).
-pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
-    let ch = o.channel;
+pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
+    let ch = outgoing.channel;
     let target = Target {
         api_version: &ch.api_version,
-        ..o.target
+        ..outgoing.target
     };
-    let pq =
-        provider::of(ch.kind).path_and_query(&ch.base_url.path_prefix, o.path_and_query, &target);
+    let pq = provider::of(ch.kind).path_and_query(
+        &ch.base_url.path_prefix,
+        outgoing.path_and_query,
+        &target,
+    );
     let uri = Uri::builder()
         .scheme(ch.base_url.scheme.clone())
         .authority(ch.base_url.authority.clone())
         .path_and_query(pq)
         .build()
         .map_err(|e| invalid_request(format!("invalid upstream uri: {e}")))?;
-    let mut b = Request::builder().method(o.method).uri(uri);
-    let headers = b
+    let mut builder = Request::builder().method(outgoing.method).uri(uri);
+    let headers = builder
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
-    headers::to_upstream(o.client_headers, headers, ch.forward_organization);
+    headers::to_upstream(outgoing.client_headers, headers, ch.forward_organization);
     if !ch.traceparent {
         // `channels.*.traceparent: false` (R20.1): no trace context leaves for this host.
         headers.remove("traceparent");
         headers.remove("tracestate");
-    } else if let Some(tp) = o.traceparent {
+    } else if let Some(tp) = outgoing.traceparent {
         headers.insert(HeaderName::from_static("traceparent"), tp.clone());
     }
     if ch.kind != ChannelKind::Anthropic {
@@ -99,19 +102,19 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         headers.remove("anthropic-beta");
     }
     let provider = provider::of(ch.kind);
-    if let Some(key) = o.key {
+    if let Some(key) = outgoing.key {
         provider.authenticate(key, headers)?;
     }
     provider.required_headers(headers);
-    if let Some(k) = o.idempotency_key {
+    if let Some(k) = outgoing.idempotency_key {
         headers.insert(HeaderName::from_static("idempotency-key"), k.clone());
     }
     headers.insert(
         HeaderName::from_static("x-request-id"),
-        o.request_id.clone(),
+        outgoing.request_id.clone(),
     );
     headers::channel_headers(ch, headers).map_err(invalid_request)?;
-    if !o.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
+    if !outgoing.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -124,6 +127,7 @@ pub fn build(o: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError> {
         header::ACCEPT_ENCODING,
         HeaderValue::from_static("identity"),
     );
-    b.body(Full::new(o.body))
+    builder
+        .body(Full::new(outgoing.body))
         .map_err(|e| invalid_request(format!("invalid upstream request: {e}")))
 }

@@ -79,19 +79,19 @@ impl Host {
     fn take(&self) -> Option<Slot> {
         let mut conns = crate::lock::lock(&self.conns);
         conns.retain(|c| !c.tx.is_closed());
-        let c = conns
+        let conn = conns
             .iter()
-            .filter(|c| c.has_room())
-            .min_by_key(|c| c.inflight.load(Ordering::Acquire))
+            .filter(|conn| conn.has_room())
+            .min_by_key(|conn| conn.inflight.load(Ordering::Acquire))
             .cloned()?;
-        c.inflight.fetch_add(1, Ordering::AcqRel);
-        Some(Slot(c))
+        conn.inflight.fetch_add(1, Ordering::AcqRel);
+        Some(Slot(conn))
     }
 
-    fn add(&self, c: Arc<Conn>) -> Slot {
-        c.inflight.fetch_add(1, Ordering::AcqRel);
-        crate::lock::lock(&self.conns).push(c.clone());
-        Slot(c)
+    fn add(&self, conn: Arc<Conn>) -> Slot {
+        conn.inflight.fetch_add(1, Ordering::AcqRel);
+        crate::lock::lock(&self.conns).push(conn.clone());
+        Slot(conn)
     }
 }
 
@@ -169,9 +169,9 @@ impl H2Pool {
             let mut conn = Box::pin(conn);
             // The connection, polled here so the peer's stream limit is read as it changes.
             let ended = std::future::poll_fn(|cx| {
-                let r = conn.as_mut().poll(cx);
+                let poll = conn.as_mut().poll(cx);
                 seen.store(conn.current_max_send_streams(), Ordering::Release);
-                r
+                poll
             })
             .await;
             if let Err(e) = ended {

@@ -30,12 +30,12 @@ async fn server(
     gate: Arc<Semaphore>,
     arrived: mpsc::UnboundedSender<()>,
 ) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = l.accept().await {
+        while let Ok((tcp, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
             let (gate, arrived) = (gate.clone(), arrived.clone());
             let svc = service_fn(move |_req| {
@@ -99,11 +99,11 @@ async fn the_peers_stream_limit_opens_a_second_connection() {
 /// connect failure instead of holding the request (and, before, every request to the host).
 #[tokio::test(start_paused = true)]
 async fn a_dial_that_never_completes_is_bounded() {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let _silent = tokio::spawn(async move {
         let mut held = Vec::new();
-        while let Ok((tcp, _)) = l.accept().await {
+        while let Ok((tcp, _)) = listener.accept().await {
             held.push(tcp);
         }
     });
@@ -112,14 +112,14 @@ async fn a_dial_that_never_completes_is_bounded() {
         .uri(format!("https://{addr}/x"))
         .body(Full::new(Bytes::new()))
         .unwrap();
-    let t = tokio::time::Instant::now();
-    let r = tokio::time::timeout(DIAL_TIMEOUT * 3, pool.send(req)).await;
+    let started = tokio::time::Instant::now();
+    let timed = tokio::time::timeout(DIAL_TIMEOUT * 3, pool.send(req)).await;
     assert!(
-        matches!(r, Ok(Err(TransportKind::Connect))),
+        matches!(timed, Ok(Err(TransportKind::Connect))),
         "bounded dial: {:?}",
-        r.map(|x| x.map(|_| ()))
+        timed.map(|x| x.map(|_| ()))
     );
-    assert!(t.elapsed() <= DIAL_TIMEOUT + Duration::from_secs(1));
+    assert!(started.elapsed() <= DIAL_TIMEOUT + Duration::from_secs(1));
 }
 
 /// The health probe of a `protocol: http2` channel speaks HTTP/2: against an h2-only

@@ -113,9 +113,9 @@ impl Upstream {
 }
 
 /// Map a client error onto the transport kinds of the classifier.
-fn classify_error(e: &hyper_util::client::legacy::Error) -> TransportKind {
-    if e.is_connect() {
-        connect_error(&format!("{e:?}"))
+fn classify_error(error: &hyper_util::client::legacy::Error) -> TransportKind {
+    if error.is_connect() {
+        connect_error(&format!("{error:?}"))
     } else {
         TransportKind::Reset
     }

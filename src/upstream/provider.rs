@@ -65,8 +65,8 @@ struct OpenAi;
 
 impl Provider for OpenAi {
     fn authenticate(&self, key: &Secret, headers: &mut HeaderMap) -> Result<(), BuildError> {
-        let v = key.bearer_value().ok_or_else(invalid_key)?;
-        headers.insert(header::AUTHORIZATION, v);
+        let bearer = key.bearer_value().ok_or_else(invalid_key)?;
+        headers.insert(header::AUTHORIZATION, bearer);
         Ok(())
     }
 }
@@ -95,19 +95,19 @@ impl Provider for Anthropic {
 struct Azure;
 
 impl Provider for Azure {
-    fn path_and_query(&self, prefix: &str, client: &str, t: &Target) -> String {
+    fn path_and_query(&self, prefix: &str, client: &str, target: &Target) -> String {
         let (path, query) = client.split_once('?').unwrap_or((client, ""));
         let rest = path.strip_prefix("/v1").unwrap_or(path);
-        let mut out = if t.model.is_empty() {
+        let mut out = if target.model.is_empty() {
             format!("{prefix}/openai{rest}")
         } else {
             format!(
                 "{prefix}/openai/deployments/{}{rest}",
-                encode_segment(t.model)
+                encode_segment(target.model)
             )
         };
         out.push_str("?api-version=");
-        out.push_str(t.api_version);
+        out.push_str(target.api_version);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             if !pair.starts_with("api-version=") {
                 out.push('&');
@@ -129,14 +129,14 @@ impl Provider for Azure {
 struct Gemini;
 
 impl Provider for Gemini {
-    fn path_and_query(&self, prefix: &str, client: &str, t: &Target) -> String {
-        if t.model.is_empty() {
+    fn path_and_query(&self, prefix: &str, client: &str, target: &Target) -> String {
+        if target.model.is_empty() {
             // A request naming no model (the probe's `GET /v1/models`): the plain mapping.
             let rest = client.strip_prefix("/v1").unwrap_or(client);
             return format!("{prefix}{rest}");
         }
-        let model = encode_segment(t.model.strip_prefix("models/").unwrap_or(t.model));
-        if t.stream {
+        let model = encode_segment(target.model.strip_prefix("models/").unwrap_or(target.model));
+        if target.stream {
             format!("{prefix}/models/{model}:streamGenerateContent?alt=sse")
         } else {
             format!("{prefix}/models/{model}:generateContent")
@@ -151,9 +151,9 @@ impl Provider for Gemini {
 
 /// A model or deployment name as one path segment: unreserved characters kept, the rest
 /// percent-encoded (a name can never add a path segment or a query).
-fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
+fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
         } else {
@@ -170,32 +170,34 @@ mod tests {
     #[test]
     fn each_kind_authenticates_its_way() {
         let key = Secret::new("sk-1");
-        let mut h = HeaderMap::new();
-        of(ChannelKind::OpenAi).authenticate(&key, &mut h).unwrap();
-        assert_eq!(h[header::AUTHORIZATION], "Bearer sk-1");
-        assert!(h[header::AUTHORIZATION].is_sensitive());
-        let mut h = HeaderMap::new();
-        let a = of(ChannelKind::Anthropic);
-        a.authenticate(&key, &mut h).unwrap();
-        a.required_headers(&mut h);
+        let mut headers = HeaderMap::new();
+        of(ChannelKind::OpenAi)
+            .authenticate(&key, &mut headers)
+            .unwrap();
+        assert_eq!(headers[header::AUTHORIZATION], "Bearer sk-1");
+        assert!(headers[header::AUTHORIZATION].is_sensitive());
+        let mut headers = HeaderMap::new();
+        let provider = of(ChannelKind::Anthropic);
+        provider.authenticate(&key, &mut headers).unwrap();
+        provider.required_headers(&mut headers);
         assert_eq!(
-            (&h["x-api-key"], &h["anthropic-version"]),
+            (&headers["x-api-key"], &headers["anthropic-version"]),
             (
                 &"sk-1".parse::<HeaderValue>().unwrap(),
                 &"2023-06-01".parse::<HeaderValue>().unwrap()
             )
         );
-        let mut h = HeaderMap::new();
-        h.insert("anthropic-version", HeaderValue::from_static("2024-01-01"));
-        a.required_headers(&mut h);
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static("2024-01-01"));
+        provider.required_headers(&mut headers);
         assert_eq!(
-            h["anthropic-version"], "2024-01-01",
+            headers["anthropic-version"], "2024-01-01",
             "the client's version is kept"
         );
         let bad = Secret::new("sk\n1");
         assert_eq!(
             of(ChannelKind::OpenAi)
-                .authenticate(&bad, &mut h)
+                .authenticate(&bad, &mut headers)
                 .unwrap_err()
                 .code,
             crate::routing::outcome::ChannelFault::InvalidKey
@@ -204,23 +206,23 @@ mod tests {
 
     #[test]
     fn paths_go_under_the_base_url() {
-        let p = of(ChannelKind::OpenAi);
-        let t = Target::default();
+        let provider = of(ChannelKind::OpenAi);
+        let target = Target::default();
         assert_eq!(
-            p.path_and_query("/v1", "/v1/chat/completions?x=1", &t),
+            provider.path_and_query("/v1", "/v1/chat/completions?x=1", &target),
             "/v1/chat/completions?x=1"
         );
         assert_eq!(
-            p.path_and_query("/api/paas/v4", "/v1/chat/completions", &t),
+            provider.path_and_query("/api/paas/v4", "/v1/chat/completions", &target),
             "/api/paas/v4/chat/completions"
         );
-        assert_eq!(p.path_and_query("", "/other", &t), "/other");
+        assert_eq!(provider.path_and_query("", "/other", &target), "/other");
     }
 
     #[test]
     fn azure_uses_deployment_paths_and_api_version() {
-        let p = of(ChannelKind::Azure);
-        let t = Target {
+        let provider = of(ChannelKind::Azure);
+        let target = Target {
             model: "gpt4o-prod",
             stream: true,
             api_version: "2024-10-21",
@@ -236,58 +238,69 @@ mod tests {
             ),
         ];
         for (client, want) in rows {
-            assert_eq!(p.path_and_query("", client, &t), want, "{client}");
+            assert_eq!(
+                provider.path_and_query("", client, &target),
+                want,
+                "{client}"
+            );
         }
         let odd = Target {
             model: "a/../b?c",
-            ..t
+            ..target
         };
         assert_eq!(
-            p.path_and_query("/base", "/v1/chat/completions", &odd),
+            provider.path_and_query("/base", "/v1/chat/completions", &odd),
             "/base/openai/deployments/a%2F..%2Fb%3Fc/chat/completions?api-version=2024-10-21"
         );
-        let none = Target { model: "", ..t };
+        let none = Target {
+            model: "",
+            ..target
+        };
         assert_eq!(
-            p.path_and_query("", "/v1/files", &none),
+            provider.path_and_query("", "/v1/files", &none),
             "/openai/files?api-version=2024-10-21"
         );
-        let mut h = HeaderMap::new();
-        p.authenticate(&Secret::new("az-1"), &mut h).unwrap();
-        assert_eq!(h["api-key"], "az-1");
-        assert!(h["api-key"].is_sensitive() && !h.contains_key(header::AUTHORIZATION));
+        let mut headers = HeaderMap::new();
+        provider
+            .authenticate(&Secret::new("az-1"), &mut headers)
+            .unwrap();
+        assert_eq!(headers["api-key"], "az-1");
+        assert!(headers["api-key"].is_sensitive() && !headers.contains_key(header::AUTHORIZATION));
     }
 
     #[test]
     fn gemini_names_the_model_and_method_in_the_path() {
-        let p = of(ChannelKind::Gemini);
-        let mut t = Target {
+        let provider = of(ChannelKind::Gemini);
+        let mut target = Target {
             model: "gemini-2.5-flash",
             stream: false,
             api_version: "",
         };
         assert_eq!(
-            p.path_and_query("/v1beta", "/v1/chat/completions", &t),
+            provider.path_and_query("/v1beta", "/v1/chat/completions", &target),
             "/v1beta/models/gemini-2.5-flash:generateContent"
         );
-        t.stream = true;
+        target.stream = true;
         assert_eq!(
-            p.path_and_query("/v1beta", "/v1/messages", &t),
+            provider.path_and_query("/v1beta", "/v1/messages", &target),
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
         );
-        t.model = "models/gemini-pro";
+        target.model = "models/gemini-pro";
         assert_eq!(
-            p.path_and_query("", "", &t),
+            provider.path_and_query("", "", &target),
             "/models/gemini-pro:streamGenerateContent?alt=sse"
         );
-        t.model = "";
+        target.model = "";
         assert_eq!(
-            p.path_and_query("/v1beta", "/v1/models", &t),
+            provider.path_and_query("/v1beta", "/v1/models", &target),
             "/v1beta/models",
             "the probe lists models"
         );
-        let mut h = HeaderMap::new();
-        p.authenticate(&Secret::new("AIza1"), &mut h).unwrap();
-        assert_eq!(h["x-goog-api-key"], "AIza1");
-        assert!(h["x-goog-api-key"].is_sensitive());
+        let mut headers = HeaderMap::new();
+        provider
+            .authenticate(&Secret::new("AIza1"), &mut headers)
+            .unwrap();
+        assert_eq!(headers["x-goog-api-key"], "AIza1");
+        assert!(headers["x-goog-api-key"].is_sensitive());
     }
 }

@@ -47,16 +47,18 @@ pub async fn read_error<B>(body: &mut B, deadline: Instant) -> Bytes
 where
     B: Body<Data = Bytes> + Unpin,
 {
-    let d = deadline.min(Instant::now() + Duration::from_secs(10));
-    read_body(body, d, MAX_ERROR_BODY).await.unwrap_or_default()
+    let wait_until = deadline.min(Instant::now() + Duration::from_secs(10));
+    read_body(body, wait_until, MAX_ERROR_BODY)
+        .await
+        .unwrap_or_default()
 }
 
 /// Largest JSON answer read into memory for inspection; a larger one is streamed through.
 pub const MAX_INSPECTED_BODY: usize = 8 * 1024 * 1024;
 
 /// Is this answer one that must be inspected (JSON, or untyped)?
-pub fn is_json(h: &HeaderMap) -> bool {
-    let Some(ct) = h.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+pub fn is_json(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return true;
     };
     let ct = ct

@@ -19,10 +19,10 @@ fn post(addr: std::net::SocketAddr) -> Request<UpstreamBody> {
 
 #[tokio::test]
 async fn a_reset_after_the_request_was_sent_is_not_a_connect_failure() {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
+        let (mut s, _) = listener.accept().await.unwrap();
         let mut buf = [0u8; 4096];
         // The whole request arrives, then the connection is reset (RST, not FIN).
         let _ = s.read(&mut buf).await;

@@ -93,9 +93,9 @@ pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
 }
 
 /// A text or thinking block that opens with nothing in it.
-fn empty_block(b: &Value) -> bool {
-    let empty = |k: &str| b[k].as_str().is_none_or(str::is_empty);
-    match b["type"].as_str() {
+fn empty_block(value: &Value) -> bool {
+    let empty = |k: &str| value[k].as_str().is_none_or(str::is_empty);
+    match value["type"].as_str() {
         Some("text") => empty("text"),
         Some("thinking") => empty("thinking"),
         _ => false,
@@ -103,16 +103,16 @@ fn empty_block(b: &Value) -> bool {
 }
 
 /// A chat chunk that carries nothing of the answer (not an error, not the usage chunk).
-fn empty_chunk(v: &Value) -> bool {
-    let Some(choices) = v.get("choices").and_then(Value::as_array) else {
+fn empty_chunk(value: &Value) -> bool {
+    let Some(choices) = value.get("choices").and_then(Value::as_array) else {
         return false;
     };
-    if v.get("error").is_some() || (choices.is_empty() && v["usage"].is_object()) {
+    if value.get("error").is_some() || (choices.is_empty() && value["usage"].is_object()) {
         return false;
     }
     choices.iter().all(|c| {
-        let d = &c["delta"];
-        let blank = |k: &str| match &d[k] {
+        let delta = &c["delta"];
+        let blank = |k: &str| match &delta[k] {
             Value::Null => true,
             Value::String(s) => s.is_empty(),
             Value::Array(a) => a.is_empty(),
@@ -124,8 +124,8 @@ fn empty_chunk(v: &Value) -> bool {
             && blank("reasoning")
             && blank("tool_calls")
             && blank("refusal")
-            && d.get("function_call").is_none()
-            && d.get("audio").is_none()
+            && delta.get("function_call").is_none()
+            && delta.get("audio").is_none()
     })
 }
 
@@ -185,7 +185,7 @@ pub fn incomplete_event(format: StreamFormat, detail: &str) -> Bytes {
     let msg = format!(
         "upstream stream ended before its terminal event ({detail}); the answer is incomplete"
     );
-    let s = match format {
+    let frame = match format {
         StreamFormat::Messages => format!(
             "event: error\ndata: {}\n\n",
             serde_json::json!({"type":"error","error":{"type":"api_error","message":msg,"code":"stream_incomplete"}})
@@ -199,7 +199,7 @@ pub fn incomplete_event(format: StreamFormat, detail: &str) -> Bytes {
             serde_json::json!({"error":{"message":msg,"type":"api_error","code":"stream_incomplete"}})
         ),
     };
-    Bytes::from(s)
+    Bytes::from(frame)
 }
 
 /// What an upstream error body says, in any dialect: `error.{code,type,message}` (or the
@@ -214,23 +214,23 @@ pub struct ErrorBody {
 impl ErrorBody {
     /// Read an error body.
     pub fn read(body: &[u8]) -> ErrorBody {
-        let v: Option<Value> = serde_json::from_slice(body).ok();
-        ErrorBody::of(v.as_ref(), body)
+        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+        ErrorBody::of(parsed.as_ref(), body)
     }
 
     /// The same reading from an already parsed body (`v`) with its bytes.
-    pub fn of(v: Option<&Value>, body: &[u8]) -> ErrorBody {
-        let v = v.unwrap_or(&Value::Null);
-        let err = if v["error"].is_object() {
-            &v["error"]
+    pub fn of(value: Option<&Value>, body: &[u8]) -> ErrorBody {
+        let value = value.unwrap_or(&Value::Null);
+        let err = if value["error"].is_object() {
+            &value["error"]
         } else {
-            v
+            value
         };
-        let s = |x: &Value| x.as_str().map(str::to_string);
+        let text_of = |x: &Value| x.as_str().map(str::to_string);
         ErrorBody {
-            code: s(&err["code"]),
-            kind: s(&err["type"]),
-            message: s(&err["message"]).unwrap_or_else(|| {
+            code: text_of(&err["code"]),
+            kind: text_of(&err["type"]),
+            message: text_of(&err["message"]).unwrap_or_else(|| {
                 String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned()
             }),
         }

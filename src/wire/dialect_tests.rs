@@ -90,12 +90,12 @@ fn incomplete_events_are_in_each_format() {
 
 #[test]
 fn hidden_error_in_first_event() {
-    let e = events(&[b"data: {\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n"]);
-    assert_eq!(hidden_error(&e[0]), Some(Some(429)));
-    let e = events(&[b"data: {\"error\":{\"message\":\"boom\"}}\n\n"]);
-    assert_eq!(hidden_error(&e[0]), Some(None));
-    let e = events(&[b"data: {\"choices\":[]}\n\n"]);
-    assert_eq!(hidden_error(&e[0]), None);
+    let errors = events(&[b"data: {\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n"]);
+    assert_eq!(hidden_error(&errors[0]), Some(Some(429)));
+    let errors = events(&[b"data: {\"error\":{\"message\":\"boom\"}}\n\n"]);
+    assert_eq!(hidden_error(&errors[0]), Some(None));
+    let errors = events(&[b"data: {\"choices\":[]}\n\n"]);
+    assert_eq!(hidden_error(&errors[0]), None);
 }
 
 #[test]
@@ -127,19 +127,24 @@ fn preamble_and_pre_commit_errors() {
 
 #[test]
 fn error_bodies_in_every_shape() {
-    let e = ErrorBody::read(br#"{"error":{"code":"rate_limited","type":"x","message":"slow"}}"#);
+    let error_body =
+        ErrorBody::read(br#"{"error":{"code":"rate_limited","type":"x","message":"slow"}}"#);
     assert_eq!(
-        (e.code.as_deref(), e.kind.as_deref(), e.message.as_str()),
+        (
+            error_body.code.as_deref(),
+            error_body.kind.as_deref(),
+            error_body.message.as_str()
+        ),
         (Some("rate_limited"), Some("x"), "slow")
     );
-    let e = ErrorBody::read(br#"{"type":"overloaded_error","message":"busy"}"#);
+    let error_body = ErrorBody::read(br#"{"type":"overloaded_error","message":"busy"}"#);
     assert_eq!(
-        (e.kind.as_deref(), e.message.as_str()),
+        (error_body.kind.as_deref(), error_body.message.as_str()),
         (Some("overloaded_error"), "busy")
     );
     let long = vec![b'x'; 600];
-    let e = ErrorBody::read(&long);
-    assert_eq!((e.code, e.message.len()), (None, 512));
+    let error_body = ErrorBody::read(&long);
+    assert_eq!((error_body.code, error_body.message.len()), (None, 512));
 }
 
 #[test]

@@ -16,9 +16,10 @@ pub fn embedded_error(v: &Value) -> Option<Option<u16>> {
         return None;
     }
     let code = ["code", "status"].iter().find_map(|k| {
-        let c = &err[*k];
-        c.as_u64()
-            .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
+        let value = &err[*k];
+        value
+            .as_u64()
+            .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
     });
     // Only an error status may become the client's status: a `code` of 200 or 302 inside an
     // error object is not a reason to answer 200 or redirect.
@@ -47,8 +48,8 @@ pub fn body_hidden_error(body: &[u8]) -> Option<Option<u16>> {
     if body.len() > 64 * 1024 || memchr::memmem::find(body, b"\"error\"").is_none() {
         return None;
     }
-    let v: Value = serde_json::from_slice(body).ok()?;
-    embedded_error(&v)
+    let parsed: Value = serde_json::from_slice(body).ok()?;
+    embedded_error(&parsed)
 }
 
 #[cfg(test)]

@@ -164,38 +164,38 @@ mod tests {
 
     #[test]
     fn tolerant_readers() {
-        let n = |s: &str| serde_json::from_str::<Lenient>(s).unwrap().0;
-        assert_eq!(n("7"), Some(7));
-        assert_eq!(n("-1"), None);
-        assert_eq!(n("1.5"), None);
-        assert_eq!(n(r#""7""#), None);
-        assert_eq!(n(r#"{"a":[1]}"#), None);
-        let c = |s: &str| serde_json::from_str::<Count>(s).unwrap().0;
-        assert_eq!(c("[1,{\"a\":2},[3]]"), 3);
-        assert_eq!(c("[]"), 0);
-        assert_eq!(c(r#""a string""#), 0);
-        assert_eq!(c(r#"{"x":[1,2]}"#), 0);
-        assert_eq!(c("null"), 0);
+        let lenient = |s: &str| serde_json::from_str::<Lenient>(s).unwrap().0;
+        assert_eq!(lenient("7"), Some(7));
+        assert_eq!(lenient("-1"), None);
+        assert_eq!(lenient("1.5"), None);
+        assert_eq!(lenient(r#""7""#), None);
+        assert_eq!(lenient(r#"{"a":[1]}"#), None);
+        let count = |s: &str| serde_json::from_str::<Count>(s).unwrap().0;
+        assert_eq!(count("[1,{\"a\":2},[3]]"), 3);
+        assert_eq!(count("[]"), 0);
+        assert_eq!(count(r#""a string""#), 0);
+        assert_eq!(count(r#"{"x":[1,2]}"#), 0);
+        assert_eq!(count("null"), 0);
         #[derive(Deserialize)]
         struct N {
             #[serde(default)]
             n: Lenient,
         }
-        let o = |s: &str| {
+        let object = |s: &str| {
             serde_json::from_str::<Object<N>>(s)
                 .unwrap()
                 .0
                 .map(|x| x.n.0)
         };
-        assert_eq!(o(r#"{"n":3,"x":[1]}"#), Some(Some(3)));
-        assert_eq!(o(r#"{"n":"3"}"#), Some(None));
+        assert_eq!(object(r#"{"n":3,"x":[1]}"#), Some(Some(3)));
+        assert_eq!(object(r#"{"n":"3"}"#), Some(None));
         for other in ["3", r#""s""#, "[1,{}]", "null", "true"] {
-            assert_eq!(o(other), None, "{other}");
+            assert_eq!(object(other), None, "{other}");
         }
         // The same reading from an already parsed value.
-        let v: serde_json::Value = serde_json::from_str(r#"{"n":7}"#).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(r#"{"n":7}"#).unwrap();
         assert_eq!(
-            Object::<N>::deserialize(&v).unwrap().0.map(|x| x.n.0),
+            Object::<N>::deserialize(&parsed).unwrap().0.map(|x| x.n.0),
             Some(Some(7))
         );
     }

@@ -79,9 +79,9 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
     let (model, model_span) = match raw.model {
         Some(m) => {
-            let s: String =
+            let model: String =
                 serde_json::from_str(m.get()).map_err(|_| GatewayError::missing_model())?;
-            (Some(s), Some(json::span_of(body, m)))
+            (Some(model), Some(json::span_of(body, m)))
         }
         None => (None, None),
     };
@@ -131,10 +131,10 @@ mod tests {
     #[test]
     fn peek_and_rewrite_keep_other_bytes() {
         let body = Bytes::from_static(br#"{ "messages":[{"role":"user","content":"hi \"x\""}], "model" : "deepseek-chat","stream":true , "n":1}"#);
-        let p = peek(&body).unwrap();
-        assert_eq!(p.model.as_deref(), Some("deepseek-chat"));
-        assert!(p.stream);
-        let out = rewrite_model(&body, &p, "deepseek-v3");
+        let peeked = peek(&body).unwrap();
+        assert_eq!(peeked.model.as_deref(), Some("deepseek-chat"));
+        assert!(peeked.stream);
+        let out = rewrite_model(&body, &peeked, "deepseek-v3");
         assert_eq!(
             &out[..],
             &br#"{ "messages":[{"role":"user","content":"hi \"x\""}], "model" : "deepseek-v3","stream":true , "n":1}"#[..]
@@ -144,8 +144,8 @@ mod tests {
     #[test]
     fn same_model_is_not_copied() {
         let body = Bytes::from_static(br#"{"model":"m"}"#);
-        let p = peek(&body).unwrap();
-        assert_eq!(rewrite_model(&body, &p, "m"), body);
+        let peeked = peek(&body).unwrap();
+        assert_eq!(rewrite_model(&body, &peeked, "m"), body);
     }
 
     #[test]
@@ -158,8 +158,8 @@ mod tests {
 
     #[test]
     fn escaped_model_name_is_decoded() {
-        let p = peek(br#"{"model":"a\u0062c"}"#).unwrap();
-        assert_eq!(p.model.as_deref(), Some("abc"));
+        let peeked = peek(br#"{"model":"a\u0062c"}"#).unwrap();
+        assert_eq!(peeked.model.as_deref(), Some("abc"));
     }
     /// One parse gives routing, billing and sticky-key facts: the completion limit by
     /// precedence (wrong types skipped), the sticky fields' exact spans, the turn count of
@@ -169,19 +169,19 @@ mod tests {
         let body = br#"{"model":"m","max_tokens":50,"max_completion_tokens":"x","max_output_tokens":70,
             "metadata":{"user_id":"u1"},"user":"bob","messages":[{"role":"user"},{"role":"assistant"},{}],
             "input":"text","prompt_cache_key":"k1"}"#;
-        let p = peek(body).unwrap();
-        assert_eq!(p.completion_hint, Some(50));
+        let peeked = peek(body).unwrap();
+        assert_eq!(peeked.completion_hint, Some(50));
         let text = std::str::from_utf8(body).unwrap();
         let at = |s: Option<(usize, usize)>| s.map(|(a, b)| &text[a..b]);
-        assert_eq!(at(p.top.metadata), Some(r#"{"user_id":"u1"}"#));
-        assert_eq!(at(p.top.user), Some(r#""bob""#));
-        assert_eq!(at(p.top.prompt_cache_key), Some(r#""k1""#));
-        assert_eq!(p.top.conversation_id, None);
-        assert_eq!(p.top.turns, 3);
-        let p = peek(br#"{"model":"m","input":[1,2],"max_output_tokens":9}"#).unwrap();
-        assert_eq!((p.completion_hint, p.top.turns), (Some(9), 2));
-        let p = peek(br#"{"model":"m"}"#).unwrap();
-        assert_eq!((p.completion_hint, p.top.turns), (None, 0));
+        assert_eq!(at(peeked.top.metadata), Some(r#"{"user_id":"u1"}"#));
+        assert_eq!(at(peeked.top.user), Some(r#""bob""#));
+        assert_eq!(at(peeked.top.prompt_cache_key), Some(r#""k1""#));
+        assert_eq!(peeked.top.conversation_id, None);
+        assert_eq!(peeked.top.turns, 3);
+        let peeked = peek(br#"{"model":"m","input":[1,2],"max_output_tokens":9}"#).unwrap();
+        assert_eq!((peeked.completion_hint, peeked.top.turns), (Some(9), 2));
+        let peeked = peek(br#"{"model":"m"}"#).unwrap();
+        assert_eq!((peeked.completion_hint, peeked.top.turns), (None, 0));
         // Still a clear 400 for what is not a JSON object.
         assert!(peek(b"[1]").is_err());
         assert!(peek(br#"{"model":"m","messages":[}"#).is_err());

@@ -64,9 +64,9 @@ impl Event {
 /// Events are compared and shown by what was received; whether the data was parsed yet
 /// does not matter.
 impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
+    fn eq(&self, other: &Self) -> bool {
         (&self.raw, &self.name, &self.data, self.comment_only)
-            == (&o.raw, &o.name, &o.data, o.comment_only)
+            == (&other.raw, &other.name, &other.data, other.comment_only)
     }
 }
 
@@ -151,21 +151,21 @@ impl Framer {
     /// Find the end (exclusive) of the first event: the byte after an empty line. Each byte
     /// is examined once however the event was split into chunks.
     fn find_event_end(&mut self) -> Option<usize> {
-        let b = &self.buf[..];
+        let buf = &self.buf[..];
         let mut i = self.scan;
-        while i < b.len() {
-            let Some(p) = memchr::memchr2(b'\n', b'\r', &b[i..]) else {
-                i = b.len();
+        while i < buf.len() {
+            let Some(p) = memchr::memchr2(b'\n', b'\r', &buf[i..]) else {
+                i = buf.len();
                 break;
             };
             i += p;
             let mut next = i + 1;
-            if b[i] == b'\r' {
-                if next >= b.len() {
+            if buf[i] == b'\r' {
+                if next >= buf.len() {
                     // A CR at the very end: wait for a possible LF.
                     break;
                 }
-                if b[next] == b'\n' {
+                if buf[next] == b'\n' {
                     next += 1;
                 }
             }

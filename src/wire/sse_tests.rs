@@ -3,11 +3,11 @@ use super::*;
 
 /// The events a framer gives for `chunks`, read as they arrive.
 pub(crate) fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
-    let mut f = Framer::new(strip);
+    let mut framer = Framer::new(strip);
     let mut out = vec![];
     for c in chunks {
-        f.push(c);
-        while let Some(e) = f.next_event() {
+        framer.push(c);
+        while let Some(e) = framer.next_event() {
             out.push(e);
         }
     }
@@ -61,9 +61,9 @@ fn data_is_parsed_once_and_shared() {
         ],
         false,
     );
-    let a = evs[0].json().unwrap() as *const serde_json::Value;
-    let b = evs[0].json().unwrap() as *const serde_json::Value;
-    assert_eq!(a, b, "the second reader gets the first parse");
+    let first = evs[0].json().unwrap() as *const serde_json::Value;
+    let second = evs[0].json().unwrap() as *const serde_json::Value;
+    assert_eq!(first, second, "the second reader gets the first parse");
     assert_eq!(evs[0].kind(), Some("ping"));
     assert_eq!(evs[1].json(), None);
     // Parsing does not change what an event is.

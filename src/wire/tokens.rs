@@ -31,10 +31,10 @@ pub fn estimate_input_tokens(body: &[u8]) -> u64 {
         outside += q;
         let start = i + q + 1;
         let end = string_end(body, start);
-        let s = &body[start..end];
-        match (s.len() >= BLOB_MIN).then(|| blob(s)).flatten() {
+        let text = &body[start..end];
+        match (text.len() >= BLOB_MIN).then(|| blob(text)).flatten() {
             Some(t) => tokens += t,
-            None => quarters += text_quarters(s),
+            None => quarters += text_quarters(text),
         }
         i = (end + 1).min(body.len());
         if end >= body.len() {
@@ -164,14 +164,14 @@ fn looks_binary(b: &[u8]) -> bool {
 }
 
 /// Anthropic's image rule: scale to fit 1568 px on the long edge and 1.15 MP, then w*h/750.
-pub fn image_tokens(w: u32, h: u32) -> u64 {
-    let (mut w, mut h) = (f64::from(w.max(1)), f64::from(h.max(1)));
-    let edge = 1568.0 / w.max(h);
-    let area = (1_150_000.0 / (w * h)).sqrt();
-    let s = edge.min(area).min(1.0);
-    w = (w * s).floor().max(1.0);
-    h = (h * s).floor().max(1.0);
-    ((w * h) / 750.0).ceil() as u64
+pub fn image_tokens(width: u32, height: u32) -> u64 {
+    let (mut width, mut height) = (f64::from(width.max(1)), f64::from(height.max(1)));
+    let edge = 1568.0 / width.max(height);
+    let area = (1_150_000.0 / (width * height)).sqrt();
+    let scale = edge.min(area).min(1.0);
+    width = (width * scale).floor().max(1.0);
+    height = (height * scale).floor().max(1.0);
+    ((width * height) / 750.0).ceil() as u64
 }
 
 /// An image's (width, height) from its header: PNG, GIF, JPEG (SOF marker), WebP.
@@ -183,8 +183,8 @@ fn image_size(b: &[u8]) -> Option<(u32, u32)> {
         )))
     };
     let le24 = |i: usize| {
-        let s = b.get(i..i + 3)?;
-        Some(u32::from(s[0]) | u32::from(s[1]) << 8 | u32::from(s[2]) << 16)
+        let bytes = b.get(i..i + 3)?;
+        Some(u32::from(bytes[0]) | u32::from(bytes[1]) << 8 | u32::from(bytes[2]) << 16)
     };
     if b.starts_with(b"\x89PNG") {
         return Some((be32(16)?, be32(20)?));
@@ -199,8 +199,8 @@ fn image_size(b: &[u8]) -> Option<(u32, u32)> {
         return match &b[12..16] {
             b"VP8 " => Some((le16(26)? & 0x3FFF, le16(28)? & 0x3FFF)),
             b"VP8L" => {
-                let v = u32::from_le_bytes(b.get(21..25)?.try_into().ok()?);
-                Some(((v & 0x3FFF) + 1, ((v >> 14) & 0x3FFF) + 1))
+                let header = u32::from_le_bytes(b.get(21..25)?.try_into().ok()?);
+                Some(((header & 0x3FFF) + 1, ((header >> 14) & 0x3FFF) + 1))
             }
             b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
             _ => None,
@@ -221,9 +221,9 @@ fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
         let len = usize::from(u16::from_be_bytes([b[i + 2], b[i + 3]]));
         let sof = matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
         if sof {
-            let h = u32::from(u16::from_be_bytes([b[i + 5], b[i + 6]]));
-            let w = u32::from(u16::from_be_bytes([b[i + 7], b[i + 8]]));
-            return Some((w, h));
+            let height = u32::from(u16::from_be_bytes([b[i + 5], b[i + 6]]));
+            let width = u32::from(u16::from_be_bytes([b[i + 7], b[i + 8]]));
+            return Some((width, height));
         }
         if marker == 0xD8 || marker == 0x01 || (0xD0..=0xD7).contains(&marker) {
             i += 2;
@@ -273,47 +273,47 @@ mod tests {
 
     fn b64(bytes: &[u8]) -> String {
         const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut s = String::new();
+        let mut encoded = String::new();
         for c in bytes.chunks(3) {
-            let n = (u32::from(c[0]) << 16)
+            let triple = (u32::from(c[0]) << 16)
                 | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
                 | u32::from(*c.get(2).unwrap_or(&0));
             for k in 0..4 {
                 if k <= c.len() {
-                    s.push(A[((n >> (18 - 6 * k)) & 63) as usize] as char);
+                    encoded.push(A[((triple >> (18 - 6 * k)) & 63) as usize] as char);
                 } else {
-                    s.push('=');
+                    encoded.push('=');
                 }
             }
         }
-        s
+        encoded
     }
 
     /// A PNG of `w` x `h` with `pad` bytes of (incompressible-looking) data after the header.
     fn png(w: u32, h: u32, pad: usize) -> Vec<u8> {
-        let mut p = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-        p.extend(w.to_be_bytes());
-        p.extend(h.to_be_bytes());
-        p.extend((0..pad).map(|i| (i * 7 % 251) as u8));
-        p
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend(w.to_be_bytes());
+        png.extend(h.to_be_bytes());
+        png.extend((0..pad).map(|i| (i * 7 % 251) as u8));
+        png
     }
 
     #[test]
     fn ascii_text_is_about_four_characters_a_token() {
         let text = "word ".repeat(400);
         let body = format!(r#"{{"messages":[{{"role":"user","content":"{text}"}}]}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!((500..=540).contains(&t), "{t}");
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!((500..=540).contains(&tokens), "{tokens}");
     }
 
     #[test]
     fn cjk_counts_a_token_per_character_not_a_quarter() {
         let text = "汉字测试".repeat(100); // 400 characters, 1,200 UTF-8 bytes
         let body = format!(r#"{{"content":"{text}"}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!((400..=410).contains(&t), "{t}");
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!((400..=410).contains(&tokens), "{tokens}");
         // bytes/4 would have said 300: an under-count.
-        assert!(t > body.len() as u64 / 4);
+        assert!(tokens > body.len() as u64 / 4);
     }
 
     /// B-token-estimate: a 60 KB PNG is not "20,000 tokens".
@@ -323,14 +323,14 @@ mod tests {
         let anthropic = format!(
             r#"{{"messages":[{{"role":"user","content":[{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{img}"}}}},{{"type":"text","text":"what is this"}}]}}]}}"#
         );
-        let t = estimate_input_tokens(anthropic.as_bytes());
+        let tokens = estimate_input_tokens(anthropic.as_bytes());
         assert_eq!(image_tokens(1000, 800), 1067);
-        assert!((1067..1100).contains(&t), "{t}");
+        assert!((1067..1100).contains(&tokens), "{tokens}");
         let openai = format!(
             r#"{{"messages":[{{"role":"user","content":[{{"type":"image_url","image_url":{{"url":"data:image/png;base64,{img}"}}}}]}}]}}"#
         );
-        let t = estimate_input_tokens(openai.as_bytes());
-        assert!((1067..1100).contains(&t), "{t}");
+        let tokens = estimate_input_tokens(openai.as_bytes());
+        assert!((1067..1100).contains(&tokens), "{tokens}");
     }
 
     #[test]
@@ -341,8 +341,8 @@ mod tests {
         // A JPEG whose frame header is cut off: the cap.
         let jpeg = b64(&[&b"\xFF\xD8\xFF\xE0\x00\x10JFIF"[..], &[7u8; 400]].concat());
         let body = format!(r#"{{"data":"{jpeg}"}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!((1_600..1_610).contains(&t), "{t}");
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!((1_600..1_610).contains(&tokens), "{tokens}");
     }
 
     #[test]
@@ -359,27 +359,27 @@ mod tests {
 
     #[test]
     fn a_long_token_like_string_is_text_and_escapes_do_not_end_a_string() {
-        let s = "abcdefg ".repeat(64); // 512 characters of text
-        let body = format!(r#"{{"text":"{s}","q":"say \"hi\" now"}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!((128..=145).contains(&t), "{t}");
+        let text = "abcdefg ".repeat(64); // 512 characters of text
+        let body = format!(r#"{{"text":"{text}","q":"say \"hi\" now"}}"#);
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!((128..=145).contains(&tokens), "{tokens}");
         // A thinking block's signature is base64 of binary: a payload, not 128 tokens of prose.
         let sig = "abcdefgh".repeat(64);
         let body = format!(r#"{{"signature":"{sig}"}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!(t < 30, "{t}");
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!(tokens < 30, "{tokens}");
     }
 
     #[test]
     fn audio_and_documents_have_their_own_rates() {
         let mp3 = b64(&[&b"ID3\x04\0\0\0\0\0\0"[..], &vec![0x55u8; 160_000]].concat());
         let body = format!(r#"{{"input_audio":{{"data":"{mp3}"}}}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!((95..=110).contains(&t), "{t}");
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!((95..=110).contains(&tokens), "{tokens}");
         let pdf = b64(&[&b"%PDF-1.7\n"[..], &vec![0x80u8; 32_000]].concat());
         let body = format!(r#"{{"file_data":"data:application/pdf;base64,{pdf}"}}"#);
-        let t = estimate_input_tokens(body.as_bytes());
-        assert!((1_000..=1_010).contains(&t), "{t}");
+        let tokens = estimate_input_tokens(body.as_bytes());
+        assert!((1_000..=1_010).contains(&tokens), "{tokens}");
     }
 
     #[test]

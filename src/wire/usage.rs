@@ -35,13 +35,13 @@ pub struct Usage {
 
 impl Usage {
     /// The sum of two attempts' usage (a resumed stream bills both, R18.2).
-    pub fn plus(self, o: Usage) -> Usage {
+    pub fn plus(self, other: Usage) -> Usage {
         Usage {
-            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
-            completion_tokens: self.completion_tokens + o.completion_tokens,
-            cached_tokens: self.cached_tokens + o.cached_tokens,
-            cache_write_tokens: self.cache_write_tokens + o.cache_write_tokens,
-            reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cached_tokens: self.cached_tokens + other.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
         }
     }
 
@@ -52,8 +52,8 @@ impl Usage {
     /// Fold a parsed `usage` object (OpenAI chat/completions/responses or Anthropic) into
     /// `self`. Later reports replace earlier ones field by field (Anthropic sends input at
     /// `message_start` and output at `message_delta`).
-    pub fn absorb(&mut self, u: &Value) {
-        if let Ok(Object(Some(r))) = Object::<Report>::deserialize(u) {
+    pub fn absorb(&mut self, value: &Value) {
+        if let Ok(Object(Some(r))) = Object::<Report>::deserialize(value) {
             self.fold(r.raw());
         }
     }
@@ -64,33 +64,36 @@ impl Usage {
     pub fn from_body(body: &[u8]) -> Option<Usage> {
         // Most bodies that carry usage say so near their end; none without the key at all.
         memchr::memmem::rfind(body, b"\"usage\"")?;
-        let b: Body = serde_json::from_slice(body).ok()?;
-        let r = b.usage.0.or_else(|| b.response.0.and_then(|r| r.usage.0))?;
+        let parsed: Body = serde_json::from_slice(body).ok()?;
+        let reported = parsed
+            .usage
+            .0
+            .or_else(|| parsed.response.0.and_then(|reported| reported.usage.0))?;
         let mut out = Usage::default();
-        out.fold(r.raw());
+        out.fold(reported.raw());
         Some(out)
     }
 
     /// Fold one report's raw fields in, normalising (see the module table).
-    fn fold(&mut self, r: Raw) {
-        if let Some(c) = r.completion {
+    fn fold(&mut self, raw: Raw) {
+        if let Some(c) = raw.completion {
             self.completion_tokens = c;
         }
-        if let Some(p) = r.prompt {
+        if let Some(p) = raw.prompt {
             self.prompt_tokens = p;
-            self.cached_tokens = r.cached.unwrap_or(0).min(p);
+            self.cached_tokens = raw.cached.unwrap_or(0).min(p);
             self.cache_write_tokens = 0;
-        } else if let Some(i) = r.input {
-            if r.cache_read.is_some() || r.cache_write.is_some() {
+        } else if let Some(i) = raw.input {
+            if raw.cache_read.is_some() || raw.cache_write.is_some() {
                 // Anthropic: input excludes both cache counts.
-                let read = r.cache_read.unwrap_or(0);
-                let write = r.cache_write.unwrap_or(0);
+                let read = raw.cache_read.unwrap_or(0);
+                let write = raw.cache_write.unwrap_or(0);
                 self.prompt_tokens = i.saturating_add(read).saturating_add(write);
                 self.cached_tokens = read;
                 self.cache_write_tokens = write;
             } else {
                 self.prompt_tokens = i;
-                self.cached_tokens = r.cached.unwrap_or(0).min(i);
+                self.cached_tokens = raw.cached.unwrap_or(0).min(i);
                 self.cache_write_tokens = 0;
             }
         }

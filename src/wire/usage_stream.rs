@@ -54,30 +54,35 @@ impl StreamUsage {
         if self.final_seen && !zero_with_content {
             return (self.reported, false);
         }
-        let mut u = self.reported;
-        if u.prompt_tokens == 0 {
-            u.prompt_tokens = estimate_tokens(request_bytes as u64);
+        let mut usage = self.reported;
+        if usage.prompt_tokens == 0 {
+            usage.prompt_tokens = estimate_tokens(request_bytes as u64);
         }
-        u.completion_tokens = u.completion_tokens.max(estimate_tokens(self.content_chars));
-        (u, true)
+        usage.completion_tokens = usage
+            .completion_tokens
+            .max(estimate_tokens(self.content_chars));
+        (usage, true)
     }
 }
 
 /// Characters of generated content in one parsed stream event (any dialect).
-fn content_chars(v: &Value) -> u64 {
+fn content_chars(value: &Value) -> u64 {
     let len = |x: &Value| x.as_str().map_or(0, |s| s.chars().count() as u64);
-    let mut n = 0;
-    for c in v["choices"].as_array().into_iter().flatten() {
-        let d = &c["delta"];
-        n += len(&d["content"]) + len(&d["reasoning_content"]) + len(&c["text"]);
-        for t in d["tool_calls"].as_array().into_iter().flatten() {
-            n += len(&t["function"]["name"]) + len(&t["function"]["arguments"]);
+    let mut chars = 0;
+    for c in value["choices"].as_array().into_iter().flatten() {
+        let delta = &c["delta"];
+        chars += len(&delta["content"]) + len(&delta["reasoning_content"]) + len(&c["text"]);
+        for t in delta["tool_calls"].as_array().into_iter().flatten() {
+            chars += len(&t["function"]["name"]) + len(&t["function"]["arguments"]);
         }
     }
-    let d = &v["delta"];
-    n += len(&d["text"]) + len(&d["partial_json"]) + len(&d["thinking"]);
-    if v["type"].as_str().is_some_and(|t| t.ends_with(".delta")) {
-        n += len(d);
+    let delta = &value["delta"];
+    chars += len(&delta["text"]) + len(&delta["partial_json"]) + len(&delta["thinking"]);
+    if value["type"]
+        .as_str()
+        .is_some_and(|t| t.ends_with(".delta"))
+    {
+        chars += len(delta);
     }
-    n
+    chars
 }

@@ -7,9 +7,9 @@ use crate::wire::usage_stream::StreamUsage;
 
 #[test]
 fn openai_and_anthropic_bodies() {
-    let u = Usage::from_body(br#"{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
+    let usage = Usage::from_body(br#"{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
     assert_eq!(
-        u,
+        usage,
         Usage {
             prompt_tokens: 10,
             completion_tokens: 5,
@@ -18,12 +18,12 @@ fn openai_and_anthropic_bodies() {
             ..Default::default()
         }
     );
-    let u = Usage::from_body(
+    let usage = Usage::from_body(
         br#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#,
     )
     .unwrap();
     assert_eq!(
-        u,
+        usage,
         Usage {
             prompt_tokens: 9,
             completion_tokens: 3,
@@ -41,13 +41,13 @@ fn ev(d: &str) -> Event {
 
 #[test]
 fn stream_usage_reported_is_not_estimated() {
-    let mut s = StreamUsage::default();
-    s.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
-    s.observe(&ev(
+    let mut usage = StreamUsage::default();
+    usage.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
+    usage.observe(&ev(
         r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
     ));
     assert_eq!(
-        s.settle(1000),
+        usage.settle(1000),
         (
             Usage {
                 prompt_tokens: 3,
@@ -63,63 +63,63 @@ fn stream_usage_reported_is_not_estimated() {
 /// `output_tokens: 0` after relaying text; that zero is not billed, the content is estimated.
 #[test]
 fn a_zero_output_report_after_content_is_estimated_not_billed_as_zero() {
-    let mut s = StreamUsage::default();
-    s.observe(&ev(
+    let mut usage = StreamUsage::default();
+    usage.observe(&ev(
         r#"{"type":"message_start","message":{"usage":{"input_tokens":0,"output_tokens":0}}}"#,
     ));
-    s.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghijklmnop"}}"#));
-    s.observe(&ev(r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":0}}"#));
-    let (u, est) = s.settle(400);
+    usage.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghijklmnop"}}"#));
+    usage.observe(&ev(r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":0}}"#));
+    let (u, est) = usage.settle(400);
     assert!(est);
     assert_eq!((u.prompt_tokens, u.completion_tokens), (100, 4));
     // A stream that produced nothing and says so is not estimated.
-    let mut s = StreamUsage::default();
-    s.observe(&ev(
+    let mut usage = StreamUsage::default();
+    usage.observe(&ev(
         r#"{"type":"message_delta","usage":{"output_tokens":0}}"#,
     ));
-    assert!(!s.settle(400).1);
+    assert!(!usage.settle(400).1);
 }
 
 #[test]
 fn cut_stream_is_estimated_from_content() {
-    let mut s = StreamUsage::default();
+    let mut usage = StreamUsage::default();
     // 12 + 5 chars of chat content, tool arguments count too.
-    s.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
-    s.observe(&ev(
+    usage.observe(&ev(r#"{"choices":[{"delta":{"content":"hello world!"}}]}"#));
+    usage.observe(&ev(
         r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\"}"}}]}}]}"#,
     ));
-    let (u, est) = s.settle(400);
+    let (u, est) = usage.settle(400);
     assert!(est);
     assert_eq!(u.completion_tokens, 5); // ceil(17 / 4)
     assert_eq!(u.prompt_tokens, 100);
     // Anthropic: input reported at message_start is kept, output estimated.
-    let mut s = StreamUsage::default();
-    s.observe(&ev(
+    let mut usage = StreamUsage::default();
+    usage.observe(&ev(
         r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
     ));
-    s.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghij"}}"#));
-    let (u, est) = s.settle(4000);
+    usage.observe(&ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghij"}}"#));
+    let (u, est) = usage.settle(4000);
     assert!(est);
     assert_eq!((u.prompt_tokens, u.completion_tokens), (9, 3));
     // Responses deltas.
-    let mut s = StreamUsage::default();
-    s.observe(&ev(
+    let mut usage = StreamUsage::default();
+    usage.observe(&ev(
         r#"{"type":"response.output_text.delta","delta":"abcdefgh"}"#,
     ));
-    assert_eq!(s.settle(0).0.completion_tokens, 2);
+    assert_eq!(usage.settle(0).0.completion_tokens, 2);
 }
 
 #[test]
 fn anthropic_stream_merges_start_and_delta() {
-    let mut u = StreamUsage::default();
-    u.observe(&ev(
+    let mut usage = StreamUsage::default();
+    usage.observe(&ev(
         r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#,
     ));
-    u.observe(&ev(
+    usage.observe(&ev(
         r#"{"type":"message_delta","usage":{"output_tokens":12}}"#,
     ));
     assert_eq!(
-        u.reported,
+        usage.reported,
         Usage {
             prompt_tokens: 9,
             completion_tokens: 12,
@@ -130,17 +130,17 @@ fn anthropic_stream_merges_start_and_delta() {
 
 /// The event path: a full `Value` parse, its usage object folded by `Usage::absorb`.
 fn reference(body: &[u8]) -> Option<Usage> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let u = if v["usage"].is_object() {
-        &v["usage"]
+    let parsed: Value = serde_json::from_slice(body).ok()?;
+    let usage = if parsed["usage"].is_object() {
+        &parsed["usage"]
     } else {
-        &v["response"]["usage"]
+        &parsed["response"]["usage"]
     };
-    if !u.is_object() {
+    if !usage.is_object() {
         return None;
     }
     let mut out = Usage::default();
-    out.absorb(u);
+    out.absorb(usage);
     Some(out)
 }
 

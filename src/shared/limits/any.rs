@@ -88,21 +88,30 @@ mod tests {
     /// gets through this type).
     #[tokio::test(start_paused = true)]
     async fn the_local_arm_limits_like_the_local_store() {
-        let l = Limiter::new(LimitStore::Local(Local::default()));
+        let limiter = Limiter::new(LimitStore::Local(Local::default()));
         let lim = ClientLimits {
             rpm: 2,
             concurrency: 1,
             ..Default::default()
         };
-        let a = l.admit_client("c", &lim, 0, Instant::now()).await.unwrap();
-        let busy = l.admit_client("c", &lim, 0, Instant::now()).await;
+        let first = limiter
+            .admit_client("c", &lim, 0, Instant::now())
+            .await
+            .unwrap();
+        let busy = limiter.admit_client("c", &lim, 0, Instant::now()).await;
         assert!(busy.is_err(), "concurrency 1 held");
-        a.settle(0, Instant::now());
-        let b = l.admit_client("c", &lim, 0, Instant::now()).await.unwrap();
-        b.cancel(Instant::now());
-        let c = l.admit_client("c", &lim, 0, Instant::now()).await.unwrap();
-        drop(c);
-        let refused = l
+        first.settle(0, Instant::now());
+        let second = limiter
+            .admit_client("c", &lim, 0, Instant::now())
+            .await
+            .unwrap();
+        second.cancel(Instant::now());
+        let third = limiter
+            .admit_client("c", &lim, 0, Instant::now())
+            .await
+            .unwrap();
+        drop(third);
+        let refused = limiter
             .admit_client("c", &lim, 0, Instant::now())
             .await
             .unwrap_err();

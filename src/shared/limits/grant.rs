@@ -45,10 +45,10 @@ impl RedisGrant {
         }
     }
 
-    pub(crate) fn local(g: LocalGrant) -> Self {
+    pub(crate) fn local(grant: LocalGrant) -> Self {
         RedisGrant {
-            report: *g.report(),
-            inner: Some(Inner::Local(g)),
+            report: *grant.report(),
+            inner: Some(Inner::Local(grant)),
         }
     }
 

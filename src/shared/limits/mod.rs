@@ -56,8 +56,8 @@ enum Clock {
 }
 
 /// The subject's keys: `sy:lim:{c:<client>}` or `sy:lim:{k:<channel>/<key fp>}` + `:rpm`…
-pub fn subject_prefix(s: Subject<'_>) -> String {
-    let tag = match s {
+pub fn subject_prefix(subject: Subject<'_>) -> String {
+    let tag = match subject {
         Subject::Client(c) => format!("c:{c}"),
         Subject::Key { channel, key } => format!("k:{channel}/{key}"),
     };
@@ -157,12 +157,12 @@ impl RedisStore {
     /// The ask with every limit divided by the replica count (at least 1 each).
     fn divided(&self, ask: &Ask) -> Ask {
         let n = u64::from(self.replicas);
-        let d = |v: u64| if v == 0 { 0 } else { (v / n).max(1) };
+        let divide = |v: u64| if v == 0 { 0 } else { (v / n).max(1) };
         Ask {
-            rpm: d(ask.rpm),
-            rpd: d(ask.rpd),
-            tpm: d(ask.tpm),
-            concurrency: d(u64::from(ask.concurrency)) as u32,
+            rpm: divide(ask.rpm),
+            rpd: divide(ask.rpd),
+            tpm: divide(ask.tpm),
+            concurrency: divide(u64::from(ask.concurrency)) as u32,
             tokens: ask.tokens,
         }
     }
@@ -188,7 +188,7 @@ impl RedisStore {
         let done = format!("{prefix}:a:{id_s}");
         let id_s = id_s.to_string();
         let now_ms = self.now_arg(now);
-        let a = *ask;
+        let asked = *ask;
         let ids = id_s.clone();
         // Armed before the script is awaited (B-cancel-guards): a request cancelled during it ends
         // the concurrency lease the script may have taken, instead of leaving it for LEASE.
@@ -196,29 +196,29 @@ impl RedisStore {
             ops: &self.ops,
             lease: (ask.concurrency > 0).then(|| (prefix.clone(), id_s.clone())),
         };
-        let r: Vec<i64> = self
+        let counts: Vec<i64> = self
             .conn
-            .call(|mut c| async move {
+            .call(|mut conn| async move {
                 ADMIT_SCRIPT
                     .key(rpm)
                     .key(rpd)
                     .key(tpm)
                     .key(cc)
                     .key(done)
-                    .arg(a.rpm)
-                    .arg(a.rpd)
-                    .arg(a.tpm)
-                    .arg(a.concurrency)
-                    .arg(a.tokens)
+                    .arg(asked.rpm)
+                    .arg(asked.rpd)
+                    .arg(asked.tpm)
+                    .arg(asked.concurrency)
+                    .arg(asked.tokens)
                     .arg(LEASE.as_millis() as u64)
                     .arg(ids)
                     .arg(now_ms)
-                    .invoke_async(&mut c)
+                    .invoke_async(&mut conn)
                     .await
             })
             .await?;
         pending.lease = None;
-        let reply = Reply::parse(&r, ask);
+        let reply = Reply::parse(&counts, ask);
         self.remember(&prefix, reply.report, now);
         if !reply.admitted {
             return Ok(Err(reply.refusal(ask)));
@@ -242,11 +242,11 @@ impl RedisStore {
     }
 
     fn remember(&self, prefix: &str, report: Report, at: Instant) {
-        let mut m = self.mirror();
-        if m.len() >= MIRROR_CAP && !m.contains_key(prefix) {
-            m.clear();
+        let mut mirror = self.mirror();
+        if mirror.len() >= MIRROR_CAP && !mirror.contains_key(prefix) {
+            mirror.clear();
         }
-        m.insert(prefix.to_string(), (report, at));
+        mirror.insert(prefix.to_string(), (report, at));
     }
 }
 
@@ -359,16 +359,16 @@ impl Store for RedisStore {
     ) -> Result<RedisGrant, Refusal> {
         if self.try_redis() {
             let id = self.next_id();
-            let mut r = self.admit_shared(subject, ask, now, &id).await;
-            if matches!(&r, Err(e) if e.is_connection()) {
+            let mut admitted = self.admit_shared(subject, ask, now, &id).await;
+            if matches!(&admitted, Err(e) if e.is_connection()) {
                 // The connection had died (Redis restarted): its reconnect may answer now.
                 // The same id: if the first call did run, it is not counted twice.
-                r = self.admit_shared(subject, ask, now, &id).await;
+                admitted = self.admit_shared(subject, ask, now, &id).await;
             }
-            match r {
-                Ok(r) => {
+            match admitted {
+                Ok(grant) => {
                     self.conn.health.mark_up();
-                    return r;
+                    return grant;
                 }
                 Err(e) => self.conn.health.mark_down(&e),
             }
@@ -404,26 +404,26 @@ impl Store for RedisStore {
 /// Mirrored numbers `elapsed` after their reply: a window whose reset has passed is full
 /// again (everything it counted has left it), the others' resets are that much nearer; a
 /// concurrency count older than [`CONCURRENCY_RETRY`] is no longer believed.
-fn aged(r: &Report, elapsed: Duration) -> Report {
-    let mut out = *r;
+fn aged(report: &Report, elapsed: Duration) -> Report {
+    let mut out = *report;
     for kind in [Kind::Rpm, Kind::Rpd, Kind::Tpm] {
-        if let Some(n) = r.get(kind) {
-            let n = if elapsed >= n.reset {
+        if let Some(numbers) = report.get(kind) {
+            let numbers = if elapsed >= numbers.reset {
                 Numbers {
-                    remaining: n.limit,
+                    remaining: numbers.limit,
                     reset: Duration::ZERO,
-                    ..n
+                    ..numbers
                 }
             } else {
                 Numbers {
-                    reset: n.reset - elapsed,
-                    ..n
+                    reset: numbers.reset - elapsed,
+                    ..numbers
                 }
             };
-            out.set(kind, Some(n));
+            out.set(kind, Some(numbers));
         }
     }
-    if let Some(n) = r.get(Kind::Concurrency) {
+    if let Some(n) = report.get(Kind::Concurrency) {
         if elapsed >= CONCURRENCY_RETRY {
             out.set(
                 Kind::Concurrency,
@@ -438,11 +438,11 @@ fn aged(r: &Report, elapsed: Duration) -> Report {
 }
 
 /// Room for `ask` as the mirrored numbers see it.
-fn room(r: &Report, ask: &Ask) -> Room {
+fn room(report: &Report, ask: &Ask) -> Room {
     let mut wait = Duration::ZERO;
     let counted = [(Kind::Rpm, 1), (Kind::Rpd, 1), (Kind::Tpm, ask.tokens)];
     for (kind, cost) in counted {
-        if let Some(n) = r.get(kind) {
+        if let Some(n) = report.get(kind) {
             if cost > n.limit {
                 return Room::Never;
             }
@@ -451,7 +451,10 @@ fn room(r: &Report, ask: &Ask) -> Room {
             }
         }
     }
-    if r.get(Kind::Concurrency).is_some_and(|n| n.remaining == 0) {
+    if report
+        .get(Kind::Concurrency)
+        .is_some_and(|n| n.remaining == 0)
+    {
         wait = wait.max(CONCURRENCY_RETRY);
     }
     if wait.is_zero() {

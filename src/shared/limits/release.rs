@@ -118,11 +118,11 @@ async fn release_all(conn: &Conn, live: &mut Live, ops: impl Iterator<Item = Op>
     }
 }
 
-fn forget(live: &mut Live, t: &Taken) {
-    if let Some(ids) = live.get_mut(&t.prefix) {
-        ids.retain(|i| *i != t.id);
+fn forget(live: &mut Live, taken: &Taken) {
+    if let Some(ids) = live.get_mut(&taken.prefix) {
+        ids.retain(|i| *i != taken.id);
         if ids.is_empty() {
-            live.remove(&t.prefix);
+            live.remove(&taken.prefix);
         }
     }
 }
@@ -153,17 +153,17 @@ async fn renew_all(conn: &Conn, live: &Live) {
 
 /// Run `pipe`; after NOSCRIPT (Redis restarted) load the scripts and try once more.
 async fn exec(conn: &Conn, pipe: &redis::Pipeline) -> Result<(), CallError> {
-    let p = pipe.clone();
+    let pipeline = pipe.clone();
     match conn
-        .call(|mut c| async move { p.exec_async(&mut c).await })
+        .call(|mut conn| async move { pipeline.exec_async(&mut conn).await })
         .await
     {
         Err(e) if e.is_noscript() => {
-            let p = pipe.clone();
-            conn.call(|mut c| async move {
-                RELEASE_SCRIPT.load_async(&mut c).await?;
-                RENEW_SCRIPT.load_async(&mut c).await?;
-                p.exec_async(&mut c).await
+            let pipeline = pipe.clone();
+            conn.call(|mut conn| async move {
+                RELEASE_SCRIPT.load_async(&mut conn).await?;
+                RENEW_SCRIPT.load_async(&mut conn).await?;
+                pipeline.exec_async(&mut conn).await
             })
             .await
         }

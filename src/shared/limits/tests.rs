@@ -30,8 +30,8 @@ fn replies_decode_into_refusals_and_reports() {
         ..Ask::default()
     };
     // Refused on tpm after 61 s, 10 requests used, 900 tokens used, 1 held.
-    let r = [0, 3, 61_000, 10, 0, 900, 1, 60_000, 0, 61_000, -1, -1, -1];
-    let reply = Reply::parse(&r, &ask);
+    let counts = [0, 3, 61_000, 10, 0, 900, 1, 60_000, 0, 61_000, -1, -1, -1];
+    let reply = Reply::parse(&counts, &ask);
     assert!(!reply.admitted);
     let refusal = reply.refusal(&ask);
     assert_eq!(refusal.kind, Kind::Tpm);
@@ -100,9 +100,13 @@ async fn the_planning_mirror_ages_past_its_resets() {
         "the reset comes nearer"
     );
     let after = t0 + Duration::from_secs(61);
-    let p = store.peek(key, &ask, after);
-    assert_eq!(p.room, Room::Now, "the window emptied: the key is offered");
-    assert_eq!(p.report.get(Kind::Rpm).unwrap().remaining, 2);
+    let peeked = store.peek(key, &ask, after);
+    assert_eq!(
+        peeked.room,
+        Room::Now,
+        "the window emptied: the key is offered"
+    );
+    assert_eq!(peeked.report.get(Kind::Rpm).unwrap().remaining, 2);
 
     let mut busy = Report::default();
     busy.set(

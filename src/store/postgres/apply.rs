@@ -90,15 +90,15 @@ pub(crate) struct Stmts {
 }
 
 impl Stmts {
-    pub(crate) async fn prepare(c: &Client) -> Result<Stmts, StoreError> {
+    pub(crate) async fn prepare(client: &Client) -> Result<Stmts, StoreError> {
         Ok(Stmts {
-            terminal: c.prepare(TERMINAL).await?,
-            precharge: c.prepare(PRECHARGE).await?,
-            requests: c.prepare(REQUESTS).await?,
-            state_set: c.prepare(STATE_SET).await?,
-            state_clear: c.prepare(STATE_CLEAR).await?,
-            task: c.prepare(TASK).await?,
-            affinity: c.prepare(AFFINITY).await?,
+            terminal: client.prepare(TERMINAL).await?,
+            precharge: client.prepare(PRECHARGE).await?,
+            requests: client.prepare(REQUESTS).await?,
+            state_set: client.prepare(STATE_SET).await?,
+            state_clear: client.prepare(STATE_CLEAR).await?,
+            task: client.prepare(TASK).await?,
+            affinity: client.prepare(AFFINITY).await?,
         })
     }
 }
@@ -111,102 +111,120 @@ pub(crate) struct Owner<'a> {
 
 /// One op (not a request-log entry). `Ok(Some(applied))` for a ledger entry.
 pub(crate) async fn one<C: GenericClient>(
-    c: &C,
-    s: &Stmts,
+    client: &C,
+    stmts: &Stmts,
     owner: &Owner<'_>,
     op: &WriteOp,
 ) -> Result<Option<bool>, StoreError> {
     match op {
-        WriteOp::Ledger(e) => ledger(c, s, owner, e).await.map(Some),
-        WriteOp::StateRow(st) => state(c, s, st).await.map(|()| None),
-        WriteOp::TaskBinding(t) => task(c, s, t).await.map(|()| None),
-        WriteOp::AffinityBinding(a) => affinity(c, s, a).await.map(|()| None),
+        WriteOp::Ledger(e) => ledger(client, stmts, owner, e).await.map(Some),
+        WriteOp::StateRow(st) => state(client, stmts, st).await.map(|()| None),
+        WriteOp::TaskBinding(t) => task(client, stmts, t).await.map(|()| None),
+        WriteOp::AffinityBinding(a) => affinity(client, stmts, a).await.map(|()| None),
         WriteOp::AffinityBindings(list) => {
             for a in list {
-                affinity(c, s, a).await?;
+                affinity(client, stmts, a).await?;
             }
             Ok(None)
         }
-        WriteOp::RequestLog(r) => requests(c, s, &[r.as_ref()]).await.map(|()| None),
+        WriteOp::RequestLog(r) => requests(client, stmts, &[r.as_ref()]).await.map(|()| None),
         WriteOp::Flush(_) | WriteOp::Prune(_) => Ok(None),
     }
 }
 
 async fn ledger<C: GenericClient>(
-    c: &C,
-    s: &Stmts,
+    client: &C,
+    stmts: &Stmts,
     owner: &Owner<'_>,
-    e: &LedgerEntry,
+    entry: &LedgerEntry,
 ) -> Result<bool, StoreError> {
-    let n = match e.kind {
+    let rows = match entry.kind {
         LedgerKind::Precharge => {
-            c.execute(
-                &s.precharge,
-                &[
-                    &e.request_id,
-                    &e.client,
-                    &e.amount,
-                    &e.ts_ms,
-                    &owner.replica,
-                    &owner.ttl_ms,
-                ],
-            )
-            .await?
+            client
+                .execute(
+                    &stmts.precharge,
+                    &[
+                        &entry.request_id,
+                        &entry.client,
+                        &entry.amount,
+                        &entry.ts_ms,
+                        &owner.replica,
+                        &owner.ttl_ms,
+                    ],
+                )
+                .await?
         }
         LedgerKind::Settle | LedgerKind::Refund => {
-            c.execute(
-                &s.terminal,
-                &[
-                    &e.request_id,
-                    &e.client,
-                    &e.kind.as_str(),
-                    &e.amount,
-                    &e.ts_ms,
-                ],
-            )
-            .await?
+            client
+                .execute(
+                    &stmts.terminal,
+                    &[
+                        &entry.request_id,
+                        &entry.client,
+                        &entry.kind.as_str(),
+                        &entry.amount,
+                        &entry.ts_ms,
+                    ],
+                )
+                .await?
         }
     };
-    Ok(n > 0)
+    Ok(rows > 0)
 }
 
-async fn state<C: GenericClient>(c: &C, s: &Stmts, st: &StateRow) -> Result<(), StoreError> {
+async fn state<C: GenericClient>(
+    client: &C,
+    stmts: &Stmts,
+    st: &StateRow,
+) -> Result<(), StoreError> {
     let key = key_column(&st.key);
     if st.disabled {
-        c.execute(
-            &s.state_set,
-            &[&st.channel, &key, &text(&st.reason), &st.ts_ms, &st.auto],
-        )
-        .await?;
+        client
+            .execute(
+                &stmts.state_set,
+                &[&st.channel, &key, &text(&st.reason), &st.ts_ms, &st.auto],
+            )
+            .await?;
     } else {
-        c.execute(&s.state_clear, &[&st.channel, &key]).await?;
+        client
+            .execute(&stmts.state_clear, &[&st.channel, &key])
+            .await?;
     }
     Ok(())
 }
 
-async fn task<C: GenericClient>(c: &C, s: &Stmts, t: &TaskBinding) -> Result<(), StoreError> {
-    c.execute(
-        &s.task,
-        &[&t.client, &text(&t.task_id), &t.channel, &t.ts_ms],
-    )
-    .await?;
+async fn task<C: GenericClient>(
+    client: &C,
+    stmts: &Stmts,
+    t: &TaskBinding,
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            &stmts.task,
+            &[&t.client, &text(&t.task_id), &t.channel, &t.ts_ms],
+        )
+        .await?;
     Ok(())
 }
 
 async fn affinity<C: GenericClient>(
-    c: &C,
-    s: &Stmts,
-    a: &AffinityBinding,
+    client: &C,
+    stmts: &Stmts,
+    binding: &AffinityBinding,
 ) -> Result<(), StoreError> {
-    c.execute(&s.affinity, &[&a.key, &a.channel, &a.expires_ms])
+    client
+        .execute(
+            &stmts.affinity,
+            &[&binding.key, &binding.channel, &binding.expires_ms],
+        )
         .await?;
     Ok(())
 }
 
 /// Every request-log entry of a batch in one statement (arrays unnested server-side).
 pub(crate) async fn requests<C: GenericClient>(
-    c: &C,
-    s: &Stmts,
+    client: &C,
+    stmts: &Stmts,
     rows: &[&RequestRecord],
 ) -> Result<(), StoreError> {
     if rows.is_empty() {
@@ -219,7 +237,7 @@ pub(crate) async fn requests<C: GenericClient>(
     };
     let opt = |f: fn(&RequestRecord) -> Option<&str>| {
         rows.iter()
-            .map(|r| f(r).map(|s| text(s).into_owned()))
+            .map(|r| f(r).map(|stmts| text(stmts).into_owned()))
             .collect::<Vec<_>>()
     };
     let num = |f: fn(&RequestRecord) -> u64| rows.iter().map(|r| to_i64(f(r))).collect::<Vec<_>>();
@@ -228,36 +246,37 @@ pub(crate) async fn requests<C: GenericClient>(
         .iter()
         .map(|r| serde_json::to_string(&r.attempts).map(|a| text(&a).into_owned()))
         .collect::<Result<Vec<_>, _>>()?;
-    let ts: Vec<i64> = rows.iter().map(|r| r.ts_ms).collect();
+    let ts: Vec<i64> = rows.iter().map(|record| record.ts_ms).collect();
     let status: Vec<i32> = rows.iter().map(|r| i32::from(r.final_status)).collect();
-    let sticky_hit: Vec<Option<bool>> = rows.iter().map(|r| r.sticky_hit).collect();
-    c.execute(
-        &s.requests,
-        &[
-            &col(|r| &r.id),
-            &ts,
-            &col(|r| &r.client),
-            &col(|r| &r.group),
-            &col(|r| &r.public_model),
-            &col(|r| &r.upstream_model),
-            &col(|r| &r.path),
-            &flag(|r| r.stream),
-            &attempts,
-            &col(|r| &r.chain),
-            &status,
-            &opt(|r| r.error_code.as_deref()),
-            &opt(|r| r.sticky_kind.as_deref()),
-            &sticky_hit,
-            &flag(|r| r.fallback),
-            &num(|r| r.prompt_tokens),
-            &num(|r| r.completion_tokens),
-            &num(|r| r.cached_tokens),
-            &flag(|r| r.usage_estimated),
-            &opt(|r| r.stream_outcome.as_deref()),
-            &num(|r| r.latency_ms),
-            &opt(|r| r.trace_id.as_deref()),
-        ],
-    )
-    .await?;
+    let sticky_hit: Vec<Option<bool>> = rows.iter().map(|record| record.sticky_hit).collect();
+    client
+        .execute(
+            &stmts.requests,
+            &[
+                &col(|r| &r.id),
+                &ts,
+                &col(|r| &r.client),
+                &col(|r| &r.group),
+                &col(|r| &r.public_model),
+                &col(|r| &r.upstream_model),
+                &col(|r| &r.path),
+                &flag(|record| record.stream),
+                &attempts,
+                &col(|r| &r.chain),
+                &status,
+                &opt(|r| r.error_code.as_deref()),
+                &opt(|record| record.sticky_kind.as_deref()),
+                &sticky_hit,
+                &flag(|r| r.fallback),
+                &num(|record| record.prompt_tokens),
+                &num(|r| r.completion_tokens),
+                &num(|r| r.cached_tokens),
+                &flag(|record| record.usage_estimated),
+                &opt(|record| record.stream_outcome.as_deref()),
+                &num(|record| record.latency_ms),
+                &opt(|record| record.trace_id.as_deref()),
+            ],
+        )
+        .await?;
     Ok(())
 }

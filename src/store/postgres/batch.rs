@@ -144,11 +144,11 @@ impl Runner {
 }
 
 /// An error for every waiter of a failed batch (the store's errors are not `Clone`).
-fn copy(e: &StoreError) -> StoreError {
-    match e {
+fn copy(error: &StoreError) -> StoreError {
+    match error {
         StoreError::Busy(s) => StoreError::Busy(s.clone()),
         StoreError::Unavailable(s) => StoreError::Unavailable(s.clone()),
-        e => StoreError::Postgres(e.to_string()),
+        error => StoreError::Postgres(error.to_string()),
     }
 }
 
@@ -204,20 +204,30 @@ const APPLY: &str = "WITH asks AS (
 
 /// Debits `batch` for `client`: one statement for a single ask, else one transaction. Each
 /// debit statement is counted (`switchyard_quota_debit_statements_total`).
-async fn debit_batch(r: &Remote, client: &str, batch: &[Ask]) -> Result<Vec<Debit>, StoreError> {
-    r.debit_statements.fetch_add(1, Ordering::Relaxed);
+async fn debit_batch(
+    remote: &Remote,
+    client: &str,
+    batch: &[Ask],
+) -> Result<Vec<Debit>, StoreError> {
+    remote.debit_statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(telemetry::QUOTA_DEBIT_STATEMENTS).increment(1);
     metrics::counter!(telemetry::QUOTA_DEBITS_BATCHED).increment(batch.len() as u64);
-    let ttl = super::quota::millis(r.lease_ttl);
+    let ttl = super::quota::millis(remote.lease_ttl);
     if let [a] = batch {
-        return r
+        return remote
             .with(async |c| {
                 let st = c.prepare_cached(DEBIT).await?;
                 let rows = c
                     .query(
                         &st,
                         &[
-                            &a.session, &client, &a.amount, &a.limit, &r.replica, &ttl, &a.ts_ms,
+                            &a.session,
+                            &client,
+                            &a.amount,
+                            &a.limit,
+                            &remote.replica,
+                            &ttl,
+                            &a.ts_ms,
                         ],
                     )
                     .await?;
@@ -229,7 +239,8 @@ async fn debit_batch(r: &Remote, client: &str, batch: &[Ask]) -> Result<Vec<Debi
             })
             .await;
     }
-    r.with_mut(async |c| transaction(c, r, client, batch, ttl).await)
+    remote
+        .with_mut(async |c| transaction(c, remote, client, batch, ttl).await)
         .await
 }
 
@@ -237,7 +248,7 @@ async fn debit_batch(r: &Remote, client: &str, batch: &[Ask]) -> Result<Vec<Debi
 /// admitted ones with one `UPDATE`, commit. Dropped unfinished (the timeout), it rolls back.
 async fn transaction(
     c: &mut deadpool_postgres::Object,
-    r: &Remote,
+    remote: &Remote,
     client: &str,
     batch: &[Ask],
     ttl: i64,
@@ -264,7 +275,7 @@ async fn transaction(
         let apply = tx.prepare_cached(APPLY).await?;
         tx.query_one(
             &apply,
-            &[&client, &total, &r.replica, &ttl, &ids, &amounts, &ts],
+            &[&client, &total, &remote.replica, &ttl, &ids, &amounts, &ts],
         )
         .await?;
     }
@@ -298,40 +309,45 @@ mod tests {
     #[test]
     fn a_batch_decides_as_the_asks_one_by_one() {
         let asks = [(30, 100), (50, 100), (30, 100), (20, 100), (1, 100)];
-        let (d, total) = decide(0, &asks);
-        let admitted: Vec<bool> = d.iter().map(|d| d.admitted).collect();
+        let (decision, total) = decide(0, &asks);
+        let admitted: Vec<bool> = decision.iter().map(|decision| decision.admitted).collect();
         assert_eq!(admitted, [true, true, false, true, false]);
         assert_eq!(admitted, serial(0, &asks));
         assert_eq!(total, 100);
         assert_eq!(
-            d[3],
+            decision[3],
             Decided {
                 admitted: true,
                 charged: 100
             }
         );
         assert_eq!(
-            d[2].charged, 80,
+            decision[2].charged, 80,
             "a refusal reports the balance at its turn"
         );
     }
 
     #[test]
     fn a_balance_already_over_its_limit_admits_nothing() {
-        let (d, total) = decide(120, &[(1, 100), (5, 100)]);
-        assert!(d.iter().all(|d| !d.admitted && d.charged == 120));
+        let (decision, total) = decide(120, &[(1, 100), (5, 100)]);
+        assert!(decision
+            .iter()
+            .all(|decision| !decision.admitted && decision.charged == 120));
         assert_eq!(total, 0);
     }
 
     #[test]
     fn each_ask_uses_its_own_limit_and_nothing_overflows() {
-        let (d, _) = decide(0, &[(10, 5), (10, 10), (i64::MAX, i64::MAX)]);
+        let (decision, _) = decide(0, &[(10, 5), (10, 10), (i64::MAX, i64::MAX)]);
         assert_eq!(
-            d.iter().map(|d| d.admitted).collect::<Vec<_>>(),
+            decision
+                .iter()
+                .map(|decision| decision.admitted)
+                .collect::<Vec<_>>(),
             [false, true, false]
         );
-        let (d, _) = decide(i64::MIN + 1, &[(i64::MAX, i64::MAX)]);
-        assert!(d[0].admitted);
+        let (decision, _) = decide(i64::MIN + 1, &[(i64::MAX, i64::MAX)]);
+        assert!(decision[0].admitted);
     }
 
     #[test]
@@ -342,8 +358,8 @@ mod tests {
             let asks: Vec<(i64, i64)> = (0..rng.usize(1..20))
                 .map(|_| (rng.i64(1..60), rng.i64(100..260)))
                 .collect();
-            let (d, total) = decide(charged, &asks);
-            let got: Vec<bool> = d.iter().map(|d| d.admitted).collect();
+            let (decision, total) = decide(charged, &asks);
+            let got: Vec<bool> = decision.iter().map(|decision| decision.admitted).collect();
             assert_eq!(got, serial(charged, &asks), "{charged} {asks:?}");
             let sum: i64 = asks
                 .iter()

@@ -99,13 +99,13 @@ impl Reach {
     }
 
     /// Report the outcome of one database call; passes it through.
-    pub(crate) fn note<T>(&self, r: Result<T, StoreError>) -> Result<T, StoreError> {
-        match &r {
+    pub(crate) fn note<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        match &result {
             Ok(_) => self.ok(),
             Err(e) if e.is_unavailable() => self.failed(e),
             Err(_) => {}
         }
-        r
+        result
     }
 }
 
@@ -163,8 +163,8 @@ impl Remote {
         F: AsyncFnOnce(&mut deadpool_postgres::Object) -> Result<T, StoreError>,
     {
         let work = async {
-            let mut c = self.conn().await?;
-            f(&mut c).await
+            let mut conn = self.conn().await?;
+            f(&mut conn).await
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(r) => self.reach.note(r),
@@ -266,9 +266,9 @@ impl Store {
 
 /// True when `e` means the server could not be reached or went away (as opposed to a
 /// statement the server refused).
-pub(crate) fn unreachable(e: &tokio_postgres::Error) -> bool {
+pub(crate) fn unreachable(error: &tokio_postgres::Error) -> bool {
     use tokio_postgres::error::SqlState;
-    match e.code() {
+    match error.code() {
         None => true,
         Some(c) => {
             *c == SqlState::ADMIN_SHUTDOWN

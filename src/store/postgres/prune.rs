@@ -13,11 +13,11 @@ use super::super::StoreError;
 /// Advisory lock key of the ledger fold ("sy-fold").
 const FOLD_LOCK: i64 = 0x0073_792d_666f_6c64;
 
-pub(crate) async fn run(client: &mut Client, p: &Prune) -> Result<Pruned, StoreError> {
-    let batch = i64::try_from(p.batch).unwrap_or(i64::MAX);
+pub(crate) async fn run(client: &mut Client, prune: &Prune) -> Result<Pruned, StoreError> {
+    let batch = i64::try_from(prune.batch).unwrap_or(i64::MAX);
     let tx = client.transaction().await?;
     let mut request_log = 0;
-    if let Some(keep) = p.keep_rows {
+    if let Some(keep) = prune.keep_rows {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         request_log += tx
             .execute(
@@ -30,7 +30,7 @@ pub(crate) async fn run(client: &mut Client, p: &Prune) -> Result<Pruned, StoreE
             .await?;
     }
     let left = batch.saturating_sub(i64::try_from(request_log).unwrap_or(i64::MAX));
-    if let (Some(before), true) = (p.before_ms, left > 0) {
+    if let (Some(before), true) = (prune.before_ms, left > 0) {
         request_log += tx
             .execute(
                 "DELETE FROM request_log WHERE seq IN (
@@ -40,16 +40,16 @@ pub(crate) async fn run(client: &mut Client, p: &Prune) -> Result<Pruned, StoreE
             )
             .await?;
     }
-    let (ledger, cursor, ledger_done) = match p.before_ms {
-        Some(before) => fold(&tx, before, p.ledger_cursor, batch).await?,
-        None => (0, p.ledger_cursor, true),
+    let (ledger, cursor, ledger_done) = match prune.before_ms {
+        Some(before) => fold(&tx, before, prune.ledger_cursor, batch).await?,
+        None => (0, prune.ledger_cursor, true),
     };
     tx.commit().await?;
     Ok(Pruned {
         request_log,
         ledger,
         ledger_cursor: cursor,
-        more: request_log >= p.batch as u64 || !ledger_done,
+        more: request_log >= prune.batch as u64 || !ledger_done,
     })
 }
 
@@ -107,15 +107,15 @@ async fn fold(
         if !closed {
             continue; // still open: its lease decides
         }
-        let f = folded.entry(client).or_default();
+        let totals = folded.entry(client).or_default();
         if kind == "refund" {
-            f.charged = f.charged.saturating_sub(amount);
-            f.refunded = f.refunded.saturating_add(amount);
+            totals.charged = totals.charged.saturating_sub(amount);
+            totals.refunded = totals.refunded.saturating_add(amount);
         } else {
-            f.charged = f.charged.saturating_add(amount);
+            totals.charged = totals.charged.saturating_add(amount);
         }
-        f.entries += 1;
-        f.through_ms = f.through_ms.max(ts);
+        totals.entries += 1;
+        totals.through_ms = totals.through_ms.max(ts);
         gone.push(seq);
     }
     tx.execute("DELETE FROM ledger WHERE seq = ANY($1::bigint[])", &[&gone])

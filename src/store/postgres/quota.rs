@@ -123,8 +123,8 @@ impl Drop for Renewal<'_> {
 /// Most leases one sweep statement closes.
 const SWEEP_BATCH: i64 = 1000;
 
-pub(crate) fn millis(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl Quota {
@@ -165,11 +165,11 @@ impl Quota {
         limit: i64,
         ts_ms: i64,
     ) -> Result<Debit, StoreError> {
-        let r = &self.remote;
+        let remote = &self.remote;
         // The guard exists before the first await (B-cancel-guards): a caller cancelled while
         // its debit waits or runs takes the session out of the renewal set, so a lease the
         // batch did commit expires and is swept instead of renewed for good.
-        let mut renewal = Renewal::enter(r, session);
+        let mut renewal = Renewal::enter(remote, session);
         let (reply, answer) = tokio::sync::oneshot::channel();
         let ask = super::batch::Ask {
             session: session.to_string(),
@@ -178,13 +178,13 @@ impl Quota {
             ts_ms,
             reply,
         };
-        super::batch::submit(r, client, ask);
-        let out = match tokio::time::timeout(r.timeout, answer).await {
+        super::batch::submit(remote, client, ask);
+        let out = match tokio::time::timeout(remote.timeout, answer).await {
             Ok(Ok(out)) => out,
             Ok(Err(_)) => Err(StoreError::Task("the quota debit's runner ended".into())),
             Err(_) => Err(StoreError::Busy(format!(
                 "no quota debit within {:?}",
-                r.timeout
+                remote.timeout
             ))),
         };
         if matches!(out, Ok(Debit { admitted: true, .. })) {
@@ -205,42 +205,44 @@ impl Quota {
 
     /// Extends the leases of every session this replica still owns; returns how many.
     pub async fn renew(&self) -> Result<u64, StoreError> {
-        let r = &self.remote;
-        let ids: Vec<String> = r.live().iter().cloned().collect();
+        let remote = &self.remote;
+        let ids: Vec<String> = remote.live().iter().cloned().collect();
         if ids.is_empty() {
             return Ok(0);
         }
-        let ttl = millis(r.lease_ttl);
-        r.with(async |c| {
-            let st = c.prepare_cached(RENEW).await?;
-            Ok(c.execute(&st, &[&ids, &r.replica, &ttl]).await?)
-        })
-        .await
+        let ttl = millis(remote.lease_ttl);
+        remote
+            .with(async |c| {
+                let st = c.prepare_cached(RENEW).await?;
+                Ok(c.execute(&st, &[&ids, &remote.replica, &ttl]).await?)
+            })
+            .await
     }
 
     /// Refunds the precharges whose lease expired (their replica died), each exactly once
     /// across replicas.
     pub async fn sweep(&self, ts_ms: i64) -> Result<Swept, StoreError> {
-        let r = &self.remote;
-        let ttl = millis(r.lease_ttl);
-        r.with(async |c| {
-            let st = c.prepare_cached(SWEEP).await?;
-            // The sweep locks leases, then balances; a writer batch closing sessions of the
-            // same client holds a balance and wants a lease. PostgreSQL breaks that cycle by
-            // failing one side: the writer re-applies its ops one by one, the sweep retries
-            // (nothing of an aborted statement was applied).
-            let mut tries = 0;
-            let rows = loop {
-                match c.query(&st, &[&ttl, &SWEEP_BATCH, &ts_ms]).await {
-                    Err(e) if tries < 3 && deadlocked(&e) => tries += 1,
-                    other => break other?,
-                }
-            };
-            Ok(Swept {
-                refunds: rows.iter().map(|row| (row.get(0), row.get(1))).collect(),
+        let remote = &self.remote;
+        let ttl = millis(remote.lease_ttl);
+        remote
+            .with(async |c| {
+                let st = c.prepare_cached(SWEEP).await?;
+                // The sweep locks leases, then balances; a writer batch closing sessions of the
+                // same client holds a balance and wants a lease. PostgreSQL breaks that cycle by
+                // failing one side: the writer re-applies its ops one by one, the sweep retries
+                // (nothing of an aborted statement was applied).
+                let mut tries = 0;
+                let rows = loop {
+                    match c.query(&st, &[&ttl, &SWEEP_BATCH, &ts_ms]).await {
+                        Err(e) if tries < 3 && deadlocked(&e) => tries += 1,
+                        other => break other?,
+                    }
+                };
+                Ok(Swept {
+                    refunds: rows.iter().map(|row| (row.get(0), row.get(1))).collect(),
+                })
             })
-        })
-        .await
+            .await
     }
 
     /// Every client's net charge and refunds as the database has them now.
@@ -275,9 +277,9 @@ impl Quota {
 
 /// A statement PostgreSQL aborted to break a deadlock (or a serialization conflict): safe
 /// to run again, nothing of it was applied.
-fn deadlocked(e: &tokio_postgres::Error) -> bool {
+fn deadlocked(error: &tokio_postgres::Error) -> bool {
     use tokio_postgres::error::SqlState;
-    e.code().is_some_and(|c| {
+    error.code().is_some_and(|c| {
         *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
     })
 }

@@ -90,11 +90,11 @@ impl Remote {
 
     pub(crate) async fn request_count(&self) -> Result<u64, StoreError> {
         self.with(async |c| {
-            let n: i64 = c
+            let count: i64 = c
                 .query_one("SELECT COUNT(*) FROM request_log", &[])
                 .await?
                 .get(0);
-            Ok(to_u64(n))
+            Ok(to_u64(count))
         })
         .await
     }
@@ -117,12 +117,12 @@ impl Remote {
                 .await?;
             Ok(rows
                 .iter()
-                .map(|r| {
-                    let t = LedgerTotals {
-                        charged: r.get::<_, Option<i64>>(1).unwrap_or(0),
-                        refunded: r.get::<_, Option<i64>>(2).unwrap_or(0),
+                .map(|row| {
+                    let totals = LedgerTotals {
+                        charged: row.get::<_, Option<i64>>(1).unwrap_or(0),
+                        refunded: row.get::<_, Option<i64>>(2).unwrap_or(0),
                     };
-                    (r.get::<_, String>(0), t)
+                    (row.get::<_, String>(0), totals)
                 })
                 .collect())
         })
@@ -172,13 +172,13 @@ impl Remote {
                 .await?;
             Ok(rows
                 .iter()
-                .map(|r| StateRow {
-                    channel: r.get(0),
-                    key: state_key(r.get(1)),
+                .map(|row| StateRow {
+                    channel: row.get(0),
+                    key: state_key(row.get(1)),
                     disabled: true,
-                    reason: r.get(2),
-                    ts_ms: r.get(3),
-                    auto: r.get(4),
+                    reason: row.get(2),
+                    ts_ms: row.get(3),
+                    auto: row.get(4),
                 })
                 .collect())
         })
@@ -198,7 +198,7 @@ impl Remote {
                     &[&client, &super::apply::text(id)],
                 )
                 .await?;
-            Ok(rows.iter().map(|r| r.get(0)).collect())
+            Ok(rows.iter().map(|row| row.get(0)).collect())
         })
         .await
     }
@@ -217,10 +217,10 @@ impl Remote {
                 .await?;
             Ok(rows
                 .iter()
-                .map(|r| AffinityBinding {
-                    key: r.get(0),
-                    channel: r.get(1),
-                    expires_ms: r.get(2),
+                .map(|row| AffinityBinding {
+                    key: row.get(0),
+                    channel: row.get(1),
+                    expires_ms: row.get(2),
                 })
                 .collect())
         })

@@ -109,22 +109,22 @@ pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 pub(crate) async fn migrate(cfg: &tokio_postgres::Config) -> Result<i32, StoreError> {
     let (mut client, conn) = cfg.connect(NoTls).await?;
     let driver = tokio::spawn(conn);
-    let r = migrate_locked(&mut client).await;
+    let result = migrate_locked(&mut client).await;
     drop(client);
     let _ = driver.await;
-    r
+    result
 }
 
 async fn migrate_locked(client: &mut tokio_postgres::Client) -> Result<i32, StoreError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await?;
-    let r = apply_missing(client).await;
+    let result = apply_missing(client).await;
     // The lock also ends with the session; unlock explicitly for a pooled future.
     let _ = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await;
-    r
+    result
 }
 
 async fn apply_missing(client: &mut tokio_postgres::Client) -> Result<i32, StoreError> {

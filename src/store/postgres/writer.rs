@@ -35,7 +35,7 @@ pub(crate) fn spawn(
         .enable_all()
         .build()
         .map_err(|e| StoreError::Setup(format!("writer runtime: {e}")))?;
-    let w = Writer {
+    let writer = Writer {
         cfg,
         conn: None,
         held: VecDeque::new(),
@@ -47,7 +47,7 @@ pub(crate) fn spawn(
     };
     std::thread::Builder::new()
         .name("switchyard-store-pg".into())
-        .spawn(move || w.run(&rt, &rx))
+        .spawn(move || writer.run(&rt, &rx))
         .map_err(|e| StoreError::Setup(format!("cannot start writer thread: {e}")))
 }
 
@@ -195,29 +195,29 @@ impl Writer {
             let chunk: Vec<WriteOp> = self.held.drain(..n).collect();
             let chunk_logs = count_logs(&chunk);
             self.logs -= chunk_logs;
-            let r = tokio::time::timeout(BATCH_TIMEOUT, self.commit(&chunk)).await;
-            let r = r.unwrap_or_else(|_| {
+            let result = tokio::time::timeout(BATCH_TIMEOUT, self.commit(&chunk)).await;
+            let result = result.unwrap_or_else(|_| {
                 Err(StoreError::Unavailable(format!(
                     "a batch took longer than {BATCH_TIMEOUT:?}"
                 )))
             });
-            match r {
+            match result {
                 Ok(applied) => {
                     self.remote.reach.ok();
                     self.done(&chunk, &applied, chunk.len());
                 }
-                Err(e) => {
-                    let e = if e.is_unavailable() {
-                        e
+                Err(error) => {
+                    let error = if error.is_unavailable() {
+                        error
                     } else {
-                        tracing::warn!(error = %e, ops = chunk.len(), "store batch refused; writing its ops one by one");
+                        tracing::warn!(error = %error, ops = chunk.len(), "store batch refused; writing its ops one by one");
                         match self.one_by_one(&chunk).await {
                             Ok(()) => continue,
-                            Err(e) => e,
+                            Err(error) => error,
                         }
                     };
                     self.conn = None;
-                    self.remote.reach.failed(&e);
+                    self.remote.reach.failed(&error);
                     self.logs += chunk_logs;
                     for op in chunk.into_iter().rev() {
                         self.held.push_front(op);
@@ -342,9 +342,9 @@ fn count_logs(ops: &[WriteOp]) -> usize {
 }
 
 /// A failed connect is always "unreachable", whatever the driver called it.
-fn as_unavailable(e: StoreError) -> StoreError {
-    match e {
-        StoreError::Unavailable(_) => e,
+fn as_unavailable(error: StoreError) -> StoreError {
+    match error {
+        StoreError::Unavailable(_) => error,
         other => StoreError::Unavailable(other.to_string()),
     }
 }

@@ -15,12 +15,12 @@ use super::super::records::{Prune, Pruned};
 use super::super::StoreError;
 
 /// Request-log rows deleted: first beyond the row cap, then by age.
-fn request_log(tx: &rusqlite::Transaction<'_>, p: &Prune) -> Result<u64, StoreError> {
-    let batch = i64::try_from(p.batch).unwrap_or(i64::MAX);
+fn request_log(tx: &rusqlite::Transaction<'_>, prune: &Prune) -> Result<u64, StoreError> {
+    let batch = i64::try_from(prune.batch).unwrap_or(i64::MAX);
     let mut deleted = 0;
-    if let Some(keep) = p.keep_rows {
+    if let Some(keep) = prune.keep_rows {
         let newest: Option<i64> =
-            tx.query_row("SELECT MAX(seq) FROM request_log", [], |r| r.get(0))?;
+            tx.query_row("SELECT MAX(seq) FROM request_log", [], |row| row.get(0))?;
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         if let Some(upto) = newest.map(|n| n.saturating_sub(keep)) {
             deleted += tx
@@ -32,7 +32,7 @@ fn request_log(tx: &rusqlite::Transaction<'_>, p: &Prune) -> Result<u64, StoreEr
         }
     }
     let left = batch.saturating_sub(deleted as i64);
-    if let (Some(before), true) = (p.before_ms, left > 0) {
+    if let (Some(before), true) = (prune.before_ms, left > 0) {
         deleted += tx
             .prepare_cached(
                 "DELETE FROM request_log WHERE seq IN
@@ -66,8 +66,8 @@ fn ledger(
             "SELECT rowid, request_id, client, kind, amount, ts_ms FROM ledger
              WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
         )?;
-        let mut q = st.query(params![cursor, i64::try_from(batch).unwrap_or(i64::MAX)])?;
-        while let Some(r) = q.next()? {
+        let mut results = st.query(params![cursor, i64::try_from(batch).unwrap_or(i64::MAX)])?;
+        while let Some(r) = results.next()? {
             let row: (i64, String, String, String, i64, i64) = (
                 r.get(0)?,
                 r.get(1)?,
@@ -100,15 +100,15 @@ fn ledger(
                 continue; // still open: start-up recovery needs it
             }
         }
-        let f = folded.entry(client).or_default();
+        let totals = folded.entry(client).or_default();
         if kind == "refund" {
-            f.charged = f.charged.saturating_sub(amount);
-            f.refunded = f.refunded.saturating_add(amount);
+            totals.charged = totals.charged.saturating_sub(amount);
+            totals.refunded = totals.refunded.saturating_add(amount);
         } else {
-            f.charged = f.charged.saturating_add(amount);
+            totals.charged = totals.charged.saturating_add(amount);
         }
-        f.entries += 1;
-        f.through_ms = f.through_ms.max(ts);
+        totals.entries += 1;
+        totals.through_ms = totals.through_ms.max(ts);
         tx.prepare_cached("DELETE FROM ledger WHERE rowid = ?1")?
             .execute([rowid])?;
         n += 1;
@@ -143,18 +143,18 @@ fn finish(
 }
 
 /// One round: one transaction, at most `batch` request-log rows and `batch` ledger rows.
-pub(crate) fn run(conn: &mut Connection, p: &Prune) -> Result<Pruned, StoreError> {
+pub(crate) fn run(conn: &mut Connection, prune: &Prune) -> Result<Pruned, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let request_log = request_log(&tx, p)?;
-    let (ledger, cursor, ledger_done) = match p.before_ms {
-        Some(before) => ledger(&tx, before, p.ledger_cursor, p.batch)?,
-        None => (0, p.ledger_cursor, true),
+    let request_log = request_log(&tx, prune)?;
+    let (ledger, cursor, ledger_done) = match prune.before_ms {
+        Some(before) => ledger(&tx, before, prune.ledger_cursor, prune.batch)?,
+        None => (0, prune.ledger_cursor, true),
     };
     tx.commit()?;
     Ok(Pruned {
         request_log,
         ledger,
         ledger_cursor: cursor,
-        more: request_log as usize >= p.batch || !ledger_done,
+        more: request_log as usize >= prune.batch || !ledger_done,
     })
 }

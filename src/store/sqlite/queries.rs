@@ -67,8 +67,8 @@ pub(crate) fn recent_requests(
 }
 
 pub(crate) fn request_count(conn: &Connection) -> Result<u64, StoreError> {
-    let n: i64 = conn.query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))?;
-    Ok(to_u64(n))
+    let count: i64 = conn.query_row("SELECT COUNT(*) FROM request_log", [], |row| row.get(0))?;
+    Ok(to_u64(count))
 }
 
 /// Per client: `charged` = sum(precharge) + sum(settle) − sum(refund),
@@ -84,21 +84,21 @@ pub(crate) fn ledger_totals(
          UNION ALL
          SELECT client, charged, refunded FROM ledger_compacted",
     )?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map([], |row| {
         Ok((
-            r.get::<_, String>(0)?,
+            row.get::<_, String>(0)?,
             LedgerTotals {
-                charged: r.get(1)?,
-                refunded: r.get(2)?,
+                charged: row.get(1)?,
+                refunded: row.get(2)?,
             },
         ))
     })?;
     let mut out: HashMap<String, LedgerTotals> = HashMap::new();
     for row in rows {
         let (client, t) = row?;
-        let e = out.entry(client).or_default();
-        e.charged = e.charged.saturating_add(t.charged);
-        e.refunded = e.refunded.saturating_add(t.refunded);
+        let totals = out.entry(client).or_default();
+        totals.charged = totals.charged.saturating_add(t.charged);
+        totals.refunded = totals.refunded.saturating_add(t.refunded);
     }
     Ok(out)
 }
@@ -168,15 +168,15 @@ pub(crate) fn disabled_states(conn: &Connection) -> Result<Vec<StateRow>, StoreE
     let mut stmt = conn.prepare_cached(
         "SELECT channel, key_fp, reason, ts_ms, auto FROM channel_state ORDER BY channel, key_fp",
     )?;
-    let rows = stmt.query_map([], |r| {
-        let key: String = r.get(1)?;
+    let rows = stmt.query_map([], |row| {
+        let key: String = row.get(1)?;
         Ok(StateRow {
-            channel: r.get(0)?,
+            channel: row.get(0)?,
             key: state_key(&key),
             disabled: true,
-            reason: r.get(2)?,
-            ts_ms: r.get(3)?,
-            auto: r.get(4)?,
+            reason: row.get(2)?,
+            ts_ms: row.get(3)?,
+            auto: row.get(4)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -193,7 +193,7 @@ pub(crate) fn task_channels(
         "SELECT channel FROM task_binding WHERE client IN (?1, '') AND task_id = ?2
          ORDER BY client = '', ts_ms DESC, channel",
     )?;
-    let rows = stmt.query_map(params![client, task_id], |r| r.get(0))?;
+    let rows = stmt.query_map(params![client, task_id], |row| row.get(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -205,11 +205,11 @@ pub(crate) fn affinity_bindings(
     let mut stmt = conn.prepare_cached(
         "SELECT key, channel, expires_ms FROM affinity_binding WHERE expires_ms > ?1 ORDER BY key",
     )?;
-    let rows = stmt.query_map(params![now_ms], |r| {
+    let rows = stmt.query_map(params![now_ms], |row| {
         Ok(AffinityBinding {
-            key: r.get(0)?,
-            channel: r.get(1)?,
-            expires_ms: r.get(2)?,
+            key: row.get(0)?,
+            channel: row.get(1)?,
+            expires_ms: row.get(2)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

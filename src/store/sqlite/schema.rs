@@ -216,9 +216,9 @@ impl Target {
     pub(crate) fn resolve(path: &str) -> Target {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         if path == ":memory:" {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let next = NEXT.fetch_add(1, Ordering::Relaxed);
             Target::Memory(format!(
-                "file:switchyard-mem-{}-{n}?mode=memory&cache=shared",
+                "file:switchyard-mem-{}-{next}?mode=memory&cache=shared",
                 std::process::id()
             ))
         } else {
@@ -303,7 +303,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
         let newest: i64 = tx.query_row(
             "SELECT COALESCE(MAX(version), 0) FROM schema_version",
             [],
-            |r| r.get(0),
+            |row| row.get(0),
         )?;
         if newest > SCHEMA_VERSION {
             return Err(StoreError::Setup(format!(
@@ -313,7 +313,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
         let applied: bool = tx.query_row(
             "SELECT EXISTS(SELECT 1 FROM schema_version WHERE version = ?1)",
             [version],
-            |r| r.get(0),
+            |row| row.get(0),
         )?;
         if applied {
             continue;

@@ -32,8 +32,8 @@ impl Space {
 }
 
 /// SQLite said the disk (or the page cap) is full.
-pub(crate) fn is_full(e: &StoreError) -> bool {
-    matches!(e, StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+pub(crate) fn is_full(error: &StoreError) -> bool {
+    matches!(error, StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
         if f.code == rusqlite::ErrorCode::DiskFull)
 }
 

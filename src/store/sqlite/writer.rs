@@ -281,31 +281,31 @@ const INSERT_REQUEST: &str = "INSERT INTO request_log (id, ts_ms, client, grp, p
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
     ?19, ?20, ?21, ?22)";
 
-fn insert_request(st: &mut CachedStatement<'_>, r: &RequestRecord) -> Result<(), StoreError> {
-    let attempts = serde_json::to_string(&r.attempts)?;
+fn insert_request(st: &mut CachedStatement<'_>, record: &RequestRecord) -> Result<(), StoreError> {
+    let attempts = serde_json::to_string(&record.attempts)?;
     st.execute(params![
-        r.id,
-        r.ts_ms,
-        r.client,
-        r.group,
-        r.public_model,
-        r.upstream_model,
-        r.path,
-        r.stream,
+        record.id,
+        record.ts_ms,
+        record.client,
+        record.group,
+        record.public_model,
+        record.upstream_model,
+        record.path,
+        record.stream,
         attempts,
-        r.chain,
-        r.final_status,
-        r.error_code,
-        r.sticky_kind,
-        r.sticky_hit,
-        r.fallback,
-        to_i64(r.prompt_tokens),
-        to_i64(r.completion_tokens),
-        to_i64(r.cached_tokens),
-        r.usage_estimated,
-        r.stream_outcome,
-        to_i64(r.latency_ms),
-        r.trace_id,
+        record.chain,
+        record.final_status,
+        record.error_code,
+        record.sticky_kind,
+        record.sticky_hit,
+        record.fallback,
+        to_i64(record.prompt_tokens),
+        to_i64(record.completion_tokens),
+        to_i64(record.cached_tokens),
+        record.usage_estimated,
+        record.stream_outcome,
+        to_i64(record.latency_ms),
+        record.trace_id,
     ])?;
     Ok(())
 }
@@ -315,51 +315,51 @@ fn insert_request(st: &mut CachedStatement<'_>, r: &RequestRecord) -> Result<(),
 const INSERT_LEDGER: &str = "INSERT OR IGNORE INTO ledger (request_id, client, kind, amount, ts_ms)
     VALUES (?1, ?2, ?3, ?4, ?5)";
 
-fn insert_ledger(st: &mut CachedStatement<'_>, e: &LedgerEntry) -> Result<(), StoreError> {
-    let n = st.execute(params![
-        e.request_id,
-        e.client,
-        e.kind.as_str(),
-        e.amount,
-        e.ts_ms
+fn insert_ledger(st: &mut CachedStatement<'_>, entry: &LedgerEntry) -> Result<(), StoreError> {
+    let rows = st.execute(params![
+        entry.request_id,
+        entry.client,
+        entry.kind.as_str(),
+        entry.amount,
+        entry.ts_ms
     ])?;
-    if n == 0 {
-        tracing::debug!(request_id = %e.request_id, kind = e.kind.as_str(), "duplicate ledger entry ignored");
+    if rows == 0 {
+        tracing::debug!(request_id = %entry.request_id, kind = entry.kind.as_str(), "duplicate ledger entry ignored");
     }
     Ok(())
 }
 
 /// The `key_fp` column of a state row: `''` for the whole channel, the key's fingerprint,
 /// or `#<n>` for a row stored by key position before schema v4.
-pub(crate) fn key_column(k: &StateKey) -> String {
-    match k {
+pub(crate) fn key_column(key: &StateKey) -> String {
+    match key {
         StateKey::Channel => String::new(),
         StateKey::Key(fp) => fp.clone(),
         StateKey::LegacyIndex(n) => format!("#{n}"),
     }
 }
 
-fn upsert_channel_state(tx: &Transaction<'_>, s: &StateRow) -> Result<(), StoreError> {
-    let key = key_column(&s.key);
-    if s.disabled {
+fn upsert_channel_state(tx: &Transaction<'_>, row: &StateRow) -> Result<(), StoreError> {
+    let key = key_column(&row.key);
+    if row.disabled {
         tx.prepare_cached(
             "INSERT INTO channel_state (channel, key_fp, reason, ts_ms, auto) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT(channel, key_fp) DO UPDATE SET reason = excluded.reason, ts_ms = excluded.ts_ms, auto = excluded.auto",
         )?
-        .execute(params![s.channel, key, s.reason, s.ts_ms, s.auto])?;
+        .execute(params![row.channel, key, row.reason, row.ts_ms, row.auto])?;
     } else {
         tx.prepare_cached("DELETE FROM channel_state WHERE channel = ?1 AND key_fp = ?2")?
-            .execute(params![s.channel, key])?;
+            .execute(params![row.channel, key])?;
     }
     Ok(())
 }
 
-fn upsert_affinity(tx: &Transaction<'_>, a: &AffinityBinding) -> Result<(), StoreError> {
+fn upsert_affinity(tx: &Transaction<'_>, binding: &AffinityBinding) -> Result<(), StoreError> {
     tx.prepare_cached(
         "INSERT INTO affinity_binding (key, channel, expires_ms) VALUES (?1, ?2, ?3)
          ON CONFLICT(key) DO UPDATE SET channel = excluded.channel, expires_ms = excluded.expires_ms",
     )?
-    .execute(params![a.key, a.channel, a.expires_ms])?;
+    .execute(params![binding.key, binding.channel, binding.expires_ms])?;
     Ok(())
 }
 

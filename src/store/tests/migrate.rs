@@ -18,13 +18,13 @@ pub(super) fn apply_up_to(c: &Connection, version: usize) {
 
 /// A database at schema v2 with a request-log row and a dangling precharge.
 fn v2_database(path: &str) {
-    let c = Connection::open(path).unwrap();
-    c.execute_batch(
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(
         "CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);",
     )
     .unwrap();
-    apply_up_to(&c, 2);
-    c.execute_batch(
+    apply_up_to(&conn, 2);
+    conn.execute_batch(
         "INSERT INTO request_log (id, ts_ms, client, grp, public_model, upstream_model, path,
             stream, attempts, chain, final_status, fallback, prompt_tokens, completion_tokens,
             cached_tokens, usage_estimated, latency_ms)
@@ -79,9 +79,9 @@ fn hot_inserts_touch_no_extra_tables() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     drop(Store::open(&path).unwrap());
-    let c = Connection::open(&path).unwrap();
+    let conn = Connection::open(&path).unwrap();
     let opcodes = |sql: &str| -> Vec<String> {
-        let mut st = c.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let mut st = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
         st.query_map([], |r| r.get::<_, String>(1))
             .unwrap()
             .map(Result::unwrap)

@@ -7,13 +7,13 @@ use super::migrate::apply_up_to;
 use super::*;
 
 fn v3_database(path: &str) {
-    let c = Connection::open(path).unwrap();
-    c.execute_batch(
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(
         "CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);",
     )
     .unwrap();
-    apply_up_to(&c, 3);
-    c.execute_batch(
+    apply_up_to(&conn, 3);
+    conn.execute_batch(
         "INSERT INTO channel_state VALUES ('a', -1, 'disabled by operator', 5, 0);
          INSERT INTO channel_state VALUES ('b', 2, 'upstream status 401', 6, 1);
          INSERT INTO task_binding VALUES ('task_1', 'old-ch', 7);",

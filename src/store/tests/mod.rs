@@ -83,9 +83,9 @@ pub(super) fn db_path(dir: &tempfile::TempDir) -> String {
 
 /// Holds the database write lock from another connection until dropped / rolled back.
 pub(super) fn blocker(path: &str) -> Connection {
-    let c = Connection::open(path).unwrap();
-    c.execute_batch("BEGIN IMMEDIATE").unwrap();
-    c
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    conn
 }
 
 #[tokio::test]
@@ -101,13 +101,13 @@ async fn request_log_round_trips_in_memory() {
 
 #[tokio::test]
 async fn memory_stores_are_independent() {
-    let a = Store::open(":memory:").unwrap();
-    let b = Store::open(":memory:").unwrap();
-    assert!(a.try_send(request("only-a", 1)));
-    a.flush().await.unwrap();
-    b.flush().await.unwrap();
-    assert_eq!(a.request_count().await.unwrap(), 1);
-    assert_eq!(b.request_count().await.unwrap(), 0);
+    let store_a = Store::open(":memory:").unwrap();
+    let store_b = Store::open(":memory:").unwrap();
+    assert!(store_a.try_send(request("only-a", 1)));
+    store_a.flush().await.unwrap();
+    store_b.flush().await.unwrap();
+    assert_eq!(store_a.request_count().await.unwrap(), 1);
+    assert_eq!(store_b.request_count().await.unwrap(), 0);
 }
 
 #[tokio::test]
@@ -309,12 +309,12 @@ async fn data_survives_reopen() {
         store.disabled_states().await.unwrap(),
         vec![state("a", Some("f0"), true, "401")]
     );
-    let c = Connection::open(&path).unwrap();
-    let versions: i64 = c
+    let conn = Connection::open(&path).unwrap();
+    let versions: i64 = conn
         .query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(versions, SCHEMA_VERSION);
-    let mode: String = c
+    let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");

@@ -16,16 +16,16 @@ fn ids(rows: Vec<RequestRecord>) -> Vec<String> {
 async fn prune_all(store: &Store, before: Option<i64>, keep: Option<u64>, batch: usize) -> usize {
     let (mut rounds, mut cursor) = (0, 0);
     loop {
-        let p = store.prune(before, keep, batch, cursor).await.unwrap();
+        let pruned = store.prune(before, keep, batch, cursor).await.unwrap();
         rounds += 1;
         assert!(
-            p.request_log <= batch as u64 && p.ledger <= batch as u64,
-            "{p:?}"
+            pruned.request_log <= batch as u64 && pruned.ledger <= batch as u64,
+            "{pruned:?}"
         );
-        if !p.more {
+        if !pruned.more {
             return rounds;
         }
-        cursor = p.ledger_cursor;
+        cursor = pruned.ledger_cursor;
         assert!(rounds < 1000);
     }
 }
@@ -115,8 +115,8 @@ async fn compacting_the_ledger_never_changes_a_balance() {
         .send_durable(entry("open", "alice", LedgerKind::Settle, -5))
         .unwrap();
     store.flush().await.unwrap();
-    let t = store.ledger_totals().await.unwrap();
-    assert_eq!(t["alice"].charged, before["alice"].charged - 5);
+    let totals = store.ledger_totals().await.unwrap();
+    assert_eq!(totals["alice"].charged, before["alice"].charged - 5);
 }
 
 #[tokio::test]
@@ -172,21 +172,21 @@ async fn a_full_disk_drops_the_request_log_holds_the_ledger_and_resumes() {
 fn v5_applies_after_whatever_came_before_and_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
-    let c = Connection::open(&path).unwrap();
-    c.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);").unwrap();
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, applied_ms INTEGER NOT NULL);").unwrap();
     // The SQL migrations v1–v3 only, as a database from before the step functions.
     for (i, m) in MIGRATIONS.iter().take(3).enumerate() {
         let crate::store::sqlite::schema::Migration::Sql(sql) = m else {
             panic!("v{} is SQL", i + 1)
         };
-        c.execute_batch(sql).unwrap();
-        c.execute("INSERT INTO schema_version VALUES (?1, 0)", [i as i64 + 1])
+        conn.execute_batch(sql).unwrap();
+        conn.execute("INSERT INTO schema_version VALUES (?1, 0)", [i as i64 + 1])
             .unwrap();
     }
-    drop(c);
+    drop(conn);
     let versions = |path: &str| -> Vec<i64> {
-        let c = Connection::open(path).unwrap();
-        let mut st = c
+        let conn = Connection::open(path).unwrap();
+        let mut st = conn
             .prepare("SELECT version FROM schema_version ORDER BY version")
             .unwrap();
         st.query_map([], |r| r.get(0))
@@ -195,21 +195,23 @@ fn v5_applies_after_whatever_came_before_and_once() {
             .collect()
     };
     drop(Store::open(&path).unwrap());
-    let v = versions(&path);
-    assert_eq!(v.last(), Some(&SCHEMA_VERSION));
-    assert!(v.contains(&5), "{v:?}");
+    let versions_now = versions(&path);
+    assert_eq!(versions_now.last(), Some(&SCHEMA_VERSION));
+    assert!(versions_now.contains(&5), "{versions_now:?}");
     drop(Store::open(&path).unwrap()); // idempotent
-    assert_eq!(versions(&path), v);
+    assert_eq!(versions(&path), versions_now);
     // A version the database does not record is applied (v4 of another build, say).
-    let c = Connection::open(&path).unwrap();
-    c.execute_batch("DROP TABLE ledger_compacted; DELETE FROM schema_version WHERE version = 5;")
-        .unwrap();
-    drop(c);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE ledger_compacted; DELETE FROM schema_version WHERE version = 5;",
+    )
+    .unwrap();
+    drop(conn);
     drop(Store::open(&path).unwrap());
-    assert_eq!(versions(&path), v);
-    let c = Connection::open(&path).unwrap();
-    let n: i64 = c
+    assert_eq!(versions(&path), versions_now);
+    let conn = Connection::open(&path).unwrap();
+    let count: i64 = conn
         .query_row("SELECT COUNT(*) FROM ledger_compacted", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(n, 0);
+    assert_eq!(count, 0);
 }

@@ -101,15 +101,15 @@ async fn bad_rows_are_skipped_and_writer_keeps_going() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = Store::open(&path).unwrap();
-    let c = Connection::open(&path).unwrap();
-    c.execute_batch(
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
         "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id = 'bad'
            BEGIN SELECT RAISE(ABORT, 'bad row'); END;
          CREATE TRIGGER poison_tx BEFORE INSERT ON request_log WHEN NEW.id = 'poison'
            BEGIN SELECT RAISE(ROLLBACK, 'poisoned transaction'); END;",
     )
     .unwrap();
-    drop(c);
+    drop(conn);
 
     for id in ["g1", "bad", "g2"] {
         assert!(store.try_send(request(id, 1)));

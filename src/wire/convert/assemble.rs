@@ -39,8 +39,8 @@ fn at<T: Default>(v: &mut Vec<T>, i: usize) -> &mut T {
     &mut v[i]
 }
 
-fn push_str(dst: &mut Option<String>, v: &Value) {
-    if let Some(s) = v.as_str() {
+fn push_str(dst: &mut Option<String>, value: &Value) {
+    if let Some(s) = value.as_str() {
         dst.get_or_insert_with(String::new).push_str(s);
     }
 }
@@ -54,8 +54,8 @@ fn merge(dst: &mut Map<String, Value>, src: &Value) {
 }
 
 /// Index values are small; anything absurd is ignored rather than allocated.
-fn index(v: &Value) -> Option<usize> {
-    v.as_u64().filter(|&i| i < 1024).map(|i| i as usize)
+fn index(value: &Value) -> Option<usize> {
+    value.as_u64().filter(|&i| i < 1024).map(|i| i as usize)
 }
 
 impl Assembler {
@@ -84,7 +84,7 @@ impl Assembler {
         }
     }
 
-    fn chat(&mut self, v: &Value) {
+    fn chat(&mut self, value: &Value) {
         for k in [
             "id",
             "created",
@@ -92,16 +92,16 @@ impl Assembler {
             "system_fingerprint",
             "service_tier",
         ] {
-            if !v[k].is_null() && !self.head.contains_key(k) {
-                self.head.insert(k.into(), v[k].clone());
+            if !value[k].is_null() && !self.head.contains_key(k) {
+                self.head.insert(k.into(), value[k].clone());
             }
         }
-        if v["usage"].is_object() {
-            merge(&mut self.usage, &v["usage"]);
+        if value["usage"].is_object() {
+            merge(&mut self.usage, &value["usage"]);
         }
-        for c in v["choices"].as_array().into_iter().flatten() {
-            let i = index(&c["index"]).unwrap_or(0);
-            let ch = at(&mut self.choices, i);
+        for c in value["choices"].as_array().into_iter().flatten() {
+            let choice_index = index(&c["index"]).unwrap_or(0);
+            let ch = at(&mut self.choices, choice_index);
             let delta = &c["delta"];
             if delta["role"].is_string() {
                 ch.role = Some(delta["role"].clone());
@@ -133,63 +133,67 @@ impl Assembler {
         }
     }
 
-    fn messages(&mut self, v: &Value) {
-        match v["type"].as_str().unwrap_or("") {
+    fn messages(&mut self, value: &Value) {
+        match value["type"].as_str().unwrap_or("") {
             "message_start" => {
-                merge(&mut self.head, &v["message"]);
-                merge(&mut self.usage, &v["message"]["usage"]);
+                merge(&mut self.head, &value["message"]);
+                merge(&mut self.usage, &value["message"]["usage"]);
             }
             "content_block_start" => {
-                if let Some(i) = index(&v["index"]) {
+                if let Some(i) = index(&value["index"]) {
                     if self.blocks.len() <= i {
                         self.blocks
                             .resize_with(i + 1, || (Value::Null, String::new()));
                     }
                     // A block that is not an object cannot be filled in: it is dropped.
-                    let b = &v["content_block"];
-                    self.blocks[i].0 = if b.is_object() {
-                        b.clone()
+                    let block = &value["content_block"];
+                    self.blocks[i].0 = if block.is_object() {
+                        block.clone()
                     } else {
                         Value::Null
                     };
                 }
             }
             "content_block_delta" => {
-                let Some(i) = index(&v["index"]) else { return };
+                let Some(i) = index(&value["index"]) else {
+                    return;
+                };
                 let Some((block, json_buf)) = self.blocks.get_mut(i).filter(|b| b.0.is_object())
                 else {
                     return;
                 };
-                let d = &v["delta"];
+                let delta = &value["delta"];
                 let append = |block: &mut Value, field: &str, s: &str| {
                     let cur = block[field].as_str().unwrap_or("").to_string();
                     block[field] = Value::String(cur + s);
                 };
-                match d["type"].as_str().unwrap_or("") {
-                    "text_delta" => append(block, "text", d["text"].as_str().unwrap_or("")),
+                match delta["type"].as_str().unwrap_or("") {
+                    "text_delta" => append(block, "text", delta["text"].as_str().unwrap_or("")),
                     "thinking_delta" => {
-                        append(block, "thinking", d["thinking"].as_str().unwrap_or(""))
+                        append(block, "thinking", delta["thinking"].as_str().unwrap_or(""))
                     }
-                    "signature_delta" => {
-                        append(block, "signature", d["signature"].as_str().unwrap_or(""))
-                    }
+                    "signature_delta" => append(
+                        block,
+                        "signature",
+                        delta["signature"].as_str().unwrap_or(""),
+                    ),
                     "citations_delta" => {
                         if !block["citations"].is_array() {
                             block["citations"] = json!([]);
                         }
                         if let Some(a) = block["citations"].as_array_mut() {
-                            a.push(d["citation"].clone());
+                            a.push(delta["citation"].clone());
                         }
                     }
                     "input_json_delta" => {
-                        json_buf.push_str(d["partial_json"].as_str().unwrap_or(""))
+                        json_buf.push_str(delta["partial_json"].as_str().unwrap_or(""))
                     }
                     _ => {}
                 }
             }
             "message_delta" => {
-                merge(&mut self.stop, &v["delta"]);
-                merge(&mut self.usage, &v["usage"]);
+                merge(&mut self.stop, &value["delta"]);
+                merge(&mut self.usage, &value["usage"]);
             }
             _ => {}
         }

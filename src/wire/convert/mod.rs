@@ -162,24 +162,24 @@ fn with_include_usage(body: &Bytes, existing: Option<(usize, usize)>) -> Bytes {
 }
 
 /// Upstream headers with the content type of the converted answer (SSE or JSON).
-pub fn with_content_type(mut h: HeaderMap, sse: bool) -> HeaderMap {
+pub fn with_content_type(mut headers: HeaderMap, sse: bool) -> HeaderMap {
     let ct = if sse {
         "text/event-stream"
     } else {
         "application/json"
     };
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
-    h.remove(header::CONTENT_LENGTH);
-    h
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    headers.remove(header::CONTENT_LENGTH);
+    headers
 }
 
 /// A complete upstream answer, replayed as SSE when the attempt's mode is `Replay` (R9.6);
 /// anything that is not a JSON answer of the dialect is returned unchanged.
-pub fn replay_if_planned(p: &Plan, headers: HeaderMap, body: Bytes) -> (HeaderMap, Bytes) {
-    let (Mode::Replay, Some(d)) = (p.mode, p.dialect) else {
+pub fn replay_if_planned(plan: &Plan, headers: HeaderMap, body: Bytes) -> (HeaderMap, Bytes) {
+    let (Mode::Replay, Some(d)) = (plan.mode, plan.dialect) else {
         return (headers, body);
     };
-    match replay::replay(d, &body, p.client_include_usage) {
+    match replay::replay(d, &body, plan.client_include_usage) {
         Some(sse) => (with_content_type(headers, true), sse),
         None => (headers, body),
     }

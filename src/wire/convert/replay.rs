@@ -8,95 +8,99 @@ use serde_json::{json, Value};
 
 use super::Dialect;
 
-fn data(out: &mut String, v: &Value) {
+fn data(out: &mut String, value: &Value) {
     out.push_str("data: ");
-    out.push_str(&v.to_string());
+    out.push_str(&value.to_string());
     out.push_str("\n\n");
 }
 
-fn event(out: &mut String, name: &str, v: &Value) {
+fn event(out: &mut String, name: &str, value: &Value) {
     out.push_str("event: ");
     out.push_str(name);
     out.push('\n');
-    data(out, v);
+    data(out, value);
 }
 
 /// The SSE bytes for `body`, or `None` when it is not a JSON answer of `dialect`.
 pub fn replay(dialect: Dialect, body: &[u8], include_usage: bool) -> Option<Bytes> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+    let answer: Value = serde_json::from_slice(body).ok()?;
     let text = match dialect {
-        Dialect::Chat => chat(&v, include_usage)?,
-        Dialect::Messages => messages(&v)?,
-        Dialect::Responses => super::replay_responses::responses(&v)?,
+        Dialect::Chat => chat(&answer, include_usage)?,
+        Dialect::Messages => messages(&answer)?,
+        Dialect::Responses => super::replay_responses::responses(&answer)?,
     };
     Some(Bytes::from(text))
 }
 
-fn chat(v: &Value, include_usage: bool) -> Option<String> {
-    let choices = v["choices"].as_array()?;
+fn chat(value: &Value, include_usage: bool) -> Option<String> {
+    let choices = value["choices"].as_array()?;
     let chunk = |choices: Value| {
-        let mut c = json!({
-            "id": v["id"],
+        let mut event = json!({
+            "id": value["id"],
             "object": "chat.completion.chunk",
-            "created": v["created"],
-            "model": v["model"],
+            "created": value["created"],
+            "model": value["model"],
             "choices": choices,
         });
-        if v["system_fingerprint"].is_string() {
-            c["system_fingerprint"] = v["system_fingerprint"].clone();
+        if value["system_fingerprint"].is_string() {
+            event["system_fingerprint"] = value["system_fingerprint"].clone();
         }
-        c
+        event
     };
     let mut out = String::new();
     for (n, c) in choices.iter().enumerate() {
-        let i = c["index"].as_u64().unwrap_or(n as u64);
-        let m = &c["message"];
-        let role = m["role"].as_str().unwrap_or("assistant");
-        let first =
-            json!([{"index": i, "delta": {"role": role, "content": ""}, "finish_reason": null}]);
+        let index = c["index"].as_u64().unwrap_or(n as u64);
+        let message = &c["message"];
+        let role = message["role"].as_str().unwrap_or("assistant");
+        let first = json!([{"index": index, "delta": {"role": role, "content": ""}, "finish_reason": null}]);
         data(&mut out, &chunk(first));
-        if let Some(r) = m["reasoning_content"].as_str().filter(|s| !s.is_empty()) {
-            let d = json!([{"index": i, "delta": {"reasoning_content": r}, "finish_reason": null}]);
-            data(&mut out, &chunk(d));
+        if let Some(r) = message["reasoning_content"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+        {
+            let piece =
+                json!([{"index": index, "delta": {"reasoning_content": r}, "finish_reason": null}]);
+            data(&mut out, &chunk(piece));
         }
-        if let Some(t) = m["content"].as_str().filter(|s| !s.is_empty()) {
-            let d = json!([{"index": i, "delta": {"content": t}, "finish_reason": null}]);
-            data(&mut out, &chunk(d));
+        if let Some(t) = message["content"].as_str().filter(|s| !s.is_empty()) {
+            let piece = json!([{"index": index, "delta": {"content": t}, "finish_reason": null}]);
+            data(&mut out, &chunk(piece));
         }
-        if let Some(calls) = m["tool_calls"].as_array().filter(|a| !a.is_empty()) {
+        if let Some(calls) = message["tool_calls"].as_array().filter(|a| !a.is_empty()) {
             let calls: Vec<Value> = calls
                 .iter()
                 .filter(|t| t.is_object())
                 .enumerate()
-                .map(|(k, t)| {
-                    let mut t = t.clone();
-                    t["index"] = json!(k);
-                    t
+                .map(|(k, call)| {
+                    let mut call = call.clone();
+                    call["index"] = json!(k);
+                    call
                 })
                 .collect();
-            let d = json!([{"index": i, "delta": {"tool_calls": calls}, "finish_reason": null}]);
-            data(&mut out, &chunk(d));
+            let piece =
+                json!([{"index": index, "delta": {"tool_calls": calls}, "finish_reason": null}]);
+            data(&mut out, &chunk(piece));
         }
         let reason = if c["finish_reason"].is_null() {
             json!("stop")
         } else {
             c["finish_reason"].clone()
         };
-        let d = json!([{"index": i, "delta": {}, "finish_reason": reason}]);
-        data(&mut out, &chunk(d));
+        let piece = json!([{"index": index, "delta": {}, "finish_reason": reason}]);
+        data(&mut out, &chunk(piece));
     }
-    if include_usage && v["usage"].is_object() {
-        let mut u = chunk(json!([]));
-        u["usage"] = v["usage"].clone();
-        data(&mut out, &u);
+    if include_usage && value["usage"].is_object() {
+        let mut usage_chunk = chunk(json!([]));
+        usage_chunk["usage"] = value["usage"].clone();
+        data(&mut out, &usage_chunk);
     }
     out.push_str("data: [DONE]\n\n");
     Some(out)
 }
 
-fn messages(v: &Value) -> Option<String> {
-    let content = v["content"].as_array()?;
-    let usage = &v["usage"];
+fn messages(value: &Value) -> Option<String> {
+    let content = value["content"].as_array()?;
+    let usage = &value["usage"];
     let mut start_usage = usage.clone();
     if start_usage.is_object() {
         start_usage["output_tokens"] = json!(0);
@@ -106,8 +110,8 @@ fn messages(v: &Value) -> Option<String> {
         &mut out,
         "message_start",
         &json!({"type": "message_start", "message": {
-            "id": v["id"], "type": "message", "role": v["role"].as_str().unwrap_or("assistant"),
-            "model": v["model"], "content": [], "stop_reason": null, "stop_sequence": null,
+            "id": value["id"], "type": "message", "role": value["role"].as_str().unwrap_or("assistant"),
+            "model": value["model"], "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": start_usage,
         }}),
     );
@@ -121,11 +125,11 @@ fn messages(v: &Value) -> Option<String> {
             "thinking" => {
                 start["thinking"] = json!("");
                 start["signature"] = json!("");
-                let mut d = vec![json!({"type": "thinking_delta", "thinking": b["thinking"]})];
+                let mut deltas = vec![json!({"type": "thinking_delta", "thinking": b["thinking"]})];
                 if b["signature"].is_string() {
-                    d.push(json!({"type": "signature_delta", "signature": b["signature"]}));
+                    deltas.push(json!({"type": "signature_delta", "signature": b["signature"]}));
                 }
-                d
+                deltas
             }
             "tool_use" | "server_tool_use" => {
                 start["input"] = json!({});
@@ -152,16 +156,16 @@ fn messages(v: &Value) -> Option<String> {
             &json!({"type": "content_block_stop", "index": i}),
         );
     }
-    let stop_reason = if v["stop_reason"].is_null() {
+    let stop_reason = if value["stop_reason"].is_null() {
         json!("end_turn")
     } else {
-        v["stop_reason"].clone()
+        value["stop_reason"].clone()
     };
     event(
         &mut out,
         "message_delta",
         &json!({"type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": v["stop_sequence"]},
+            "delta": {"stop_reason": stop_reason, "stop_sequence": value["stop_sequence"]},
             "usage": {"output_tokens": usage["output_tokens"].as_u64().unwrap_or(0)}}),
     );
     event(&mut out, "message_stop", &json!({"type": "message_stop"}));

@@ -10,43 +10,43 @@ struct Out {
 }
 
 impl Out {
-    fn event(&mut self, name: &str, mut v: Value) {
-        v["type"] = json!(name);
-        v["sequence_number"] = json!(self.seq);
+    fn event(&mut self, name: &str, mut value: Value) {
+        value["type"] = json!(name);
+        value["sequence_number"] = json!(self.seq);
         self.seq += 1;
         self.text.push_str("event: ");
         self.text.push_str(name);
         self.text.push_str("\ndata: ");
-        self.text.push_str(&v.to_string());
+        self.text.push_str(&value.to_string());
         self.text.push_str("\n\n");
     }
 }
 
 /// The SSE text for the response object `v`, or `None` when it is not one.
-pub fn responses(v: &Value) -> Option<String> {
-    if !v.is_object() || !v["output"].is_array() {
+pub fn responses(value: &Value) -> Option<String> {
+    if !value.is_object() || !value["output"].is_array() {
         return None;
     }
     let mut out = Out {
         text: String::new(),
         seq: 0,
     };
-    let mut created = v.clone();
+    let mut created = value.clone();
     created["status"] = json!("in_progress");
     created["output"] = json!([]);
     created["usage"] = Value::Null;
     out.event("response.created", json!({"response": created.clone()}));
     out.event("response.in_progress", json!({"response": created}));
-    let items = v["output"].as_array().into_iter().flatten();
+    let items = value["output"].as_array().into_iter().flatten();
     for (oi, item) in items.filter(|i| i.is_object()).enumerate() {
         item_events(&mut out, oi, item);
     }
-    let terminal = match v["status"].as_str() {
+    let terminal = match value["status"].as_str() {
         Some("failed") => "response.failed",
         Some("incomplete") => "response.incomplete",
         _ => "response.completed",
     };
-    out.event(terminal, json!({"response": v}));
+    out.event(terminal, json!({"response": value}));
     Some(out.text)
 }
 
@@ -67,11 +67,11 @@ fn item_events(out: &mut Out, oi: usize, item: &Value) {
         for (ci, part) in parts.filter(|p| p.is_object()).enumerate() {
             let at = json!({"item_id": id, "output_index": oi, "content_index": ci});
             let with = |extra: Value| {
-                let mut v = at.clone();
+                let mut event = at.clone();
                 for (k, x) in extra.as_object().into_iter().flatten() {
-                    v[k] = x.clone();
+                    event[k] = x.clone();
                 }
-                v
+                event
             };
             let mut empty = part.clone();
             if part["type"] == "output_text" {

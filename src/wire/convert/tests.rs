@@ -5,9 +5,9 @@ use crate::wire::dialect::is_usage_chunk;
 use crate::wire::sse::{Event, Framer};
 
 fn peeked(body: &str) -> (Bytes, Peek) {
-    let b = Bytes::from(body.to_string());
-    let p = request::peek(&b).unwrap();
-    (b, p)
+    let bytes = Bytes::from(body.to_string());
+    let peeked = request::peek(&bytes).unwrap();
+    (bytes, peeked)
 }
 
 fn plan_for(policy: StreamPolicy, path: &str, body: &str) -> Plan {
@@ -20,9 +20,9 @@ fn json(b: &[u8]) -> serde_json::Value {
 }
 
 fn events(text: &[u8]) -> Vec<Event> {
-    let mut f = Framer::new(true);
-    f.push(text);
-    std::iter::from_fn(|| f.next_event()).collect()
+    let mut framer = Framer::new(true);
+    framer.push(text);
+    std::iter::from_fn(|| framer.next_event()).collect()
 }
 
 #[test]
@@ -42,31 +42,31 @@ fn modes_per_policy_and_client() {
         assert_eq!(plan_for(policy, "/v1/messages", &body).mode, want);
         assert_eq!(plan_for(policy, "/v1/responses", &body).mode, want);
         // Other paths pass through untouched.
-        let p = plan_for(policy, "/v1/completions", &body);
-        assert_eq!((p.mode, &p.body[..]), (Mode::Pass, body.as_bytes()));
+        let plan = plan_for(policy, "/v1/completions", &body);
+        assert_eq!((plan.mode, &plan.body[..]), (Mode::Pass, body.as_bytes()));
     }
 }
 
 #[test]
 fn stream_field_is_replaced_or_inserted() {
-    let p = plan_for(
+    let plan = plan_for(
         StreamPolicy::ForceStream,
         "/v1/messages",
         r#"{"model":"m", "stream" : false, "x":1}"#,
     );
-    assert_eq!(&p.body[..], br#"{"model":"m", "stream" : true, "x":1}"#);
-    let p = plan_for(
+    assert_eq!(&plan.body[..], br#"{"model":"m", "stream" : true, "x":1}"#);
+    let plan = plan_for(
         StreamPolicy::ForceStream,
         "/v1/messages",
         r#" {"model":"m"}"#,
     );
-    assert_eq!(&p.body[..], br#" {"stream":true,"model":"m"}"#);
-    let p = plan_for(
+    assert_eq!(&plan.body[..], br#" {"stream":true,"model":"m"}"#);
+    let plan = plan_for(
         StreamPolicy::ForceNonStream,
         "/v1/messages",
         r#"{"stream":true,"model":"m"}"#,
     );
-    assert_eq!(&p.body[..], br#"{"stream":false,"model":"m"}"#);
+    assert_eq!(&plan.body[..], br#"{"stream":false,"model":"m"}"#);
     assert_eq!(
         &with_stream(&Bytes::from_static(b"{ }"), true)[..],
         b"{\"stream\":true }"
@@ -75,53 +75,56 @@ fn stream_field_is_replaced_or_inserted() {
 
 #[test]
 fn include_usage_is_requested_for_chat_streams_and_hidden() {
-    let p = plan_for(
+    let plan = plan_for(
         StreamPolicy::Passthrough,
         "/v1/chat/completions",
         r#"{"model":"m","stream":true}"#,
     );
-    assert!(p.hide_usage_chunk);
-    let v = json(&p.body);
-    assert_eq!(v["stream_options"]["include_usage"], true);
-    assert_eq!(v["model"], "m");
+    assert!(plan.hide_usage_chunk);
+    let sent = json(&plan.body);
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+    assert_eq!(sent["model"], "m");
     // Other stream options survive; an explicit false is overridden.
-    let p = plan_for(
+    let plan = plan_for(
         StreamPolicy::Passthrough,
         "/v1/chat/completions",
         r#"{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1}}"#,
     );
-    let v = json(&p.body);
+    let sent = json(&plan.body);
     assert_eq!(
-        v["stream_options"],
+        sent["stream_options"],
         serde_json::json!({"include_usage": true, "x": 1})
     );
-    assert!(p.hide_usage_chunk);
+    assert!(plan.hide_usage_chunk);
     // The client asked itself: nothing changes and nothing is hidden.
     let body = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#;
-    let p = plan_for(StreamPolicy::Passthrough, "/v1/chat/completions", body);
-    assert_eq!((&p.body[..], p.hide_usage_chunk), (body.as_bytes(), false));
-    assert!(p.client_include_usage);
+    let plan = plan_for(StreamPolicy::Passthrough, "/v1/chat/completions", body);
+    assert_eq!(
+        (&plan.body[..], plan.hide_usage_chunk),
+        (body.as_bytes(), false)
+    );
+    assert!(plan.client_include_usage);
     // Non-stream and messages: untouched.
     let body = r#"{"model":"m"}"#;
-    let p = plan_for(StreamPolicy::Passthrough, "/v1/chat/completions", body);
-    assert_eq!(&p.body[..], body.as_bytes());
-    let p = plan_for(
+    let plan = plan_for(StreamPolicy::Passthrough, "/v1/chat/completions", body);
+    assert_eq!(&plan.body[..], body.as_bytes());
+    let plan = plan_for(
         StreamPolicy::Passthrough,
         "/v1/messages",
         r#"{"model":"m","stream":true}"#,
     );
-    assert_eq!(&p.body[..], br#"{"model":"m","stream":true}"#);
+    assert_eq!(&plan.body[..], br#"{"model":"m","stream":true}"#);
     // force_stream asks for usage too (the assembled answer carries it), nothing to hide.
-    let p = plan_for(StreamPolicy::ForceStream, "/v1/chat/completions", body);
-    let v = json(&p.body);
+    let plan = plan_for(StreamPolicy::ForceStream, "/v1/chat/completions", body);
+    let body = json(&plan.body);
     assert_eq!(
         (
-            v["stream"].clone(),
-            v["stream_options"]["include_usage"].clone()
+            body["stream"].clone(),
+            body["stream_options"]["include_usage"].clone()
         ),
         (true.into(), true.into())
     );
-    assert!(!p.hide_usage_chunk);
+    assert!(!plan.hide_usage_chunk);
 }
 
 #[test]
@@ -150,25 +153,25 @@ const CHAT_STREAM: &str = concat!(
 
 #[test]
 fn chat_stream_assembles_into_one_completion() {
-    let mut a = Assembler::new(Dialect::Chat);
+    let mut assembler = Assembler::new(Dialect::Chat);
     for ev in events(CHAT_STREAM.as_bytes()) {
-        a.event(&ev);
+        assembler.event(&ev);
     }
-    let v = a.finish();
-    assert_eq!(v["object"], "chat.completion");
+    let answer = assembler.finish();
+    assert_eq!(answer["object"], "chat.completion");
     assert_eq!(
-        (v["id"].as_str(), v["created"].as_u64()),
+        (answer["id"].as_str(), answer["created"].as_u64()),
         (Some("c1"), Some(5))
     );
-    let c = &v["choices"][0];
-    assert_eq!(c["message"]["content"], "Hello");
-    assert_eq!(c["message"]["role"], "assistant");
-    assert_eq!(c["finish_reason"], "tool_calls");
-    let tc = &c["message"]["tool_calls"][0];
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["message"]["content"], "Hello");
+    assert_eq!(choice["message"]["role"], "assistant");
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    let tc = &choice["message"]["tool_calls"][0];
     assert_eq!(tc["id"], "call_1");
     assert_eq!(tc["function"]["name"], "get");
     assert_eq!(tc["function"]["arguments"], "{\"a\":1}");
-    assert_eq!(v["usage"]["completion_tokens"], 4);
+    assert_eq!(answer["usage"]["completion_tokens"], 4);
 }
 
 const MSG_STREAM: &str = concat!(
@@ -187,26 +190,26 @@ const MSG_STREAM: &str = concat!(
 
 #[test]
 fn messages_stream_assembles_into_one_message() {
-    let mut a = Assembler::new(Dialect::Messages);
+    let mut assembler = Assembler::new(Dialect::Messages);
     for ev in events(MSG_STREAM.as_bytes()) {
-        a.event(&ev);
+        assembler.event(&ev);
     }
-    let v = a.finish();
+    let answer = assembler.finish();
     assert_eq!(
-        (v["id"].as_str(), v["type"].as_str()),
+        (answer["id"].as_str(), answer["type"].as_str()),
         (Some("msg_1"), Some("message"))
     );
     assert_eq!(
-        v["content"][0],
+        answer["content"][0],
         serde_json::json!({"type":"text","text":"Hi there"})
     );
-    assert_eq!(v["content"][1]["input"], serde_json::json!({"a": 2}));
-    assert_eq!(v["content"][1]["name"], "get");
-    assert_eq!(v["stop_reason"], "tool_use");
+    assert_eq!(answer["content"][1]["input"], serde_json::json!({"a": 2}));
+    assert_eq!(answer["content"][1]["name"], "get");
+    assert_eq!(answer["stop_reason"], "tool_use");
     assert_eq!(
         (
-            v["usage"]["input_tokens"].as_u64(),
-            v["usage"]["output_tokens"].as_u64()
+            answer["usage"]["input_tokens"].as_u64(),
+            answer["usage"]["output_tokens"].as_u64()
         ),
         (Some(9), Some(12))
     );
@@ -221,15 +224,17 @@ fn replay_then_assemble_round_trips() {
         (Dialect::Chat, StreamFormat::Chat, CHAT_STREAM),
         (Dialect::Messages, StreamFormat::Messages, MSG_STREAM),
     ] {
-        let mut a = Assembler::new(d);
-        events(text.as_bytes()).iter().for_each(|e| a.event(e));
-        let answer = a.finish();
+        let mut assembler = Assembler::new(d);
+        events(text.as_bytes())
+            .iter()
+            .for_each(|e| assembler.event(e));
+        let answer = assembler.finish();
         let sse = replay::replay(d, answer.to_string().as_bytes(), true).unwrap();
         let evs = events(&sse);
         assert!(is_terminal(fmt, evs.last().unwrap()), "{d:?}");
-        let mut b = Assembler::new(d);
-        evs.iter().for_each(|e| b.event(e));
-        assert_eq!(b.finish(), answer, "{d:?}");
+        let mut assembler = Assembler::new(d);
+        evs.iter().for_each(|e| assembler.event(e));
+        assert_eq!(assembler.finish(), answer, "{d:?}");
     }
     // Without include_usage the chat replay has no usage chunk.
     let sse = replay::replay(Dialect::Chat, br#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}"#, false).unwrap();

@@ -50,9 +50,9 @@ pub(crate) fn upstream_openai_id(id: String) -> String {
     if id.len() <= OPENAI_ID_MAX {
         return id;
     }
-    let mut h = hex::encode(Sha256::digest(id.as_bytes()));
-    h.truncate(OPENAI_ID_MAX - "call_".len());
-    format!("call_{h}")
+    let mut hashed = hex::encode(Sha256::digest(id.as_bytes()));
+    hashed.truncate(OPENAI_ID_MAX - "call_".len());
+    format!("call_{hashed}")
 }
 
 impl IdGen {
@@ -185,23 +185,23 @@ mod tests {
 
     #[test]
     fn made_up_ids_are_unique_per_call_and_anthropic_safe() {
-        let g = IdGen::new(WireFormat::Anthropic, "req-7f3a:b");
-        assert_eq!(g.call_id("", "", 0), "toolu_req7f3ab_0");
-        assert_eq!(g.call_id("", "", 1), "toolu_req7f3ab_1");
-        assert_eq!(g.call_id("call.x:y", "", 0), "call_x_y");
-        let o = IdGen::new(WireFormat::OpenAi, "");
-        assert_eq!(o.call_id("", "", 2), "call_0_2");
-        assert_eq!(o.call_id("fc-1", "", 2), "fc-1");
-        assert_eq!(o.message_id(""), "chatcmpl-0");
+        let ids = IdGen::new(WireFormat::Anthropic, "req-7f3a:b");
+        assert_eq!(ids.call_id("", "", 0), "toolu_req7f3ab_0");
+        assert_eq!(ids.call_id("", "", 1), "toolu_req7f3ab_1");
+        assert_eq!(ids.call_id("call.x:y", "", 0), "call_x_y");
+        let openai_ids = IdGen::new(WireFormat::OpenAi, "");
+        assert_eq!(openai_ids.call_id("", "", 2), "call_0_2");
+        assert_eq!(openai_ids.call_id("fc-1", "", 2), "fc-1");
+        assert_eq!(openai_ids.message_id(""), "chatcmpl-0");
     }
 
     #[test]
     fn made_up_ids_fit_openai_for_the_gateways_request_ids() {
         let seed = "req_019ad3f2c7e14b5a9c0d8e7f6a5b4c3d";
         for client in [WireFormat::Anthropic, WireFormat::OpenAi] {
-            let g = IdGen::new(client, seed);
+            let ids = IdGen::new(client, seed);
             // The last call a stream may make (`MAX_TOOL_CALLS`).
-            let id = g.call_id("", "", 1023);
+            let id = ids.call_id("", "", 1023);
             assert!(
                 id.len() <= OPENAI_ID_MAX,
                 "{id} has {} characters",
@@ -210,7 +210,7 @@ mod tests {
             assert!(id.ends_with("8e7f6a5b4c3d_1023"), "{id}");
             // Two requests differing only in their random tail get different ids.
             let other = IdGen::new(client, "req_019ad3f2c7e14b5a9c0d8e7f6a5b4c3e");
-            assert_ne!(other.call_id("", "", 0), g.call_id("", "", 0));
+            assert_ne!(other.call_id("", "", 0), ids.call_id("", "", 0));
         }
         // The message id keeps the whole request id.
         assert_eq!(
@@ -221,8 +221,8 @@ mod tests {
 
     #[test]
     fn ids_sent_to_openai_upstreams_fit_40_characters() {
-        let g = IdGen::new(WireFormat::Anthropic, "abc");
-        let signed = g.call_id("", &"QUJD".repeat(50), 0);
+        let ids = IdGen::new(WireFormat::Anthropic, "abc");
+        let signed = ids.call_id("", &"QUJD".repeat(50), 0);
         assert!(signed.len() > OPENAI_ID_MAX);
         assert_eq!(upstream_openai_id(signed), "toolu_abc_0");
         let long = "x".repeat(64);
@@ -235,9 +235,9 @@ mod tests {
 
     #[test]
     fn signatures_survive_the_round_trip_through_an_id() {
-        let g = IdGen::new(WireFormat::Anthropic, "abc");
+        let ids = IdGen::new(WireFormat::Anthropic, "abc");
         for sig in ["CiQB0e2Kb+/x==", "AAAA", "a/b+c", "Zg="] {
-            let id = g.call_id("", sig, 3);
+            let id = ids.call_id("", sig, 3);
             assert!(
                 id.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
@@ -252,9 +252,9 @@ mod tests {
             assert_eq!(back.len() % 4, 0);
         }
         assert_eq!(signature_of("toolu_abc_0"), None);
-        assert_eq!(g.call_id("", "not base64!", 0), "toolu_abc_0");
+        assert_eq!(ids.call_id("", "not base64!", 0), "toolu_abc_0");
         // Gemini's own id with `__` cannot fake the marker.
-        let id = g.call_id("x__ts__y", "QUJD", 0);
+        let id = ids.call_id("x__ts__y", "QUJD", 0);
         assert_eq!(signature_of(&id).as_deref(), Some("QUJD"));
     }
 }

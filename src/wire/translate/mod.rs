@@ -153,8 +153,8 @@ impl ReasoningHistory {
         const WANT_REASONING: [&str; 6] = ["deepseek", "reasoner", "qwq", "qwen3", "kimi", "glm"];
         match self {
             ReasoningHistory::Auto => {
-                let m = upstream_model.to_ascii_lowercase();
-                if WANT_REASONING.iter().any(|k| m.contains(k)) {
+                let model = upstream_model.to_ascii_lowercase();
+                if WANT_REASONING.iter().any(|k| model.contains(k)) {
                     ReasoningHistory::ReasoningContent
                 } else {
                     ReasoningHistory::Drop
@@ -194,10 +194,10 @@ pub struct TranslatedRequest {
 /// OpenAI's reasoning model families (o1, o3, o4, gpt-5 but its `-chat` variants): they refuse
 /// `max_tokens` (only `max_completion_tokens`) and any sampling but the default.
 pub fn openai_reasoning_model(model: &str) -> bool {
-    let m = model.to_ascii_lowercase();
-    let m = m.rsplit('/').next().unwrap_or(&m);
-    (["o1", "o3", "o4"].iter().any(|p| m.starts_with(p)) || m.starts_with("gpt-5"))
-        && !m.contains("-chat")
+    let name = model.to_ascii_lowercase();
+    let name = name.rsplit('/').next().unwrap_or(&name);
+    (["o1", "o3", "o4"].iter().any(|p| name.starts_with(p)) || name.starts_with("gpt-5"))
+        && !name.contains("-chat")
 }
 
 /// Translate a client request body (`from`: OpenAI or Anthropic) for an upstream of format `to`.
@@ -207,10 +207,10 @@ pub fn translate_request(
     body: &[u8],
     opts: &RequestOptions,
 ) -> Result<TranslatedRequest, TranslateError> {
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+    let request: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         TranslateError::invalid("", format!("request body is not valid JSON ({e})"))
     })?;
-    let mut ir = read_request(from, to, v)?;
+    let mut ir = read_request(from, to, request)?;
     let keeps_thinking = to == WireFormat::OpenAi
         && opts.reasoning_history.resolve(opts.model) == ReasoningHistory::ReasoningContent;
     let has_thinking = ir

@@ -131,20 +131,20 @@ mod tests {
     #[test]
     fn paths_render_like_the_request() {
         let root = Path::ROOT;
-        let m = root.key("messages");
-        let m2 = m.idx(2);
-        let c = m2.key("content");
-        let c0 = c.idx(0);
-        let u = c0.key("image_url");
-        assert_eq!(u.to_string(), "messages[2].content[0].image_url");
+        let messages = root.key("messages");
+        let m2 = messages.idx(2);
+        let content = m2.key("content");
+        let c0 = content.idx(0);
+        let image_url = c0.key("image_url");
+        assert_eq!(image_url.to_string(), "messages[2].content[0].image_url");
         assert_eq!(root.to_string(), "");
-        let e = TranslateError::unsupported(u, "is refused");
+        let error = TranslateError::unsupported(image_url, "is refused");
         assert_eq!(
-            e.to_string(),
+            error.to_string(),
             "`messages[2].content[0].image_url` is refused"
         );
-        assert_eq!(e.code(), "untranslatable_field");
-        assert!(e.refuses_meaning());
+        assert_eq!(error.code(), "untranslatable_field");
+        assert!(error.refuses_meaning());
         let body = TranslateError::invalid("", "request body is not valid JSON");
         assert!(!body.refuses_meaning());
         assert_eq!(body.to_string(), "request body is not valid JSON");

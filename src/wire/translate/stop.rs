@@ -5,8 +5,8 @@ use super::ir::Stop;
 use super::upstream_error::{ErrorKind, UpstreamError};
 
 /// Anthropic `stop_reason` → neutral. Unknown values end the turn normally.
-pub fn from_anthropic(s: &str) -> Stop {
-    match s {
+pub fn from_anthropic(reason: &str) -> Stop {
+    match reason {
         "max_tokens" | "model_context_window_exceeded" => Stop::MaxTokens,
         "stop_sequence" => Stop::StopSequence,
         "tool_use" => Stop::ToolUse,
@@ -16,8 +16,8 @@ pub fn from_anthropic(s: &str) -> Stop {
     }
 }
 
-pub fn to_anthropic(s: Stop) -> &'static str {
-    match s {
+pub fn to_anthropic(stop: Stop) -> &'static str {
+    match stop {
         Stop::EndTurn => "end_turn",
         Stop::MaxTokens => "max_tokens",
         Stop::StopSequence => "stop_sequence",
@@ -28,8 +28,8 @@ pub fn to_anthropic(s: Stop) -> &'static str {
 }
 
 /// OpenAI `finish_reason` → neutral. `stop` does not say whether a stop sequence matched.
-pub fn from_openai(s: &str) -> Stop {
-    match s {
+pub fn from_openai(reason: &str) -> Stop {
+    match reason {
         "length" => Stop::MaxTokens,
         "tool_calls" | "function_call" => Stop::ToolUse,
         "content_filter" => Stop::ContentFilter,
@@ -37,8 +37,8 @@ pub fn from_openai(s: &str) -> Stop {
     }
 }
 
-pub fn to_openai(s: Stop) -> &'static str {
-    match s {
+pub fn to_openai(stop: Stop) -> &'static str {
+    match stop {
         Stop::EndTurn | Stop::StopSequence | Stop::PauseTurn => "stop",
         Stop::MaxTokens => "length",
         Stop::ToolUse => "tool_calls",
@@ -48,19 +48,19 @@ pub fn to_openai(s: Stop) -> &'static str {
 
 /// Gemini `finishReason` → neutral, or the error it stands for. `has_calls`: the candidate
 /// holds function calls (Gemini says `STOP` for those).
-pub fn from_gemini(s: &str, has_calls: bool) -> Result<Stop, UpstreamError> {
-    match s {
+pub fn from_gemini(reason: &str, has_calls: bool) -> Result<Stop, UpstreamError> {
+    match reason {
         "MAX_TOKENS" => Ok(Stop::MaxTokens),
         "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
         | "LANGUAGE" => Err(UpstreamError::new(
             400,
             ErrorKind::ContentFilter,
-            format!("Gemini blocked the answer (finishReason {s})"),
+            format!("Gemini blocked the answer (finishReason {reason})"),
         )),
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => Err(UpstreamError::new(
             502,
             ErrorKind::Api,
-            format!("Gemini produced an unusable tool call (finishReason {s})"),
+            format!("Gemini produced an unusable tool call (finishReason {reason})"),
         )),
         _ if has_calls => Ok(Stop::ToolUse),
         _ => Ok(Stop::EndTurn),

@@ -97,24 +97,27 @@ impl UpstreamError {
 
     /// Read an error object (an error body or the data of a mid-stream error event). `status`
     /// is the HTTP status it came with, or 0 for a stream event: then the kind decides it.
-    pub fn from_value(from: WireFormat, status: u16, v: &Value) -> Self {
+    pub fn from_value(from: WireFormat, status: u16, value: &Value) -> Self {
         // Gemini streams wrap errors in an array.
-        let v = v.as_array().and_then(|a| a.first()).unwrap_or(v);
-        let err = if v["error"].is_object() {
-            &v["error"]
+        let value = value.as_array().and_then(|a| a.first()).unwrap_or(value);
+        let err = if value["error"].is_object() {
+            &value["error"]
         } else {
-            v
+            value
         };
-        let s = |k: &str| err[k].as_str().map(str::to_string);
-        let message = s("message")
-            .or_else(|| v["error"].as_str().map(str::to_string))
+        let field = |k: &str| err[k].as_str().map(str::to_string);
+        let message = field("message")
+            .or_else(|| value["error"].as_str().map(str::to_string))
             .unwrap_or_else(|| format!("upstream error (HTTP {status})"));
         let status = embedded_status(err).unwrap_or(status);
         let known = (400..=599).contains(&status).then_some(status);
         let (kind, code) = match from {
-            WireFormat::OpenAi => (openai_kind(known, err), s("code").or_else(|| s("type"))),
+            WireFormat::OpenAi => (
+                openai_kind(known, err),
+                field("code").or_else(|| field("type")),
+            ),
             WireFormat::Anthropic => {
-                let ty = s("type");
+                let ty = field("type");
                 let kind = ty.as_deref().and_then(anthropic_kind);
                 (
                     kind.unwrap_or_else(|| known.map_or(ErrorKind::Api, kind_of_status)),
@@ -122,7 +125,7 @@ impl UpstreamError {
                 )
             }
             WireFormat::Gemini => {
-                let st = s("status");
+                let st = field("status");
                 (gemini_kind(known, st.as_deref(), err), st)
             }
         };
@@ -215,23 +218,25 @@ impl UpstreamError {
 }
 
 /// Whether an error body carries its own HTTP status.
-pub(crate) fn has_embedded_status(v: &Value) -> bool {
-    let v = v.as_array().and_then(|a| a.first()).unwrap_or(v);
-    let err = if v["error"].is_object() {
-        &v["error"]
+pub(crate) fn has_embedded_status(value: &Value) -> bool {
+    let value = value.as_array().and_then(|a| a.first()).unwrap_or(value);
+    let err = if value["error"].is_object() {
+        &value["error"]
     } else {
-        v
+        value
     };
     embedded_status(err).is_some()
 }
 
 /// A status carried inside the error object (`code: 429` in OpenAI-compatible and Gemini bodies).
 fn embedded_status(err: &Value) -> Option<u16> {
-    let c = &err["code"];
-    let n = c
+    let code = &err["code"];
+    let status = code
         .as_u64()
-        .or_else(|| c.as_str().and_then(|s| s.parse().ok()))?;
-    u16::try_from(n).ok().filter(|n| (400..=599).contains(n))
+        .or_else(|| code.as_str().and_then(|s| s.parse().ok()))?;
+    u16::try_from(status)
+        .ok()
+        .filter(|status| (400..=599).contains(status))
 }
 
 pub(crate) fn kind_of_status(status: u16) -> ErrorKind {
@@ -269,8 +274,11 @@ fn default_status(kind: ErrorKind, from: WireFormat) -> u16 {
 /// OpenAI errors: the status decides, except quota and content-filter codes; a stream error
 /// (no status) is read by its type or code.
 fn openai_kind(status: Option<u16>, err: &Value) -> ErrorKind {
-    let is = |k: &str, v: &str| err[k].as_str() == Some(v);
-    let any = |vs: &[&str]| vs.iter().any(|v| is("type", v) || is("code", v));
+    let is = |k: &str, value: &str| err[k].as_str() == Some(value);
+    let any = |vs: &[&str]| {
+        vs.iter()
+            .any(|value| is("type", value) || is("code", value))
+    };
     if any(&["insufficient_quota"]) {
         return ErrorKind::Billing;
     }

@@ -61,16 +61,16 @@ pub(crate) struct AnthropicUsage {
 }
 
 impl AnthropicUsage {
-    pub fn absorb(&mut self, u: &AnthropicUsage) {
+    pub fn absorb(&mut self, usage: &AnthropicUsage) {
         let pick = |new: Option<u64>, old: Option<u64>| new.or(old);
-        self.input_tokens = pick(u.input_tokens, self.input_tokens);
-        self.output_tokens = pick(u.output_tokens, self.output_tokens);
+        self.input_tokens = pick(usage.input_tokens, self.input_tokens);
+        self.output_tokens = pick(usage.output_tokens, self.output_tokens);
         self.cache_creation_input_tokens = pick(
-            u.cache_creation_input_tokens,
+            usage.cache_creation_input_tokens,
             self.cache_creation_input_tokens,
         );
         self.cache_read_input_tokens =
-            pick(u.cache_read_input_tokens, self.cache_read_input_tokens);
+            pick(usage.cache_read_input_tokens, self.cache_read_input_tokens);
     }
 
     pub fn usage(&self) -> Usage {
@@ -164,17 +164,17 @@ mod tests {
 
     #[test]
     fn anthropic_input_excludes_cache_and_openai_includes_it() {
-        let a: AnthropicUsage = serde_json::from_str(
+        let anthropic: AnthropicUsage = serde_json::from_str(
             r#"{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":5}"#,
         )
         .unwrap();
-        let u = a.usage();
-        assert_eq!(u.prompt_tokens, 60);
-        let o = u.to_openai();
-        assert_eq!(o["prompt_tokens"], 60);
-        assert_eq!(o["prompt_tokens_details"]["cached_tokens"], 30);
-        assert_eq!(o["total_tokens"], 65);
-        let back = u.to_anthropic();
+        let usage = anthropic.usage();
+        assert_eq!(usage.prompt_tokens, 60);
+        let openai = usage.to_openai();
+        assert_eq!(openai["prompt_tokens"], 60);
+        assert_eq!(openai["prompt_tokens_details"]["cached_tokens"], 30);
+        assert_eq!(openai["total_tokens"], 65);
+        let back = usage.to_anthropic();
         assert_eq!(back["input_tokens"], 10);
         assert_eq!(back["cache_creation_input_tokens"], 20);
         assert_eq!(back["cache_read_input_tokens"], 30);
@@ -182,35 +182,35 @@ mod tests {
 
     #[test]
     fn openai_cached_tokens_come_out_of_anthropic_input() {
-        let o: OpenAiUsage = serde_json::from_str(
+        let openai: OpenAiUsage = serde_json::from_str(
             r#"{"prompt_tokens":100,"completion_tokens":40,"prompt_tokens_details":{"cached_tokens":64},"completion_tokens_details":{"reasoning_tokens":12}}"#,
         )
         .unwrap();
-        let a = o.usage().to_anthropic();
-        assert_eq!(a["input_tokens"], 36);
-        assert_eq!(a["cache_read_input_tokens"], 64);
-        assert_eq!(a["output_tokens"], 40);
-        assert_eq!(o.usage().reasoning_tokens, 12);
+        let anthropic = openai.usage().to_anthropic();
+        assert_eq!(anthropic["input_tokens"], 36);
+        assert_eq!(anthropic["cache_read_input_tokens"], 64);
+        assert_eq!(anthropic["output_tokens"], 40);
+        assert_eq!(openai.usage().reasoning_tokens, 12);
     }
 
     #[test]
     fn gemini_output_adds_thoughts_and_input_includes_cache() {
-        let g: GeminiUsage = serde_json::from_str(
+        let gemini: GeminiUsage = serde_json::from_str(
             r#"{"promptTokenCount":50,"candidatesTokenCount":7,"cachedContentTokenCount":32,"thoughtsTokenCount":20,"totalTokenCount":77}"#,
         )
         .unwrap();
-        let u = g.usage();
-        assert_eq!((u.prompt_tokens, u.cached_tokens), (50, 32));
-        assert_eq!((u.completion_tokens, u.reasoning_tokens), (27, 20));
-        assert_eq!(u.to_anthropic()["input_tokens"], 18);
+        let usage = gemini.usage();
+        assert_eq!((usage.prompt_tokens, usage.cached_tokens), (50, 32));
+        assert_eq!((usage.completion_tokens, usage.reasoning_tokens), (27, 20));
+        assert_eq!(usage.to_anthropic()["input_tokens"], 18);
     }
 
     #[test]
     fn odd_counts_are_ignored_not_fatal() {
-        let a: AnthropicUsage = serde_json::from_str(
+        let anthropic: AnthropicUsage = serde_json::from_str(
             r#"{"input_tokens":-3,"output_tokens":"7","cache_read_input_tokens":null}"#,
         )
         .unwrap();
-        assert_eq!(a.usage(), Usage::default());
+        assert_eq!(anthropic.usage(), Usage::default());
     }
 }

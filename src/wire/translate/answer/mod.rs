@@ -37,21 +37,21 @@ pub fn translate_answer(
     opts: &AnswerOptions,
 ) -> Result<TranslatedAnswer, UpstreamError> {
     let ids = IdGen::new(to, opts.id_seed);
-    let mut a = match from {
+    let mut answer = match from {
         WireFormat::Anthropic => read::anthropic(body)?,
         WireFormat::OpenAi => read::openai(body)?,
         WireFormat::Gemini => read::gemini(body, &ids)?,
     };
     if let Some(m) = opts.model {
-        a.model = m.to_string();
+        answer.model = m.to_string();
     }
-    let usage = a.usage;
-    let v = match to {
-        WireFormat::Anthropic => write::anthropic(a, &ids, from)?,
-        WireFormat::OpenAi | WireFormat::Gemini => write::openai(a, opts.created, &ids),
+    let usage = answer.usage;
+    let written = match to {
+        WireFormat::Anthropic => write::anthropic(answer, &ids, from)?,
+        WireFormat::OpenAi | WireFormat::Gemini => write::openai(answer, opts.created, &ids),
     };
     Ok(TranslatedAnswer {
-        body: v.to_string().into_bytes(),
+        body: written.to_string().into_bytes(),
         usage,
     })
 }

@@ -12,12 +12,14 @@ use crate::wire::translate::{stop, WireFormat};
 
 /// Anthropic message → neutral answer.
 pub(in crate::wire::translate) fn anthropic(body: &[u8]) -> Result<Answer, UpstreamError> {
-    let m: AMessage = parse(WireFormat::Anthropic, body)?;
-    if m.ty.as_deref() == Some("error") || (m.error.is_some() && m.content.is_empty()) {
+    let message: AMessage = parse(WireFormat::Anthropic, body)?;
+    if message.ty.as_deref() == Some("error")
+        || (message.error.is_some() && message.content.is_empty())
+    {
         return Err(hidden(WireFormat::Anthropic, body));
     }
-    let mut parts = Vec::with_capacity(m.content.len());
-    for b in m.content {
+    let mut parts = Vec::with_capacity(message.content.len());
+    for b in message.content {
         parts.push(match b.ty.as_ref() {
             "text" => AnswerPart::Text(b.text.unwrap_or_default().into_owned()),
             "thinking" => AnswerPart::Thinking {
@@ -43,30 +45,30 @@ pub(in crate::wire::translate) fn anthropic(body: &[u8]) -> Result<Answer, Upstr
         });
     }
     Ok(Answer {
-        id: m.id.unwrap_or_default().into_owned(),
-        model: m.model.unwrap_or_default().into_owned(),
+        id: message.id.unwrap_or_default().into_owned(),
+        model: message.model.unwrap_or_default().into_owned(),
         choices: vec![Choice {
             parts,
-            stop: stop::from_anthropic(m.stop_reason.as_deref().unwrap_or("end_turn")),
-            stop_sequence: m.stop_sequence.map(|s| s.into_owned()),
+            stop: stop::from_anthropic(message.stop_reason.as_deref().unwrap_or("end_turn")),
+            stop_sequence: message.stop_sequence.map(|s| s.into_owned()),
         }],
-        usage: m.usage.map(|u| u.usage()),
+        usage: message.usage.map(|u| u.usage()),
     })
 }
 
 /// OpenAI `chat.completion` → neutral answer.
 pub(in crate::wire::translate) fn openai(body: &[u8]) -> Result<Answer, UpstreamError> {
-    let c: OCompletion = parse(WireFormat::OpenAi, body)?;
-    if c.error.is_some() && c.choices.is_empty() {
+    let completion: OCompletion = parse(WireFormat::OpenAi, body)?;
+    if completion.error.is_some() && completion.choices.is_empty() {
         return Err(hidden(WireFormat::OpenAi, body));
     }
-    if c.choices.is_empty() {
+    if completion.choices.is_empty() {
         return Err(UpstreamError::bad_answer(
             WireFormat::OpenAi,
             "the answer has no choices",
         ));
     }
-    let mut choices: Vec<(u64, Choice)> = c
+    let mut choices: Vec<(u64, Choice)> = completion
         .choices
         .into_iter()
         .enumerate()
@@ -74,10 +76,10 @@ pub(in crate::wire::translate) fn openai(body: &[u8]) -> Result<Answer, Upstream
         .collect();
     choices.sort_by_key(|(i, _)| *i);
     Ok(Answer {
-        id: c.id.unwrap_or_default().into_owned(),
-        model: c.model.unwrap_or_default().into_owned(),
+        id: completion.id.unwrap_or_default().into_owned(),
+        model: completion.model.unwrap_or_default().into_owned(),
         choices: choices.into_iter().map(|(_, ch)| ch).collect(),
-        usage: c.usage.map(|u| u.usage()),
+        usage: completion.usage.map(|u| u.usage()),
     })
 }
 
@@ -108,8 +110,9 @@ fn openai_choice(ch: OChoice) -> Choice {
             stop = Stop::ToolUse;
         }
         for call in m.tool_calls {
-            let f = call.function;
-            let (name, args) = f.map_or((None, None), |f| (f.name, f.arguments));
+            let function = call.function;
+            let (name, args) =
+                function.map_or((None, None), |function| (function.name, function.arguments));
             parts.push(AnswerPart::ToolCall {
                 id: call.id.unwrap_or_default().into_owned(),
                 name: name.unwrap_or_default().into_owned(),
@@ -129,33 +132,33 @@ pub(in crate::wire::translate) fn gemini(
     body: &[u8],
     ids: &IdGen,
 ) -> Result<Answer, UpstreamError> {
-    let r: GResponse = parse(WireFormat::Gemini, body)?;
-    if r.error.is_some() && r.candidates.is_empty() {
+    let response: GResponse = parse(WireFormat::Gemini, body)?;
+    if response.error.is_some() && response.candidates.is_empty() {
         return Err(hidden(WireFormat::Gemini, body));
     }
-    if let Some(reason) = r
+    if let Some(reason) = response
         .prompt_feedback
         .as_ref()
         .and_then(|f| f.block_reason.as_deref())
     {
         return Err(stop::gemini_block(reason));
     }
-    if r.candidates.is_empty() {
+    if response.candidates.is_empty() {
         return Err(UpstreamError::bad_answer(
             WireFormat::Gemini,
             "the answer has no candidates",
         ));
     }
-    let mut choices = Vec::with_capacity(r.candidates.len());
+    let mut choices = Vec::with_capacity(response.candidates.len());
     let mut calls = 0;
-    for cand in r.candidates {
+    for cand in response.candidates {
         choices.push(gemini_choice(cand, &mut calls, ids)?);
     }
     Ok(Answer {
-        id: r.response_id.unwrap_or_default().into_owned(),
-        model: r.model_version.unwrap_or_default().into_owned(),
+        id: response.response_id.unwrap_or_default().into_owned(),
+        model: response.model_version.unwrap_or_default().into_owned(),
         choices,
-        usage: r.usage_metadata.map(|u| u.usage()),
+        usage: response.usage_metadata.map(|u| u.usage()),
     })
 }
 
@@ -214,15 +217,16 @@ fn parse<'a, T: serde::Deserialize<'a>>(
 /// A 200 whose body is an error object (R9.5): its embedded status (a status code, or an
 /// Anthropic error type), else 502.
 fn hidden(from: WireFormat, body: &[u8]) -> UpstreamError {
-    let v: Value = serde_json::from_slice(body).unwrap_or_default();
-    let e = UpstreamError::from_value(from, 0, &v);
+    let parsed: Value = serde_json::from_slice(body).unwrap_or_default();
+    let error = UpstreamError::from_value(from, 0, &parsed);
     let typed = from == WireFormat::Anthropic
-        && e.code
+        && error
+            .code
             .as_deref()
             .is_some_and(crate::wire::translate::upstream_error::is_anthropic_type);
-    if typed || crate::wire::translate::upstream_error::has_embedded_status(&v) {
-        e
+    if typed || crate::wire::translate::upstream_error::has_embedded_status(&parsed) {
+        error
     } else {
-        UpstreamError::from_value(from, 502, &v)
+        UpstreamError::from_value(from, 502, &parsed)
     }
 }

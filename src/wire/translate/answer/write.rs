@@ -12,22 +12,22 @@ use crate::wire::translate::usage::Usage;
 use crate::wire::translate::WireFormat;
 
 /// `chat.completion`; tool-call arguments that are not JSON are passed as they came.
-pub(in crate::wire::translate) fn openai(a: Answer, created: u64, ids: &IdGen) -> Value {
+pub(in crate::wire::translate) fn openai(answer: Answer, created: u64, ids: &IdGen) -> Value {
     let mut calls = 0;
-    let choices: Vec<Value> = a
+    let choices: Vec<Value> = answer
         .choices
         .into_iter()
         .enumerate()
         .map(|(i, ch)| openai_choice(i, ch, ids, &mut calls))
         .collect();
     let mut out = json!({
-        "id": ids.message_id(&a.id),
+        "id": ids.message_id(&answer.id),
         "object": "chat.completion",
         "created": created,
-        "model": a.model,
+        "model": answer.model,
         "choices": choices,
     });
-    if let Some(u) = a.usage {
+    if let Some(u) = answer.usage {
         out["usage"] = u.to_openai();
     }
     out
@@ -46,11 +46,11 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
         }
         match p {
             AnswerPart::Text(t) => {
-                let s = text.get_or_insert_with(String::new);
-                if std::mem::take(&mut gap) && !s.is_empty() && !t.is_empty() {
-                    s.push_str(crate::wire::translate::request::to_openai::TEXT_JOINER);
+                let joined = text.get_or_insert_with(String::new);
+                if std::mem::take(&mut gap) && !joined.is_empty() && !t.is_empty() {
+                    joined.push_str(crate::wire::translate::request::to_openai::TEXT_JOINER);
                 }
-                s.push_str(&t);
+                joined.push_str(&t);
             }
             AnswerPart::Thinking { text: t, .. } => {
                 reasoning.get_or_insert_with(String::new).push_str(&t)
@@ -87,13 +87,13 @@ fn openai_choice(i: usize, ch: Choice, ids: &IdGen, calls: &mut usize) -> Value 
 
 /// An Anthropic message from the first choice (Anthropic clients cannot ask for more).
 pub(in crate::wire::translate) fn anthropic(
-    a: Answer,
+    answer: Answer,
     ids: &IdGen,
     from: WireFormat,
 ) -> Result<Value, UpstreamError> {
-    let id = ids.message_id(&a.id);
-    let usage = a.usage.unwrap_or_default();
-    let Some(ch) = a.choices.into_iter().next() else {
+    let id = ids.message_id(&answer.id);
+    let usage = answer.usage.unwrap_or_default();
+    let Some(ch) = answer.choices.into_iter().next() else {
         return Err(UpstreamError::bad_answer(from, "the answer has no choices"));
     };
     let mut content = Vec::with_capacity(ch.parts.len());
@@ -105,7 +105,7 @@ pub(in crate::wire::translate) fn anthropic(
         "id": id,
         "type": "message",
         "role": "assistant",
-        "model": a.model,
+        "model": answer.model,
         "content": content,
         "stop_reason": stop::to_anthropic(ch.stop),
         "stop_sequence": ch.stop_sequence.filter(|_| ch.stop == Stop::StopSequence),

@@ -28,19 +28,19 @@ pub(in crate::wire::translate) struct Thinking {
 }
 
 /// `thinking: {type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}`.
-pub(in crate::wire::translate) fn read(v: Value, p: Path, target: WireFormat) -> Result<Mode> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
-    let budget = match m.remove("budget_tokens").filter(|b| !b.is_null()) {
-        Some(b) => Some(read::count(&b, p.key("budget_tokens"))?),
+pub(in crate::wire::translate) fn read(value: Value, at: Path, target: WireFormat) -> Result<Mode> {
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
+    let budget = match fields.remove("budget_tokens").filter(|b| !b.is_null()) {
+        Some(b) => Some(read::count(&b, at.key("budget_tokens"))?),
         None => None,
     };
-    read::no_more(&m, p, target, &[])?;
+    read::no_more(&fields, at, target, &[])?;
     match ty.as_str() {
         "enabled" | "adaptive" => Ok(Mode::On { budget }),
         "disabled" => Ok(Mode::Off),
         other => Err(TranslateError::unsupported(
-            p.key("type"),
+            at.key("type"),
             format!("`{other}` is not enabled, adaptive or disabled"),
         )),
     }
@@ -67,12 +67,16 @@ pub(in crate::wire::translate) fn budget_effort(budget: u64) -> &'static str {
 }
 
 /// Set the request's reasoning fields for `target`; report what it cannot take.
-pub(in crate::wire::translate) fn apply(t: Thinking, req: &mut ChatRequest, target: WireFormat) {
-    let effort = t.effort.as_deref().and_then(openai_effort);
-    if t.effort.is_some() && effort.is_none() {
+pub(in crate::wire::translate) fn apply(
+    thinking: Thinking,
+    req: &mut ChatRequest,
+    target: WireFormat,
+) {
+    let effort = thinking.effort.as_deref().and_then(openai_effort);
+    if thinking.effort.is_some() && effort.is_none() {
         req.note_dropped("output_config.effort");
     }
-    let Some(Mode::On { budget }) = t.mode else {
+    let Some(Mode::On { budget }) = thinking.mode else {
         // Without thinking the effort only tunes Claude's spend.
         if effort.is_some() {
             req.note_dropped("output_config.effort");
@@ -103,51 +107,54 @@ mod tests {
 
     fn applied(mode: Option<Mode>, effort: Option<&str>, target: WireFormat) -> ChatRequest {
         let mut req = ChatRequest::default();
-        let t = Thinking {
+        let thinking = Thinking {
             mode,
             effort: effort.map(str::to_string),
         };
-        apply(t, &mut req, target);
+        apply(thinking, &mut req, target);
         req
     }
 
     #[test]
     fn the_effort_wins_over_the_budget_and_the_budget_gives_one() {
         let on = |b| Some(Mode::On { budget: b });
-        let r = applied(on(Some(31999)), Some("low"), WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
-        let r = applied(on(Some(31999)), None, WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        let r = applied(on(Some(2000)), None, WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("low"));
-        let r = applied(on(None), Some("max"), WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        let r = applied(on(None), None, WireFormat::OpenAi);
-        assert_eq!((r.reasoning_effort, r.dropped), (None, vec!["thinking"]));
+        let request = applied(on(Some(31999)), Some("low"), WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("low"));
+        let request = applied(on(Some(31999)), None, WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("high"));
+        let request = applied(on(Some(2000)), None, WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("low"));
+        let request = applied(on(None), Some("max"), WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort.as_deref(), Some("high"));
+        let request = applied(on(None), None, WireFormat::OpenAi);
+        assert_eq!(
+            (request.reasoning_effort, request.dropped),
+            (None, vec!["thinking"])
+        );
     }
 
     #[test]
     fn gemini_takes_the_budget_or_the_effort_and_off_drops_the_effort() {
-        let r = applied(
+        let request = applied(
             Some(Mode::On { budget: None }),
             Some("high"),
             WireFormat::Gemini,
         );
         assert_eq!(
-            (r.thinking_budget, r.reasoning_effort.as_deref()),
+            (request.thinking_budget, request.reasoning_effort.as_deref()),
             (None, Some("high"))
         );
-        let r = applied(
+        let request = applied(
             Some(Mode::On { budget: Some(5) }),
             Some("high"),
             WireFormat::Gemini,
         );
-        assert_eq!(r.thinking_budget, Some(5));
-        assert_eq!(r.dropped, vec!["output_config.effort"]);
-        let r = applied(Some(Mode::Off), Some("high"), WireFormat::OpenAi);
-        assert_eq!(r.reasoning_effort, None);
-        assert_eq!(r.dropped, vec!["output_config.effort"]);
-        let r = applied(None, Some("turbo"), WireFormat::OpenAi);
-        assert_eq!(r.dropped, vec!["output_config.effort"]);
+        assert_eq!(request.thinking_budget, Some(5));
+        assert_eq!(request.dropped, vec!["output_config.effort"]);
+        let request = applied(Some(Mode::Off), Some("high"), WireFormat::OpenAi);
+        assert_eq!(request.reasoning_effort, None);
+        assert_eq!(request.dropped, vec!["output_config.effort"]);
+        let request = applied(None, Some("turbo"), WireFormat::OpenAi);
+        assert_eq!(request.dropped, vec!["output_config.effort"]);
     }
 }

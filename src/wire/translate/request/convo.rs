@@ -89,14 +89,14 @@ impl Convo {
         id: String,
         content: Vec<Part>,
         is_error: bool,
-        p: Path,
+        at: Path,
     ) -> Result<()> {
         let name = if self.target == WireFormat::Gemini {
             match self.names.get(&id) {
                 Some(n) => Some(n.clone()),
                 None => {
                     return Err(TranslateError::invalid(
-                        p,
+                        at,
                         format!(
                             "`{id}` answers no tool call of an earlier assistant turn; Gemini \
                              matches tool results to calls by the call's name, so the call must \

@@ -17,40 +17,40 @@ const DROPPED: &[(&str, &str)] = &[
     ("service_tier", "service_tier"),
 ];
 
-pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<ChatRequest> {
-    let mut map = read::object(v, Path::ROOT)?;
+pub(in crate::wire::translate) fn read(value: Value, target: WireFormat) -> Result<ChatRequest> {
+    let mut map = read::object(value, Path::ROOT)?;
     let mut req = ChatRequest::default();
     let mut messages = None;
     let mut thinking = Thinking::default();
     map.remove("model");
     read::drop_keys(&mut map, DROPPED, &mut req.dropped);
-    for (k, v) in map {
-        if v.is_null() {
+    for (k, value) in map {
+        if value.is_null() {
             continue;
         }
         let root = Path::ROOT;
-        let p = root.key(&k);
+        let at = root.key(&k);
         match k.as_str() {
-            "messages" => messages = Some(v),
-            "system" => req.system = system(v, p, target, &mut req.dropped)?,
-            "max_tokens" => req.max_tokens = Some(read::count(&v, p)?),
-            "stream" => req.stream = read::boolean(&v, p)?,
-            "temperature" => req.temperature = Some(read::number(&v, p)?),
-            "top_p" => req.top_p = Some(read::number(&v, p)?),
-            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&v, p)?),
-            "top_k" => return Err(refuse(p, target, "`top_k`")),
-            "stop_sequences" => req.stop = stop_sequences(v, p, target)?,
-            "metadata" => req.user = metadata(v, p, target, &mut req.dropped)?,
-            "tools" => req.tools = tools(v, p, target, &mut req.dropped)?,
-            "tool_choice" => tool_choice(v, p, &mut req, target)?,
-            "thinking" => thinking.mode = Some(think::read(v, p, target)?),
+            "messages" => messages = Some(value),
+            "system" => req.system = system(value, at, target, &mut req.dropped)?,
+            "max_tokens" => req.max_tokens = Some(read::count(&value, at)?),
+            "stream" => req.stream = read::boolean(&value, at)?,
+            "temperature" => req.temperature = Some(read::number(&value, at)?),
+            "top_p" => req.top_p = Some(read::number(&value, at)?),
+            "top_k" if target == WireFormat::Gemini => req.top_k = Some(read::count(&value, at)?),
+            "top_k" => return Err(refuse(at, target, "`top_k`")),
+            "stop_sequences" => req.stop = stop_sequences(value, at, target)?,
+            "metadata" => req.user = metadata(value, at, target, &mut req.dropped)?,
+            "tools" => req.tools = tools(value, at, target, &mut req.dropped)?,
+            "tool_choice" => tool_choice(value, at, &mut req, target)?,
+            "thinking" => thinking.mode = Some(think::read(value, at, target)?),
             "output_config" => {
-                let (format, effort) = output_config(v, p, target)?;
+                let (format, effort) = output_config(value, at, target)?;
                 req.response_format = format;
                 thinking.effort = effort;
             }
-            "output_format" => req.response_format = Some(output_format(v, p, target)?),
-            _ => return Err(read::unknown(p, target)),
+            "output_format" => req.response_format = Some(output_format(value, at, target)?),
+            _ => return Err(read::unknown(at, target)),
         }
     }
     // An OpenAI upstream reports usage in a stream only when asked; the Anthropic client
@@ -64,20 +64,20 @@ pub(in crate::wire::translate) fn read(v: Value, target: WireFormat) -> Result<C
 
 /// `system`: a string or text blocks (`cache_control` and `citations` dropped).
 fn system(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Vec<String>> {
-    match v {
+    match value {
         Value::String(s) => Ok(vec![s]),
         Value::Array(blocks) => blocks
             .into_iter()
             .enumerate()
             .map(|(i, b)| {
-                let pi = p.idx(i);
-                let mut m = read::object(b, pi)?;
-                let ty = read::req_str(&mut m, "type", pi)?;
+                let pi = at.idx(i);
+                let mut fields = read::object(b, pi)?;
+                let ty = read::req_str(&mut fields, "type", pi)?;
                 if ty != "text" {
                     return Err(refuse(
                         pi.key("type"),
@@ -85,14 +85,14 @@ fn system(
                         "a system block that is not text",
                     ));
                 }
-                let text = read::req_str(&mut m, "text", pi)?;
-                read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
-                read::no_more(&m, pi, target, &[])?;
+                let text = read::req_str(&mut fields, "text", pi)?;
+                read::drop_keys(&mut fields, read::BLOCK_DROPPED, dropped);
+                read::no_more(&fields, pi, target, &[])?;
                 Ok(text)
             })
             .collect(),
         other => Err(TranslateError::invalid(
-            p,
+            at,
             format!(
                 "must be a string or an array of text blocks, not {}",
                 read::kind(&other)
@@ -101,15 +101,15 @@ fn system(
     }
 }
 
-fn stop_sequences(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> {
-    let list = read::array(v, p)?;
+fn stop_sequences(value: Value, at: Path, target: WireFormat) -> Result<Vec<String>> {
+    let list = read::array(value, at)?;
     let max = match target {
         WireFormat::OpenAi => 4,
         _ => 5,
     };
     if list.len() > max {
         return Err(TranslateError::unsupported(
-            p,
+            at,
             format!(
                 "has {} sequences; {} accepts at most {max}",
                 list.len(),
@@ -119,21 +119,21 @@ fn stop_sequences(v: Value, p: Path, target: WireFormat) -> Result<Vec<String>> 
     }
     list.into_iter()
         .enumerate()
-        .map(|(i, s)| read::string(s, p.idx(i)))
+        .map(|(i, s)| read::string(s, at.idx(i)))
         .collect()
 }
 
 /// `metadata.user_id` (OpenAI `user`, hashed when longer than OpenAI's 64 characters; Gemini
 /// has no such field). Other metadata keys are dropped and reported.
 fn metadata(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Option<String>> {
-    let mut m = read::object(v, p)?;
-    let user = read::opt_str(&mut m, "user_id", p)?;
-    if m.values().any(|v| !v.is_null()) {
+    let mut metadata = read::object(value, at)?;
+    let user = read::opt_str(&mut metadata, "user_id", at)?;
+    if metadata.values().any(|value| !value.is_null()) {
         crate::wire::translate::ir::note(dropped, "metadata");
     }
     let user = match (user, target) {
@@ -156,23 +156,23 @@ pub(in crate::wire::translate) fn openai_user(id: String) -> String {
     if id.len() <= MAX {
         return id;
     }
-    let mut h = hex::encode(Sha256::digest(id.as_bytes()));
-    h.truncate(MAX - 2);
-    format!("u_{h}")
+    let mut hashed = hex::encode(Sha256::digest(id.as_bytes()));
+    hashed.truncate(MAX - 2);
+    format!("u_{hashed}")
 }
 
 fn tools(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Vec<Tool>> {
-    let list = read::array(v, p)?;
+    let list = read::array(value, at)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.into_iter().enumerate() {
-        let pi = p.idx(i);
-        let mut m = read::object(t, pi)?;
-        if let Some(ty) = read::opt_str(&mut m, "type", pi)? {
+        let pi = at.idx(i);
+        let mut tool = read::object(t, pi)?;
+        if let Some(ty) = read::opt_str(&mut tool, "type", pi)? {
             if ty != "custom" {
                 return Err(refuse(
                     pi.key("type"),
@@ -181,17 +181,17 @@ fn tools(
                 ));
             }
         }
-        let name = read::req_str(&mut m, "name", pi)?;
-        let description = read::opt_str(&mut m, "description", pi)?;
-        let schema = m.remove("input_schema").filter(|s| !s.is_null());
+        let name = read::req_str(&mut tool, "name", pi)?;
+        let description = read::opt_str(&mut tool, "description", pi)?;
+        let schema = tool.remove("input_schema").filter(|s| !s.is_null());
         if schema.is_none() {
             return Err(TranslateError::invalid(
                 pi.key("input_schema"),
                 "is required",
             ));
         }
-        read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
-        read::no_more(&m, pi, target, &[])?;
+        read::drop_keys(&mut tool, read::BLOCK_DROPPED, dropped);
+        read::no_more(&tool, pi, target, &[])?;
         out.push(Tool {
             name,
             description,
@@ -201,67 +201,67 @@ fn tools(
     Ok(out)
 }
 
-fn tool_choice(v: Value, p: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+fn tool_choice(value: Value, at: Path, req: &mut ChatRequest, target: WireFormat) -> Result<()> {
+    let mut choice = read::object(value, at)?;
+    let ty = read::req_str(&mut choice, "type", at)?;
     req.tool_choice = Some(match ty.as_str() {
         "auto" => ToolChoice::Auto,
         "any" => ToolChoice::Required,
         "none" => ToolChoice::None,
-        "tool" => ToolChoice::Named(read::req_str(&mut m, "name", p)?),
+        "tool" => ToolChoice::Named(read::req_str(&mut choice, "name", at)?),
         other => {
             return Err(TranslateError::invalid(
-                p.key("type"),
+                at.key("type"),
                 format!("`{other}` is not auto, any, tool or none"),
             ))
         }
     });
-    if let Some(d) = m
+    if let Some(d) = choice
         .remove("disable_parallel_tool_use")
         .filter(|d| !d.is_null())
     {
-        let pd = p.key("disable_parallel_tool_use");
+        let pd = at.key("disable_parallel_tool_use");
         let disable = read::boolean(&d, pd)?;
         if disable && target == WireFormat::Gemini {
             return Err(refuse(pd, target, "`disable_parallel_tool_use: true`"));
         }
         req.parallel_tool_calls = Some(!disable);
     }
-    read::no_more(&m, p, target, &[])
+    read::no_more(&choice, at, target, &[])
 }
 
 /// `output_config`: `format` is structured output; `effort` tunes Claude's token spend (the
 /// reasoning effort where the target has one: `req_anthropic_think`).
 fn output_config(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
 ) -> Result<(Option<ResponseFormat>, Option<String>)> {
-    let mut m = read::object(v, p)?;
-    let format = match m.remove("format").filter(|f| !f.is_null()) {
-        Some(f) => Some(output_format(f, p.key("format"), target)?),
+    let mut config = read::object(value, at)?;
+    let format = match config.remove("format").filter(|f| !f.is_null()) {
+        Some(f) => Some(output_format(f, at.key("format"), target)?),
         None => None,
     };
-    let effort = read::opt_str(&mut m, "effort", p)?;
-    read::no_more(&m, p, target, &[])?;
+    let effort = read::opt_str(&mut config, "effort", at)?;
+    read::no_more(&config, at, target, &[])?;
     Ok((format, effort))
 }
 
 /// `output_config.format` (and the beta `output_format`): `{type: json_schema, schema}`.
-fn output_format(v: Value, p: Path, target: WireFormat) -> Result<ResponseFormat> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+fn output_format(value: Value, at: Path, target: WireFormat) -> Result<ResponseFormat> {
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     if ty != "json_schema" {
         return Err(TranslateError::unsupported(
-            p.key("type"),
+            at.key("type"),
             format!("`{ty}` is not json_schema"),
         ));
     }
-    let schema = m
+    let schema = fields
         .remove("schema")
         .filter(|s| !s.is_null())
-        .ok_or_else(|| TranslateError::invalid(p.key("schema"), "is required"))?;
-    read::no_more(&m, p, target, &[])?;
+        .ok_or_else(|| TranslateError::invalid(at.key("schema"), "is required"))?;
+    read::no_more(&fields, at, target, &[])?;
     Ok(ResponseFormat::JsonSchema {
         name: "output".to_string(),
         schema,

@@ -13,18 +13,18 @@ use crate::wire::translate::request::read::{self, refuse};
 use crate::wire::translate::WireFormat;
 
 pub(in crate::wire::translate) fn read(
-    v: Value,
+    value: Value,
     req: &mut ChatRequest,
     target: WireFormat,
 ) -> Result<()> {
     let root = Path::ROOT;
-    let p = root.key("messages");
-    let list = read::array(v, p)?;
+    let at = root.key("messages");
+    let list = read::array(value, at)?;
     let mut convo = Convo::new(target, list.len());
-    for (i, m) in list.into_iter().enumerate() {
-        let pi = p.idx(i);
-        let mut m = read::object(m, pi)?;
-        let role = match read::req_str(&mut m, "role", pi)?.as_str() {
+    for (i, message) in list.into_iter().enumerate() {
+        let pi = at.idx(i);
+        let mut message = read::object(message, pi)?;
+        let role = match read::req_str(&mut message, "role", pi)?.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
             // Claude Code's mid-conversation system messages (text only).
@@ -37,7 +37,7 @@ pub(in crate::wire::translate) fn read(
             }
         };
         let pc = pi.key("content");
-        match m.remove("content") {
+        match message.remove("content") {
             Some(Value::String(s)) => convo.open(role).push(Part::Text(s)),
             Some(Value::Array(blocks)) => {
                 convo.open(role);
@@ -56,44 +56,44 @@ pub(in crate::wire::translate) fn read(
             }
             None => return Err(TranslateError::invalid(pc, "is required")),
         }
-        read::no_more(&m, pi, target, &[])?;
+        read::no_more(&message, pi, target, &[])?;
     }
     convo.finish(req);
     Ok(())
 }
 
-fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -> Result<()> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+fn block(value: Value, at: Path, role: Role, convo: &mut Convo, target: WireFormat) -> Result<()> {
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     match (ty.as_str(), role) {
         ("text", _) => {
-            let text = read::req_str(&mut m, "text", p)?;
+            let text = read::req_str(&mut fields, "text", at)?;
             convo.open(role).push(Part::Text(text));
         }
         ("image", Role::User) => {
-            let img = image(&mut m, p, target)?;
+            let img = image(&mut fields, at, target)?;
             convo.open(role).push(Part::Image(img));
         }
         ("tool_use", Role::Assistant) => {
-            let id = read::req_str(&mut m, "id", p)?;
-            let name = read::req_str(&mut m, "name", p)?;
-            let args = match m.remove("input") {
-                Some(v @ Value::Object(_)) => v,
+            let id = read::req_str(&mut fields, "id", at)?;
+            let name = read::req_str(&mut fields, "name", at)?;
+            let args = match fields.remove("input") {
+                Some(value @ Value::Object(_)) => value,
                 _ => {
                     return Err(TranslateError::invalid(
-                        p.key("input"),
+                        at.key("input"),
                         "must be a JSON object",
                     ))
                 }
             };
-            caller(m.remove("caller"), p, target)?;
+            caller(fields.remove("caller"), at, target)?;
             convo.tool_call(id, name, args);
         }
-        ("tool_result", Role::User) => return tool_result(m, p, convo, target),
+        ("tool_result", Role::User) => return tool_result(fields, at, convo, target),
         // Earlier turns' reasoning: the text may go back to an OpenAI-format upstream; the
         // signature means nothing elsewhere (README.md).
         ("thinking", Role::Assistant) => {
-            match read::opt_str(&mut m, "thinking", p)? {
+            match read::opt_str(&mut fields, "thinking", at)? {
                 Some(t) if target == WireFormat::OpenAi && !t.is_empty() => {
                     convo.open(role).push(Part::Thinking(t))
                 }
@@ -107,25 +107,25 @@ fn block(v: Value, p: Path, role: Role, convo: &mut Convo, target: WireFormat) -
         }
         (other, _) => {
             return Err(refuse(
-                p.key("type"),
+                at.key("type"),
                 target,
                 &format!("a `{other}` block in a {} turn", role_name(role)),
             ))
         }
     }
-    read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
-    read::no_more(&m, p, target, &[])
+    read::drop_keys(&mut fields, read::BLOCK_DROPPED, &mut convo.dropped);
+    read::no_more(&fields, at, target, &[])
 }
 
 /// A `tool_use` block's `caller`: the SDKs echo it back (`null`, or `{"type": "direct"}`:
 /// the model called the tool itself, the only kind the other formats have). A call made
 /// from code execution (programmatic tool calling) cannot be expressed.
-fn caller(v: Option<Value>, p: Path, target: WireFormat) -> Result<()> {
-    match v {
+fn caller(value: Option<Value>, at: Path, target: WireFormat) -> Result<()> {
+    match value {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Object(c)) if c.get("type").and_then(Value::as_str) == Some("direct") => Ok(()),
         Some(_) => Err(refuse(
-            p.key("caller"),
+            at.key("caller"),
             target,
             "a tool call made from code execution",
         )),
@@ -141,16 +141,16 @@ fn role_name(role: Role) -> &'static str {
 }
 
 /// `image.source`: `{type: base64, media_type, data}` or `{type: url, url}`.
-fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Image> {
-    let ps = p.key("source");
-    let mut s = read::object(m.remove("source").unwrap_or(Value::Null), ps)?;
-    let ty = read::req_str(&mut s, "type", ps)?;
+fn image(fields: &mut Map<String, Value>, at: Path, target: WireFormat) -> Result<Image> {
+    let ps = at.key("source");
+    let mut source = read::object(fields.remove("source").unwrap_or(Value::Null), ps)?;
+    let ty = read::req_str(&mut source, "type", ps)?;
     let img = match ty.as_str() {
         "base64" => Image::Base64 {
-            media_type: read::req_str(&mut s, "media_type", ps)?,
-            data: read::req_str(&mut s, "data", ps)?,
+            media_type: read::req_str(&mut source, "media_type", ps)?,
+            data: read::req_str(&mut source, "data", ps)?,
         },
-        "url" => Image::Url(read::req_str(&mut s, "url", ps)?),
+        "url" => Image::Url(read::req_str(&mut source, "url", ps)?),
         other => {
             return Err(refuse(
                 ps.key("type"),
@@ -159,24 +159,24 @@ fn image(m: &mut Map<String, Value>, p: Path, target: WireFormat) -> Result<Imag
             ))
         }
     };
-    read::no_more(&s, ps, target, &[])?;
+    read::no_more(&source, ps, target, &[])?;
     read::check_image(&img, ps, target)?;
     Ok(img)
 }
 
 fn tool_result(
-    mut m: Map<String, Value>,
-    p: Path,
+    mut fields: Map<String, Value>,
+    at: Path,
     convo: &mut Convo,
     target: WireFormat,
 ) -> Result<()> {
-    let id = read::req_str(&mut m, "tool_use_id", p)?;
-    let is_error = match m.remove("is_error").filter(|e| !e.is_null()) {
-        Some(e) => read::boolean(&e, p.key("is_error"))?,
+    let id = read::req_str(&mut fields, "tool_use_id", at)?;
+    let is_error = match fields.remove("is_error").filter(|e| !e.is_null()) {
+        Some(e) => read::boolean(&e, at.key("is_error"))?,
         None => false,
     };
-    let pc = p.key("content");
-    let content = match m.remove("content") {
+    let pc = at.key("content");
+    let content = match fields.remove("content") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![Part::Text(s)],
         Some(Value::Array(blocks)) => {
@@ -200,32 +200,32 @@ fn tool_result(
         // OpenAI `tool` messages have no error flag; the result text says what failed.
         convo.dropped("tool_result.is_error");
     }
-    read::drop_keys(&mut m, read::BLOCK_DROPPED, &mut convo.dropped);
-    read::no_more(&m, p, target, &[])?;
-    convo.tool_result(id, content, is_error, p.key("tool_use_id"))
+    read::drop_keys(&mut fields, read::BLOCK_DROPPED, &mut convo.dropped);
+    read::no_more(&fields, at, target, &[])?;
+    convo.tool_result(id, content, is_error, at.key("tool_use_id"))
 }
 
 fn result_block(
-    v: Value,
-    p: Path,
+    value: Value,
+    at: Path,
     target: WireFormat,
     dropped: &mut Vec<&'static str>,
 ) -> Result<Part> {
-    let mut m = read::object(v, p)?;
-    let ty = read::req_str(&mut m, "type", p)?;
+    let mut fields = read::object(value, at)?;
+    let ty = read::req_str(&mut fields, "type", at)?;
     let part = match ty.as_str() {
-        "text" => Part::Text(read::req_str(&mut m, "text", p)?),
-        "image" => Part::Image(image(&mut m, p, target)?),
+        "text" => Part::Text(read::req_str(&mut fields, "text", at)?),
+        "image" => Part::Image(image(&mut fields, at, target)?),
         other => {
             return Err(refuse(
-                p.key("type"),
+                at.key("type"),
                 target,
                 &format!("a `{other}` block in a tool result"),
             ))
         }
     };
-    read::drop_keys(&mut m, read::BLOCK_DROPPED, dropped);
-    read::no_more(&m, p, target, &[])?;
+    read::drop_keys(&mut fields, read::BLOCK_DROPPED, dropped);
+    read::no_more(&fields, at, target, &[])?;
     Ok(part)
 }
 
@@ -257,13 +257,13 @@ mod caller_tests {
         };
         for ok in [json!(null), json!({"type": "direct"})] {
             let out = go(body(ok.clone())).unwrap_or_else(|e| panic!("{ok}: {e}"));
-            let v: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
-            assert_eq!(v["messages"][1]["tool_calls"][0]["id"], "toolu_1");
+            let request: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
+            assert_eq!(request["messages"][1]["tool_calls"][0]["id"], "toolu_1");
         }
-        let e = go(body(
+        let error = go(body(
             json!({"type": "code_execution_20250825", "tool_id": "x"}),
         ))
         .unwrap_err();
-        assert_eq!(e.field, "messages[1].content[0].caller");
+        assert_eq!(error.field, "messages[1].content[0].caller");
     }
 }

@@ -8,64 +8,66 @@ use crate::wire::translate::ir::{note, Image};
 use crate::wire::translate::refusal::{Path, Result, TranslateError};
 use crate::wire::translate::WireFormat;
 
-pub(in crate::wire::translate) fn object(v: Value, p: Path) -> Result<Map<String, Value>> {
-    match v {
+pub(in crate::wire::translate) fn object(value: Value, at: Path) -> Result<Map<String, Value>> {
+    match value {
         Value::Object(m) => Ok(m),
         other => Err(TranslateError::invalid(
-            p,
+            at,
             format!("must be a JSON object, not {}", kind(&other)),
         )),
     }
 }
 
-pub(in crate::wire::translate) fn array(v: Value, p: Path) -> Result<Vec<Value>> {
-    match v {
+pub(in crate::wire::translate) fn array(value: Value, at: Path) -> Result<Vec<Value>> {
+    match value {
         Value::Array(a) => Ok(a),
         other => Err(TranslateError::invalid(
-            p,
+            at,
             format!("must be an array, not {}", kind(&other)),
         )),
     }
 }
 
-pub(in crate::wire::translate) fn string(v: Value, p: Path) -> Result<String> {
-    match v {
+pub(in crate::wire::translate) fn string(value: Value, at: Path) -> Result<String> {
+    match value {
         Value::String(s) => Ok(s),
         other => Err(TranslateError::invalid(
-            p,
+            at,
             format!("must be a string, not {}", kind(&other)),
         )),
     }
 }
 
-pub(in crate::wire::translate) fn boolean(v: &Value, p: Path) -> Result<bool> {
-    v.as_bool().ok_or_else(|| {
-        TranslateError::invalid(p, format!("must be true or false, not {}", kind(v)))
+pub(in crate::wire::translate) fn boolean(value: &Value, at: Path) -> Result<bool> {
+    value.as_bool().ok_or_else(|| {
+        TranslateError::invalid(at, format!("must be true or false, not {}", kind(value)))
     })
 }
 
-pub(in crate::wire::translate) fn number(v: &Value, p: Path) -> Result<f64> {
-    v.as_f64()
-        .ok_or_else(|| TranslateError::invalid(p, format!("must be a number, not {}", kind(v))))
+pub(in crate::wire::translate) fn number(value: &Value, at: Path) -> Result<f64> {
+    value.as_f64().ok_or_else(|| {
+        TranslateError::invalid(at, format!("must be a number, not {}", kind(value)))
+    })
 }
 
-pub(in crate::wire::translate) fn count(v: &Value, p: Path) -> Result<u64> {
-    v.as_u64().ok_or_else(|| {
+pub(in crate::wire::translate) fn count(value: &Value, at: Path) -> Result<u64> {
+    value.as_u64().ok_or_else(|| {
         TranslateError::invalid(
-            p,
-            format!("must be a non-negative integer, not {}", kind(v)),
+            at,
+            format!("must be a non-negative integer, not {}", kind(value)),
         )
     })
 }
 
-pub(in crate::wire::translate) fn integer(v: &Value, p: Path) -> Result<i64> {
-    v.as_i64()
-        .ok_or_else(|| TranslateError::invalid(p, format!("must be an integer, not {}", kind(v))))
+pub(in crate::wire::translate) fn integer(value: &Value, at: Path) -> Result<i64> {
+    value.as_i64().ok_or_else(|| {
+        TranslateError::invalid(at, format!("must be an integer, not {}", kind(value)))
+    })
 }
 
 /// A short name of the JSON type of `v`, for error messages.
-pub(in crate::wire::translate) fn kind(v: &Value) -> &'static str {
-    match v {
+pub(in crate::wire::translate) fn kind(value: &Value) -> &'static str {
+    match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
         Value::Number(_) => "a number",
@@ -77,36 +79,36 @@ pub(in crate::wire::translate) fn kind(v: &Value) -> &'static str {
 
 /// Take a required string field out of `m`.
 pub(in crate::wire::translate) fn req_str(
-    m: &mut Map<String, Value>,
+    fields: &mut Map<String, Value>,
     key: &str,
-    p: Path,
+    at: Path,
 ) -> Result<String> {
-    match m.remove(key) {
-        Some(v) if !v.is_null() => string(v, p.key(key)),
-        _ => Err(TranslateError::invalid(p.key(key), "is required")),
+    match fields.remove(key) {
+        Some(v) if !v.is_null() => string(v, at.key(key)),
+        _ => Err(TranslateError::invalid(at.key(key), "is required")),
     }
 }
 
 /// Take an optional string field out of `m` (`null` counts as absent).
 pub(in crate::wire::translate) fn opt_str(
-    m: &mut Map<String, Value>,
+    fields: &mut Map<String, Value>,
     key: &str,
-    p: Path,
+    at: Path,
 ) -> Result<Option<String>> {
-    match m.remove(key) {
-        Some(v) if !v.is_null() => string(v, p.key(key)).map(Some),
+    match fields.remove(key) {
+        Some(v) if !v.is_null() => string(v, at.key(key)).map(Some),
         _ => Ok(None),
     }
 }
 
 /// The error for a field `target` cannot express.
 pub(in crate::wire::translate) fn refuse(
-    p: Path,
+    at: Path,
     target: WireFormat,
     what: &str,
 ) -> TranslateError {
     TranslateError::unsupported(
-        p,
+        at,
         format!(
             "{what} cannot be expressed in {}; remove it, or route this model to a channel \
              that speaks the client's format",
@@ -116,9 +118,9 @@ pub(in crate::wire::translate) fn refuse(
 }
 
 /// The error for a field this reader does not know.
-pub(in crate::wire::translate) fn unknown(p: Path, target: WireFormat) -> TranslateError {
+pub(in crate::wire::translate) fn unknown(at: Path, target: WireFormat) -> TranslateError {
     TranslateError::unsupported(
-        p,
+        at,
         format!(
             "is not a field the translation to {} knows; remove it, or route this model to a \
              channel that speaks the client's format",
@@ -131,16 +133,16 @@ pub(in crate::wire::translate) fn unknown(p: Path, target: WireFormat) -> Transl
 /// and so does any key whose value is `null`: both APIs read a null optional field as an
 /// absent one, and the SDKs echo unset fields of earlier answers as null (`toolset_name`).
 pub(in crate::wire::translate) fn no_more(
-    m: &Map<String, Value>,
-    p: Path,
+    fields: &Map<String, Value>,
+    at: Path,
     target: WireFormat,
     ignored: &[&str],
 ) -> Result<()> {
-    let left = m
+    let left = fields
         .iter()
         .find(|(k, v)| !v.is_null() && !ignored.contains(&k.as_str()));
     match left.map(|(k, _)| k) {
-        Some(k) => Err(unknown(p.key(k), target)),
+        Some(k) => Err(unknown(at.key(k), target)),
         None => Ok(()),
     }
 }
@@ -155,28 +157,28 @@ pub(in crate::wire::translate) const BLOCK_DROPPED: &[(&str, &str)] = &[
 /// Take the `(key, reported name)` fields out of `m`; each one that is not `null` is noted in
 /// `dropped` under its reported name.
 pub(in crate::wire::translate) fn drop_keys(
-    m: &mut Map<String, Value>,
+    fields: &mut Map<String, Value>,
     keys: &[(&str, &'static str)],
     dropped: &mut Vec<&'static str>,
 ) {
     for &(key, name) in keys {
-        if m.remove(key).is_some_and(|v| !v.is_null()) {
+        if fields.remove(key).is_some_and(|v| !v.is_null()) {
             note(dropped, name);
         }
     }
 }
 
 /// An image from an OpenAI `image_url.url`: a `data:` URL with base64 data, or a URL.
-pub(in crate::wire::translate) fn image_from_url(url: String, p: Path) -> Result<Image> {
+pub(in crate::wire::translate) fn image_from_url(url: String, at: Path) -> Result<Image> {
     let Some(rest) = url.strip_prefix("data:") else {
         return Ok(Image::Url(url));
     };
     let Some((meta, data)) = rest.split_once(',') else {
-        return Err(TranslateError::invalid(p, "is a data URL without a `,`"));
+        return Err(TranslateError::invalid(at, "is a data URL without a `,`"));
     };
     let Some(media_type) = meta.strip_suffix(";base64") else {
         return Err(TranslateError::unsupported(
-            p,
+            at,
             "is a data URL that is not base64-encoded; send `data:<type>;base64,<data>`",
         ));
     };
@@ -196,7 +198,7 @@ pub(in crate::wire::translate) const GEMINI_FILES_PREFIX: &str =
 /// Refuse an image `target` cannot take in this form.
 pub(in crate::wire::translate) fn check_image(
     img: &Image,
-    p: Path,
+    at: Path,
     target: WireFormat,
 ) -> Result<()> {
     match (img, target) {
@@ -204,7 +206,7 @@ pub(in crate::wire::translate) fn check_image(
             if !ANTHROPIC_IMAGE_TYPES.contains(&media_type.as_str()) =>
         {
             Err(TranslateError::unsupported(
-                p,
+                at,
                 format!(
                     "has media type `{media_type}`; Anthropic Messages accepts only {}",
                     ANTHROPIC_IMAGE_TYPES.join(", ")
@@ -213,7 +215,7 @@ pub(in crate::wire::translate) fn check_image(
         }
         (Image::Url(u), WireFormat::Gemini) if !u.starts_with(GEMINI_FILES_PREFIX) => {
             Err(TranslateError::unsupported(
-                p,
+                at,
                 "is an image URL; Gemini takes images inline (base64) or as Files API uploads, \
                  and the gateway does not fetch URLs: send the image as a base64 data URL",
             ))
@@ -222,7 +224,7 @@ pub(in crate::wire::translate) fn check_image(
             if !(u.starts_with("https://") || u.starts_with("http://")) =>
         {
             Err(TranslateError::invalid(
-                p,
+                at,
                 "must be an http(s) URL or a base64 data URL",
             ))
         }

@@ -41,14 +41,14 @@ pub(in crate::wire::translate) fn write(mut req: ChatRequest, opts: &RequestOpti
     let has_tools = !req.tools.is_empty();
     if has_tools {
         let tools = req.tools.into_iter().map(|t| {
-            let mut m = Map::new();
-            m.insert("name".into(), t.name.into());
-            put(&mut m, "description", t.description.map(Value::from));
+            let mut tool = Map::new();
+            tool.insert("name".into(), t.name.into());
+            put(&mut tool, "description", t.description.map(Value::from));
             let schema = t
                 .schema
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-            m.insert("input_schema".into(), schema);
-            Value::Object(m)
+            tool.insert("input_schema".into(), schema);
+            Value::Object(tool)
         });
         out.insert("tools".into(), tools.collect());
     }
@@ -104,7 +104,7 @@ fn tool_choice(c: Option<ToolChoice>, parallel: Option<bool>, has_tools: bool) -
     if !has_tools {
         return None;
     }
-    let mut v = match c {
+    let mut choice = match c {
         None if parallel == Some(false) => json!({"type": "auto"}),
         None => return None,
         Some(ToolChoice::Auto) => json!({"type": "auto"}),
@@ -113,11 +113,11 @@ fn tool_choice(c: Option<ToolChoice>, parallel: Option<bool>, has_tools: bool) -
         Some(ToolChoice::Named(name)) => json!({"type": "tool", "name": name}),
     };
     if let Some(p) = parallel {
-        if v["type"] != "none" {
-            v["disable_parallel_tool_use"] = (!p).into();
+        if choice["type"] != "none" {
+            choice["disable_parallel_tool_use"] = (!p).into();
         }
     }
-    Some(v)
+    Some(choice)
 }
 
 fn message(m: Message) -> Value {
@@ -128,8 +128,8 @@ fn message(m: Message) -> Value {
     json!({"role": role, "content": content(m.parts)})
 }
 
-fn block(p: Part) -> Value {
-    match p {
+fn block(part: Part) -> Value {
+    match part {
         Part::Text(t) => json!({"type": "text", "text": t}),
         Part::Image(img) => json!({"type": "image", "source": source(img)}),
         Part::ToolCall { id, name, args } => {
@@ -142,11 +142,11 @@ fn block(p: Part) -> Value {
             ..
         } => {
             let content = self::content(content);
-            let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": content});
             if is_error {
-                b["is_error"] = true.into();
+                block["is_error"] = true.into();
             }
-            b
+            block
         }
         Part::Thinking(_) | Part::CacheControl(_) => Value::Null,
     }

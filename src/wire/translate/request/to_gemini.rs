@@ -45,12 +45,16 @@ pub(in crate::wire::translate) fn write(mut req: ChatRequest) -> Value {
             .tools
             .into_iter()
             .map(|t| {
-                let mut d = Map::new();
-                d.insert("name".into(), t.name.into());
-                put(&mut d, "description", t.description.map(Value::from));
+                let mut declaration = Map::new();
+                declaration.insert("name".into(), t.name.into());
+                put(
+                    &mut declaration,
+                    "description",
+                    t.description.map(Value::from),
+                );
                 // Full JSON Schema; `parameters` takes only Gemini's OpenAPI subset.
-                put(&mut d, "parametersJsonSchema", t.schema);
-                Value::Object(d)
+                put(&mut declaration, "parametersJsonSchema", t.schema);
+                Value::Object(declaration)
             })
             .collect();
         out.insert("tools".into(), json!([{ "functionDeclarations": decls }]));
@@ -67,8 +71,8 @@ pub(in crate::wire::translate) fn write(mut req: ChatRequest) -> Value {
     Value::Object(out)
 }
 
-fn calling(c: ToolChoice) -> Value {
-    match c {
+fn calling(choice: ToolChoice) -> Value {
+    match choice {
         ToolChoice::Auto => json!({"mode": "AUTO"}),
         ToolChoice::None => json!({"mode": "NONE"}),
         ToolChoice::Required => json!({"mode": "ANY"}),
@@ -77,33 +81,37 @@ fn calling(c: ToolChoice) -> Value {
 }
 
 fn generation_config(format: Option<ResponseFormat>, req: &ChatRequest) -> Map<String, Value> {
-    let mut g = Map::new();
-    put(&mut g, "maxOutputTokens", req.max_tokens.map(Value::from));
-    put(&mut g, "temperature", req.temperature.map(Value::from));
-    put(&mut g, "topP", req.top_p.map(Value::from));
-    put(&mut g, "topK", req.top_k.map(Value::from));
-    if !req.stop.is_empty() {
-        g.insert("stopSequences".into(), req.stop.as_slice().into());
-    }
-    put(&mut g, "candidateCount", req.n.map(Value::from));
-    put(&mut g, "seed", req.seed.map(Value::from));
+    let mut config = Map::new();
     put(
-        &mut g,
+        &mut config,
+        "maxOutputTokens",
+        req.max_tokens.map(Value::from),
+    );
+    put(&mut config, "temperature", req.temperature.map(Value::from));
+    put(&mut config, "topP", req.top_p.map(Value::from));
+    put(&mut config, "topK", req.top_k.map(Value::from));
+    if !req.stop.is_empty() {
+        config.insert("stopSequences".into(), req.stop.as_slice().into());
+    }
+    put(&mut config, "candidateCount", req.n.map(Value::from));
+    put(&mut config, "seed", req.seed.map(Value::from));
+    put(
+        &mut config,
         "presencePenalty",
         req.presence_penalty.map(Value::from),
     );
     put(
-        &mut g,
+        &mut config,
         "frequencyPenalty",
         req.frequency_penalty.map(Value::from),
     );
     match format {
         Some(ResponseFormat::JsonObject) => {
-            g.insert("responseMimeType".into(), "application/json".into());
+            config.insert("responseMimeType".into(), "application/json".into());
         }
         Some(ResponseFormat::JsonSchema { schema, .. }) => {
-            g.insert("responseMimeType".into(), "application/json".into());
-            g.insert("responseJsonSchema".into(), schema);
+            config.insert("responseMimeType".into(), "application/json".into());
+            config.insert("responseJsonSchema".into(), schema);
         }
         None => {}
     }
@@ -111,22 +119,22 @@ fn generation_config(format: Option<ResponseFormat>, req: &ChatRequest) -> Map<S
         .thinking_budget
         .or_else(|| req.reasoning_effort.as_deref().and_then(effort_budget));
     if let Some(b) = budget {
-        g.insert(
+        config.insert(
             "thinkingConfig".into(),
             json!({"thinkingBudget": b, "includeThoughts": b > 0}),
         );
     }
-    g
+    config
 }
 
-fn content(m: Message) -> Value {
-    let role = match m.role {
+fn content(message: Message) -> Value {
+    let role = match message.role {
         Role::User | Role::System => "user",
         Role::Assistant => "model",
     };
     let mut first_call = true;
-    let mut parts: Vec<Value> = Vec::with_capacity(m.parts.len());
-    for p in m.parts {
+    let mut parts: Vec<Value> = Vec::with_capacity(message.parts.len());
+    for p in message.parts {
         let sig = match &p {
             Part::ToolCall { id, .. } => signature(id, std::mem::take(&mut first_call)),
             _ => None,
@@ -149,7 +157,7 @@ fn signature(id: &str, first: bool) -> Option<String> {
 
 /// The Gemini parts of `p` (a tool result's images follow its `functionResponse`).
 fn part(p: Part, out: &mut Vec<Value>) {
-    let v = match p {
+    let gemini_part = match p {
         Part::Text(t) => json!({ "text": t }),
         Part::Image(img) => image(img),
         Part::ToolCall { name, args, .. } => json!({"functionCall": {"name": name, "args": args}}),
@@ -181,7 +189,7 @@ fn part(p: Part, out: &mut Vec<Value>) {
         // Readers keep neither for Gemini.
         Part::Thinking(_) | Part::CacheControl(_) => return,
     };
-    out.push(v);
+    out.push(gemini_part);
 }
 
 fn image(img: Image) -> Value {

@@ -53,14 +53,14 @@ pub(in crate::wire::translate) fn write(req: ChatRequest, opts: &RequestOptions)
     }
     if !req.tools.is_empty() {
         let tools = req.tools.into_iter().map(|t| {
-            let mut f = Map::new();
-            f.insert("name".into(), t.name.into());
-            put(&mut f, "description", t.description.map(Value::from));
+            let mut function = Map::new();
+            function.insert("name".into(), t.name.into());
+            put(&mut function, "description", t.description.map(Value::from));
             let schema = t
                 .schema
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-            f.insert("parameters".into(), schema);
-            json!({"type": "function", "function": f})
+            function.insert("parameters".into(), schema);
+            json!({"type": "function", "function": function})
         });
         out.insert("tools".into(), tools.collect());
     }
@@ -82,26 +82,30 @@ pub(in crate::wire::translate) fn write(req: ChatRequest, opts: &RequestOptions)
         strict,
     }) = req.response_format
     {
-        let mut j = json!({"name": name, "schema": schema});
+        let mut json_schema = json!({"name": name, "schema": schema});
         if let Some(s) = strict {
-            j["strict"] = s.into();
+            json_schema["strict"] = s.into();
         }
         out.insert(
             "response_format".into(),
-            json!({"type": "json_schema", "json_schema": j}),
+            json!({"type": "json_schema", "json_schema": json_schema}),
         );
     }
     Value::Object(out)
 }
 
-pub(in crate::wire::translate) fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
-    if let Some(v) = v {
-        m.insert(k.into(), v);
+pub(in crate::wire::translate) fn put(
+    fields: &mut Map<String, Value>,
+    k: &str,
+    value: Option<Value>,
+) {
+    if let Some(value) = value {
+        fields.insert(k.into(), value);
     }
 }
 
-fn tool_choice(c: ToolChoice) -> Value {
-    match c {
+fn tool_choice(choice: ToolChoice) -> Value {
+    match choice {
         ToolChoice::Auto => "auto".into(),
         ToolChoice::None => "none".into(),
         ToolChoice::Required => "required".into(),
@@ -131,19 +135,19 @@ fn messages(system: Vec<String>, msgs: Vec<Message>, style: Style) -> Vec<Value>
             }
             Role::Assistant => {
                 out.append(&mut deferred);
-                let a = assistant(m.parts, style);
-                calls_open = a.get("tool_calls").is_some();
-                out.push(a);
+                let turn = assistant(m.parts, style);
+                calls_open = turn.get("tool_calls").is_some();
+                out.push(turn);
             }
             Role::System => {
                 let texts = texts_of(m.parts);
                 if !texts.is_empty() {
                     let content = text_content(texts, style.join);
-                    let v = json!({"role": "system", "content": content});
+                    let message = json!({"role": "system", "content": content});
                     if calls_open {
-                        deferred.push(v);
+                        deferred.push(message);
                     } else {
-                        out.push(v);
+                        out.push(message);
                     }
                 }
             }
@@ -226,8 +230,8 @@ fn user(parts: Vec<Part>, join: bool, out: &mut Vec<Value>) {
     out.push(json!({"role": "user", "content": content}));
 }
 
-fn user_part(p: Part) -> Option<Value> {
-    match p {
+fn user_part(part: Part) -> Option<Value> {
+    match part {
         Part::Text(t) => Some(json!({"type": "text", "text": t})),
         Part::Image(Image::Url(url)) => {
             Some(json!({"type": "image_url", "image_url": {"url": url}}))
@@ -256,25 +260,25 @@ fn assistant(parts: Vec<Part>, style: Style) -> Value {
             _ => {}
         }
     }
-    let mut m = Map::new();
-    m.insert("role".into(), "assistant".into());
+    let mut message = Map::new();
+    message.insert("role".into(), "assistant".into());
     // OpenAI requires content when there are no tool calls (a turn that held only thinking).
     let content = match (texts.is_empty(), calls.is_empty()) {
         (false, _) => text_content(texts, style.join),
         (true, false) => Value::Null,
         (true, true) => Value::from(""),
     };
-    m.insert("content".into(), content);
+    message.insert("content".into(), content);
     // DeepSeek's thinking mode refuses a tool-call turn without `reasoning_content`, even an
     // empty one (a turn another model wrote).
     if style.reasoning && (!thinking.is_empty() || !calls.is_empty()) {
-        m.insert(
+        message.insert(
             "reasoning_content".into(),
             thinking.join(TEXT_JOINER).into(),
         );
     }
     if !calls.is_empty() {
-        m.insert("tool_calls".into(), Value::Array(calls));
+        message.insert("tool_calls".into(), Value::Array(calls));
     }
-    Value::Object(m)
+    Value::Object(message)
 }

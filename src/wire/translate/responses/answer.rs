@@ -16,13 +16,17 @@ pub fn answer_from(
     opts: &AnswerOptions,
 ) -> Result<TranslatedAnswer, UpstreamError> {
     let chat = translate_answer(upstream, WireFormat::OpenAi, body, opts)?;
-    let v: Value =
+    let completion: Value =
         serde_json::from_slice(&chat.body).map_err(|e| UpstreamError::bad_answer(upstream, e))?;
-    let choice = &v["choices"][0];
+    let choice = &completion["choices"][0];
     let items = items(&choice["message"]);
     let end = End::from_finish(choice["finish_reason"].as_str());
     let seed = seed(opts.id_seed);
-    let head = Head::new(&seed, opts.created, v["model"].as_str().unwrap_or_default());
+    let head = Head::new(
+        &seed,
+        opts.created,
+        completion["model"].as_str().unwrap_or_default(),
+    );
     let status = end.status();
     let n = items.len();
     let output = items
@@ -59,15 +63,15 @@ fn items(msg: &Value) -> Vec<Item> {
         .flatten()
         .enumerate()
     {
-        let f = &c["function"];
+        let function = &c["function"];
         let call_id = match c["id"].as_str().filter(|s| !s.is_empty()) {
             Some(id) => id.to_string(),
             None => format!("call_{n}"),
         };
         out.push(Item::Call {
             call_id,
-            name: f["name"].as_str().unwrap_or_default().to_string(),
-            args: f["arguments"].as_str().unwrap_or("{}").to_string(),
+            name: function["name"].as_str().unwrap_or_default().to_string(),
+            args: function["arguments"].as_str().unwrap_or("{}").to_string(),
         });
     }
     out

@@ -59,9 +59,9 @@ impl Events {
 
     /// `response.created` and `response.in_progress` (the preamble).
     pub fn preamble(&mut self, head: &Head, out: &mut Vec<u8>) {
-        let r = head.object("in_progress", Vec::new(), None, None, None);
-        self.event(out, "response.created", json!({ "response": r }));
-        self.event(out, "response.in_progress", json!({ "response": r }));
+        let response = head.object("in_progress", Vec::new(), None, None, None);
+        self.event(out, "response.created", json!({ "response": response }));
+        self.event(out, "response.in_progress", json!({ "response": response }));
     }
 
     fn id(&self, i: usize) -> String {
@@ -71,30 +71,30 @@ impl Events {
     /// Open a new item of `item`'s kind (closing the open one).
     fn open_item(&mut self, item: Item, out: &mut Vec<u8>) -> usize {
         self.close(out);
-        let i = self.items.len();
+        let index = self.items.len();
         self.items.push(item);
-        self.open = Some(i);
-        let id = self.id(i);
-        let opening = self.items[i].opening(&id);
+        self.open = Some(index);
+        let id = self.id(index);
+        let opening = self.items[index].opening(&id);
         self.event(
             out,
             "response.output_item.added",
-            json!({"output_index": i, "item": opening}),
+            json!({"output_index": index, "item": opening}),
         );
-        match self.items[i].kind() {
+        match self.items[index].kind() {
             Kind::Message => self.event(
                 out,
                 "response.content_part.added",
-                json!({"item_id": id, "output_index": i, "content_index": 0, "part": text_part("")}),
+                json!({"item_id": id, "output_index": index, "content_index": 0, "part": text_part("")}),
             ),
             Kind::Reasoning => self.event(
                 out,
                 "response.reasoning_summary_part.added",
-                json!({"item_id": id, "output_index": i, "summary_index": 0, "part": summary_part("")}),
+                json!({"item_id": id, "output_index": index, "summary_index": 0, "part": summary_part("")}),
             ),
             Kind::Call => {}
         }
-        i
+        index
     }
 
     /// The open item if it is of `kind`, else a new one.
@@ -116,28 +116,28 @@ impl Events {
     }
 
     pub fn text(&mut self, t: &str, out: &mut Vec<u8>) {
-        let i = self.current(Kind::Message, out);
-        if let Item::Message { text } = &mut self.items[i] {
+        let index = self.current(Kind::Message, out);
+        if let Item::Message { text } = &mut self.items[index] {
             text.push_str(t);
         }
-        let id = self.id(i);
+        let id = self.id(index);
         self.event(
             out,
             "response.output_text.delta",
-            json!({"item_id": id, "output_index": i, "content_index": 0, "delta": t, "logprobs": []}),
+            json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t, "logprobs": []}),
         );
     }
 
     pub fn reasoning(&mut self, t: &str, out: &mut Vec<u8>) {
-        let i = self.current(Kind::Reasoning, out);
-        if let Item::Reasoning { text } = &mut self.items[i] {
+        let index = self.current(Kind::Reasoning, out);
+        if let Item::Reasoning { text } = &mut self.items[index] {
             text.push_str(t);
         }
-        let id = self.id(i);
+        let id = self.id(index);
         self.event(
             out,
             "response.reasoning_summary_text.delta",
-            json!({"item_id": id, "output_index": i, "summary_index": 0, "delta": t}),
+            json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": t}),
         );
     }
 
@@ -148,8 +148,8 @@ impl Events {
             name: name.to_string(),
             args: String::new(),
         };
-        let i = self.open_item(item, out);
-        self.calls.push(i);
+        let index = self.open_item(item, out);
+        self.calls.push(index);
     }
 
     /// An argument fragment of tool call `k`; one for a call already closed (no known server
@@ -160,8 +160,8 @@ impl Events {
         frag: &str,
         out: &mut Vec<u8>,
     ) -> Result<(), UpstreamError> {
-        let i = match self.calls.get(k) {
-            Some(&i) if self.open == Some(i) => i,
+        let index = match self.calls.get(k) {
+            Some(&index) if self.open == Some(index) => index,
             _ => {
                 return Err(UpstreamError::bad_answer(
                     WireFormat::OpenAi,
@@ -169,14 +169,14 @@ impl Events {
                 ))
             }
         };
-        if let Item::Call { args, .. } = &mut self.items[i] {
+        if let Item::Call { args, .. } = &mut self.items[index] {
             args.push_str(frag);
         }
-        let id = self.id(i);
+        let id = self.id(index);
         self.event(
             out,
             "response.function_call_arguments.delta",
-            json!({"item_id": id, "output_index": i, "delta": frag}),
+            json!({"item_id": id, "output_index": index, "delta": frag}),
         );
         Ok(())
     }
@@ -248,12 +248,12 @@ impl Events {
     pub fn finish(&mut self, head: &Head, end: End, usage: &Usage, out: &mut Vec<u8>) {
         let status = end.status();
         self.close_as(status, out);
-        let r = head.object(status, self.output(end), Some(usage), Some(end), None);
+        let response = head.object(status, self.output(end), Some(usage), Some(end), None);
         let kind = match end {
             End::Completed => "response.completed",
             End::Incomplete(_) => "response.incomplete",
         };
-        self.event(out, kind, json!({ "response": r }));
+        self.event(out, kind, json!({ "response": response }));
     }
 
     /// The upstream failed: `response.failed` with the error's code and message.
@@ -265,26 +265,29 @@ impl Events {
         out: &mut Vec<u8>,
     ) {
         let error = json!({"code": error_code(e), "message": e.message});
-        let r = head.object(
+        let response = head.object(
             "failed",
             self.output(End::Incomplete("")),
             usage,
             None,
             Some(error),
         );
-        self.event(out, "response.failed", json!({ "response": r }));
+        self.event(out, "response.failed", json!({ "response": response }));
     }
 }
 
 /// The Responses error code for an upstream error (Codex reads `rate_limit_exceeded`,
 /// `insufficient_quota`, `context_length_exceeded`, `server_is_overloaded`).
-fn error_code(e: &UpstreamError) -> String {
-    match e.kind {
+fn error_code(error: &UpstreamError) -> String {
+    match error.kind {
         ErrorKind::RateLimit => "rate_limit_exceeded".into(),
         ErrorKind::Billing => "insufficient_quota".into(),
         ErrorKind::Overloaded => "server_is_overloaded".into(),
         ErrorKind::ContentFilter => "content_filter".into(),
-        ErrorKind::InvalidRequest => e.code.clone().unwrap_or_else(|| "invalid_prompt".into()),
+        ErrorKind::InvalidRequest => error
+            .code
+            .clone()
+            .unwrap_or_else(|| "invalid_prompt".into()),
         _ => "server_error".into(),
     }
 }

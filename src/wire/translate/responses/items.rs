@@ -34,47 +34,47 @@ pub(super) fn read(
     out: &mut Vec<Value>,
 ) -> Result<(), TranslateError> {
     let root = Path::ROOT;
-    let p = root.key("input");
+    let at = root.key("input");
     if let Some(s) = input.as_str() {
         out.push(json!({"role": "user", "content": s}));
         return Ok(());
     }
     let list = input
         .as_array()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string or an array of items"))?;
-    let mut c = Convo {
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string or an array of items"))?;
+    let mut convo = Convo {
         out,
         join,
         asst: Assistant::default(),
         tool_images: Vec::new(),
     };
     for (i, item) in list.iter().enumerate() {
-        c.item(item, p.idx(i), names)?;
+        convo.item(item, at.idx(i), names)?;
     }
-    c.flush_assistant();
-    c.flush_images();
+    convo.flush_assistant();
+    convo.flush_images();
     Ok(())
 }
 
 impl Convo<'_> {
-    fn item(&mut self, item: &Value, p: Path, names: &Namespaced) -> Result<(), TranslateError> {
+    fn item(&mut self, item: &Value, at: Path, names: &Namespaced) -> Result<(), TranslateError> {
         if !item.is_object() {
-            return Err(TranslateError::invalid(p, "must be an item object"));
+            return Err(TranslateError::invalid(at, "must be an item object"));
         }
         let kind = match item["type"].as_str() {
             Some(k) => k,
             None if item.get("role").is_some() => "message",
-            None => return Err(TranslateError::invalid(p.key("type"), "is required")),
+            None => return Err(TranslateError::invalid(at.key("type"), "is required")),
         };
         match kind {
-            "message" => self.message(item, p),
+            "message" => self.message(item, at),
             "function_call" => {
                 self.flush_images();
-                let call = function_call(item, p, names)?;
+                let call = function_call(item, at, names)?;
                 self.asst.calls.push(call);
                 Ok(())
             }
-            "function_call_output" => self.output(item, p),
+            "function_call_output" => self.output(item, at),
             "reasoning" => {
                 self.flush_images();
                 if !self.asst.text.is_empty() || !self.asst.calls.is_empty() {
@@ -84,12 +84,12 @@ impl Convo<'_> {
                 Ok(())
             }
             "item_reference" => Err(TranslateError::unsupported(
-                p,
+                at,
                 "refers to an item stored by the upstream: this request can only go to a \
                  channel that serves the Responses API natively; send the item itself",
             )),
             k => Err(TranslateError::unsupported(
-                p,
+                at,
                 format!(
                     "is a `{k}` item, which only OpenAI's Responses API runs; this channel \
                      serves Responses by translation (messages, function calls and their \
@@ -99,9 +99,9 @@ impl Convo<'_> {
         }
     }
 
-    fn message(&mut self, item: &Value, p: Path) -> Result<(), TranslateError> {
-        let role = string(&item["role"], p.key("role"))?;
-        let cp = p.key("content");
+    fn message(&mut self, item: &Value, at: Path) -> Result<(), TranslateError> {
+        let role = string(&item["role"], at.key("role"))?;
+        let cp = at.key("content");
         match role {
             "assistant" => {
                 self.flush_images();
@@ -123,16 +123,16 @@ impl Convo<'_> {
                 Ok(())
             }
             r => Err(TranslateError::invalid(
-                p.key("role"),
+                at.key("role"),
                 format!("is `{r}`; expected user, assistant, system or developer"),
             )),
         }
     }
 
-    fn output(&mut self, item: &Value, p: Path) -> Result<(), TranslateError> {
+    fn output(&mut self, item: &Value, at: Path) -> Result<(), TranslateError> {
         self.flush_assistant();
-        let id = string(&item["call_id"], p.key("call_id"))?;
-        let op = p.key("output");
+        let id = string(&item["call_id"], at.key("call_id"))?;
+        let op = at.key("output");
         let text = match &item["output"] {
             Value::String(s) => s.clone(),
             v @ Value::Array(_) => {
@@ -158,27 +158,30 @@ impl Convo<'_> {
     }
 
     fn flush_assistant(&mut self) {
-        let a = std::mem::take(&mut self.asst);
-        if a.text.is_empty() && a.calls.is_empty() {
+        let assistant = std::mem::take(&mut self.asst);
+        if assistant.text.is_empty() && assistant.calls.is_empty() {
             // Reasoning with nothing after it is not a turn any Chat server takes.
             return;
         }
-        let mut m = Map::new();
-        m.insert("role".into(), "assistant".into());
-        let content = if a.text.is_empty() {
+        let mut message = Map::new();
+        message.insert("role".into(), "assistant".into());
+        let content = if assistant.text.is_empty() {
             Value::Null
         } else {
-            a.text.join("\n\n").into()
+            assistant.text.join("\n\n").into()
         };
-        m.insert("content".into(), content);
-        if !a.calls.is_empty() {
-            m.insert("tool_calls".into(), Value::Array(a.calls));
+        message.insert("content".into(), content);
+        if !assistant.calls.is_empty() {
+            message.insert("tool_calls".into(), Value::Array(assistant.calls));
         }
-        if !a.reasoning.is_empty() {
+        if !assistant.reasoning.is_empty() {
             // DeepSeek's thinking mode needs it back on a tool-call turn; others ignore it.
-            m.insert("reasoning_content".into(), a.reasoning.join("\n\n").into());
+            message.insert(
+                "reasoning_content".into(),
+                assistant.reasoning.join("\n\n").into(),
+            );
         }
-        self.out.push(Value::Object(m));
+        self.out.push(Value::Object(message));
     }
 
     fn flush_images(&mut self) {
@@ -191,13 +194,13 @@ impl Convo<'_> {
 }
 
 /// `{type: function_call, call_id, name, namespace?, arguments}` as a Chat tool call.
-fn function_call(item: &Value, p: Path, names: &Namespaced) -> Result<Value, TranslateError> {
-    let id = string(&item["call_id"], p.key("call_id"))?;
-    let name = string(&item["name"], p.key("name"))?;
+fn function_call(item: &Value, at: Path, names: &Namespaced) -> Result<Value, TranslateError> {
+    let id = string(&item["call_id"], at.key("call_id"))?;
+    let name = string(&item["name"], at.key("name"))?;
     let name = names.upstream_name(item["namespace"].as_str(), name);
     let args = match &item["arguments"] {
         Value::Null => "{}",
-        v => string(v, p.key("arguments"))?,
+        v => string(v, at.key("arguments"))?,
     };
     Ok(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
 }
@@ -225,17 +228,17 @@ fn reasoning_text(item: &Value) -> Vec<String> {
 }
 
 /// An assistant message's text: a string, or `output_text` / `input_text` / `refusal` parts.
-fn assistant_text(v: &Value, p: Path) -> Result<String, TranslateError> {
-    if let Some(s) = v.as_str() {
+fn assistant_text(value: &Value, at: Path) -> Result<String, TranslateError> {
+    if let Some(s) = value.as_str() {
         return Ok(s.to_string());
     }
-    let list = v
+    let list = value
         .as_array()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string or a list of parts"))?;
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string or a list of parts"))?;
     let mut texts = Vec::with_capacity(list.len());
     for (i, part) in list.iter().enumerate() {
-        let pp = p.idx(i);
-        let t = match part["type"].as_str() {
+        let pp = at.idx(i);
+        let text = match part["type"].as_str() {
             Some("output_text" | "input_text") => string(&part["text"], pp.key("text"))?,
             Some("refusal") => string(&part["refusal"], pp.key("refusal"))?,
             _ => {
@@ -246,23 +249,23 @@ fn assistant_text(v: &Value, p: Path) -> Result<String, TranslateError> {
                 ))
             }
         };
-        texts.push(t.to_string());
+        texts.push(text.to_string());
     }
     Ok(texts.join(""))
 }
 
 /// User-side content parts as Chat parts: `input_text`, `input_image` (`images`), and
 /// `input_file` with inline data.
-fn parts(v: &Value, p: Path, images: bool) -> Result<Vec<Value>, TranslateError> {
-    if let Some(s) = v.as_str() {
+fn parts(value: &Value, at: Path, images: bool) -> Result<Vec<Value>, TranslateError> {
+    if let Some(s) = value.as_str() {
         return Ok(vec![json!({"type": "text", "text": s})]);
     }
-    let list = v
+    let list = value
         .as_array()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string or a list of parts"))?;
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string or a list of parts"))?;
     let mut out = Vec::with_capacity(list.len());
     for (i, part) in list.iter().enumerate() {
-        let pp = p.idx(i);
+        let pp = at.idx(i);
         out.push(match part["type"].as_str() {
             Some("input_text" | "output_text" | "text") => {
                 json!({"type": "text", "text": string(&part["text"], pp.key("text"))?})
@@ -287,9 +290,9 @@ fn parts(v: &Value, p: Path, images: bool) -> Result<Vec<Value>, TranslateError>
     Ok(out)
 }
 
-fn image(part: &Value, p: Path) -> Result<Value, TranslateError> {
+fn image(part: &Value, at: Path) -> Result<Value, TranslateError> {
     let Some(url) = part["image_url"].as_str() else {
-        return Err(stored_file(p, "file_id"));
+        return Err(stored_file(at, "file_id"));
     };
     let mut img = Map::new();
     img.insert("url".into(), url.into());
@@ -299,26 +302,26 @@ fn image(part: &Value, p: Path) -> Result<Value, TranslateError> {
     Ok(json!({"type": "image_url", "image_url": img}))
 }
 
-fn file(part: &Value, p: Path) -> Result<Value, TranslateError> {
+fn file(part: &Value, at: Path) -> Result<Value, TranslateError> {
     let Some(data) = part["file_data"].as_str() else {
         let key = if part["file_url"].is_string() {
             "file_url"
         } else {
             "file_id"
         };
-        return Err(stored_file(p, key));
+        return Err(stored_file(at, key));
     };
-    let mut f = Map::new();
-    f.insert("file_data".into(), data.into());
+    let mut file = Map::new();
+    file.insert("file_data".into(), data.into());
     if let Some(n) = part["filename"].as_str() {
-        f.insert("filename".into(), n.into());
+        file.insert("filename".into(), n.into());
     }
-    Ok(json!({"type": "file", "file": f}))
+    Ok(json!({"type": "file", "file": file}))
 }
 
-fn stored_file(p: Path, key: &str) -> TranslateError {
+fn stored_file(at: Path, key: &str) -> TranslateError {
     TranslateError::unsupported(
-        p.key(key),
+        at.key(key),
         "refers to a file the translated upstream cannot fetch; send the data inline \
          (`image_url` as a data: URL, `file_data`)",
     )

@@ -86,17 +86,17 @@ impl Item {
 
 fn call_json(id: &str, status: &str, call_id: &str, name: &str, args: &str) -> Value {
     let (namespace, name) = split(name);
-    let mut m = Map::new();
-    m.insert("id".into(), id.into());
-    m.insert("type".into(), "function_call".into());
-    m.insert("status".into(), status.into());
-    m.insert("arguments".into(), args.into());
-    m.insert("call_id".into(), call_id.into());
-    m.insert("name".into(), name.into());
+    let mut item = Map::new();
+    item.insert("id".into(), id.into());
+    item.insert("type".into(), "function_call".into());
+    item.insert("status".into(), status.into());
+    item.insert("arguments".into(), args.into());
+    item.insert("call_id".into(), call_id.into());
+    item.insert("name".into(), name.into());
     if let Some(ns) = namespace {
-        m.insert("namespace".into(), ns.into());
+        item.insert("namespace".into(), ns.into());
     }
-    Value::Object(m)
+    Value::Object(item)
 }
 
 pub(super) fn text_part(text: &str) -> Value {
@@ -142,27 +142,27 @@ impl End {
 }
 
 /// Responses `usage`: input with its cached part, output with its reasoning part.
-pub(super) fn usage_json(u: &Usage) -> Value {
+pub(super) fn usage_json(usage: &Usage) -> Value {
     json!({
-        "input_tokens": u.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": u.cached_tokens},
-        "output_tokens": u.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     })
 }
 
 /// The seed of every id of one answer: the request id's letters and digits.
 pub(super) fn seed(id_seed: &str) -> String {
-    let s: String = id_seed
+    let cleaned: String = id_seed
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .take(48)
         .collect();
-    if s.is_empty() {
+    if cleaned.is_empty() {
         "0".into()
     } else {
-        s
+        cleaned
     }
 }
 

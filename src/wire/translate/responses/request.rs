@@ -26,10 +26,10 @@ pub fn request_to(
     body: &[u8],
     opts: &RequestOptions,
 ) -> Result<ResponsesRequest, TranslateError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
+    let request: Value = serde_json::from_slice(body).map_err(|e| {
         TranslateError::invalid("", format!("request body is not valid JSON ({e})"))
     })?;
-    let (chat, mut out) = to_chat(v, opts)?;
+    let (chat, mut out) = to_chat(request, opts)?;
     let chat = Value::Object(chat).to_string().into_bytes();
     out.body = match upstream {
         WireFormat::OpenAi => chat,
@@ -43,12 +43,12 @@ pub fn request_to(
 }
 
 /// A refusal of the second step names the field of the Chat form it came from.
-fn in_chat_form(e: TranslateError, upstream: WireFormat) -> TranslateError {
+fn in_chat_form(error: TranslateError, upstream: WireFormat) -> TranslateError {
     TranslateError {
-        kind: e.kind,
+        kind: error.kind,
         field: String::new(),
         reason: format!(
-            "the request, translated to Chat Completions for {}, is refused there: {e}",
+            "the request, translated to Chat Completions for {}, is refused there: {error}",
             upstream.name()
         ),
     }
@@ -65,16 +65,16 @@ struct Reading<'a> {
 
 /// The Chat Completions body and the facts of the translation (`body` still empty).
 fn to_chat(
-    v: Value,
+    value: Value,
     opts: &RequestOptions,
 ) -> Result<(Map<String, Value>, ResponsesRequest), TranslateError> {
-    let Value::Object(map) = v else {
+    let Value::Object(map) = value else {
         return Err(TranslateError::invalid(
             "",
             "request body must be a JSON object",
         ));
     };
-    let mut r = Reading {
+    let mut reading = Reading {
         chat: Map::new(),
         out: ResponsesRequest {
             body: Vec::new(),
@@ -85,15 +85,15 @@ fn to_chat(
         input: None,
         namespaced: tools::Namespaced::default(),
     };
-    r.chat.insert("model".into(), opts.model.into());
-    for (k, v) in &map {
-        if v.is_null() || DROPPED.contains(&k.as_str()) {
+    reading.chat.insert("model".into(), opts.model.into());
+    for (k, value) in &map {
+        if value.is_null() || DROPPED.contains(&k.as_str()) {
             continue;
         }
         let root = Path::ROOT;
-        let p = root.key(k);
-        if !generation(k, v, p, opts, &mut r.chat)? {
-            r.field(k, v, p)?;
+        let at = root.key(k);
+        if !generation(k, value, at, opts, &mut reading.chat)? {
+            reading.field(k, value, at)?;
         }
     }
     let Reading {
@@ -102,7 +102,7 @@ fn to_chat(
         system,
         input,
         namespaced,
-    } = r;
+    } = reading;
     if !chat.contains_key("tools") {
         // OpenAI refuses both without tools (all of them may have been dropped).
         chat.remove("parallel_tool_calls");
@@ -124,33 +124,34 @@ fn to_chat(
 
 impl<'a> Reading<'a> {
     /// A field of the conversation, its tools or the upstream state it needs.
-    fn field(&mut self, k: &str, v: &'a Value, p: Path) -> Result<(), TranslateError> {
+    fn field(&mut self, k: &str, value: &'a Value, at: Path) -> Result<(), TranslateError> {
         match k {
-            "instructions" => self.system = Some(string(v, p)?.to_string()),
-            "input" => self.input = Some(v),
-            "stream" => self.out.stream = boolean(v, p)?,
+            "instructions" => self.system = Some(string(value, at)?.to_string()),
+            "input" => self.input = Some(value),
+            "stream" => self.out.stream = boolean(value, at)?,
             "tools" => {
-                let t = tools::read(v, p)?;
-                if !t.chat.is_empty() {
-                    self.chat.insert("tools".into(), Value::Array(t.chat));
+                let converted = tools::read(value, at)?;
+                if !converted.chat.is_empty() {
+                    self.chat
+                        .insert("tools".into(), Value::Array(converted.chat));
                 }
-                self.namespaced = t.namespaced;
-                self.out.dropped.extend(t.dropped);
+                self.namespaced = converted.namespaced;
+                self.out.dropped.extend(converted.dropped);
             }
             "tool_choice" => {
-                self.chat.insert(k.into(), tools::choice(v, p)?);
+                self.chat.insert(k.into(), tools::choice(value, at)?);
             }
             "parallel_tool_calls" => {
-                self.chat.insert(k.into(), boolean(v, p)?.into());
+                self.chat.insert(k.into(), boolean(value, at)?.into());
             }
-            "top_logprobs" if v.as_u64() == Some(0) => {}
-            "store" | "background" if v.as_bool() == Some(false) => {}
+            "top_logprobs" if value.as_u64() == Some(0) => {}
+            "store" | "background" if value.as_bool() == Some(false) => {}
             "store" | "background" | "previous_response_id" | "conversation" | "prompt" => {
-                return Err(needs_native(p))
+                return Err(needs_native(at))
             }
             _ => {
                 return Err(TranslateError::unsupported(
-                    p,
+                    at,
                     "has no Chat Completions counterpart on this translated channel; remove it \
                      or route the model to a channel that serves Responses natively",
                 ))
@@ -163,38 +164,39 @@ impl<'a> Reading<'a> {
 /// A field of how the answer is generated, mapped into `chat`; `false`: not one of those.
 fn generation(
     k: &str,
-    v: &Value,
-    p: Path,
+    value: &Value,
+    at: Path,
     opts: &RequestOptions,
     chat: &mut Map<String, Value>,
 ) -> Result<bool, TranslateError> {
     match k {
         "max_output_tokens" => {
-            let n = v
+            let max_output = value
                 .as_u64()
-                .ok_or_else(|| TranslateError::invalid(p, "must be a positive integer"))?;
+                .ok_or_else(|| TranslateError::invalid(at, "must be a positive integer"))?;
             let key = match opts.max_tokens_field {
                 MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
                 MaxTokensField::MaxTokens => "max_tokens",
             };
-            chat.insert(key.into(), n.into());
+            chat.insert(key.into(), max_output.into());
         }
         "temperature" | "top_p" => {
-            v.as_f64()
-                .ok_or_else(|| TranslateError::invalid(p, "must be a number"))?;
-            chat.insert(k.into(), v.clone());
+            value
+                .as_f64()
+                .ok_or_else(|| TranslateError::invalid(at, "must be a number"))?;
+            chat.insert(k.into(), value.clone());
         }
-        "reasoning" => reasoning(v, p, chat)?,
-        "text" => text(v, p, chat)?,
+        "reasoning" => reasoning(value, at, chat)?,
+        "text" => text(value, at, chat)?,
         "user" | "safety_identifier" => {
-            let s = string(v, p)?;
+            let user_id = string(value, at)?;
             // `user` wins over `safety_identifier` whatever the key order.
             if k == "user" || !chat.contains_key("user") {
-                chat.insert("user".into(), s.into());
+                chat.insert("user".into(), user_id.into());
             }
         }
         "prompt_cache_key" => {
-            chat.insert(k.into(), string(v, p)?.into());
+            chat.insert(k.into(), string(value, at)?.into());
         }
         _ => return Ok(false),
     }
@@ -202,9 +204,9 @@ fn generation(
 }
 
 /// A field that needs state kept at the upstream (R16.4).
-fn needs_native(p: Path) -> TranslateError {
+fn needs_native(at: Path) -> TranslateError {
     TranslateError::unsupported(
-        p,
+        at,
         "needs state kept by the upstream (a stored response, conversation, prompt or \
          background job): this request can only go to a channel that serves the Responses \
          API natively, and none in this route does. Send the whole conversation in `input` \
@@ -214,23 +216,23 @@ fn needs_native(p: Path) -> TranslateError {
 
 /// `reasoning: {effort, summary}`: the effort as `reasoning_effort`; the summary is given
 /// when the upstream reasons visibly.
-fn reasoning(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
-    if !v.is_object() {
-        return Err(TranslateError::invalid(p, "must be an object"));
+fn reasoning(value: &Value, at: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
+    if !value.is_object() {
+        return Err(TranslateError::invalid(at, "must be an object"));
     }
-    if let Some(e) = v.get("effort").filter(|e| !e.is_null()) {
-        let e = string(e, p.key("effort"))?;
-        chat.insert("reasoning_effort".into(), e.into());
+    if let Some(effort) = value.get("effort").filter(|effort| !effort.is_null()) {
+        let effort = string(effort, at.key("effort"))?;
+        chat.insert("reasoning_effort".into(), effort.into());
     }
     Ok(())
 }
 
 /// `text: {format, verbosity}`: `json_schema` and `json_object` as `response_format`.
-fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
-    let fp = p.key("format");
-    let f = &v["format"];
-    match f["type"].as_str() {
-        None if f.is_null() => Ok(()),
+fn text(value: &Value, at: Path, chat: &mut Map<String, Value>) -> Result<(), TranslateError> {
+    let fp = at.key("format");
+    let format = &value["format"];
+    match format["type"].as_str() {
+        None if format.is_null() => Ok(()),
         Some("text") => Ok(()),
         Some("json_object") => {
             chat.insert("response_format".into(), json!({"type": "json_object"}));
@@ -238,15 +240,15 @@ fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), Transla
         }
         Some("json_schema") => {
             let mut js = Map::new();
-            let name = f["name"].as_str().unwrap_or("output");
+            let name = format["name"].as_str().unwrap_or("output");
             js.insert("name".into(), name.into());
-            let schema = f
+            let schema = format
                 .get("schema")
                 .filter(|s| s.is_object())
                 .ok_or_else(|| TranslateError::invalid(fp.key("schema"), "is required"))?;
             js.insert("schema".into(), schema.clone());
             for k in ["strict", "description"] {
-                if let Some(x) = f.get(k).filter(|x| !x.is_null()) {
+                if let Some(x) = format.get(k).filter(|x| !x.is_null()) {
                     js.insert(k.into(), x.clone());
                 }
             }
@@ -263,12 +265,14 @@ fn text(v: &Value, p: Path, chat: &mut Map<String, Value>) -> Result<(), Transla
     }
 }
 
-pub(super) fn string<'v>(v: &'v Value, p: Path) -> Result<&'v str, TranslateError> {
-    v.as_str()
-        .ok_or_else(|| TranslateError::invalid(p, "must be a string"))
+pub(super) fn string<'v>(value: &'v Value, at: Path) -> Result<&'v str, TranslateError> {
+    value
+        .as_str()
+        .ok_or_else(|| TranslateError::invalid(at, "must be a string"))
 }
 
-fn boolean(v: &Value, p: Path) -> Result<bool, TranslateError> {
-    v.as_bool()
-        .ok_or_else(|| TranslateError::invalid(p, "must be true or false"))
+fn boolean(value: &Value, at: Path) -> Result<bool, TranslateError> {
+    value
+        .as_bool()
+        .ok_or_else(|| TranslateError::invalid(at, "must be true or false"))
 }

@@ -134,29 +134,32 @@ impl ResponsesStream {
     }
 
     /// One Chat chunk (choice 0, as `StreamTranslator` writes them).
-    fn chunk(&mut self, v: &Value, out: &mut Vec<u8>) -> Result<(), UpstreamError> {
+    fn chunk(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<(), UpstreamError> {
         if self.head.is_none() {
-            self.head(v["model"].as_str().unwrap_or_default(), out);
+            self.head(value["model"].as_str().unwrap_or_default(), out);
         }
-        let Some(ch) = v["choices"].get(0) else {
+        let Some(ch) = value["choices"].get(0) else {
             return Ok(());
         };
-        let d = &ch["delta"];
-        if let Some(t) = d["reasoning_content"].as_str().filter(|t| !t.is_empty()) {
+        let delta = &ch["delta"];
+        if let Some(t) = delta["reasoning_content"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        {
             self.events.reasoning(t, out);
         }
-        if let Some(t) = d["content"].as_str().filter(|t| !t.is_empty()) {
+        if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
             self.events.text(t, out);
         }
-        for tc in d["tool_calls"].as_array().into_iter().flatten() {
-            let k = tc["index"].as_u64().unwrap_or(0) as usize;
-            let f = &tc["function"];
+        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            let call_index = tc["index"].as_u64().unwrap_or(0) as usize;
+            let function = &tc["function"];
             if let Some(id) = tc["id"].as_str() {
                 self.events
-                    .call_start(id, f["name"].as_str().unwrap_or_default(), out);
+                    .call_start(id, function["name"].as_str().unwrap_or_default(), out);
             }
-            if let Some(a) = f["arguments"].as_str().filter(|a| !a.is_empty()) {
-                self.events.call_args(k, a, out)?;
+            if let Some(a) = function["arguments"].as_str().filter(|a| !a.is_empty()) {
+                self.events.call_args(call_index, a, out)?;
             }
         }
         if let Some(f) = ch["finish_reason"].as_str() {
@@ -169,8 +172,8 @@ impl ResponsesStream {
 /// The `data:` payloads of well-formed SSE bytes (`StreamTranslator`'s output), `[DONE]` left
 /// out.
 fn data_lines(sse: &[u8]) -> impl Iterator<Item = &str> {
-    let s = std::str::from_utf8(sse).unwrap_or_default();
-    s.split("\n\n")
+    let text = std::str::from_utf8(sse).unwrap_or_default();
+    text.split("\n\n")
         .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
         .filter(|d| d.trim() != "[DONE]")
 }

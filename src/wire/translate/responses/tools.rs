@@ -62,29 +62,29 @@ fn droppable(kind: &str) -> bool {
     kind == "web_search" || kind.starts_with("web_search_")
 }
 
-pub(super) fn read(v: &Value, p: Path) -> Result<Tools, TranslateError> {
-    let list = v
+pub(super) fn read(value: &Value, p: Path) -> Result<Tools, TranslateError> {
+    let list = value
         .as_array()
         .ok_or_else(|| TranslateError::invalid(p, "must be an array of tools"))?;
     let mut out = Tools::default();
     for (i, t) in list.iter().enumerate() {
-        let p = p.idx(i);
+        let at = p.idx(i);
         let kind = t["type"].as_str().unwrap_or("");
         match kind {
-            "function" => out.chat.push(function(t, p, None)?),
-            "namespace" => namespace(t, p, &mut out)?,
-            k if droppable(k) => out.dropped.push(format!("{p} {k}")),
-            "" => return Err(TranslateError::invalid(p.key("type"), "is required")),
-            k => return Err(builtin(p, k)),
+            "function" => out.chat.push(function(t, at, None)?),
+            "namespace" => namespace(t, at, &mut out)?,
+            k if droppable(k) => out.dropped.push(format!("{at} {k}")),
+            "" => return Err(TranslateError::invalid(at.key("type"), "is required")),
+            k => return Err(builtin(at, k)),
         }
     }
     Ok(out)
 }
 
 /// A built-in tool the upstream cannot run.
-fn builtin(p: Path, kind: &str) -> TranslateError {
+fn builtin(at: Path, kind: &str) -> TranslateError {
     TranslateError::unsupported(
-        p,
+        at,
         format!(
             "is the built-in tool `{kind}`, which only OpenAI's Responses API runs; this \
              channel serves Responses by translation and takes function tools only: remove it \
@@ -94,14 +94,14 @@ fn builtin(p: Path, kind: &str) -> TranslateError {
 }
 
 /// One `{type: function, name, description, parameters, strict}` as a Chat tool.
-fn function(t: &Value, p: Path, namespace: Option<&str>) -> Result<Value, TranslateError> {
-    let name = t["name"]
+fn function(value: &Value, at: Path, namespace: Option<&str>) -> Result<Value, TranslateError> {
+    let name = value["name"]
         .as_str()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| TranslateError::invalid(p.key("name"), "must be a non-empty string"))?;
+        .ok_or_else(|| TranslateError::invalid(at.key("name"), "must be a non-empty string"))?;
     if name.contains(NAMESPACE_MARKER) {
         return Err(TranslateError::unsupported(
-            p.key("name"),
+            at.key("name"),
             format!(
                 "contains `{NAMESPACE_MARKER}`, which marks a namespace's tools in a translated \
                  request; rename the tool"
@@ -112,37 +112,37 @@ fn function(t: &Value, p: Path, namespace: Option<&str>) -> Result<Value, Transl
         Some(ns) => flatten(ns, name),
         None => name.to_string(),
     };
-    let mut f = Map::new();
-    f.insert("name".into(), name.into());
-    if let Some(d) = t["description"].as_str() {
-        f.insert("description".into(), d.into());
+    let mut function = Map::new();
+    function.insert("name".into(), name.into());
+    if let Some(d) = value["description"].as_str() {
+        function.insert("description".into(), d.into());
     }
-    let params = match &t["parameters"] {
+    let params = match &value["parameters"] {
         Value::Null => json!({"type": "object", "properties": {}}),
         v @ Value::Object(_) => v.clone(),
         _ => {
             return Err(TranslateError::invalid(
-                p.key("parameters"),
+                at.key("parameters"),
                 "must be a JSON Schema object",
             ))
         }
     };
-    f.insert("parameters".into(), params);
+    function.insert("parameters".into(), params);
     // `strict: false` is the default everywhere; only a requested guarantee is passed on.
-    if t["strict"].as_bool() == Some(true) {
-        f.insert("strict".into(), true.into());
+    if value["strict"].as_bool() == Some(true) {
+        function.insert("strict".into(), true.into());
     }
-    Ok(json!({"type": "function", "function": f}))
+    Ok(json!({"type": "function", "function": function}))
 }
 
 /// `{type: namespace, name, tools: [function...]}`: each function as `<namespace>__<name>`.
-fn namespace(t: &Value, p: Path, out: &mut Tools) -> Result<(), TranslateError> {
-    let ns = t["name"]
+fn namespace(value: &Value, at: Path, out: &mut Tools) -> Result<(), TranslateError> {
+    let ns = value["name"]
         .as_str()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| TranslateError::invalid(p.key("name"), "must be a non-empty string"))?;
-    let tp = p.key("tools");
-    let inner = t["tools"]
+        .ok_or_else(|| TranslateError::invalid(at.key("name"), "must be a non-empty string"))?;
+    let tp = at.key("tools");
+    let inner = value["tools"]
         .as_array()
         .ok_or_else(|| TranslateError::invalid(tp, "must be an array of tools"))?;
     for (j, f) in inner.iter().enumerate() {
@@ -164,31 +164,31 @@ fn namespace(t: &Value, p: Path, out: &mut Tools) -> Result<(), TranslateError> 
 
 /// `tool_choice`: `auto` / `none` / `required` / `{type: function, name}`; a choice that
 /// forces a built-in tool is refused.
-pub(super) fn choice(v: &Value, p: Path) -> Result<Value, TranslateError> {
-    if let Some(s) = v.as_str() {
+pub(super) fn choice(value: &Value, at: Path) -> Result<Value, TranslateError> {
+    if let Some(s) = value.as_str() {
         return match s {
             "auto" | "none" | "required" => Ok(s.into()),
             _ => Err(TranslateError::invalid(
-                p,
+                at,
                 format!("is `{s}`; expected auto, none, required or an object"),
             )),
         };
     }
-    match v["type"].as_str() {
+    match value["type"].as_str() {
         Some("function") => {
-            let name = v["name"]
+            let name = value["name"]
                 .as_str()
-                .ok_or_else(|| TranslateError::invalid(p.key("name"), "is required"))?;
+                .ok_or_else(|| TranslateError::invalid(at.key("name"), "is required"))?;
             Ok(json!({"type": "function", "function": {"name": name}}))
         }
         Some(k) => Err(TranslateError::unsupported(
-            p,
+            at,
             format!(
                 "forces `{k}`, which {} cannot express; use auto, none, required or a \
                  function tool",
                 WireFormat::OpenAi.name()
             ),
         )),
-        None => Err(TranslateError::invalid(p.key("type"), "is required")),
+        None => Err(TranslateError::invalid(at.key("type"), "is required")),
     }
 }

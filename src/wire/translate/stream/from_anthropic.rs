@@ -45,12 +45,18 @@ impl FromAnthropic {
             .map_err(|e| UpstreamError::bad_answer(WireFormat::Anthropic, e))?;
         match ev.ty.as_ref() {
             "message_start" => {
-                let m = ev.message;
-                if let Some(u) = m.as_ref().and_then(|m| m.usage.as_ref()) {
+                let message = ev.message;
+                if let Some(u) = message.as_ref().and_then(|message| message.usage.as_ref()) {
                     self.absorb(u);
                 }
-                let id = m.as_ref().and_then(|m| m.id.as_deref()).unwrap_or("");
-                let model = m.as_ref().and_then(|m| m.model.as_deref()).unwrap_or("");
+                let id = message
+                    .as_ref()
+                    .and_then(|message| message.id.as_deref())
+                    .unwrap_or("");
+                let model = message
+                    .as_ref()
+                    .and_then(|message| message.model.as_deref())
+                    .unwrap_or("");
                 emit.start(id, model, &self.usage.usage(), out);
             }
             "content_block_start" => {
@@ -80,10 +86,10 @@ impl FromAnthropic {
                 emit.finish(stop, self.stop_sequence.as_deref(), &usage, out);
             }
             "error" => {
-                let v = ev
+                let error = ev
                     .error
                     .map_or(Value::Null, |e| serde_json::json!({ "error": e }));
-                return Err(UpstreamError::from_value(WireFormat::Anthropic, 0, &v));
+                return Err(UpstreamError::from_value(WireFormat::Anthropic, 0, &error));
             }
             // ping, content_block_stop, and event types added later.
             _ => {}
@@ -91,14 +97,14 @@ impl FromAnthropic {
         Ok(())
     }
 
-    fn block_delta(&mut self, index: u64, d: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
-        match d.ty.as_deref() {
+    fn block_delta(&mut self, index: u64, delta: ADelta, emit: &mut dyn Emit, out: &mut Vec<u8>) {
+        match delta.ty.as_deref() {
             Some("text_delta") => {
-                let t = d.text.as_deref().unwrap_or("");
-                self.text_seen |= !t.is_empty();
-                emit.text(t, out);
+                let text = delta.text.as_deref().unwrap_or("");
+                self.text_seen |= !text.is_empty();
+                emit.text(text, out);
             }
-            Some("thinking_delta") => emit.thinking(d.thinking.as_deref().unwrap_or(""), out),
+            Some("thinking_delta") => emit.thinking(delta.thinking.as_deref().unwrap_or(""), out),
             Some("input_json_delta") => {
                 // Deltas go to the latest block; look there first.
                 let found = match self.tools.last() {
@@ -106,7 +112,7 @@ impl FromAnthropic {
                     _ => self.tools.iter().find(|(i, _)| *i == index).map(|t| t.1),
                 };
                 if let Some(k) = found {
-                    emit.tool_args(k, d.partial_json.as_deref().unwrap_or(""), out);
+                    emit.tool_args(k, delta.partial_json.as_deref().unwrap_or(""), out);
                 }
             }
             // signature_delta, citations_delta: nothing the client format carries.
@@ -114,8 +120,8 @@ impl FromAnthropic {
         }
     }
 
-    fn absorb(&mut self, u: &AnthropicUsage) {
-        self.usage.absorb(u);
+    fn absorb(&mut self, usage: &AnthropicUsage) {
+        self.usage.absorb(usage);
         self.usage_seen = true;
     }
 
@@ -134,23 +140,23 @@ impl FromAnthropic {
                 if std::mem::take(&mut self.gap) {
                     emit.text(super::super::request::to_openai::TEXT_JOINER, out);
                 }
-                let t = b.text.as_deref().unwrap_or("");
-                self.text_seen |= !t.is_empty();
-                emit.text(t, out);
+                let text = b.text.as_deref().unwrap_or("");
+                self.text_seen |= !text.is_empty();
+                emit.text(text, out);
             }
             "thinking" => emit.thinking(b.thinking.as_deref().unwrap_or(""), out),
             "tool_use" => {
-                let k = self.tools.len();
-                if k == MAX_TOOL_CALLS {
+                let call_index = self.tools.len();
+                if call_index == MAX_TOOL_CALLS {
                     return Err(too_many_calls(WireFormat::Anthropic));
                 }
-                self.tools.push((index, k));
+                self.tools.push((index, call_index));
                 let id = b.id.as_deref().unwrap_or("");
-                emit.tool_start(k, id, b.name.as_deref().unwrap_or(""), out);
+                emit.tool_start(call_index, id, b.name.as_deref().unwrap_or(""), out);
                 // The reference sends `input: {}` here and the arguments as deltas; an input
                 // given whole is passed whole.
                 if let Some(input) = b.input.map(|r| r.get()).filter(|s| !is_empty_object(s)) {
-                    emit.tool_args(k, input, out);
+                    emit.tool_args(call_index, input, out);
                 }
             }
             // redacted_thinking and server-tool blocks: nothing the client format carries.
@@ -161,6 +167,8 @@ impl FromAnthropic {
 }
 
 fn is_empty_object(s: &str) -> bool {
-    let t = s.trim();
-    t.starts_with('{') && t.ends_with('}') && t[1..t.len() - 1].trim().is_empty()
+    let trimmed = s.trim();
+    trimmed.starts_with('{')
+        && trimmed.ends_with('}')
+        && trimmed[1..trimmed.len() - 1].trim().is_empty()
 }

@@ -43,30 +43,34 @@ impl FromGemini {
         if data.is_empty() {
             return Ok(());
         }
-        let r: GResponse = match serde_json::from_str(data) {
-            Ok(r) => r,
+        let response: GResponse = match serde_json::from_str(data) {
+            Ok(response) => response,
             Err(e) => return Err(unreadable(data, e)),
         };
-        if r.error.is_some() && r.candidates.is_empty() {
+        if response.error.is_some() && response.candidates.is_empty() {
             return Err(unreadable(data, "an error object"));
         }
-        if let Some(reason) = r
+        if let Some(reason) = response
             .prompt_feedback
             .as_ref()
             .and_then(|f| f.block_reason.as_deref())
         {
             return Err(stop::gemini_block(reason));
         }
-        if let Some(u) = r.usage_metadata {
+        if let Some(u) = response.usage_metadata {
             self.usage = Some(u.usage());
         }
         if !self.started {
             self.started = true;
-            let id = r.response_id.as_deref().unwrap_or("");
-            let model = r.model_version.as_deref().unwrap_or("");
+            let id = response.response_id.as_deref().unwrap_or("");
+            let model = response.model_version.as_deref().unwrap_or("");
             emit.start(id, model, &self.usage.unwrap_or_default(), out);
         }
-        let Some(cand) = r.candidates.into_iter().find(|c| c.index.unwrap_or(0) == 0) else {
+        let Some(cand) = response
+            .candidates
+            .into_iter()
+            .find(|c| c.index.unwrap_or(0) == 0)
+        else {
             return Ok(());
         };
         self.candidate(cand, emit, out)
@@ -86,15 +90,17 @@ impl FromGemini {
                 ));
             }
             if let Some(f) = p.function_call {
-                let k = self.calls;
-                if k == MAX_TOOL_CALLS {
+                let call_index = self.calls;
+                if call_index == MAX_TOOL_CALLS {
                     return Err(too_many_calls(WireFormat::Gemini));
                 }
                 self.calls += 1;
                 let sig = p.thought_signature.as_deref().unwrap_or("");
-                let id = self.ids.call_id(f.id.as_deref().unwrap_or(""), sig, k);
-                emit.tool_start(k, &id, f.name.as_deref().unwrap_or(""), out);
-                emit.tool_args(k, f.args.map_or("{}", |a| a.get()), out);
+                let id = self
+                    .ids
+                    .call_id(f.id.as_deref().unwrap_or(""), sig, call_index);
+                emit.tool_start(call_index, &id, f.name.as_deref().unwrap_or(""), out);
+                emit.tool_args(call_index, f.args.map_or("{}", |a| a.get()), out);
             } else if let Some(t) = p.text.as_deref() {
                 match p.thought {
                     Some(true) => emit.thinking(t, out),
@@ -117,8 +123,8 @@ impl FromGemini {
 /// An event that is not a `GenerateContentResponse`: the error it carries (Gemini may wrap it
 /// in an array), else a bad answer.
 fn unreadable(data: &str, detail: impl std::fmt::Display) -> UpstreamError {
-    let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
-    let first = v.as_array().and_then(|a| a.first()).unwrap_or(&v);
+    let parsed: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
+    let first = parsed.as_array().and_then(|a| a.first()).unwrap_or(&parsed);
     if first.get("error").is_some() {
         UpstreamError::from_value(WireFormat::Gemini, 0, first)
     } else {

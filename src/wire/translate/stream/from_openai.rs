@@ -65,15 +65,15 @@ impl FromOpenAi {
             self.done(emit, out);
             return Ok(());
         }
-        let c: OCompletion = match serde_json::from_str(data) {
-            Ok(c) => c,
+        let completion: OCompletion = match serde_json::from_str(data) {
+            Ok(completion) => completion,
             Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(data).is_err() => {
                 self.malformed += 1;
                 return Ok(());
             }
             Err(e) => return Err(UpstreamError::bad_answer(WireFormat::OpenAi, e)),
         };
-        if let Some(e) = c.error {
+        if let Some(e) = completion.error {
             return Err(UpstreamError::from_value(
                 WireFormat::OpenAi,
                 0,
@@ -83,16 +83,20 @@ impl FromOpenAi {
         if !self.started {
             self.started = true;
             let (id, model) = (
-                c.id.as_deref().unwrap_or(""),
-                c.model.as_deref().unwrap_or(""),
+                completion.id.as_deref().unwrap_or(""),
+                completion.model.as_deref().unwrap_or(""),
             );
             emit.start(id, model, &Usage::default(), out);
         }
-        if let Some(u) = c.usage {
+        if let Some(u) = completion.usage {
             self.usage = Some(u.usage());
         }
         // One choice: neither client format this feeds asks for more.
-        let Some(ch) = c.choices.into_iter().find(|ch| ch.index.unwrap_or(0) == 0) else {
+        let Some(ch) = completion
+            .choices
+            .into_iter()
+            .find(|ch| ch.index.unwrap_or(0) == 0)
+        else {
             return Ok(());
         };
         if let Some(d) = ch.delta.or(ch.message) {
@@ -132,19 +136,19 @@ impl FromOpenAi {
         let at = match at {
             Some(at) => at,
             None => {
-                let k = self.calls.len();
-                if k == MAX_TOOL_CALLS {
+                let call_index = self.calls.len();
+                if call_index == MAX_TOOL_CALLS {
                     return Err(too_many_calls(WireFormat::OpenAi));
                 }
                 self.calls.push(Call {
                     index,
-                    k,
+                    k: call_index,
                     id: String::new(),
                     name: String::new(),
                     started: false,
                     pending: String::new(),
                 });
-                k
+                call_index
             }
         };
         let call = &mut self.calls[at];

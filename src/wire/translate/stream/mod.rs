@@ -91,12 +91,12 @@ impl StreamTranslator {
         }
         let before = self.emit.counters();
         let emit = self.emit.as_mut();
-        let r = match &mut self.source {
+        let fed = match &mut self.source {
             Source::Anthropic(s) => s.feed(data, emit, out),
             Source::OpenAi(s) => s.feed(data, emit, out),
             Source::Gemini(s) => s.feed(data, emit, out),
         };
-        self.step(before, r, out)
+        self.step(before, fed, out)
     }
 
     /// The upstream body ended. An OpenAI stream that gave its `finish_reason` but no

@@ -52,8 +52,12 @@ impl AnthropicEmit {
 
     fn close(&mut self, out: &mut Vec<u8>) {
         if let Some((_, index)) = self.open.take() {
-            let v = json!({"type": "content_block_stop", "index": index});
-            sse(out, Some("content_block_stop"), v.to_string().as_bytes());
+            let event = json!({"type": "content_block_stop", "index": index});
+            sse(
+                out,
+                Some("content_block_stop"),
+                event.to_string().as_bytes(),
+            );
         }
     }
 
@@ -68,24 +72,28 @@ impl AnthropicEmit {
         let index = self.next_index;
         self.next_index += 1;
         self.open = Some((kind, index));
-        let v = json!({"type": "content_block_start", "index": index, "content_block": block});
-        sse(out, Some("content_block_start"), v.to_string().as_bytes());
+        let event = json!({"type": "content_block_start", "index": index, "content_block": block});
+        sse(
+            out,
+            Some("content_block_start"),
+            event.to_string().as_bytes(),
+        );
         index
     }
 
     /// `content_block_delta` with a delta of `ty` whose one field `key` is `value`.
     fn delta(&mut self, index: usize, ty: &str, key: &str, value: &str, out: &mut Vec<u8>) {
-        let mut d = Vec::with_capacity(value.len() + 96);
-        d.extend_from_slice(br#"{"type":"content_block_delta","index":"#);
-        d.extend_from_slice(index.to_string().as_bytes());
-        d.extend_from_slice(br#","delta":{"type":"#);
-        json_str(&mut d, ty);
-        d.push(b',');
-        json_str(&mut d, key);
-        d.push(b':');
-        json_str(&mut d, value);
-        d.extend_from_slice(b"}}");
-        sse(out, Some("content_block_delta"), &d);
+        let mut data = Vec::with_capacity(value.len() + 96);
+        data.extend_from_slice(br#"{"type":"content_block_delta","index":"#);
+        data.extend_from_slice(index.to_string().as_bytes());
+        data.extend_from_slice(br#","delta":{"type":"#);
+        json_str(&mut data, ty);
+        data.push(b',');
+        json_str(&mut data, key);
+        data.push(b':');
+        json_str(&mut data, value);
+        data.extend_from_slice(b"}}");
+        sse(out, Some("content_block_delta"), &data);
     }
 }
 
@@ -96,7 +104,7 @@ impl Emit for AnthropicEmit {
         }
         self.started = true;
         let model = self.model_override.as_deref().unwrap_or(model);
-        let v = json!({"type": "message_start", "message": {
+        let event = json!({"type": "message_start", "message": {
             "id": self.ids.message_id(id),
             "type": "message",
             "role": "assistant",
@@ -106,7 +114,7 @@ impl Emit for AnthropicEmit {
             "stop_sequence": null,
             "usage": usage.to_anthropic(),
         }});
-        sse(out, Some("message_start"), v.to_string().as_bytes());
+        sse(out, Some("message_start"), event.to_string().as_bytes());
     }
 
     fn text(&mut self, t: &str, out: &mut Vec<u8>) {
@@ -114,10 +122,10 @@ impl Emit for AnthropicEmit {
             return;
         }
         self.ensure_started(out);
-        let i = self.open(Open::Text, json!({"type": "text", "text": ""}), out);
+        let index = self.open(Open::Text, json!({"type": "text", "text": ""}), out);
         self.counters.content += 1;
         self.counters.chars += t.chars().count() as u64;
-        self.delta(i, "text_delta", "text", t, out);
+        self.delta(index, "text_delta", "text", t, out);
     }
 
     fn thinking(&mut self, t: &str, out: &mut Vec<u8>) {
@@ -126,10 +134,10 @@ impl Emit for AnthropicEmit {
         }
         self.ensure_started(out);
         let block = json!({"type": "thinking", "thinking": "", "signature": ""});
-        let i = self.open(Open::Thinking, block, out);
+        let index = self.open(Open::Thinking, block, out);
         self.counters.content += 1;
         self.counters.chars += t.chars().count() as u64;
-        self.delta(i, "thinking_delta", "thinking", t, out);
+        self.delta(index, "thinking_delta", "thinking", t, out);
     }
 
     fn tool_start(&mut self, k: usize, id: &str, name: &str, out: &mut Vec<u8>) {
@@ -137,11 +145,11 @@ impl Emit for AnthropicEmit {
         self.close(out);
         let id = self.ids.client_id(id, k);
         let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
-        let i = self.open(Open::Tool(k), block, out);
+        let index = self.open(Open::Tool(k), block, out);
         if self.tool_blocks.len() <= k {
             self.tool_blocks.resize(k + 1, usize::MAX);
         }
-        self.tool_blocks[k] = i;
+        self.tool_blocks[k] = index;
         self.counters.content += 1;
     }
 
@@ -162,12 +170,12 @@ impl Emit for AnthropicEmit {
         self.ensure_started(out);
         self.close(out);
         let seq = seq.filter(|_| stop == Stop::StopSequence);
-        let v = json!({
+        let event = json!({
             "type": "message_delta",
             "delta": {"stop_reason": stop::to_anthropic(stop), "stop_sequence": seq},
             "usage": usage.to_anthropic(),
         });
-        sse(out, Some("message_delta"), v.to_string().as_bytes());
+        sse(out, Some("message_delta"), event.to_string().as_bytes());
         sse(out, Some("message_stop"), br#"{"type":"message_stop"}"#);
         self.counters.closed = true;
     }

@@ -67,13 +67,13 @@ impl OpenAiEmit {
 
     /// A delta with one string field.
     fn delta_str(&mut self, key: &str, value: &str, out: &mut Vec<u8>) {
-        let mut d = Vec::with_capacity(value.len() + key.len() + 8);
-        d.push(b'{');
-        json_str(&mut d, key);
-        d.push(b':');
-        json_str(&mut d, value);
-        d.push(b'}');
-        self.chunk(&d, None, out);
+        let mut data = Vec::with_capacity(value.len() + key.len() + 8);
+        data.push(b'{');
+        json_str(&mut data, key);
+        data.push(b':');
+        json_str(&mut data, value);
+        data.push(b'}');
+        self.chunk(&data, None, out);
     }
 }
 
@@ -84,14 +84,14 @@ impl Emit for OpenAiEmit {
         }
         self.started = true;
         let model = self.model_override.as_deref().unwrap_or(model);
-        let mut h = Vec::with_capacity(128);
-        h.extend_from_slice(br#"{"id":"#);
-        json_str(&mut h, &self.ids.message_id(id));
-        h.extend_from_slice(br#","object":"chat.completion.chunk","created":"#);
-        h.extend_from_slice(self.created.to_string().as_bytes());
-        h.extend_from_slice(br#","model":"#);
-        json_str(&mut h, model);
-        self.head = h;
+        let mut head = Vec::with_capacity(128);
+        head.extend_from_slice(br#"{"id":"#);
+        json_str(&mut head, &self.ids.message_id(id));
+        head.extend_from_slice(br#","object":"chat.completion.chunk","created":"#);
+        head.extend_from_slice(self.created.to_string().as_bytes());
+        head.extend_from_slice(br#","model":"#);
+        json_str(&mut head, model);
+        self.head = head;
         self.chunk(br#"{"role":"assistant","content":""}"#, None, out);
     }
 
@@ -118,15 +118,15 @@ impl Emit for OpenAiEmit {
     fn tool_start(&mut self, k: usize, id: &str, name: &str, out: &mut Vec<u8>) {
         self.ensure_started(out);
         self.counters.content += 1;
-        let mut d = Vec::with_capacity(96 + id.len() + name.len());
-        d.extend_from_slice(br#"{"tool_calls":[{"index":"#);
-        d.extend_from_slice(k.to_string().as_bytes());
-        d.extend_from_slice(br#","id":"#);
-        json_str(&mut d, &self.ids.client_id(id, k));
-        d.extend_from_slice(br#","type":"function","function":{"name":"#);
-        json_str(&mut d, name);
-        d.extend_from_slice(br#","arguments":""}}]}"#);
-        self.chunk(&d, None, out);
+        let mut data = Vec::with_capacity(96 + id.len() + name.len());
+        data.extend_from_slice(br#"{"tool_calls":[{"index":"#);
+        data.extend_from_slice(k.to_string().as_bytes());
+        data.extend_from_slice(br#","id":"#);
+        json_str(&mut data, &self.ids.client_id(id, k));
+        data.extend_from_slice(br#","type":"function","function":{"name":"#);
+        json_str(&mut data, name);
+        data.extend_from_slice(br#","arguments":""}}]}"#);
+        self.chunk(&data, None, out);
     }
 
     fn tool_args(&mut self, k: usize, fragment: &str, out: &mut Vec<u8>) {
@@ -135,13 +135,13 @@ impl Emit for OpenAiEmit {
         }
         self.ensure_started(out);
         self.counters.chars += fragment.chars().count() as u64;
-        let mut d = Vec::with_capacity(64 + fragment.len());
-        d.extend_from_slice(br#"{"tool_calls":[{"index":"#);
-        d.extend_from_slice(k.to_string().as_bytes());
-        d.extend_from_slice(br#","function":{"arguments":"#);
-        json_str(&mut d, fragment);
-        d.extend_from_slice(b"}}]}");
-        self.chunk(&d, None, out);
+        let mut data = Vec::with_capacity(64 + fragment.len());
+        data.extend_from_slice(br#"{"tool_calls":[{"index":"#);
+        data.extend_from_slice(k.to_string().as_bytes());
+        data.extend_from_slice(br#","function":{"arguments":"#);
+        json_str(&mut data, fragment);
+        data.extend_from_slice(b"}}]}");
+        self.chunk(&data, None, out);
     }
 
     fn finish(&mut self, stop: Stop, _seq: Option<&str>, usage: &Usage, out: &mut Vec<u8>) {

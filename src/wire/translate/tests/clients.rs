@@ -34,23 +34,23 @@ fn fixtures() -> Vec<Fixture> {
     files.sort();
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let v: Value =
+        let parsed: Value =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let target = v["path"].as_str().unwrap_or("");
+        let target = parsed["path"].as_str().unwrap_or("");
         let target = target.split('?').next().unwrap_or("");
         let from = match target {
             "/v1/messages" => WireFormat::Anthropic,
             "/v1/chat/completions" => WireFormat::OpenAi,
             _ => continue,
         };
-        if !v["body"].is_object() {
+        if !parsed["body"].is_object() {
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         out.push(Fixture {
             name: name.unwrap_or_default(),
             from,
-            body: v["body"].clone(),
+            body: parsed["body"].clone(),
         });
     }
     out
@@ -79,10 +79,10 @@ fn translate_with(
     let mut body = f.body.clone();
     body["stream"] = stream.into();
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    let t = translate_request(f.from, to, &bytes, opts)
+    let translated = translate_request(f.from, to, &bytes, opts)
         .unwrap_or_else(|e| panic!("{} -> {to:?} (stream {stream}): refused: {e}", f.name));
-    let v: Value = serde_json::from_slice(&t.body).unwrap_or_default();
-    (t, v)
+    let parsed: Value = serde_json::from_slice(&translated.body).unwrap_or_default();
+    (translated, parsed)
 }
 
 fn translate(f: &Fixture, to: WireFormat, stream: bool) -> (TranslatedRequest, Value) {
@@ -127,16 +127,18 @@ fn every_client_fixture_translates_to_what_each_target_accepts() {
 
 #[test]
 fn a_mid_conversation_system_message_stays_at_its_place() {
-    let f = fixture("claude-code-tui-opus-multiturn-mid-conversation-system.json");
-    let roles: Vec<&str> = f.body["messages"]
+    let captured = fixture("claude-code-tui-opus-multiturn-mid-conversation-system.json");
+    let roles: Vec<&str> = captured.body["messages"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|m| m["role"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(roles[1], "system", "the fixture's shape");
-    let late = f.body["messages"][1]["content"].as_str().unwrap_or("?");
-    let (_, v) = translate(&f, WireFormat::OpenAi, true);
+    let late = captured.body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("?");
+    let (_, v) = translate(&captured, WireFormat::OpenAi, true);
     let got: Vec<&str> = v["messages"]
         .as_array()
         .into_iter()
@@ -148,7 +150,7 @@ fn a_mid_conversation_system_message_stays_at_its_place() {
     assert_eq!(&got[1..], roles.as_slice());
     assert_eq!(v["messages"][2]["content"], late);
 
-    let (_, g) = translate(&f, WireFormat::Gemini, true);
+    let (_, g) = translate(&captured, WireFormat::Gemini, true);
     let sys = g["systemInstruction"]["parts"]
         .as_array()
         .cloned()
@@ -164,31 +166,34 @@ fn a_mid_conversation_system_message_stays_at_its_place() {
 
 #[test]
 fn openrouter_style_cache_control_reaches_anthropic_on_the_same_blocks() {
-    let f = fixture("opencode-chat-claude-cache-control.json");
-    let (t, v) = translate(&f, WireFormat::Anthropic, true);
+    let captured = fixture("opencode-chat-claude-cache-control.json");
+    let (t, v) = translate(&captured, WireFormat::Anthropic, true);
     let eph = serde_json::json!({"type": "ephemeral"});
     let system = v["system"].as_array().cloned().unwrap_or_default();
     assert_eq!(system.len(), 1, "{v:#}");
     assert_eq!(system[0]["cache_control"], eph);
-    assert_eq!(system[0]["text"], f.body["messages"][0]["content"]);
+    assert_eq!(system[0]["text"], captured.body["messages"][0]["content"]);
     let user = &v["messages"][0];
     assert_eq!(user["role"], "user");
     assert_eq!(user["content"][0]["type"], "text");
-    assert_eq!(user["content"][0]["text"], f.body["messages"][1]["content"]);
+    assert_eq!(
+        user["content"][0]["text"],
+        captured.body["messages"][1]["content"]
+    );
     assert_eq!(user["content"][0]["cache_control"], eph);
     assert!(!t.dropped.contains(&"cache_control"), "{:?}", t.dropped);
 
     // Gemini caches implicitly: dropped and reported.
-    let (t, g) = translate(&f, WireFormat::Gemini, true);
+    let (t, g) = translate(&captured, WireFormat::Gemini, true);
     assert!(t.dropped.contains(&"cache_control"), "{:?}", t.dropped);
     assert!(!g.to_string().contains("cache_control"));
 }
 
 #[test]
 fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
-    let f = fixture("claude-code-haiku-read-image-tool-result.json");
-    let data = f.body.to_string();
-    let (_, v) = translate(&f, WireFormat::OpenAi, true);
+    let captured = fixture("claude-code-haiku-read-image-tool-result.json");
+    let data = captured.body.to_string();
+    let (_, v) = translate(&captured, WireFormat::OpenAi, true);
     let msgs = v["messages"].as_array().cloned().unwrap_or_default();
     let at = msgs
         .iter()
@@ -206,7 +211,7 @@ fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
     let b64 = url.strip_prefix("data:image/png;base64,").unwrap_or("");
     assert!(!b64.is_empty() && data.contains(b64), "{url}");
 
-    let (_, g) = translate(&f, WireFormat::Gemini, true);
+    let (_, g) = translate(&captured, WireFormat::Gemini, true);
     let last = g["contents"].as_array().and_then(|c| c.last()).cloned();
     let parts = last.map(|c| c["parts"].clone()).unwrap_or_default();
     assert!(parts[0]["functionResponse"].is_object(), "{parts:#}");
@@ -215,14 +220,14 @@ fn an_image_in_a_tool_result_follows_the_tool_message_as_a_user_message() {
 
 #[test]
 fn reasoning_goes_back_on_the_tool_call_turn_only_when_asked() {
-    let f = fixture("claude-code-opus-tool-followup-thinking.json");
+    let captured = fixture("claude-code-opus-tool-followup-thinking.json");
     let thought = "Let me think about this step by step. MOCK-THOUGHT.";
     let with = |history| {
         let opts = RequestOptions {
             reasoning_history: history,
             ..RequestOptions::new("gpt-5.4")
         };
-        translate_with(&f, WireFormat::OpenAi, true, &opts)
+        translate_with(&captured, WireFormat::OpenAi, true, &opts)
     };
     let call_turn = |v: &Value| {
         v["messages"]
@@ -239,7 +244,7 @@ fn reasoning_goes_back_on_the_tool_call_turn_only_when_asked() {
     // `Auto` by model name.
     let auto = |model| {
         let opts = RequestOptions::new(model);
-        let (_, v) = translate_with(&f, WireFormat::OpenAi, true, &opts);
+        let (_, v) = translate_with(&captured, WireFormat::OpenAi, true, &opts);
         call_turn(&v).get("reasoning_content").is_some()
     };
     assert!(auto("deepseek-reasoner"));
@@ -248,8 +253,8 @@ fn reasoning_goes_back_on_the_tool_call_turn_only_when_asked() {
 
 #[test]
 fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
-    let f = fixture("claude-code-opus-first-request.json");
-    let (t, v) = translate(&f, WireFormat::OpenAi, true);
+    let captured = fixture("claude-code-opus-first-request.json");
+    let (t, v) = translate(&captured, WireFormat::OpenAi, true);
     let mut dropped = t.dropped.clone();
     dropped.sort_unstable();
     assert_eq!(dropped, ["cache_control", "context_management"]);
@@ -258,16 +263,16 @@ fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
     // `metadata.user_id` is a JSON document: a stable hash that fits OpenAI's 64 characters.
     let user = v["user"].as_str().unwrap_or("");
     assert!(user.starts_with("u_") && user.len() == 64, "{user}");
-    let (_, again) = translate(&f, WireFormat::OpenAi, false);
+    let (_, again) = translate(&captured, WireFormat::OpenAi, false);
     assert_eq!(again["user"], user);
 
-    let f = fixture("claude-code-haiku-first-request.json");
-    let (t, v) = translate(&f, WireFormat::OpenAi, true);
+    let captured = fixture("claude-code-haiku-first-request.json");
+    let (t, v) = translate(&captured, WireFormat::OpenAi, true);
     assert_eq!(v["reasoning_effort"], "high", "budget 31999");
     assert!(t.dropped.contains(&"context_management"));
 
-    let f = fixture("claude-code-tui-title-structured-output.json");
-    let (t, v) = translate(&f, WireFormat::OpenAi, true);
+    let captured = fixture("claude-code-tui-title-structured-output.json");
+    let (t, v) = translate(&captured, WireFormat::OpenAi, true);
     assert_eq!(v["response_format"]["type"], "json_schema");
     assert!(v.get("reasoning_effort").is_none(), "thinking disabled");
     assert!(
@@ -276,7 +281,7 @@ fn claude_codes_first_request_reports_what_it_drops_and_maps_the_rest() {
         t.dropped
     );
 
-    let f = fixture("opencode-chat-gpt-tool-followup.json");
-    let (t, _) = translate(&f, WireFormat::Anthropic, true);
+    let captured = fixture("opencode-chat-gpt-tool-followup.json");
+    let (t, _) = translate(&captured, WireFormat::Anthropic, true);
     assert_eq!(t.dropped, ["reasoning_effort"]);
 }

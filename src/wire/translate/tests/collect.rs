@@ -20,9 +20,9 @@ fn args_value(s: &str) -> Value {
 }
 
 pub fn from_openai_body(body: &[u8]) -> Got {
-    let v: Value = serde_json::from_slice(body).unwrap();
-    let m = &v["choices"][0]["message"];
-    let calls = m["tool_calls"]
+    let parsed: Value = serde_json::from_slice(body).unwrap();
+    let message = &parsed["choices"][0]["message"];
+    let calls = message["tool_calls"]
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -36,14 +36,17 @@ pub fn from_openai_body(body: &[u8]) -> Got {
         })
         .collect();
     Got {
-        text: m["content"].as_str().unwrap_or("").to_string(),
-        reasoning: m["reasoning_content"].as_str().unwrap_or("").to_string(),
+        text: message["content"].as_str().unwrap_or("").to_string(),
+        reasoning: message["reasoning_content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
         calls,
-        stop: v["choices"][0]["finish_reason"]
+        stop: parsed["choices"][0]["finish_reason"]
             .as_str()
             .unwrap()
             .to_string(),
-        usage: openai_usage(&v["usage"]),
+        usage: openai_usage(&parsed["usage"]),
     }
 }
 
@@ -64,23 +67,23 @@ pub fn from_openai_stream(sse: &str) -> Got {
     let events = sse_events(sse);
     let (last, chunks) = events.split_last().expect("events");
     assert_eq!(last.1, "[DONE]", "{sse}");
-    let mut g = Got::default();
+    let mut got = Got::default();
     let mut args: Vec<String> = Vec::new();
     for (_, data) in chunks {
-        let v: Value = serde_json::from_str(data).unwrap();
-        assert_eq!(v["object"], "chat.completion.chunk", "{data}");
-        if v["choices"].as_array().is_some_and(Vec::is_empty) {
-            g.usage = openai_usage(&v["usage"]);
+        let parsed: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(parsed["object"], "chat.completion.chunk", "{data}");
+        if parsed["choices"].as_array().is_some_and(Vec::is_empty) {
+            got.usage = openai_usage(&parsed["usage"]);
             continue;
         }
-        let c = &v["choices"][0];
-        let d = &c["delta"];
-        g.text.push_str(d["content"].as_str().unwrap_or(""));
-        g.reasoning
-            .push_str(d["reasoning_content"].as_str().unwrap_or(""));
-        for tc in d["tool_calls"].as_array().cloned().unwrap_or_default() {
+        let choice = &parsed["choices"][0];
+        let delta = &choice["delta"];
+        got.text.push_str(delta["content"].as_str().unwrap_or(""));
+        got.reasoning
+            .push_str(delta["reasoning_content"].as_str().unwrap_or(""));
+        for tc in delta["tool_calls"].as_array().cloned().unwrap_or_default() {
             let i = tc["index"].as_u64().unwrap() as usize;
-            if i == g.calls.len() {
+            if i == got.calls.len() {
                 // The first fragment of an index, and only it, names the call.
                 let id = tc["id"]
                     .as_str()
@@ -91,7 +94,7 @@ pub fn from_openai_stream(sse: &str) -> Got {
                     .expect("name in the first fragment")
                     .to_string();
                 assert_eq!(tc["type"], "function");
-                g.calls.push((id, name, Value::Null));
+                got.calls.push((id, name, Value::Null));
                 args.push(String::new());
             } else {
                 assert!(
@@ -101,27 +104,27 @@ pub fn from_openai_stream(sse: &str) -> Got {
             }
             args[i].push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
         }
-        if let Some(f) = c["finish_reason"].as_str() {
-            g.stop = f.to_string();
+        if let Some(f) = choice["finish_reason"].as_str() {
+            got.stop = f.to_string();
         }
     }
-    for (call, a) in g.calls.iter_mut().zip(&args) {
+    for (call, a) in got.calls.iter_mut().zip(&args) {
         call.2 = args_value(a);
     }
-    g
+    got
 }
 
 pub fn from_anthropic_body(body: &[u8]) -> Got {
-    let v: Value = serde_json::from_slice(body).unwrap();
-    let mut g = Got {
-        stop: v["stop_reason"].as_str().unwrap().to_string(),
+    let parsed: Value = serde_json::from_slice(body).unwrap();
+    let mut got = Got {
+        stop: parsed["stop_reason"].as_str().unwrap().to_string(),
         ..Got::default()
     };
-    for b in v["content"].as_array().unwrap() {
+    for b in parsed["content"].as_array().unwrap() {
         match b["type"].as_str().unwrap() {
-            "text" => g.text.push_str(b["text"].as_str().unwrap()),
-            "thinking" => g.reasoning.push_str(b["thinking"].as_str().unwrap()),
-            "tool_use" => g.calls.push((
+            "text" => got.text.push_str(b["text"].as_str().unwrap()),
+            "thinking" => got.reasoning.push_str(b["thinking"].as_str().unwrap()),
+            "tool_use" => got.calls.push((
                 b["id"].as_str().unwrap().into(),
                 b["name"].as_str().unwrap().into(),
                 b["input"].clone(),
@@ -129,8 +132,8 @@ pub fn from_anthropic_body(body: &[u8]) -> Got {
             t => panic!("block {t}"),
         }
     }
-    g.usage = anthropic_usage(&v["usage"]);
-    g
+    got.usage = anthropic_usage(&parsed["usage"]);
+    got
 }
 
 fn anthropic_usage(u: &Value) -> Option<(u64, u64, u64)> {
@@ -157,28 +160,28 @@ pub fn from_anthropic_stream(sse: &str) -> Got {
         Some("message_stop"),
         "{sse}"
     );
-    let mut g = Got::default();
+    let mut got = Got::default();
     let (mut open, mut next): (Option<(u64, String)>, u64) = (None, 0);
     let mut args = String::new();
     for (name, data) in &events {
-        let v: Value = serde_json::from_str(data).unwrap();
+        let parsed: Value = serde_json::from_str(data).unwrap();
         assert_eq!(
-            v["type"].as_str(),
+            parsed["type"].as_str(),
             name.as_deref(),
             "event name matches type"
         );
-        let idx = v["index"].as_u64();
+        let idx = parsed["index"].as_u64();
         match name.as_deref().unwrap() {
             "content_block_start" => {
                 assert!(open.is_none(), "a block is still open: {sse}");
                 assert_eq!(idx, Some(next), "{sse}");
                 next += 1;
-                let b = &v["content_block"];
-                let ty = b["type"].as_str().unwrap().to_string();
+                let block = &parsed["content_block"];
+                let ty = block["type"].as_str().unwrap().to_string();
                 if ty == "tool_use" {
-                    g.calls.push((
-                        b["id"].as_str().unwrap().into(),
-                        b["name"].as_str().unwrap().into(),
+                    got.calls.push((
+                        block["id"].as_str().unwrap().into(),
+                        block["name"].as_str().unwrap().into(),
                         Value::Null,
                     ));
                     args.clear();
@@ -188,14 +191,14 @@ pub fn from_anthropic_stream(sse: &str) -> Got {
             "content_block_delta" => {
                 let (i, ty) = open.clone().expect("delta outside a block");
                 assert_eq!(idx, Some(i), "{sse}");
-                let d = &v["delta"];
-                match (ty.as_str(), d["type"].as_str().unwrap()) {
-                    ("text", "text_delta") => g.text.push_str(d["text"].as_str().unwrap()),
+                let delta = &parsed["delta"];
+                match (ty.as_str(), delta["type"].as_str().unwrap()) {
+                    ("text", "text_delta") => got.text.push_str(delta["text"].as_str().unwrap()),
                     ("thinking", "thinking_delta") => {
-                        g.reasoning.push_str(d["thinking"].as_str().unwrap())
+                        got.reasoning.push_str(delta["thinking"].as_str().unwrap())
                     }
                     ("tool_use", "input_json_delta") => {
-                        args.push_str(d["partial_json"].as_str().unwrap())
+                        args.push_str(delta["partial_json"].as_str().unwrap())
                     }
                     other => panic!("delta {other:?}"),
                 }
@@ -204,7 +207,7 @@ pub fn from_anthropic_stream(sse: &str) -> Got {
                 let (i, ty) = open.take().expect("stop outside a block");
                 assert_eq!(idx, Some(i));
                 if ty == "tool_use" {
-                    let call = g.calls.last_mut().unwrap();
+                    let call = got.calls.last_mut().unwrap();
                     call.2 = if args.is_empty() {
                         json!({})
                     } else {
@@ -214,12 +217,12 @@ pub fn from_anthropic_stream(sse: &str) -> Got {
             }
             "message_delta" => {
                 assert!(open.is_none());
-                g.stop = v["delta"]["stop_reason"].as_str().unwrap().to_string();
-                g.usage = anthropic_usage(&v["usage"]);
+                got.stop = parsed["delta"]["stop_reason"].as_str().unwrap().to_string();
+                got.usage = anthropic_usage(&parsed["usage"]);
             }
             "message_start" | "message_stop" | "ping" => {}
             other => panic!("event {other}"),
         }
     }
-    g
+    got
 }

@@ -58,14 +58,14 @@ pub fn cases(text: &str) -> Vec<Case> {
             if l.starts_with("=== ") {
                 break;
             }
-            let l = lines.next().unwrap_or_default();
-            if let Some(sec) = l.strip_prefix("--- ") {
+            let line = lines.next().unwrap_or_default();
+            if let Some(sec) = line.strip_prefix("--- ") {
                 sections.push((
                     sec.split_whitespace().map(str::to_string).collect(),
                     String::new(),
                 ));
             } else if let Some((_, body)) = sections.last_mut() {
-                body.push_str(l);
+                body.push_str(line);
                 body.push('\n');
             }
         }
@@ -134,11 +134,11 @@ fn run_request(c: &Case) {
         reasoning_history,
         ..RequestOptions::new("upstream-model")
     };
-    let r = translate_request(c.from, c.to, c.input.as_bytes(), &opts);
+    let translated = translate_request(c.from, c.to, c.input.as_bytes(), &opts);
     let (h, body) = &c.outcome;
     match h[0].as_str() {
         "expect" => {
-            let got = r.unwrap_or_else(|e| panic!("{}: refused: {e}", c.name));
+            let got = translated.unwrap_or_else(|e| panic!("{}: refused: {e}", c.name));
             let mut dropped = got.dropped.clone();
             dropped.sort_unstable();
             let mut want_dropped: Vec<&str> = c
@@ -158,16 +158,16 @@ fn run_request(c: &Case) {
             );
         }
         "refuse" => {
-            let e = r
+            let error = translated
                 .err()
                 .unwrap_or_else(|| panic!("{}: translated, expected a refusal", c.name));
-            assert_eq!(e.field, h[1], "{}: {e}", c.name);
+            assert_eq!(error.field, h[1], "{}: {error}", c.name);
             let words = body.trim();
             assert!(
-                e.reason.contains(words),
+                error.reason.contains(words),
                 "{}: reason `{}` lacks `{words}`",
                 c.name,
-                e.reason
+                error.reason
             );
         }
         other => panic!("{}: section {other}", c.name),
@@ -175,11 +175,11 @@ fn run_request(c: &Case) {
 }
 
 fn run_answer(c: &Case) {
-    let r = translate_answer(c.from, c.to, c.input.as_bytes(), &c.answer_options());
+    let answer = translate_answer(c.from, c.to, c.input.as_bytes(), &c.answer_options());
     let (h, body) = &c.outcome;
     match h[0].as_str() {
         "expect" => {
-            let got = r.unwrap_or_else(|e| panic!("{}: error {e:?}", c.name));
+            let got = answer.unwrap_or_else(|e| panic!("{}: error {e:?}", c.name));
             let got: Value = serde_json::from_slice(&got.body).unwrap();
             let want = json(body, &c.name);
             assert_eq!(
@@ -192,12 +192,17 @@ fn run_answer(c: &Case) {
             );
         }
         "error" => {
-            let e = r
+            let error = answer
                 .err()
                 .unwrap_or_else(|| panic!("{}: translated, expected an error", c.name));
-            assert_eq!(e.client_status(c.to).to_string(), h[1], "{}: {e:?}", c.name);
-            assert_eq!(e.client_type(c.to), h[2], "{}: {e:?}", c.name);
-            assert!(e.message.contains(body.trim()), "{}: {e:?}", c.name);
+            assert_eq!(
+                error.client_status(c.to).to_string(),
+                h[1],
+                "{}: {error:?}",
+                c.name
+            );
+            assert_eq!(error.client_type(c.to), h[2], "{}: {error:?}", c.name);
+            assert!(error.message.contains(body.trim()), "{}: {error:?}", c.name);
         }
         other => panic!("{}: section {other}", c.name),
     }
@@ -205,12 +210,12 @@ fn run_answer(c: &Case) {
 
 fn run_stream(c: &Case) {
     let include_usage = c.opt("include_usage").is_some();
-    let mut t = StreamTranslator::new(c.from, c.to, &c.answer_options(), include_usage);
+    let mut translator = StreamTranslator::new(c.from, c.to, &c.answer_options(), include_usage);
     let mut out = Vec::new();
     for (name, data) in sse_events(&c.input) {
-        t.feed(name.as_deref(), &data, &mut out);
+        translator.feed(name.as_deref(), &data, &mut out);
     }
-    t.finish(&mut out);
+    translator.finish(&mut out);
     let got = String::from_utf8(out).unwrap();
     assert_same_events(&got, &c.outcome.1, &c.name);
 }

@@ -292,9 +292,9 @@ proptest! {
             for to in ALL {
                 let _ = translate_request(from, to, &b, &RequestOptions::new("m"));
                 let _ = translate_answer(from, to, &b, &OPTS);
-                let e = translate_error(from, status, &b, to);
-                prop_assert!(serde_json::from_slice::<Value>(&e.body).is_ok());
-                prop_assert!((400..=599).contains(&e.status), "{}", e.status);
+                let error = translate_error(from, status, &b, to);
+                prop_assert!(serde_json::from_slice::<Value>(&error.body).is_ok());
+                prop_assert!((400..=599).contains(&error.status), "{}", error.status);
             }
         }
     }
@@ -311,16 +311,16 @@ proptest! {
     ) {
         for from in ALL {
             for to in [WireFormat::OpenAi, WireFormat::Anthropic] {
-                let mut t = StreamTranslator::new(from, to, &OPTS, true);
+                let mut translator = StreamTranslator::new(from, to, &OPTS, true);
                 let mut out = Vec::new();
                 let mut closed = false;
                 for (name, v) in &events {
                     let before = out.len();
-                    let s = t.feed(*name, v, &mut out);
+                    let fed = translator.feed(*name, v, &mut out);
                     prop_assert!(!(closed && out.len() > before), "output after the terminal event");
-                    closed |= s.terminal;
+                    closed |= fed.terminal;
                 }
-                t.finish(&mut out);
+                translator.finish(&mut out);
                 let text = String::from_utf8(out).unwrap();
                 for (_, data) in sse_events(&text) {
                     prop_assert!(data == "[DONE]" || serde_json::from_str::<Value>(&data).is_ok(), "{data}");

@@ -198,8 +198,8 @@ fn parts_kept() -> RequestOptions<'static> {
 }
 
 fn hop(ir: ChatRequest, from: WireFormat, to: WireFormat) -> ChatRequest {
-    let v = write_request(ir, from, &parts_kept());
-    read_request(from, to, v.clone()).unwrap_or_else(|e| panic!("{e}\n{v:#}"))
+    let written = write_request(ir, from, &parts_kept());
+    read_request(from, to, written.clone()).unwrap_or_else(|e| panic!("{e}\n{written:#}"))
 }
 
 proptest! {
@@ -233,12 +233,12 @@ proptest! {
             }
         }
         for f in [WireFormat::OpenAi, WireFormat::Anthropic] {
-            let v = write_request(ir.clone(), f, &parts_kept());
-            let read = read_request(f, WireFormat::Gemini, v).unwrap_or_else(|e| panic!("{e}"));
+            let written = write_request(ir.clone(), f, &parts_kept());
+            let read = read_request(f, WireFormat::Gemini, written).unwrap_or_else(|e| panic!("{e}"));
             prop_assert_eq!(&read.messages, &ir.messages, "from {:?}", f);
         }
-        let g = write_request(ir.clone(), WireFormat::Gemini, &RequestOptions::new("m"));
-        let contents = g["contents"].as_array().unwrap();
+        let gemini = write_request(ir.clone(), WireFormat::Gemini, &RequestOptions::new("m"));
+        let contents = gemini["contents"].as_array().unwrap();
         prop_assert_eq!(contents.len(), ir.messages.len());
         for (m, c) in ir.messages.iter().zip(contents) {
             let role = if m.role == Role::User { "user" } else { "model" };

@@ -52,25 +52,25 @@ pub(super) fn answer() -> impl Strategy<Value = Ans> {
 }
 
 fn stream(from: WireFormat, to: WireFormat, events: &[String]) -> String {
-    let mut t = StreamTranslator::new(from, to, &OPTS, true);
+    let mut translator = StreamTranslator::new(from, to, &OPTS, true);
     let mut out = Vec::new();
     let mut terminal = false;
     for e in events {
-        let s = t.feed(None, e, &mut out);
-        assert!(s.error.is_none(), "{:?} on {e}", s.error);
+        let fed = translator.feed(None, e, &mut out);
+        assert!(fed.error.is_none(), "{:?} on {e}", fed.error);
         assert!(!terminal, "an event after the terminal one wrote output");
-        terminal = s.terminal;
+        terminal = fed.terminal;
     }
-    assert!(t.finish(&mut out).terminal);
+    assert!(translator.finish(&mut out).terminal);
     String::from_utf8(out).unwrap()
 }
 
 fn non_stream(from: WireFormat, to: WireFormat, body: &str) -> Got {
-    let a = translate_answer(from, to, body.as_bytes(), &OPTS)
+    let answer = translate_answer(from, to, body.as_bytes(), &OPTS)
         .unwrap_or_else(|e| panic!("{e:?}\n{body}"));
     match to {
-        WireFormat::Anthropic => collect::from_anthropic_body(&a.body),
-        _ => collect::from_openai_body(&a.body),
+        WireFormat::Anthropic => collect::from_anthropic_body(&answer.body),
+        _ => collect::from_openai_body(&answer.body),
     }
 }
 

@@ -35,8 +35,9 @@ const A_OVERLOADED: &str =
 #[test]
 fn anthropic_preamble_pings_and_empty_block_starts_are_not_content() {
     for (start, delta) in [(A_TEXT_START, A_TEXT), (A_THINK_START, A_THINK)] {
-        let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
-        let (steps, _) = feed_all(&mut t, &[A_START, A_PING, start, A_PING, delta]);
+        let mut translator =
+            StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
+        let (steps, _) = feed_all(&mut translator, &[A_START, A_PING, start, A_PING, delta]);
         assert_eq!(content_flags(&steps), [false, false, false, false, true]);
         assert!(steps.iter().all(|s| s.error.is_none() && !s.terminal));
     }
@@ -44,8 +45,12 @@ fn anthropic_preamble_pings_and_empty_block_starts_are_not_content() {
 
 #[test]
 fn anthropic_overload_after_the_preamble_and_an_empty_block_is_hidden() {
-    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
-    let (steps, out) = feed_all(&mut t, &[A_START, A_PING, A_TEXT_START, A_OVERLOADED]);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
+    let (steps, out) = feed_all(
+        &mut translator,
+        &[A_START, A_PING, A_TEXT_START, A_OVERLOADED],
+    );
     let last = &steps[3];
     assert_eq!(
         last.error.as_ref().map(|e| e.kind),
@@ -55,8 +60,12 @@ fn anthropic_overload_after_the_preamble_and_an_empty_block_is_hidden() {
     assert!(out.contains("overloaded_error"), "{out}");
 
     // After content it is not hidden.
-    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
-    let (steps, _) = feed_all(&mut t, &[A_START, A_TEXT_START, A_TEXT, A_OVERLOADED]);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
+    let (steps, _) = feed_all(
+        &mut translator,
+        &[A_START, A_TEXT_START, A_TEXT, A_OVERLOADED],
+    );
     assert!(steps[3].error.is_some() && !steps[3].error_before_content);
 }
 
@@ -79,9 +88,9 @@ fn openai_chunks_without_content_are_not_content() {
     let empty_reasoning = chunk(r#"{"reasoning_content":""}"#, "null");
     let text = chunk(r#"{"content":"hi"}"#, "null");
     for to in [WireFormat::Anthropic, WireFormat::OpenAi] {
-        let mut t = StreamTranslator::new(WireFormat::OpenAi, to, &OPTS, false);
+        let mut translator = StreamTranslator::new(WireFormat::OpenAi, to, &OPTS, false);
         let events = [AZURE_FILTER, &role, &empty, &empty_reasoning, &text];
-        let (steps, _) = feed_all(&mut t, &events);
+        let (steps, _) = feed_all(&mut translator, &events);
         assert_eq!(
             content_flags(&steps),
             [false, false, false, false, true],
@@ -95,10 +104,11 @@ fn an_openai_error_right_after_the_preamble_is_hidden() {
     let role = chunk(r#"{"role":"assistant","content":""}"#, "null");
     let err =
         r#"{"error":{"message":"The server is overloaded","type":"overloaded_error","code":null}}"#;
-    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
-    let (steps, out) = feed_all(&mut t, &[AZURE_FILTER, &role, err]);
-    let e = steps[2].error.as_ref().expect("error reported");
-    assert_eq!(e.kind, ErrorKind::Overloaded);
+    let mut translator =
+        StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
+    let (steps, out) = feed_all(&mut translator, &[AZURE_FILTER, &role, err]);
+    let error = steps[2].error.as_ref().expect("error reported");
+    assert_eq!(error.kind, ErrorKind::Overloaded);
     assert!(steps[2].error_before_content && steps[2].terminal);
     assert!(out.contains("event: error"), "{out}");
 }
@@ -107,25 +117,27 @@ fn an_openai_error_right_after_the_preamble_is_hidden() {
 fn openai_events_that_are_not_json_are_dropped_and_counted() {
     let text = chunk(r#"{"content":"hi"}"#, "null");
     let stop = chunk("{}", r#""stop""#);
-    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
+    let mut translator =
+        StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
     let (steps, out) = feed_all(
-        &mut t,
+        &mut translator,
         &["keep-alive", &text, "{truncated", &stop, "[DONE]"],
     );
     assert_eq!(steps[0], StreamStep::default());
     assert_eq!(steps[2], StreamStep::default());
     assert!(steps[1].content);
     assert!(steps[4].terminal && steps.iter().all(|s| s.error.is_none()));
-    assert_eq!(t.malformed_dropped(), 2);
+    assert_eq!(translator.malformed_dropped(), 2);
     assert!(out.contains(r#""text":"hi""#), "{out}");
 
     // JSON that is not a chunk is still an unreadable answer.
-    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::OpenAi, &OPTS, false);
-    let (steps, _) = feed_all(&mut t, &["[1,2]"]);
-    let e = steps[0].error.as_ref().expect("unreadable chunk");
+    let mut translator =
+        StreamTranslator::new(WireFormat::OpenAi, WireFormat::OpenAi, &OPTS, false);
+    let (steps, _) = feed_all(&mut translator, &["[1,2]"]);
+    let error = steps[0].error.as_ref().expect("unreadable chunk");
     assert_eq!(
-        (e.kind, e.client_status(WireFormat::OpenAi)),
+        (error.kind, error.client_status(WireFormat::OpenAi)),
         (ErrorKind::Api, 502)
     );
-    assert_eq!(t.malformed_dropped(), 0);
+    assert_eq!(translator.malformed_dropped(), 0);
 }

@@ -29,9 +29,10 @@ const A_OVERLOADED: &str =
 
 #[test]
 fn anthropic_to_openai_commit_point_and_terminal() {
-    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
     let (steps, _) = feed_all(
-        &mut t,
+        &mut translator,
         &[
             A_START,
             A_TEXT_START,
@@ -46,50 +47,62 @@ fn anthropic_to_openai_commit_point_and_terminal() {
     let terminal: Vec<bool> = steps.iter().map(|s| s.terminal).collect();
     assert_eq!(terminal, [false, false, false, false, false, true]);
     assert!(steps.iter().all(|s| s.error.is_none()));
-    let u = t.usage().unwrap();
+    let usage = translator.usage().unwrap();
     assert_eq!(
-        (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
+        (
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.completion_tokens
+        ),
         (15, 5, 7)
     );
-    assert_eq!(t.content_chars(), 2);
+    assert_eq!(translator.content_chars(), 2);
     // After the terminal event nothing is written.
     let mut out = Vec::new();
-    assert_eq!(t.feed(None, A_TEXT, &mut out), StreamStep::default());
+    assert_eq!(
+        translator.feed(None, A_TEXT, &mut out),
+        StreamStep::default()
+    );
     assert!(out.is_empty());
-    assert!(t.finish(&mut out).terminal);
+    assert!(translator.finish(&mut out).terminal);
     assert!(out.is_empty());
 }
 
 #[test]
 fn overload_right_after_message_start_is_a_hidden_error() {
     for to in [WireFormat::OpenAi, WireFormat::Anthropic] {
-        let mut t = StreamTranslator::new(WireFormat::Anthropic, to, &OPTS, false);
-        let (steps, out) = feed_all(&mut t, &[A_START, A_OVERLOADED]);
-        let e = steps[1].error.as_ref().expect("error reported");
-        assert_eq!(e.kind, ErrorKind::Overloaded);
-        assert_eq!(e.status, 529);
-        assert_eq!(e.client_status(WireFormat::OpenAi), 503);
+        let mut translator = StreamTranslator::new(WireFormat::Anthropic, to, &OPTS, false);
+        let (steps, out) = feed_all(&mut translator, &[A_START, A_OVERLOADED]);
+        let error = steps[1].error.as_ref().expect("error reported");
+        assert_eq!(error.kind, ErrorKind::Overloaded);
+        assert_eq!(error.status, 529);
+        assert_eq!(error.client_status(WireFormat::OpenAi), 503);
         assert!(steps[1].error_before_content && steps[1].terminal, "{to:?}");
-        assert!(!t.content_seen());
+        assert!(!translator.content_seen());
         assert!(out.contains("overloaded_error"), "{out}");
     }
 }
 
 #[test]
 fn an_error_after_content_is_not_hidden() {
-    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
-    let (steps, out) = feed_all(&mut t, &[A_START, A_TEXT_START, A_TEXT, A_OVERLOADED]);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
+    let (steps, out) = feed_all(
+        &mut translator,
+        &[A_START, A_TEXT_START, A_TEXT, A_OVERLOADED],
+    );
     assert!(steps[3].error.is_some() && !steps[3].error_before_content);
     assert!(out.ends_with("\n\n") && !out.contains("[DONE]"), "{out}");
 }
 
 #[test]
 fn a_cut_anthropic_stream_is_incomplete_and_writes_nothing_at_the_end() {
-    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
-    feed_all(&mut t, &[A_START, A_TEXT_START, A_TEXT, A_DELTA]);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, true);
+    feed_all(&mut translator, &[A_START, A_TEXT_START, A_TEXT, A_DELTA]);
     let mut out = Vec::new();
-    let s = t.finish(&mut out);
-    assert!(!s.terminal && s.error.is_none());
+    let finished = translator.finish(&mut out);
+    assert!(!finished.terminal && finished.error.is_none());
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
 }
 
@@ -104,11 +117,12 @@ fn openai_stream_without_done_completes_at_the_end_only_after_finish_reason() {
         chunk(r#"{"content":"x"}"#, "null"),
         chunk("{}", r#""stop""#),
     );
-    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
-    let (steps, _) = feed_all(&mut t, &[&a, &b]);
+    let mut translator =
+        StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
+    let (steps, _) = feed_all(&mut translator, &[&a, &b]);
     assert!(steps[0].content && !steps[1].terminal);
     let mut out = Vec::new();
-    assert!(t.finish(&mut out).terminal);
+    assert!(translator.finish(&mut out).terminal);
     let out = String::from_utf8(out).unwrap();
     assert!(
         out.contains("message_delta") && out.ends_with("data: {\"type\":\"message_stop\"}\n\n"),
@@ -124,8 +138,12 @@ fn openai_stream_without_done_completes_at_the_end_only_after_finish_reason() {
 
 #[test]
 fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
-    let mut t = StreamTranslator::new(WireFormat::Gemini, WireFormat::Anthropic, &OPTS, false);
-    let (steps, out) = feed_all(&mut t, &[r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#]);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Gemini, WireFormat::Anthropic, &OPTS, false);
+    let (steps, out) = feed_all(
+        &mut translator,
+        &[r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#],
+    );
     assert!(steps[0].error_before_content && steps[0].terminal);
     assert_eq!(
         steps[0].error.as_ref().map(|e| e.kind),
@@ -134,14 +152,14 @@ fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
     assert!(out.starts_with("event: error\n"), "{out}");
 
     for from in [WireFormat::Anthropic, WireFormat::Gemini] {
-        let mut t = StreamTranslator::new(from, WireFormat::OpenAi, &OPTS, false);
-        let (steps, _) = feed_all(&mut t, &["{not json", "[1,2]"]);
-        let e = steps[0]
+        let mut translator = StreamTranslator::new(from, WireFormat::OpenAi, &OPTS, false);
+        let (steps, _) = feed_all(&mut translator, &["{not json", "[1,2]"]);
+        let error = steps[0]
             .error
             .as_ref()
             .expect("unreadable event is an error");
         assert_eq!(
-            (e.kind, e.client_status(WireFormat::OpenAi)),
+            (error.kind, error.client_status(WireFormat::OpenAi)),
             (ErrorKind::Api, 502)
         );
         assert_eq!(steps[1], StreamStep::default(), "nothing after the error");
@@ -150,9 +168,10 @@ fn gemini_prompt_block_and_unreadable_events_are_errors_not_panics() {
 
 #[test]
 fn gemini_usage_is_the_last_reported() {
-    let mut t = StreamTranslator::new(WireFormat::Gemini, WireFormat::OpenAi, &OPTS, false);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Gemini, WireFormat::OpenAi, &OPTS, false);
     feed_all(
-        &mut t,
+        &mut translator,
         &[
             r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{"promptTokenCount":4}}"#,
             r#"{"candidates":[{"content":{"parts":[{"text":"b"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2,"thoughtsTokenCount":3}}"#,
@@ -164,33 +183,34 @@ fn gemini_usage_is_the_last_reported() {
         reasoning_tokens: 3,
         ..Usage::default()
     };
-    assert_eq!(t.usage(), Some(want));
+    assert_eq!(translator.usage(), Some(want));
 }
 
 #[test]
 fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
-    let mut t = StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
+    let mut translator =
+        StreamTranslator::new(WireFormat::OpenAi, WireFormat::Anthropic, &OPTS, false);
     let mut out = Vec::new();
     let mut last = StreamStep::default();
     for i in 0..1100 {
         let d = format!(
             r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},"id":"c{i}","function":{{"name":"f","arguments":"{{}}"}}}}]}}}}]}}"#
         );
-        last = t.feed(None, &d, &mut out);
+        last = translator.feed(None, &d, &mut out);
         if last.terminal {
             assert_eq!(i, 1024, "the 1025th call ends it");
             break;
         }
     }
-    let e = last.error.expect("an error");
+    let error = last.error.expect("an error");
     assert_eq!(
-        (e.kind, e.client_status(WireFormat::Anthropic)),
+        (error.kind, error.client_status(WireFormat::Anthropic)),
         (ErrorKind::Api, 502)
     );
     assert!(
-        e.message.contains("more than 1024 tool calls"),
+        error.message.contains("more than 1024 tool calls"),
         "{}",
-        e.message
+        error.message
     );
 }
 
@@ -203,11 +223,12 @@ fn text_blocks_around_another_block_are_joined_with_a_blank_line() {
         {"type":"text","text":"The grass is "},{"type":"text","text":"green","citations":[]},
         {"type":"thinking","thinking":"more","signature":"s"},{"type":"text","text":"Next."}],
         "stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
-    let a = super::super::translate_answer(WireFormat::Anthropic, WireFormat::OpenAi, body, &OPTS)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap_or_default();
+    let answer =
+        super::super::translate_answer(WireFormat::Anthropic, WireFormat::OpenAi, body, &OPTS)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    let parsed: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
     let want = "The grass is green\n\nNext.";
-    assert_eq!(v["choices"][0]["message"]["content"], want);
+    assert_eq!(parsed["choices"][0]["message"]["content"], want);
 
     let block = |i: u8, b: &str| {
         format!(r#"{{"type":"content_block_start","index":{i},"content_block":{b}}}"#)
@@ -230,8 +251,9 @@ fn text_blocks_around_another_block_are_joined_with_a_blank_line() {
         A_STOP.to_string(),
     ];
     let events: Vec<&str> = events.iter().map(String::as_str).collect();
-    let mut t = StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
-    let (_, out) = feed_all(&mut t, &events);
+    let mut translator =
+        StreamTranslator::new(WireFormat::Anthropic, WireFormat::OpenAi, &OPTS, false);
+    let (_, out) = feed_all(&mut translator, &events);
     let got = super::collect::from_openai_stream(&out);
     assert_eq!(got.text, want, "{out}");
 }

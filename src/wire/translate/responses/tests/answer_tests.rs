@@ -9,8 +9,8 @@ use super::super::{answer_from, request_to};
 use super::harness::{Ans, OPTS};
 
 fn answer(upstream: WireFormat, body: &Value) -> Value {
-    let a = answer_from(upstream, body.to_string().as_bytes(), &OPTS).expect("translates");
-    serde_json::from_slice(&a.body).expect("JSON")
+    let translated = answer_from(upstream, body.to_string().as_bytes(), &OPTS).expect("translates");
+    serde_json::from_slice(&translated.body).expect("JSON")
 }
 
 fn tool_answer() -> Ans {
@@ -29,15 +29,15 @@ fn tool_answer() -> Ans {
 
 #[test]
 fn a_chat_answer_becomes_output_items() {
-    let r = answer(WireFormat::OpenAi, &tool_answer().chat());
-    assert_eq!(r["id"], "resp_req42");
-    assert_eq!(r["object"], "response");
-    assert_eq!(r["created_at"], 1_700_000_000u64);
-    assert_eq!(r["status"], "completed");
-    assert_eq!(r["model"], "up-model");
-    assert_eq!(r["incomplete_details"], Value::Null);
+    let response = answer(WireFormat::OpenAi, &tool_answer().chat());
+    assert_eq!(response["id"], "resp_req42");
+    assert_eq!(response["object"], "response");
+    assert_eq!(response["created_at"], 1_700_000_000u64);
+    assert_eq!(response["status"], "completed");
+    assert_eq!(response["model"], "up-model");
+    assert_eq!(response["incomplete_details"], Value::Null);
     assert_eq!(
-        r["output"],
+        response["output"],
         json!([
             {"id": "rs_req42_0", "type": "reasoning",
              "summary": [{"type": "summary_text", "text": "I should list."}]},
@@ -48,7 +48,7 @@ fn a_chat_answer_becomes_output_items() {
         ])
     );
     assert_eq!(
-        r["usage"],
+        response["usage"],
         json!({"input_tokens": 120, "input_tokens_details": {"cached_tokens": 100},
                "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 0},
                "total_tokens": 150})
@@ -65,15 +65,19 @@ fn an_anthropic_answer_gives_the_same_items_and_usage() {
         from_anthropic["usage"], from_chat["usage"],
         "cache reads count as input"
     );
-    let t = answer_from(
+    let translated = answer_from(
         WireFormat::Anthropic,
         a.anthropic().to_string().as_bytes(),
         &OPTS,
     )
     .unwrap();
-    let u = t.usage.expect("usage for billing");
+    let usage = translated.usage.expect("usage for billing");
     assert_eq!(
-        (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
+        (
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.completion_tokens
+        ),
         (120, 100, 30)
     );
 }
@@ -86,8 +90,11 @@ fn reasoning_tokens_are_reported() {
     }
     .chat();
     body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 12});
-    let r = answer(WireFormat::OpenAi, &body);
-    assert_eq!(r["usage"]["output_tokens_details"]["reasoning_tokens"], 12);
+    let response = answer(WireFormat::OpenAi, &body);
+    assert_eq!(
+        response["usage"]["output_tokens_details"]["reasoning_tokens"],
+        12
+    );
 }
 
 #[test]
@@ -102,40 +109,46 @@ fn length_and_content_filter_are_incomplete() {
         (WireFormat::OpenAi, cut.chat()),
         (WireFormat::Anthropic, cut.anthropic()),
     ] {
-        let r = answer(upstream, &body);
-        assert_eq!(r["status"], "incomplete", "{upstream:?}");
+        let response = answer(upstream, &body);
+        assert_eq!(response["status"], "incomplete", "{upstream:?}");
         assert_eq!(
-            r["incomplete_details"],
+            response["incomplete_details"],
             json!({"reason": "max_output_tokens"})
         );
-        assert_eq!(r["output"][0]["status"], "incomplete");
+        assert_eq!(response["output"][0]["status"], "incomplete");
     }
     let mut body = cut.chat();
     body["choices"][0]["finish_reason"] = "content_filter".into();
-    let r = answer(WireFormat::OpenAi, &body);
-    assert_eq!(r["incomplete_details"], json!({"reason": "content_filter"}));
+    let response = answer(WireFormat::OpenAi, &body);
+    assert_eq!(
+        response["incomplete_details"],
+        json!({"reason": "content_filter"})
+    );
     let mut m = cut.anthropic();
     m["stop_reason"] = "refusal".into();
-    let r = answer(WireFormat::Anthropic, &m);
-    assert_eq!(r["incomplete_details"], json!({"reason": "content_filter"}));
+    let response = answer(WireFormat::Anthropic, &m);
+    assert_eq!(
+        response["incomplete_details"],
+        json!({"reason": "content_filter"})
+    );
 }
 
 #[test]
 fn a_namespace_call_is_mapped_back() {
     let req = json!({"input": "x", "tools": [{"type": "namespace", "name": "multi_agent_v1",
         "tools": [{"type": "function", "name": "spawn_agent"}]}]});
-    let r = request_to(
+    let translated = request_to(
         WireFormat::Anthropic,
         req.to_string().as_bytes(),
         &RequestOptions::new("m"),
     )
     .unwrap();
-    let sent: Value = serde_json::from_slice(&r.body).unwrap();
+    let sent: Value = serde_json::from_slice(&translated.body).unwrap();
     assert_eq!(
         sent["tools"][0]["name"], "multi_agent_v1__ns__spawn_agent",
         "the name the model sees"
     );
-    let a = Ans {
+    let translated = Ans {
         calls: vec![(
             "toolu_1".into(),
             "multi_agent_v1__ns__spawn_agent".into(),
@@ -145,7 +158,7 @@ fn a_namespace_call_is_mapped_back() {
         text: None,
         ..tool_answer()
     };
-    let out = answer(WireFormat::Anthropic, &a.anthropic());
+    let out = answer(WireFormat::Anthropic, &translated.anthropic());
     let call = &out["output"][0];
     assert_eq!(call["name"], "spawn_agent");
     assert_eq!(call["namespace"], "multi_agent_v1");
@@ -158,14 +171,14 @@ fn the_client_model_name_is_kept_when_set() {
         model: Some("gpt-5.4"),
         ..OPTS
     };
-    let a = answer_from(
+    let translated = answer_from(
         WireFormat::OpenAi,
         tool_answer().chat().to_string().as_bytes(),
         &opts,
     )
     .unwrap();
-    let v: Value = serde_json::from_slice(&a.body).unwrap();
-    assert_eq!(v["model"], "gpt-5.4");
+    let parsed: Value = serde_json::from_slice(&translated.body).unwrap();
+    assert_eq!(parsed["model"], "gpt-5.4");
 }
 
 #[test]
@@ -177,8 +190,8 @@ fn errors_in_a_200_are_upstream_errors() {
     )
     .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Overloaded);
-    let e = answer_from(WireFormat::OpenAi, b"not json", &OPTS).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Api);
+    let error = answer_from(WireFormat::OpenAi, b"not json", &OPTS).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Api);
 }
 
 #[test]
@@ -192,10 +205,10 @@ fn a_gemini_answer_becomes_items_with_made_up_call_ids() {
                           "cachedContentTokenCount": 32, "thoughtsTokenCount": 3},
         "modelVersion": "gemini-x",
     });
-    let r = answer(WireFormat::Gemini, &body);
-    assert_eq!(r["status"], "completed");
-    assert_eq!(r["output"][0]["content"][0]["text"], "Checking.");
-    let call = &r["output"][1];
+    let response = answer(WireFormat::Gemini, &body);
+    assert_eq!(response["status"], "completed");
+    assert_eq!(response["output"][0]["content"][0]["text"], "Checking.");
+    let call = &response["output"][1];
     assert_eq!(call["type"], "function_call");
     assert_eq!(call["name"], "exec_command");
     assert_eq!(call["arguments"], r#"{"cmd":"ls"}"#);
@@ -204,7 +217,7 @@ fn a_gemini_answer_becomes_items_with_made_up_call_ids() {
         "{call}"
     );
     assert_eq!(
-        r["usage"],
+        response["usage"],
         json!({"input_tokens": 50, "input_tokens_details": {"cached_tokens": 32},
                "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 3},
                "total_tokens": 60})

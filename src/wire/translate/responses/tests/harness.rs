@@ -146,33 +146,33 @@ impl Ans {
             idx += 1;
         };
         if let Some(r) = &self.reasoning {
-            let mut d: Vec<Value> = pieces(r, cuts)
+            let mut events: Vec<Value> = pieces(r, cuts)
                 .into_iter()
                 .map(|p| json!({"type": "thinking_delta", "thinking": p}))
                 .collect();
-            d.push(json!({"type": "signature_delta", "signature": "sig"}));
+            events.push(json!({"type": "signature_delta", "signature": "sig"}));
             block(
                 &mut ev,
                 json!({"type": "thinking", "thinking": "", "signature": ""}),
-                d,
+                events,
             );
         }
         if let Some(t) = &self.text {
-            let d = pieces(t, cuts)
+            let events = pieces(t, cuts)
                 .into_iter()
                 .map(|p| json!({"type": "text_delta", "text": p}))
                 .collect();
-            block(&mut ev, json!({"type": "text", "text": ""}), d);
+            block(&mut ev, json!({"type": "text", "text": ""}), events);
         }
         for (id, n, a) in &self.calls {
-            let d = pieces(a, cuts)
+            let events = pieces(a, cuts)
                 .into_iter()
                 .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
                 .collect();
             block(
                 &mut ev,
                 json!({"type": "tool_use", "id": id, "name": n, "input": {}}),
-                d,
+                events,
             );
         }
         ev.push(
@@ -207,13 +207,13 @@ pub fn pieces(s: &str, cuts: &[usize]) -> Vec<String> {
 
 /// Run a stream through `ResponsesStream`; the output and every step.
 pub fn run(upstream: WireFormat, events: &[(Option<String>, String)]) -> (String, Vec<StreamStep>) {
-    let mut t = ResponsesStream::new(upstream, &OPTS);
+    let mut stream = ResponsesStream::new(upstream, &OPTS);
     let mut out = Vec::new();
     let mut steps = Vec::new();
     for (name, data) in events {
-        steps.push(t.feed(name.as_deref(), data, &mut out));
+        steps.push(stream.feed(name.as_deref(), data, &mut out));
     }
-    steps.push(t.finish(&mut out));
+    steps.push(stream.finish(&mut out));
     (String::from_utf8(out).expect("UTF-8 output"), steps)
 }
 
@@ -232,10 +232,10 @@ pub fn events(sse: &str) -> Vec<(String, Value)> {
             .and_then(|l| l.strip_prefix("data: "))
             .unwrap_or_else(|| panic!("no data line in {frame:?}"));
         assert!(lines.next().is_none(), "one data line: {frame:?}");
-        let v: Value = serde_json::from_str(data).expect("event data is JSON");
-        assert_eq!(v["type"], name, "{frame}");
-        assert_eq!(v["sequence_number"], n as u64, "{frame}");
-        out.push((name.to_string(), v));
+        let parsed: Value = serde_json::from_str(data).expect("event data is JSON");
+        assert_eq!(parsed["type"], name, "{frame}");
+        assert_eq!(parsed["sequence_number"], n as u64, "{frame}");
+        out.push((name.to_string(), parsed));
     }
     out
 }
@@ -312,13 +312,13 @@ pub fn accumulate(evs: &[(String, Value)]) -> (Vec<Value>, Value) {
             "response.function_call_arguments.delta" => {
                 assert_eq!(oi, open);
                 assert_eq!(v["item_id"], item_id(&output));
-                let o = oi.expect("index");
+                let output_index = oi.expect("index");
                 let a = format!(
                     "{}{}",
-                    output[o]["arguments"].as_str().expect("args"),
+                    output[output_index]["arguments"].as_str().expect("args"),
                     v["delta"].as_str().expect("delta")
                 );
-                output[o]["arguments"] = a.into();
+                output[output_index]["arguments"] = a.into();
             }
             "response.output_text.done"
             | "response.content_part.done"

@@ -55,8 +55,9 @@ fn whole(a: &Ans, f: WireFormat) -> Value {
         WireFormat::Anthropic => a.anthropic(),
         _ => a.chat(),
     };
-    let t = answer_from(f, body.to_string().as_bytes(), &OPTS).expect("a valid answer translates");
-    serde_json::from_slice(&t.body).expect("JSON")
+    let translated =
+        answer_from(f, body.to_string().as_bytes(), &OPTS).expect("a valid answer translates");
+    serde_json::from_slice(&translated.body).expect("JSON")
 }
 
 /// Upstream events as SSE bytes (`event:` lines as the upstream sends them).
@@ -78,12 +79,12 @@ fn framed(bytes: &[u8], cuts: &[usize], f: WireFormat) -> Vec<u8> {
     at.push(bytes.len());
     at.sort_unstable();
     let mut fr = Framer::new(false);
-    let mut t = ResponsesStream::new(f, &OPTS);
+    let mut stream = ResponsesStream::new(f, &OPTS);
     let mut out = Vec::new();
     for w in at.windows(2) {
         fr.push(&bytes[w[0]..w[1]]);
         while let Some(ev) = fr.next_event() {
-            t.feed(
+            stream.feed(
                 ev.name.as_deref(),
                 ev.data.as_deref().unwrap_or(""),
                 &mut out,
@@ -92,13 +93,13 @@ fn framed(bytes: &[u8], cuts: &[usize], f: WireFormat) -> Vec<u8> {
     }
     fr.finish();
     while let Some(ev) = fr.next_event() {
-        t.feed(
+        stream.feed(
             ev.name.as_deref(),
             ev.data.as_deref().unwrap_or(""),
             &mut out,
         );
     }
-    t.finish(&mut out);
+    stream.finish(&mut out);
     out
 }
 
@@ -286,8 +287,8 @@ proptest! {
             ),
             (answer(), prop::collection::vec((any::<usize>(), json_value()), 0..3), any::<bool>())
                 .prop_map(|(a, edits, anthropic)| {
-                    let f = if anthropic { WireFormat::Anthropic } else { WireFormat::OpenAi };
-                    let mut evs = upstream_events(&a, f, &[3]);
+                    let from = if anthropic { WireFormat::Anthropic } else { WireFormat::OpenAi };
+                    let mut evs = upstream_events(&a, from, &[3]);
                     for (at, with) in edits {
                         let i = at % evs.len();
                         evs[i].1 = with.to_string();
@@ -297,22 +298,22 @@ proptest! {
         ],
     ) {
         for f in ALL {
-            let mut t = ResponsesStream::new(f, &OPTS);
+            let mut stream = ResponsesStream::new(f, &OPTS);
             let mut out = Vec::new();
             let mut closed = false;
             for (name, data) in &evs {
                 let before = out.len();
-                let s = t.feed(*name, data, &mut out);
+                let fed = stream.feed(*name, data, &mut out);
                 prop_assert!(!(closed && out.len() > before), "output after the terminal event");
-                closed |= s.terminal;
+                closed |= fed.terminal;
             }
             let before = out.len();
-            let s = t.finish(&mut out);
+            let finished = stream.finish(&mut out);
             prop_assert!(!(closed && out.len() > before));
             let text = String::from_utf8(out).unwrap();
             // Every event is named, typed and numbered; a terminal event, if any, is last.
             let parsed = events(&text);
-            if s.terminal || closed {
+            if finished.terminal || closed {
                 if let Some((n, _)) = parsed.last() {
                     prop_assert!(n == "response.completed" || n == "response.incomplete" || n == "response.failed", "{}", n);
                 }

@@ -19,25 +19,25 @@ fn to(
 }
 
 fn chat(body: Value) -> Value {
-    let r = to(WireFormat::OpenAi, body).expect("translates");
-    serde_json::from_slice(&r.body).expect("JSON")
+    let translated = to(WireFormat::OpenAi, body).expect("translates");
+    serde_json::from_slice(&translated.body).expect("JSON")
 }
 
 fn messages(body: Value) -> Value {
-    let r = to(WireFormat::Anthropic, body).expect("translates");
-    serde_json::from_slice(&r.body).expect("JSON")
+    let translated = to(WireFormat::Anthropic, body).expect("translates");
+    serde_json::from_slice(&translated.body).expect("JSON")
 }
 
 #[test]
 fn a_string_input_with_instructions_and_sampling() {
-    let c = chat(json!({
+    let openai = chat(json!({
         "model": "gpt-5", "instructions": "Be brief.", "input": "Hi",
         "max_output_tokens": 100, "temperature": 0.5, "top_p": 0.9,
         "reasoning": {"effort": "low", "summary": "auto"}, "user": "u1",
         "prompt_cache_key": "sess-1", "metadata": {"a": "b"}, "store": false,
     }));
     assert_eq!(
-        c,
+        openai,
         json!({
             "model": "up-model",
             "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
@@ -49,24 +49,24 @@ fn a_string_input_with_instructions_and_sampling() {
         max_tokens_field: MaxTokensField::MaxTokens,
         ..RequestOptions::new("m")
     };
-    let r = request_to(
+    let translated = request_to(
         WireFormat::OpenAi,
         br#"{"input":"x","max_output_tokens":7}"#,
         &opts,
     )
     .unwrap();
-    let c: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(c["max_tokens"], 7);
-    assert!(c.get("max_completion_tokens").is_none());
+    let openai: Value = serde_json::from_slice(&translated.body).unwrap();
+    assert_eq!(openai["max_tokens"], 7);
+    assert!(openai.get("max_completion_tokens").is_none());
 }
 
 #[test]
 fn a_stream_asks_for_usage() {
-    let r = to(WireFormat::OpenAi, json!({"input": "x", "stream": true})).unwrap();
-    assert!(r.stream);
-    let c: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(c["stream"], true);
-    assert_eq!(c["stream_options"], json!({"include_usage": true}));
+    let translated = to(WireFormat::OpenAi, json!({"input": "x", "stream": true})).unwrap();
+    assert!(translated.stream);
+    let parsed: Value = serde_json::from_slice(&translated.body).unwrap();
+    assert_eq!(parsed["stream"], true);
+    assert_eq!(parsed["stream_options"], json!({"include_usage": true}));
 }
 
 /// A tool loop as Codex sends it: developer message, user parts, reasoning, function call and
@@ -96,9 +96,9 @@ fn tool_loop() -> Value {
 
 #[test]
 fn items_become_chat_messages() {
-    let c = chat(tool_loop());
+    let openai = chat(tool_loop());
     assert_eq!(
-        c["messages"],
+        openai["messages"],
         json!([
             {"role": "system", "content": "rules"},
             {"role": "user", "content": [
@@ -113,20 +113,20 @@ fn items_become_chat_messages() {
         ])
     );
     assert_eq!(
-        c["tools"],
+        openai["tools"],
         json!([{"type": "function", "function": {"name": "exec_command", "description": "run",
                 "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}])
     );
-    assert_eq!(c["tool_choice"], "auto");
-    assert_eq!(c["parallel_tool_calls"], false);
+    assert_eq!(openai["tool_choice"], "auto");
+    assert_eq!(openai["parallel_tool_calls"], false);
 }
 
 #[test]
 fn items_become_anthropic_messages_through_chat() {
-    let m = messages(tool_loop());
-    assert_eq!(m["system"], json!("rules"), "{m}");
-    assert_eq!(m["max_tokens"], 8192, "Anthropic requires it");
-    let msgs = m["messages"].as_array().unwrap();
+    let anthropic = messages(tool_loop());
+    assert_eq!(anthropic["system"], json!("rules"), "{anthropic}");
+    assert_eq!(anthropic["max_tokens"], 8192, "Anthropic requires it");
+    let msgs = anthropic["messages"].as_array().unwrap();
     assert_eq!(msgs[0]["role"], "user");
     assert_eq!(msgs[0]["content"][1]["type"], "image");
     assert_eq!(msgs[1]["role"], "assistant");
@@ -140,9 +140,9 @@ fn items_become_anthropic_messages_through_chat() {
     assert_eq!(tool_use["input"], json!({"cmd": "ls"}));
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "call_1");
-    assert_eq!(m["tools"][0]["name"], "exec_command");
+    assert_eq!(anthropic["tools"][0]["name"], "exec_command");
     assert_eq!(
-        m["tool_choice"],
+        anthropic["tool_choice"],
         json!({"type": "auto", "disable_parallel_tool_use": true})
     );
 }
@@ -151,14 +151,17 @@ fn items_become_anthropic_messages_through_chat() {
 fn text_format_json_schema_maps_to_each_provider() {
     let body = json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "out",
         "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}});
-    let c = chat(body.clone());
+    let openai = chat(body.clone());
     assert_eq!(
-        c["response_format"],
+        openai["response_format"],
         json!({"type": "json_schema", "json_schema": {"name": "out", "strict": true,
                "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}})
     );
-    let m = messages(body);
-    assert_eq!(m["output_config"]["format"]["type"], "json_schema", "{m}");
+    let anthropic = messages(body);
+    assert_eq!(
+        anthropic["output_config"]["format"]["type"], "json_schema",
+        "{anthropic}"
+    );
 }
 
 #[test]
@@ -172,9 +175,9 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
                              {"type": "function", "name": "wait_agent"}]},
                   {"type": "web_search", "external_web_access": false}],
     });
-    let r = to(WireFormat::OpenAi, body).unwrap();
-    let c: Value = serde_json::from_slice(&r.body).unwrap();
-    let names: Vec<&str> = c["tools"]
+    let translated = to(WireFormat::OpenAi, body).unwrap();
+    let parsed: Value = serde_json::from_slice(&translated.body).unwrap();
+    let names: Vec<&str> = parsed["tools"]
         .as_array()
         .unwrap()
         .iter()
@@ -188,14 +191,14 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
         ]
     );
     assert_eq!(
-        c["tools"][1]["function"]["parameters"],
+        parsed["tools"][1]["function"]["parameters"],
         json!({"type": "object", "properties": {}})
     );
     assert_eq!(
-        c["messages"][0]["tool_calls"][0]["function"]["name"],
+        parsed["messages"][0]["tool_calls"][0]["function"]["name"],
         "multi_agent_v1__ns__spawn_agent"
     );
-    assert_eq!(r.dropped, ["tools[1] web_search"]);
+    assert_eq!(translated.dropped, ["tools[1] web_search"]);
     assert_eq!(
         split("multi_agent_v1__ns__wait_agent"),
         (Some("multi_agent_v1"), "wait_agent")
@@ -207,7 +210,7 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
     );
     assert_eq!(split("__ns__x"), (None, "__ns__x"));
     // A history call without its namespace is matched to the one namespace tool of that name.
-    let c = chat(
+    let parsed = chat(
         json!({"input": [{"type": "function_call", "call_id": "c1", "name": "wait_agent", "arguments": "{}"},
                                   {"type": "function_call", "call_id": "c2", "name": "other", "arguments": "{}"},
                                   {"type": "function_call_output", "call_id": "c1", "output": "ok"},
@@ -215,18 +218,18 @@ fn namespace_tools_are_flattened_and_their_calls_in_history_too() {
                         "tools": [{"type": "namespace", "name": "multi_agent_v1",
                                    "tools": [{"type": "function", "name": "wait_agent"}]}]}),
     );
-    let calls = &c["messages"][0]["tool_calls"];
+    let calls = &parsed["messages"][0]["tool_calls"];
     assert_eq!(
         calls[0]["function"]["name"],
         "multi_agent_v1__ns__wait_agent"
     );
     assert_eq!(calls[1]["function"]["name"], "other");
-    let e = to(
+    let error = to(
         WireFormat::OpenAi,
         json!({"input": "x", "tools": [{"type": "function", "name": "a__ns__b"}]}),
     )
     .unwrap_err();
-    assert_eq!(e.field, "tools[0].name");
+    assert_eq!(error.field, "tools[0].name");
 }
 
 #[test]
@@ -239,25 +242,25 @@ fn built_in_tools_other_than_web_search_are_refused_by_name() {
         "mcp",
         "local_shell",
     ] {
-        let e = to(
+        let error = to(
             WireFormat::OpenAi,
             json!({"input": "x", "tools": [
             {"type": "function", "name": "f"}, {"type": kind}]}),
         )
         .unwrap_err();
-        assert_eq!(e.field, "tools[1]", "{kind}");
-        assert_eq!(e.kind, TranslateErrorKind::Unsupported);
-        assert!(e.reason.contains(&format!("`{kind}`")), "{e}");
+        assert_eq!(error.field, "tools[1]", "{kind}");
+        assert_eq!(error.kind, TranslateErrorKind::Unsupported);
+        assert!(error.reason.contains(&format!("`{kind}`")), "{error}");
     }
-    let e = to(
+    let error = to(
         WireFormat::Anthropic,
         json!({"input": "x", "tools": [{"type": "web_search"}],
         "tool_choice": {"type": "web_search"}}),
     )
     .unwrap_err();
     assert_eq!(
-        e.field, "tool_choice",
-        "a forced web search cannot be dropped: {e}"
+        error.field, "tool_choice",
+        "a forced web search cannot be dropped: {error}"
     );
 }
 
@@ -272,73 +275,73 @@ fn state_at_the_upstream_needs_a_native_channel() {
     ] {
         let mut body = json!({"input": "x"});
         body[k] = v;
-        let e = to(WireFormat::Anthropic, body).unwrap_err();
-        assert_eq!(e.field, k);
-        assert!(e.reason.contains("natively"), "{e}");
+        let error = to(WireFormat::Anthropic, body).unwrap_err();
+        assert_eq!(error.field, k);
+        assert!(error.reason.contains("natively"), "{error}");
     }
-    let e = to(
+    let error = to(
         WireFormat::OpenAi,
         json!({"input": [{"type": "item_reference", "id": "msg_1"}]}),
     )
     .unwrap_err();
-    assert_eq!(e.field, "input[0]");
-    assert!(e.reason.contains("natively"), "{e}");
-    let e = to(
+    assert_eq!(error.field, "input[0]");
+    assert!(error.reason.contains("natively"), "{error}");
+    let error = to(
         WireFormat::OpenAi,
         json!({"input": [{"role": "user", "content": [
         {"type": "input_image", "file_id": "file_1"}]}]}),
     )
     .unwrap_err();
-    assert_eq!(e.field, "input[0].content[0].file_id");
+    assert_eq!(error.field, "input[0].content[0].file_id");
 }
 
 #[test]
 fn unknown_fields_and_bad_shapes_are_named() {
-    let e = to(WireFormat::OpenAi, json!({"input": "x", "frobnicate": 1})).unwrap_err();
-    assert_eq!(e.field, "frobnicate");
-    let e = to(WireFormat::OpenAi, json!({"instructions": "x"})).unwrap_err();
+    let error = to(WireFormat::OpenAi, json!({"input": "x", "frobnicate": 1})).unwrap_err();
+    assert_eq!(error.field, "frobnicate");
+    let error = to(WireFormat::OpenAi, json!({"instructions": "x"})).unwrap_err();
     assert_eq!(
-        (e.field.as_str(), e.kind),
+        (error.field.as_str(), error.kind),
         ("input", TranslateErrorKind::Invalid)
     );
-    let e = to(
+    let error = to(
         WireFormat::OpenAi,
         json!({"input": [{"type": "function_call", "name": "f"}]}),
     )
     .unwrap_err();
-    assert_eq!(e.field, "input[0].call_id");
-    let e = request_to(WireFormat::OpenAi, b"{", &RequestOptions::new("m")).unwrap_err();
-    assert_eq!(e.kind, TranslateErrorKind::Invalid);
+    assert_eq!(error.field, "input[0].call_id");
+    let error = request_to(WireFormat::OpenAi, b"{", &RequestOptions::new("m")).unwrap_err();
+    assert_eq!(error.kind, TranslateErrorKind::Invalid);
 }
 
 #[test]
 fn a_refusal_of_the_chat_step_says_where_it_came_from() {
-    let e = to(
+    let error = to(
         WireFormat::Anthropic,
         json!({"input": "x", "temperature": 1.5}),
     )
     .unwrap_err();
     assert!(
-        e.reason.contains("Anthropic Messages") && e.reason.contains("temperature"),
-        "{e}"
+        error.reason.contains("Anthropic Messages") && error.reason.contains("temperature"),
+        "{error}"
     );
 }
 
 #[test]
 fn tool_outputs_with_images_follow_as_a_user_message() {
-    let c = chat(json!({"input": [
+    let openai = chat(json!({"input": [
         {"type": "function_call", "call_id": "c1", "name": "view_image", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": [
             {"type": "input_text", "text": "here"},
             {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
         {"role": "user", "content": "what is it?"}]}));
-    let roles: Vec<&str> = c["messages"]
+    let roles: Vec<&str> = openai["messages"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["assistant", "tool", "user", "user"]);
-    assert_eq!(c["messages"][1]["content"], "here");
-    assert_eq!(c["messages"][2]["content"][0]["type"], "image_url");
+    assert_eq!(openai["messages"][1]["content"], "here");
+    assert_eq!(openai["messages"][2]["content"][0]["type"], "image_url");
 }

@@ -62,7 +62,7 @@ fn a_text_answer_is_the_documented_event_sequence() {
 
 #[test]
 fn a_tool_call_from_anthropic_streams_its_arguments() {
-    let a = Ans {
+    let answer = Ans {
         reasoning: Some("hmm".into()),
         text: None,
         calls: vec![(
@@ -73,11 +73,11 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
         max_tokens: false,
         usage: (50, 40, 9),
     };
-    let (out, steps) = run(WireFormat::Anthropic, &a.anthropic_stream(&[3, 8]));
+    let (out, steps) = run(WireFormat::Anthropic, &answer.anthropic_stream(&[3, 8]));
     let evs = events(&out);
-    let n = names(&evs);
+    let event_names = names(&evs);
     assert_eq!(
-        &n[..5],
+        &event_names[..5],
         [
             "response.created",
             "response.in_progress",
@@ -86,9 +86,9 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
             "response.reasoning_summary_text.delta"
         ]
     );
-    assert!(n.contains(&"response.function_call_arguments.delta"));
-    assert!(n.contains(&"response.function_call_arguments.done"));
-    assert_eq!(*n.last().unwrap(), "response.completed");
+    assert!(event_names.contains(&"response.function_call_arguments.delta"));
+    assert!(event_names.contains(&"response.function_call_arguments.done"));
+    assert_eq!(*event_names.last().unwrap(), "response.completed");
     let (output, response) = accumulate(&evs);
     assert_eq!(output[1]["type"], "function_call");
     assert_eq!(output[1]["call_id"], "toolu_1");
@@ -103,7 +103,7 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
     // The non-stream translation of the same answer has the same output.
     let whole = answer_from(
         WireFormat::Anthropic,
-        a.anthropic().to_string().as_bytes(),
+        answer.anthropic().to_string().as_bytes(),
         &OPTS,
     )
     .unwrap();
@@ -114,13 +114,13 @@ fn a_tool_call_from_anthropic_streams_its_arguments() {
 
 #[test]
 fn a_length_stop_ends_with_response_incomplete() {
-    let a = Ans {
+    let answer = Ans {
         max_tokens: true,
         ..text_only()
     };
     for (upstream, evs) in [
-        (WireFormat::OpenAi, a.chat_stream(&[])),
-        (WireFormat::Anthropic, a.anthropic_stream(&[])),
+        (WireFormat::OpenAi, answer.chat_stream(&[])),
+        (WireFormat::Anthropic, answer.anthropic_stream(&[])),
     ] {
         let (out, _) = run(upstream, &evs);
         let evs = events(&out);
@@ -145,20 +145,20 @@ fn an_error_before_content_is_a_hidden_error_and_after_content_a_failed_response
     evs.truncate(2);
     evs.push(overloaded.clone());
     let (_, steps) = run(WireFormat::Anthropic, &evs);
-    let s = &steps[2];
+    let step = &steps[2];
     assert!(
-        s.error.is_some() && s.error_before_content && s.terminal,
-        "{s:?}"
+        step.error.is_some() && step.error_before_content && step.terminal,
+        "{step:?}"
     );
 
     let mut evs = text_only().anthropic_stream(&[2]);
     evs.truncate(5); // start, ping, block start, two deltas
     evs.push(overloaded);
     let (out, steps) = run(WireFormat::Anthropic, &evs);
-    let s = &steps[5];
+    let step = &steps[5];
     assert!(
-        s.error.is_some() && !s.error_before_content && s.terminal,
-        "{s:?}"
+        step.error.is_some() && !step.error_before_content && step.terminal,
+        "{step:?}"
     );
     let evs = events(&out);
     let (name, last) = evs.last().unwrap();
@@ -186,20 +186,20 @@ fn a_cut_stream_is_not_terminal_and_writes_nothing_at_the_end() {
 fn namespace_calls_are_mapped_back_in_the_stream() {
     let req = json!({"input": "x", "tools": [{"type": "namespace", "name": "ns",
         "tools": [{"type": "function", "name": "go"}]}]});
-    let r = super::super::request_to(
+    let translated = super::super::request_to(
         WireFormat::OpenAi,
         req.to_string().as_bytes(),
         &super::super::super::RequestOptions::new("m"),
     )
     .unwrap();
-    let sent: Value = serde_json::from_slice(&r.body).unwrap();
+    let sent: Value = serde_json::from_slice(&translated.body).unwrap();
     assert_eq!(sent["tools"][0]["function"]["name"], "ns__ns__go");
-    let a = Ans {
+    let answer = Ans {
         calls: vec![("c1".into(), "ns__ns__go".into(), "{}".into())],
         text: None,
         ..text_only()
     };
-    let (out, _) = run(WireFormat::OpenAi, &a.chat_stream(&[]));
+    let (out, _) = run(WireFormat::OpenAi, &answer.chat_stream(&[]));
     let evs = events(&out);
     let added = evs
         .iter()
