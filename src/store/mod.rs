@@ -39,6 +39,7 @@
 //! `":memory:"` both connections share one named shared-cache in-memory database.
 
 mod error;
+mod fold;
 pub mod postgres;
 mod reads;
 mod records;

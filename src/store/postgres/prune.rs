@@ -3,10 +3,9 @@
 //! ledger rows of closed sessions folded into `ledger_compacted`. Every replica runs rounds;
 //! the ledger fold takes a transaction advisory lock, so one replica folds at a time.
 
-use std::collections::HashMap;
-
 use tokio_postgres::Client;
 
+use super::super::fold::{Fold, Row};
 use super::super::records::{Prune, Pruned};
 use super::super::StoreError;
 
@@ -53,14 +52,6 @@ pub(crate) async fn run(client: &mut Client, prune: &Prune) -> Result<Pruned, St
     })
 }
 
-#[derive(Default)]
-struct Folded {
-    charged: i64,
-    refunded: i64,
-    entries: i64,
-    through_ms: i64,
-}
-
 /// Folds the old, closed ledger rows of the next window after `cursor`; returns (rows,
 /// next cursor, reached what is not old enough).
 async fn fold(
@@ -86,50 +77,43 @@ async fn fold(
         )
         .await?;
     let full = rows.len() as i64 == batch;
-    let mut next = cursor;
-    let mut folded: HashMap<String, Folded> = HashMap::new();
-    let mut gone: Vec<i64> = Vec::new();
-    let mut reached = !full;
+    let mut fold = Fold::new(before, cursor);
     for row in &rows {
-        let (seq, client, kind, amount, ts, closed): (i64, String, String, i64, i64, bool) = (
-            row.get(0),
-            row.get(1),
-            row.get(2),
-            row.get(3),
-            row.get(4),
-            row.get(5),
-        );
-        if ts >= before {
-            reached = true;
+        let (client, kind): (String, String) = (row.get(1), row.get(2));
+        let offered = Row {
+            id: row.get(0),
+            client: &client,
+            kind: &kind,
+            amount: row.get(3),
+            ts_ms: row.get(4),
+            // Still open: its lease decides.
+            closed: row.get(5),
+        };
+        if !fold.offer(offered) {
             break;
         }
-        next = seq;
-        if !closed {
-            continue; // still open: its lease decides
-        }
-        let totals = folded.entry(client).or_default();
-        if kind == "refund" {
-            totals.charged = totals.charged.saturating_sub(amount);
-            totals.refunded = totals.refunded.saturating_add(amount);
-        } else {
-            totals.charged = totals.charged.saturating_add(amount);
-        }
-        totals.entries += 1;
-        totals.through_ms = totals.through_ms.max(ts);
-        gone.push(seq);
     }
-    tx.execute("DELETE FROM ledger WHERE seq = ANY($1::bigint[])", &[&gone])
-        .await?;
-    for (client, f) in folded {
+    tx.execute(
+        "DELETE FROM ledger WHERE seq = ANY($1::bigint[])",
+        &[&fold.gone],
+    )
+    .await?;
+    for (client, totals) in &fold.totals {
         tx.execute(
             "INSERT INTO ledger_compacted AS c (client, charged, refunded, entries, through_ms)
              VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (client) DO UPDATE SET charged = c.charged + excluded.charged,
                 refunded = c.refunded + excluded.refunded, entries = c.entries + excluded.entries,
                 through_ms = GREATEST(c.through_ms, excluded.through_ms)",
-            &[&client, &f.charged, &f.refunded, &f.entries, &f.through_ms],
+            &[
+                client,
+                &totals.charged,
+                &totals.refunded,
+                &totals.entries,
+                &totals.through_ms,
+            ],
         )
         .await?;
     }
-    Ok((gone.len() as u64, next, reached))
+    Ok((fold.gone.len() as u64, fold.next, fold.reached || !full))
 }

@@ -7,10 +7,9 @@
 //! Rows are visited in rowid order, which is the order they were written: no index on
 //! time is needed (the request log lost its `ts_ms` index in v3 to keep inserts cheap).
 
-use std::collections::HashMap;
-
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::super::fold::{Fold, Row};
 use super::super::records::{Prune, Pruned};
 use super::super::StoreError;
 
@@ -44,16 +43,8 @@ fn request_log(tx: &rusqlite::Transaction<'_>, prune: &Prune) -> Result<u64, Sto
     Ok(deleted)
 }
 
-#[derive(Default)]
-struct Folded {
-    charged: i64,
-    refunded: i64,
-    entries: i64,
-    through_ms: i64,
-}
-
-/// Ledger rows folded into `ledger_compacted`; returns (rows, next cursor, reached the end
-/// of what is old enough).
+/// Ledger rows folded into `ledger_compacted` (the shared [`Fold`]); returns (rows, next
+/// cursor, reached the end of what is old enough).
 fn ledger(
     tx: &rusqlite::Transaction<'_>,
     before: i64,
@@ -80,50 +71,36 @@ fn ledger(
         }
     }
     let full = rows.len() == batch;
-    let mut next = cursor;
-    let mut folded: HashMap<String, Folded> = HashMap::new();
-    let mut n = 0;
-    for (rowid, request_id, client, kind, amount, ts) in rows {
-        if ts >= before {
-            return finish(tx, folded, n, next, true);
-        }
-        next = rowid;
-        if kind == "precharge" {
-            let closed = tx
+    let mut fold = Fold::new(before, cursor);
+    for (id, request_id, client, kind, amount, ts_ms) in &rows {
+        // A precharge is closed once its session has a settle or refund; start-up recovery
+        // needs an open one.
+        let closed = kind != "precharge"
+            || !fold.is_old(*ts_ms)
+            || tx
                 .prepare_cached(
                     "SELECT 1 FROM ledger WHERE request_id = ?1 AND kind <> 'precharge' LIMIT 1",
                 )?
-                .query_row([&request_id], |_| Ok(()))
+                .query_row([request_id], |_| Ok(()))
                 .optional()?
                 .is_some();
-            if !closed {
-                continue; // still open: start-up recovery needs it
-            }
+        let row = Row {
+            id: *id,
+            client,
+            kind,
+            amount: *amount,
+            ts_ms: *ts_ms,
+            closed,
+        };
+        if !fold.offer(row) {
+            break;
         }
-        let totals = folded.entry(client).or_default();
-        if kind == "refund" {
-            totals.charged = totals.charged.saturating_sub(amount);
-            totals.refunded = totals.refunded.saturating_add(amount);
-        } else {
-            totals.charged = totals.charged.saturating_add(amount);
-        }
-        totals.entries += 1;
-        totals.through_ms = totals.through_ms.max(ts);
-        tx.prepare_cached("DELETE FROM ledger WHERE rowid = ?1")?
-            .execute([rowid])?;
-        n += 1;
     }
-    finish(tx, folded, n, next, !full)
-}
-
-fn finish(
-    tx: &rusqlite::Transaction<'_>,
-    folded: HashMap<String, Folded>,
-    n: u64,
-    next: i64,
-    done: bool,
-) -> Result<(u64, i64, bool), StoreError> {
-    for (client, f) in folded {
+    for id in &fold.gone {
+        tx.prepare_cached("DELETE FROM ledger WHERE rowid = ?1")?
+            .execute([id])?;
+    }
+    for (client, totals) in &fold.totals {
         tx.prepare_cached(
             "INSERT INTO ledger_compacted (client, charged, refunded, entries, through_ms)
              VALUES (?1, ?2, ?3, ?4, ?5)
@@ -133,13 +110,13 @@ fn finish(
         )?
         .execute(params![
             client,
-            f.charged,
-            f.refunded,
-            f.entries,
-            f.through_ms
+            totals.charged,
+            totals.refunded,
+            totals.entries,
+            totals.through_ms
         ])?;
     }
-    Ok((n, next, done))
+    Ok((fold.gone.len() as u64, fold.next, fold.reached || !full))
 }
 
 /// One round: one transaction, at most `batch` request-log rows and `batch` ledger rows.
