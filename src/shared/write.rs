@@ -362,43 +362,33 @@ struct PutArgs<'a> {
     ms: u64,
 }
 
+fn put<'a>(
+    channel: &'a str,
+    op: &'static str,
+    field: String,
+    value: String,
+    ms: u64,
+) -> PutArgs<'a> {
+    PutArgs {
+        channel,
+        op,
+        field,
+        value,
+        ms,
+    }
+}
+
+fn ms(duration: &Duration) -> u64 {
+    duration.as_millis() as u64
+}
+
 /// How a channel-state change is stored (`None` for bindings and lease asks).
 fn put_args(change: &Change) -> Option<PutArgs<'_>> {
-    let ms = |d: &Duration| d.as_millis() as u64;
-    fn put<'a>(
-        channel: &'a str,
-        op: &'static str,
-        field: String,
-        value: String,
-        ms: u64,
-    ) -> PutArgs<'a> {
-        PutArgs {
-            channel,
-            op,
-            field,
-            value,
-            ms,
-        }
-    }
     Some(match change {
-        Change::BreakerOpened {
-            channel,
-            scope,
-            timeout,
-        } => put(
-            channel,
-            "open",
-            wire::breaker_field(scope.as_deref()),
-            "open".into(),
-            ms(timeout),
-        ),
-        Change::BreakerClosed { channel, scope } => put(
-            channel,
-            "close",
-            wire::breaker_field(scope.as_deref()),
-            String::new(),
-            0,
-        ),
+        Change::BreakerOpened { .. }
+        | Change::BreakerClosed { .. }
+        | Change::BreakerFailed { .. }
+        | Change::BreakerSucceeded { .. } => return breaker_args(change),
         Change::CooledDown { channel, duration } => put(
             channel,
             "until",
@@ -439,6 +429,33 @@ fn put_args(change: &Change) -> Option<PutArgs<'_>> {
         Change::Reset { channel, at_ms } => {
             put(channel, "reset", "*reset".into(), at_ms.to_string(), 0)
         }
+        Change::Bound { .. } | Change::TaskBound { .. } | Change::ProbeWanted { .. } => {
+            return None
+        }
+    })
+}
+
+/// How a breaker's change is stored: opened, closed, a failure counted, the count cleared.
+fn breaker_args(change: &Change) -> Option<PutArgs<'_>> {
+    Some(match change {
+        Change::BreakerOpened {
+            channel,
+            scope,
+            timeout,
+        } => put(
+            channel,
+            "open",
+            wire::breaker_field(scope.as_deref()),
+            "open".into(),
+            ms(timeout),
+        ),
+        Change::BreakerClosed { channel, scope } => put(
+            channel,
+            "close",
+            wire::breaker_field(scope.as_deref()),
+            String::new(),
+            0,
+        ),
         Change::BreakerFailed {
             channel,
             scope,
@@ -458,8 +475,6 @@ fn put_args(change: &Change) -> Option<PutArgs<'_>> {
             String::new(),
             0,
         ),
-        Change::Bound { .. } | Change::TaskBound { .. } | Change::ProbeWanted { .. } => {
-            return None
-        }
+        _ => return None,
     })
 }
