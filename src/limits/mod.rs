@@ -76,19 +76,7 @@ pub mod upstream;
 pub mod window;
 
 #[cfg(test)]
-mod cooldowns_tests;
-#[cfg(test)]
-mod headers_tests;
-#[cfg(test)]
-mod limiter_tests;
-#[cfg(test)]
-mod permit_tests;
-#[cfg(test)]
-mod prop_tests;
-#[cfg(test)]
-mod upstream_tests;
-#[cfg(test)]
-mod window_tests;
+mod tests;
 
 pub use cooldowns::KeyCooldowns;
 pub use headers::{refusal_headers, report_headers};

@@ -1,5 +1,5 @@
 //! Tests of the sliding-window counter (R15.1): burst, edges, expiry, give-back, waits.
-use super::window::{Geometry, Window, DAY, MINUTE};
+use crate::limits::window::{Geometry, Window, DAY, MINUTE};
 
 const S: u64 = 1_000;
 

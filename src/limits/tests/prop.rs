@@ -6,8 +6,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use super::window::{Geometry, Window};
-use super::{Admission, Bounds, ClientLimits, Limiter, LocalGrant};
+use crate::limits::window::{Geometry, Window};
+use crate::limits::{Admission, Bounds, ClientLimits, Limiter, LocalGrant};
 
 /// The largest sum of `(time, amount)` over any half-open span `(t − span, t]`.
 fn worst_span(events: &[(u64, u64)], span: u64) -> u64 {

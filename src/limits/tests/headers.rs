@@ -3,10 +3,12 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::duration::{format_go, parse_go};
-use super::headers::rfc3339_after;
-use super::{refusal_headers, Bounds, ClientLimits, Kind, Limiter, Numbers, Refusal, Report};
 use crate::error::ClientFormat;
+use crate::limits::duration::{format_go, parse_go};
+use crate::limits::headers::rfc3339_after;
+use crate::limits::{
+    refusal_headers, Bounds, ClientLimits, Kind, Limiter, Numbers, Refusal, Report,
+};
 
 /// 2023-11-14T22:13:20Z.
 fn wall() -> SystemTime {

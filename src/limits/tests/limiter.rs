@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::{advance, Instant};
 
-use super::{Bounds, ClientLimits, Kind, Limiter, Local};
+use crate::limits::{Bounds, ClientLimits, Kind, Limiter, Local};
 
 const SEC: Duration = Duration::from_secs(1);
 

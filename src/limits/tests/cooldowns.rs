@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 use http::{HeaderMap, HeaderValue};
 use tokio::time::{advance, Instant};
 
-use super::upstream::rate_limited;
-use super::KeyCooldowns;
+use crate::limits::upstream::rate_limited;
+use crate::limits::KeyCooldowns;
 
 const SEC: Duration = Duration::from_secs(1);
 const MAX: Duration = Duration::from_secs(300);

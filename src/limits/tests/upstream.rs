@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 use http::{HeaderMap, HeaderValue};
 use proptest::prelude::*;
 
-use super::duration::parse_go;
-use super::upstream::{exhausted, rate_limited, retry_after, rfc3339_wait, Hint, Source};
+use crate::limits::duration::parse_go;
+use crate::limits::upstream::{exhausted, rate_limited, retry_after, rfc3339_wait, Hint, Source};
 
 /// 2023-11-14T22:13:20Z.
 fn wall() -> SystemTime {
@@ -292,6 +292,6 @@ proptest! {
     #[test]
     fn go_duration_round_trips(ms in 0u64..400_000_000) {
         let wait = Duration::from_millis(ms);
-        prop_assert_eq!(parse_go(&super::duration::format_go(wait)), Some(wait));
+        prop_assert_eq!(parse_go(&crate::limits::duration::format_go(wait)), Some(wait));
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::{advance, sleep, Instant};
 
-use super::{Bounds, ClientLimits, KeyLimits, Kind, Limiter, Local, Room, Store, Subject};
+use crate::limits::{Bounds, ClientLimits, KeyLimits, Kind, Limiter, Local, Room, Store, Subject};
 
 const SEC: Duration = Duration::from_secs(1);
 
