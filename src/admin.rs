@@ -71,11 +71,12 @@ pub async fn serve(
                 let (gw, views) = (gw.clone(), views.clone());
                 async move { Ok::<_, Infallible>(dispatch(&gw, &views, peer, req).await) }
             });
-            let mut b = Builder::new(TokioExecutor::new());
-            b.http1()
+            let mut builder = Builder::new(TokioExecutor::new());
+            builder
+                .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(std::time::Duration::from_secs(10));
-            let _ = b.serve_connection(TokioIo::new(stream), svc).await;
+            let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
         });
     }
 }
@@ -112,13 +113,13 @@ pub async fn dispatch(
         return status_page(gw, views, &req);
     }
     if path.starts_with("/admin") && !authorized(gw, &req) {
-        let e = GatewayError::new(
+        let error = GatewayError::new(
             StatusCode::UNAUTHORIZED,
             "admin_unauthorized",
             "authentication_error",
             "admin routes need `Authorization: Bearer <admin.token>`",
         );
-        return error_response(&e, ClientFormat::OpenAi);
+        return error_response(&error, ClientFormat::OpenAi);
     }
     let query = query_of(&req);
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -202,12 +203,12 @@ fn metrics(gw: &Gateway) -> Resp {
     let mut text = gw.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     #[cfg(feature = "count-allocs")]
     text.push_str(&crate::telemetry::allocs::exposition());
-    let mut r = Response::new(ResponseBody::full(text));
-    r.headers_mut().insert(
+    let mut response = Response::new(ResponseBody::full(text));
+    response.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
-    r
+    response
 }
 
 /// `POST /admin/channels/{name}/enable|disable[?reason=...]`: logged with who (the admin

@@ -68,17 +68,21 @@ fn disabled_keys(snap: &Snapshot, id: usize) -> (Vec<usize>, Vec<Value>) {
     (positions, details)
 }
 
-pub(crate) fn channel_view(snap: &Snapshot, id: usize, c: &crate::config::model::Channel) -> Value {
+pub(crate) fn channel_view(
+    snap: &Snapshot,
+    id: usize,
+    channel: &crate::config::model::Channel,
+) -> Value {
     let st = snap.state(id);
     let disabled = st.disabled();
-    let mut v = config_view(c);
-    v["enabled"] = json!(c.enabled && disabled.is_none());
-    v["disabled"] = json!(disabled);
+    let mut view = config_view(channel);
+    view["enabled"] = json!(channel.enabled && disabled.is_none());
+    view["disabled"] = json!(disabled);
     let (disabled_keys, key_details) = disabled_keys(snap, id);
-    v["disabled_keys"] = json!(disabled_keys);
-    v["disabled_key_details"] = json!(key_details);
-    v["health"] = crate::state::outcome::view(c, st);
-    v
+    view["disabled_keys"] = json!(disabled_keys);
+    view["disabled_key_details"] = json!(key_details);
+    view["health"] = crate::state::outcome::view(channel, st);
+    view
 }
 
 /// `GET /admin/clients/{name}`.
@@ -99,22 +103,22 @@ pub fn client(gw: &Gateway, name: &str) -> Resp {
 }
 
 /// A client's quota, what it was charged and refunded, and its limits now.
-pub(crate) fn client_value(gw: &Gateway, c: &crate::config::model::Client) -> Value {
-    let a = gw.billing.view(c);
+pub(crate) fn client_value(gw: &Gateway, client: &crate::config::model::Client) -> Value {
+    let account = gw.billing.view(client);
     let credits = crate::billing::price::credits;
-    json!({"name": c.name, "group": c.group, "quota": c.quota, "trusted": c.trusted, "cross_group_retry": c.cross_group_retry,
-        "charged": credits(a.charged), "refunded": credits(a.refunded), "remaining": a.remaining.map(credits),
-        "charged_micro": a.charged, "refunded_micro": a.refunded, "remaining_micro": a.remaining,
-        "limits": limits_view(gw, c)})
+    json!({"name": client.name, "group": client.group, "quota": client.quota, "trusted": client.trusted, "cross_group_retry": client.cross_group_retry,
+        "charged": credits(account.charged), "refunded": credits(account.refunded), "remaining": account.remaining.map(credits),
+        "charged_micro": account.charged, "refunded_micro": account.refunded, "remaining_micro": account.remaining,
+        "limits": limits_view(gw, client)})
 }
 
 /// R15.1: each configured limit of a client with what is used and what remains now
 /// (`concurrency`: requests in flight); `{}` for an unlimited client.
-fn limits_view(gw: &Gateway, c: &crate::config::model::Client) -> Value {
+fn limits_view(gw: &Gateway, client: &crate::config::model::Client) -> Value {
     use crate::limits::Kind;
-    let report = gw
-        .limiter()
-        .client_report(&c.name, &c.limits, tokio::time::Instant::now());
+    let report =
+        gw.limiter()
+            .client_report(&client.name, &client.limits, tokio::time::Instant::now());
     let mut out = serde_json::Map::new();
     for kind in Kind::ALL {
         if let Some(n) = report.get(kind) {
@@ -223,7 +227,7 @@ pub fn explain_value(
         .map(|(g, r)| json!({"group": g, "tiers": tiers_view(snap, r, &patterns, live)}))
         .collect();
     let order = sample_order(snap, &routes, c.cross_group_retry);
-    let mut v = json!({
+    let mut view = json!({
         "client": client,
         "client_limits": {"rpm": c.limits.rpm, "rpd": c.limits.rpd, "tpm": c.limits.tpm, "concurrency": c.limits.concurrency},
         "groups": groups,
@@ -237,9 +241,9 @@ pub fn explain_value(
         "sample_attempt_order_if_every_attempt_fails": order,
     });
     if !live {
-        v["live_state"] = json!("not shown: read from the file, not a running gateway; GET /admin/explain on the admin listener shows health, breakers and disabled state");
+        view["live_state"] = json!("not shown: read from the file, not a running gateway; GET /admin/explain on the admin listener shows health, breakers and disabled state");
     }
-    Ok(v)
+    Ok(view)
 }
 
 /// (channel, pattern) of the candidates found through a model pattern (`claude-*`).
@@ -363,12 +367,12 @@ fn probe_view(
     st: &crate::state::channel::ChannelState,
     model: &str,
 ) -> Value {
-    let p = &ch.resilience.active_probe;
+    let probe = &ch.resilience.active_probe;
     let now = tokio::time::Instant::now();
     let scope = crate::state::outcome::scope(ch, model).map(str::to_string);
     let wanted = crate::state::outcome::wanting_probe(ch, st, now);
-    let probing = p.enabled && ch.enabled && !st.is_disabled() && wanted.contains(&scope);
-    json!({"enabled": p.enabled, "interval_ms": p.interval.as_millis() as u64, "probing": probing})
+    let probing = probe.enabled && ch.enabled && !st.is_disabled() && wanted.contains(&scope);
+    json!({"enabled": probe.enabled, "interval_ms": probe.interval.as_millis() as u64, "probing": probing})
 }
 
 /// One attempt order the plan could give if every attempt failed over.

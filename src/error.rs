@@ -236,7 +236,7 @@ impl GatewayError {
 
     /// The error body in `fmt`.
     pub fn body(&self, fmt: ClientFormat) -> Bytes {
-        let v = match fmt {
+        let body_json = match fmt {
             ClientFormat::OpenAi => serde_json::json!({
                 "error": {"message": self.message, "type": self.kind, "code": self.code, "param": null}
             }),
@@ -245,7 +245,7 @@ impl GatewayError {
                 "error": {"type": anthropic_type(self.status, self.kind), "message": self.message, "code": self.code}
             }),
         };
-        Bytes::from(v.to_string())
+        Bytes::from(body_json.to_string())
     }
 }
 

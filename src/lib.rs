@@ -51,14 +51,14 @@ pub fn explain_cmd(
     let cfg = config::load(config).map_err(|e| e.to_string())?;
     let table = routing::compile::compile(std::sync::Arc::new(cfg), 1);
     let snap = state::Snapshot::new(table, &state::Registry::default());
-    let v = admin_views::explain_value(&snap, Some(client), model, path, false)?;
-    if v["served"] == false {
+    let explained = admin_views::explain_value(&snap, Some(client), model, path, false)?;
+    if explained["served"] == false {
         let what = match (model, path) {
             (Some(m), _) => format!("model {m:?}"),
             (None, Some(p)) => format!("path {p:?}"),
             (None, None) => "nothing".into(),
         };
-        let groups: Vec<String> = v["groups"]
+        let groups: Vec<String> = explained["groups"]
             .as_array()
             .into_iter()
             .flatten()
@@ -74,5 +74,5 @@ pub fn explain_cmd(
             }
         ));
     }
-    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+    serde_json::to_string_pretty(&explained).map_err(|e| e.to_string())
 }

@@ -92,13 +92,13 @@ fn init_logging(format: LogFormat) {
         .unwrap_or_else(|_| "info".into());
     // Colour only on a terminal: log files and journald get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let b = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Json => b.json().flatten_event(true).init(),
-        LogFormat::Text => b.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
     }
 }
 

@@ -55,15 +55,15 @@ pub struct ConfigStatus {
 }
 
 fn rfc3339(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_millis(t).to_string()
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 impl ConfigStatus {
     /// The first table, loaded at start-up: a successful load (Prometheus does the same).
     pub fn new(file: &Path, generation: u64) -> ConfigStatus {
         let now = crate::store::now_ms();
-        let s = ConfigStatus {
+        let status = ConfigStatus {
             inner: Mutex::new(Inner {
                 file: file.to_path_buf(),
                 generation,
@@ -80,7 +80,7 @@ impl ConfigStatus {
         telemetry::register_reload_results();
         telemetry::register_otlp();
         telemetry::config_reload_result(true, now);
-        s
+        status
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -91,31 +91,31 @@ impl ConfigStatus {
     /// what is running (`None`: unchanged since the last reload).
     pub fn record(&self, outcome: &ReloadOutcome, restart_required: Option<Vec<String>>) {
         let now = crate::store::now_ms();
-        let mut s = self.lock();
-        s.last_attempt_ms = now;
-        s.last_result = outcome.label();
-        s.counts[match outcome {
+        let mut inner = self.lock();
+        inner.last_attempt_ms = now;
+        inner.last_result = outcome.label();
+        inner.counts[match outcome {
             ReloadOutcome::Applied { .. } => 0,
             ReloadOutcome::Unchanged { .. } => 1,
             ReloadOutcome::Failed { .. } => 2,
         }] += 1;
         match outcome {
             ReloadOutcome::Applied { generation } => {
-                s.generation = *generation;
-                s.loaded_at_ms = now;
+                inner.generation = *generation;
+                inner.loaded_at_ms = now;
             }
-            ReloadOutcome::Unchanged { generation } => s.generation = *generation,
+            ReloadOutcome::Unchanged { generation } => inner.generation = *generation,
             ReloadOutcome::Failed { error } => {
-                s.last_error = Some(error.clone());
-                drop(s);
+                inner.last_error = Some(error.clone());
+                drop(inner);
                 telemetry::config_reload_result(false, now);
                 return;
             }
         }
-        s.last_error = None;
-        s.last_success_ms = now;
+        inner.last_error = None;
+        inner.last_success_ms = now;
         if let Some(keys) = restart_required {
-            s.restart_required = keys;
+            inner.restart_required = keys;
         }
         telemetry::config_reload_result(true, now);
     }
@@ -131,23 +131,23 @@ impl ConfigStatus {
 
     /// The JSON of `GET /admin/config`.
     pub fn view(&self) -> Value {
-        let s = self.lock();
+        let inner = self.lock();
         json!({
-            "file": s.file.display().to_string(),
-            "generation": s.generation,
-            "loaded_at": rfc3339(s.loaded_at_ms),
-            "loaded_at_ms": s.loaded_at_ms,
+            "file": inner.file.display().to_string(),
+            "generation": inner.generation,
+            "loaded_at": rfc3339(inner.loaded_at_ms),
+            "loaded_at_ms": inner.loaded_at_ms,
             "last_reload": {
-                "at": rfc3339(s.last_attempt_ms),
-                "at_ms": s.last_attempt_ms,
-                "result": s.last_result,
-                "error": s.last_error,
+                "at": rfc3339(inner.last_attempt_ms),
+                "at_ms": inner.last_attempt_ms,
+                "result": inner.last_result,
+                "error": inner.last_error,
             },
-            "last_reload_successful": s.last_error.is_none(),
-            "last_success_at": rfc3339(s.last_success_ms),
-            "restart_required": s.restart_required,
-            "reloads": {"ok": s.counts[0], "unchanged": s.counts[1], "error": s.counts[2]},
-            "tls_reloaded_at": s.tls_reloaded_at_ms.map(rfc3339),
+            "last_reload_successful": inner.last_error.is_none(),
+            "last_success_at": rfc3339(inner.last_success_ms),
+            "restart_required": inner.restart_required,
+            "reloads": {"ok": inner.counts[0], "unchanged": inner.counts[1], "error": inner.counts[2]},
+            "tls_reloaded_at": inner.tls_reloaded_at_ms.map(rfc3339),
         })
     }
 }

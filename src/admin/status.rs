@@ -63,9 +63,9 @@ pub fn unauthorized() -> Resp {
 
 /// `GET /status.json`.
 pub fn json(gw: &Gateway, src: &Sources) -> Resp {
-    let mut r = json_response(StatusCode::OK, view(gw, src).to_string());
-    no_store(&mut r);
-    r
+    let mut response = json_response(StatusCode::OK, view(gw, src).to_string());
+    no_store(&mut response);
+    response
 }
 
 /// `GET /status`: the page with the current numbers inlined (it renders before any poll).
@@ -75,29 +75,29 @@ pub fn page(gw: &Gateway, src: &Sources) -> Resp {
     let html = PAGE
         .replace("__REFRESH_MS__", &REFRESH_MS.to_string())
         .replace("__STATUS_JSON__", &data);
-    let mut r = Response::new(ResponseBody::full(html));
-    let h = r.headers_mut();
-    h.insert(
+    let mut response = Response::new(ResponseBody::full(html));
+    let headers = response.headers_mut();
+    headers.insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    h.insert(
+    headers.insert(
         http::header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
              connect-src 'self'; base-uri 'none'; frame-ancestors 'none'",
         ),
     );
-    h.insert(
+    headers.insert(
         http::header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
-    h.insert(
+    headers.insert(
         http::header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    no_store(&mut r);
-    r
+    no_store(&mut response);
+    response
 }
 
 fn no_store(r: &mut Resp) {
@@ -116,10 +116,10 @@ pub fn view(gw: &Gateway, src: &Sources) -> Value {
         .iter()
         .enumerate()
         .map(|(id, c)| {
-            let mut v = crate::admin_views::channel_view(&snap, id, c);
-            v["held_back_keys"] = json!(crate::admin_views::held_back_view(gw, &snap, &[id]));
-            v["recent"] = json!(snap.state(id).recent.summary());
-            v
+            let mut row = crate::admin_views::channel_view(&snap, id, c);
+            row["held_back_keys"] = json!(crate::admin_views::held_back_view(gw, &snap, &[id]));
+            row["recent"] = json!(snap.state(id).recent.summary());
+            row
         })
         .collect();
     let clients: Vec<Value> = snap
@@ -127,9 +127,9 @@ pub fn view(gw: &Gateway, src: &Sources) -> Value {
         .clients
         .iter()
         .map(|c| {
-            let mut v = crate::admin_views::client_value(gw, c);
-            v["last_hour"] = json!(gw.request_metrics.clients.hour(&c.name));
-            v
+            let mut row = crate::admin_views::client_value(gw, c);
+            row["last_hour"] = json!(gw.request_metrics.clients.hour(&c.name));
+            row
         })
         .collect();
     let config = src.config.view();

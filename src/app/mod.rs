@@ -236,10 +236,10 @@ fn start_shared(
 /// The live `storage.request_log` limits, read by the retention task before each round.
 fn retention_of(gw: Arc<Gateway>) -> impl Fn() -> crate::store::retention::Retention {
     move || {
-        let r = gw.snapshot().table.config.storage.request_log;
+        let request_log = gw.snapshot().table.config.storage.request_log;
         crate::store::retention::Retention {
-            max_age: r.max_age,
-            max_rows: r.max_rows,
+            max_age: request_log.max_age,
+            max_rows: request_log.max_rows,
         }
     }
 }

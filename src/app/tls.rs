@@ -44,15 +44,15 @@ fn read(files: &TlsFiles) -> Result<Read, String> {
     };
     let cert = rd(&files.cert, "cert")?;
     let key = rd(&files.key, "key")?;
-    let mut h = Sha256::new();
-    h.update(files.cert.as_os_str().as_encoded_bytes());
-    h.update([0]);
-    h.update(&cert);
-    h.update([0]);
-    h.update(files.key.as_os_str().as_encoded_bytes());
-    h.update([0]);
-    h.update(&key);
-    Ok((cert, key, h.finalize().into()))
+    let mut hasher = Sha256::new();
+    hasher.update(files.cert.as_os_str().as_encoded_bytes());
+    hasher.update([0]);
+    hasher.update(&cert);
+    hasher.update([0]);
+    hasher.update(files.key.as_os_str().as_encoded_bytes());
+    hasher.update([0]);
+    hasher.update(&key);
+    Ok((cert, key, hasher.finalize().into()))
 }
 
 fn certified(files: &TlsFiles, cert: &[u8], key: &[u8]) -> Result<CertifiedKey, String> {

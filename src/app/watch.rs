@@ -210,8 +210,8 @@ impl Installed {
             let Some(trigger) = settle(first, &mut self.rx).await else {
                 return;
             };
-            let r = self.reloader.clone();
-            let _ = tokio::task::spawn_blocking(move || r.reload(trigger)).await;
+            let reloader = self.reloader.clone();
+            let _ = tokio::task::spawn_blocking(move || reloader.reload(trigger)).await;
             self.watch.follow(&self.reloader.watched_paths());
         }
     }

@@ -14,81 +14,81 @@ fn d(x: Duration) -> String {
     }
 }
 
-fn resilience(out: &mut String, r: &Resilience) {
-    let t = &r.retry;
+fn resilience(out: &mut String, resilience: &Resilience) {
+    let retry = &resilience.retry;
     let _ = writeln!(
         out,
         "    retry: max_retries={} retry_on={} initial_backoff={} max_backoff={} backoff_factor={} jitter_factor={}",
-        t.max_retries, t.retry_on, d(t.initial_backoff), d(t.max_backoff), t.backoff_factor, t.jitter_factor
+        retry.max_retries, retry.retry_on, d(retry.initial_backoff), d(retry.max_backoff), retry.backoff_factor, retry.jitter_factor
     );
-    let b = &r.circuit_breaker;
-    let scope = b.scope.as_str();
+    let breaker = &resilience.circuit_breaker;
+    let scope = breaker.scope.as_str();
     let _ = writeln!(
         out,
         "    circuit_breaker: enabled={} scope={} failure_on={} failure_threshold={} success_threshold={} timeout={} slow_call_threshold={}",
-        b.enabled, scope, b.failure_on, b.failure_threshold, b.success_threshold, d(b.timeout), d(b.slow_call_threshold)
+        breaker.enabled, scope, breaker.failure_on, breaker.failure_threshold, breaker.success_threshold, d(breaker.timeout), d(breaker.slow_call_threshold)
     );
-    let c = &r.cooldown;
+    let cooldown = &resilience.cooldown;
     let _ = writeln!(
         out,
         "    cooldown: consecutive_retryable_failures={} duration={}",
-        c.consecutive_retryable_failures,
-        d(c.duration)
+        cooldown.consecutive_retryable_failures,
+        d(cooldown.duration)
     );
-    let p = &r.active_probe;
-    let model = if p.model.is_empty() {
+    let probe = &resilience.active_probe;
+    let model = if probe.model.is_empty() {
         "(first model)"
     } else {
-        &p.model
+        &probe.model
     };
     let _ = writeln!(
         out,
         "    active_probe: enabled={} interval={} model={}",
-        p.enabled,
-        d(p.interval),
+        probe.enabled,
+        d(probe.interval),
         model
     );
-    let h = &r.hedge;
+    let hedge = &resilience.hedge;
     let _ = writeln!(
         out,
         "    hedge: enabled={} after={} max_extra={} budget_ratio={}",
-        h.enabled,
-        if h.p95 {
-            format!("p95 (until known: {})", d(h.after))
+        hedge.enabled,
+        if hedge.p95 {
+            format!("p95 (until known: {})", d(hedge.after))
         } else {
-            d(h.after)
+            d(hedge.after)
         },
-        h.max_extra,
-        h.budget_ratio
+        hedge.max_extra,
+        hedge.budget_ratio
     );
 }
 
 /// Human-readable effective settings, one block per channel.
 pub fn explain(cfg: &Config) -> String {
     let mut out = String::new();
-    let t = &cfg.timeouts;
+    let timeouts = &cfg.timeouts;
     let _ = writeln!(out, "config: {}", cfg.source.display());
     let _ = writeln!(
         out,
         "timeouts: upstream_header={} image_upstream_header={} first_byte={} keepalive={} non_stream={} request_deadline={} drain={} min_tokens_per_second={}",
-        d(t.upstream_header), d(t.image_upstream_header), d(t.first_byte), d(t.keepalive), d(t.non_stream), d(t.request_deadline), d(t.drain), t.min_tokens_per_second
+        d(timeouts.upstream_header), d(timeouts.image_upstream_header), d(timeouts.first_byte), d(timeouts.keepalive), d(timeouts.non_stream), d(timeouts.request_deadline), d(timeouts.drain), timeouts.min_tokens_per_second
     );
-    let r = &cfg.routing;
-    let walk = r.tier_walk.as_str();
+    let routing = &cfg.routing;
+    let walk = routing.tier_walk.as_str();
     let _ = writeln!(
         out,
         "routing: retry_times={} tier_walk={} balance={} failover_on={} never_failover_on={} retry_budget={{ratio={}, min_per_second={}, ttl={}}}",
-        r.retry_times, walk, r.balance.as_str(), r.failover_on, r.never_failover_on, r.retry_budget.ratio, r.retry_budget.min_per_second, d(r.retry_budget.ttl)
+        routing.retry_times, walk, routing.balance.as_str(), routing.failover_on, routing.never_failover_on, routing.retry_budget.ratio, routing.retry_budget.min_per_second, d(routing.retry_budget.ttl)
     );
     storage(&mut out, &cfg.storage);
     for ch in &cfg.channels {
-        channel(&mut out, ch, t);
+        channel(&mut out, ch, timeouts);
     }
     for vm in &cfg.virtual_models {
         let targets: Vec<String> = vm
             .targets
             .iter()
-            .map(|t| format!("{}/{}", t.channel, t.model))
+            .map(|timeouts| format!("{}/{}", timeouts.channel, timeouts.model))
             .collect();
         let _ = writeln!(
             out,

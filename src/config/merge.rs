@@ -75,15 +75,15 @@ pub(crate) fn overlay(
         out.stream_resume.max = r.max.unwrap_or(out.stream_resume.max);
     }
     if let Some(p) = &raw.active_probe {
-        let t = &mut out.active_probe;
-        let k = format!("{prefix}.active_probe.interval");
-        t.enabled = p.enabled.unwrap_or(t.enabled);
-        t.interval = dur_nonzero(c, &k, &p.interval, t.interval);
+        let probe = &mut out.active_probe;
+        let key_path = format!("{prefix}.active_probe.interval");
+        probe.enabled = p.enabled.unwrap_or(probe.enabled);
+        probe.interval = dur_nonzero(c, &key_path, &p.interval, probe.interval);
         if let Some(m) = &p.model {
             if m.trim().is_empty() {
                 c.push(format!("{prefix}.active_probe.model"), "must not be empty");
             } else {
-                t.model = m.trim().to_string();
+                probe.model = m.trim().to_string();
             }
         }
     }

@@ -144,8 +144,8 @@ impl Gateway {
 }
 
 fn budget_for(config: &Config) -> RetryBudget {
-    let b = &config.routing.retry_budget;
-    RetryBudget::new(b.ratio, b.min_per_second, b.ttl)
+    let budget = &config.routing.retry_budget;
+    RetryBudget::new(budget.ratio, budget.min_per_second, budget.ttl)
 }
 
 impl crate::state::probe::Host for Gateway {

@@ -99,17 +99,17 @@ pub async fn run(gw: Arc<Gateway>, mut shutdown: watch::Receiver<bool>) {
                 continue;
             }
             for scope in wanting_probe(ch, st, now) {
-                let w = (ch.name.clone(), scope);
-                if !schedule.take(&w, probe.interval, now) {
+                let wanted = (ch.name.clone(), scope);
+                if !schedule.take(&wanted, probe.interval, now) {
                     continue;
                 }
                 let (gw, snap, busy) = (gw.clone(), snap.clone(), schedule.busy.clone());
                 let interval = probe.interval;
                 tokio::spawn(async move {
-                    if our_turn(&gw, &w, interval).await {
-                        probe_one(&gw, &snap, id, w.1.as_deref()).await;
+                    if our_turn(&gw, &wanted, interval).await {
+                        probe_one(&gw, &snap, id, wanted.1.as_deref()).await;
                     }
-                    Schedule::done(&busy, &w);
+                    Schedule::done(&busy, &wanted);
                 });
             }
         }
@@ -180,9 +180,9 @@ fn minimal_request(ch: &Channel, model: &str) -> Option<(&'static str, Bytes)> {
         )),
         ChannelKind::Anthropic => Some(("/v1/messages", chat)),
         ChannelKind::Gemini => {
-            let x = crate::relay::attempt::translated::of(PathFamily::Chat, ch.kind)?;
-            let t = x.request(&chat, model, ch).ok()?;
-            Some((x.upstream_path(), t.body))
+            let translator = crate::relay::attempt::translated::of(PathFamily::Chat, ch.kind)?;
+            let prepared = translator.request(&chat, model, ch).ok()?;
+            Some((translator.upstream_path(), prepared.body))
         }
     }
 }

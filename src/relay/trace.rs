@@ -126,64 +126,64 @@ impl Trace {
     }
 
     /// One attempt recorded: its span (`elapsed` long, ending now).
-    pub fn attempt(&mut self, a: Attempt<'_>) {
+    pub fn attempt(&mut self, attempt: Attempt<'_>) {
         let span_id = self.pending.take().unwrap_or_else(new_span_id);
         if !self.ctx.sampled {
             return;
         }
         let end = SystemTime::now();
-        let f = a.facts;
-        let provider = provider(a.channel.kind);
+        let facts = attempt.facts;
+        let provider = provider(attempt.channel.kind);
         self.provider = Some(provider);
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", self.operation),
             KeyValue::new("gen_ai.provider.name", provider),
-            KeyValue::new("gen_ai.request.model", a.upstream_model.to_string()),
-            KeyValue::new("switchyard.channel", a.channel.name.clone()),
+            KeyValue::new("gen_ai.request.model", attempt.upstream_model.to_string()),
+            KeyValue::new("switchyard.channel", attempt.channel.name.clone()),
             KeyValue::new("switchyard.attempt.index", self.attempts.len() as i64),
-            KeyValue::new("switchyard.outcome", f.class),
-            KeyValue::new("switchyard.possibly_charged", f.possibly_charged),
-            KeyValue::new("switchyard.resumed", a.resumed),
+            KeyValue::new("switchyard.outcome", facts.class),
+            KeyValue::new("switchyard.possibly_charged", facts.possibly_charged),
+            KeyValue::new("switchyard.resumed", attempt.resumed),
         ];
-        if let Some(k) = a.channel.keys.get(a.key_index) {
+        if let Some(k) = attempt.channel.keys.get(attempt.key_index) {
             attrs.push(KeyValue::new("switchyard.key_fp", KeyFp::of(k).short()));
         }
-        if let Some(s) = f.upstream_status {
+        if let Some(s) = facts.upstream_status {
             attrs.push(KeyValue::new("http.response.status_code", i64::from(s)));
         }
-        if let Some(t) = a.translation {
+        if let Some(t) = attempt.translation {
             attrs.push(KeyValue::new("switchyard.translation", t.to_string()));
         }
-        let name = format!("{} {}", self.operation, a.upstream_model);
+        let name = format!("{} {}", self.operation, attempt.upstream_model);
         self.attempts.push(SpanRecord {
             span_id,
             name: name.into(),
-            start: end - a.elapsed,
+            start: end - attempt.elapsed,
             end,
             attributes: attrs,
-            error: (!f.success).then(|| f.class.to_string()),
+            error: (!facts.success).then(|| facts.class.to_string()),
         });
     }
 
     /// A finish reason seen in the answer (`finish_reason`, `stop_reason`, a Responses
     /// status), kept once each.
-    pub fn finish_reason(&mut self, r: &str) {
+    pub fn finish_reason(&mut self, reason: &str) {
         if self.ctx.sampled
             && self.finish_reasons.len() < MAX_FINISH_REASONS
-            && !self.finish_reasons.iter().any(|x| x == r)
+            && !self.finish_reasons.iter().any(|x| x == reason)
         {
-            self.finish_reasons.push(r.to_string());
+            self.finish_reasons.push(reason.to_string());
         }
     }
 
     /// The request's usage (written with the record).
-    pub fn usage(&mut self, u: &Usage) {
-        self.usage = Some(*u);
+    pub fn usage(&mut self, usage: &Usage) {
+        self.usage = Some(*usage);
     }
 
     /// Time to the first byte of a committed stream.
-    pub fn ttfb(&mut self, d: Duration) {
-        self.ttfb = Some(d);
+    pub fn ttfb(&mut self, ttfb: Duration) {
+        self.ttfb = Some(ttfb);
     }
 
     /// The request is written: build its span and hand the spans to the exporter.
@@ -203,10 +203,11 @@ impl Trace {
             attrs.push(KeyValue::new("switchyard.ttfb_ms", t.as_millis() as i64));
         }
         if !self.finish_reasons.is_empty() {
-            let v: Vec<StringValue> = self.finish_reasons.into_iter().map(Into::into).collect();
+            let reasons: Vec<StringValue> =
+                self.finish_reasons.into_iter().map(Into::into).collect();
             attrs.push(KeyValue::new(
                 "gen_ai.response.finish_reasons",
-                Value::Array(Array::String(v)),
+                Value::Array(Array::String(reasons)),
             ));
         }
         let ok = (200..300).contains(&rec.final_status);
@@ -246,7 +247,7 @@ pub struct Attempt<'a> {
 
 /// The request span's attributes from the request's record.
 fn record_attributes(rec: &RequestRecord) -> Vec<KeyValue> {
-    let mut a = vec![
+    let mut attrs = vec![
         KeyValue::new("switchyard.request_id", rec.id.clone()),
         KeyValue::new("switchyard.client", rec.client.clone()),
         KeyValue::new("switchyard.chain", rec.chain.clone()),
@@ -255,45 +256,45 @@ fn record_attributes(rec: &RequestRecord) -> Vec<KeyValue> {
         KeyValue::new("url.path", rec.path.clone()),
     ];
     if !rec.upstream_model.is_empty() {
-        a.push(KeyValue::new(
+        attrs.push(KeyValue::new(
             "gen_ai.response.model",
             rec.upstream_model.clone(),
         ));
     }
     if let Some(c) = &rec.error_code {
-        a.push(KeyValue::new("error.type", c.clone()));
+        attrs.push(KeyValue::new("error.type", c.clone()));
     }
     if let Some(o) = &rec.stream_outcome {
-        a.push(KeyValue::new("switchyard.stream_outcome", o.clone()));
+        attrs.push(KeyValue::new("switchyard.stream_outcome", o.clone()));
     }
     if rec.attempts.iter().any(|x| x.possibly_charged) {
-        a.push(KeyValue::new("switchyard.possibly_charged", true));
+        attrs.push(KeyValue::new("switchyard.possibly_charged", true));
     }
     if let Some(last) = rec.attempts.last() {
-        a.push(KeyValue::new("switchyard.channel", last.channel.clone()));
-        a.push(KeyValue::new(
+        attrs.push(KeyValue::new("switchyard.channel", last.channel.clone()));
+        attrs.push(KeyValue::new(
             "switchyard.outcome",
             last.error_class.clone(),
         ));
         if let Some(t) = &last.translation {
-            a.push(KeyValue::new("switchyard.translation", t.clone()));
+            attrs.push(KeyValue::new("switchyard.translation", t.clone()));
         }
     }
-    a
+    attrs
 }
 
 /// `gen_ai.usage.*`: input tokens with cache reads and writes included.
-fn usage_attributes(u: &Usage) -> [KeyValue; 4] {
+fn usage_attributes(usage: &Usage) -> [KeyValue; 4] {
     [
-        KeyValue::new("gen_ai.usage.input_tokens", u.prompt_tokens as i64),
-        KeyValue::new("gen_ai.usage.output_tokens", u.completion_tokens as i64),
+        KeyValue::new("gen_ai.usage.input_tokens", usage.prompt_tokens as i64),
+        KeyValue::new("gen_ai.usage.output_tokens", usage.completion_tokens as i64),
         KeyValue::new(
             "gen_ai.usage.cache_read.input_tokens",
-            u.cached_tokens as i64,
+            usage.cached_tokens as i64,
         ),
         KeyValue::new(
             "gen_ai.usage.cache_creation.input_tokens",
-            u.cache_write_tokens as i64,
+            usage.cache_write_tokens as i64,
         ),
     ]
 }

@@ -51,11 +51,11 @@ pub fn compile(config: Arc<Config>, generation: u64) -> RouteTable {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let h = match &c.key {
+            let key_hash = match &c.key {
                 ClientKey::Plain(s) => hash_key(s.expose().as_bytes()),
-                ClientKey::Sha256(h) => *h,
+                ClientKey::Sha256(key_hash) => *key_hash,
             };
-            (h, i)
+            (key_hash, i)
         })
         .collect();
     RouteTable {
@@ -130,17 +130,19 @@ fn virtual_routes(config: &Config, channels: &[Arc<Channel>], routes: &mut Route
     for vm in &config.virtual_models {
         let n = vm.targets.len() as i64;
         for group in &vm.groups {
-            let b = routes.entry((group.clone(), vm.name.clone())).or_default();
-            for (i, t) in vm.targets.iter().enumerate() {
-                let Some(&id) = by_name.get(t.channel.as_str()) else {
+            let tiers = routes.entry((group.clone(), vm.name.clone())).or_default();
+            for (i, target) in vm.targets.iter().enumerate() {
+                let Some(&id) = by_name.get(target.channel.as_str()) else {
                     continue;
                 };
                 if !channels[id].enabled {
                     continue;
                 }
-                b.entry(n - i as i64)
-                    .or_default()
-                    .push((id, t.model.as_str().into(), 100));
+                tiers.entry(n - i as i64).or_default().push((
+                    id,
+                    target.model.as_str().into(),
+                    100,
+                ));
             }
         }
     }
@@ -149,14 +151,15 @@ fn virtual_routes(config: &Config, channels: &[Arc<Channel>], routes: &mut Route
 /// The route of a model served through patterns: the matched channels in priority tiers,
 /// each sending the mapped upstream name or the client's model unchanged.
 pub fn pattern_route(matched: &[&PatternEntry], model: &str) -> Route {
-    let mut b: Building = BTreeMap::new();
-    for e in matched {
-        let up = e.upstream.clone().unwrap_or_else(|| model.into());
-        b.entry(e.priority)
+    let mut tiers: Building = BTreeMap::new();
+    for entry in matched {
+        let up = entry.upstream.clone().unwrap_or_else(|| model.into());
+        tiers
+            .entry(entry.priority)
             .or_default()
-            .push((e.channel, up, e.weight));
+            .push((entry.channel, up, entry.weight));
     }
-    route_of(b)
+    route_of(tiers)
 }
 
 /// SHA-256 of a client key, the lookup key of `client_by_hash`.

@@ -128,15 +128,15 @@ fn native_first(tiers: Tiers, native: Option<&dyn Fn(ChannelId) -> bool>) -> Tie
 
 /// Weights scaled by `scale` (at least 1, so a spent candidate stays last, not gone).
 fn scaled(mut tiers: Tiers, scale: Option<&dyn Fn(ChannelId) -> f64>) -> Tiers {
-    if let Some(f) = scale {
+    if let Some(scale_of) = scale {
         for c in tiers.iter_mut().flatten() {
-            let s = f(c.0);
-            let s = if s.is_finite() {
-                s.clamp(0.0, 1.0)
+            let scale = scale_of(c.0);
+            let scale = if scale.is_finite() {
+                scale.clamp(0.0, 1.0)
             } else {
                 1.0
             };
-            c.2 = ((c.2 as f64 * s).round() as u64).max(1);
+            c.2 = ((c.2 as f64 * scale).round() as u64).max(1);
         }
     }
     tiers
@@ -148,12 +148,12 @@ fn order(
     score: Scorer,
     rng: &mut fastrand::Rng,
 ) -> Vec<usize> {
-    let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
+    let weights: Vec<u64> = tier.iter().map(|c| c.2).collect();
     match score {
-        None => weighted_order(&w, rng),
+        None => weighted_order(&weights, rng),
         Some(f) => {
             let scores: Vec<Option<Score>> = tier.iter().map(|c| f(c.0, &c.1)).collect();
-            p2c_order(&w, &scores, rng)
+            p2c_order(&weights, &scores, rng)
         }
     }
 }
@@ -166,8 +166,8 @@ fn pick(
 ) -> PlannedTarget {
     let i = match score {
         None => {
-            let w: Vec<u64> = tier.iter().map(|c| c.2).collect();
-            draw(&w, rng).unwrap_or(0)
+            let weights: Vec<u64> = tier.iter().map(|c| c.2).collect();
+            draw(&weights, rng).unwrap_or(0)
         }
         Some(_) => order(tier, score, rng).first().copied().unwrap_or(0),
     };
@@ -178,18 +178,18 @@ fn pick(
     }
 }
 
-/// Move (or insert) the first visit of `p` to the front of `slots` (R8.3).
-fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], p: ChannelId) {
-    if let Some(pos) = slots.iter().position(|s| s.channel == p) {
-        let t = slots.remove(pos);
-        slots.insert(0, t);
+/// Move (or insert) the first visit of `preferred` to the front of `slots` (R8.3).
+fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], preferred: ChannelId) {
+    if let Some(pos) = slots.iter().position(|s| s.channel == preferred) {
+        let target = slots.remove(pos);
+        slots.insert(0, target);
         return;
     }
     let found = groups.iter().find_map(|(g, tiers)| {
         tiers
             .iter()
             .flatten()
-            .find(|c| c.0 == p)
+            .find(|c| c.0 == preferred)
             .map(|c| (*g, c.1.clone()))
     });
     if let Some((group, upstream_model)) = found {
@@ -197,7 +197,7 @@ fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], p: ChannelI
             0,
             PlannedTarget {
                 group,
-                channel: p,
+                channel: preferred,
                 upstream_model,
             },
         );
@@ -340,8 +340,8 @@ impl AttemptPlan {
             }
         }
         if !self.spare.is_empty() {
-            let t = self.spare.remove(0);
-            self.slots.push(t);
+            let target = self.spare.remove(0);
+            self.slots.push(target);
         }
     }
 
@@ -358,8 +358,8 @@ impl AttemptPlan {
         };
         self.slots.remove(self.next_slot + pos);
         if !self.spare.is_empty() {
-            let t = self.spare.remove(0);
-            self.slots.push(t);
+            let target = self.spare.remove(0);
+            self.slots.push(target);
         }
         true
     }
@@ -381,13 +381,13 @@ impl AttemptPlan {
     }
 
     fn start_slot(&mut self) -> Option<Step> {
-        let t = self.slots.get(self.next_slot)?.clone();
+        let target = self.slots.get(self.next_slot)?.clone();
         self.next_slot += 1;
         Some(Step {
-            group: t.group,
-            key_index: self.take_key(t.channel),
-            channel: t.channel,
-            upstream_model: t.upstream_model,
+            group: target.group,
+            key_index: self.take_key(target.channel),
+            channel: target.channel,
+            upstream_model: target.upstream_model,
             same_target_retry: 0,
         })
     }

@@ -121,24 +121,24 @@ pub fn classify(o: &OutcomeFacts, facts: &Facts, s: &Settings) -> Decision {
 /// `take_retry` takes one retry from the budget (false when it is spent) and is called at
 /// most once, for a decision that makes another attempt.
 pub fn decide(
-    o: &OutcomeFacts,
+    outcome: &OutcomeFacts,
     facts: &Facts,
-    s: &Settings,
+    settings: &Settings,
     take_retry: impl FnOnce() -> bool,
 ) -> Decision {
     let room = Facts {
         retry_budget: true,
         ..*facts
     };
-    let d = classify(o, &room, s);
-    if d.retries(facts) && !take_retry() {
+    let decision = classify(outcome, &room, settings);
+    if decision.retries(facts) && !take_retry() {
         let spent = Facts {
             retry_budget: false,
             ..*facts
         };
-        return classify(o, &spent, s);
+        return classify(outcome, &spent, settings);
     }
-    d
+    decision
 }
 
 /// What the request's limits make of the intended decision, in this order: a refused or

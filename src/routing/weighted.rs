@@ -48,8 +48,10 @@ pub fn weighted_order(weights: &[u64], rng: &mut fastrand::Rng) -> Vec<usize> {
     let mut left: Vec<usize> = (0..weights.len()).collect();
     let mut out = Vec::with_capacity(weights.len());
     while !left.is_empty() {
-        let w: Vec<u64> = left.iter().map(|&i| weights[i]).collect();
-        let Some(pick) = draw(&w, rng) else { break };
+        let remaining: Vec<u64> = left.iter().map(|&i| weights[i]).collect();
+        let Some(pick) = draw(&remaining, rng) else {
+            break;
+        };
         out.push(left.remove(pick));
     }
     out

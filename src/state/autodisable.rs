@@ -85,23 +85,23 @@ pub fn apply(
     if !ch.auto_ban || st.is_disabled() {
         return Applied::Nothing;
     }
-    let d = Disabled {
+    let disabled = Disabled {
         reason: reason.to_string(),
         at_ms: now_ms,
         auto: true,
     };
     if ch.keys.len() > 1 {
         if let Some(fp) = fps.get(key) {
-            st.disable_key(*fp, d.clone());
-            st.save(store, StateKey::Key(fp.hex()), Some(&d));
+            st.disable_key(*fp, disabled.clone());
+            st.save(store, StateKey::Key(fp.hex()), Some(&disabled));
             if !fps.iter().all(|f| st.key_disabled(f)) {
                 tracing::warn!(channel = %ch.name, key_index = key, key = %fp, by = "auto_disable", reason, "key disabled");
                 return Applied::Key(key);
             }
         }
     }
-    st.set_disabled(Some(d.clone()));
-    st.save(store, StateKey::Channel, Some(&d));
+    st.set_disabled(Some(disabled.clone()));
+    st.save(store, StateKey::Channel, Some(&disabled));
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => ch.name.clone()).set(1.0);
     tracing::warn!(channel = %ch.name, key_index = key, by = "auto_disable", reason, "channel disabled");
     Applied::Channel

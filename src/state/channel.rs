@@ -108,9 +108,9 @@ impl ChannelState {
 
     /// Enable every key; returns the keys that were disabled.
     pub fn clear_disabled_keys(&self) -> Vec<KeyFp> {
-        let mut k = lock(&self.disabled_keys);
-        let out = k.keys().copied().collect();
-        k.clear();
+        let mut disabled = lock(&self.disabled_keys);
+        let out = disabled.keys().copied().collect();
+        disabled.clear();
         out
     }
 
@@ -205,8 +205,8 @@ impl Registry {
     }
 
     pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<_> = lock(&self.map).keys().cloned().collect();
-        v.sort();
-        v
+        let mut names: Vec<_> = lock(&self.map).keys().cloned().collect();
+        names.sort();
+        names
     }
 }

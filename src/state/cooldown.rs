@@ -71,9 +71,9 @@ impl Cooldown {
     }
 
     /// Record one target visit; returns true when this result started a cooldown.
-    pub fn record(&self, cfg: &CooldownCfg, v: Verdict, now: Instant) -> bool {
-        let t = lock(&self.core).record(&limits(cfg), v, false, now);
-        t.is_some_and(|t| t.to == State::Open)
+    pub fn record(&self, cfg: &CooldownCfg, verdict: Verdict, now: Instant) -> bool {
+        let transition = lock(&self.core).record(&limits(cfg), verdict, false, now);
+        transition.is_some_and(|t| t.to == State::Open)
     }
 
     pub fn reset(&self) {

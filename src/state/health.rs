@@ -87,26 +87,27 @@ impl Health {
 
     pub fn record(&self, error: bool, now: Instant) {
         let slot = self.slot(now);
-        let mut g = lock(&self.inner);
-        let b = &mut g.buckets[(slot % BUCKETS as u64) as usize];
-        if b.slot != slot {
-            *b = Bucket {
+        let mut inner = lock(&self.inner);
+        let bucket = &mut inner.buckets[(slot % BUCKETS as u64) as usize];
+        if bucket.slot != slot {
+            *bucket = Bucket {
                 slot,
                 ..Bucket::default()
             };
         }
         if error {
-            b.err = b.err.saturating_add(1);
+            bucket.err = bucket.err.saturating_add(1);
         } else {
-            b.ok = b.ok.saturating_add(1);
+            bucket.ok = bucket.ok.saturating_add(1);
         }
     }
 
     pub fn counts(&self, now: Instant) -> Counts {
         let slot = self.slot(now);
         let oldest = slot.saturating_sub(BUCKETS as u64 - 1);
-        let g = lock(&self.inner);
-        g.buckets
+        let inner = lock(&self.inner);
+        inner
+            .buckets
             .iter()
             .filter(|b| b.slot >= oldest && b.slot <= slot && b.slot > 0)
             .fold(Counts::default(), |c, b| Counts {
@@ -115,8 +116,8 @@ impl Health {
             })
     }
 
-    pub fn set_discovery(&self, d: Discovery) {
-        lock(&self.inner).discovery = Some(d);
+    pub fn set_discovery(&self, discovery: Discovery) {
+        lock(&self.inner).discovery = Some(discovery);
     }
 
     pub fn discovery(&self) -> Option<Discovery> {
@@ -124,8 +125,8 @@ impl Health {
     }
 
     pub fn reset(&self) {
-        let mut g = lock(&self.inner);
-        g.buckets = [Bucket::default(); BUCKETS];
+        let mut inner = lock(&self.inner);
+        inner.buckets = [Bucket::default(); BUCKETS];
     }
 }
 

@@ -22,13 +22,13 @@ pub struct KeyFp([u8; 16]);
 
 impl KeyFp {
     pub fn of(key: &Secret) -> KeyFp {
-        let mut h = Sha256::new();
-        h.update(DOMAIN);
-        h.update(key.expose().as_bytes());
-        let d = h.finalize();
-        let mut b = [0u8; 16];
-        b.copy_from_slice(&d[..16]);
-        KeyFp(b)
+        let mut hasher = Sha256::new();
+        hasher.update(DOMAIN);
+        hasher.update(key.expose().as_bytes());
+        let digest = hasher.finalize();
+        let mut fp = [0u8; 16];
+        fp.copy_from_slice(&digest[..16]);
+        KeyFp(fp)
     }
 
     /// 32 hex digits: the stored form.
@@ -38,8 +38,8 @@ impl KeyFp {
 
     /// The stored form back; `None` for anything that is not 32 hex digits.
     pub fn parse(s: &str) -> Option<KeyFp> {
-        let v = hex::decode(s).ok()?;
-        Some(KeyFp(v.try_into().ok()?))
+        let bytes = hex::decode(s).ok()?;
+        Some(KeyFp(bytes.try_into().ok()?))
     }
 
     /// The first 12 hex digits: what the admin API and logs show.

@@ -37,37 +37,41 @@ impl MissingModels {
 
     /// Mark `model` missing until `until`.
     pub fn mark(&self, model: &str, until: Instant, now: Instant) {
-        let mut m = lock(&self.map);
-        if let Some(u) = m.get_mut(model) {
+        let mut marks = lock(&self.map);
+        if let Some(u) = marks.get_mut(model) {
             *u = until;
             return;
         }
-        if m.len() >= MODEL_CAP {
-            m.retain(|_, u| *u > now);
-            if m.len() >= MODEL_CAP {
-                if let Some(k) = m.iter().min_by_key(|(_, u)| **u).map(|(k, _)| k.clone()) {
-                    m.remove(&k);
+        if marks.len() >= MODEL_CAP {
+            marks.retain(|_, u| *u > now);
+            if marks.len() >= MODEL_CAP {
+                if let Some(k) = marks
+                    .iter()
+                    .min_by_key(|(_, u)| **u)
+                    .map(|(k, _)| k.clone())
+                {
+                    marks.remove(&k);
                 }
             }
         }
-        m.insert(model.to_string(), until);
-        self.len.store(m.len(), Ordering::Relaxed);
+        marks.insert(model.to_string(), until);
+        self.len.store(marks.len(), Ordering::Relaxed);
     }
 
     /// Live marks with their time left, by model name.
     pub fn list(&self, now: Instant) -> Vec<(String, Duration)> {
-        let mut v: Vec<_> = lock(&self.map)
+        let mut live: Vec<_> = lock(&self.map)
             .iter()
             .filter(|(_, u)| **u > now)
             .map(|(m, u)| (m.clone(), *u - now))
             .collect();
-        v.sort();
-        v
+        live.sort();
+        live
     }
 
     pub fn clear(&self) {
-        let mut m = lock(&self.map);
-        m.clear();
+        let mut marks = lock(&self.map);
+        marks.clear();
         self.len.store(0, Ordering::Relaxed);
     }
 }

@@ -16,13 +16,13 @@ pub fn set_enabled(store: &Store, st: &ChannelState, enable: bool, reason: &str)
         super::outcome::reset(st);
         st.save(store, StateKey::Channel, None);
     } else {
-        let d = Disabled {
+        let disabled = Disabled {
             reason: reason.to_string(),
             at_ms: crate::store::now_ms(),
             auto: false,
         };
-        st.set_disabled(Some(d.clone()));
-        st.save(store, StateKey::Channel, Some(&d));
+        st.set_disabled(Some(disabled.clone()));
+        st.save(store, StateKey::Channel, Some(&disabled));
     }
     metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => st.name.clone())
         .set(if enable { 0.0 } else { 1.0 });

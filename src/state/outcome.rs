@@ -65,15 +65,15 @@ pub fn admit(ch: &Channel, st: &ChannelState, model: &str) -> Admission {
     a
 }
 
-fn report(channel: &str, t: Transition, now: State) {
+fn report(channel: &str, transition: Transition, now: State) {
     metrics::gauge!(crate::telemetry::BREAKER_STATE, "channel" => channel.to_string())
         .set(now.gauge());
-    metrics::counter!(crate::telemetry::BREAKER_TRANSITIONS, "channel" => channel.to_string(), "to" => t.to.name())
+    metrics::counter!(crate::telemetry::BREAKER_TRANSITIONS, "channel" => channel.to_string(), "to" => transition.to.name())
         .increment(1);
     tracing::info!(
         channel,
-        from = t.from.name(),
-        to = t.to.name(),
+        from = transition.from.name(),
+        to = transition.to.name(),
         "circuit breaker"
     );
 }
@@ -90,26 +90,37 @@ pub struct Target<'a> {
 
 /// Record one attempt right away: the health window, a "model not found" mark and the
 /// auto-disable rules (R7.1, R7.3, B-model-not-found), on the facts of its outcome (mapped status).
-pub fn record_attempt(store: &Store, rules: &AutoDisable, t: &Target, f: &OutcomeFacts) -> Applied {
-    let (ch, st) = (t.ch, t.st);
+pub fn record_attempt(
+    store: &Store,
+    rules: &AutoDisable,
+    target: &Target,
+    facts: &OutcomeFacts,
+) -> Applied {
+    let (ch, st) = (target.ch, target.st);
     let now = Instant::now();
-    if let Some(err) = super::health::is_error(f) {
+    if let Some(err) = super::health::is_error(facts) {
         st.health.record(err, now);
     }
-    if !t.model.is_empty() && super::models::is_model_not_found(&f.outcome) {
-        let d = ch.resilience.cooldown.duration;
-        st.missing_models.mark(t.model, now + d, now);
+    if !target.model.is_empty() && super::models::is_model_not_found(&facts.outcome) {
+        let missing_for = ch.resilience.cooldown.duration;
+        st.missing_models.mark(target.model, now + missing_for, now);
         st.sync.emit(|| super::sync::Change::ModelMissing {
             channel: ch.name.clone(),
-            model: t.model.to_string(),
-            duration: d,
+            model: target.model.to_string(),
+            duration: missing_for,
         });
-        tracing::info!(channel = %ch.name, model = t.model, duration = ?d, "upstream does not serve the model");
+        tracing::info!(channel = %ch.name, model = target.model, duration = ?missing_for, "upstream does not serve the model");
     }
-    match autodisable::should_disable(&f.outcome, rules) {
-        Some(reason) => {
-            autodisable::apply(store, ch, st, t.fps, t.key, &reason, crate::store::now_ms())
-        }
+    match autodisable::should_disable(&facts.outcome, rules) {
+        Some(reason) => autodisable::apply(
+            store,
+            ch,
+            st,
+            target.fps,
+            target.key,
+            &reason,
+            crate::store::now_ms(),
+        ),
         None => Applied::Nothing,
     }
 }
@@ -121,25 +132,25 @@ pub fn record_visit(
     ch: &Channel,
     st: &ChannelState,
     model: &str,
-    f: &OutcomeFacts,
+    facts: &OutcomeFacts,
     elapsed: Duration,
     probe: bool,
 ) {
     let now = Instant::now();
     let cb = &ch.resilience.circuit_breaker;
-    let v = verdict(f, elapsed, cb);
-    let (t, state) = st
-        .breakers
-        .record(&limits(ch), scope(ch, model), v, probe, now);
-    if let Some(t) = t {
-        report(&ch.name, t, state);
-    } else if v != Verdict::Neutral && cb.enabled && cb.failure_threshold > 0 {
+    let visit_verdict = verdict(facts, elapsed, cb);
+    let (transition, state) =
+        st.breakers
+            .record(&limits(ch), scope(ch, model), visit_verdict, probe, now);
+    if let Some(transition) = transition {
+        report(&ch.name, transition, state);
+    } else if visit_verdict != Verdict::Neutral && cb.enabled && cb.failure_threshold > 0 {
         // Model scope: the channel gauge follows the breaker of the latest finished call.
         st.metrics.breaker_state.set(state.gauge());
     }
     if st
         .cooldown
-        .record(&ch.resilience.cooldown, cooldown::verdict(f), now)
+        .record(&ch.resilience.cooldown, cooldown::verdict(facts), now)
     {
         tracing::info!(channel = %ch.name, duration = ?ch.resilience.cooldown.duration, "channel cooling down");
         st.sync.emit(|| super::sync::Change::CooledDown {
@@ -166,19 +177,19 @@ pub fn release_probe(ch: &Channel, st: &ChannelState, model: &str) {
 /// running), `Some(model)` for each model breaker that is not closed.
 pub fn wanting_probe(ch: &Channel, st: &ChannelState, now: Instant) -> Vec<Option<String>> {
     let lim = limits(ch);
-    let mut v = Vec::new();
+    let mut scopes = Vec::new();
     if st.breakers.provider().state(&lim, now) != State::Closed
         || st.cooldown.is_cooled_down(&ch.resilience.cooldown, now)
     {
-        v.push(None);
+        scopes.push(None);
     }
-    v.extend(
+    scopes.extend(
         st.breakers
             .models_not_closed(&lim, now)
             .into_iter()
             .map(|(m, _)| Some(m)),
     );
-    v
+    scopes
 }
 
 /// R19.2: an active probe of `scope` succeeded: its breaker closes (and, for the channel,
@@ -230,21 +241,21 @@ pub fn refused_outcome(channel: &str) -> Outcome {
 /// headers (non-stream) or to the first data event (streams). A caller's fault never counts;
 /// a status counts when it is in `failure_on` (after mapping); transport and `channel:*`
 /// errors count; a call slower than `slow_call_threshold` fails even when it succeeded.
-pub fn verdict(f: &OutcomeFacts, elapsed: Duration, cfg: &BreakerCfg) -> Verdict {
+pub fn verdict(facts: &OutcomeFacts, elapsed: Duration, cfg: &BreakerCfg) -> Verdict {
     let slow = !cfg.slow_call_threshold.is_zero() && elapsed > cfg.slow_call_threshold;
-    if f.success {
+    if facts.success {
         return if slow {
             Verdict::Failure
         } else {
             Verdict::Success
         };
     }
-    if f.caller_fault {
+    if facts.caller_fault {
         return Verdict::Neutral;
     }
-    let failure = match f.status {
+    let failure = match facts.status {
         Some(code) => cfg.failure_on.contains(code),
-        None => f.upstream_fault,
+        None => facts.upstream_fault,
     };
     if failure {
         Verdict::Failure

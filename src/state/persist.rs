@@ -36,8 +36,8 @@ pub struct Persister {
 impl Persister {
     /// Queue `row` durably, after every earlier row of this channel with the same key.
     pub fn send(&self, store: &Store, row: Row) {
-        let mut p = lock(&self.inner);
-        let row = if p.rows.is_empty() && !p.draining {
+        let mut pending = lock(&self.inner);
+        let row = if pending.rows.is_empty() && !pending.draining {
             match store.offer(row) {
                 None => return,
                 Some(WriteOp::StateRow(row)) => row,
@@ -46,12 +46,12 @@ impl Persister {
         } else {
             row
         };
-        p.rows.insert(row.key.clone(), row);
-        if p.draining {
+        pending.rows.insert(row.key.clone(), row);
+        if pending.draining {
             return;
         }
-        p.draining = true;
-        drop(p);
+        pending.draining = true;
+        drop(pending);
         let (inner, store) = (self.inner.clone(), store.clone());
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
@@ -70,12 +70,12 @@ impl Persister {
 
 /// Take everything pending, or end the drain (under the same lock, so no row is stranded).
 fn take(inner: &Mutex<Pending>) -> Option<BTreeMap<StateKey, Row>> {
-    let mut p = lock(inner);
-    if p.rows.is_empty() {
-        p.draining = false;
+    let mut pending = lock(inner);
+    if pending.rows.is_empty() {
+        pending.draining = false;
         return None;
     }
-    Some(std::mem::take(&mut p.rows))
+    Some(std::mem::take(&mut pending.rows))
 }
 
 async fn drain(inner: Arc<Mutex<Pending>>, store: Store) {

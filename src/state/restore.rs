@@ -31,7 +31,7 @@ pub async fn restore(store: &Store, snap: &Snapshot) {
             continue;
         };
         let (st, fps) = (&snap.states[id], &snap.key_fps[id]);
-        let d = Disabled {
+        let disabled = Disabled {
             reason: row.reason.clone(),
             at_ms: row.ts_ms,
             auto: row.auto,
@@ -40,15 +40,15 @@ pub async fn restore(store: &Store, snap: &Snapshot) {
             StateKey::Channel => {
                 metrics::gauge!(crate::telemetry::CHANNEL_DISABLED, "channel" => row.channel.clone())
                     .set(1.0);
-                st.set_disabled(Some(d));
+                st.set_disabled(Some(disabled));
             }
             StateKey::Key(hex) => match KeyFp::parse(hex) {
-                Some(fp) => st.disable_key(fp, d),
+                Some(fp) => st.disable_key(fp, disabled),
                 None => {
                     tracing::warn!(channel = %row.channel, "unreadable key fingerprint skipped")
                 }
             },
-            StateKey::LegacyIndex(n) => migrate_legacy(store, st, fps, &row, *n, d),
+            StateKey::LegacyIndex(n) => migrate_legacy(store, st, fps, &row, *n, disabled),
         }
     }
 }

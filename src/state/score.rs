@@ -51,47 +51,49 @@ impl Scores {
         } else {
             return;
         };
-        let mut m = lock(&self.by_model);
-        if !m.contains_key(model) {
-            if m.len() >= MAX_MODELS {
+        let mut by_model = lock(&self.by_model);
+        if !by_model.contains_key(model) {
+            if by_model.len() >= MAX_MODELS {
                 return;
             }
-            m.insert(model.to_string(), [None, None]);
+            by_model.insert(model.to_string(), [None, None]);
         }
-        let Some(pair) = m.get_mut(model) else {
+        let Some(pair) = by_model.get_mut(model) else {
             return;
         };
-        let e = pair[usize::from(stream)].get_or_insert_with(|| Entry {
+        let entry = pair[usize::from(stream)].get_or_insert_with(|| Entry {
             score: Score::NEW,
             recent: VecDeque::with_capacity(RECENT),
         });
-        e.score.observe(latency);
+        entry.score.observe(latency);
         if let Some(l) = latency {
-            if e.recent.len() == RECENT {
-                e.recent.pop_front();
+            if entry.recent.len() == RECENT {
+                entry.recent.pop_front();
             }
-            e.recent.push_back(l);
+            entry.recent.push_back(l);
         }
     }
 
     /// The score of `model` for streamed (or non-stream) requests, if it has one.
     pub fn get(&self, model: &str, stream: bool) -> Option<Score> {
-        let m = lock(&self.by_model);
-        m.get(model)?[usize::from(stream)].as_ref().map(|e| e.score)
+        let by_model = lock(&self.by_model);
+        by_model.get(model)?[usize::from(stream)]
+            .as_ref()
+            .map(|e| e.score)
     }
 
     /// The 95th percentile of the last successful latencies (up to 64) of `model` for
     /// streamed (or non-stream) requests; `None` below [`PERCENTILE_MIN_SAMPLES`].
     pub fn p95(&self, model: &str, stream: bool) -> Option<Duration> {
-        let m = lock(&self.by_model);
-        let e = m.get(model)?[usize::from(stream)].as_ref()?;
-        if e.recent.len() < PERCENTILE_MIN_SAMPLES {
+        let by_model = lock(&self.by_model);
+        let entry = by_model.get(model)?[usize::from(stream)].as_ref()?;
+        if entry.recent.len() < PERCENTILE_MIN_SAMPLES {
             return None;
         }
-        let mut v: Vec<f64> = e.recent.iter().copied().collect();
-        v.sort_by(f64::total_cmp);
-        let i = ((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1;
-        Some(Duration::from_secs_f64(v[i].max(0.0)))
+        let mut latencies: Vec<f64> = entry.recent.iter().copied().collect();
+        latencies.sort_by(f64::total_cmp);
+        let i = ((latencies.len() as f64 * 0.95).ceil() as usize).clamp(1, latencies.len()) - 1;
+        Some(Duration::from_secs_f64(latencies[i].max(0.0)))
     }
 }
 

@@ -43,26 +43,26 @@ pub struct TraceCtx {
 
 /// `00-<trace id>-<parent id>-<flags>` (any version but `ff`; a later version may append
 /// fields after a `-`). All-zero ids are invalid.
-pub fn parse_traceparent(v: &str) -> Option<(TraceId, SpanId, bool)> {
-    let b = v.trim().as_bytes();
-    if b.len() < 55 || (b.len() > 55 && (b[..2] == *b"00" || b[55] != b'-')) {
+pub fn parse_traceparent(header: &str) -> Option<(TraceId, SpanId, bool)> {
+    let bytes = header.trim().as_bytes();
+    if bytes.len() < 55 || (bytes.len() > 55 && (bytes[..2] == *b"00" || bytes[55] != b'-')) {
         return None;
     }
     let hex = |s: &[u8]| {
         s.iter()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
     };
-    let dash = |i: usize| b[i] == b'-';
-    if !(dash(2) && dash(35) && dash(52) && hex(&b[..2])) || b[..2] == *b"ff" {
+    let dash = |i: usize| bytes[i] == b'-';
+    if !(dash(2) && dash(35) && dash(52) && hex(&bytes[..2])) || bytes[..2] == *b"ff" {
         return None;
     }
-    if !(hex(&b[3..35]) && hex(&b[36..52]) && hex(&b[53..55])) {
+    if !(hex(&bytes[3..35]) && hex(&bytes[36..52]) && hex(&bytes[53..55])) {
         return None;
     }
-    let s = std::str::from_utf8(b).ok()?;
-    let trace = TraceId::from_hex(&s[3..35]).ok()?;
-    let span = SpanId::from_hex(&s[36..52]).ok()?;
-    let flags = u8::from_str_radix(&s[53..55], 16).ok()?;
+    let text = std::str::from_utf8(bytes).ok()?;
+    let trace = TraceId::from_hex(&text[3..35]).ok()?;
+    let span = SpanId::from_hex(&text[36..52]).ok()?;
+    let flags = u8::from_str_radix(&text[53..55], 16).ok()?;
     if trace == TraceId::INVALID || span == SpanId::INVALID {
         return None;
     }

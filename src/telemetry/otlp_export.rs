@@ -34,13 +34,13 @@ pub(super) enum Exporter {
 }
 
 fn https(http2: bool) -> Https {
-    let b = hyper_rustls::HttpsConnectorBuilder::new()
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_webpki_roots()
         .https_or_http();
     if http2 {
-        b.enable_http2().build()
+        builder.enable_http2().build()
     } else {
-        b.enable_http1().build()
+        builder.enable_http1().build()
     }
 }
 
@@ -56,7 +56,7 @@ impl Exporter {
                     .collect();
                 let client =
                     opentelemetry_http::hyper::HyperClient::new(https(false), timeout, None);
-                let mut e = opentelemetry_otlp::SpanExporter::builder()
+                let mut exporter = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
                     .with_http_client(client)
                     .with_endpoint(cfg.endpoint.clone())
@@ -64,9 +64,9 @@ impl Exporter {
                     .with_timeout(timeout)
                     .with_headers(headers)
                     .build()
-                    .map_err(|e| format!("telemetry.otlp: {e}"))?;
-                e.set_resource(resource);
-                Ok(Exporter::Http(Box::new(e)))
+                    .map_err(|exporter| format!("telemetry.otlp: {exporter}"))?;
+                exporter.set_resource(resource);
+                Ok(Exporter::Http(Box::new(exporter)))
             }
             OtlpProtocol::Grpc => {
                 Grpc::new(cfg, resource, timeout).map(|g| Exporter::Grpc(Box::new(g)))

@@ -43,16 +43,16 @@ impl QuotaMeters {
                 return Arc::clone(map);
             }
             let name = client.to_string();
-            let m = Arc::new(ClientMeter {
+            let meter = Arc::new(ClientMeter {
                 charged_micro: AtomicI64::new(0),
                 refunded_micro: AtomicI64::new(0),
                 charged: metrics::counter!(QUOTA_CHARGED, "client" => name.clone()),
                 refunded: metrics::counter!(QUOTA_REFUNDED, "client" => name.clone()),
                 rejected: metrics::counter!(QUOTA_REJECTED, "client" => name),
             });
-            out = Some(m.clone());
+            out = Some(meter.clone());
             let mut next = HashMap::clone(map);
-            next.insert(client.to_string(), m);
+            next.insert(client.to_string(), meter);
             Arc::new(next)
         });
         match out {
@@ -63,10 +63,10 @@ impl QuotaMeters {
 
     /// Export the client's counters at 0.
     pub fn register(&self, client: &str) {
-        let m = self.meter(client);
-        m.charged.increment(0);
-        m.refunded.increment(0);
-        m.rejected.increment(0);
+        let meter = self.meter(client);
+        meter.charged.increment(0);
+        meter.refunded.increment(0);
+        meter.rejected.increment(0);
     }
 
     fn add(total: &AtomicI64, counter: &metrics::Counter, micro: i64, per_credit: i64) {
@@ -82,14 +82,14 @@ impl QuotaMeters {
 
     /// `micro` charged to `client` (`per_credit` micro-units make one credit).
     pub fn charged(&self, client: &str, micro: i64, per_credit: i64) {
-        let m = self.meter(client);
-        Self::add(&m.charged_micro, &m.charged, micro, per_credit);
+        let meter = self.meter(client);
+        Self::add(&meter.charged_micro, &meter.charged, micro, per_credit);
     }
 
     /// `micro` refunded to `client`.
     pub fn refunded(&self, client: &str, micro: i64, per_credit: i64) {
-        let m = self.meter(client);
-        Self::add(&m.refunded_micro, &m.refunded, micro, per_credit);
+        let meter = self.meter(client);
+        Self::add(&meter.refunded_micro, &meter.refunded, micro, per_credit);
     }
 
     /// One request of `client` refused for quota.

@@ -122,17 +122,17 @@ impl Recent {
 
     fn with_slot(&self, now: Instant, f: impl FnOnce(&mut Slot, &mut Inner)) {
         let at = self.slot_of(now);
-        let mut g = lock(&self.inner);
+        let mut inner = lock(&self.inner);
         let i = (at % SLOTS as u64) as usize;
-        let mut s = g.slots[i];
-        if s.at != at {
-            s = Slot {
+        let mut slot = inner.slots[i];
+        if slot.at != at {
+            slot = Slot {
                 at,
                 ..Slot::default()
             };
         }
-        f(&mut s, &mut g);
-        g.slots[i] = s;
+        f(&mut slot, &mut inner);
+        inner.slots[i] = slot;
     }
 
     /// One attempt that reached the upstream: `error` as the health window counts it,
@@ -165,10 +165,10 @@ impl Recent {
     pub fn summary(&self) -> Summary {
         let now = self.slot_of(Instant::now());
         let oldest = now.saturating_sub(SLOTS as u64 - 1);
-        let g = lock(&self.inner);
+        let inner = lock(&self.inner);
         let (mut attempts, mut errors) = (0u32, 0u32);
         let (mut ttfb, mut latency) = ([0u32; BINS], [0u32; BINS]);
-        for s in g.slots.iter().filter(|s| s.at > 0 && s.at >= oldest) {
+        for s in inner.slots.iter().filter(|s| s.at > 0 && s.at >= oldest) {
             attempts = attempts.saturating_add(s.attempts);
             errors = errors.saturating_add(s.errors);
             for i in 0..BINS {
@@ -191,8 +191,8 @@ impl Recent {
             ttfb_p95_ms: quantile(&ttfb, 0.95),
             latency_p50_ms: quantile(&latency, 0.5),
             latency_p95_ms: quantile(&latency, 0.95),
-            last_success_ms: g.last_success_ms,
-            last_error: g.last_error.clone(),
+            last_success_ms: inner.last_success_ms,
+            last_error: inner.last_error.clone(),
         }
     }
 }
@@ -252,16 +252,16 @@ impl ClientHours {
                 .entry(client.to_string())
                 .or_insert([Minute::default(); HOUR_SLOTS]),
         };
-        let m = &mut ring[(at % HOUR_SLOTS as u64) as usize];
-        if m.at != at {
-            *m = Minute {
+        let minute = &mut ring[(at % HOUR_SLOTS as u64) as usize];
+        if minute.at != at {
+            *minute = Minute {
                 at,
                 ..Minute::default()
             };
         }
-        m.requests = m.requests.saturating_add(1);
-        m.errors = m.errors.saturating_add(u32::from(!ok));
-        m.tokens = m.tokens.saturating_add(tokens);
+        minute.requests = minute.requests.saturating_add(1);
+        minute.errors = minute.errors.saturating_add(u32::from(!ok));
+        minute.tokens = minute.tokens.saturating_add(tokens);
     }
 
     /// `client`'s last hour (zeros for a client with no request in it).

@@ -55,9 +55,9 @@ pub(crate) fn set_path(root: &mut Map<String, Value>, path: &[String], value: Va
 /// An env value: a `[a, b]` list is parsed as a YAML flow sequence; anything else stays a
 /// string (the lenient deserializer turns it into a number/bool where one is expected).
 fn env_value(raw: &str) -> Value {
-    let t = raw.trim();
-    if t.starts_with('[') && t.ends_with(']') {
-        if let Ok(v) = serde_saphyr::from_str::<Value>(t) {
+    let trimmed = raw.trim();
+    if trimmed.starts_with('[') && trimmed.ends_with(']') {
+        if let Ok(v) = serde_saphyr::from_str::<Value>(trimmed) {
             return v;
         }
     }

@@ -25,8 +25,8 @@ impl std::error::Error for DeError {}
 
 /// What a Rust type expects, in the config's terms.
 fn expected(exp: &dyn de::Expected) -> String {
-    let s = exp.to_string();
-    match s.as_str() {
+    let rust_type = exp.to_string();
+    match rust_type.as_str() {
         "i8" | "i16" | "i32" | "i64" => "a whole number".into(),
         "u8" => "a whole number from 0 to 255".into(),
         "u16" => "a whole number from 0 to 65535".into(),
@@ -37,8 +37,8 @@ fn expected(exp: &dyn de::Expected) -> String {
         "a string" => "text".into(),
         "a sequence" => "a list, such as [a, b]".into(),
         "a map" => "a mapping of `name: value` entries".into(),
-        _ if s.starts_with("struct ") => "a mapping of settings".into(),
-        _ => s,
+        _ if rust_type.starts_with("struct ") => "a mapping of settings".into(),
+        _ => rust_type,
     }
 }
 

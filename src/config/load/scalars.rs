@@ -8,17 +8,17 @@ use crate::config::model::status_set::StatusSet;
 /// A humantime duration (`250ms`, `30s`, `2h`). A bare `0` is zero; any other bare number
 /// is an error, since it could mean seconds or milliseconds: the unit must be written.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        return match t.parse::<u64>() {
+    let trimmed = s.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return match trimmed.parse::<u64>() {
             Ok(0) => Ok(Duration::ZERO),
             _ => Err(format!(
-                "{t} has no unit; write it with one, such as {t}s or {t}ms"
+                "{trimmed} has no unit; write it with one, such as {trimmed}s or {trimmed}ms"
             )),
         };
     }
-    humantime::parse_duration(t).map_err(|_| {
-        format!("{t:?} is not a duration; write a number and a unit, such as 250ms, 30s, 10m or 2h")
+    humantime::parse_duration(trimmed).map_err(|_| {
+        format!("{trimmed:?} is not a duration; write a number and a unit, such as 250ms, 30s, 10m or 2h")
     })
 }
 
@@ -42,12 +42,12 @@ pub(crate) fn dur_nonzero(
     v: &Option<String>,
     default: Duration,
 ) -> Duration {
-    let d = dur(c, key, v, default);
-    if d.is_zero() {
+    let duration = dur(c, key, v, default);
+    if duration.is_zero() {
         c.push(key, "must be greater than zero");
         return default;
     }
-    d
+    duration
 }
 
 pub(crate) fn status_set(

@@ -91,31 +91,31 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
     };
     let mut unknown_section = false;
     for (key, v) in top {
-        let k = key.as_str();
-        match k {
-            "listen" => raw.listen = optional(v, k, errs),
-            "tls" => raw.tls = optional(v, k, errs),
-            "admin" => raw.admin = section(v, k, errs),
-            "storage" => raw.storage = section(v, k, errs),
-            "shared" => raw.shared = section(v, k, errs),
-            "debug_headers" => raw.debug_headers = optional(v, k, errs),
-            "limits" => raw.limits = section(v, k, errs),
-            "timeouts" => raw.timeouts = section(v, k, errs),
-            "routing" => raw.routing = section(v, k, errs),
-            "auto_groups" => raw.auto_groups = optional(v, k, errs),
-            "resilience" => raw.resilience = section(v, k, errs),
-            "auto_disable" => raw.auto_disable = section(v, k, errs),
-            "images_failover" => raw.images_failover = section(v, k, errs),
-            "channels" => raw.channels = entries(v, k, errs),
-            "virtual_models" => raw.virtual_models = entries(v, k, errs),
-            "affinity" => raw.affinity = section(v, k, errs),
-            "clients" => raw.clients = entries(v, k, errs),
-            "groups" => raw.groups = entries(v, k, errs),
-            "pricing" => raw.pricing = entries(v, k, errs),
-            "tasks" => raw.tasks = section(v, k, errs),
-            "telemetry" => raw.telemetry = section(v, k, errs),
+        let name = key.as_str();
+        match name {
+            "listen" => raw.listen = optional(v, name, errs),
+            "tls" => raw.tls = optional(v, name, errs),
+            "admin" => raw.admin = section(v, name, errs),
+            "storage" => raw.storage = section(v, name, errs),
+            "shared" => raw.shared = section(v, name, errs),
+            "debug_headers" => raw.debug_headers = optional(v, name, errs),
+            "limits" => raw.limits = section(v, name, errs),
+            "timeouts" => raw.timeouts = section(v, name, errs),
+            "routing" => raw.routing = section(v, name, errs),
+            "auto_groups" => raw.auto_groups = optional(v, name, errs),
+            "resilience" => raw.resilience = section(v, name, errs),
+            "auto_disable" => raw.auto_disable = section(v, name, errs),
+            "images_failover" => raw.images_failover = section(v, name, errs),
+            "channels" => raw.channels = entries(v, name, errs),
+            "virtual_models" => raw.virtual_models = entries(v, name, errs),
+            "affinity" => raw.affinity = section(v, name, errs),
+            "clients" => raw.clients = entries(v, name, errs),
+            "groups" => raw.groups = entries(v, name, errs),
+            "pricing" => raw.pricing = entries(v, name, errs),
+            "tasks" => raw.tasks = section(v, name, errs),
+            "telemetry" => raw.telemetry = section(v, name, errs),
             _ => {
-                errs.push(k, unknown_key(k, SECTIONS));
+                errs.push(name, unknown_key(name, SECTIONS));
                 unknown_section = true;
             }
         }

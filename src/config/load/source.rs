@@ -124,9 +124,9 @@ fn comment_start(line: &str) -> usize {
 
 /// True when the text holds nothing but blank lines and comments.
 fn is_blank_yaml(text: &str) -> bool {
-    text.lines().all(|l| {
-        let t = l.trim();
-        t.is_empty() || t.starts_with('#') || t == "---"
+    text.lines().all(|line| {
+        let trimmed = line.trim();
+        trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---"
     })
 }
 

@@ -18,13 +18,13 @@ pub(crate) struct Lines(HashMap<String, u32>);
 impl Lines {
     /// The line of `key`, or of its nearest ancestor written in the file.
     pub(crate) fn line_of(&self, key: &str) -> Option<u32> {
-        let mut k = key;
+        let mut ancestor = key;
         loop {
-            if let Some(l) = self.0.get(k) {
+            if let Some(l) = self.0.get(ancestor) {
                 return Some(*l);
             }
-            let cut = k.rfind(['.', '['])?;
-            k = &k[..cut];
+            let cut = ancestor.rfind(['.', '['])?;
+            ancestor = &ancestor[..cut];
         }
     }
 }
@@ -98,9 +98,9 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
         let mut out = Vec::new();
-        while let Some(k) = map.next_key::<Spanned<String>>()? {
-            let v = map.next_value::<Spanned<Node>>()?;
-            out.push((k, v));
+        while let Some(key) = map.next_key::<Spanned<String>>()? {
+            let value = map.next_value::<Spanned<Node>>()?;
+            out.push((key, value));
         }
         Ok(Node::Map(out))
     }
@@ -123,25 +123,25 @@ fn convert(node: Node, path: &str, lines: &mut Lines) -> Value {
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| {
-                    let p = format!("{path}[{i}]");
+                    let item_path = format!("{path}[{i}]");
                     if let Some(l) = line(&item.referenced) {
-                        lines.0.entry(p.clone()).or_insert(l);
+                        lines.0.entry(item_path.clone()).or_insert(l);
                     }
-                    convert(item.value, &p, lines)
+                    convert(item.value, &item_path, lines)
                 })
                 .collect(),
         ),
         Node::Map(entries) => {
-            let mut m = Map::new();
+            let mut object = Map::new();
             for (k, v) in entries {
-                let p = join(path, &k.value);
+                let key_path = join(path, &k.value);
                 if let Some(l) = line(&k.referenced).or_else(|| line(&v.referenced)) {
-                    lines.0.entry(p.clone()).or_insert(l);
+                    lines.0.entry(key_path.clone()).or_insert(l);
                 }
-                let value = convert(v.value, &p, lines);
-                m.insert(k.value, value);
+                let value = convert(v.value, &key_path, lines);
+                object.insert(k.value, value);
             }
-            Value::Object(m)
+            Value::Object(object)
         }
     }
 }

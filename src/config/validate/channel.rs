@@ -213,24 +213,24 @@ const KINDS: &[(&str, ChannelKind)] = &[
 /// `api_version`: required for azure (the `api-version` query value, e.g. `2024-10-21`),
 /// meaningless elsewhere.
 fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> String {
-    let s = v.as_deref().map(str::trim).unwrap_or("");
-    let query_safe = s
+    let version = v.as_deref().map(str::trim).unwrap_or("");
+    let query_safe = version
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
     match kind {
-        ChannelKind::Azure if s.is_empty() => c.push(
+        ChannelKind::Azure if version.is_empty() => c.push(
             key,
             "required for kind azure (the api-version query value, e.g. \"2024-10-21\")",
         ),
         ChannelKind::Azure if !query_safe => c.push(
             key,
-            format!("{s:?} is not an api-version (letters, digits, -, ., _)"),
+            format!("{version:?} is not an api-version (letters, digits, -, ., _)"),
         ),
         ChannelKind::Azure => {}
-        _ if !s.is_empty() => c.push(key, "only kind azure takes an api_version"),
+        _ if !version.is_empty() => c.push(key, "only kind azure takes an api_version"),
         _ => {}
     }
-    s.to_string()
+    version.to_string()
 }
 /// `responses`: `native` and `chat` say how an OpenAI-format server serves it; the other
 /// kinds only translate (`auto`) or do not serve it (`none`).

@@ -88,12 +88,12 @@ pub(crate) fn client_limits(
     c: &mut Collector,
 ) -> ClientLimits {
     let own = partial(c, &format!("clients.{name}.limits"), own);
-    let g = group.map(|g| g.0).unwrap_or_default();
+    let group_limits = group.map(|group_limits| group_limits.0).unwrap_or_default();
     ClientLimits {
-        rpm: own.rpm.or(g.rpm).unwrap_or(0),
-        rpd: own.rpd.or(g.rpd).unwrap_or(0),
-        tpm: own.tpm.or(g.tpm).unwrap_or(0),
-        concurrency: own.concurrency.or(g.concurrency).unwrap_or(0) as u32,
+        rpm: own.rpm.or(group_limits.rpm).unwrap_or(0),
+        rpd: own.rpd.or(group_limits.rpd).unwrap_or(0),
+        tpm: own.tpm.or(group_limits.tpm).unwrap_or(0),
+        concurrency: own.concurrency.or(group_limits.concurrency).unwrap_or(0) as u32,
     }
 }
 
@@ -116,7 +116,7 @@ pub(crate) fn balance(
     balance: &Option<String>,
     max_cooldown: &Option<String>,
 ) -> (Balance, Duration) {
-    let b = choice(
+    let chosen = choice(
         c,
         "routing.balance",
         balance,
@@ -127,13 +127,13 @@ pub(crate) fn balance(
         ],
         Balance::Weight,
     );
-    let d = dur_nonzero(
+    let cooldown = dur_nonzero(
         c,
         "routing.max_upstream_cooldown",
         max_cooldown,
         Duration::from_secs(300),
     );
-    (b, d)
+    (chosen, cooldown)
 }
 
 /// The warnings a valid config may still deserve: a client whose `tpm` is below the

@@ -27,11 +27,11 @@ use crate::secret::Secret;
 
 fn socket(c: &mut Collector, key: &str, v: &Option<String>, default: &str) -> SocketAddr {
     let fallback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let s = v.as_deref().unwrap_or(default);
-    match s.trim().parse::<SocketAddr>() {
+    let given = v.as_deref().unwrap_or(default);
+    match given.trim().parse::<SocketAddr>() {
         Ok(a) => a,
         Err(_) => {
-            c.push(key, format!("{s:?} is not an IP:port address"));
+            c.push(key, format!("{given:?} is not an IP:port address"));
             default.parse().unwrap_or(fallback)
         }
     }
@@ -138,26 +138,36 @@ fn limits(raw: &RawConfig, c: &mut Collector) -> Limits {
 }
 
 fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
-    let t = &raw.timeouts;
-    let s = Duration::from_secs;
+    let timeouts = &raw.timeouts;
+    let secs = Duration::from_secs;
     Timeouts {
-        upstream_header: dur_nonzero(c, "timeouts.upstream_header", &t.upstream_header, s(60)),
+        upstream_header: dur_nonzero(
+            c,
+            "timeouts.upstream_header",
+            &timeouts.upstream_header,
+            secs(60),
+        ),
         image_upstream_header: dur_nonzero(
             c,
             "timeouts.image_upstream_header",
-            &t.image_upstream_header,
-            s(300),
+            &timeouts.image_upstream_header,
+            secs(300),
         ),
-        first_byte: dur_nonzero(c, "timeouts.first_byte", &t.first_byte, s(30)),
-        keepalive: dur(c, "timeouts.keepalive", &t.keepalive, s(15)),
-        non_stream: dur_nonzero(c, "timeouts.non_stream", &t.non_stream, s(600)),
-        request_deadline: dur_nonzero(c, "timeouts.request_deadline", &t.request_deadline, s(900)),
-        drain: dur(c, "timeouts.drain", &t.drain, s(30)),
-        stream_stall: dur(c, "timeouts.stream_stall", &t.stream_stall, s(30)),
+        first_byte: dur_nonzero(c, "timeouts.first_byte", &timeouts.first_byte, secs(30)),
+        keepalive: dur(c, "timeouts.keepalive", &timeouts.keepalive, secs(15)),
+        non_stream: dur_nonzero(c, "timeouts.non_stream", &timeouts.non_stream, secs(600)),
+        request_deadline: dur_nonzero(
+            c,
+            "timeouts.request_deadline",
+            &timeouts.request_deadline,
+            secs(900),
+        ),
+        drain: dur(c, "timeouts.drain", &timeouts.drain, secs(30)),
+        stream_stall: dur(c, "timeouts.stream_stall", &timeouts.stream_stall, secs(30)),
         min_tokens_per_second: float_in(
             c,
             "timeouts.min_tokens_per_second",
-            t.min_tokens_per_second,
+            timeouts.min_tokens_per_second,
             0.0,
             10_000.0,
             0.0,
@@ -166,16 +176,19 @@ fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
 }
 
 fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
-    let r = &raw.routing;
-    let rb = r.retry_budget.as_ref();
-    let (balance, max_upstream_cooldown) =
-        crate::config::validate::limits::balance(c, &r.balance, &r.max_upstream_cooldown);
+    let routing = &raw.routing;
+    let rb = routing.retry_budget.as_ref();
+    let (balance, max_upstream_cooldown) = crate::config::validate::limits::balance(
+        c,
+        &routing.balance,
+        &routing.max_upstream_cooldown,
+    );
     Routing {
-        retry_times: r.retry_times.unwrap_or(3),
+        retry_times: routing.retry_times.unwrap_or(3),
         tier_walk: choice(
             c,
             "routing.tier_walk",
-            &r.tier_walk,
+            &routing.tier_walk,
             &[
                 ("exhaust", TierWalk::Exhaust),
                 ("one_per_tier", TierWalk::OnePerTier),
@@ -185,13 +198,13 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
         failover_on: crate::config::load::scalars::status_set(
             c,
             "routing.failover_on",
-            &r.failover_on,
+            &routing.failover_on,
             &builtin_set("100-199,300-399,401-407,409-499,500-503,505-523,525-599"),
         ),
         never_failover_on: crate::config::load::scalars::status_set(
             c,
             "routing.never_failover_on",
-            &r.never_failover_on,
+            &routing.never_failover_on,
             &builtin_set("504,524"),
         ),
         retry_budget: RetryBudget {
@@ -213,11 +226,11 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
         },
         balance,
         max_upstream_cooldown,
-        failover_on_codes: failover_on_codes(c, &r.failover_on_codes),
+        failover_on_codes: failover_on_codes(c, &routing.failover_on_codes),
         wait_retry_after: dur(
             c,
             "routing.wait_retry_after",
-            &r.wait_retry_after,
+            &routing.wait_retry_after,
             Duration::ZERO,
         ),
     }

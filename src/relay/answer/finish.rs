@@ -244,19 +244,19 @@ impl Finish {
         let trace = self.trace.take();
         self.rec.trace_id = trace.as_ref().map(Trace::trace_id);
         // R12.4: one line per request; failures at info, successes at debug (hot path).
-        let r = &self.rec;
-        let trace_id = r.trace_id.as_deref().unwrap_or_default();
+        let record = &self.rec;
+        let trace_id = record.trace_id.as_deref().unwrap_or_default();
         if (200..300).contains(&status) {
-            tracing::debug!(request_id = %r.id, trace_id = %trace_id, client = %r.client,
-                model = %r.public_model, chain = %r.chain, status, latency_ms = r.latency_ms,
+            tracing::debug!(request_id = %record.id, trace_id = %trace_id, client = %record.client,
+                model = %record.public_model, chain = %record.chain, status, latency_ms = record.latency_ms,
                 "request finished");
         } else {
-            tracing::info!(request_id = %r.id, trace_id = %trace_id, client = %r.client,
-                model = %r.public_model, chain = %r.chain, status, latency_ms = r.latency_ms,
+            tracing::info!(request_id = %record.id, trace_id = %trace_id, client = %record.client,
+                model = %record.public_model, chain = %record.chain, status, latency_ms = record.latency_ms,
                 "request failed");
         }
         if let (Some(t), Some(traces)) = (trace, self.metrics.traces.get()) {
-            t.submit(traces, r);
+            t.submit(traces, record);
         }
         self.metrics.requests(status).increment(1);
         self.metrics.duration.record(latency.as_secs_f64());
@@ -264,9 +264,11 @@ impl Finish {
         let overhead = answered.saturating_sub(self.upstream);
         self.metrics.overhead.record(overhead.as_secs_f64());
         self.metrics.attempts_per_request.record(n as f64);
-        let tokens = r.prompt_tokens.saturating_add(r.completion_tokens);
+        let tokens = record
+            .prompt_tokens
+            .saturating_add(record.completion_tokens);
         let ok = (200..300).contains(&status);
-        self.metrics.clients.record(&r.client, ok, tokens);
+        self.metrics.clients.record(&record.client, ok, tokens);
         let rec = std::mem::take(&mut self.rec);
         self.store.try_send(WriteOp::RequestLog(Box::new(rec)));
     }

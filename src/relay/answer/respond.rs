@@ -61,22 +61,22 @@ pub fn transport_error(k: TransportKind) -> GatewayError {
 }
 
 pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
-    let mut r = Response::new(body);
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    crate::http::headers::to_client(up, r.headers_mut());
-    if !r.headers().contains_key(header::CONTENT_TYPE) {
-        r.headers_mut().insert(
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    crate::http::headers::to_client(up, response.headers_mut());
+    if !response.headers().contains_key(header::CONTENT_TYPE) {
+        response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
     }
-    if is_event_stream(r.headers()) {
+    if is_event_stream(response.headers()) {
         // Seed 001: front proxies must not cache or buffer a stream.
-        let h = r.headers_mut();
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
-    with_route(r, debug, route)
+    with_route(response, debug, route)
 }
 
 fn is_event_stream(h: &HeaderMap) -> bool {

@@ -131,7 +131,7 @@ pub async fn prime(
     mut floor: Floor,
 ) -> Result<Primed, Outcome> {
     let (first_byte, idle) = gates;
-    let mut p = Primed {
+    let mut primed = Primed {
         body,
         framer: Framer::new(format.strips_ids()),
         held: Vec::new(),
@@ -142,7 +142,7 @@ pub async fn prime(
     let mut gate = (Instant::now() + first_byte).min(deadline);
     let mut opened = false;
     loop {
-        while let Some(ev) = p.framer.next_event() {
+        while let Some(ev) = primed.framer.next_event() {
             opened |= !ev.comment_only || dialect::is_opening_comment(&ev);
             let wait = if opened {
                 idle.max(first_byte)
@@ -162,24 +162,24 @@ pub async fn prime(
             }
             let content = !dialect::is_preamble(format, &ev);
             let terminal = content && dialect::is_terminal(format, &ev);
-            p.held.push(ev);
+            primed.held.push(ev);
             if content && floor.commits(terminal, Instant::now()) {
-                return Ok(p);
+                return Ok(primed);
             }
         }
-        if p.ended {
-            let kind = if p.held.is_empty() {
+        if primed.ended {
+            let kind = if primed.held.is_empty() {
                 TransportKind::EmptyBody
             } else {
                 TransportKind::Broken
             };
             return Err(Outcome::Transport(kind));
         }
-        if p.framer.overflowed() {
+        if primed.framer.overflowed() {
             return Err(Outcome::Transport(TransportKind::Broken));
         }
         let gate = floor.gate(gate);
-        match p.read(gate).await {
+        match primed.read(gate).await {
             Ok(()) => {}
             Err(Some(kind)) => return Err(Outcome::Transport(kind)),
             Err(None) if gate == deadline => return Err(Outcome::DeadlineExceeded),

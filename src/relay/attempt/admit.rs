@@ -41,12 +41,12 @@ pub async fn admit(gw: &Gateway, cx: &Context, fin: &mut Finish) -> Result<(), R
         {
             Ok(a) => {
                 let in_flight = (limits.concurrency > 0).then(|| {
-                    let g = cx.client.in_flight_gauge.get(|| {
+                    let gauge = cx.client.in_flight_gauge.get(|| {
                         metrics::gauge!(telemetry::CLIENT_CONCURRENCY,
                             "client" => cx.client.name.clone())
                     });
-                    g.increment(1.0);
-                    g.clone()
+                    gauge.increment(1.0);
+                    gauge.clone()
                 });
                 fin.limit = LimitHolds {
                     client: Some(a),

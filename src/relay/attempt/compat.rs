@@ -95,11 +95,11 @@ pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
         MaxTokensChoice::MaxTokens => MaxTokensField::MaxTokens,
         MaxTokensChoice::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
         MaxTokensChoice::Auto => {
-            let m = model.to_ascii_lowercase();
-            let openai_family = crate::wire::translate::openai_reasoning_model(&m)
+            let model_lower = model.to_ascii_lowercase();
+            let openai_family = crate::wire::translate::openai_reasoning_model(&model_lower)
                 || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
                     .iter()
-                    .any(|p| m.starts_with(p));
+                    .any(|p| model_lower.starts_with(p));
             let openai_host = ch.base_url.authority.host().ends_with("openai.com");
             if ch.kind == ChannelKind::Azure || openai_host || openai_family {
                 MaxTokensField::MaxCompletionTokens

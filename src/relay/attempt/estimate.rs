@@ -53,6 +53,6 @@ pub fn bound_output(cx: &Context, body: Bytes) -> Bytes {
 
 /// [`estimate`] as tokens (prompt estimate + `max_tokens`).
 pub fn estimate_tokens(cx: &Context) -> u64 {
-    let e = estimate(cx);
-    e.prompt_tokens + e.completion_tokens
+    let estimated = estimate(cx);
+    estimated.prompt_tokens + estimated.completion_tokens
 }

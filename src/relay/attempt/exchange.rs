@@ -127,8 +127,8 @@ impl Gates {
         idempotency_key: Option<http::HeaderValue>,
     ) -> Gates {
         let (header_timeout, non_stream_header_cap) = if family == PathFamily::Images {
-            let t = cfg.timeouts.image_upstream_header;
-            (t, Some(t))
+            let image_timeout = cfg.timeouts.image_upstream_header;
+            (image_timeout, Some(image_timeout))
         } else {
             (cfg.timeouts.upstream_header, None)
         };
@@ -246,17 +246,17 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
     };
     let body = crate::relay::attempt::estimate::bound_output(cx, body);
     let st = &cx.snap.states[step.channel];
-    let x = translated::of_attempt(cx.family, ch, st, Instant::now());
+    let translator = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {
         "" => cx.model.as_str(),
         m => m,
     };
-    let body = match x {
+    let body = match translator {
         None => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
         Some(_) => body,
     };
     // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
-    let include_usage = ch.include_usage || x.is_some();
+    let include_usage = ch.include_usage || translator.is_some();
     let mut plan = convert::plan_with(
         ch.stream_policy,
         include_usage,
@@ -265,13 +265,15 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         body,
     );
     let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
-    if let Some(x) = x {
-        let t = x.request(&plan.body, model, ch).map_err(Unprepared::Skip)?;
-        plan.body = t.body;
-        (path, stream) = (x.upstream_path(), t.stream);
+    if let Some(translator) = translator {
+        let prepared = translator
+            .request(&plan.body, model, ch)
+            .map_err(Unprepared::Skip)?;
+        plan.body = prepared.body;
+        (path, stream) = (translator.upstream_path(), prepared.stream);
         tr = Some(Translation {
-            x,
-            include_usage: t.include_usage,
+            x: translator,
+            include_usage: prepared.include_usage,
         });
     }
     let req = upstream::build(Outgoing {
@@ -338,7 +340,7 @@ async fn receive(
     (t_ns, idle): (Instant, std::time::Duration),
     g: &Gates,
 ) -> Exchange {
-    let x = tr.as_ref().map(|t| t.x);
+    let translator = tr.as_ref().map(|t| t.x);
     let (mut parts, mut inc) = resp.into_parts();
     let status = parts.status.as_u16();
     let coding = Coding::of(&parts.headers);
@@ -349,7 +351,7 @@ async fn receive(
     }
     if !(200..300).contains(&status) {
         let body = read::read_error(&mut inc, g.deadline).await;
-        return upstream_failed(status, parts.headers, body, x);
+        return upstream_failed(status, parts.headers, body, translator);
     }
     if matches!(status, 204 | 205) || cx.method == Method::HEAD {
         return Exchange::Answer(Answer::Full {
@@ -372,9 +374,9 @@ async fn receive(
         return stream(cx, plan, status, parts.headers, inc, (t_ns, idle), g).await;
     }
     if inspectable && read::is_json(&parts.headers) {
-        return whole::whole(cx, plan, x, status, parts.headers, inc, t_ns).await;
+        return whole::whole(cx, plan, translator, status, parts.headers, inc, t_ns).await;
     }
-    if x.is_some() {
+    if translator.is_some() {
         // Neither SSE nor JSON: nothing the client's format can carry.
         return failed(translated::untranslatable());
     }
@@ -421,9 +423,9 @@ async fn stream(
     (t_ns, idle): (Instant, std::time::Duration),
     g: &Gates,
 ) -> Exchange {
-    let t = &cx.snap.table.config.timeouts;
-    let gates = (t.first_byte, idle);
-    let floor = Floor::new(t.min_tokens_per_second, cx.stream_format);
+    let timeouts = &cx.snap.table.config.timeouts;
+    let gates = (timeouts.first_byte, idle);
+    let floor = Floor::new(timeouts.min_tokens_per_second, cx.stream_format);
     let mut primed = match stream::prime(inc, cx.stream_format, gates, g.deadline, floor).await {
         Ok(p) => p,
         Err(o) => return failed(o),

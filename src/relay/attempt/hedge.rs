@@ -61,14 +61,14 @@ pub(in crate::relay) struct Loser {
 /// The process's hedge budget at `ratio` (a new one when the ratio changes).
 fn budget(ratio: f64) -> Arc<RetryBudget> {
     static BUDGET: Mutex<Option<(u64, Arc<RetryBudget>)>> = Mutex::new(None);
-    let mut b = lock(&BUDGET);
-    if let Some((bits, budget)) = b.as_ref() {
+    let mut slot = lock(&BUDGET);
+    if let Some((bits, budget)) = slot.as_ref() {
         if *bits == ratio.to_bits() {
             return budget.clone();
         }
     }
     let fresh = Arc::new(RetryBudget::new(ratio, 0, WINDOW));
-    *b = Some((ratio.to_bits(), fresh.clone()));
+    *slot = Some((ratio.to_bits(), fresh.clone()));
     fresh
 }
 
@@ -78,34 +78,34 @@ fn count(outcome: &'static str) {
 
 /// The facts of an attempt cancelled because the other one committed first.
 pub(in crate::relay) fn cancelled() -> OutcomeFacts {
-    let mut f = OutcomeFacts::of(
+    let mut facts = OutcomeFacts::of(
         &Outcome::ClientGone,
         &Default::default(),
         crate::routing::family::PathFamily::Chat,
     );
-    f.possibly_charged = true;
-    f.class = "hedge_cancelled";
-    f
+    facts.possibly_charged = true;
+    facts.class = "hedge_cancelled";
+    facts
 }
 
 impl Walk<'_> {
     /// The hedge delay of `step`, when it may be hedged: hedging on for its channel, the
     /// request safe to send twice, a fresh target, hedges left for the request.
     pub(in crate::relay) fn hedge_after(&self, step: &Step) -> Option<Duration> {
-        let h = &self.channel(step).resilience.hedge;
+        let hedge = &self.channel(step).resilience.hedge;
         let safe = retryable(self.cx.family, self.cx.idempotency_key.is_some()) && !self.cx.is_task;
-        let left = self.hedges < h.max_extra;
-        if !(h.enabled && safe && left && step.same_target_retry == 0) {
+        let left = self.hedges < hedge.max_extra;
+        if !(hedge.enabled && safe && left && step.same_target_retry == 0) {
             return None;
         }
-        if !h.p95 {
-            return Some(h.after);
+        if !hedge.p95 {
+            return Some(hedge.after);
         }
         // `after: p95`: the target's own recent times to first byte (the fixed delay until
         // enough are known), never below 10 ms.
         let st = &self.cx.snap.states[step.channel];
         let p95 = st.scores.p95(&step.upstream_model, self.cx.wants_stream());
-        Some(p95.unwrap_or(h.after).max(Duration::from_millis(10)))
+        Some(p95.unwrap_or(hedge.after).max(Duration::from_millis(10)))
     }
 
     /// The plan's next target that could take the hedge now (available, another target, one
@@ -113,7 +113,7 @@ impl Walk<'_> {
     fn hedge_target(&self, step: &Step) -> Option<Step> {
         let snap = &self.cx.snap;
         let now = Instant::now();
-        let t = self.planned.plan.upcoming().iter().find(|t| {
+        let target = self.planned.plan.upcoming().iter().find(|t| {
             let same = t.channel == step.channel && t.upstream_model == step.upstream_model;
             !same
                 && !self.misfits.contains(&t.upstream_model)
@@ -125,10 +125,10 @@ impl Walk<'_> {
                 )
         })?;
         Some(Step {
-            group: t.group,
-            channel: t.channel,
-            key_index: self.planned.keys.key(t.channel, 0),
-            upstream_model: t.upstream_model.clone(),
+            group: target.group,
+            channel: target.channel,
+            key_index: self.planned.keys.key(target.channel, 0),
+            upstream_model: target.upstream_model.clone(),
             same_target_retry: 0,
         })
     }
@@ -193,8 +193,8 @@ impl Walk<'_> {
                     }
                     Exchange::Failed { outcome, .. } => {
                         count("failed");
-                        let f = self.facts_of(&outcome, &hs);
-                        (Raced::First(failed), lost(hs.clone(), key, f))
+                        let facts = self.facts_of(&outcome, &hs);
+                        (Raced::First(failed), lost(hs.clone(), key, facts))
                     }
                 },
             },
@@ -206,8 +206,8 @@ impl Walk<'_> {
                 }
                 Exchange::Failed { outcome, .. } => {
                     count("failed");
-                    let f = self.facts_of(&outcome, &hs);
-                    (Raced::First(first.await), lost(hs.clone(), key, f))
+                    let facts = self.facts_of(&outcome, &hs);
+                    (Raced::First(first.await), lost(hs.clone(), key, facts))
                 }
             },
         }

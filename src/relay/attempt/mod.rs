@@ -49,95 +49,95 @@ use crate::telemetry;
 
 /// Answer one request by walking its plan (see the module doc).
 pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
-    let mut w = match Walk::start(gw, &cx).await {
-        Ok(w) => w,
+    let mut walk = match Walk::start(gw, &cx).await {
+        Ok(walk) => walk,
         Err(refused) => return refused,
     };
     let mut decision = None;
-    while let Some(step) = w.planned.plan.next(decision.as_ref()) {
-        let step = w.step(step).await;
-        if w.misfits.contains(&step.upstream_model) {
+    while let Some(step) = walk.planned.plan.next(decision.as_ref()) {
+        let step = walk.step(step).await;
+        if walk.misfits.contains(&step.upstream_model) {
             // R18.3: this upstream model already said the request does not fit it.
-            w.planned.plan.skip_current();
-            decision = Some(w.after_misfit());
+            walk.planned.plan.skip_current();
+            decision = Some(walk.after_misfit());
             continue;
         }
-        let mut gates = w.gates(&step);
+        let mut gates = walk.gates(&step);
         // R20.1: each attempt is a span of its own, the upstream's parent.
-        gates.traceparent = w.fin.traceparent();
-        let prepared = match prepare(&cx, &step, w.channel(&step), &gates) {
+        gates.traceparent = walk.fin.traceparent();
+        let prepared = match prepare(&cx, &step, walk.channel(&step), &gates) {
             Ok(p) => Ok(p),
             Err(Unprepared::Failed(e)) => Err(e),
             Err(Unprepared::Skip(refused)) => {
-                let d = w.skip(&step, &refused);
-                if d.ends() {
+                let decided = walk.skip(&step, &refused);
+                if decided.ends() {
                     break;
                 }
-                decision = Some(d);
+                decision = Some(decided);
                 continue;
             }
         };
-        let admission = w
-            .visits
-            .admit(step.channel, &step.upstream_model, step.same_target_retry);
+        let admission =
+            walk.visits
+                .admit(step.channel, &step.upstream_model, step.same_target_retry);
         let t0 = Instant::now();
         let mut key = None;
-        w.held = false;
+        walk.held = false;
         let ex = match admission {
             // R6.1: a refused attempt never reaches upstream; it fails like a 503.
             Admission::Refused => Exchange::Failed {
-                outcome: refused_outcome(&w.channel(&step).name),
+                outcome: refused_outcome(&walk.channel(&step).name),
                 answer: None,
             },
-            _ => match w.hold_key(&step).await {
+            _ => match walk.hold_key(&step).await {
                 Ok(hold) => {
                     key = hold;
                     match prepared {
                         Ok(p) => {
-                            let ex = exchange(gw, &cx, &step, w.channel(&step), &gates, p);
-                            match w.hedge_after(&step) {
+                            let ex = exchange(gw, &cx, &step, walk.channel(&step), &gates, p);
+                            match walk.hedge_after(&step) {
                                 None => ex.await,
-                                Some(after) => match w.hedged(&step, after, ex).await {
+                                Some(after) => match walk.hedged(&step, after, ex).await {
                                     Ok(ex) => ex,
-                                    Err(won) => return w.commit_hedge(*won, key),
+                                    Err(won) => return walk.commit_hedge(*won, key),
                                 },
                             }
                         }
                         Err(e) => *e,
                     }
                 }
-                Err(held) => w.held_back(held),
+                Err(held) => walk.held_back(held),
             },
         };
         let (outcome, answer) = match ex {
             Exchange::Answer(a) => {
-                w.fin.limit.key = key;
-                return w.commit(a, &step, t0);
+                walk.fin.limit.key = key;
+                return walk.commit(a, &step, t0);
             }
             Exchange::Failed { outcome, answer } => (outcome, answer),
         };
-        let d = w.after_failure(outcome, answer, key, &step, admission, t0);
-        if d.ends() {
+        let decided = walk.after_failure(outcome, answer, key, &step, admission, t0);
+        if decided.ends() {
             break;
         }
-        decision = Some(d);
+        decision = Some(decided);
     }
-    w.fail()
+    walk.fail()
 }
 
 /// R18.3 (error-code routing): a 400 whose error code — or, for `context_length_exceeded`,
 /// whose message in any provider's words — says the request does not fit the model.
-fn misfit(f: &OutcomeFacts, codes: &[String]) -> bool {
+fn misfit(facts: &OutcomeFacts, codes: &[String]) -> bool {
     let Outcome::Status {
         error_code,
         error_type,
         message,
         ..
-    } = &f.outcome
+    } = &facts.outcome
     else {
         return false;
     };
-    if !matches!(f.status, Some(400 | 413)) {
+    if !matches!(facts.status, Some(400 | 413)) {
         return false;
     }
     let is = |c: &String| {
@@ -150,7 +150,7 @@ fn misfit(f: &OutcomeFacts, codes: &[String]) -> bool {
 
 /// The providers' words for a prompt longer than the model's context.
 fn context_too_long(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
+    let message_lower = message.to_ascii_lowercase();
     [
         "prompt is too long",
         "maximum context length",
@@ -160,7 +160,7 @@ fn context_too_long(message: &str) -> bool {
         "exceeds the maximum number of tokens",
     ]
     .iter()
-    .any(|p| m.contains(p))
+    .any(|p| message_lower.contains(p))
 }
 
 /// One request's walk through its plan: what the loop carries from attempt to attempt.
@@ -272,8 +272,8 @@ impl<'a> Walk<'a> {
                 return Some(k.clone());
             }
             let ch = &self.channel(step).name;
-            let d = derived_idempotency_key(k.as_bytes(), ch, &step.upstream_model);
-            http::HeaderValue::from_bytes(&d).ok()
+            let derived = derived_idempotency_key(k.as_bytes(), ch, &step.upstream_model);
+            http::HeaderValue::from_bytes(&derived).ok()
         });
         Gates::of(
             &self.cx.snap.table.config,
@@ -286,15 +286,20 @@ impl<'a> Walk<'a> {
     /// What the attempt's outcome means, once, for every consumer.
     fn facts(&self, outcome: &Outcome, step: &Step, admission: Admission) -> OutcomeFacts {
         let ch = self.channel(step);
-        let f = OutcomeFacts::of(outcome, &ch.status_code_mapping, self.cx.family);
+        let facts = OutcomeFacts::of(outcome, &ch.status_code_mapping, self.cx.family);
         match admission {
-            Admission::Refused => f.refused(),
-            _ => f,
+            Admission::Refused => facts.refused(),
+            _ => facts,
         }
     }
 
     /// Classify the attempt (R4.4, R4.5, R10): the request's facts, its limits included.
-    fn classify(&mut self, f: &OutcomeFacts, step: &Step, admission: Admission) -> Decision {
+    fn classify(
+        &mut self,
+        outcome_facts: &OutcomeFacts,
+        step: &Step,
+        admission: Admission,
+    ) -> Decision {
         let (cx, ch) = (self.cx, self.channel(step));
         let cfg = &cx.snap.table.config;
         self.backoff = backoff(
@@ -335,7 +340,7 @@ impl<'a> Walk<'a> {
                 false => Decision::OutOfBudget,
             };
         }
-        if misfit(f, &cfg.routing.failover_on_codes) {
+        if misfit(outcome_facts, &cfg.routing.failover_on_codes) {
             self.misfits.push(step.upstream_model.clone());
             return match self.after_misfit() {
                 Decision::FailOver { .. } if !budget.try_acquire_retry() => Decision::OutOfBudget,
@@ -345,7 +350,9 @@ impl<'a> Walk<'a> {
         // B-log-truth: moving off a key held back by its own limits reached no upstream and
         // takes nothing from the retry budget.
         let held = self.held;
-        policy::decide(f, &facts, &settings, || held || budget.try_acquire_retry())
+        policy::decide(outcome_facts, &facts, &settings, || {
+            held || budget.try_acquire_retry()
+        })
     }
 
     /// After a "does not fit" answer: fail over while a planned target maps the model to
@@ -435,8 +442,8 @@ impl<'a> Walk<'a> {
             Duration::ZERO,
         );
         if matches!(self.last, LastFailure::None) || self.last_is_skip {
-            let a = refused.failure(http::HeaderMap::new());
-            let (status, headers, body) = a.for_client(refused.status);
+            let failure = refused.failure(http::HeaderMap::new());
+            let (status, headers, body) = failure.for_client(refused.status);
             self.last = LastFailure::Upstream {
                 status,
                 headers,
@@ -494,10 +501,10 @@ impl<'a> Walk<'a> {
         }
         let elapsed = t0.elapsed();
         let facts = self.facts(&outcome, step, admission);
-        let d = self.classify(&facts, step, admission);
-        self.act(&facts, answer, step, admission, d, elapsed);
+        let decision = self.classify(&facts, step, admission);
+        self.act(&facts, answer, step, admission, decision, elapsed);
         self.flush_lost();
-        d
+        decision
     }
 
     pub(super) async fn hold_key(&self, step: &Step) -> Result<KeyHold, Held> {
@@ -553,11 +560,16 @@ impl<'a> Walk<'a> {
         admission: Admission,
     ) -> Option<Duration> {
         let max = self.cx.snap.table.config.routing.wait_retry_after;
-        let a = answer.as_ref().filter(|a| a.status == 429)?;
+        let rate_limited = answer
+            .as_ref()
+            .filter(|rate_limited| rate_limited.status == 429)?;
         if max.is_zero() || admission != Admission::Admitted || self.short_wait.is_some() {
             return None;
         }
-        let hint = crate::limits::upstream::rate_limited(&a.headers, std::time::SystemTime::now())?;
+        let hint = crate::limits::upstream::rate_limited(
+            &rate_limited.headers,
+            std::time::SystemTime::now(),
+        )?;
         let left = self.deadline.saturating_duration_since(Instant::now());
         (hint.wait <= max && hint.wait < left).then_some(hint.wait)
     }

@@ -161,7 +161,7 @@ impl Xlate {
             },
             ..RequestOptions::new(model)
         };
-        let t = if self.responses {
+        let prepared = if self.responses {
             request_to(self.upstream, body, &opts).map(|r| {
                 for f in &r.dropped {
                     metrics::counter!(telemetry::TRANSLATION_DROPPED, "field" => f.clone())
@@ -174,19 +174,19 @@ impl Xlate {
                 }
             })
         } else {
-            translate_request(self.client, self.upstream, body, &opts).map(|t| {
-                count_dropped(&t.dropped);
+            translate_request(self.client, self.upstream, body, &opts).map(|prepared| {
+                count_dropped(&prepared.dropped);
                 Prepared {
-                    body: Bytes::from(self.without_usage_option(t.body, ch)),
-                    stream: t.stream,
-                    include_usage: t.include_usage,
+                    body: Bytes::from(self.without_usage_option(prepared.body, ch)),
+                    stream: prepared.stream,
+                    include_usage: prepared.include_usage,
                 }
             })
         };
-        match t {
+        match prepared {
             Ok(p) => Ok(p),
             Err(e) => {
-                let g = GatewayError::bad_request(e.code(), e.to_string());
+                let error = GatewayError::bad_request(e.code(), e.to_string());
                 Err(Box::new(Refused {
                     reason: e.to_string(),
                     status: 400,
@@ -196,7 +196,7 @@ impl Xlate {
                         error_type: Some("invalid_request_error".into()),
                         message: e.to_string(),
                     },
-                    body: g.body(self.wire_format()),
+                    body: error.body(self.wire_format()),
                 }))
             }
         }
@@ -223,23 +223,23 @@ impl Xlate {
     /// An upstream error answer (`status` after the channel's mapping) in the client's
     /// format: its status and body.
     pub fn error(self, status: u16, body: &[u8]) -> (u16, Bytes) {
-        let t = translate_error(self.upstream, status, body, self.client);
-        (t.status, Bytes::from(t.body))
+        let translated = translate_error(self.upstream, status, body, self.client);
+        (translated.status, Bytes::from(translated.body))
     }
 
     /// A 200 JSON answer in the client's format with its usage; `Err`: an error the answer
     /// carried (a hidden error, a safety block, an answer that cannot be expressed).
     pub fn answer(self, body: &[u8], request_id: &str) -> Result<(Bytes, Usage), Box<Refused>> {
         let opts = answer_options(request_id);
-        let a = if self.responses {
+        let answer = if self.responses {
             answer_from(self.upstream, body, &opts)
         } else {
             translate_answer(self.upstream, self.client, body, &opts)
         };
-        match a {
-            Ok(a) => {
-                let usage = Usage::from_body(&a.body).unwrap_or_default();
-                Ok((Bytes::from(a.body), usage))
+        match answer {
+            Ok(answer) => {
+                let usage = Usage::from_body(&answer.body).unwrap_or_default();
+                Ok((Bytes::from(answer.body), usage))
             }
             Err(e) => Err(Box::new(Refused {
                 reason: e.message.clone(),

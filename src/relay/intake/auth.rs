@@ -18,11 +18,11 @@ const MAX_KEY_LEN: usize = 512;
 /// The presented key, from `Authorization: Bearer` or `x-api-key`.
 pub fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
     if let Some(v) = headers.get(http::header::AUTHORIZATION) {
-        let b = v.as_bytes();
-        let b = b
+        let bytes = v.as_bytes();
+        let bytes = bytes
             .strip_prefix(b"Bearer ")
-            .or_else(|| b.strip_prefix(b"bearer "))?;
-        return Some(b.trim_ascii());
+            .or_else(|| bytes.strip_prefix(b"bearer "))?;
+        return Some(bytes.trim_ascii());
     }
     headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii())
 }

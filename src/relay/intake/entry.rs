@@ -331,11 +331,11 @@ fn is_json(h: &http::HeaderMap) -> bool {
         .is_none_or(|ct| ct.contains("json"))
 }
 
-fn request_id(h: &http::HeaderMap) -> HeaderValue {
-    if let Some(v) = h.get("x-request-id") {
-        let b = v.as_bytes();
-        if !b.is_empty() && b.len() <= 128 && b.iter().all(|c| c.is_ascii_graphic()) {
-            return v.clone();
+fn request_id(headers: &http::HeaderMap) -> HeaderValue {
+    if let Some(given) = headers.get("x-request-id") {
+        let bytes = given.as_bytes();
+        if !bytes.is_empty() && bytes.len() <= 128 && bytes.iter().all(|c| c.is_ascii_graphic()) {
+            return given.clone();
         }
     }
     // Time-ordered (48-bit unix ms, then 80 random bits), so the request log's and the
@@ -343,10 +343,10 @@ fn request_id(h: &http::HeaderMap) -> HeaderValue {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() & ((1 << 48) - 1));
-    let n = (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1));
+    let bits = (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1));
     let mut id = *b"req_00000000000000000000000000000000";
     for (k, d) in id[4..].iter_mut().enumerate() {
-        *d = b"0123456789abcdef"[((n >> (124 - 4 * k)) & 0xf) as usize];
+        *d = b"0123456789abcdef"[((bits >> (124 - 4 * k)) & 0xf) as usize];
     }
     HeaderValue::from_bytes(&id).unwrap_or(HeaderValue::from_static("req_unknown"))
 }

@@ -126,10 +126,10 @@ fn narrow(declared: &Arc<Route>, by_model: &Route) -> Arc<Route> {
             candidates: t
                 .candidates
                 .iter()
-                .filter_map(|c| {
-                    let mut c = c.clone();
-                    c.upstream_model = upstream(c.channel)?;
-                    Some(c)
+                .filter_map(|candidate| {
+                    let mut candidate = candidate.clone();
+                    candidate.upstream_model = upstream(candidate.channel)?;
+                    Some(candidate)
                 })
                 .collect(),
         })

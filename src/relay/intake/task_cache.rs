@@ -87,9 +87,9 @@ impl TaskCache {
     }
 
     pub fn get(&self, client: &str, id: &str) -> Option<Entry> {
-        let g = self.lock();
-        let e = g.map.get(&key(client, id))?;
-        (!e.expired(Instant::now())).then(|| e.clone())
+        let inner = self.lock();
+        let entry = inner.map.get(&key(client, id))?;
+        (!entry.expired(Instant::now())).then(|| entry.clone())
     }
 
     /// `channel` accepted `client`'s task `id` just now: it goes first. With shared state
@@ -115,21 +115,21 @@ impl TaskCache {
     /// Put `channel` first in the entry of (client, id); with `known_stays`, a channel
     /// the entry holds already keeps its place.
     fn put(&self, client: &str, id: &str, channel: &str, known_stays: bool) {
-        let mut g = self.lock();
-        let k = key(client, id);
-        match g.map.get_mut(&k) {
+        let mut inner = self.lock();
+        let cache_key = key(client, id);
+        match inner.map.get_mut(&cache_key) {
             Some(e) if known_stays && e.channels.iter().any(|c| c == channel) => {}
             Some(e) => {
                 e.channels.retain(|c| c != channel);
                 e.channels.insert(0, channel.to_string());
             }
             None => {
-                let e = Entry {
+                let entry = Entry {
                     channels: vec![channel.to_string()],
                     complete: false,
                     checked: None,
                 };
-                Self::insert(&mut g, self.cap, k, e);
+                Self::insert(&mut inner, self.cap, cache_key, entry);
             }
         }
     }
@@ -137,11 +137,11 @@ impl TaskCache {
     /// Merge what SQLite holds for (client, id) behind the cached (newer) bindings; the
     /// entry is complete afterwards. Returns the merged channels.
     pub fn fill(&self, client: &str, id: &str, stored: Vec<String>) -> Vec<String> {
-        let mut g = self.lock();
-        let k = key(client, id);
-        let mut channels = g
+        let mut inner = self.lock();
+        let cache_key = key(client, id);
+        let mut channels = inner
             .map
-            .get(&k)
+            .get(&cache_key)
             .map(|e| e.channels.clone())
             .unwrap_or_default();
         for c in stored {
@@ -149,24 +149,24 @@ impl TaskCache {
                 channels.push(c);
             }
         }
-        let e = Entry {
+        let entry = Entry {
             channels: channels.clone(),
             complete: true,
             checked: Some(Instant::now()),
         };
-        match g.map.get_mut(&k) {
-            Some(old) => *old = e,
-            None => Self::insert(&mut g, self.cap, k, e),
+        match inner.map.get_mut(&cache_key) {
+            Some(old) => *old = entry,
+            None => Self::insert(&mut inner, self.cap, cache_key, entry),
         }
         channels
     }
 
-    fn insert(g: &mut Inner, cap: usize, k: Key, e: Entry) {
-        g.order.push_back(k.clone());
-        g.map.insert(k, e);
-        while g.order.len() > cap {
-            if let Some(old) = g.order.pop_front() {
-                g.map.remove(&old);
+    fn insert(inner: &mut Inner, cap: usize, cache_key: Key, entry: Entry) {
+        inner.order.push_back(cache_key.clone());
+        inner.map.insert(cache_key, entry);
+        while inner.order.len() > cap {
+            if let Some(old) = inner.order.pop_front() {
+                inner.map.remove(&old);
             }
         }
     }

@@ -202,9 +202,9 @@ impl Core {
                 if self.probe_busy(lim, now) {
                     return (Admission::Refused, None);
                 }
-                let t = self.move_to(State::HalfOpen);
+                let transition = self.move_to(State::HalfOpen);
                 self.probe_at = Some(now);
-                (Admission::Probe, t)
+                (Admission::Probe, transition)
             }
         }
     }
@@ -243,16 +243,16 @@ impl Core {
             (State::Open, _) if !probe && !self.timed_out(lim, now) => None,
             (State::Open | State::HalfOpen, Verdict::Failure) => self.open(now),
             (State::Open | State::HalfOpen, Verdict::Success) => {
-                let mut t = None;
+                let mut transition = None;
                 if self.state == State::Open {
-                    t = self.move_to(State::HalfOpen);
+                    transition = self.move_to(State::HalfOpen);
                 }
                 self.successes += 1;
                 if self.successes >= lim.success_threshold {
                     self.failures = 0;
-                    t = self.move_to(State::Closed).or(t);
+                    transition = self.move_to(State::Closed).or(transition);
                 }
-                t
+                transition
             }
         }
     }

@@ -194,34 +194,34 @@ impl Breakers {
         &self,
         lim: &Limits,
         scope: Scope,
-        v: Verdict,
+        verdict: Verdict,
         probe: bool,
         now: Instant,
     ) -> (Option<Transition>, State) {
-        let f = |c: &mut Core| {
+        let record_in = |c: &mut Core| {
             let before = c.opened_at();
             let counted = c.state(lim, now) == State::Closed && lim.failure_threshold > 0;
             let had = c.consecutive_failures();
-            let t = c.record(lim, v, probe, now);
+            let transition = c.record(lim, verdict, probe, now);
             let opened = c.state(lim, now) == State::Open && c.opened_at() != before;
-            let count = match v {
+            let count = match verdict {
                 Verdict::Failure if counted && !opened => Some(true),
                 Verdict::Success if counted && had > 0 => Some(false),
                 _ => None,
             };
-            (t, c.state(lim, now), opened, count)
+            (transition, c.state(lim, now), opened, count)
         };
-        let (t, state, opened, count) = match scope {
-            None => f(&mut lock(&self.provider)),
+        let (transition, state, opened, count) = match scope {
+            None => record_in(&mut lock(&self.provider)),
             Some(m) => match lock(&self.models).get_mut(m) {
-                Some(c) => f(c),
+                Some(c) => record_in(c),
                 None => (None, State::Closed, false, None),
             },
         };
         if let Some(sh) = self.shared.get() {
-            sh.announce(lim, scope, opened, t, count);
+            sh.announce(lim, scope, opened, transition, count);
         }
-        (t, state)
+        (transition, state)
     }
 
     /// Apply `f` to the breaker of `scope`, creating a model breaker when there is room.
@@ -274,17 +274,17 @@ impl Breakers {
     /// An active probe of `scope` succeeded (R19.2): the breaker closes at once, announced
     /// to the other replicas when state is shared. The transition, when it was not closed.
     pub fn close(&self, scope: Scope) -> Option<Transition> {
-        let t = match scope {
+        let transition = match scope {
             None => lock(&self.provider).close(),
             Some(m) => lock(&self.models).get_mut(m).and_then(Core::close),
         };
-        if let (Some(_), Some(sh)) = (t, self.shared.get()) {
+        if let (Some(_), Some(sh)) = (transition, self.shared.get()) {
             sh.sink.emit(Change::BreakerClosed {
                 channel: sh.channel.clone(),
                 scope: scope.map(str::to_string),
             });
         }
-        t
+        transition
     }
 
     /// This replica holds the probe lease of `scope` until `until`.
@@ -300,16 +300,16 @@ impl Breakers {
     /// lapses within [`PROBE_LEASE`], so a replica with traffic can take it.
     pub fn leases_held(&self, lim: &Limits, now: Instant) -> Vec<Option<String>> {
         let held = |c: &Core| c.lease_until.is_some_and(|t| t > now) && c.probe_in_flight(lim, now);
-        let mut v = Vec::new();
+        let mut leased = Vec::new();
         if held(&lock(&self.provider)) {
-            v.push(None);
+            leased.push(None);
         }
         for (m, c) in lock(&self.models).iter() {
             if held(c) {
-                v.push(Some(m.clone()));
+                leased.push(Some(m.clone()));
             }
         }
-        v
+        leased
     }
 
     /// The scopes whose open breaker lets its probe through within `ahead`, that saw a
@@ -335,16 +335,16 @@ impl Breakers {
             }
             ask
         };
-        let mut v = Vec::new();
+        let mut due_scopes = Vec::new();
         if due(&mut lock(&self.provider)) {
-            v.push(None);
+            due_scopes.push(None);
         }
         for (m, c) in lock(&self.models).iter_mut() {
             if due(c) {
-                v.push(Some(m.clone()));
+                due_scopes.push(Some(m.clone()));
             }
         }
-        v
+        due_scopes
     }
 
     /// Another replica holds the probe lease of `scope`; ask again at `retry_at`.
@@ -372,16 +372,16 @@ impl Breakers {
             State::Open => c.open_remaining(lim, now),
             _ => None,
         };
-        let mut v: Vec<_> = left(&lock(&self.provider))
+        let mut remaining: Vec<_> = left(&lock(&self.provider))
             .map(|d| (None, d))
             .into_iter()
             .collect();
         for (m, c) in lock(&self.models).iter() {
             if let Some(d) = left(c) {
-                v.push((Some(m.clone()), d));
+                remaining.push((Some(m.clone()), d));
             }
         }
-        v
+        remaining
     }
 
     /// Provider breaker snapshot.
@@ -391,13 +391,13 @@ impl Breakers {
 
     /// Model breakers that are not closed, by model name.
     pub fn models_not_closed(&self, lim: &Limits, now: Instant) -> Vec<(String, State)> {
-        let mut v: Vec<_> = lock(&self.models)
+        let mut not_closed: Vec<_> = lock(&self.models)
             .iter()
             .map(|(m, c)| (m.clone(), c.state(lim, now)))
             .filter(|(_, s)| *s != State::Closed)
             .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        not_closed.sort_by(|a, b| a.0.cmp(&b.0));
+        not_closed
     }
 
     #[cfg(test)]

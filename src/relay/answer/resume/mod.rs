@@ -70,11 +70,11 @@ impl Delivery {
 
     fn chat(&mut self, v: &Value) {
         for c in v["choices"].as_array().into_iter().flatten() {
-            let d = &c["delta"];
-            if let Some(t) = d["content"].as_str() {
+            let delta = &c["delta"];
+            if let Some(t) = delta["content"].as_str() {
                 self.text.push_str(t);
             }
-            let busy = |k: &str| match &d[k] {
+            let busy = |k: &str| match &delta[k] {
                 Value::Null => false,
                 Value::String(s) => !s.is_empty(),
                 Value::Array(a) => !a.is_empty(),
@@ -188,22 +188,22 @@ impl Resumer {
                 upstream_model: upstream_model.clone(),
                 same_target_retry: 0,
             };
-            let mut g = Gates::of(&snap.table.config, cx.family, self.deadline, None);
+            let mut gates = Gates::of(&snap.table.config, cx.family, self.deadline, None);
             // R20.1: the continuation is an attempt span of its own.
             let span = cx
                 .trace
                 .as_ref()
                 .map(|_| crate::telemetry::otlp::new_span_id());
-            g.traceparent = cx
+            gates.traceparent = cx
                 .trace
                 .as_ref()
                 .zip(span)
                 .and_then(|(t, s)| http::HeaderValue::from_str(&t.traceparent(s)).ok());
-            let Ok(p) = prepare(&cx, &step, ch, &g) else {
+            let Ok(p) = prepare(&cx, &step, ch, &gates) else {
                 continue;
             };
             if let Exchange::Answer(Answer::Stream { primed, .. }) =
-                exchange(&self.gw, &cx, &step, ch, &g, p).await
+                exchange(&self.gw, &cx, &step, ch, &gates, p).await
             {
                 self.left -= 1;
                 return Some(Continued {
@@ -233,7 +233,7 @@ pub fn accepts_prefill(ch: &Channel, _upstream_model: &str) -> bool {
 /// client already ended with). Anthropic refuses a prefill that ends in white space, so
 /// towards it (`trim`) the prefill is trimmed at the end (the continuation supplies it).
 pub fn with_prefill(family: PathFamily, body: &[u8], delivered: &str, trim: bool) -> Option<Bytes> {
-    let mut v: Value = serde_json::from_slice(body).ok()?;
+    let mut request: Value = serde_json::from_slice(body).ok()?;
     let text = if trim {
         delivered.trim_end()
     } else {
@@ -242,12 +242,12 @@ pub fn with_prefill(family: PathFamily, body: &[u8], delivered: &str, trim: bool
     match family {
         PathFamily::Messages | PathFamily::Chat => {}
         PathFamily::Responses => {
-            responses::with_prefill(&mut v, text)?;
-            return serde_json::to_vec(&v).ok().map(Bytes::from);
+            responses::with_prefill(&mut request, text)?;
+            return serde_json::to_vec(&request).ok().map(Bytes::from);
         }
         _ => return None,
     }
-    let messages = v.get_mut("messages")?.as_array_mut()?;
+    let messages = request.get_mut("messages")?.as_array_mut()?;
     match messages.last_mut() {
         Some(last) if last["role"] == "assistant" && last["content"].is_string() => {
             let before = last["content"].as_str().unwrap_or("").to_string();
@@ -255,7 +255,7 @@ pub fn with_prefill(family: PathFamily, body: &[u8], delivered: &str, trim: bool
         }
         _ => messages.push(serde_json::json!({"role": "assistant", "content": text})),
     }
-    serde_json::to_vec(&v).ok().map(Bytes::from)
+    serde_json::to_vec(&request).ok().map(Bytes::from)
 }
 
 /// Rewrites a continuation's events to continue the client's open stream.
@@ -330,9 +330,9 @@ impl Splice {
         match kind.as_deref() {
             Some("message_start" | "ping") => None,
             Some("content_block_start") => {
-                let n = ev.json()?.get("index")?.as_u64()?;
+                let index = ev.json()?.get("index")?.as_u64()?;
                 let first = self.offset.is_none();
-                let offset = *self.offset.get_or_insert(self.base as i64 - n as i64);
+                let offset = *self.offset.get_or_insert(self.base as i64 - index as i64);
                 let text = ev.json()?["content_block"]["type"] == "text";
                 if first && text && self.open.is_some() {
                     return None; // the continuation's first text goes on in the open block
@@ -353,10 +353,10 @@ fn reindexed(ev: &Event, offset: i64) -> Option<Event> {
     if offset == 0 {
         return Some(ev.clone());
     }
-    let mut v = ev.json()?.clone();
-    let n = v.get("index")?.as_i64()? + offset;
-    v["index"] = Value::from(n.max(0));
-    Some(rewritten(ev, &v))
+    let mut event_json = ev.json()?.clone();
+    let index = event_json.get("index")?.as_i64()? + offset;
+    event_json["index"] = Value::from(index.max(0));
+    Some(rewritten(ev, &event_json))
 }
 
 /// `ev` written anew with `v` as its data (its event name kept).

@@ -42,10 +42,10 @@ impl Seen {
                 v["part"]["type"] == "output_text"
             }
             "response.output_text.delta" => {
-                let d = v["delta"].as_str().unwrap_or_default();
-                text.push_str(d);
+                let delta = v["delta"].as_str().unwrap_or_default();
+                text.push_str(delta);
                 if let Some(open) = &mut self.open {
-                    open.2.push_str(d);
+                    open.2.push_str(delta);
                 }
                 true
             }
