@@ -11,32 +11,7 @@ use crate::telemetry::{self, *};
 /// reload; series that exist keep their values.
 pub fn register_config(cfg: &Config) {
     for ch in &cfg.channels {
-        let name = || ch.name.clone();
-        for o in ATTEMPT_OUTCOMES {
-            metrics::counter!(ATTEMPTS, "channel" => name(), "outcome" => *o).increment(0);
-        }
-        for r in PROBE_RESULTS {
-            metrics::counter!(PROBES, "channel" => name(), "result" => *r).increment(0);
-        }
-        for o in ["ok", "failed"] {
-            metrics::counter!(telemetry::PROBE_REQUESTS, "channel" => name(), "outcome" => o)
-                .increment(0);
-        }
-        metrics::counter!(RETRIES, "channel" => name()).increment(0);
-        metrics::counter!(PROMPT_TOKENS, "channel" => name()).increment(0);
-        metrics::counter!(CACHED_TOKENS, "channel" => name()).increment(0);
-        let _ = metrics::gauge!(BREAKER_STATE, "channel" => name());
-        let _ = metrics::gauge!(CHANNEL_DISABLED, "channel" => name());
-        let _ = metrics::histogram!(UPSTREAM_DURATION, "channel" => name());
-        for to in BREAKER_STATES {
-            metrics::counter!(BREAKER_TRANSITIONS, "channel" => name(), "to" => *to).increment(0);
-        }
-        for s in KEY_COOLDOWN_SOURCES {
-            metrics::counter!(KEY_COOLDOWNS, "channel" => name(), "source" => *s).increment(0);
-        }
-        for r in ["limit", "cooldown"] {
-            metrics::counter!(KEYS_HELD_BACK, "channel" => name(), "reason" => r).increment(0);
-        }
+        register_channel(ch);
     }
     for kind in crate::affinity::StickyKind::ALL {
         for r in STICKY_RESULTS {
@@ -92,6 +67,36 @@ pub fn register_config(cfg: &Config) {
 
     metrics::counter!(CONNECTIONS_REJECTED).increment(0);
     metrics::counter!(STORE_WRITTEN).increment(0);
+}
+
+/// Every series named by one channel, at 0.
+fn register_channel(ch: &crate::config::model::Channel) {
+    let name = || ch.name.clone();
+    for o in ATTEMPT_OUTCOMES {
+        metrics::counter!(ATTEMPTS, "channel" => name(), "outcome" => *o).increment(0);
+    }
+    for r in PROBE_RESULTS {
+        metrics::counter!(PROBES, "channel" => name(), "result" => *r).increment(0);
+    }
+    for o in ["ok", "failed"] {
+        metrics::counter!(telemetry::PROBE_REQUESTS, "channel" => name(), "outcome" => o)
+            .increment(0);
+    }
+    metrics::counter!(RETRIES, "channel" => name()).increment(0);
+    metrics::counter!(PROMPT_TOKENS, "channel" => name()).increment(0);
+    metrics::counter!(CACHED_TOKENS, "channel" => name()).increment(0);
+    let _ = metrics::gauge!(BREAKER_STATE, "channel" => name());
+    let _ = metrics::gauge!(CHANNEL_DISABLED, "channel" => name());
+    let _ = metrics::histogram!(UPSTREAM_DURATION, "channel" => name());
+    for to in BREAKER_STATES {
+        metrics::counter!(BREAKER_TRANSITIONS, "channel" => name(), "to" => *to).increment(0);
+    }
+    for s in KEY_COOLDOWN_SOURCES {
+        metrics::counter!(KEY_COOLDOWNS, "channel" => name(), "source" => *s).increment(0);
+    }
+    for r in ["limit", "cooldown"] {
+        metrics::counter!(KEYS_HELD_BACK, "channel" => name(), "reason" => r).increment(0);
+    }
 }
 
 #[cfg(test)]
