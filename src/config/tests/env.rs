@@ -12,6 +12,13 @@ fn one(yaml: &str, key: &str) {
 
 #[test]
 fn each_bad_input_names_its_key() {
+    bad_channel_fields_name_their_key();
+    bad_settings_name_their_key();
+    bad_affinity_clients_and_pricing_name_their_key();
+}
+
+/// A channel's own fields, its base URL and its resilience.
+fn bad_channel_fields_name_their_key() {
     let ch = |extra: &str| format!("{CH}    {extra}\n");
     one(&ch("weight: -1"), "channels.a.weight");
     one(&ch("kind: grpc"), "channels.a.kind");
@@ -69,6 +76,10 @@ fn each_bad_input_names_its_key() {
         "channels.a.base_url",
     );
     one("channels:\n  a: {models: [m]}\n", "channels.a.base_url");
+}
+
+/// Routing, timeouts, listeners, TLS, unknown sections and virtual models.
+fn bad_settings_name_their_key() {
     one(
         &format!("{CH}routing: {{tier_walk: random}}\n"),
         "routing.tier_walk",
@@ -108,6 +119,10 @@ fn each_bad_input_names_its_key() {
         &format!("{CH}virtual_models:\n  m: {{targets: [a/x]}}\n"),
         "virtual_models.m",
     );
+}
+
+/// Affinity rules, clients, auto groups, pricing and tasks.
+fn bad_affinity_clients_and_pricing_name_their_key() {
     one(
         &format!("{CH}affinity:\n  rules:\n    - {{model: \"([\", path: /v1/x, key: body.k}}\n"),
         "affinity.rules[0].model",

@@ -128,6 +128,12 @@ fn channels_with_dashes_are_overridden_from_the_environment() {
 
 #[test]
 fn every_message_speaks_the_configs_terms_with_a_line() {
+    each_bad_value_names_file_line_key_and_reason();
+    a_duplicate_key_and_broken_yaml_name_their_place();
+}
+
+/// Each wrong value: `test.yaml:LINE: KEY: REASON`, worded in the config's terms.
+fn each_bad_value_names_file_line_key_and_reason() {
     let cases = [
         (
             "routing: {retry_times: -1}",
@@ -196,6 +202,10 @@ fn every_message_speaks_the_configs_terms_with_a_line() {
             "{want:?} not in:\n{e}"
         );
     }
+}
+
+/// A key written twice and YAML that does not parse name their place; zero needs no unit.
+fn a_duplicate_key_and_broken_yaml_name_their_place() {
     // A key written twice, and YAML that does not parse.
     let e = errs("channels:\n  a: {base_url: http://x/v1}\n  a: {base_url: http://y/v1}\n");
     plain(&e);

@@ -165,6 +165,15 @@ fn anthropic_resets_are_rfc3339_times() {
 
 #[test]
 fn hostile_values_are_ignored_or_saturated() {
+    malformed_retry_after_is_ignored();
+    huge_values_saturate();
+    malformed_go_durations_are_ignored();
+    malformed_reset_times_are_ignored();
+    long_non_ascii_and_negative_values_are_not_read();
+}
+
+/// `Retry-After` and `retry-after-ms` that are not a non-negative number of seconds.
+fn malformed_retry_after_is_ignored() {
     for bad in [
         "-5",
         "-0",
@@ -190,7 +199,10 @@ fn hostile_values_are_ignored_or_saturated() {
             "retry-after-ms {bad:?}"
         );
     }
-    // Huge but well-formed: saturates; the caller bounds it.
+}
+
+/// Huge but well-formed: saturates; the caller bounds it.
+fn huge_values_saturate() {
     assert_eq!(wait(&[("retry-after", "1e300")]), Some(Duration::MAX));
     assert_eq!(
         wait(&[("retry-after", "99999999999999999999999")]),
@@ -198,6 +210,10 @@ fn hostile_values_are_ignored_or_saturated() {
     );
     let huge = parse_go("99999999999999999999h").unwrap();
     assert_eq!(huge, Duration::from_nanos(u64::MAX));
+}
+
+/// OpenAI's Go-style reset durations that do not parse.
+fn malformed_go_durations_are_ignored() {
     for bad in [
         "-1s",
         "1h-2m",
@@ -217,6 +233,10 @@ fn hostile_values_are_ignored_or_saturated() {
         ];
         assert_eq!(wait(&header_pairs), None, "{bad:?}");
     }
+}
+
+/// Anthropic's RFC 3339 reset times that do not parse or are out of range.
+fn malformed_reset_times_are_ignored() {
     for bad in [
         "2023-11-14T22:13:30",
         "2023-13-14T22:13:30Z",
@@ -229,6 +249,10 @@ fn hostile_values_are_ignored_or_saturated() {
     ] {
         assert_eq!(rfc3339_wait(bad, wall()), None, "{bad:?}");
     }
+}
+
+/// Absurdly long values, bytes that are not visible ASCII, a garbage remaining count.
+fn long_non_ascii_and_negative_values_are_not_read() {
     // Absurdly long values are not read at all.
     let long = "1".repeat(65);
     assert_eq!(wait(&[("retry-after", &long)]), None);
