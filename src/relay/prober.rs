@@ -32,7 +32,7 @@ use crate::state::outcome::{probe_recovered, wanting_probe};
 use crate::state::Snapshot;
 use crate::telemetry;
 use crate::upstream::provider::Target;
-use crate::upstream::{build, read, Outgoing};
+use crate::upstream::{build, status_within, Outgoing};
 
 /// A probe gives up after this long.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -213,15 +213,7 @@ async fn send(gw: &Gateway, ch: &Channel, key: usize, model: &str) -> Option<u16
         request_id: &rid,
     })
     .ok()?;
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    let resp = tokio::time::timeout_at(deadline, gw.upstream.send_for(ch, req))
-        .await
-        .ok()?
-        .ok()?;
-    let status = resp.status().as_u16();
-    let mut body = resp.into_body();
-    let _ = read::read_error(&mut body, deadline).await;
-    Some(status)
+    status_within(&gw.upstream, ch, req, PROBE_TIMEOUT).await
 }
 
 #[cfg(test)]

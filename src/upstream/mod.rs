@@ -157,6 +157,18 @@ pub async fn list_models(
         request_id: &rid,
     })
     .ok()?;
+    status_within(up, ch, req, timeout).await
+}
+
+/// Send a request the gateway makes for itself (a health or active probe) and drain its
+/// answer: the status, or `None` on a transport failure or when no answer came within
+/// `timeout`.
+pub async fn status_within(
+    up: &Upstream,
+    ch: &Channel,
+    req: http::Request<UpstreamBody>,
+    timeout: Duration,
+) -> Option<u16> {
     let deadline = tokio::time::Instant::now() + timeout;
     let resp = tokio::time::timeout_at(deadline, up.send_for(ch, req))
         .await
