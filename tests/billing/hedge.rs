@@ -189,3 +189,73 @@ async fn a_hedge_that_loses_is_cancelled_and_the_first_answer_is_charged_once() 
     );
     gw.stop().await;
 }
+
+/// Crossing: the hedge lands on a channel of another kind. An OpenAI client's late primary
+/// (`openai`) is hedged on an `anthropic` channel: the client gets the fallback's answer,
+/// translated into its own format, in well under a second; the primary's request is
+/// cancelled; and the client is charged once, at the winner's usage.
+#[tokio::test]
+async fn a_hedge_on_a_channel_of_another_kind_answers_translated_and_charges_once() {
+    for stream in [false, true] {
+        let m = mocks(&["a", "b"]).await;
+        let body = yaml(
+            &[("a", 10), ("b", 0)],
+            &m,
+            "    quota: 100\n",
+            &default_price(),
+        );
+        let at_b = body.find("  b:\n").expect("channel b");
+        let body = format!(
+            "{}{}",
+            &body[..at_b],
+            body[at_b..].replacen("kind: openai", "kind: anthropic", 1)
+        );
+        let gw = start_gw(&format!("{}{body}", hedged("200ms", "1.0"))).await;
+        m["a"].set_default(if stream {
+            Behavior::StallAfterHeaders(Duration::from_secs(3))
+        } else {
+            Behavior::SlowBody {
+                delay: Duration::from_secs(3),
+            }
+        });
+        let t = Instant::now();
+        let r = gw.chat("m", stream).await;
+        assert_eq!(r.status(), 200, "stream={stream}");
+        assert_eq!(r.headers()["x-mock-name"], "b", "stream={stream}");
+        assert_eq!(route(&r), "a->b");
+        let text = r.text().await.unwrap();
+        assert!(
+            t.elapsed() < Duration::from_millis(900),
+            "{:?}",
+            t.elapsed()
+        );
+        let object = if stream {
+            "chat.completion.chunk"
+        } else {
+            "chat.completion"
+        };
+        assert!(text.contains(object), "the client's own format: {text}");
+        assert!(!text.contains("stream_incomplete"), "{text}");
+        assert!(
+            disconnected(&m["a"]).await,
+            "the primary's request is cancelled"
+        );
+        let rows = super::support::streams::requests(&gw).await;
+        let row = &rows[0];
+        assert_eq!(
+            row["attempts"][0]["error_class"], "hedge_cancelled",
+            "{row}"
+        );
+        let used = row["prompt_tokens"].as_i64().unwrap() * super::IN_PRICE
+            + row["completion_tokens"].as_i64().unwrap() * super::OUT_PRICE;
+        assert!(used > 0, "{row}");
+        let totals = totals(&gw).await;
+        assert_eq!(
+            (totals.charged, totals.refunded),
+            (used, 0),
+            "charged once: {row}"
+        );
+        assert_eq!(account(&gw).await["charged_micro"], used);
+        gw.stop().await;
+    }
+}

@@ -87,3 +87,24 @@ async fn the_floor_is_validated() {
         assert!(e.contains("timeouts.min_tokens_per_second"), "{e}");
     }
 }
+
+/// Crossing: the floor on a translated stream. An OpenAI client on `anthropic` channels
+/// (the stream translated Messages → Chat): the slow trickle fails over before its commit
+/// point, nothing of it reaches the client, and the fallback's translated answer does.
+#[tokio::test]
+async fn a_translated_stream_below_the_floor_fails_over_before_its_commit_point() {
+    let (gw, m) = floored("anthropic", "10").await;
+    m["a"].set_default(trickle());
+    let r = send(&gw, "/v1/chat/completions", true).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(route(&r), "a->b");
+    assert_eq!(r.headers()["x-mock-name"], "b");
+    let text = r.text().await.unwrap();
+    assert!(text.contains("chat.completion.chunk"), "translated: {text}");
+    assert!(text.contains("[DONE]"), "{text}");
+    assert!(!text.contains("stream_incomplete"), "{text}");
+    let rows = requests(&gw).await;
+    assert_eq!(rows[0]["attempts"][0]["error_class"], "first_byte_timeout");
+    assert!(m["a"].requests()[0].path.contains("/v1/messages"));
+    gw.stop().await;
+}
