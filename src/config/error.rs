@@ -45,7 +45,7 @@ pub struct ConfigErrors(pub Vec<ConfigError>);
 impl ConfigErrors {
     /// True when some error's key equals `key` (or starts with `key.` / `key[`).
     pub fn has_key(&self, key: &str) -> bool {
-        self.0.iter().any(|e| under(&e.key, key))
+        self.0.iter().any(|error| under(&error.key, key))
     }
 }
 
@@ -59,11 +59,11 @@ pub(crate) fn under(key: &str, prefix: &str) -> bool {
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
+        for (i, error) in self.0.iter().enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write!(f, "{e}")?;
+            write!(f, "{error}")?;
         }
         Ok(())
     }
@@ -105,8 +105,8 @@ impl Collector {
     /// An error about a line of the file itself (syntax, `${…}` references).
     pub(crate) fn push_line(&mut self, line: Option<u32>, reason: impl Into<String>) {
         self.push("", reason);
-        if let Some(e) = self.errors.last_mut() {
-            e.line = line;
+        if let Some(last) = self.errors.last_mut() {
+            last.line = line;
         }
     }
 
@@ -118,8 +118,8 @@ impl Collector {
         reason: impl Into<String>,
     ) {
         self.push(key, reason);
-        if let Some(e) = self.errors.last_mut() {
-            e.env = Some(var.to_string());
+        if let Some(last) = self.errors.last_mut() {
+            last.env = Some(var.to_string());
         }
     }
 
@@ -135,22 +135,26 @@ impl Collector {
             uses,
             ..
         } = self;
-        for e in &mut errors {
-            if e.env.is_some() || (e.key.is_empty() && e.line.is_some()) {
+        for error in &mut errors {
+            if error.env.is_some() || (error.key.is_empty() && error.line.is_some()) {
                 continue;
             }
-            if let Some(var) = origins.var_for(&e.key) {
-                e.env = Some(var.to_string());
+            if let Some(var) = origins.var_for(&error.key) {
+                error.env = Some(var.to_string());
                 continue;
             }
-            e.line = e.line.or_else(|| lines.line_of(&e.key));
-            if let Some(vars) = e.line.and_then(|l| uses.get(&l)) {
-                let list: Vec<String> = vars.iter().map(|v| format!("${{{v}}}")).collect();
-                e.reason = format!("{} (the value comes from {})", e.reason, list.join(", "));
+            error.line = error.line.or_else(|| lines.line_of(&error.key));
+            if let Some(vars) = error.line.and_then(|line| uses.get(&line)) {
+                let list: Vec<String> = vars.iter().map(|var| format!("${{{var}}}")).collect();
+                error.reason = format!(
+                    "{} (the value comes from {})",
+                    error.reason,
+                    list.join(", ")
+                );
             }
         }
         // File order: whole-file problems, then by line; variables last.
-        errors.sort_by_key(|e| (e.env.is_some(), e.line.unwrap_or(0)));
+        errors.sort_by_key(|error| (error.env.is_some(), error.line.unwrap_or(0)));
         ConfigErrors(errors)
     }
 }

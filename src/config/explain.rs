@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crate::config::model::*;
 
-fn d(x: Duration) -> String {
-    if x.is_zero() {
+fn d(duration: Duration) -> String {
+    if duration.is_zero() {
         "0s".into()
     } else {
-        humantime::format_duration(x).to_string()
+        humantime::format_duration(duration).to_string()
     }
 }
 
@@ -88,7 +88,7 @@ pub fn explain(cfg: &Config) -> String {
         let targets: Vec<String> = vm
             .targets
             .iter()
-            .map(|timeouts| format!("{}/{}", timeouts.channel, timeouts.model))
+            .map(|target| format!("{}/{}", target.channel, target.model))
             .collect();
         let _ = writeln!(
             out,
@@ -103,84 +103,84 @@ pub fn explain(cfg: &Config) -> String {
 
 /// The storage line: SQLite, or PostgreSQL with its pool and debit batch (the URL is never
 /// printed: it may hold a password).
-fn storage(out: &mut String, s: &Storage) {
-    if s.url.is_none() {
+fn storage(out: &mut String, storage: &Storage) {
+    if storage.url.is_none() {
         let _ = writeln!(
             out,
             "storage: sqlite path={} queue_capacity={}",
-            s.path, s.queue_capacity
+            storage.path, storage.queue_capacity
         );
         return;
     }
     let _ = writeln!(
         out,
         "storage: postgres pool_size={} pool_timeout={} debit_batch={} lease_ttl={} queue_capacity={}",
-        s.pool_size,
-        d(s.pool_timeout),
-        s.debit_batch,
-        d(s.lease_ttl),
-        s.queue_capacity
+        storage.pool_size,
+        d(storage.pool_timeout),
+        storage.debit_batch,
+        d(storage.lease_ttl),
+        storage.queue_capacity
     );
 }
 
 /// One channel's block: kind and endpoint, routing, models and paths, resilience.
-fn channel(out: &mut String, ch: &Channel, t: &Timeouts) {
-    let kind = ch.kind.as_str();
-    let policy = match ch.stream_policy {
+fn channel(out: &mut String, channel: &Channel, timeouts: &Timeouts) {
+    let kind = channel.kind.as_str();
+    let policy = match channel.stream_policy {
         StreamPolicy::Passthrough => "\"\"",
         other => other.as_str(),
     };
-    let ns = if ch.non_stream_timeout.is_zero() {
-        t.non_stream
+    let ns = if channel.non_stream_timeout.is_zero() {
+        timeouts.non_stream
     } else {
-        ch.non_stream_timeout
+        channel.non_stream_timeout
     };
-    let _ = writeln!(out, "channel {}:", ch.name);
+    let _ = writeln!(out, "channel {}:", channel.name);
     let _ = writeln!(
         out,
         "    kind={}{} base_url={}://{}{} keys={} enabled={} auto_ban={} translate={} responses={}",
         kind,
-        api_version(ch),
-        ch.base_url.scheme,
-        ch.base_url.authority,
-        ch.base_url.path_prefix,
-        ch.keys.len(),
-        ch.enabled,
-        ch.auto_ban,
-        ch.translate,
-        ch.responses.as_str()
+        api_version(channel),
+        channel.base_url.scheme,
+        channel.base_url.authority,
+        channel.base_url.path_prefix,
+        channel.keys.len(),
+        channel.enabled,
+        channel.auto_ban,
+        channel.translate,
+        channel.responses.as_str()
     );
     let _ = writeln!(
         out,
         "    priority={} weight={} groups=[{}] stream_policy={} non_stream_timeout={}",
-        ch.priority,
-        ch.weight,
-        ch.groups.join(", "),
+        channel.priority,
+        channel.weight,
+        channel.groups.join(", "),
         policy,
         d(ns)
     );
-    let mapped: Vec<String> = ch
+    let mapped: Vec<String> = channel
         .models
         .iter()
-        .map(|m| match ch.model_mapping.get(m) {
-            Some(up) => format!("{m}->{up}"),
-            None => m.clone(),
+        .map(|model| match channel.model_mapping.get(model) {
+            Some(upstream) => format!("{model}->{upstream}"),
+            None => model.clone(),
         })
         .collect();
     let _ = writeln!(
         out,
         "    models=[{}] paths=[{}]",
         mapped.join(", "),
-        ch.paths.join(", ")
+        channel.paths.join(", ")
     );
-    resilience(out, &ch.resilience);
+    resilience(out, &channel.resilience);
 }
 
 /// ` api_version=...` for an azure channel, "" otherwise.
-fn api_version(ch: &crate::config::model::Channel) -> String {
-    if ch.api_version.is_empty() {
+fn api_version(channel: &crate::config::model::Channel) -> String {
+    if channel.api_version.is_empty() {
         String::new()
     } else {
-        format!(" api_version={}", ch.api_version)
+        format!(" api_version={}", channel.api_version)
     }
 }

@@ -58,146 +58,156 @@ pub(crate) fn overlay(
     base: &Resilience,
     raw: &RawResilience,
     prefix: &str,
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> Resilience {
     let mut out = base.clone();
-    if let Some(r) = &raw.retry {
-        retry(&mut out.retry, r, prefix, c);
+    if let Some(raw_retry) = &raw.retry {
+        retry(&mut out.retry, raw_retry, prefix, collector);
     }
-    if let Some(b) = &raw.circuit_breaker {
-        breaker(&mut out.circuit_breaker, b, prefix, c);
+    if let Some(raw_breaker) = &raw.circuit_breaker {
+        breaker(&mut out.circuit_breaker, raw_breaker, prefix, collector);
     }
-    if let Some(cd) = &raw.cooldown {
-        cooldown(&mut out.cooldown, cd, prefix, c);
+    if let Some(raw_cooldown) = &raw.cooldown {
+        cooldown(&mut out.cooldown, raw_cooldown, prefix, collector);
     }
-    if let Some(r) = &raw.stream_resume {
-        out.stream_resume.enabled = r.enabled.unwrap_or(out.stream_resume.enabled);
-        out.stream_resume.max = r.max.unwrap_or(out.stream_resume.max);
+    if let Some(raw_resume) = &raw.stream_resume {
+        out.stream_resume.enabled = raw_resume.enabled.unwrap_or(out.stream_resume.enabled);
+        out.stream_resume.max = raw_resume.max.unwrap_or(out.stream_resume.max);
     }
-    if let Some(p) = &raw.active_probe {
+    if let Some(raw_probe) = &raw.active_probe {
         let probe = &mut out.active_probe;
         let key_path = format!("{prefix}.active_probe.interval");
-        probe.enabled = p.enabled.unwrap_or(probe.enabled);
-        probe.interval = dur_nonzero(c, &key_path, &p.interval, probe.interval);
-        if let Some(m) = &p.model {
-            if m.trim().is_empty() {
-                c.push(format!("{prefix}.active_probe.model"), "must not be empty");
+        probe.enabled = raw_probe.enabled.unwrap_or(probe.enabled);
+        probe.interval = dur_nonzero(collector, &key_path, &raw_probe.interval, probe.interval);
+        if let Some(model) = &raw_probe.model {
+            if model.trim().is_empty() {
+                collector.push(format!("{prefix}.active_probe.model"), "must not be empty");
             } else {
-                probe.model = m.trim().to_string();
+                probe.model = model.trim().to_string();
             }
         }
     }
-    if let Some(h) = &raw.hedge {
-        hedge(&mut out.hedge, h, prefix, c);
+    if let Some(raw_hedge) = &raw.hedge {
+        hedge(&mut out.hedge, raw_hedge, prefix, collector);
     }
     out
 }
 
-fn hedge(t: &mut Hedge, h: &RawHedge, prefix: &str, c: &mut Collector) {
-    let k = |f: &str| format!("{prefix}.hedge.{f}");
-    t.enabled = h.enabled.unwrap_or(t.enabled);
-    match h.after.as_deref().map(str::trim) {
-        Some("p95") => t.p95 = true,
+fn hedge(merged: &mut Hedge, raw: &RawHedge, prefix: &str, collector: &mut Collector) {
+    let key = |field: &str| format!("{prefix}.hedge.{field}");
+    merged.enabled = raw.enabled.unwrap_or(merged.enabled);
+    match raw.after.as_deref().map(str::trim) {
+        Some("p95") => merged.p95 = true,
         Some(_) => {
-            t.after = dur_nonzero(c, &k("after"), &h.after, t.after);
-            t.p95 = false;
+            merged.after = dur_nonzero(collector, &key("after"), &raw.after, merged.after);
+            merged.p95 = false;
         }
         None => {}
     }
-    if let Some(n) = h.max_extra {
-        if n == 0 {
-            c.push(
-                k("max_extra"),
+    if let Some(extra) = raw.max_extra {
+        if extra == 0 {
+            collector.push(
+                key("max_extra"),
                 "must be at least 1 (enabled: false turns hedging off)",
             );
         } else {
-            t.max_extra = n;
+            merged.max_extra = extra;
         }
     }
-    t.budget_ratio = float_in(
-        c,
-        &k("budget_ratio"),
-        h.budget_ratio,
+    merged.budget_ratio = float_in(
+        collector,
+        &key("budget_ratio"),
+        raw.budget_ratio,
         0.0,
         1.0,
-        t.budget_ratio,
+        merged.budget_ratio,
     );
 }
 
-fn retry(t: &mut Retry, r: &RawRetry, prefix: &str, c: &mut Collector) {
-    let k = |f: &str| format!("{prefix}.retry.{f}");
-    t.max_retries = r.max_retries.unwrap_or(t.max_retries);
-    t.retry_on = status_set(c, &k("retry_on"), &r.retry_on, &t.retry_on);
-    t.initial_backoff = dur(
-        c,
-        &k("initial_backoff"),
-        &r.initial_backoff,
-        t.initial_backoff,
+fn retry(merged: &mut Retry, raw: &RawRetry, prefix: &str, collector: &mut Collector) {
+    let key = |field: &str| format!("{prefix}.retry.{field}");
+    merged.max_retries = raw.max_retries.unwrap_or(merged.max_retries);
+    merged.retry_on = status_set(collector, &key("retry_on"), &raw.retry_on, &merged.retry_on);
+    merged.initial_backoff = dur(
+        collector,
+        &key("initial_backoff"),
+        &raw.initial_backoff,
+        merged.initial_backoff,
     );
-    t.max_backoff = dur(c, &k("max_backoff"), &r.max_backoff, t.max_backoff);
-    t.backoff_factor = float_in(
-        c,
-        &k("backoff_factor"),
-        r.backoff_factor,
+    merged.max_backoff = dur(
+        collector,
+        &key("max_backoff"),
+        &raw.max_backoff,
+        merged.max_backoff,
+    );
+    merged.backoff_factor = float_in(
+        collector,
+        &key("backoff_factor"),
+        raw.backoff_factor,
         1.0,
         f64::INFINITY,
-        t.backoff_factor,
+        merged.backoff_factor,
     );
-    t.jitter_factor = float_in(
-        c,
-        &k("jitter_factor"),
-        r.jitter_factor,
+    merged.jitter_factor = float_in(
+        collector,
+        &key("jitter_factor"),
+        raw.jitter_factor,
         0.0,
         1.0,
-        t.jitter_factor,
+        merged.jitter_factor,
     );
-    if t.max_backoff < t.initial_backoff {
-        c.push(
-            k("max_backoff"),
+    if merged.max_backoff < merged.initial_backoff {
+        collector.push(
+            key("max_backoff"),
             format!(
                 "{} is less than initial_backoff {}",
-                humantime::format_duration(t.max_backoff),
-                humantime::format_duration(t.initial_backoff)
+                humantime::format_duration(merged.max_backoff),
+                humantime::format_duration(merged.initial_backoff)
             ),
         );
     }
 }
 
-fn breaker(t: &mut Breaker, b: &RawBreaker, prefix: &str, c: &mut Collector) {
-    let k = |f: &str| format!("{prefix}.circuit_breaker.{f}");
-    t.enabled = b.enabled.unwrap_or(t.enabled);
-    t.scope = choice(
-        c,
-        &k("scope"),
-        &b.scope,
+fn breaker(merged: &mut Breaker, raw: &RawBreaker, prefix: &str, collector: &mut Collector) {
+    let key = |field: &str| format!("{prefix}.circuit_breaker.{field}");
+    merged.enabled = raw.enabled.unwrap_or(merged.enabled);
+    merged.scope = choice(
+        collector,
+        &key("scope"),
+        &raw.scope,
         &[
             ("provider", BreakerScope::Provider),
             ("model", BreakerScope::Model),
         ],
-        t.scope,
+        merged.scope,
     );
-    t.failure_on = status_set(c, &k("failure_on"), &b.failure_on, &t.failure_on);
-    t.failure_threshold = b.failure_threshold.unwrap_or(t.failure_threshold);
-    if let Some(s) = b.success_threshold {
-        if s == 0 {
-            c.push(k("success_threshold"), "must be at least 1");
+    merged.failure_on = status_set(
+        collector,
+        &key("failure_on"),
+        &raw.failure_on,
+        &merged.failure_on,
+    );
+    merged.failure_threshold = raw.failure_threshold.unwrap_or(merged.failure_threshold);
+    if let Some(threshold) = raw.success_threshold {
+        if threshold == 0 {
+            collector.push(key("success_threshold"), "must be at least 1");
         } else {
-            t.success_threshold = s;
+            merged.success_threshold = threshold;
         }
     }
-    t.timeout = dur_nonzero(c, &k("timeout"), &b.timeout, t.timeout);
-    t.slow_call_threshold = dur(
-        c,
-        &k("slow_call_threshold"),
-        &b.slow_call_threshold,
-        t.slow_call_threshold,
+    merged.timeout = dur_nonzero(collector, &key("timeout"), &raw.timeout, merged.timeout);
+    merged.slow_call_threshold = dur(
+        collector,
+        &key("slow_call_threshold"),
+        &raw.slow_call_threshold,
+        merged.slow_call_threshold,
     );
 }
 
-fn cooldown(t: &mut Cooldown, cd: &RawCooldown, prefix: &str, c: &mut Collector) {
-    let k = |f: &str| format!("{prefix}.cooldown.{f}");
-    t.consecutive_retryable_failures = cd
+fn cooldown(merged: &mut Cooldown, raw: &RawCooldown, prefix: &str, collector: &mut Collector) {
+    let key = |field: &str| format!("{prefix}.cooldown.{field}");
+    merged.consecutive_retryable_failures = raw
         .consecutive_retryable_failures
-        .unwrap_or(t.consecutive_retryable_failures);
-    t.duration = dur(c, &k("duration"), &cd.duration, t.duration);
+        .unwrap_or(merged.consecutive_retryable_failures);
+    merged.duration = dur(collector, &key("duration"), &raw.duration, merged.duration);
 }

@@ -34,9 +34,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// [`load`] reports.
 pub fn read(path: &Path) -> Result<String, ConfigErrors> {
     std::fs::read_to_string(path).map_err(|e| {
-        let mut c = Collector::new(path);
-        c.push("", format!("cannot read config file: {e}"));
-        c.finish()
+        let mut collector = Collector::new(path);
+        collector.push("", format!("cannot read config file: {e}"));
+        collector.finish()
     })
 }
 
@@ -57,18 +57,18 @@ pub fn load_str(
     source_name: &Path,
     env: &HashMap<String, String>,
 ) -> Result<Config, ConfigErrors> {
-    let mut c = Collector::new(source_name);
-    let Some(tree) = load::source::merged_tree(yaml, env, &mut c) else {
-        return Err(c.finish());
+    let mut collector = Collector::new(source_name);
+    let Some(tree) = load::source::merged_tree(yaml, env, &mut collector) else {
+        return Err(collector.finish());
     };
-    let raw = load::sections::split(&tree, &mut c);
-    let cfg = validate::build(raw, source_name, &mut c);
-    if c.is_empty() {
-        for w in validate::limits::warnings(source_name, &cfg.clients) {
-            tracing::warn!("{w}");
+    let raw = load::sections::split(&tree, &mut collector);
+    let cfg = validate::build(raw, source_name, &mut collector);
+    if collector.is_empty() {
+        for warning in validate::limits::warnings(source_name, &cfg.clients) {
+            tracing::warn!("{warning}");
         }
         Ok(cfg)
     } else {
-        Err(c.finish())
+        Err(collector.finish())
     }
 }

@@ -26,9 +26,9 @@ pub(crate) struct Origins {
 impl Origins {
     /// The variable a value at `key` (or an entry holding it) came from.
     pub(crate) fn var_for(&self, key: &str) -> Option<&str> {
-        let set = self.set.iter().rev().find(|(p, _)| under(key, p));
-        set.or_else(|| self.created.iter().find(|(p, _)| under(key, p)))
-            .map(|(_, v)| v.as_str())
+        let set = self.set.iter().rev().find(|(path, _)| under(key, path));
+        set.or_else(|| self.created.iter().find(|(path, _)| under(key, path)))
+            .map(|(_, var)| var.as_str())
     }
 }
 
@@ -37,15 +37,15 @@ pub(crate) fn set_path(root: &mut Map<String, Value>, path: &[String], value: Va
         return;
     };
     let mut node = root;
-    for p in parents {
+    for parent in parents {
         let entry = node
-            .entry(p.clone())
+            .entry(parent.clone())
             .or_insert_with(|| Value::Object(Map::new()));
         if !entry.is_object() {
             *entry = Value::Object(Map::new());
         }
         match entry {
-            Value::Object(m) => node = m,
+            Value::Object(object) => node = object,
             _ => return,
         }
     }
@@ -57,8 +57,8 @@ pub(crate) fn set_path(root: &mut Map<String, Value>, path: &[String], value: Va
 fn env_value(raw: &str) -> Value {
     let trimmed = raw.trim();
     if trimmed.starts_with('[') && trimmed.ends_with(']') {
-        if let Ok(v) = serde_saphyr::from_str::<Value>(trimmed) {
-            return v;
+        if let Ok(list) = serde_saphyr::from_str::<Value>(trimmed) {
+            return list;
         }
     }
     Value::String(raw.to_string())
@@ -67,10 +67,10 @@ fn env_value(raw: &str) -> Value {
 /// A name as a variable spells it: lower-cased, anything but `[a-z0-9_]` as `_`.
 fn env_spelling(name: &str) -> String {
     name.chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
+        .map(|character| {
+            let lower = character.to_ascii_lowercase();
+            if lower.is_ascii_alphanumeric() || lower == '_' {
+                lower
             } else {
                 '_'
             }
@@ -80,10 +80,12 @@ fn env_spelling(name: &str) -> String {
 
 /// The names of `map` that the lower-cased segment `seg` addresses.
 fn matches<'m>(map: &'m Map<String, Value>, seg: &str) -> Vec<&'m String> {
-    if let Some((k, _)) = map.get_key_value(seg) {
-        return vec![k];
+    if let Some((name, _)) = map.get_key_value(seg) {
+        return vec![name];
     }
-    map.keys().filter(|k| env_spelling(k) == seg).collect()
+    map.keys()
+        .filter(|name| env_spelling(name) == seg)
+        .collect()
 }
 
 /// `SWITCHYARD_A__B_C=v` → `{a: {b_c: v}}`, with names matched against the file's `yaml`.
@@ -102,7 +104,7 @@ pub(crate) fn env_overrides(
         };
         let lower = rest.to_ascii_lowercase();
         let segs: Vec<&str> = lower.split("__").collect();
-        if segs.iter().any(|p| p.is_empty()) || !sections.contains(&segs[0]) {
+        if segs.iter().any(|segment| segment.is_empty()) || !sections.contains(&segs[0]) {
             tracing::debug!(var = %name, "not a config override; ignored");
             continue;
         }
@@ -110,9 +112,12 @@ pub(crate) fn env_overrides(
         let mut path: Vec<String> = Vec::new();
         let mut created = None;
         for seg in &segs {
-            let key = match node.and_then(Value::as_object).map(|m| matches(m, seg)) {
+            let key = match node
+                .and_then(Value::as_object)
+                .map(|object| matches(object, seg))
+            {
                 Some(found) if found.len() > 1 => {
-                    let list: Vec<String> = found.iter().map(|k| format!("{k:?}")).collect();
+                    let list: Vec<String> = found.iter().map(|name| format!("{name:?}")).collect();
                     errs.push_env(
                         name,
                         key_path(&path),
@@ -123,7 +128,7 @@ pub(crate) fn env_overrides(
                 Some(found) if found.len() == 1 => found[0].clone(),
                 _ => seg.to_string(),
             };
-            node = node.and_then(|n| n.get(&key));
+            node = node.and_then(|parent| parent.get(&key));
             path.push(key);
             if node.is_none() && created.is_none() {
                 created = Some(path.len());
@@ -131,17 +136,18 @@ pub(crate) fn env_overrides(
         }
         set_path(&mut root, &path, env_value(&env[name]));
         errs.origins.set.push((key_path(&path), name.clone()));
-        if let Some(n) = created.filter(|n| *n < path.len()) {
+        if let Some(depth) = created.filter(|depth| *depth < path.len()) {
             errs.origins
                 .created
-                .push((key_path(&path[..n]), name.clone()));
+                .push((key_path(&path[..depth]), name.clone()));
         }
     }
     Value::Object(root)
 }
 
 fn key_path(path: &[String]) -> String {
-    path.iter().fold(String::new(), |acc, p| join(&acc, p))
+    path.iter()
+        .fold(String::new(), |acc, segment| join(&acc, segment))
 }
 
 /// Seed variable names (R2.1) → their settings.
@@ -208,21 +214,27 @@ fn split(key: &str) -> Vec<String> {
 pub(crate) fn alias_overrides(env: &HashMap<String, String>, errs: &mut Collector) -> Value {
     let mut root = Map::new();
     for (var, key) in ALIASES {
-        if let Some(v) = env.get(*var) {
-            set_path(&mut root, &split(key), Value::String(v.trim().to_string()));
+        if let Some(value) = env.get(*var) {
+            set_path(
+                &mut root,
+                &split(key),
+                Value::String(value.trim().to_string()),
+            );
             errs.origins.set.push((key.to_string(), var.to_string()));
         }
     }
     for (var, key) in SECONDS_ALIASES {
-        if let Some(v) = env.get(*var) {
-            match v.trim().parse::<u64>() {
+        if let Some(value) = env.get(*var) {
+            match value.trim().parse::<u64>() {
                 Ok(secs) => {
                     set_path(&mut root, &split(key), Value::String(format!("{secs}s")));
                     errs.origins.set.push((key.to_string(), var.to_string()));
                 }
-                Err(_) => {
-                    errs.push_env(var, *key, format!("{v:?} is not a whole number of seconds"))
-                }
+                Err(_) => errs.push_env(
+                    var,
+                    *key,
+                    format!("{value:?} is not a whole number of seconds"),
+                ),
             }
         }
     }
@@ -248,19 +260,19 @@ mod tests {
                 "3".to_string(),
             ),
         ]);
-        let mut c = Collector::new(std::path::Path::new("t.yaml"));
-        let v = env_overrides(&env, &yaml, &["channels"], &mut c);
-        assert_eq!(v["channels"]["mock-b"]["weight"], "7");
-        assert_eq!(v["channels"]["new"]["weight"], "3");
-        assert!(v["channels"].get("mock_b").is_none(), "{v}");
+        let mut collector = Collector::new(std::path::Path::new("t.yaml"));
+        let overrides = env_overrides(&env, &yaml, &["channels"], &mut collector);
+        assert_eq!(overrides["channels"]["mock-b"]["weight"], "7");
+        assert_eq!(overrides["channels"]["new"]["weight"], "3");
+        assert!(overrides["channels"].get("mock_b").is_none(), "{overrides}");
         assert_eq!(
-            c.origins.var_for("channels.mock-b.weight"),
+            collector.origins.var_for("channels.mock-b.weight"),
             Some("SWITCHYARD_CHANNELS__MOCK_B__WEIGHT")
         );
-        assert_eq!(c.origins.var_for("channels.mock-b.base_url"), None);
+        assert_eq!(collector.origins.var_for("channels.mock-b.base_url"), None);
         // every error inside an entry a variable created names that variable
         assert_eq!(
-            c.origins.var_for("channels.new.base_url"),
+            collector.origins.var_for("channels.new.base_url"),
             Some("SWITCHYARD_CHANNELS__NEW__WEIGHT")
         );
     }
@@ -272,13 +284,18 @@ mod tests {
             "SWITCHYARD_CHANNELS__MOCK_B__WEIGHT".to_string(),
             "7".to_string(),
         )]);
-        let mut c = Collector::new(std::path::Path::new("t.yaml"));
-        env_overrides(&env, &yaml, &["channels"], &mut c);
-        let e = c.finish().to_string();
+        let mut collector = Collector::new(std::path::Path::new("t.yaml"));
+        env_overrides(&env, &yaml, &["channels"], &mut collector);
+        let error = collector.finish().to_string();
         assert!(
-            e.starts_with("environment variable SWITCHYARD_CHANNELS__MOCK_B__WEIGHT: channels: "),
-            "{e}"
+            error.starts_with(
+                "environment variable SWITCHYARD_CHANNELS__MOCK_B__WEIGHT: channels: "
+            ),
+            "{error}"
         );
-        assert!(e.contains("\"mock-b\"") && e.contains("\"mock.b\""), "{e}");
+        assert!(
+            error.contains("\"mock-b\"") && error.contains("\"mock.b\""),
+            "{error}"
+        );
     }
 }

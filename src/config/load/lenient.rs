@@ -43,14 +43,14 @@ fn expected(exp: &dyn de::Expected) -> String {
 }
 
 /// What was found, as it is written in YAML.
-fn found(u: de::Unexpected<'_>) -> String {
+fn found(unexpected: de::Unexpected<'_>) -> String {
     use de::Unexpected as U;
-    match u {
-        U::Bool(b) => b.to_string(),
-        U::Unsigned(n) => n.to_string(),
-        U::Signed(n) => n.to_string(),
-        U::Float(f) => f.to_string(),
-        U::Str(s) => format!("{s:?}"),
+    match unexpected {
+        U::Bool(boolean) => boolean.to_string(),
+        U::Unsigned(number) => number.to_string(),
+        U::Signed(number) => number.to_string(),
+        U::Float(float) => float.to_string(),
+        U::Str(text) => format!("{text:?}"),
         U::Unit => "an empty value".into(),
         U::Seq => "a list".into(),
         U::Map => "a mapping".into(),
@@ -62,16 +62,16 @@ fn found(u: de::Unexpected<'_>) -> String {
 pub(crate) fn did_you_mean<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
     names
         .iter()
-        .map(|n| (strsim::damerau_levenshtein(word, n), *n))
-        .filter(|(d, n)| *d <= (n.len() / 3).max(1))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, n)| n)
+        .map(|name| (strsim::damerau_levenshtein(word, name), *name))
+        .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
 }
 
 /// `unknown key "x"; did you mean "y"? The keys here are: …`.
 pub(crate) fn unknown_key(word: &str, names: &[&str]) -> String {
     let hint = did_you_mean(word, names)
-        .map(|n| format!("did you mean {n:?}? "))
+        .map(|suggestion| format!("did you mean {suggestion:?}? "))
         .unwrap_or_default();
     if names.is_empty() {
         return format!("unknown key {word:?}; nothing can be set here");
@@ -123,8 +123,8 @@ pub(crate) enum Lenient<'a> {
 impl<'a> Lenient<'a> {
     fn text(self) -> Option<&'a str> {
         match self {
-            Lenient::Value(Value::String(s)) => Some(s.trim_matches(' ')),
-            Lenient::Key(s) => Some(s.trim_matches(' ')),
+            Lenient::Value(Value::String(string)) => Some(string.trim_matches(' ')),
+            Lenient::Key(key) => Some(key.trim_matches(' ')),
             _ => None,
         }
     }
@@ -132,13 +132,16 @@ impl<'a> Lenient<'a> {
 
 macro_rules! int_method {
     ($method:ident, $ty:ty, $visit:ident) => {
-        fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
             match self.text() {
-                Some(s) => match s.parse::<$ty>() {
-                    Ok(n) => v.$visit(n),
-                    Err(_) => Err(de::Error::invalid_value(de::Unexpected::Str(s), &v)),
+                Some(text) => match text.parse::<$ty>() {
+                    Ok(number) => visitor.$visit(number),
+                    Err(_) => Err(de::Error::invalid_value(
+                        de::Unexpected::Str(text),
+                        &visitor,
+                    )),
                 },
-                None => self.deserialize_any(v),
+                None => self.deserialize_any(visitor),
             }
         }
     };
@@ -147,24 +150,24 @@ macro_rules! int_method {
 impl<'de, 'a> de::Deserializer<'de> for Lenient<'a> {
     type Error = Error;
 
-    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self {
-            Lenient::Key(s) => v.visit_str(s),
+            Lenient::Key(key) => visitor.visit_str(key),
             Lenient::Value(value) => match value {
-                Value::Null => v.visit_unit(),
-                Value::Bool(b) => v.visit_bool(*b),
-                Value::Number(n) => {
-                    if let Some(u) = n.as_u64() {
-                        v.visit_u64(u)
-                    } else if let Some(i) = n.as_i64() {
-                        v.visit_i64(i)
+                Value::Null => visitor.visit_unit(),
+                Value::Bool(boolean) => visitor.visit_bool(*boolean),
+                Value::Number(number) => {
+                    if let Some(unsigned) = number.as_u64() {
+                        visitor.visit_u64(unsigned)
+                    } else if let Some(signed) = number.as_i64() {
+                        visitor.visit_i64(signed)
                     } else {
-                        v.visit_f64(n.as_f64().unwrap_or(f64::NAN))
+                        visitor.visit_f64(number.as_f64().unwrap_or(f64::NAN))
                     }
                 }
-                Value::String(s) => v.visit_str(s),
-                Value::Array(items) => v.visit_seq(Seq { iter: items.iter() }),
-                Value::Object(map) => v.visit_map(Map {
+                Value::String(string) => visitor.visit_str(string),
+                Value::Array(items) => visitor.visit_seq(Seq { iter: items.iter() }),
+                Value::Object(map) => visitor.visit_map(Map {
                     iter: map.iter(),
                     value: None,
                 }),
@@ -172,12 +175,15 @@ impl<'de, 'a> de::Deserializer<'de> for Lenient<'a> {
         }
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.text() {
-            Some(s) if s.eq_ignore_ascii_case("true") => v.visit_bool(true),
-            Some(s) if s.eq_ignore_ascii_case("false") => v.visit_bool(false),
-            Some(s) => Err(de::Error::invalid_value(de::Unexpected::Str(s), &v)),
-            None => self.deserialize_any(v),
+            Some(text) if text.eq_ignore_ascii_case("true") => visitor.visit_bool(true),
+            Some(text) if text.eq_ignore_ascii_case("false") => visitor.visit_bool(false),
+            Some(text) => Err(de::Error::invalid_value(
+                de::Unexpected::Str(text),
+                &visitor,
+            )),
+            None => self.deserialize_any(visitor),
         }
     }
 
@@ -192,22 +198,22 @@ impl<'de, 'a> de::Deserializer<'de> for Lenient<'a> {
     int_method!(deserialize_f32, f32, visit_f32);
     int_method!(deserialize_f64, f64, visit_f64);
 
-    fn deserialize_str<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self {
-            Lenient::Value(Value::Number(n)) => v.visit_string(n.to_string()),
-            Lenient::Value(Value::Bool(b)) => v.visit_string(b.to_string()),
-            _ => self.deserialize_any(v),
+            Lenient::Value(Value::Number(number)) => visitor.visit_string(number.to_string()),
+            Lenient::Value(Value::Bool(boolean)) => visitor.visit_string(boolean.to_string()),
+            _ => self.deserialize_any(visitor),
         }
     }
 
-    fn deserialize_string<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        self.deserialize_str(v)
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self {
-            Lenient::Value(Value::Null) => v.visit_none(),
-            _ => v.visit_some(self),
+            Lenient::Value(Value::Null) => visitor.visit_none(),
+            _ => visitor.visit_some(self),
         }
     }
 
@@ -215,10 +221,10 @@ impl<'de, 'a> de::Deserializer<'de> for Lenient<'a> {
         self,
         _name: &'static str,
         _variants: &'static [&'static str],
-        v: V,
+        visitor: V,
     ) -> Result<V::Value, Error> {
         match self.text() {
-            Some(s) => v.visit_enum(s.into_deserializer()),
+            Some(text) => visitor.visit_enum(text.into_deserializer()),
             None => Err(de::Error::custom("expected a string")),
         }
     }
@@ -241,7 +247,7 @@ impl<'de, 'a> SeqAccess<'de> for Seq<'a> {
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
         match self.iter.next() {
-            Some(v) => seed.deserialize(Lenient::Value(v)).map(Some),
+            Some(item) => seed.deserialize(Lenient::Value(item)).map(Some),
             None => Ok(None),
         }
     }
@@ -260,9 +266,9 @@ impl<'de, 'a> MapAccess<'de> for Map<'a> {
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
         match self.iter.next() {
-            Some((k, v)) => {
-                self.value = Some(v);
-                seed.deserialize(Lenient::Key(k)).map(Some)
+            Some((key, value)) => {
+                self.value = Some(value);
+                seed.deserialize(Lenient::Key(key)).map(Some)
             }
             None => Ok(None),
         }
@@ -270,7 +276,7 @@ impl<'de, 'a> MapAccess<'de> for Map<'a> {
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
         match self.value.take() {
-            Some(v) => seed.deserialize(Lenient::Value(v)),
+            Some(value) => seed.deserialize(Lenient::Value(value)),
             None => Err(de::Error::custom("value missing")),
         }
     }
@@ -279,9 +285,9 @@ impl<'de, 'a> MapAccess<'de> for Map<'a> {
 /// Deserialize `value` into `T`; on failure return the dotted key path (relative to
 /// `value`) and the reason.
 pub(crate) fn from_value<T: de::DeserializeOwned>(value: &Value) -> Result<T, (String, String)> {
-    serde_path_to_error::deserialize(Lenient::Value(value)).map_err(|e| {
-        let path = e.path().to_string();
+    serde_path_to_error::deserialize(Lenient::Value(value)).map_err(|error| {
+        let path = error.path().to_string();
         let path = if path == "." { String::new() } else { path };
-        (path, e.into_inner().to_string())
+        (path, error.into_inner().to_string())
     })
 }

@@ -7,8 +7,8 @@ use crate::config::model::status_set::StatusSet;
 
 /// A humantime duration (`250ms`, `30s`, `2h`). A bare `0` is zero; any other bare number
 /// is an error, since it could mean seconds or milliseconds: the unit must be written.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let trimmed = s.trim();
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
     if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
         return match trimmed.parse::<u64>() {
             Ok(0) => Ok(Duration::ZERO),
@@ -22,13 +22,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     })
 }
 
-pub(crate) fn dur(c: &mut Collector, key: &str, v: &Option<String>, default: Duration) -> Duration {
-    match v {
+pub(crate) fn dur(
+    collector: &mut Collector,
+    key: &str,
+    value: &Option<String>,
+    default: Duration,
+) -> Duration {
+    match value {
         None => default,
-        Some(s) => match parse_duration(s) {
-            Ok(d) => d,
+        Some(text) => match parse_duration(text) {
+            Ok(duration) => duration,
             Err(e) => {
-                c.push(key, e);
+                collector.push(key, e);
                 default
             }
         },
@@ -37,31 +42,31 @@ pub(crate) fn dur(c: &mut Collector, key: &str, v: &Option<String>, default: Dur
 
 /// Like [`dur`] but zero is an error.
 pub(crate) fn dur_nonzero(
-    c: &mut Collector,
+    collector: &mut Collector,
     key: &str,
-    v: &Option<String>,
+    value: &Option<String>,
     default: Duration,
 ) -> Duration {
-    let duration = dur(c, key, v, default);
+    let duration = dur(collector, key, value, default);
     if duration.is_zero() {
-        c.push(key, "must be greater than zero");
+        collector.push(key, "must be greater than zero");
         return default;
     }
     duration
 }
 
 pub(crate) fn status_set(
-    c: &mut Collector,
+    collector: &mut Collector,
     key: &str,
-    v: &Option<String>,
+    value: &Option<String>,
     default: &StatusSet,
 ) -> StatusSet {
-    match v {
+    match value {
         None => default.clone(),
-        Some(s) => match StatusSet::parse(s) {
+        Some(text) => match StatusSet::parse(text) {
             Ok(set) => set,
             Err(e) => {
-                c.push(key, e);
+                collector.push(key, e);
                 default.clone()
             }
         },
@@ -69,24 +74,27 @@ pub(crate) fn status_set(
 }
 
 /// A status set from a built-in literal (always valid).
-pub(crate) fn builtin_set(s: &str) -> StatusSet {
-    StatusSet::parse(s).unwrap_or_default()
+pub(crate) fn builtin_set(literal: &str) -> StatusSet {
+    StatusSet::parse(literal).unwrap_or_default()
 }
 
 /// One of a fixed list of words.
 pub(crate) fn choice<T: Copy>(
-    c: &mut Collector,
+    collector: &mut Collector,
     key: &str,
-    v: &Option<String>,
+    value: &Option<String>,
     options: &[(&str, T)],
     default: T,
 ) -> T {
-    let Some(s) = v else { return default };
-    match options.iter().find(|(name, _)| *name == s.trim()) {
-        Some((_, t)) => *t,
+    let Some(word) = value else { return default };
+    match options.iter().find(|(name, _)| *name == word.trim()) {
+        Some((_, chosen)) => *chosen,
         None => {
-            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
-            c.push(key, format!("{s:?} is not one of {}", names.join(", ")));
+            let names: Vec<String> = options
+                .iter()
+                .map(|(name, _)| format!("{name:?}"))
+                .collect();
+            collector.push(key, format!("{word:?} is not one of {}", names.join(", ")));
             default
         }
     }
@@ -105,9 +113,9 @@ pub fn glob_regex(pattern: &str) -> Option<regex::Regex> {
 }
 
 /// A `/v1/...` path.
-pub(crate) fn v1_path(c: &mut Collector, key: &str, p: &str) -> bool {
-    if !p.starts_with("/v1/") || p.len() <= 4 || p.contains(char::is_whitespace) {
-        c.push(key, format!("path {p:?} must start with /v1/"));
+pub(crate) fn v1_path(collector: &mut Collector, key: &str, path: &str) -> bool {
+    if !path.starts_with("/v1/") || path.len() <= 4 || path.contains(char::is_whitespace) {
+        collector.push(key, format!("path {path:?} must start with /v1/"));
         return false;
     }
     true
@@ -115,23 +123,23 @@ pub(crate) fn v1_path(c: &mut Collector, key: &str, p: &str) -> bool {
 
 /// A float within `lo..=hi`.
 pub(crate) fn float_in(
-    c: &mut Collector,
+    collector: &mut Collector,
     key: &str,
-    v: Option<f64>,
+    value: Option<f64>,
     lo: f64,
     hi: f64,
     default: f64,
 ) -> f64 {
-    match v {
+    match value {
         None => default,
-        Some(x) if x.is_finite() && x >= lo && x <= hi => x,
-        Some(x) => {
+        Some(number) if number.is_finite() && number >= lo && number <= hi => number,
+        Some(number) => {
             let upper = if hi.is_finite() {
                 format!("{hi}")
             } else {
                 "∞".into()
             };
-            c.push(key, format!("{x} is outside {lo}..={upper}"));
+            collector.push(key, format!("{number} is outside {lo}..={upper}"));
             default
         }
     }
@@ -139,20 +147,20 @@ pub(crate) fn float_in(
 
 /// Non-empty, trimmed strings from a list; empty entries are errors.
 pub(crate) fn names(
-    c: &mut Collector,
+    collector: &mut Collector,
     key: &str,
-    v: &Option<Vec<String>>,
+    value: &Option<Vec<String>>,
     default: &[&str],
 ) -> Vec<String> {
-    match v {
-        None => default.iter().map(|s| s.to_string()).collect(),
+    match value {
+        None => default.iter().map(|name| name.to_string()).collect(),
         Some(list) => {
             let mut out = Vec::new();
-            for (i, s) in list.iter().enumerate() {
-                if s.trim().is_empty() {
-                    c.push(format!("{key}[{i}]"), "must not be empty");
-                } else if !out.contains(s) {
-                    out.push(s.clone());
+            for (i, name) in list.iter().enumerate() {
+                if name.trim().is_empty() {
+                    collector.push(format!("{key}[{i}]"), "must not be empty");
+                } else if !out.contains(name) {
+                    out.push(name.clone());
                 }
             }
             out

@@ -24,12 +24,12 @@ pub(crate) fn join(prefix: &str, rel: &str) -> String {
     }
 }
 
-fn section<T: DeserializeOwned + Default>(v: &Value, key: &str, errs: &mut Collector) -> T {
-    if v.is_null() {
+fn section<T: DeserializeOwned + Default>(value: &Value, key: &str, errs: &mut Collector) -> T {
+    if value.is_null() {
         return T::default();
     }
-    match from_value::<T>(v) {
-        Ok(t) => t,
+    match from_value::<T>(value) {
+        Ok(typed) => typed,
         Err((rel, reason)) => {
             errs.push(join(key, &rel), reason);
             T::default()
@@ -37,9 +37,9 @@ fn section<T: DeserializeOwned + Default>(v: &Value, key: &str, errs: &mut Colle
     }
 }
 
-fn optional<T: DeserializeOwned>(v: &Value, key: &str, errs: &mut Collector) -> Option<T> {
-    match from_value::<Option<T>>(v) {
-        Ok(t) => t,
+fn optional<T: DeserializeOwned>(value: &Value, key: &str, errs: &mut Collector) -> Option<T> {
+    match from_value::<Option<T>>(value) {
+        Ok(typed) => typed,
         Err((rel, reason)) => {
             errs.push(join(key, &rel), reason);
             None
@@ -49,13 +49,13 @@ fn optional<T: DeserializeOwned>(v: &Value, key: &str, errs: &mut Collector) -> 
 
 /// A name-keyed map section: one entry per name, each deserialized alone.
 fn entries<T: DeserializeOwned>(
-    v: &Value,
+    value: &Value,
     key: &str,
     errs: &mut Collector,
 ) -> Vec<(String, Option<T>)> {
-    let map = match v {
+    let map = match value {
         Value::Null => return Vec::new(),
-        Value::Object(m) => m,
+        Value::Object(object) => object,
         _ => {
             errs.push(key, "expected a mapping of name → settings");
             return Vec::new();
@@ -72,7 +72,7 @@ fn entries<T: DeserializeOwned>(
             None
         } else {
             match from_value::<T>(entry) {
-                Ok(t) => Some(t),
+                Ok(typed) => Some(typed),
                 Err((rel, reason)) => {
                     errs.push(join(&path, &rel), reason);
                     None
@@ -90,30 +90,30 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
         return raw;
     };
     let mut unknown_section = false;
-    for (key, v) in top {
+    for (key, value) in top {
         let name = key.as_str();
         match name {
-            "listen" => raw.listen = optional(v, name, errs),
-            "tls" => raw.tls = optional(v, name, errs),
-            "admin" => raw.admin = section(v, name, errs),
-            "storage" => raw.storage = section(v, name, errs),
-            "shared" => raw.shared = section(v, name, errs),
-            "debug_headers" => raw.debug_headers = optional(v, name, errs),
-            "limits" => raw.limits = section(v, name, errs),
-            "timeouts" => raw.timeouts = section(v, name, errs),
-            "routing" => raw.routing = section(v, name, errs),
-            "auto_groups" => raw.auto_groups = optional(v, name, errs),
-            "resilience" => raw.resilience = section(v, name, errs),
-            "auto_disable" => raw.auto_disable = section(v, name, errs),
-            "images_failover" => raw.images_failover = section(v, name, errs),
-            "channels" => raw.channels = entries(v, name, errs),
-            "virtual_models" => raw.virtual_models = entries(v, name, errs),
-            "affinity" => raw.affinity = section(v, name, errs),
-            "clients" => raw.clients = entries(v, name, errs),
-            "groups" => raw.groups = entries(v, name, errs),
-            "pricing" => raw.pricing = entries(v, name, errs),
-            "tasks" => raw.tasks = section(v, name, errs),
-            "telemetry" => raw.telemetry = section(v, name, errs),
+            "listen" => raw.listen = optional(value, name, errs),
+            "tls" => raw.tls = optional(value, name, errs),
+            "admin" => raw.admin = section(value, name, errs),
+            "storage" => raw.storage = section(value, name, errs),
+            "shared" => raw.shared = section(value, name, errs),
+            "debug_headers" => raw.debug_headers = optional(value, name, errs),
+            "limits" => raw.limits = section(value, name, errs),
+            "timeouts" => raw.timeouts = section(value, name, errs),
+            "routing" => raw.routing = section(value, name, errs),
+            "auto_groups" => raw.auto_groups = optional(value, name, errs),
+            "resilience" => raw.resilience = section(value, name, errs),
+            "auto_disable" => raw.auto_disable = section(value, name, errs),
+            "images_failover" => raw.images_failover = section(value, name, errs),
+            "channels" => raw.channels = entries(value, name, errs),
+            "virtual_models" => raw.virtual_models = entries(value, name, errs),
+            "affinity" => raw.affinity = section(value, name, errs),
+            "clients" => raw.clients = entries(value, name, errs),
+            "groups" => raw.groups = entries(value, name, errs),
+            "pricing" => raw.pricing = entries(value, name, errs),
+            "tasks" => raw.tasks = section(value, name, errs),
+            "telemetry" => raw.telemetry = section(value, name, errs),
             _ => {
                 errs.push(name, unknown_key(name, SECTIONS));
                 unknown_section = true;
@@ -138,7 +138,7 @@ fn declared_groups(top: &Map<String, Value>) -> Option<BTreeSet<String>> {
     for section in ["channels", "virtual_models"] {
         let entries = match top.get(section) {
             None | Some(Value::Null) => continue,
-            Some(Value::Object(m)) => m,
+            Some(Value::Object(object)) => object,
             Some(_) => return None,
         };
         for entry in entries.values() {
@@ -146,12 +146,12 @@ fn declared_groups(top: &Map<String, Value>) -> Option<BTreeSet<String>> {
                 None | Some(Value::Null) => {
                     out.insert("default".to_string());
                 }
-                Some(Value::String(g)) => {
-                    out.insert(g.clone());
+                Some(Value::String(group)) => {
+                    out.insert(group.clone());
                 }
                 Some(Value::Array(items)) => {
-                    for g in items {
-                        out.insert(g.as_str()?.to_string());
+                    for group in items {
+                        out.insert(group.as_str()?.to_string());
                     }
                 }
                 Some(_) => return None,

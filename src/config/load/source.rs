@@ -75,8 +75,8 @@ pub(crate) fn interpolate(
                                 Some(lineno),
                                 format!("${{{name}}} is not a variable reference: a name is letters, digits and `_` (write $${{ for a literal ${{)"),
                             );
-                        } else if let Some(v) = env.get(name) {
-                            out.push_str(v);
+                        } else if let Some(value) = env.get(name) {
+                            out.push_str(value);
                             errs.uses.entry(lineno).or_default().push(name.to_string());
                         } else {
                             errs.push_line(
@@ -110,14 +110,14 @@ pub(crate) fn interpolate(
 fn comment_start(line: &str) -> usize {
     let (mut single, mut double) = (false, false);
     let mut prev_ws = true;
-    for (i, c) in line.char_indices() {
-        match c {
+    for (i, character) in line.char_indices() {
+        match character {
             '\'' if !double => single = !single,
             '"' if !single => double = !double,
             '#' if !single && !double && prev_ws => return i,
             _ => {}
         }
-        prev_ws = c.is_whitespace();
+        prev_ws = character.is_whitespace();
     }
     line.len()
 }
@@ -166,13 +166,13 @@ pub(crate) fn merged_tree(
         .merge(Serialized::defaults(aliases))
         .merge(Serialized::defaults(overrides));
     match fig.extract::<Value>() {
-        Ok(v @ Value::Object(_)) => Some(v),
+        Ok(merged @ Value::Object(_)) => Some(merged),
         Ok(_) => {
             errs.push("", "the file must be a mapping of sections");
             None
         }
-        Err(e) => {
-            for err in e {
+        Err(errors) => {
+            for err in errors {
                 errs.push(err.path.join("."), format!("{}", err.kind));
             }
             None

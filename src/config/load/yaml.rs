@@ -20,8 +20,8 @@ impl Lines {
     pub(crate) fn line_of(&self, key: &str) -> Option<u32> {
         let mut ancestor = key;
         loop {
-            if let Some(l) = self.0.get(ancestor) {
-                return Some(*l);
+            if let Some(line) = self.0.get(ancestor) {
+                return Some(*line);
             }
             let cut = ancestor.rfind(['.', '['])?;
             ancestor = &ancestor[..cut];
@@ -49,8 +49,8 @@ enum Node {
 }
 
 impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
-        d.deserialize_any(NodeVisitor)
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Node, D::Error> {
+        deserializer.deserialize_any(NodeVisitor)
     }
 }
 
@@ -62,23 +62,23 @@ impl<'de> Visitor<'de> for NodeVisitor {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any YAML value")
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
-        Ok(Node::Bool(v))
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Node, E> {
+        Ok(Node::Bool(value))
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
-        Ok(Node::Int(v))
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Node, E> {
+        Ok(Node::Int(value))
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
-        Ok(Node::UInt(v))
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Node, E> {
+        Ok(Node::UInt(value))
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
-        Ok(Node::Float(v))
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Node, E> {
+        Ok(Node::Float(value))
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
-        Ok(Node::Str(v.to_string()))
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Node, E> {
+        Ok(Node::Str(value.to_string()))
     }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Node, E> {
-        Ok(Node::Str(v))
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Node, E> {
+        Ok(Node::Str(value))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
         Ok(Node::Null)
@@ -86,13 +86,13 @@ impl<'de> Visitor<'de> for NodeVisitor {
     fn visit_none<E: de::Error>(self) -> Result<Node, E> {
         Ok(Node::Null)
     }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
-        Node::deserialize(d)
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {
+        Node::deserialize(deserializer)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
         let mut out = Vec::new();
-        while let Some(v) = seq.next_element::<Spanned<Node>>()? {
-            out.push(v);
+        while let Some(item) = seq.next_element::<Spanned<Node>>()? {
+            out.push(item);
         }
         Ok(Node::Seq(out))
     }
@@ -106,26 +106,28 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
 }
 
-fn line(l: &serde_saphyr::Location) -> Option<u32> {
-    u32::try_from(l.line()).ok().filter(|n| *n > 0)
+fn line(location: &serde_saphyr::Location) -> Option<u32> {
+    u32::try_from(location.line())
+        .ok()
+        .filter(|number| *number > 0)
 }
 
 fn convert(node: Node, path: &str, lines: &mut Lines) -> Value {
     match node {
         Node::Null => Value::Null,
-        Node::Bool(b) => Value::Bool(b),
-        Node::Int(i) => Value::Number(i.into()),
-        Node::UInt(u) => Value::Number(u.into()),
-        Node::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
-        Node::Str(s) => Value::String(s),
+        Node::Bool(boolean) => Value::Bool(boolean),
+        Node::Int(int) => Value::Number(int.into()),
+        Node::UInt(uint) => Value::Number(uint.into()),
+        Node::Float(float) => Number::from_f64(float).map_or(Value::Null, Value::Number),
+        Node::Str(string) => Value::String(string),
         Node::Seq(items) => Value::Array(
             items
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| {
                     let item_path = format!("{path}[{i}]");
-                    if let Some(l) = line(&item.referenced) {
-                        lines.0.entry(item_path.clone()).or_insert(l);
+                    if let Some(lineno) = line(&item.referenced) {
+                        lines.0.entry(item_path.clone()).or_insert(lineno);
                     }
                     convert(item.value, &item_path, lines)
                 })
@@ -133,13 +135,14 @@ fn convert(node: Node, path: &str, lines: &mut Lines) -> Value {
         ),
         Node::Map(entries) => {
             let mut object = Map::new();
-            for (k, v) in entries {
-                let key_path = join(path, &k.value);
-                if let Some(l) = line(&k.referenced).or_else(|| line(&v.referenced)) {
-                    lines.0.entry(key_path.clone()).or_insert(l);
+            for (key, value_node) in entries {
+                let key_path = join(path, &key.value);
+                if let Some(lineno) = line(&key.referenced).or_else(|| line(&value_node.referenced))
+                {
+                    lines.0.entry(key_path.clone()).or_insert(lineno);
                 }
-                let value = convert(v.value, &key_path, lines);
-                object.insert(k.value, value);
+                let value = convert(value_node.value, &key_path, lines);
+                object.insert(key.value, value);
             }
             Value::Object(object)
         }
@@ -155,13 +158,15 @@ pub(crate) fn parse(text: &str) -> Result<(Value, Lines), SyntaxError> {
 }
 
 /// A parser error in the config's own terms, with its line and column.
-fn reword(e: &serde_saphyr::Error) -> SyntaxError {
-    let loc = e.location();
+fn reword(error: &serde_saphyr::Error) -> SyntaxError {
+    let loc = error.location();
     let ln = loc.as_ref().and_then(line);
-    let col = loc.map(|l| l.column()).filter(|c| *c > 0);
-    let what = match e.without_snippet() {
-        serde_saphyr::Error::DuplicateMappingKey { key: Some(k), .. } => {
-            format!("key {k:?} is written twice in the same mapping; keep one of them")
+    let col = loc
+        .map(|location| location.column())
+        .filter(|column| *column > 0);
+    let what = match error.without_snippet() {
+        serde_saphyr::Error::DuplicateMappingKey { key: Some(key), .. } => {
+            format!("key {key:?} is written twice in the same mapping; keep one of them")
         }
         serde_saphyr::Error::DuplicateMappingKey { key: None, .. } => {
             "a key is written twice in the same mapping; keep one of them".to_string()
@@ -173,13 +178,19 @@ fn reword(e: &serde_saphyr::Error) -> SyntaxError {
             let msg = UserMessageFormatter.format_message(other);
             let msg: String = msg
                 .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
+                .map(|character| {
+                    if character.is_control() {
+                        ' '
+                    } else {
+                        character
+                    }
+                })
                 .collect();
             format!("not valid YAML: {msg}")
         }
     };
     let reason = match col {
-        Some(c) => format!("column {c}: {what}"),
+        Some(column) => format!("column {column}: {what}"),
         None => what,
     };
     SyntaxError { line: ln, reason }
@@ -218,14 +229,14 @@ mod tests {
 
     #[test]
     fn parser_errors_speak_the_configs_language() {
-        let e = parse("a: 1\nchannels:\n  x: 1\n  x: 2\n").unwrap_err();
-        assert_eq!(e.line, Some(4), "{e:?}");
-        assert!(e.reason.contains("\"x\" is written twice"), "{e:?}");
-        assert!(e.reason.starts_with("column 3: "), "{e:?}");
-        assert!(!e.reason.contains("DuplicateKeyPolicy"), "{e:?}");
-        let e = parse("channels:\n  a: [unclosed\n").unwrap_err();
-        assert!(e.line.is_some(), "{e:?}");
-        assert!(e.reason.starts_with("column "), "{e:?}");
-        assert!(!e.reason.contains("<input>"), "{e:?}");
+        let error = parse("a: 1\nchannels:\n  x: 1\n  x: 2\n").unwrap_err();
+        assert_eq!(error.line, Some(4), "{error:?}");
+        assert!(error.reason.contains("\"x\" is written twice"), "{error:?}");
+        assert!(error.reason.starts_with("column 3: "), "{error:?}");
+        assert!(!error.reason.contains("DuplicateKeyPolicy"), "{error:?}");
+        let error = parse("channels:\n  a: [unclosed\n").unwrap_err();
+        assert!(error.line.is_some(), "{error:?}");
+        assert!(error.reason.starts_with("column "), "{error:?}");
+        assert!(!error.reason.contains("<input>"), "{error:?}");
     }
 }

@@ -171,6 +171,8 @@ pub enum UpstreamProtocol {
 impl Channel {
     /// Every secret of the channel: its keys and its header values (R14.4).
     pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
-        self.keys.iter().chain(self.headers.iter().map(|(_, v)| v))
+        self.keys
+            .iter()
+            .chain(self.headers.iter().map(|(_, value)| value))
     }
 }

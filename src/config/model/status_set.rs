@@ -21,15 +21,15 @@ impl StatusSet {
     /// Whitespace around items is ignored; an entirely empty (or blank) string is the
     /// empty set. Empty items (`"429,,500"`), reversed ranges and codes outside 100..=599
     /// are errors.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, String> {
         let mut set = StatusSet::empty();
-        if s.trim().is_empty() {
+        if text.trim().is_empty() {
             return Ok(set);
         }
-        for raw in s.split(',') {
+        for raw in text.split(',') {
             let item = raw.trim();
             if item.is_empty() {
-                return Err(format!("empty item in status set {s:?}"));
+                return Err(format!("empty item in status set {text:?}"));
             }
             let (lo, hi) = parse_item(item)?;
             for code in lo..=hi {
@@ -50,7 +50,7 @@ impl StatusSet {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.bits.iter().all(|b| *b == 0)
+        self.bits.iter().all(|word| *word == 0)
     }
 
     /// Maximal runs of consecutive members, ascending.
@@ -69,8 +69,8 @@ impl StatusSet {
     }
 }
 
-fn parse_code(s: &str, item: &str) -> Result<u16, String> {
-    let code: u16 = s
+fn parse_code(text: &str, item: &str) -> Result<u16, String> {
+    let code: u16 = text
         .trim()
         .parse()
         .map_err(|_| format!("{item:?} is not a status code, range or class"))?;
@@ -90,9 +90,9 @@ fn parse_item(item: &str) -> Result<(u16, u16), String> {
         }
         return Err(format!("{item:?} is not a status class (1xx..5xx)"));
     }
-    if let Some((a, b)) = item.split_once('-') {
-        let lo = parse_code(a, item)?;
-        let hi = parse_code(b, item)?;
+    if let Some((first, last)) = item.split_once('-') {
+        let lo = parse_code(first, item)?;
+        let hi = parse_code(last, item)?;
         if lo > hi {
             return Err(format!("range {item:?} is reversed"));
         }
@@ -129,8 +129,8 @@ impl fmt::Debug for StatusSet {
 mod tests {
     use super::*;
 
-    fn canon(s: &str) -> String {
-        StatusSet::parse(s).unwrap().to_string()
+    fn canon(text: &str) -> String {
+        StatusSet::parse(text).unwrap().to_string()
     }
 
     #[test]
@@ -151,10 +151,10 @@ mod tests {
 
     #[test]
     fn membership() {
-        let s = StatusSet::parse("429,5xx").unwrap();
-        assert!(s.contains(429) && s.contains(500) && s.contains(599));
-        assert!(!s.contains(428) && !s.contains(600) && !s.contains(499));
-        assert!(format!("{s:?}") == "429,500-599");
+        let set = StatusSet::parse("429,5xx").unwrap();
+        assert!(set.contains(429) && set.contains(500) && set.contains(599));
+        assert!(!set.contains(428) && !set.contains(600) && !set.contains(499));
+        assert!(format!("{set:?}") == "429,500-599");
     }
 
     #[test]

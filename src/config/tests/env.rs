@@ -6,8 +6,11 @@ use crate::config::tests::{env, errs, full_env, load, CH, FULL};
 use crate::config::*;
 
 fn one(yaml: &str, key: &str) {
-    let e = errs(yaml);
-    assert!(e.has_key(key), "expected an error at {key}, got:\n{e}");
+    let errors = errs(yaml);
+    assert!(
+        errors.has_key(key),
+        "expected an error at {key}, got:\n{errors}"
+    );
 }
 
 #[test]
@@ -19,52 +22,58 @@ fn each_bad_input_names_its_key() {
 
 /// A channel's own fields, its base URL and its resilience.
 fn bad_channel_fields_name_their_key() {
-    let ch = |extra: &str| format!("{CH}    {extra}\n");
-    one(&ch("weight: -1"), "channels.a.weight");
-    one(&ch("kind: grpc"), "channels.a.kind");
-    one(&ch("bogus: 1"), "channels.a");
-    one(&ch("stream_policy: sometimes"), "channels.a.stream_policy");
+    let channel_yaml = |extra: &str| format!("{CH}    {extra}\n");
+    one(&channel_yaml("weight: -1"), "channels.a.weight");
+    one(&channel_yaml("kind: grpc"), "channels.a.kind");
+    one(&channel_yaml("bogus: 1"), "channels.a");
     one(
-        &ch("status_code_mapping: {\"429\": \"700\"}"),
+        &channel_yaml("stream_policy: sometimes"),
+        "channels.a.stream_policy",
+    );
+    one(
+        &channel_yaml("status_code_mapping: {\"429\": \"700\"}"),
         "channels.a.status_code_mapping.429",
     );
     one(
-        &ch("status_code_mapping: {\"abc\": \"503\"}"),
+        &channel_yaml("status_code_mapping: {\"abc\": \"503\"}"),
         "channels.a.status_code_mapping.abc",
     );
-    one(&ch("headers: {host: x}"), "channels.a.headers.host");
     one(
-        &ch("headers: {\"bad name\": x}"),
+        &channel_yaml("headers: {host: x}"),
+        "channels.a.headers.host",
+    );
+    one(
+        &channel_yaml("headers: {\"bad name\": x}"),
         "channels.a.headers.bad name",
     );
-    one(&ch("paths: [/v2/foo]"), "channels.a.paths[0]");
-    one(&ch("keys: [\"\"]"), "channels.a.keys[0]");
+    one(&channel_yaml("paths: [/v2/foo]"), "channels.a.paths[0]");
+    one(&channel_yaml("keys: [\"\"]"), "channels.a.keys[0]");
     one(
-        &ch("model_mapping: {x: \"\"}"),
+        &channel_yaml("model_mapping: {x: \"\"}"),
         "channels.a.model_mapping.x",
     );
     one(
-        &ch("non_stream_timeout: soon"),
+        &channel_yaml("non_stream_timeout: soon"),
         "channels.a.non_stream_timeout",
     );
     one(
-        &ch("resilience: {retry: {retry_on: \"42\"}}"),
+        &channel_yaml("resilience: {retry: {retry_on: \"42\"}}"),
         "channels.a.resilience.retry.retry_on",
     );
     one(
-        &ch("resilience: {retry: {backoff_factor: 0.5}}"),
+        &channel_yaml("resilience: {retry: {backoff_factor: 0.5}}"),
         "channels.a.resilience.retry.backoff_factor",
     );
     one(
-        &ch("resilience: {retry: {jitter_factor: 1.5}}"),
+        &channel_yaml("resilience: {retry: {jitter_factor: 1.5}}"),
         "channels.a.resilience.retry.jitter_factor",
     );
     one(
-        &ch("resilience: {circuit_breaker: {scope: global}}"),
+        &channel_yaml("resilience: {circuit_breaker: {scope: global}}"),
         "channels.a.resilience.circuit_breaker.scope",
     );
     one(
-        &ch("resilience: {circuit_breaker: {nope: 1}}"),
+        &channel_yaml("resilience: {circuit_breaker: {nope: 1}}"),
         "channels.a.resilience.circuit_breaker",
     );
     one(
@@ -168,9 +177,9 @@ fn duplicate_sha_and_plain_key_is_detected_without_leaking() {
     let real = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"secret-k1"));
     let yaml =
         format!("{CH}clients:\n  bob: {{key: secret-k1}}\n  carol: {{key_sha256: \"{real}\"}}\n");
-    let e = errs(&yaml);
-    assert!(e.has_key("clients.carol.key"), "{e}");
-    assert!(!e.to_string().contains("secret-k1"));
+    let errors = errs(&yaml);
+    assert!(errors.has_key("clients.carol.key"), "{errors}");
+    assert!(!errors.to_string().contains("secret-k1"));
 }
 
 #[test]
@@ -178,7 +187,7 @@ fn all_errors_are_reported() {
     let yaml = format!(
         "{CH}    weight: -5\n  b:\n    base_url: http://x/v1\n    kind: nope\nrouting: {{tier_walk: zig}}\ntimeouts: {{drain: forever}}\nextra: 1\n"
     );
-    let e = errs(&yaml);
+    let errors = errs(&yaml);
     for key in [
         "channels.a.weight",
         "channels.b.kind",
@@ -186,13 +195,13 @@ fn all_errors_are_reported() {
         "timeouts.drain",
         "extra",
     ] {
-        assert!(e.has_key(key), "missing {key} in:\n{e}");
+        assert!(errors.has_key(key), "missing {key} in:\n{errors}");
     }
-    assert!(e.0.len() >= 5);
-    let line = e.to_string();
+    assert!(errors.0.len() >= 5);
+    let line = errors.to_string();
     assert!(
         line.lines()
-            .any(|l| l.starts_with("test.yaml:5: channels.a.weight: ")),
+            .any(|printed| printed.starts_with("test.yaml:5: channels.a.weight: ")),
         "{line}"
     );
 }
@@ -200,8 +209,8 @@ fn all_errors_are_reported() {
 #[test]
 fn missing_variable_is_reported_with_line() {
     let yaml = format!("{CH}    keys: [\"${{NOPE_KEY}}\"]\nadmin:\n  token: ${{ALSO_MISSING}}\n");
-    let e = errs(&yaml);
-    let text = e.to_string();
+    let errors = errs(&yaml);
+    let text = errors.to_string();
     assert!(
         text.contains("test.yaml:5: environment variable NOPE_KEY is not set"),
         "{text}"
@@ -218,7 +227,7 @@ fn missing_variable_is_reported_with_line() {
 
 #[test]
 fn env_overrides_nest_and_beat_yaml() {
-    let e = env(&[
+    let vars = env(&[
         ("SWITCHYARD_ROUTING__RETRY_TIMES", "5"),
         ("SWITCHYARD_DEBUG_HEADERS", "true"),
         ("SWITCHYARD_CHANNELS__A__WEIGHT", "7"),
@@ -229,7 +238,7 @@ fn env_overrides_nest_and_beat_yaml() {
         ("RETRY_MAX_RETRIES", "4"),
     ]);
     let yaml = format!("{CH}routing: {{retry_times: 1}}\n");
-    let cfg = load_str(&yaml, Path::new("t.yaml"), &e).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = load_str(&yaml, Path::new("t.yaml"), &vars).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cfg.routing.retry_times, 5);
     assert!(cfg.debug_headers);
     assert_eq!(cfg.channels[0].weight, 7);
@@ -244,7 +253,7 @@ fn env_overrides_nest_and_beat_yaml() {
 
 #[test]
 fn seed_aliases_map_onto_settings() {
-    let e = env(&[
+    let vars = env(&[
         ("OUTBOUND_HEADER_TIMEOUT_SECONDS", "45"),
         ("OUTBOUND_IMAGE_HEADER_TIMEOUT_SECONDS", "120"),
         ("IMAGES_FAILOVER_ENABLED", "true"),
@@ -268,25 +277,35 @@ fn seed_aliases_map_onto_settings() {
     let yaml = format!(
         "{CH}timeouts: {{upstream_header: 10s}}\nresilience: {{retry: {{max_retries: 1}}}}\n"
     );
-    let cfg = load_str(&yaml, Path::new("t.yaml"), &e).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = load_str(&yaml, Path::new("t.yaml"), &vars).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cfg.timeouts.upstream_header.as_secs(), 45);
     assert_eq!(cfg.timeouts.image_upstream_header.as_secs(), 120);
-    let im = &cfg.images_failover;
-    assert!(im.enabled && im.include_ambiguous && im.include_uncertain);
-    assert_eq!(im.key_retry_budget, 3);
-    let r = &cfg.resilience.retry;
-    assert_eq!(r.retry_on.to_string(), "429,500-502");
-    assert_eq!(r.max_retries, 6);
-    assert_eq!(r.initial_backoff.as_millis(), 500);
-    assert_eq!(r.max_backoff.as_secs(), 10);
-    assert_eq!((r.backoff_factor, r.jitter_factor), (1.5, 0.3));
-    let b = &cfg.resilience.circuit_breaker;
-    assert_eq!(b.failure_on.to_string(), "500-599");
-    assert_eq!(b.scope, model::BreakerScope::Model);
-    assert!(!b.enabled);
-    assert_eq!((b.failure_threshold, b.success_threshold), (8, 4));
+    let images_failover = &cfg.images_failover;
+    assert!(
+        images_failover.enabled
+            && images_failover.include_ambiguous
+            && images_failover.include_uncertain
+    );
+    assert_eq!(images_failover.key_retry_budget, 3);
+    let retry = &cfg.resilience.retry;
+    assert_eq!(retry.retry_on.to_string(), "429,500-502");
+    assert_eq!(retry.max_retries, 6);
+    assert_eq!(retry.initial_backoff.as_millis(), 500);
+    assert_eq!(retry.max_backoff.as_secs(), 10);
+    assert_eq!((retry.backoff_factor, retry.jitter_factor), (1.5, 0.3));
+    let breaker = &cfg.resilience.circuit_breaker;
+    assert_eq!(breaker.failure_on.to_string(), "500-599");
+    assert_eq!(breaker.scope, model::BreakerScope::Model);
+    assert!(!breaker.enabled);
     assert_eq!(
-        (b.timeout.as_secs(), b.slow_call_threshold.as_secs()),
+        (breaker.failure_threshold, breaker.success_threshold),
+        (8, 4)
+    );
+    assert_eq!(
+        (
+            breaker.timeout.as_secs(),
+            breaker.slow_call_threshold.as_secs()
+        ),
         (45, 20)
     );
     // global only: the channel inherits, it has no block of its own
@@ -310,16 +329,16 @@ fn durations_and_status_sets_accept_zero_and_numbers() {
 #[test]
 fn full_example_keys_never_in_errors() {
     let broken = FULL.replace("weight: 100", "weight: -100");
-    let e = load_str(&broken, Path::new("f.yaml"), &full_env()).unwrap_err();
-    assert!(e.has_key("channels.sensenova-1.weight"), "{e}");
-    assert!(!e.to_string().contains("sk-canary"));
+    let errors = load_str(&broken, Path::new("f.yaml"), &full_env()).unwrap_err();
+    assert!(errors.has_key("channels.sensenova-1.weight"), "{errors}");
+    assert!(!errors.to_string().contains("sk-canary"));
 }
 
 #[test]
 fn sample_messages() {
     let yaml = format!("{CH}    bogus: 1\n  b: {{base_url: \"http://x\", weight: -1}}\nrouting: {{retry_budget: {{ratio: 0.1, extra: 1}}}}\nlimits: {{max_body_bytes: lots}}\n");
-    let e = errs(&yaml);
-    let text = e.to_string();
+    let errors = errs(&yaml);
+    let text = errors.to_string();
     assert!(
         text.contains("test.yaml:5: channels.a.bogus: unknown key \"bogus\"; the keys here are: kind, base_url,"),
         "{text}"
@@ -335,16 +354,19 @@ fn sample_messages() {
 #[test]
 fn a_broken_channel_still_declares_its_groups() {
     let yaml = "channels:\n  a: {base_url: \"ftp://x\", groups: [vip]}\nclients:\n  bob: {key: k1, group: vip}\nauto_groups: [vip]\n";
-    let e = errs(yaml);
-    assert!(e.has_key("channels.a.base_url"), "{e}");
-    assert_eq!(e.0.len(), 1, "{e}");
+    let errors = errs(yaml);
+    assert!(errors.has_key("channels.a.base_url"), "{errors}");
+    assert_eq!(errors.0.len(), 1, "{errors}");
 }
 
 #[test]
 fn yaml_syntax_error_and_numeric_map_keys() {
-    let e = errs("channels:\n  a: [unclosed\n");
-    assert_eq!(e.0.len(), 1, "{e}");
-    assert!(e.to_string().starts_with("test.yaml:2: column "), "{e}");
+    let errors = errs("channels:\n  a: [unclosed\n");
+    assert_eq!(errors.0.len(), 1, "{errors}");
+    assert!(
+        errors.to_string().starts_with("test.yaml:2: column "),
+        "{errors}"
+    );
     let cfg = load(&format!("{CH}    status_code_mapping: {{429: 503}}\n"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cfg.channels[0].status_code_mapping.get(&429), Some(&503));
@@ -357,6 +379,6 @@ fn load_reads_a_real_file() {
     std::fs::write(&path, FULL).unwrap();
     let cfg = load_with_env(&path, &full_env()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cfg.source, path);
-    let e = load_with_env(&path, &env(&[])).unwrap_err();
-    assert!(e.to_string().contains("SENSENOVA_KEY_1"), "{e}");
+    let errors = load_with_env(&path, &env(&[])).unwrap_err();
+    assert!(errors.to_string().contains("SENSENOVA_KEY_1"), "{errors}");
 }

@@ -7,8 +7,8 @@ use crate::config::tests::{env, errs, load, CH};
 use crate::config::*;
 
 /// No parser-library or Rust wording in any message.
-fn plain(e: &ConfigErrors) {
-    let text = e.to_string();
+fn plain(errors: &ConfigErrors) {
+    let text = errors.to_string();
     for jargon in [
         "expected i64",
         "expected u32",
@@ -31,10 +31,10 @@ fn plain(e: &ConfigErrors) {
 fn a_typo_in_one_channel_is_one_error_with_its_line() {
     // R2.3: the broken channel still declares group vip, so nothing else is reported.
     let yaml = "channels:\n  mock-b:\n    base_url: http://x/v1\n    wieght: 5\n    groups: [vip]\nauto_groups: [vip, gold]\nclients:\n  bob: {key: k1, group: vip}\n  carol: {key: k2, group: gold}\nvirtual_models:\n  v: {targets: [mock-b/m], groups: [gold], bogus: 1}\n";
-    let e = errs(yaml);
-    plain(&e);
-    assert_eq!(e.0.len(), 2, "{e}");
-    let first = e.0[0].to_string();
+    let errors = errs(yaml);
+    plain(&errors);
+    assert_eq!(errors.0.len(), 2, "{errors}");
+    let first = errors.0[0].to_string();
     let (head, keys) = first
         .split_once(" the keys here are: ")
         .expect("the error lists the keys");
@@ -43,52 +43,53 @@ fn a_typo_in_one_channel_is_one_error_with_its_line() {
         "test.yaml:4: channels.mock-b.wieght: unknown key \"wieght\"; did you mean \"weight\"?"
     );
     let keys: Vec<&str> = keys.split(", ").collect();
-    for k in ["kind", "base_url", "keys", "models", "weight", "resilience"] {
-        assert!(keys.contains(&k), "{k} missing from {keys:?}");
+    for field in ["kind", "base_url", "keys", "models", "weight", "resilience"] {
+        assert!(keys.contains(&field), "{field} missing from {keys:?}");
     }
     assert!(
-        e.0[1]
+        errors.0[1]
             .to_string()
             .starts_with("test.yaml:11: virtual_models.v.bogus: unknown key \"bogus\""),
-        "{e}"
+        "{errors}"
     );
     // A misspelled section is one error too (it may be the one that declares the groups).
-    let e = errs("channel:\n  a: {base_url: http://x/v1, groups: [vip]}\nclients:\n  bob: {key: k1, group: vip}\n");
-    assert_eq!(e.0.len(), 1, "{e}");
+    let errors = errs("channel:\n  a: {base_url: http://x/v1, groups: [vip]}\nclients:\n  bob: {key: k1, group: vip}\n");
+    assert_eq!(errors.0.len(), 1, "{errors}");
     assert!(
-        e.to_string().starts_with(
+        errors.to_string().starts_with(
             "test.yaml:1: channel: unknown key \"channel\"; did you mean \"channels\"?"
         ),
-        "{e}"
+        "{errors}"
     );
     // A group nobody declares is still an error.
-    let e = errs(&format!(
+    let errors = errs(&format!(
         "{CH}clients:\n  bob: {{key: k1, group: nobody}}\n"
     ));
-    assert_eq!(e.0.len(), 1, "{e}");
+    assert_eq!(errors.0.len(), 1, "{errors}");
     assert!(
-        e.to_string()
+        errors
+            .to_string()
             .starts_with("test.yaml:6: clients.bob.group: "),
-        "{e}"
+        "{errors}"
     );
 }
 
 #[test]
 fn an_error_from_a_variable_names_the_variable_not_the_file() {
-    let e = env(&[("SWITCHYARD_ROUTING__RETRY_TIMES", "many")]);
+    let vars = env(&[("SWITCHYARD_ROUTING__RETRY_TIMES", "many")]);
     let yaml = format!("{CH}routing:\n  retry_times: 2\n");
-    let err = load_str(&yaml, Path::new("test.yaml"), &e).unwrap_err();
+    let err = load_str(&yaml, Path::new("test.yaml"), &vars).unwrap_err();
     assert_eq!(
         err.to_string(),
         "environment variable SWITCHYARD_ROUTING__RETRY_TIMES: routing.retry_times: \"many\" is not a whole number from 0 to 4294967295"
     );
     // A seed alias, and a channel that only a variable created.
-    let e = env(&[
+    let vars = env(&[
         ("RETRY_MAX_RETRIES", "lots"),
         ("SWITCHYARD_CHANNELS__GHOST__WEIGHT", "5"),
         ("OUTBOUND_HEADER_TIMEOUT_SECONDS", "1m"),
     ]);
-    let err = load_str(CH, Path::new("test.yaml"), &e).unwrap_err();
+    let err = load_str(CH, Path::new("test.yaml"), &vars).unwrap_err();
     let text = err.to_string();
     assert!(!text.contains("test.yaml"), "{text}");
     for line in [
@@ -96,12 +97,12 @@ fn an_error_from_a_variable_names_the_variable_not_the_file() {
         "environment variable SWITCHYARD_CHANNELS__GHOST__WEIGHT: channels.ghost.base_url: required",
         "environment variable OUTBOUND_HEADER_TIMEOUT_SECONDS: timeouts.upstream_header: \"1m\" is not a whole number of seconds",
     ] {
-        assert!(text.lines().any(|l| l.starts_with(line)), "{line:?} not in:\n{text}");
+        assert!(text.lines().any(|printed| printed.starts_with(line)), "{line:?} not in:\n{text}");
     }
     // A value interpolated from ${VAR} names the variable next to the line.
-    let e = env(&[("EMPTY_KEY", " ")]);
+    let vars = env(&[("EMPTY_KEY", " ")]);
     let yaml = format!("{CH}    keys: [\"${{EMPTY_KEY}}\"]\n");
-    let err = load_str(&yaml, Path::new("test.yaml"), &e).unwrap_err();
+    let err = load_str(&yaml, Path::new("test.yaml"), &vars).unwrap_err();
     assert!(
         err.to_string()
             .starts_with("test.yaml:5: channels.a.keys[0]: empty key")
@@ -115,12 +116,16 @@ fn an_error_from_a_variable_names_the_variable_not_the_file() {
 #[test]
 fn channels_with_dashes_are_overridden_from_the_environment() {
     let yaml = "channels:\n  mock-b:\n    base_url: http://x/v1\n    models: [m]\n  Mock.C:\n    base_url: http://y/v1\n    models: [m]\n";
-    let e = env(&[
+    let vars = env(&[
         ("SWITCHYARD_CHANNELS__MOCK_B__WEIGHT", "7"),
         ("SWITCHYARD_CHANNELS__MOCK_C__PRIORITY", "3"),
     ]);
-    let cfg = load_str(yaml, Path::new("t.yaml"), &e).unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<&str> = cfg.channels.iter().map(|c| c.name.as_str()).collect();
+    let cfg = load_str(yaml, Path::new("t.yaml"), &vars).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = cfg
+        .channels
+        .iter()
+        .map(|channel| channel.name.as_str())
+        .collect();
     assert_eq!(names, ["Mock.C", "mock-b"], "no new channel is created");
     assert_eq!(cfg.channels[1].weight, 7);
     assert_eq!(cfg.channels[0].priority, 3);
@@ -193,13 +198,16 @@ fn each_bad_value_names_file_line_key_and_reason() {
     ];
     for (tail, key, reason) in cases {
         let yaml = format!("{CH}{tail}\n");
-        let e = errs(&yaml);
-        plain(&e);
+        let errors = errs(&yaml);
+        plain(&errors);
         let line = 5 + tail.matches('\n').count();
         let want = format!("test.yaml:{line}: {key}: {reason}");
         assert!(
-            e.0.iter().any(|x| x.to_string().starts_with(&want)),
-            "{want:?} not in:\n{e}"
+            errors
+                .0
+                .iter()
+                .any(|error| error.to_string().starts_with(&want)),
+            "{want:?} not in:\n{errors}"
         );
     }
 }
@@ -207,16 +215,17 @@ fn each_bad_value_names_file_line_key_and_reason() {
 /// A key written twice and YAML that does not parse name their place; zero needs no unit.
 fn a_duplicate_key_and_broken_yaml_name_their_place() {
     // A key written twice, and YAML that does not parse.
-    let e = errs("channels:\n  a: {base_url: http://x/v1}\n  a: {base_url: http://y/v1}\n");
-    plain(&e);
+    let errors = errs("channels:\n  a: {base_url: http://x/v1}\n  a: {base_url: http://y/v1}\n");
+    plain(&errors);
     assert!(
-        e.to_string()
+        errors
+            .to_string()
             .starts_with("test.yaml:3: column 3: key \"a\" is written twice in the same mapping"),
-        "{e}"
+        "{errors}"
     );
-    let e = errs("channels:\n  a: {base_url: http://x/v1\n");
-    plain(&e);
-    assert!(e.to_string().starts_with("test.yaml:"), "{e}");
+    let errors = errs("channels:\n  a: {base_url: http://x/v1\n");
+    plain(&errors);
+    assert!(errors.to_string().starts_with("test.yaml:"), "{errors}");
     // Zero needs no unit.
     let cfg = load(&format!("{CH}timeouts: {{keepalive: 0}}\n")).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.timeouts.keepalive.is_zero());
@@ -258,9 +267,9 @@ fn shared_section_is_validated() {
             "replicas",
         ),
     ] {
-        let e = errs(&format!("{CH}{yaml}"));
-        plain(&e);
-        let text = e.to_string();
+        let errors = errs(&format!("{CH}{yaml}"));
+        plain(&errors);
+        let text = errors.to_string();
         assert!(text.contains(key) && text.contains(says), "{yaml}: {text}");
     }
 }
@@ -269,24 +278,31 @@ fn shared_section_is_validated() {
 /// defaults to on.
 #[test]
 fn kinds_api_version_and_translate() {
-    let ch = |kind: &str, extra: &str| {
+    let channel_yaml = |kind: &str, extra: &str| {
         format!("channels:\n  c:\n    kind: {kind}\n    base_url: http://x\n    models: [m]\n{extra}clients:\n  a: {{key: k}}\n")
     };
-    let e = errs(&ch("azure", ""));
+    let errors = errs(&channel_yaml("azure", ""));
     assert!(
-        e.to_string().contains("channels.c.api_version") && e.to_string().contains("required"),
-        "{e}"
+        errors.to_string().contains("channels.c.api_version")
+            && errors.to_string().contains("required"),
+        "{errors}"
     );
-    let e = errs(&ch("azure", "    api_version: \"2024-10-21&x=1\"\n"));
-    assert!(e.to_string().contains("is not an api-version"), "{e}");
-    let e = errs(&ch("openai", "    api_version: \"2024-10-21\"\n"));
-    assert!(e.to_string().contains("only kind azure"), "{e}");
-    let e = errs(&ch("bedrock", ""));
-    assert!(e.to_string().contains("channels.c.kind"), "{e}");
-    let cfg = load(&ch("azure", "    api_version: \"2024-10-21\"\n")).unwrap();
+    let errors = errs(&channel_yaml(
+        "azure",
+        "    api_version: \"2024-10-21&x=1\"\n",
+    ));
+    assert!(
+        errors.to_string().contains("is not an api-version"),
+        "{errors}"
+    );
+    let errors = errs(&channel_yaml("openai", "    api_version: \"2024-10-21\"\n"));
+    assert!(errors.to_string().contains("only kind azure"), "{errors}");
+    let errors = errs(&channel_yaml("bedrock", ""));
+    assert!(errors.to_string().contains("channels.c.kind"), "{errors}");
+    let cfg = load(&channel_yaml("azure", "    api_version: \"2024-10-21\"\n")).unwrap();
     assert_eq!(cfg.channels[0].api_version, "2024-10-21");
     assert!(cfg.channels[0].translate && cfg.channels[0].include_usage);
-    let cfg = load(&ch("gemini", "    translate: false\n")).unwrap();
+    let cfg = load(&channel_yaml("gemini", "    translate: false\n")).unwrap();
     assert_eq!(cfg.channels[0].kind, model::ChannelKind::Gemini);
     assert!(!cfg.channels[0].translate && !cfg.channels[0].include_usage);
 }

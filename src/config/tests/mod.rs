@@ -142,7 +142,7 @@ tasks:
 pub(super) fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(name, value)| (name.to_string(), value.to_string()))
         .collect()
 }
 
@@ -162,7 +162,7 @@ pub(super) fn load(yaml: &str) -> Result<Config, ConfigErrors> {
 pub(super) fn errs(yaml: &str) -> ConfigErrors {
     match load(yaml) {
         Ok(_) => panic!("expected errors for:\n{yaml}"),
-        Err(e) => e,
+        Err(errors) => errors,
     }
 }
 
@@ -180,23 +180,23 @@ fn full_example_parses() {
     assert!(cfg.tls.is_some());
     assert_eq!(cfg.channels.len(), 2);
     assert_eq!(cfg.channels[0].name, "deepseek-official");
-    let s = &cfg.channels[1];
-    assert_eq!(s.name, "sensenova-1");
-    assert_eq!(s.keys.len(), 2);
-    assert_eq!(s.keys[1].expose(), "sk-canary-two-222");
-    assert_eq!(s.models, vec!["deepseek-chat", "gpt-4o-mini"]);
-    assert_eq!(s.model_mapping["deepseek-chat"], "deepseek-v3");
-    assert_eq!(s.status_code_mapping[&429], 503);
-    assert_eq!(s.priority, 10);
-    assert_eq!(s.stream_policy, StreamPolicy::Passthrough);
-    assert_eq!(s.resilience.retry.max_retries, 5);
-    assert_eq!(s.resilience.circuit_breaker.failure_threshold, 5);
-    assert_eq!(s.base_url.path_prefix, "/v1");
-    assert_eq!(s.base_url.authority.as_str(), "api.example.com");
-    let d = &cfg.channels[0];
-    assert_eq!(d.kind, ChannelKind::Anthropic);
-    assert_eq!(d.base_url.path_prefix, "/anthropic");
-    assert!(d.keys.is_empty());
+    let sensenova = &cfg.channels[1];
+    assert_eq!(sensenova.name, "sensenova-1");
+    assert_eq!(sensenova.keys.len(), 2);
+    assert_eq!(sensenova.keys[1].expose(), "sk-canary-two-222");
+    assert_eq!(sensenova.models, vec!["deepseek-chat", "gpt-4o-mini"]);
+    assert_eq!(sensenova.model_mapping["deepseek-chat"], "deepseek-v3");
+    assert_eq!(sensenova.status_code_mapping[&429], 503);
+    assert_eq!(sensenova.priority, 10);
+    assert_eq!(sensenova.stream_policy, StreamPolicy::Passthrough);
+    assert_eq!(sensenova.resilience.retry.max_retries, 5);
+    assert_eq!(sensenova.resilience.circuit_breaker.failure_threshold, 5);
+    assert_eq!(sensenova.base_url.path_prefix, "/v1");
+    assert_eq!(sensenova.base_url.authority.as_str(), "api.example.com");
+    let deepseek = &cfg.channels[0];
+    assert_eq!(deepseek.kind, ChannelKind::Anthropic);
+    assert_eq!(deepseek.base_url.path_prefix, "/anthropic");
+    assert!(deepseek.keys.is_empty());
     assert_eq!(
         cfg.virtual_models[0].targets[1].channel,
         "deepseek-official"
@@ -226,18 +226,18 @@ fn defaults_apply() {
     assert_eq!(cfg.storage.path, "./switchyard.db");
     assert_eq!(cfg.limits.max_body_bytes, 33_554_432);
     assert_eq!(cfg.limits.max_connections, 10_000);
-    let t = &cfg.timeouts;
+    let timeouts = &cfg.timeouts;
     let secs: Vec<u64> = [
-        t.upstream_header,
-        t.image_upstream_header,
-        t.first_byte,
-        t.keepalive,
-        t.non_stream,
-        t.request_deadline,
-        t.drain,
+        timeouts.upstream_header,
+        timeouts.image_upstream_header,
+        timeouts.first_byte,
+        timeouts.keepalive,
+        timeouts.non_stream,
+        timeouts.request_deadline,
+        timeouts.drain,
     ]
     .iter()
-    .map(|d| d.as_secs())
+    .map(|duration| duration.as_secs())
     .collect();
     assert_eq!(secs, vec![60, 300, 30, 15, 600, 900, 30]);
     assert_eq!(cfg.routing.retry_times, 3);
@@ -254,17 +254,22 @@ fn defaults_apply() {
     assert_eq!(cfg.auto_disable.error_codes.len(), 4);
     assert!(!cfg.images_failover.enabled);
     assert_eq!(cfg.images_failover.key_retry_budget, 1);
-    let ch = &cfg.channels[0];
+    let channel = &cfg.channels[0];
     assert_eq!(
-        (ch.priority, ch.weight, ch.enabled, ch.auto_ban),
+        (
+            channel.priority,
+            channel.weight,
+            channel.enabled,
+            channel.auto_ban
+        ),
         (0, 100, true, true)
     );
-    assert_eq!(ch.groups, vec!["default"]);
-    assert_eq!(ch.kind, ChannelKind::OpenAi);
+    assert_eq!(channel.groups, vec!["default"]);
+    assert_eq!(channel.kind, ChannelKind::OpenAi);
     let rules = &cfg.affinity.rules;
     assert_eq!(rules.len(), 2);
     assert!(rules[0].model.is_match("gpt-4o") && rules[0].path == "/v1/responses");
-    assert!(matches!(&rules[1].key, AffinityKey::Body(p) if p == &["metadata", "user_id"]));
+    assert!(matches!(&rules[1].key, AffinityKey::Body(path) if path == &["metadata", "user_id"]));
     assert_eq!(cfg.affinity.sticky.bucket_ttl, Duration::from_secs(600));
 }
 
@@ -282,8 +287,11 @@ fn empty_file_is_all_defaults() {
 
 #[test]
 fn missing_file_names_it() {
-    let e = load_with_env(Path::new("/nonexistent/sw.yaml"), &HashMap::new()).unwrap_err();
-    assert!(e.to_string().contains("/nonexistent/sw.yaml"), "{e}");
+    let error = load_with_env(Path::new("/nonexistent/sw.yaml"), &HashMap::new()).unwrap_err();
+    assert!(
+        error.to_string().contains("/nonexistent/sw.yaml"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -309,14 +317,18 @@ channels:
     resilience: {circuit_breaker: {enabled: false}}
 "#;
     let cfg = load(yaml).unwrap_or_else(|e| panic!("{e}"));
-    let row = |n: &str| {
-        let ch = cfg.channels.iter().find(|c| c.name == n).unwrap();
-        let r = &ch.resilience;
+    let row = |name: &str| {
+        let channel = cfg
+            .channels
+            .iter()
+            .find(|candidate| candidate.name == name)
+            .unwrap();
+        let resilience = &channel.resilience;
         (
-            r.retry.max_retries,
-            r.circuit_breaker.enabled,
-            r.circuit_breaker.failure_threshold,
-            r.circuit_breaker.timeout.as_secs(),
+            resilience.retry.max_retries,
+            resilience.circuit_breaker.enabled,
+            resilience.circuit_breaker.failure_threshold,
+            resilience.circuit_breaker.timeout.as_secs(),
         )
     };
     assert_eq!(row("openai"), (2, true, 3, 15));
@@ -324,10 +336,14 @@ channels:
     assert_eq!(row("ollama"), (2, true, 10, 5));
     assert_eq!(row("vllm"), (2, false, 3, 15));
     // untouched fields come from the built-in defaults
-    let a = &cfg.channels[0].resilience;
-    assert_eq!(a.retry.backoff_factor, 2.0);
-    assert_eq!(a.circuit_breaker.success_threshold, 2);
-    let names: Vec<&str> = cfg.channels.iter().map(|c| c.name.as_str()).collect();
+    let anthropic = &cfg.channels[0].resilience;
+    assert_eq!(anthropic.retry.backoff_factor, 2.0);
+    assert_eq!(anthropic.circuit_breaker.success_threshold, 2);
+    let names: Vec<&str> = cfg
+        .channels
+        .iter()
+        .map(|channel| channel.name.as_str())
+        .collect();
     assert_eq!(names, vec!["anthropic", "ollama", "openai", "vllm"]);
 }
 

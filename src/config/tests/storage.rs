@@ -31,12 +31,12 @@ fn sqlite_is_the_default_and_postgres_is_read_from_storage_url() {
 
 #[test]
 fn a_file_with_both_path_and_url_is_an_error() {
-    let e = errs(&format!(
+    let errors = errs(&format!(
         "storage:\n  path: a.db\n  url: postgres://u@h/d\n{CH}"
     ));
-    assert_eq!(e.0.len(), 1, "{e}");
-    assert_eq!(e.0[0].key, "storage.url");
-    assert!(e.0[0].reason.contains("not both"), "{e}");
+    assert_eq!(errors.0.len(), 1, "{errors}");
+    assert_eq!(errors.0[0].key, "storage.url");
+    assert!(errors.0[0].reason.contains("not both"), "{errors}");
 }
 
 #[test]
@@ -56,10 +56,10 @@ fn a_bad_url_names_the_key_and_hides_the_value() {
             "not a usable PostgreSQL URL",
         ),
     ] {
-        let e = errs(&format!("storage:\n  url: \"{url}\"\n{CH}"));
-        assert_eq!(e.0.len(), 1, "{url}: {e}");
-        assert_eq!(e.0[0].key, "storage.url", "{url}");
-        let text = e.to_string();
+        let errors = errs(&format!("storage:\n  url: \"{url}\"\n{CH}"));
+        assert_eq!(errors.0.len(), 1, "{url}: {errors}");
+        assert_eq!(errors.0[0].key, "storage.url", "{url}");
+        let text = errors.to_string();
         assert!(text.contains(says), "{url}: {text}");
         assert!(
             !text.contains("secret-pw"),
@@ -70,15 +70,15 @@ fn a_bad_url_names_the_key_and_hides_the_value() {
 
 #[test]
 fn lease_queue_and_fail_open_are_checked() {
-    let e = errs(&format!(
+    let errors = errs(&format!(
         "storage:\n  url: postgres://u@h/d\n  lease_ttl: 0s\n  queue_capacity: 0\nshared:\n  fail_open: maybe\n{CH}"
     ));
-    let keys: Vec<&str> = e.0.iter().map(|e| e.key.as_str()).collect();
-    assert!(keys.contains(&"storage.lease_ttl"), "{e}");
-    assert!(keys.contains(&"storage.queue_capacity"), "{e}");
-    assert!(keys.contains(&"shared.fail_open"), "{e}");
-    let e = errs(&format!("shared:\n  replica: 3\n{CH}"));
-    assert!(e.to_string().contains("shared.replica"), "{e}");
+    let keys: Vec<&str> = errors.0.iter().map(|error| error.key.as_str()).collect();
+    assert!(keys.contains(&"storage.lease_ttl"), "{errors}");
+    assert!(keys.contains(&"storage.queue_capacity"), "{errors}");
+    assert!(keys.contains(&"shared.fail_open"), "{errors}");
+    let errors = errs(&format!("shared:\n  replica: 3\n{CH}"));
+    assert!(errors.to_string().contains("shared.replica"), "{errors}");
 }
 
 #[test]
@@ -91,7 +91,10 @@ fn the_url_can_come_from_the_environment() {
     )
     .unwrap();
     assert_eq!(
-        cfg.storage.url.map(|u| u.expose().to_string()).as_deref(),
+        cfg.storage
+            .url
+            .map(|url| url.expose().to_string())
+            .as_deref(),
         Some("postgresql://sy@127.0.0.1/sy")
     );
 }
@@ -122,17 +125,20 @@ fn the_pool_size_and_timeout_are_read_and_checked() {
         ),
         (32, Duration::from_millis(250), 1)
     );
-    let e = errs(&format!(
+    let errors = errs(&format!(
         "storage:\n  url: postgres://u@h/d\n  pool_size: 0\n  pool_timeout: 0s\n  debit_batch: 0\n{CH}"
     ));
-    let keys: Vec<&str> = e.0.iter().map(|e| e.key.as_str()).collect();
-    assert!(keys.contains(&"storage.pool_size"), "{e}");
-    assert!(keys.contains(&"storage.pool_timeout"), "{e}");
-    assert!(keys.contains(&"storage.debit_batch"), "{e}");
-    let e = errs(&format!(
+    let keys: Vec<&str> = errors.0.iter().map(|error| error.key.as_str()).collect();
+    assert!(keys.contains(&"storage.pool_size"), "{errors}");
+    assert!(keys.contains(&"storage.pool_timeout"), "{errors}");
+    assert!(keys.contains(&"storage.debit_batch"), "{errors}");
+    let errors = errs(&format!(
         "storage:\n  url: postgres://u@h/d\n  debit_batch: 5000\n{CH}"
     ));
-    assert!(e.to_string().contains("storage.debit_batch"), "{e}");
+    assert!(
+        errors.to_string().contains("storage.debit_batch"),
+        "{errors}"
+    );
 }
 
 /// `check --explain` shows the PostgreSQL pool and debit batch in effect, never the URL.

@@ -41,102 +41,104 @@ pub fn default_affinity_rules() -> Vec<AffinityRule> {
     .collect()
 }
 
-fn rule(i: usize, r: &RawRule, c: &mut Collector) -> Option<AffinityRule> {
-    let key = |f: &str| format!("affinity.rules[{i}].{f}");
+fn rule(i: usize, raw: &RawRule, collector: &mut Collector) -> Option<AffinityRule> {
+    let key = |field: &str| format!("affinity.rules[{i}].{field}");
     let mut ok = true;
-    let mut required = |c: &mut Collector, f: &str, v: &Option<String>| -> String {
-        match v.as_deref().map(str::trim) {
-            Some(s) if !s.is_empty() => s.to_string(),
+    let mut required = |collector: &mut Collector, field: &str, value: &Option<String>| -> String {
+        match value.as_deref().map(str::trim) {
+            Some(text) if !text.is_empty() => text.to_string(),
             _ => {
-                c.push(key(f), "required");
+                collector.push(key(field), "required");
                 ok = false;
                 String::new()
             }
         }
     };
-    let model_src = required(c, "model", &r.model);
-    let path = required(c, "path", &r.path);
-    let key_src = required(c, "key", &r.key);
+    let model_src = required(collector, "model", &raw.model);
+    let path = required(collector, "path", &raw.path);
+    let key_src = required(collector, "key", &raw.key);
     if !ok {
         return None;
     }
     let model = regex::Regex::new(&model_src)
-        .map_err(|e| c.push(key("model"), format!("invalid regex: {e}")))
+        .map_err(|e| collector.push(key("model"), format!("invalid regex: {e}")))
         .ok();
     if !path.starts_with('/') {
-        c.push(key("path"), format!("path {path:?} must start with /"));
+        collector.push(key("path"), format!("path {path:?} must start with /"));
     }
-    let akey = if let Some(p) = key_src.strip_prefix("body.") {
-        let parts: Vec<String> = p.split('.').map(str::to_string).collect();
-        if parts.iter().any(|s| s.is_empty()) {
-            c.push(key("key"), format!("{key_src:?} has an empty path segment"));
+    let akey = if let Some(json_path) = key_src.strip_prefix("body.") {
+        let parts: Vec<String> = json_path.split('.').map(str::to_string).collect();
+        if parts.iter().any(|segment| segment.is_empty()) {
+            collector.push(key("key"), format!("{key_src:?} has an empty path segment"));
             None
         } else {
             Some(AffinityKey::Body(parts))
         }
-    } else if let Some(h) = key_src.strip_prefix("header.") {
-        http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes())
-            .map_err(|_| c.push(key("key"), format!("{h:?} is not a valid header name")))
+    } else if let Some(header) = key_src.strip_prefix("header.") {
+        http::HeaderName::from_bytes(header.to_ascii_lowercase().as_bytes())
+            .map_err(|_| {
+                collector.push(key("key"), format!("{header:?} is not a valid header name"))
+            })
             .ok()
             .map(AffinityKey::Header)
     } else {
-        c.push(
+        collector.push(
             key("key"),
             format!("{key_src:?} must be body.<json path> or header.<name>"),
         );
         None
     };
-    let ttl = dur_nonzero(c, &key("ttl"), &r.ttl, 2 * HOUR);
+    let ttl = dur_nonzero(collector, &key("ttl"), &raw.ttl, 2 * HOUR);
     Some(AffinityRule {
-        name: r
+        name: raw
             .name
             .clone()
-            .filter(|n| !n.trim().is_empty())
+            .filter(|name| !name.trim().is_empty())
             .unwrap_or_else(|| format!("rule-{i}")),
         model: model?,
         path,
         key: akey?,
         ttl,
-        skip_retry_on_failure: r.skip_retry_on_failure.unwrap_or(false),
+        skip_retry_on_failure: raw.skip_retry_on_failure.unwrap_or(false),
     })
 }
 
-pub(crate) fn affinity(raw: &RawAffinity, c: &mut Collector) -> Affinity {
+pub(crate) fn affinity(raw: &RawAffinity, collector: &mut Collector) -> Affinity {
     let rules = match &raw.rules {
         None => default_affinity_rules(),
         Some(list) => list
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| rule(i, r, c))
+            .filter_map(|(i, raw_rule)| rule(i, raw_rule, collector))
             .collect(),
     };
     let st = raw.sticky.as_ref();
-    let get = |f: fn(&crate::config::load::raw::RawSticky) -> &Option<String>| {
-        st.and_then(|s| f(s).clone())
+    let get = |field: fn(&crate::config::load::raw::RawSticky) -> &Option<String>| {
+        st.and_then(|raw_sticky| field(raw_sticky).clone())
     };
     let sticky = Sticky {
         conversation_ttl: dur_nonzero(
-            c,
+            collector,
             "affinity.sticky.conversation_ttl",
-            &get(|s| &s.conversation_ttl),
+            &get(|raw_sticky| &raw_sticky.conversation_ttl),
             2 * HOUR,
         ),
         session_ttl: dur_nonzero(
-            c,
+            collector,
             "affinity.sticky.session_ttl",
-            &get(|s| &s.session_ttl),
+            &get(|raw_sticky| &raw_sticky.session_ttl),
             2 * HOUR,
         ),
         user_model_ttl: dur_nonzero(
-            c,
+            collector,
             "affinity.sticky.user_model_ttl",
-            &get(|s| &s.user_model_ttl),
+            &get(|raw_sticky| &raw_sticky.user_model_ttl),
             Duration::from_secs(1800),
         ),
         bucket_ttl: dur_nonzero(
-            c,
+            collector,
             "affinity.sticky.bucket_ttl",
-            &get(|s| &s.bucket_ttl),
+            &get(|raw_sticky| &raw_sticky.bucket_ttl),
             Duration::from_secs(600),
         ),
     };

@@ -14,33 +14,37 @@ use crate::secret::Secret;
 
 const FORBIDDEN_HEADERS: &[&str] = &["host", "content-length", "transfer-encoding", "connection"];
 
-fn base_url(c: &mut Collector, key: &str, v: &Option<String>) -> Option<BaseUrl> {
-    let Some(s) = v.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
-        c.push(key, "required");
+fn base_url(collector: &mut Collector, key: &str, value: &Option<String>) -> Option<BaseUrl> {
+    let Some(url) = value
+        .as_deref()
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+    else {
+        collector.push(key, "required");
         return None;
     };
-    let bad = |c: &mut Collector, why: &str| c.push(key, format!("{s:?} {why}"));
-    let uri: http::Uri = match s.parse() {
-        Ok(u) => u,
+    let bad = |collector: &mut Collector, why: &str| collector.push(key, format!("{url:?} {why}"));
+    let uri: http::Uri = match url.parse() {
+        Ok(parsed) => parsed,
         Err(_) => {
-            bad(c, "is not a valid URL");
+            bad(collector, "is not a valid URL");
             return None;
         }
     };
     let scheme = match uri.scheme_str() {
         Some("http") | Some("https") => uri.scheme().cloned(),
         _ => {
-            bad(c, "must use http or https");
+            bad(collector, "must use http or https");
             return None;
         }
     };
     let authority = uri.authority().cloned().filter(|a| !a.host().is_empty());
     let (Some(scheme), Some(authority)) = (scheme, authority) else {
-        bad(c, "has no host");
+        bad(collector, "has no host");
         return None;
     };
     if uri.query().is_some() {
-        bad(c, "must not have a query string");
+        bad(collector, "must not have a query string");
         return None;
     }
     Some(BaseUrl {
@@ -50,60 +54,70 @@ fn base_url(c: &mut Collector, key: &str, v: &Option<String>) -> Option<BaseUrl>
     })
 }
 
-fn status_code(s: &str) -> Option<u16> {
-    s.trim()
+fn status_code(text: &str) -> Option<u16> {
+    text.trim()
         .parse::<u16>()
         .ok()
-        .filter(|n| (100..=599).contains(n))
+        .filter(|code| (100..=599).contains(code))
 }
 
 /// One channel's block; `None` (its errors collected) when anything in it is wrong.
 pub(crate) fn channel(
     name: &str,
-    r: &RawChannel,
+    raw: &RawChannel,
     global: &Resilience,
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> Option<Channel> {
-    let k = |f: &str| format!("channels.{name}.{f}");
-    let before = c.errors.len();
-    let kind = choice(c, &k("kind"), &r.kind, KINDS, ChannelKind::OpenAi);
-    let base = base_url(c, &k("base_url"), &r.base_url);
-    let keys = keys(name, r, c);
-    let mapping = model_mapping(name, r, c);
-    let models = models(name, r, &mapping, c);
-    let paths = paths(name, r, c);
-    let weight = weight(name, r, c);
-    let scm = status_code_mapping(name, r, c);
+    let field_key = |field: &str| format!("channels.{name}.{field}");
+    let before = collector.errors.len();
+    let kind = choice(
+        collector,
+        &field_key("kind"),
+        &raw.kind,
+        KINDS,
+        ChannelKind::OpenAi,
+    );
+    let base = base_url(collector, &field_key("base_url"), &raw.base_url);
+    let keys = keys(name, raw, collector);
+    let mapping = model_mapping(name, raw, collector);
+    let models = models(name, raw, &mapping, collector);
+    let paths = paths(name, raw, collector);
+    let weight = weight(name, raw, collector);
+    let scm = status_code_mapping(name, raw, collector);
     let stream_policy = choice(
-        c,
-        &k("stream_policy"),
-        &r.stream_policy,
+        collector,
+        &field_key("stream_policy"),
+        &raw.stream_policy,
         STREAM_POLICIES,
         StreamPolicy::Passthrough,
     );
-    let headers = headers(name, r, c);
-    let resilience = r.resilience.as_ref().map_or_else(
+    let headers = headers(name, raw, collector);
+    let resilience = raw.resilience.as_ref().map_or_else(
         || global.clone(),
-        |block| overlay(global, block, &k("resilience"), c),
+        |block| overlay(global, block, &field_key("resilience"), collector),
     );
     let non_stream_timeout = dur(
-        c,
-        &k("non_stream_timeout"),
-        &r.non_stream_timeout,
+        collector,
+        &field_key("non_stream_timeout"),
+        &raw.non_stream_timeout,
         std::time::Duration::ZERO,
     );
     let protocol = choice(
-        c,
-        &k("protocol"),
-        &r.protocol,
+        collector,
+        &field_key("protocol"),
+        &raw.protocol,
         PROTOCOLS,
         UpstreamProtocol::Http1,
     );
-    let limits = crate::config::validate::limits::key_limits(&k("limits"), r.limits.as_ref(), c);
-    let api_version = api_version(c, &k("api_version"), kind, &r.api_version);
-    let sw = switches(name, r, kind, c);
+    let limits = crate::config::validate::limits::key_limits(
+        &field_key("limits"),
+        raw.limits.as_ref(),
+        collector,
+    );
+    let api_version = api_version(collector, &field_key("api_version"), kind, &raw.api_version);
+    let sw = switches(name, raw, kind, collector);
     let base = base?;
-    if c.errors.len() != before {
+    if collector.errors.len() != before {
         return None;
     }
     Some(Channel {
@@ -114,22 +128,22 @@ pub(crate) fn channel(
         models,
         model_mapping: mapping,
         paths,
-        groups: names(c, &k("groups"), &r.groups, &["default"]),
-        priority: r.priority.unwrap_or(0),
+        groups: names(collector, &field_key("groups"), &raw.groups, &["default"]),
+        priority: raw.priority.unwrap_or(0),
         weight,
-        enabled: r.enabled.unwrap_or(true),
-        auto_ban: r.auto_ban.unwrap_or(true),
+        enabled: raw.enabled.unwrap_or(true),
+        auto_ban: raw.auto_ban.unwrap_or(true),
         status_code_mapping: scm,
         stream_policy,
         non_stream_timeout,
         headers,
-        forward_organization: r.forward_organization.unwrap_or(false),
-        traceparent: r.traceparent.unwrap_or(true),
+        forward_organization: raw.forward_organization.unwrap_or(false),
+        traceparent: raw.traceparent.unwrap_or(true),
         resilience,
         protocol,
-        include_usage: r.include_usage.unwrap_or(openai_format(kind)),
+        include_usage: raw.include_usage.unwrap_or(openai_format(kind)),
         api_version,
-        translate: r.translate.unwrap_or(true),
+        translate: raw.translate.unwrap_or(true),
         responses: sw.responses,
         limits,
         max_tokens_field: sw.max_tokens_field,
@@ -153,34 +167,39 @@ struct Switches {
     prefill: Option<bool>,
 }
 
-fn switches(name: &str, r: &RawChannel, kind: ChannelKind, c: &mut Collector) -> Switches {
-    let k = |f: &str| format!("channels.{name}.{f}");
+fn switches(
+    name: &str,
+    raw: &RawChannel,
+    kind: ChannelKind,
+    collector: &mut Collector,
+) -> Switches {
+    let field_key = |field: &str| format!("channels.{name}.{field}");
     Switches {
         max_tokens_field: choice(
-            c,
-            &k("max_tokens_field"),
-            &r.max_tokens_field,
+            collector,
+            &field_key("max_tokens_field"),
+            &raw.max_tokens_field,
             MAX_TOKENS_FIELDS,
             MaxTokensChoice::Auto,
         ),
         reasoning_history: choice(
-            c,
-            &k("reasoning_history"),
-            &r.reasoning_history,
+            collector,
+            &field_key("reasoning_history"),
+            &raw.reasoning_history,
             REASONING_HISTORY,
             ReasoningChoice::Auto,
         ),
         stream_stall: dur(
-            c,
-            &k("stream_stall"),
-            &r.stream_stall,
+            collector,
+            &field_key("stream_stall"),
+            &raw.stream_stall,
             std::time::Duration::ZERO,
         ),
-        responses: responses(c, &k("responses"), kind, &r.responses),
+        responses: responses(collector, &field_key("responses"), kind, &raw.responses),
         prefill: choice(
-            c,
-            &k("prefill"),
-            &r.prefill,
+            collector,
+            &field_key("prefill"),
+            &raw.prefill,
             &[("auto", None), ("true", Some(true)), ("false", Some(false))],
             None,
         ),
@@ -212,32 +231,42 @@ const KINDS: &[(&str, ChannelKind)] = &[
 
 /// `api_version`: required for azure (the `api-version` query value, e.g. `2024-10-21`),
 /// meaningless elsewhere.
-fn api_version(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> String {
-    let version = v.as_deref().map(str::trim).unwrap_or("");
+fn api_version(
+    collector: &mut Collector,
+    key: &str,
+    kind: ChannelKind,
+    value: &Option<String>,
+) -> String {
+    let version = value.as_deref().map(str::trim).unwrap_or("");
     let query_safe = version
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
     match kind {
-        ChannelKind::Azure if version.is_empty() => c.push(
+        ChannelKind::Azure if version.is_empty() => collector.push(
             key,
             "required for kind azure (the api-version query value, e.g. \"2024-10-21\")",
         ),
-        ChannelKind::Azure if !query_safe => c.push(
+        ChannelKind::Azure if !query_safe => collector.push(
             key,
             format!("{version:?} is not an api-version (letters, digits, -, ., _)"),
         ),
         ChannelKind::Azure => {}
-        _ if !version.is_empty() => c.push(key, "only kind azure takes an api_version"),
+        _ if !version.is_empty() => collector.push(key, "only kind azure takes an api_version"),
         _ => {}
     }
     version.to_string()
 }
 /// `responses`: `native` and `chat` say how an OpenAI-format server serves it; the other
 /// kinds only translate (`auto`) or do not serve it (`none`).
-fn responses(c: &mut Collector, key: &str, kind: ChannelKind, v: &Option<String>) -> ResponsesMode {
-    let mode = choice(c, key, v, RESPONSES_MODES, ResponsesMode::Auto);
+fn responses(
+    collector: &mut Collector,
+    key: &str,
+    kind: ChannelKind,
+    value: &Option<String>,
+) -> ResponsesMode {
+    let mode = choice(collector, key, value, RESPONSES_MODES, ResponsesMode::Auto);
     if !openai_format(kind) && matches!(mode, ResponsesMode::Native | ResponsesMode::Chat) {
-        c.push(
+        collector.push(
             key,
             format!(
                 "{:?} is for openai and azure channels; a {} channel serves /v1/responses \
@@ -270,40 +299,44 @@ fn key(name: &str, field: &str) -> String {
 }
 
 /// `keys`: each non-empty key, trimmed, as a secret.
-fn keys(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<Secret> {
+fn keys(name: &str, raw: &RawChannel, collector: &mut Collector) -> Vec<Secret> {
     let mut keys = Vec::new();
-    for (i, k) in r.keys.iter().flatten().enumerate() {
-        if k.trim().is_empty() {
-            c.push(
+    for (i, raw_key) in raw.keys.iter().flatten().enumerate() {
+        if raw_key.trim().is_empty() {
+            collector.push(
                 format!("{}[{i}]", key(name, "keys")),
                 "empty key (is its variable set to an empty value?)",
             );
         } else {
-            keys.push(Secret::new(k.trim()));
+            keys.push(Secret::new(raw_key.trim()));
         }
     }
     keys
 }
 
 /// `paths`: each a `/v1/...` path.
-fn paths(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<String> {
+fn paths(name: &str, raw: &RawChannel, collector: &mut Collector) -> Vec<String> {
     let mut paths = Vec::new();
-    for (i, p) in r.paths.iter().flatten().enumerate() {
-        if v1_path(c, &format!("{}[{i}]", key(name, "paths")), p) {
-            paths.push(p.clone());
+    for (i, path) in raw.paths.iter().flatten().enumerate() {
+        if v1_path(collector, &format!("{}[{i}]", key(name, "paths")), path) {
+            paths.push(path.clone());
         }
     }
     paths
 }
 
 /// `model_mapping`: public model → upstream model, neither empty.
-fn model_mapping(name: &str, r: &RawChannel, c: &mut Collector) -> BTreeMap<String, String> {
+fn model_mapping(
+    name: &str,
+    raw: &RawChannel,
+    collector: &mut Collector,
+) -> BTreeMap<String, String> {
     let mut mapping = BTreeMap::new();
-    for (public, upstream) in r.model_mapping.iter().flatten() {
+    for (public, upstream) in raw.model_mapping.iter().flatten() {
         if public.trim().is_empty() {
-            c.push(key(name, "model_mapping"), "empty public model name");
+            collector.push(key(name, "model_mapping"), "empty public model name");
         } else if upstream.trim().is_empty() {
-            c.push(
+            collector.push(
                 format!("{}.{public}", key(name, "model_mapping")),
                 "empty upstream model name",
             );
@@ -317,35 +350,38 @@ fn model_mapping(name: &str, r: &RawChannel, c: &mut Collector) -> BTreeMap<Stri
 /// `models` and the mapped public names, sorted; a pattern must compile.
 fn models(
     name: &str,
-    r: &RawChannel,
+    raw: &RawChannel,
     mapping: &BTreeMap<String, String>,
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> Vec<String> {
-    let mut models: BTreeSet<String> = names(c, &key(name, "models"), &r.models, &[])
+    let mut models: BTreeSet<String> = names(collector, &key(name, "models"), &raw.models, &[])
         .into_iter()
         .collect();
     models.extend(mapping.keys().cloned());
-    for m in models.iter().filter(|m| is_pattern(m)) {
-        if glob_regex(m).is_none() {
-            c.push(key(name, "models"), format!("pattern {m:?} is too long"));
+    for model in models.iter().filter(|model| is_pattern(model)) {
+        if glob_regex(model).is_none() {
+            collector.push(
+                key(name, "models"),
+                format!("pattern {model:?} is too long"),
+            );
         }
     }
     models.into_iter().collect()
 }
 
 /// `weight`: 0 to u32::MAX, 100 when absent.
-fn weight(name: &str, r: &RawChannel, c: &mut Collector) -> u32 {
-    match r.weight {
+fn weight(name: &str, raw: &RawChannel, collector: &mut Collector) -> u32 {
+    match raw.weight {
         None => 100,
-        Some(w) if (0..=i64::from(u32::MAX)).contains(&w) => w as u32,
-        Some(w) if w < 0 => {
-            c.push(key(name, "weight"), format!("weight {w} is negative"));
+        Some(weight) if (0..=i64::from(u32::MAX)).contains(&weight) => weight as u32,
+        Some(weight) if weight < 0 => {
+            collector.push(key(name, "weight"), format!("weight {weight} is negative"));
             100
         }
-        Some(w) => {
-            c.push(
+        Some(weight) => {
+            collector.push(
                 key(name, "weight"),
-                format!("{w} is larger than {}", u32::MAX),
+                format!("{weight} is larger than {}", u32::MAX),
             );
             100
         }
@@ -353,37 +389,50 @@ fn weight(name: &str, r: &RawChannel, c: &mut Collector) -> u32 {
 }
 
 /// `status_code_mapping`: status → status, both 100-599.
-fn status_code_mapping(name: &str, r: &RawChannel, c: &mut Collector) -> BTreeMap<u16, u16> {
+fn status_code_mapping(
+    name: &str,
+    raw: &RawChannel,
+    collector: &mut Collector,
+) -> BTreeMap<u16, u16> {
     let mut scm = BTreeMap::new();
-    for (from, to) in r.status_code_mapping.iter().flatten() {
-        let k = format!("{}.{from}", key(name, "status_code_mapping"));
+    for (from, to) in raw.status_code_mapping.iter().flatten() {
+        let entry_key = format!("{}.{from}", key(name, "status_code_mapping"));
         match (status_code(from), status_code(to)) {
-            (Some(a), Some(b)) => {
-                scm.insert(a, b);
+            (Some(from_status), Some(to_status)) => {
+                scm.insert(from_status, to_status);
             }
-            (None, _) => c.push(k, format!("{from:?} is not a status code (100-599)")),
-            (_, None) => c.push(k, format!("{to:?} is not a status code (100-599)")),
+            (None, _) => collector.push(
+                entry_key,
+                format!("{from:?} is not a status code (100-599)"),
+            ),
+            (_, None) => {
+                collector.push(entry_key, format!("{to:?} is not a status code (100-599)"))
+            }
         }
     }
     scm
 }
 
 /// `headers`: valid names and values, none the gateway manages; values are secrets.
-fn headers(name: &str, r: &RawChannel, c: &mut Collector) -> Vec<(HeaderName, Secret)> {
+fn headers(name: &str, raw: &RawChannel, collector: &mut Collector) -> Vec<(HeaderName, Secret)> {
     let mut headers = Vec::new();
-    for (hn, hv) in r.headers.iter().flatten() {
-        let k = format!("{}.{hn}", key(name, "headers"));
-        let Ok(h) = HeaderName::from_bytes(hn.trim().to_ascii_lowercase().as_bytes()) else {
-            c.push(k, "not a valid header name");
+    for (hn, hv) in raw.headers.iter().flatten() {
+        let entry_key = format!("{}.{hn}", key(name, "headers"));
+        let Ok(header_name) = HeaderName::from_bytes(hn.trim().to_ascii_lowercase().as_bytes())
+        else {
+            collector.push(entry_key, "not a valid header name");
             continue;
         };
-        if FORBIDDEN_HEADERS.contains(&h.as_str()) {
-            c.push(k, "this header is managed by the gateway and cannot be set");
+        if FORBIDDEN_HEADERS.contains(&header_name.as_str()) {
+            collector.push(
+                entry_key,
+                "this header is managed by the gateway and cannot be set",
+            );
             continue;
         }
         match HeaderValue::from_str(hv) {
-            Ok(_) => headers.push((h, Secret::new(hv.as_str()))),
-            Err(_) => c.push(k, "not a valid header value"),
+            Ok(_) => headers.push((header_name, Secret::new(hv.as_str()))),
+            Err(_) => collector.push(entry_key, "not a valid header value"),
         }
     }
     headers
@@ -431,19 +480,19 @@ mod tests {
         assert_eq!(cfg.channels[0].kind, ChannelKind::Anthropic);
         assert_eq!(cfg.channels[0].responses, ResponsesMode::Off);
         for (kind, word) in [("anthropic", "chat"), ("gemini", "native")] {
-            let e = load(kind, &format!("    responses: {word}\n")).unwrap_err();
+            let error = load(kind, &format!("    responses: {word}\n")).unwrap_err();
             assert!(
-                e.contains("channels.c.responses") && e.contains("openai and azure"),
-                "{e}"
+                error.contains("channels.c.responses") && error.contains("openai and azure"),
+                "{error}"
             );
         }
         let cfg = load("openai", "    responses: chat\n").unwrap();
         let shown = crate::config::explain::explain(&cfg);
         assert!(shown.contains("translate=true responses=chat"), "{shown}");
-        let e = load("openai", "    responses: maybe\n").unwrap_err();
+        let error = load("openai", "    responses: maybe\n").unwrap_err();
         assert!(
-            e.contains("channels.c.responses") && e.contains("\"maybe\""),
-            "{e}"
+            error.contains("channels.c.responses") && error.contains("\"maybe\""),
+            "{error}"
         );
     }
 }

@@ -15,11 +15,15 @@ use crate::secret::Secret;
 pub(crate) fn channels(
     raw: &[(String, Option<RawChannel>)],
     global: &Resilience,
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> Vec<Channel> {
     let mut out: Vec<Channel> = raw
         .iter()
-        .filter_map(|(name, r)| r.as_ref().and_then(|r| channel(name, r, global, c)))
+        .filter_map(|(name, raw_channel)| {
+            raw_channel
+                .as_ref()
+                .and_then(|raw_channel| channel(name, raw_channel, global, collector))
+        })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -30,49 +34,61 @@ pub(crate) fn virtual_models(
     raw_channels: &[(String, Option<RawChannel>)],
     chans: &[Channel],
     resume: &StreamResume,
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> Vec<VirtualModel> {
     let mut out = Vec::new();
     for (name, vm) in raw {
         let Some(vm) = vm else { continue };
         let key = format!("virtual_models.{name}");
-        let groups = names(c, &format!("{key}.groups"), &vm.groups, &["default"]);
+        let groups = names(
+            collector,
+            &format!("{key}.groups"),
+            &vm.groups,
+            &["default"],
+        );
         let mut targets = Vec::new();
         let list = vm.targets.as_deref().unwrap_or_default();
         if list.is_empty() {
-            c.push(format!("{key}.targets"), "at least one target is required");
+            collector.push(format!("{key}.targets"), "at least one target is required");
         }
-        for (i, t) in list.iter().enumerate() {
+        for (i, target) in list.iter().enumerate() {
             let tkey = format!("{key}.targets[{i}]");
-            match t.trim().split_once('/') {
-                Some((ch, m)) if !ch.is_empty() && !m.is_empty() => {
-                    if raw_channels.iter().any(|(n, _)| n == ch) {
+            match target.trim().split_once('/') {
+                Some((channel_name, upstream_model))
+                    if !channel_name.is_empty() && !upstream_model.is_empty() =>
+                {
+                    if raw_channels
+                        .iter()
+                        .any(|(raw_name, _)| raw_name == channel_name)
+                    {
                         targets.push(Target {
-                            channel: ch.into(),
-                            model: m.into(),
+                            channel: channel_name.into(),
+                            model: upstream_model.into(),
                         });
                     } else {
-                        c.push(
+                        collector.push(
                             tkey,
-                            format!("target {t:?} names channel {ch:?}, which does not exist"),
+                            format!("target {target:?} names channel {channel_name:?}, which does not exist"),
                         );
                     }
                 }
-                _ => c.push(tkey, format!("target {t:?} must be channel/model")),
+                _ => collector.push(tkey, format!("target {target:?} must be channel/model")),
             }
         }
-        for ch in chans {
-            if ch.models.iter().any(|m| m == name) && ch.groups.iter().any(|g| groups.contains(g)) {
-                c.push(&key, format!("virtual model {name:?} collides with a model served by channel {:?} in the same group", ch.name));
+        for channel in chans {
+            if channel.models.iter().any(|model| model == name)
+                && channel.groups.iter().any(|group| groups.contains(group))
+            {
+                collector.push(&key, format!("virtual model {name:?} collides with a model served by channel {:?} in the same group", channel.name));
             }
         }
         out.push(VirtualModel {
             name: name.clone(),
             targets,
             groups,
-            stream_resume: vm.stream_resume.as_ref().map(|r| StreamResume {
-                enabled: r.enabled.unwrap_or(resume.enabled),
-                max: r.max.unwrap_or(resume.max),
+            stream_resume: vm.stream_resume.as_ref().map(|raw_resume| StreamResume {
+                enabled: raw_resume.enabled.unwrap_or(resume.enabled),
+                max: raw_resume.max.unwrap_or(resume.max),
             }),
         });
     }
@@ -80,65 +96,71 @@ pub(crate) fn virtual_models(
     out
 }
 
-pub(crate) fn clients(raw: &[(String, Option<RawClient>)], c: &mut Collector) -> Vec<Client> {
+pub(crate) fn clients(
+    raw: &[(String, Option<RawClient>)],
+    collector: &mut Collector,
+) -> Vec<Client> {
     let mut out = Vec::new();
     let mut seen: Vec<([u8; 32], String)> = Vec::new();
-    for (name, r) in raw {
-        let Some(r) = r else { continue };
-        let k = |f: &str| format!("clients.{name}.{f}");
-        let key = match (&r.key, &r.key_sha256) {
-            (Some(p), None) if !p.trim().is_empty() => {
-                Some(ClientKey::Plain(Secret::new(p.trim())))
+    for (name, entry) in raw {
+        let Some(raw_client) = entry else { continue };
+        let field_key = |field: &str| format!("clients.{name}.{field}");
+        let key = match (&raw_client.key, &raw_client.key_sha256) {
+            (Some(plain), None) if !plain.trim().is_empty() => {
+                Some(ClientKey::Plain(Secret::new(plain.trim())))
             }
             (Some(_), None) => {
-                c.push(
-                    k("key"),
+                collector.push(
+                    field_key("key"),
                     "empty key (is its variable set to an empty value?)",
                 );
                 None
             }
-            (None, Some(h)) => {
+            (None, Some(sha256_hex)) => {
                 let mut buf = [0u8; 32];
-                match hex::decode_to_slice(h.trim(), &mut buf) {
+                match hex::decode_to_slice(sha256_hex.trim(), &mut buf) {
                     Ok(()) => Some(ClientKey::Sha256(buf)),
                     Err(_) => {
-                        c.push(k("key_sha256"), "must be 64 hex characters (SHA-256)");
+                        collector.push(
+                            field_key("key_sha256"),
+                            "must be 64 hex characters (SHA-256)",
+                        );
                         None
                     }
                 }
             }
             (Some(_), Some(_)) => {
-                c.push(
+                collector.push(
                     format!("clients.{name}"),
                     "has both key and key_sha256; give exactly one",
                 );
                 None
             }
             (None, None) => {
-                c.push(format!("clients.{name}"), "needs key or key_sha256");
+                collector.push(format!("clients.{name}"), "needs key or key_sha256");
                 None
             }
         };
         let Some(key) = key else { continue };
         let digest: [u8; 32] = match &key {
-            ClientKey::Plain(s) => Sha256::digest(s.expose().as_bytes()).into(),
-            ClientKey::Sha256(d) => *d,
+            ClientKey::Plain(secret) => Sha256::digest(secret.expose().as_bytes()).into(),
+            ClientKey::Sha256(sha256) => *sha256,
         };
-        if let Some((_, other)) = seen.iter().find(|(d, _)| *d == digest) {
-            c.push(k("key"), format!("same key as client {other:?}"));
+        if let Some((_, other)) = seen.iter().find(|(known, _)| *known == digest) {
+            collector.push(field_key("key"), format!("same key as client {other:?}"));
         }
         seen.push((digest, name.clone()));
-        let group = r.group.clone().unwrap_or_else(|| "default".into());
+        let group = raw_client.group.clone().unwrap_or_else(|| "default".into());
         if group.trim().is_empty() {
-            c.push(k("group"), "must not be empty");
+            collector.push(field_key("group"), "must not be empty");
         }
         out.push(Client {
             name: name.clone(),
             key,
             group,
-            cross_group_retry: r.cross_group_retry.unwrap_or(false),
-            quota: r.quota,
-            trusted: r.trusted.unwrap_or(false),
+            cross_group_retry: raw_client.cross_group_retry.unwrap_or(false),
+            quota: raw_client.quota,
+            trusted: raw_client.trusted.unwrap_or(false),
             limits: Default::default(), // set in validate_limits (group defaults)
             in_flight_gauge: Default::default(),
         });
@@ -154,12 +176,12 @@ pub(crate) fn cross_check(
     declared: Option<&BTreeSet<String>>,
     cls: &[Client],
     auto_groups: &[String],
-    c: &mut Collector,
+    collector: &mut Collector,
 ) {
     let Some(declared) = declared else { return };
     for cl in cls {
         if cl.group != "auto" && !declared.contains(&cl.group) {
-            c.push(
+            collector.push(
                 format!("clients.{}.group", cl.name),
                 format!(
                     "group {:?} is not declared by any channel or virtual model",
@@ -168,11 +190,11 @@ pub(crate) fn cross_check(
             );
         }
     }
-    for (i, g) in auto_groups.iter().enumerate() {
-        if !declared.contains(g) {
-            c.push(
+    for (i, group) in auto_groups.iter().enumerate() {
+        if !declared.contains(group) {
+            collector.push(
                 format!("auto_groups[{i}]"),
-                format!("group {g:?} is not declared by any channel or virtual model"),
+                format!("group {group:?} is not declared by any channel or virtual model"),
             );
         }
     }

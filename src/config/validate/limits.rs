@@ -20,21 +20,27 @@ const MAX_COUNT: i64 = 1 << 40;
 const MAX_CONCURRENCY: i64 = 1_000_000;
 
 /// One count: omitted = 0 (unlimited), negative or absurd = error.
-fn count(c: &mut Collector, key: &str, field: &str, v: Option<i64>, max: i64) -> Option<u64> {
-    match v {
+fn count(
+    collector: &mut Collector,
+    key: &str,
+    field: &str,
+    value: Option<i64>,
+    max: i64,
+) -> Option<u64> {
+    match value {
         None => None,
-        Some(n) if n < 0 => {
-            c.push(
+        Some(number) if number < 0 => {
+            collector.push(
                 format!("{key}.{field}"),
-                format!("must not be negative (got {n}); 0 or omitted means unlimited"),
+                format!("must not be negative (got {number}); 0 or omitted means unlimited"),
             );
             None
         }
-        Some(n) if n > max => {
-            c.push(format!("{key}.{field}"), format!("must be at most {max}"));
+        Some(number) if number > max => {
+            collector.push(format!("{key}.{field}"), format!("must be at most {max}"));
             None
         }
-        Some(n) => Some(n as u64),
+        Some(number) => Some(number as u64),
     }
 }
 
@@ -47,30 +53,36 @@ struct Partial {
     concurrency: Option<u64>,
 }
 
-fn partial(c: &mut Collector, key: &str, r: Option<&RawClientLimits>) -> Partial {
-    let Some(r) = r else {
+fn partial(collector: &mut Collector, key: &str, raw: Option<&RawClientLimits>) -> Partial {
+    let Some(raw) = raw else {
         return Partial::default();
     };
     Partial {
-        rpm: count(c, key, "rpm", r.rpm, MAX_COUNT),
-        rpd: count(c, key, "rpd", r.rpd, MAX_COUNT),
-        tpm: count(c, key, "tpm", r.tpm, MAX_COUNT),
-        concurrency: count(c, key, "concurrency", r.concurrency, MAX_CONCURRENCY),
+        rpm: count(collector, key, "rpm", raw.rpm, MAX_COUNT),
+        rpd: count(collector, key, "rpd", raw.rpd, MAX_COUNT),
+        tpm: count(collector, key, "tpm", raw.tpm, MAX_COUNT),
+        concurrency: count(
+            collector,
+            key,
+            "concurrency",
+            raw.concurrency,
+            MAX_CONCURRENCY,
+        ),
     }
 }
 
 /// `groups:` → each group's default limits, by name.
 pub(crate) fn groups(
     raw: &[(String, Option<RawGroup>)],
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> BTreeMap<String, RawGroupLimits> {
     let mut out = BTreeMap::new();
-    for (name, g) in raw {
-        let Some(g) = g else { continue };
+    for (name, entry) in raw {
+        let Some(raw_group) = entry else { continue };
         let key = format!("groups.{name}.limits");
         out.insert(
             name.clone(),
-            RawGroupLimits(partial(c, &key, g.limits.as_ref())),
+            RawGroupLimits(partial(collector, &key, raw_group.limits.as_ref())),
         );
     }
     out
@@ -85,9 +97,9 @@ pub(crate) fn client_limits(
     name: &str,
     own: Option<&RawClientLimits>,
     group: Option<&RawGroupLimits>,
-    c: &mut Collector,
+    collector: &mut Collector,
 ) -> ClientLimits {
-    let own = partial(c, &format!("clients.{name}.limits"), own);
+    let own = partial(collector, &format!("clients.{name}.limits"), own);
     let group_limits = group.map(|group_limits| group_limits.0).unwrap_or_default();
     ClientLimits {
         rpm: own.rpm.or(group_limits.rpm).unwrap_or(0),
@@ -98,26 +110,36 @@ pub(crate) fn client_limits(
 }
 
 /// `channels.NAME.limits`: one key's published limits.
-pub(crate) fn key_limits(key: &str, r: Option<&RawKeyLimits>, c: &mut Collector) -> KeyLimits {
-    let Some(r) = r else {
+pub(crate) fn key_limits(
+    key: &str,
+    raw: Option<&RawKeyLimits>,
+    collector: &mut Collector,
+) -> KeyLimits {
+    let Some(raw) = raw else {
         return KeyLimits::default();
     };
     KeyLimits {
-        rpm: count(c, key, "rpm", r.rpm, MAX_COUNT).unwrap_or(0),
-        tpm: count(c, key, "tpm", r.tpm, MAX_COUNT).unwrap_or(0),
-        concurrency: count(c, key, "concurrency", r.concurrency, MAX_CONCURRENCY).unwrap_or(0)
-            as u32,
+        rpm: count(collector, key, "rpm", raw.rpm, MAX_COUNT).unwrap_or(0),
+        tpm: count(collector, key, "tpm", raw.tpm, MAX_COUNT).unwrap_or(0),
+        concurrency: count(
+            collector,
+            key,
+            "concurrency",
+            raw.concurrency,
+            MAX_CONCURRENCY,
+        )
+        .unwrap_or(0) as u32,
     }
 }
 
 /// `routing.balance` and `routing.max_upstream_cooldown` (default 5 minutes).
 pub(crate) fn balance(
-    c: &mut Collector,
+    collector: &mut Collector,
     balance: &Option<String>,
     max_cooldown: &Option<String>,
 ) -> (Balance, Duration) {
     let chosen = choice(
-        c,
+        collector,
         "routing.balance",
         balance,
         &[
@@ -128,7 +150,7 @@ pub(crate) fn balance(
         Balance::Weight,
     );
     let cooldown = dur_nonzero(
-        c,
+        collector,
         "routing.max_upstream_cooldown",
         max_cooldown,
         Duration::from_secs(300),

@@ -25,45 +25,55 @@ use crate::config::validate::affinity::affinity;
 use crate::config::validate::channels::{channels, clients, cross_check, virtual_models};
 use crate::secret::Secret;
 
-fn socket(c: &mut Collector, key: &str, v: &Option<String>, default: &str) -> SocketAddr {
+fn socket(
+    collector: &mut Collector,
+    key: &str,
+    value: &Option<String>,
+    default: &str,
+) -> SocketAddr {
     let fallback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let given = v.as_deref().unwrap_or(default);
+    let given = value.as_deref().unwrap_or(default);
     match given.trim().parse::<SocketAddr>() {
-        Ok(a) => a,
+        Ok(address) => address,
         Err(_) => {
-            c.push(key, format!("{given:?} is not an IP:port address"));
+            collector.push(key, format!("{given:?} is not an IP:port address"));
             default.parse().unwrap_or(fallback)
         }
     }
 }
 
-/// Build the typed config; every problem goes into `c`.
-pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config {
+/// Build the typed config; every problem goes into `collector`.
+pub(crate) fn build(raw: RawConfig, source: &Path, collector: &mut Collector) -> Config {
     // Sections are read in file order, so errors on the same line keep that order.
-    let tls = tls(&raw, c);
-    let admin = admin(&raw, c);
-    let storage = crate::config::validate::storage::storage(&raw.storage, c);
-    let limits = limits(&raw, c);
-    let timeouts = timeouts(&raw, c);
-    let routing = routing(&raw, c);
-    let resilience = overlay(&default_resilience(), &raw.resilience, "resilience", c);
-    let auto_disable = auto_disable(&raw, c);
+    let tls = tls(&raw, collector);
+    let admin = admin(&raw, collector);
+    let storage = crate::config::validate::storage::storage(&raw.storage, collector);
+    let limits = limits(&raw, collector);
+    let timeouts = timeouts(&raw, collector);
+    let routing = routing(&raw, collector);
+    let resilience = overlay(
+        &default_resilience(),
+        &raw.resilience,
+        "resilience",
+        collector,
+    );
+    let auto_disable = auto_disable(&raw, collector);
     let images_failover = images_failover(&raw);
-    let chans = channels(&raw.channels, &resilience, c);
+    let chans = channels(&raw.channels, &resilience, collector);
     let vms = virtual_models(
         &raw.virtual_models,
         &raw.channels,
         &chans,
         &resilience.stream_resume,
-        c,
+        collector,
     );
-    let cls = client_limits(&raw, clients(&raw.clients, c), c);
-    let auto_groups = names(c, "auto_groups", &raw.auto_groups, &[]);
-    cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, c);
-    let tasks = tasks(&raw, c);
+    let cls = client_limits(&raw, clients(&raw.clients, collector), collector);
+    let auto_groups = names(collector, "auto_groups", &raw.auto_groups, &[]);
+    cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, collector);
+    let tasks = tasks(&raw, collector);
     Config {
         source: source.to_path_buf(),
-        listen: socket(c, "listen", &raw.listen, "127.0.0.1:8080"),
+        listen: socket(collector, "listen", &raw.listen, "127.0.0.1:8080"),
         tls,
         admin,
         storage,
@@ -77,58 +87,79 @@ pub(crate) fn build(raw: RawConfig, source: &Path, c: &mut Collector) -> Config 
         images_failover,
         channels: chans,
         virtual_models: vms,
-        affinity: affinity(&raw.affinity, c),
+        affinity: affinity(&raw.affinity, collector),
         clients: cls,
-        pricing: pricing(&raw.pricing, c),
+        pricing: pricing(&raw.pricing, collector),
         tasks,
-        shared: crate::config::validate::shared::shared(&raw.shared, c),
-        telemetry: crate::config::validate::telemetry::telemetry(&raw.telemetry, c),
+        shared: crate::config::validate::shared::shared(&raw.shared, collector),
+        telemetry: crate::config::validate::telemetry::telemetry(&raw.telemetry, collector),
     }
 }
 
-fn tls(raw: &RawConfig, c: &mut Collector) -> Option<TlsFiles> {
-    raw.tls.as_ref().and_then(|t| match (&t.cert, &t.key) {
-        (Some(cert), Some(key)) if !cert.trim().is_empty() && !key.trim().is_empty() => {
-            Some(TlsFiles {
-                cert: PathBuf::from(cert),
-                key: PathBuf::from(key),
-            })
-        }
-        (cert, _) => {
-            let missing = if cert.as_deref().is_none_or(|s| s.trim().is_empty()) {
-                "cert"
-            } else {
-                "key"
-            };
-            c.push(format!("tls.{missing}"), "tls needs both cert and key");
-            None
-        }
-    })
+fn tls(raw: &RawConfig, collector: &mut Collector) -> Option<TlsFiles> {
+    raw.tls
+        .as_ref()
+        .and_then(|raw_tls| match (&raw_tls.cert, &raw_tls.key) {
+            (Some(cert), Some(key)) if !cert.trim().is_empty() && !key.trim().is_empty() => {
+                Some(TlsFiles {
+                    cert: PathBuf::from(cert),
+                    key: PathBuf::from(key),
+                })
+            }
+            (cert, _) => {
+                let missing = if cert.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                    "cert"
+                } else {
+                    "key"
+                };
+                collector.push(format!("tls.{missing}"), "tls needs both cert and key");
+                None
+            }
+        })
 }
 
-fn admin(raw: &RawConfig, c: &mut Collector) -> Admin {
-    let token = |t: &Option<String>| t.as_ref().filter(|t| !t.trim().is_empty()).map(Secret::new);
+fn admin(raw: &RawConfig, collector: &mut Collector) -> Admin {
+    let token = |value: &Option<String>| {
+        value
+            .as_ref()
+            .filter(|token| !token.trim().is_empty())
+            .map(Secret::new)
+    };
     Admin {
-        listen: socket(c, "admin.listen", &raw.admin.listen, "127.0.0.1:9090"),
+        listen: socket(
+            collector,
+            "admin.listen",
+            &raw.admin.listen,
+            "127.0.0.1:9090",
+        ),
         token: token(&raw.admin.token),
         status_token: token(&raw.admin.status_token),
     }
 }
 
-fn limits(raw: &RawConfig, c: &mut Collector) -> Limits {
+fn limits(raw: &RawConfig, collector: &mut Collector) -> Limits {
     let lim = &raw.limits;
     Limits {
-        max_body_bytes: positive(c, "limits.max_body_bytes", lim.max_body_bytes, 33_554_432),
+        max_body_bytes: positive(
+            collector,
+            "limits.max_body_bytes",
+            lim.max_body_bytes,
+            33_554_432,
+        ),
         header_read_timeout: dur_nonzero(
-            c,
+            collector,
             "limits.header_read_timeout",
             &lim.header_read_timeout,
             Duration::from_secs(10),
         ),
-        max_connections: positive(c, "limits.max_connections", lim.max_connections, 10_000)
-            as usize,
+        max_connections: positive(
+            collector,
+            "limits.max_connections",
+            lim.max_connections,
+            10_000,
+        ) as usize,
         idle_timeout: dur_nonzero(
-            c,
+            collector,
             "limits.idle_timeout",
             &lim.idle_timeout,
             Duration::from_secs(120),
@@ -137,35 +168,55 @@ fn limits(raw: &RawConfig, c: &mut Collector) -> Limits {
     }
 }
 
-fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
+fn timeouts(raw: &RawConfig, collector: &mut Collector) -> Timeouts {
     let timeouts = &raw.timeouts;
     let secs = Duration::from_secs;
     Timeouts {
         upstream_header: dur_nonzero(
-            c,
+            collector,
             "timeouts.upstream_header",
             &timeouts.upstream_header,
             secs(60),
         ),
         image_upstream_header: dur_nonzero(
-            c,
+            collector,
             "timeouts.image_upstream_header",
             &timeouts.image_upstream_header,
             secs(300),
         ),
-        first_byte: dur_nonzero(c, "timeouts.first_byte", &timeouts.first_byte, secs(30)),
-        keepalive: dur(c, "timeouts.keepalive", &timeouts.keepalive, secs(15)),
-        non_stream: dur_nonzero(c, "timeouts.non_stream", &timeouts.non_stream, secs(600)),
+        first_byte: dur_nonzero(
+            collector,
+            "timeouts.first_byte",
+            &timeouts.first_byte,
+            secs(30),
+        ),
+        keepalive: dur(
+            collector,
+            "timeouts.keepalive",
+            &timeouts.keepalive,
+            secs(15),
+        ),
+        non_stream: dur_nonzero(
+            collector,
+            "timeouts.non_stream",
+            &timeouts.non_stream,
+            secs(600),
+        ),
         request_deadline: dur_nonzero(
-            c,
+            collector,
             "timeouts.request_deadline",
             &timeouts.request_deadline,
             secs(900),
         ),
-        drain: dur(c, "timeouts.drain", &timeouts.drain, secs(30)),
-        stream_stall: dur(c, "timeouts.stream_stall", &timeouts.stream_stall, secs(30)),
+        drain: dur(collector, "timeouts.drain", &timeouts.drain, secs(30)),
+        stream_stall: dur(
+            collector,
+            "timeouts.stream_stall",
+            &timeouts.stream_stall,
+            secs(30),
+        ),
         min_tokens_per_second: float_in(
-            c,
+            collector,
             "timeouts.min_tokens_per_second",
             timeouts.min_tokens_per_second,
             0.0,
@@ -175,18 +226,18 @@ fn timeouts(raw: &RawConfig, c: &mut Collector) -> Timeouts {
     }
 }
 
-fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
+fn routing(raw: &RawConfig, collector: &mut Collector) -> Routing {
     let routing = &raw.routing;
     let rb = routing.retry_budget.as_ref();
     let (balance, max_upstream_cooldown) = crate::config::validate::limits::balance(
-        c,
+        collector,
         &routing.balance,
         &routing.max_upstream_cooldown,
     );
     Routing {
         retry_times: routing.retry_times.unwrap_or(3),
         tier_walk: choice(
-            c,
+            collector,
             "routing.tier_walk",
             &routing.tier_walk,
             &[
@@ -196,39 +247,39 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
             TierWalk::Exhaust,
         ),
         failover_on: crate::config::load::scalars::status_set(
-            c,
+            collector,
             "routing.failover_on",
             &routing.failover_on,
             &builtin_set("100-199,300-399,401-407,409-499,500-503,505-523,525-599"),
         ),
         never_failover_on: crate::config::load::scalars::status_set(
-            c,
+            collector,
             "routing.never_failover_on",
             &routing.never_failover_on,
             &builtin_set("504,524"),
         ),
         retry_budget: RetryBudget {
             ratio: float_in(
-                c,
+                collector,
                 "routing.retry_budget.ratio",
-                rb.and_then(|b| b.ratio),
+                rb.and_then(|budget| budget.ratio),
                 0.0,
                 1.0,
                 0.2,
             ),
-            min_per_second: rb.and_then(|b| b.min_per_second).unwrap_or(10),
+            min_per_second: rb.and_then(|budget| budget.min_per_second).unwrap_or(10),
             ttl: dur_nonzero(
-                c,
+                collector,
                 "routing.retry_budget.ttl",
-                &rb.and_then(|b| b.ttl.clone()),
+                &rb.and_then(|budget| budget.ttl.clone()),
                 Duration::from_secs(10),
             ),
         },
         balance,
         max_upstream_cooldown,
-        failover_on_codes: failover_on_codes(c, &routing.failover_on_codes),
+        failover_on_codes: failover_on_codes(collector, &routing.failover_on_codes),
         wait_retry_after: dur(
-            c,
+            collector,
             "routing.wait_retry_after",
             &routing.wait_retry_after,
             Duration::ZERO,
@@ -238,8 +289,8 @@ fn routing(raw: &RawConfig, c: &mut Collector) -> Routing {
 
 /// `routing.failover_on_codes` (default `[context_length_exceeded]`): error codes, each a
 /// word of letters, digits, `_`, `-` or `.`.
-fn failover_on_codes(c: &mut Collector, v: &Option<Vec<String>>) -> Vec<String> {
-    let Some(list) = v else {
+fn failover_on_codes(collector: &mut Collector, value: &Option<Vec<String>>) -> Vec<String> {
+    let Some(list) = value else {
         return vec!["context_length_exceeded".to_string()];
     };
     let mut out = Vec::new();
@@ -251,7 +302,7 @@ fn failover_on_codes(c: &mut Collector, v: &Option<Vec<String>>) -> Vec<String> 
         if ok {
             out.push(code.clone());
         } else {
-            c.push(
+            collector.push(
                 format!("routing.failover_on_codes[{i}]"),
                 format!("{code:?} is not an error code (letters, digits, _, -, .)"),
             );
@@ -262,42 +313,42 @@ fn failover_on_codes(c: &mut Collector, v: &Option<Vec<String>>) -> Vec<String> 
 
 /// R15.1: each client's effective limits (its own fields over its group's); a `groups`
 /// entry must name a group some channel or virtual model declares (or `auto`).
-fn client_limits(raw: &RawConfig, mut cls: Vec<Client>, c: &mut Collector) -> Vec<Client> {
+fn client_limits(raw: &RawConfig, mut cls: Vec<Client>, collector: &mut Collector) -> Vec<Client> {
     use limits as vl;
     for (name, _) in &raw.groups {
         let declared = raw.declared_groups.as_ref();
         if name != "auto" && declared.is_some_and(|d| !d.contains(name)) {
-            c.push(
+            collector.push(
                 format!("groups.{name}"),
                 format!("no channel or virtual model declares group {name:?}"),
             );
         }
     }
-    let groups = vl::groups(&raw.groups, c);
+    let groups = vl::groups(&raw.groups, collector);
     for cl in &mut cls {
         let own = raw
             .clients
             .iter()
-            .find(|(n, _)| *n == cl.name)
-            .and_then(|(_, r)| r.as_ref()?.limits.as_ref());
-        cl.limits = vl::client_limits(&cl.name, own, groups.get(&cl.group), c);
+            .find(|(name, _)| *name == cl.name)
+            .and_then(|(_, raw_client)| raw_client.as_ref()?.limits.as_ref());
+        cl.limits = vl::client_limits(&cl.name, own, groups.get(&cl.group), collector);
     }
     cls
 }
 
-fn auto_disable(raw: &RawConfig, c: &mut Collector) -> AutoDisable {
+fn auto_disable(raw: &RawConfig, collector: &mut Collector) -> AutoDisable {
     let ad = &raw.auto_disable;
     AutoDisable {
         enabled: ad.enabled.unwrap_or(true),
         auto_enable: ad.auto_enable.unwrap_or(true),
         statuses: crate::config::load::scalars::status_set(
-            c,
+            collector,
             "auto_disable.statuses",
             &ad.statuses,
             &builtin_set("401"),
         ),
         error_codes: names(
-            c,
+            collector,
             "auto_disable.error_codes",
             &ad.error_codes,
             &[
@@ -308,7 +359,7 @@ fn auto_disable(raw: &RawConfig, c: &mut Collector) -> AutoDisable {
             ],
         ),
         error_types: names(
-            c,
+            collector,
             "auto_disable.error_types",
             &ad.error_types,
             &[
@@ -318,9 +369,9 @@ fn auto_disable(raw: &RawConfig, c: &mut Collector) -> AutoDisable {
                 "forbidden",
             ],
         ),
-        keywords: names(c, "auto_disable.keywords", &ad.keywords, &[]),
+        keywords: names(collector, "auto_disable.keywords", &ad.keywords, &[]),
         probe_interval: dur_nonzero(
-            c,
+            collector,
             "auto_disable.probe_interval",
             &ad.probe_interval,
             Duration::from_secs(60),
@@ -338,64 +389,67 @@ fn images_failover(raw: &RawConfig) -> ImagesFailover {
     }
 }
 
-fn tasks(raw: &RawConfig, c: &mut Collector) -> Tasks {
+fn tasks(raw: &RawConfig, collector: &mut Collector) -> Tasks {
     let mut tasks = Tasks::default();
-    for (i, p) in raw.tasks.paths.iter().flatten().enumerate() {
-        if v1_path(c, &format!("tasks.paths[{i}]"), p) {
-            tasks.paths.push(p.trim_end_matches('/').to_string());
+    for (i, path) in raw.tasks.paths.iter().flatten().enumerate() {
+        if v1_path(collector, &format!("tasks.paths[{i}]"), path) {
+            tasks.paths.push(path.trim_end_matches('/').to_string());
         }
     }
     tasks
 }
 
-fn positive(c: &mut Collector, key: &str, v: Option<u64>, default: u64) -> u64 {
-    match v {
+fn positive(collector: &mut Collector, key: &str, value: Option<u64>, default: u64) -> u64 {
+    match value {
         Some(0) => {
-            c.push(key, "must be greater than zero");
+            collector.push(key, "must be greater than zero");
             default
         }
-        Some(n) => n,
+        Some(number) => number,
         None => default,
     }
 }
 
-fn pricing(raw: &[(String, Option<RawPrice>)], c: &mut Collector) -> BTreeMap<String, Price> {
+fn pricing(
+    raw: &[(String, Option<RawPrice>)],
+    collector: &mut Collector,
+) -> BTreeMap<String, Price> {
     let mut out = BTreeMap::new();
-    for (model, p) in raw {
-        let Some(p) = p else { continue };
+    for (model, entry) in raw {
+        let Some(price) = entry else { continue };
         let key = format!("pricing.{model}");
         let input = float_in(
-            c,
+            collector,
             &format!("{key}.input"),
-            Some(p.input),
+            Some(price.input),
             0.0,
             f64::INFINITY,
             0.0,
         );
         let output = float_in(
-            c,
+            collector,
             &format!("{key}.output"),
-            Some(p.output),
+            Some(price.output),
             0.0,
             f64::INFINITY,
             0.0,
         );
-        let mut cache = |name: &str, v: Option<f64>| {
-            v.map(|v| {
+        let mut cache = |name: &str, value: Option<f64>| {
+            value.map(|rate| {
                 float_in(
-                    c,
+                    collector,
                     &format!("{key}.{name}"),
-                    Some(v),
+                    Some(rate),
                     0.0,
                     f64::INFINITY,
                     0.0,
                 )
             })
         };
-        let cache_read = cache("cache_read", p.cache_read);
-        let cache_write = cache("cache_write", p.cache_write);
-        if p.max_output == Some(0) {
-            c.push(format!("{key}.max_output"), "must be greater than zero");
+        let cache_read = cache("cache_read", price.cache_read);
+        let cache_write = cache("cache_write", price.cache_write);
+        if price.max_output == Some(0) {
+            collector.push(format!("{key}.max_output"), "must be greater than zero");
         }
         out.insert(
             model.clone(),
@@ -404,7 +458,7 @@ fn pricing(raw: &[(String, Option<RawPrice>)], c: &mut Collector) -> BTreeMap<St
                 output,
                 cache_read,
                 cache_write,
-                max_output: p.max_output.filter(|&n| n > 0),
+                max_output: price.max_output.filter(|&n| n > 0),
             },
         );
     }

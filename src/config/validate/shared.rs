@@ -6,22 +6,22 @@ use crate::config::model::Shared;
 use crate::secret::Secret;
 
 /// `shared.redis` must be a `redis://` URL the client accepts; `shared.replicas` ≥ 1.
-pub(crate) fn shared(raw: &RawShared, c: &mut Collector) -> Shared {
+pub(crate) fn shared(raw: &RawShared, collector: &mut Collector) -> Shared {
     let redis = raw
         .redis
         .as_deref()
         .map(str::trim)
-        .filter(|u| !u.is_empty());
+        .filter(|url| !url.is_empty());
     if let Some(url) = redis {
         let scheme_ok = url.starts_with("redis://");
         if !scheme_ok {
-            c.push(
+            collector.push(
                 "shared.redis",
                 "must be a redis:// URL, e.g. redis://127.0.0.1:6379/0 (TLS and unix sockets \
                  are not supported: reach Redis over a local TLS tunnel)",
             );
         } else if let Err(e) = redis::Client::open(url) {
-            c.push(
+            collector.push(
                 "shared.redis",
                 format!("is not a valid Redis URL ({e}); expected redis://[user:password@]host:port[/db]"),
             );
@@ -29,17 +29,17 @@ pub(crate) fn shared(raw: &RawShared, c: &mut Collector) -> Shared {
     }
     let replicas = match raw.replicas {
         Some(0) => {
-            c.push(
+            collector.push(
                 "shared.replicas",
                 "must be at least 1 (the number of switchyard replicas sharing the Redis)",
             );
             1
         }
-        Some(n) if n > 10_000 => {
-            c.push("shared.replicas", "must be at most 10000");
+        Some(count) if count > 10_000 => {
+            collector.push("shared.replicas", "must be at most 10000");
             1
         }
-        Some(n) => n as u32,
+        Some(count) => count as u32,
         None => 1,
     };
     Shared {

@@ -23,44 +23,59 @@ pub const DEBIT_BATCH: usize = 256;
 /// Largest `storage.debit_batch`.
 pub const MAX_DEBIT_BATCH: usize = 4096;
 
-pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
+pub(crate) fn storage(raw: &RawStorage, collector: &mut Collector) -> Storage {
     if raw.path.is_some() && raw.url.is_some() {
-        c.push(
+        collector.push(
             "storage.url",
             "set either storage.path (SQLite, one process) or storage.url (PostgreSQL, several replicas), not both",
         );
     }
     let path = raw.path.clone().unwrap_or_else(|| "./switchyard.db".into());
     if path.trim().is_empty() {
-        c.push("storage.path", "must not be empty");
+        collector.push("storage.path", "must not be empty");
     }
-    let url = raw.url.as_deref().and_then(|u| postgres_url(u, c));
+    let url = raw
+        .url
+        .as_deref()
+        .and_then(|given| postgres_url(given, collector));
     let rl = raw.request_log.as_ref();
     let keep = RequestLogRetention::default();
     let request_log = RequestLogRetention {
         max_age: dur(
-            c,
+            collector,
             "storage.request_log.max_age",
-            &rl.and_then(|r| r.max_age.clone()),
+            &rl.and_then(|raw_log| raw_log.max_age.clone()),
             keep.max_age,
         ),
-        max_rows: rl.and_then(|r| r.max_rows).unwrap_or(keep.max_rows),
+        max_rows: rl
+            .and_then(|raw_log| raw_log.max_rows)
+            .unwrap_or(keep.max_rows),
     };
-    let lease_ttl = dur_nonzero(c, "storage.lease_ttl", &raw.lease_ttl, LEASE_TTL);
+    let lease_ttl = dur_nonzero(collector, "storage.lease_ttl", &raw.lease_ttl, LEASE_TTL);
     if lease_ttl < Duration::from_secs(1) {
-        c.push("storage.lease_ttl", "must be at least 1s");
+        collector.push("storage.lease_ttl", "must be at least 1s");
     }
     let queue_capacity = count(
-        c,
+        collector,
         "storage.queue_capacity",
         raw.queue_capacity,
         QUEUE_CAPACITY,
     );
-    let pool_size = count(c, "storage.pool_size", raw.pool_size, POOL_SIZE);
-    let pool_timeout = dur_nonzero(c, "storage.pool_timeout", &raw.pool_timeout, POOL_TIMEOUT);
-    let mut debit_batch = count(c, "storage.debit_batch", raw.debit_batch, DEBIT_BATCH);
+    let pool_size = count(collector, "storage.pool_size", raw.pool_size, POOL_SIZE);
+    let pool_timeout = dur_nonzero(
+        collector,
+        "storage.pool_timeout",
+        &raw.pool_timeout,
+        POOL_TIMEOUT,
+    );
+    let mut debit_batch = count(
+        collector,
+        "storage.debit_batch",
+        raw.debit_batch,
+        DEBIT_BATCH,
+    );
     if debit_batch > MAX_DEBIT_BATCH {
-        c.push(
+        collector.push(
             "storage.debit_batch",
             format!("must be at most {MAX_DEBIT_BATCH}"),
         );
@@ -79,40 +94,40 @@ pub(crate) fn storage(raw: &RawStorage, c: &mut Collector) -> Storage {
 }
 
 /// A count that must be positive (`default` when unset, and after an error for 0).
-fn count(c: &mut Collector, key: &str, v: Option<u64>, default: usize) -> usize {
-    match v {
+fn count(collector: &mut Collector, key: &str, value: Option<u64>, default: usize) -> usize {
+    match value {
         Some(0) => {
-            c.push(key, "must be greater than zero");
+            collector.push(key, "must be greater than zero");
             default
         }
-        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        Some(number) => usize::try_from(number).unwrap_or(usize::MAX),
         None => default,
     }
 }
 
 /// A `postgres://` URL this build can use. The value itself is never echoed (it may hold a
 /// password).
-fn postgres_url(url: &str, c: &mut Collector) -> Option<Secret> {
+fn postgres_url(url: &str, collector: &mut Collector) -> Option<Secret> {
     const KEY: &str = "storage.url";
     const FORM: &str = "expected postgres://user[:password]@host[:port]/database";
     let url = url.trim();
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        c.push(KEY, format!("not a PostgreSQL URL: {FORM}"));
+        collector.push(KEY, format!("not a PostgreSQL URL: {FORM}"));
         return None;
     }
     let parsed = match tokio_postgres::Config::from_str(url) {
-        Ok(p) => p,
+        Ok(config) => config,
         Err(e) => {
-            c.push(KEY, format!("not a usable PostgreSQL URL ({e}): {FORM}"));
+            collector.push(KEY, format!("not a usable PostgreSQL URL ({e}): {FORM}"));
             return None;
         }
     };
     if parsed.get_hosts().is_empty() {
-        c.push(KEY, format!("names no host: {FORM}"));
+        collector.push(KEY, format!("names no host: {FORM}"));
         return None;
     }
     if parsed.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        c.push(
+        collector.push(
             KEY,
             "sslmode=require: this build speaks to PostgreSQL without TLS; use sslmode=disable on a trusted network (or a local TLS tunnel)",
         );

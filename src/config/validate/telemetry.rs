@@ -11,46 +11,49 @@ const TRACES_PATH: &str = "/v1/traces";
 
 /// `telemetry.otlp`: off without an endpoint; `protocol` is `http/protobuf` (default) or
 /// `grpc`; `sample_ratio` within 0..=1.
-pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
-    let Some(o) = &raw.otlp else {
+pub(crate) fn telemetry(raw: &RawTelemetry, collector: &mut Collector) -> Telemetry {
+    let Some(raw_otlp) = &raw.otlp else {
         return Telemetry::default();
     };
-    let endpoint = o.endpoint.as_deref().map(str::trim).unwrap_or_default();
+    let endpoint = raw_otlp
+        .endpoint
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or_default();
     if endpoint.is_empty() {
         return Telemetry::default();
     }
-    let url_ok = endpoint
-        .parse::<http::Uri>()
-        .ok()
-        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
+    let url_ok = endpoint.parse::<http::Uri>().ok().filter(|parsed| {
+        matches!(parsed.scheme_str(), Some("http" | "https")) && parsed.host().is_some()
+    });
     let Some(uri) = url_ok else {
-        c.push(
+        collector.push(
             "telemetry.otlp.endpoint",
             "must be an http:// or https:// URL of an OTLP/HTTP receiver, e.g. http://127.0.0.1:4318",
         );
         return Telemetry::default();
     };
-    let protocol = match o.protocol.as_deref().map(str::trim) {
+    let protocol = match raw_otlp.protocol.as_deref().map(str::trim) {
         None | Some("" | "http/protobuf") => OtlpProtocol::HttpProtobuf,
         Some("grpc") => OtlpProtocol::Grpc,
         Some(other) => {
-            c.push(
+            collector.push(
                 "telemetry.otlp.protocol",
                 format!("unknown protocol `{other}`: use http/protobuf or grpc"),
             );
             OtlpProtocol::HttpProtobuf
         }
     };
-    let sample_ratio = o.sample_ratio.unwrap_or(1.0);
+    let sample_ratio = raw_otlp.sample_ratio.unwrap_or(1.0);
     if !(0.0..=1.0).contains(&sample_ratio) {
-        c.push("telemetry.otlp.sample_ratio", "must be between 0.0 and 1.0");
+        collector.push("telemetry.otlp.sample_ratio", "must be between 0.0 and 1.0");
     }
     let mut headers = Vec::new();
-    for (name, value) in o.headers.iter().flatten() {
+    for (name, value) in raw_otlp.headers.iter().flatten() {
         let valid = http::HeaderName::from_bytes(name.as_bytes()).is_ok()
             && http::HeaderValue::from_str(value).is_ok();
         if !valid {
-            c.push(
+            collector.push(
                 format!("telemetry.otlp.headers.{name}"),
                 "is not a valid HTTP header",
             );
@@ -63,11 +66,11 @@ pub(crate) fn telemetry(raw: &RawTelemetry, c: &mut Collector) -> Telemetry {
     } else {
         format!("{}{TRACES_PATH}", endpoint.trim_end_matches('/'))
     };
-    let service_name = o
+    let service_name = raw_otlp
         .service_name
         .as_deref()
         .map(str::trim)
-        .filter(|s| !s.is_empty())
+        .filter(|name| !name.is_empty())
         .unwrap_or("switchyard")
         .to_string();
     Telemetry {
@@ -94,17 +97,17 @@ mod tests {
         let on = format!(
             "telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    headers: {{authorization: Bearer x}}\n    sample_ratio: 0.5\n{CH}"
         );
-        let o = load(&on).expect("loads").telemetry.otlp.expect("on");
-        assert_eq!(o.endpoint, "http://127.0.0.1:4318/v1/traces");
-        assert_eq!(o.protocol, OtlpProtocol::HttpProtobuf);
-        assert_eq!(o.service_name, "switchyard");
-        assert_eq!(o.sample_ratio, 0.5);
-        assert_eq!(o.headers[0].0, "authorization");
+        let otlp = load(&on).expect("loads").telemetry.otlp.expect("on");
+        assert_eq!(otlp.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(otlp.protocol, OtlpProtocol::HttpProtobuf);
+        assert_eq!(otlp.service_name, "switchyard");
+        assert_eq!(otlp.sample_ratio, 0.5);
+        assert_eq!(otlp.headers[0].0, "authorization");
         let grpc =
             format!("telemetry:\n  otlp: {{endpoint: \"http://c:4317\", protocol: grpc}}\n{CH}");
-        let o = load(&grpc).expect("loads").telemetry.otlp.expect("on");
+        let otlp = load(&grpc).expect("loads").telemetry.otlp.expect("on");
         assert_eq!(
-            (o.endpoint.as_str(), o.protocol),
+            (otlp.endpoint.as_str(), otlp.protocol),
             ("http://c:4317", OtlpProtocol::Grpc)
         );
         let traceparent = load(CH).expect("loads").channels[0].traceparent;
@@ -125,8 +128,8 @@ mod tests {
             ),
             ("{endpoint: \"http://x\", colour: red}", "telemetry.otlp"),
         ] {
-            let e = errs(&format!("telemetry:\n  otlp: {otlp}\n{CH}")).to_string();
-            assert!(e.contains(key), "{otlp}: {e}");
+            let error = errs(&format!("telemetry:\n  otlp: {otlp}\n{CH}")).to_string();
+            assert!(error.contains(key), "{otlp}: {error}");
         }
     }
 }
