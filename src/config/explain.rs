@@ -84,8 +84,8 @@ pub fn explain(cfg: &Config) -> String {
     for ch in &cfg.channels {
         channel(&mut out, ch, timeouts);
     }
-    for vm in &cfg.virtual_models {
-        let targets: Vec<String> = vm
+    for virtual_model in &cfg.virtual_models {
+        let targets: Vec<String> = virtual_model
             .targets
             .iter()
             .map(|target| format!("{}/{}", target.channel, target.model))
@@ -93,9 +93,9 @@ pub fn explain(cfg: &Config) -> String {
         let _ = writeln!(
             out,
             "virtual model {}: targets=[{}] groups=[{}]",
-            vm.name,
+            virtual_model.name,
             targets.join(", "),
-            vm.groups.join(", ")
+            virtual_model.groups.join(", ")
         );
     }
     out
@@ -130,7 +130,7 @@ fn channel(out: &mut String, channel: &Channel, timeouts: &Timeouts) {
         StreamPolicy::Passthrough => "\"\"",
         other => other.as_str(),
     };
-    let ns = if channel.non_stream_timeout.is_zero() {
+    let non_stream = if channel.non_stream_timeout.is_zero() {
         timeouts.non_stream
     } else {
         channel.non_stream_timeout
@@ -157,7 +157,7 @@ fn channel(out: &mut String, channel: &Channel, timeouts: &Timeouts) {
         channel.weight,
         channel.groups.join(", "),
         policy,
-        d(ns)
+        d(non_stream)
     );
     let mapped: Vec<String> = channel
         .models

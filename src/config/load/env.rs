@@ -93,7 +93,7 @@ pub(crate) fn env_overrides(
     env: &HashMap<String, String>,
     yaml: &Value,
     sections: &[&str],
-    errs: &mut Collector,
+    collector: &mut Collector,
 ) -> Value {
     let mut root = Map::new();
     let mut names: Vec<&String> = env.keys().collect();
@@ -118,7 +118,7 @@ pub(crate) fn env_overrides(
             {
                 Some(found) if found.len() > 1 => {
                     let list: Vec<String> = found.iter().map(|name| format!("{name:?}")).collect();
-                    errs.push_env(
+                    collector.push_env(
                         name,
                         key_path(&path),
                         format!("{seg:?} matches several names here ({}); rename one so they differ in more than `-`, `.` or case", list.join(", ")),
@@ -135,9 +135,10 @@ pub(crate) fn env_overrides(
             }
         }
         set_path(&mut root, &path, env_value(&env[name]));
-        errs.origins.set.push((key_path(&path), name.clone()));
+        collector.origins.set.push((key_path(&path), name.clone()));
         if let Some(depth) = created.filter(|depth| *depth < path.len()) {
-            errs.origins
+            collector
+                .origins
                 .created
                 .push((key_path(&path[..depth]), name.clone()));
         }
@@ -211,7 +212,7 @@ fn split(key: &str) -> Vec<String> {
     key.split('.').map(str::to_string).collect()
 }
 
-pub(crate) fn alias_overrides(env: &HashMap<String, String>, errs: &mut Collector) -> Value {
+pub(crate) fn alias_overrides(env: &HashMap<String, String>, collector: &mut Collector) -> Value {
     let mut root = Map::new();
     for (var, key) in ALIASES {
         if let Some(value) = env.get(*var) {
@@ -220,7 +221,10 @@ pub(crate) fn alias_overrides(env: &HashMap<String, String>, errs: &mut Collecto
                 &split(key),
                 Value::String(value.trim().to_string()),
             );
-            errs.origins.set.push((key.to_string(), var.to_string()));
+            collector
+                .origins
+                .set
+                .push((key.to_string(), var.to_string()));
         }
     }
     for (var, key) in SECONDS_ALIASES {
@@ -228,9 +232,12 @@ pub(crate) fn alias_overrides(env: &HashMap<String, String>, errs: &mut Collecto
             match value.trim().parse::<u64>() {
                 Ok(secs) => {
                     set_path(&mut root, &split(key), Value::String(format!("{secs}s")));
-                    errs.origins.set.push((key.to_string(), var.to_string()));
+                    collector
+                        .origins
+                        .set
+                        .push((key.to_string(), var.to_string()));
                 }
-                Err(_) => errs.push_env(
+                Err(_) => collector.push_env(
                     var,
                     *key,
                     format!("{value:?} is not a whole number of seconds"),

@@ -24,24 +24,28 @@ pub(crate) fn join(prefix: &str, rel: &str) -> String {
     }
 }
 
-fn section<T: DeserializeOwned + Default>(value: &Value, key: &str, errs: &mut Collector) -> T {
+fn section<T: DeserializeOwned + Default>(
+    value: &Value,
+    key: &str,
+    collector: &mut Collector,
+) -> T {
     if value.is_null() {
         return T::default();
     }
     match from_value::<T>(value) {
         Ok(typed) => typed,
         Err((rel, reason)) => {
-            errs.push(join(key, &rel), reason);
+            collector.push(join(key, &rel), reason);
             T::default()
         }
     }
 }
 
-fn optional<T: DeserializeOwned>(value: &Value, key: &str, errs: &mut Collector) -> Option<T> {
+fn optional<T: DeserializeOwned>(value: &Value, key: &str, collector: &mut Collector) -> Option<T> {
     match from_value::<Option<T>>(value) {
         Ok(typed) => typed,
         Err((rel, reason)) => {
-            errs.push(join(key, &rel), reason);
+            collector.push(join(key, &rel), reason);
             None
         }
     }
@@ -51,13 +55,13 @@ fn optional<T: DeserializeOwned>(value: &Value, key: &str, errs: &mut Collector)
 fn entries<T: DeserializeOwned>(
     value: &Value,
     key: &str,
-    errs: &mut Collector,
+    collector: &mut Collector,
 ) -> Vec<(String, Option<T>)> {
     let map = match value {
         Value::Null => return Vec::new(),
         Value::Object(object) => object,
         _ => {
-            errs.push(key, "expected a mapping of name → settings");
+            collector.push(key, "expected a mapping of name → settings");
             return Vec::new();
         }
     };
@@ -65,16 +69,16 @@ fn entries<T: DeserializeOwned>(
     for (name, entry) in map {
         let path = format!("{key}.{name}");
         if name.trim().is_empty() {
-            errs.push(&path, "name must not be empty");
+            collector.push(&path, "name must not be empty");
         }
         let parsed = if entry.is_null() {
-            errs.push(&path, "settings missing");
+            collector.push(&path, "settings missing");
             None
         } else {
             match from_value::<T>(entry) {
                 Ok(typed) => Some(typed),
                 Err((rel, reason)) => {
-                    errs.push(join(&path, &rel), reason);
+                    collector.push(join(&path, &rel), reason);
                     None
                 }
             }
@@ -84,7 +88,7 @@ fn entries<T: DeserializeOwned>(
     out
 }
 
-pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
+pub(crate) fn split(tree: &Value, collector: &mut Collector) -> RawConfig {
     let mut raw = RawConfig::default();
     let Value::Object(top) = tree else {
         return raw;
@@ -93,29 +97,29 @@ pub(crate) fn split(tree: &Value, errs: &mut Collector) -> RawConfig {
     for (key, value) in top {
         let name = key.as_str();
         match name {
-            "listen" => raw.listen = optional(value, name, errs),
-            "tls" => raw.tls = optional(value, name, errs),
-            "admin" => raw.admin = section(value, name, errs),
-            "storage" => raw.storage = section(value, name, errs),
-            "shared" => raw.shared = section(value, name, errs),
-            "debug_headers" => raw.debug_headers = optional(value, name, errs),
-            "limits" => raw.limits = section(value, name, errs),
-            "timeouts" => raw.timeouts = section(value, name, errs),
-            "routing" => raw.routing = section(value, name, errs),
-            "auto_groups" => raw.auto_groups = optional(value, name, errs),
-            "resilience" => raw.resilience = section(value, name, errs),
-            "auto_disable" => raw.auto_disable = section(value, name, errs),
-            "images_failover" => raw.images_failover = section(value, name, errs),
-            "channels" => raw.channels = entries(value, name, errs),
-            "virtual_models" => raw.virtual_models = entries(value, name, errs),
-            "affinity" => raw.affinity = section(value, name, errs),
-            "clients" => raw.clients = entries(value, name, errs),
-            "groups" => raw.groups = entries(value, name, errs),
-            "pricing" => raw.pricing = entries(value, name, errs),
-            "tasks" => raw.tasks = section(value, name, errs),
-            "telemetry" => raw.telemetry = section(value, name, errs),
+            "listen" => raw.listen = optional(value, name, collector),
+            "tls" => raw.tls = optional(value, name, collector),
+            "admin" => raw.admin = section(value, name, collector),
+            "storage" => raw.storage = section(value, name, collector),
+            "shared" => raw.shared = section(value, name, collector),
+            "debug_headers" => raw.debug_headers = optional(value, name, collector),
+            "limits" => raw.limits = section(value, name, collector),
+            "timeouts" => raw.timeouts = section(value, name, collector),
+            "routing" => raw.routing = section(value, name, collector),
+            "auto_groups" => raw.auto_groups = optional(value, name, collector),
+            "resilience" => raw.resilience = section(value, name, collector),
+            "auto_disable" => raw.auto_disable = section(value, name, collector),
+            "images_failover" => raw.images_failover = section(value, name, collector),
+            "channels" => raw.channels = entries(value, name, collector),
+            "virtual_models" => raw.virtual_models = entries(value, name, collector),
+            "affinity" => raw.affinity = section(value, name, collector),
+            "clients" => raw.clients = entries(value, name, collector),
+            "groups" => raw.groups = entries(value, name, collector),
+            "pricing" => raw.pricing = entries(value, name, collector),
+            "tasks" => raw.tasks = section(value, name, collector),
+            "telemetry" => raw.telemetry = section(value, name, collector),
             _ => {
-                errs.push(name, unknown_key(name, SECTIONS));
+                collector.push(name, unknown_key(name, SECTIONS));
                 unknown_section = true;
             }
         }

@@ -45,7 +45,7 @@ pub(crate) const SECTIONS: &[&str] = &[
 pub(crate) fn interpolate(
     text: &str,
     env: &HashMap<String, String>,
-    errs: &mut Collector,
+    collector: &mut Collector,
 ) -> String {
     let mut out = String::with_capacity(text.len());
     for (idx, line) in text.split_inclusive('\n').enumerate() {
@@ -71,15 +71,19 @@ pub(crate) fn interpolate(
                             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                             && !name.starts_with(|c: char| c.is_ascii_digit());
                         if !valid {
-                            errs.push_line(
+                            collector.push_line(
                                 Some(lineno),
                                 format!("${{{name}}} is not a variable reference: a name is letters, digits and `_` (write $${{ for a literal ${{)"),
                             );
                         } else if let Some(value) = env.get(name) {
                             out.push_str(value);
-                            errs.uses.entry(lineno).or_default().push(name.to_string());
+                            collector
+                                .uses
+                                .entry(lineno)
+                                .or_default()
+                                .push(name.to_string());
                         } else {
-                            errs.push_line(
+                            collector.push_line(
                                 Some(lineno),
                                 format!("environment variable {name} is not set; set it, or remove ${{{name}}} from the file"),
                             );
@@ -87,7 +91,7 @@ pub(crate) fn interpolate(
                         rest = &tail[end + 1..];
                     }
                     None => {
-                        errs.push_line(
+                        collector.push_line(
                             Some(lineno),
                             "`${` is not closed by `}` (write $${ for a literal ${)",
                         );
@@ -131,36 +135,36 @@ fn is_blank_yaml(text: &str) -> bool {
 }
 
 /// Interpolated YAML + aliases + env overrides → one tree. `None` when the YAML itself
-/// could not be parsed (the error is recorded). The line of every key is kept in `errs`.
+/// could not be parsed (the error is recorded). The line of every key is kept in `collector`.
 pub(crate) fn merged_tree(
     text: &str,
     env: &HashMap<String, String>,
-    errs: &mut Collector,
+    collector: &mut Collector,
 ) -> Option<Value> {
-    let text = interpolate(text, env, errs);
+    let text = interpolate(text, env, collector);
     let yaml = if is_blank_yaml(&text) {
         Value::Object(Default::default())
     } else {
         match crate::config::load::yaml::parse(&text) {
             Ok((tree, lines)) => {
-                errs.lines = lines;
+                collector.lines = lines;
                 tree
             }
             Err(e) => {
-                errs.push_line(e.line, e.reason);
+                collector.push_line(e.line, e.reason);
                 return None;
             }
         }
     };
     if !yaml.is_object() {
-        errs.push_line(
+        collector.push_line(
             Some(1),
             "the file must be a mapping of sections (`listen:`, `channels:`, …)",
         );
         return None;
     }
-    let aliases = alias_overrides(env, errs);
-    let overrides = env_overrides(env, &yaml, SECTIONS, errs);
+    let aliases = alias_overrides(env, collector);
+    let overrides = env_overrides(env, &yaml, SECTIONS, collector);
     let fig = Figment::new()
         .merge(Serialized::defaults(yaml))
         .merge(Serialized::defaults(aliases))
@@ -168,12 +172,12 @@ pub(crate) fn merged_tree(
     match fig.extract::<Value>() {
         Ok(merged @ Value::Object(_)) => Some(merged),
         Ok(_) => {
-            errs.push("", "the file must be a mapping of sections");
+            collector.push("", "the file must be a mapping of sections");
             None
         }
         Err(errors) => {
             for err in errors {
-                errs.push(err.path.join("."), format!("{}", err.kind));
+                collector.push(err.path.join("."), format!("{}", err.kind));
             }
             None
         }
@@ -186,14 +190,14 @@ mod comment_tests {
 
     #[test]
     fn variables_in_comments_are_not_interpolated() {
-        let mut errs = Collector::new(std::path::Path::new("t.yaml"));
+        let mut collector = Collector::new(std::path::Path::new("t.yaml"));
         let env = HashMap::from([("A".to_string(), "1".to_string())]);
         let out = interpolate(
             "x: ${A} # prod: ${UNSET}\ny: '#${A}'\n# ${UNSET}\n",
             &env,
-            &mut errs,
+            &mut collector,
         );
-        assert!(errs.errors.is_empty(), "{:?}", errs.errors);
+        assert!(collector.errors.is_empty(), "{:?}", collector.errors);
         assert_eq!(out, "x: 1 # prod: ${UNSET}\ny: '#1'\n# ${UNSET}\n");
     }
 }

@@ -160,7 +160,7 @@ pub(crate) fn parse(text: &str) -> Result<(Value, Lines), SyntaxError> {
 /// A parser error in the config's own terms, with its line and column.
 fn reword(error: &serde_saphyr::Error) -> SyntaxError {
     let loc = error.location();
-    let ln = loc.as_ref().and_then(line);
+    let lineno = loc.as_ref().and_then(line);
     let col = loc
         .map(|location| location.column())
         .filter(|column| *column > 0);
@@ -193,7 +193,10 @@ fn reword(error: &serde_saphyr::Error) -> SyntaxError {
         Some(column) => format!("column {column}: {what}"),
         None => what,
     };
-    SyntaxError { line: ln, reason }
+    SyntaxError {
+        line: lineno,
+        reason,
+    }
 }
 
 #[cfg(test)]

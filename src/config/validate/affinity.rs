@@ -12,7 +12,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 /// The two rules of R8.1, used when the file has no `affinity.rules`.
 pub fn default_affinity_rules() -> Vec<AffinityRule> {
-    let mk = |name: &str, model: &str, path: &str, key: &[&str]| {
+    let make_rule = |name: &str, model: &str, path: &str, key: &[&str]| {
         regex::Regex::new(model).ok().map(|re| AffinityRule {
             name: name.into(),
             model: re,
@@ -23,13 +23,13 @@ pub fn default_affinity_rules() -> Vec<AffinityRule> {
         })
     };
     [
-        mk(
+        make_rule(
             "codex trace",
             "^gpt-.*$",
             "/v1/responses",
             &["prompt_cache_key"],
         ),
-        mk(
+        make_rule(
             "claude user",
             "^claude-.*$",
             "/v1/messages",
@@ -66,7 +66,7 @@ fn rule(i: usize, raw: &RawRule, collector: &mut Collector) -> Option<AffinityRu
     if !path.starts_with('/') {
         collector.push(key("path"), format!("path {path:?} must start with /"));
     }
-    let akey = if let Some(json_path) = key_src.strip_prefix("body.") {
+    let affinity_key = if let Some(json_path) = key_src.strip_prefix("body.") {
         let parts: Vec<String> = json_path.split('.').map(str::to_string).collect();
         if parts.iter().any(|segment| segment.is_empty()) {
             collector.push(key("key"), format!("{key_src:?} has an empty path segment"));
@@ -97,7 +97,7 @@ fn rule(i: usize, raw: &RawRule, collector: &mut Collector) -> Option<AffinityRu
             .unwrap_or_else(|| format!("rule-{i}")),
         model: model?,
         path,
-        key: akey?,
+        key: affinity_key?,
         ttl,
         skip_retry_on_failure: raw.skip_retry_on_failure.unwrap_or(false),
     })
@@ -112,9 +112,9 @@ pub(crate) fn affinity(raw: &RawAffinity, collector: &mut Collector) -> Affinity
             .filter_map(|(i, raw_rule)| rule(i, raw_rule, collector))
             .collect(),
     };
-    let st = raw.sticky.as_ref();
+    let raw_sticky = raw.sticky.as_ref();
     let get = |field: fn(&crate::config::load::raw::RawSticky) -> &Option<String>| {
-        st.and_then(|raw_sticky| field(raw_sticky).clone())
+        raw_sticky.and_then(|sticky| field(sticky).clone())
     };
     let sticky = Sticky {
         conversation_ttl: dur_nonzero(

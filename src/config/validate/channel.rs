@@ -83,7 +83,7 @@ pub(crate) fn channel(
     let models = models(name, raw, &mapping, collector);
     let paths = paths(name, raw, collector);
     let weight = weight(name, raw, collector);
-    let scm = status_code_mapping(name, raw, collector);
+    let status_mapping = status_code_mapping(name, raw, collector);
     let stream_policy = choice(
         collector,
         &field_key("stream_policy"),
@@ -115,7 +115,7 @@ pub(crate) fn channel(
         collector,
     );
     let api_version = api_version(collector, &field_key("api_version"), kind, &raw.api_version);
-    let sw = switches(name, raw, kind, collector);
+    let compatibility = switches(name, raw, kind, collector);
     let base = base?;
     if collector.errors.len() != before {
         return None;
@@ -133,7 +133,7 @@ pub(crate) fn channel(
         weight,
         enabled: raw.enabled.unwrap_or(true),
         auto_ban: raw.auto_ban.unwrap_or(true),
-        status_code_mapping: scm,
+        status_code_mapping: status_mapping,
         stream_policy,
         non_stream_timeout,
         headers,
@@ -144,12 +144,12 @@ pub(crate) fn channel(
         include_usage: raw.include_usage.unwrap_or(openai_format(kind)),
         api_version,
         translate: raw.translate.unwrap_or(true),
-        responses: sw.responses,
+        responses: compatibility.responses,
         limits,
-        max_tokens_field: sw.max_tokens_field,
-        reasoning_history: sw.reasoning_history,
-        stream_stall: sw.stream_stall,
-        prefill: sw.prefill,
+        max_tokens_field: compatibility.max_tokens_field,
+        reasoning_history: compatibility.reasoning_history,
+        stream_stall: compatibility.stream_stall,
+        prefill: compatibility.prefill,
     })
 }
 
@@ -394,12 +394,12 @@ fn status_code_mapping(
     raw: &RawChannel,
     collector: &mut Collector,
 ) -> BTreeMap<u16, u16> {
-    let mut scm = BTreeMap::new();
+    let mut status_mapping = BTreeMap::new();
     for (from, to) in raw.status_code_mapping.iter().flatten() {
         let entry_key = format!("{}.{from}", key(name, "status_code_mapping"));
         match (status_code(from), status_code(to)) {
             (Some(from_status), Some(to_status)) => {
-                scm.insert(from_status, to_status);
+                status_mapping.insert(from_status, to_status);
             }
             (None, _) => collector.push(
                 entry_key,
@@ -410,15 +410,16 @@ fn status_code_mapping(
             }
         }
     }
-    scm
+    status_mapping
 }
 
 /// `headers`: valid names and values, none the gateway manages; values are secrets.
 fn headers(name: &str, raw: &RawChannel, collector: &mut Collector) -> Vec<(HeaderName, Secret)> {
     let mut headers = Vec::new();
-    for (hn, hv) in raw.headers.iter().flatten() {
-        let entry_key = format!("{}.{hn}", key(name, "headers"));
-        let Ok(header_name) = HeaderName::from_bytes(hn.trim().to_ascii_lowercase().as_bytes())
+    for (raw_name, raw_value) in raw.headers.iter().flatten() {
+        let entry_key = format!("{}.{raw_name}", key(name, "headers"));
+        let Ok(header_name) =
+            HeaderName::from_bytes(raw_name.trim().to_ascii_lowercase().as_bytes())
         else {
             collector.push(entry_key, "not a valid header name");
             continue;
@@ -430,8 +431,8 @@ fn headers(name: &str, raw: &RawChannel, collector: &mut Collector) -> Vec<(Head
             );
             continue;
         }
-        match HeaderValue::from_str(hv) {
-            Ok(_) => headers.push((header_name, Secret::new(hv.as_str()))),
+        match HeaderValue::from_str(raw_value) {
+            Ok(_) => headers.push((header_name, Secret::new(raw_value.as_str()))),
             Err(_) => collector.push(entry_key, "not a valid header value"),
         }
     }

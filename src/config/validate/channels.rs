@@ -32,27 +32,29 @@ pub(crate) fn channels(
 pub(crate) fn virtual_models(
     raw: &[(String, Option<RawVirtualModel>)],
     raw_channels: &[(String, Option<RawChannel>)],
-    chans: &[Channel],
+    channels: &[Channel],
     resume: &StreamResume,
     collector: &mut Collector,
 ) -> Vec<VirtualModel> {
     let mut out = Vec::new();
-    for (name, vm) in raw {
-        let Some(vm) = vm else { continue };
+    for (name, entry) in raw {
+        let Some(raw_virtual_model) = entry else {
+            continue;
+        };
         let key = format!("virtual_models.{name}");
         let groups = names(
             collector,
             &format!("{key}.groups"),
-            &vm.groups,
+            &raw_virtual_model.groups,
             &["default"],
         );
         let mut targets = Vec::new();
-        let list = vm.targets.as_deref().unwrap_or_default();
+        let list = raw_virtual_model.targets.as_deref().unwrap_or_default();
         if list.is_empty() {
             collector.push(format!("{key}.targets"), "at least one target is required");
         }
         for (i, target) in list.iter().enumerate() {
-            let tkey = format!("{key}.targets[{i}]");
+            let target_key = format!("{key}.targets[{i}]");
             match target.trim().split_once('/') {
                 Some((channel_name, upstream_model))
                     if !channel_name.is_empty() && !upstream_model.is_empty() =>
@@ -67,15 +69,18 @@ pub(crate) fn virtual_models(
                         });
                     } else {
                         collector.push(
-                            tkey,
+                            target_key,
                             format!("target {target:?} names channel {channel_name:?}, which does not exist"),
                         );
                     }
                 }
-                _ => collector.push(tkey, format!("target {target:?} must be channel/model")),
+                _ => collector.push(
+                    target_key,
+                    format!("target {target:?} must be channel/model"),
+                ),
             }
         }
-        for channel in chans {
+        for channel in channels {
             if channel.models.iter().any(|model| model == name)
                 && channel.groups.iter().any(|group| groups.contains(group))
             {
@@ -86,9 +91,11 @@ pub(crate) fn virtual_models(
             name: name.clone(),
             targets,
             groups,
-            stream_resume: vm.stream_resume.as_ref().map(|raw_resume| StreamResume {
-                enabled: raw_resume.enabled.unwrap_or(resume.enabled),
-                max: raw_resume.max.unwrap_or(resume.max),
+            stream_resume: raw_virtual_model.stream_resume.as_ref().map(|raw_resume| {
+                StreamResume {
+                    enabled: raw_resume.enabled.unwrap_or(resume.enabled),
+                    max: raw_resume.max.unwrap_or(resume.max),
+                }
             }),
         });
     }
@@ -174,18 +181,18 @@ pub(crate) fn clients(
 /// nothing is checked when the declared groups cannot be told (`None`).
 pub(crate) fn cross_check(
     declared: Option<&BTreeSet<String>>,
-    cls: &[Client],
+    clients: &[Client],
     auto_groups: &[String],
     collector: &mut Collector,
 ) {
     let Some(declared) = declared else { return };
-    for cl in cls {
-        if cl.group != "auto" && !declared.contains(&cl.group) {
+    for client in clients {
+        if client.group != "auto" && !declared.contains(&client.group) {
             collector.push(
-                format!("clients.{}.group", cl.name),
+                format!("clients.{}.group", client.name),
                 format!(
                     "group {:?} is not declared by any channel or virtual model",
-                    cl.group
+                    client.group
                 ),
             );
         }

@@ -163,15 +163,15 @@ pub(crate) fn balance(
 pub fn warnings(source: &Path, clients: &[crate::config::model::Client]) -> Vec<String> {
     clients
         .iter()
-        .filter(|cl| cl.limits.tpm > 0 && cl.limits.tpm < DEFAULT_MAX_TOKENS)
-        .map(|cl| {
+        .filter(|client| client.limits.tpm > 0 && client.limits.tpm < DEFAULT_MAX_TOKENS)
+        .map(|client| {
             format!(
                 "{}: clients.{}.limits.tpm: {} is below {DEFAULT_MAX_TOKENS}, the reservation \
                  of a request that names no max_tokens; such requests are refused (429, \
                  x-should-retry: false)",
                 source.display(),
-                cl.name,
-                cl.limits.tpm
+                client.name,
+                client.limits.tpm
             )
         })
         .collect()

@@ -59,17 +59,22 @@ pub(crate) fn build(raw: RawConfig, source: &Path, collector: &mut Collector) ->
     );
     let auto_disable = auto_disable(&raw, collector);
     let images_failover = images_failover(&raw);
-    let chans = channels(&raw.channels, &resilience, collector);
-    let vms = virtual_models(
+    let channels = channels(&raw.channels, &resilience, collector);
+    let virtual_models = virtual_models(
         &raw.virtual_models,
         &raw.channels,
-        &chans,
+        &channels,
         &resilience.stream_resume,
         collector,
     );
-    let cls = client_limits(&raw, clients(&raw.clients, collector), collector);
+    let clients = client_limits(&raw, clients(&raw.clients, collector), collector);
     let auto_groups = names(collector, "auto_groups", &raw.auto_groups, &[]);
-    cross_check(raw.declared_groups.as_ref(), &cls, &auto_groups, collector);
+    cross_check(
+        raw.declared_groups.as_ref(),
+        &clients,
+        &auto_groups,
+        collector,
+    );
     let tasks = tasks(&raw, collector);
     Config {
         source: source.to_path_buf(),
@@ -85,10 +90,10 @@ pub(crate) fn build(raw: RawConfig, source: &Path, collector: &mut Collector) ->
         resilience,
         auto_disable,
         images_failover,
-        channels: chans,
-        virtual_models: vms,
+        channels,
+        virtual_models,
         affinity: affinity(&raw.affinity, collector),
-        clients: cls,
+        clients,
         pricing: pricing(&raw.pricing, collector),
         tasks,
         shared: crate::config::validate::shared::shared(&raw.shared, collector),
@@ -138,33 +143,33 @@ fn admin(raw: &RawConfig, collector: &mut Collector) -> Admin {
 }
 
 fn limits(raw: &RawConfig, collector: &mut Collector) -> Limits {
-    let lim = &raw.limits;
+    let raw_limits = &raw.limits;
     Limits {
         max_body_bytes: positive(
             collector,
             "limits.max_body_bytes",
-            lim.max_body_bytes,
+            raw_limits.max_body_bytes,
             33_554_432,
         ),
         header_read_timeout: dur_nonzero(
             collector,
             "limits.header_read_timeout",
-            &lim.header_read_timeout,
+            &raw_limits.header_read_timeout,
             Duration::from_secs(10),
         ),
         max_connections: positive(
             collector,
             "limits.max_connections",
-            lim.max_connections,
+            raw_limits.max_connections,
             10_000,
         ) as usize,
         idle_timeout: dur_nonzero(
             collector,
             "limits.idle_timeout",
-            &lim.idle_timeout,
+            &raw_limits.idle_timeout,
             Duration::from_secs(120),
         ),
-        max_connections_per_ip: lim.max_connections_per_ip.unwrap_or(0) as usize,
+        max_connections_per_ip: raw_limits.max_connections_per_ip.unwrap_or(0) as usize,
     }
 }
 
@@ -228,7 +233,7 @@ fn timeouts(raw: &RawConfig, collector: &mut Collector) -> Timeouts {
 
 fn routing(raw: &RawConfig, collector: &mut Collector) -> Routing {
     let routing = &raw.routing;
-    let rb = routing.retry_budget.as_ref();
+    let raw_budget = routing.retry_budget.as_ref();
     let (balance, max_upstream_cooldown) = crate::config::validate::limits::balance(
         collector,
         &routing.balance,
@@ -262,16 +267,18 @@ fn routing(raw: &RawConfig, collector: &mut Collector) -> Routing {
             ratio: float_in(
                 collector,
                 "routing.retry_budget.ratio",
-                rb.and_then(|budget| budget.ratio),
+                raw_budget.and_then(|budget| budget.ratio),
                 0.0,
                 1.0,
                 0.2,
             ),
-            min_per_second: rb.and_then(|budget| budget.min_per_second).unwrap_or(10),
+            min_per_second: raw_budget
+                .and_then(|budget| budget.min_per_second)
+                .unwrap_or(10),
             ttl: dur_nonzero(
                 collector,
                 "routing.retry_budget.ttl",
-                &rb.and_then(|budget| budget.ttl.clone()),
+                &raw_budget.and_then(|budget| budget.ttl.clone()),
                 Duration::from_secs(10),
             ),
         },
@@ -313,7 +320,11 @@ fn failover_on_codes(collector: &mut Collector, value: &Option<Vec<String>>) -> 
 
 /// R15.1: each client's effective limits (its own fields over its group's); a `groups`
 /// entry must name a group some channel or virtual model declares (or `auto`).
-fn client_limits(raw: &RawConfig, mut cls: Vec<Client>, collector: &mut Collector) -> Vec<Client> {
+fn client_limits(
+    raw: &RawConfig,
+    mut clients: Vec<Client>,
+    collector: &mut Collector,
+) -> Vec<Client> {
     use limits as vl;
     for (name, _) in &raw.groups {
         let declared = raw.declared_groups.as_ref();
@@ -325,32 +336,32 @@ fn client_limits(raw: &RawConfig, mut cls: Vec<Client>, collector: &mut Collecto
         }
     }
     let groups = vl::groups(&raw.groups, collector);
-    for cl in &mut cls {
+    for client in &mut clients {
         let own = raw
             .clients
             .iter()
-            .find(|(name, _)| *name == cl.name)
+            .find(|(name, _)| *name == client.name)
             .and_then(|(_, raw_client)| raw_client.as_ref()?.limits.as_ref());
-        cl.limits = vl::client_limits(&cl.name, own, groups.get(&cl.group), collector);
+        client.limits = vl::client_limits(&client.name, own, groups.get(&client.group), collector);
     }
-    cls
+    clients
 }
 
 fn auto_disable(raw: &RawConfig, collector: &mut Collector) -> AutoDisable {
-    let ad = &raw.auto_disable;
+    let raw_auto_disable = &raw.auto_disable;
     AutoDisable {
-        enabled: ad.enabled.unwrap_or(true),
-        auto_enable: ad.auto_enable.unwrap_or(true),
+        enabled: raw_auto_disable.enabled.unwrap_or(true),
+        auto_enable: raw_auto_disable.auto_enable.unwrap_or(true),
         statuses: crate::config::load::scalars::status_set(
             collector,
             "auto_disable.statuses",
-            &ad.statuses,
+            &raw_auto_disable.statuses,
             &builtin_set("401"),
         ),
         error_codes: names(
             collector,
             "auto_disable.error_codes",
-            &ad.error_codes,
+            &raw_auto_disable.error_codes,
             &[
                 "invalid_api_key",
                 "account_deactivated",
@@ -361,7 +372,7 @@ fn auto_disable(raw: &RawConfig, collector: &mut Collector) -> AutoDisable {
         error_types: names(
             collector,
             "auto_disable.error_types",
-            &ad.error_types,
+            &raw_auto_disable.error_types,
             &[
                 "insufficient_quota",
                 "authentication_error",
@@ -369,23 +380,28 @@ fn auto_disable(raw: &RawConfig, collector: &mut Collector) -> AutoDisable {
                 "forbidden",
             ],
         ),
-        keywords: names(collector, "auto_disable.keywords", &ad.keywords, &[]),
+        keywords: names(
+            collector,
+            "auto_disable.keywords",
+            &raw_auto_disable.keywords,
+            &[],
+        ),
         probe_interval: dur_nonzero(
             collector,
             "auto_disable.probe_interval",
-            &ad.probe_interval,
+            &raw_auto_disable.probe_interval,
             Duration::from_secs(60),
         ),
     }
 }
 
 fn images_failover(raw: &RawConfig) -> ImagesFailover {
-    let im = &raw.images_failover;
+    let raw_images_failover = &raw.images_failover;
     ImagesFailover {
-        enabled: im.enabled.unwrap_or(false),
-        include_ambiguous: im.include_ambiguous.unwrap_or(false),
-        include_uncertain: im.include_uncertain.unwrap_or(false),
-        key_retry_budget: im.key_retry_budget.unwrap_or(1),
+        enabled: raw_images_failover.enabled.unwrap_or(false),
+        include_ambiguous: raw_images_failover.include_ambiguous.unwrap_or(false),
+        include_uncertain: raw_images_failover.include_uncertain.unwrap_or(false),
+        key_retry_budget: raw_images_failover.key_retry_budget.unwrap_or(1),
     }
 }
 

@@ -38,16 +38,16 @@ pub(crate) fn storage(raw: &RawStorage, collector: &mut Collector) -> Storage {
         .url
         .as_deref()
         .and_then(|given| postgres_url(given, collector));
-    let rl = raw.request_log.as_ref();
+    let raw_request_log = raw.request_log.as_ref();
     let keep = RequestLogRetention::default();
     let request_log = RequestLogRetention {
         max_age: dur(
             collector,
             "storage.request_log.max_age",
-            &rl.and_then(|raw_log| raw_log.max_age.clone()),
+            &raw_request_log.and_then(|raw_log| raw_log.max_age.clone()),
             keep.max_age,
         ),
-        max_rows: rl
+        max_rows: raw_request_log
             .and_then(|raw_log| raw_log.max_rows)
             .unwrap_or(keep.max_rows),
     };
