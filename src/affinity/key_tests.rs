@@ -21,15 +21,21 @@ fn aff(rules: Vec<AffinityRule>) -> Affinity {
 
 /// The key of a request as the gateway computes it: from the fields the request's one
 /// parse found (`wire::request::peek`).
-fn key(a: &Affinity, model: &str, path: &str, h: &HeaderMap, body: &str) -> Option<StickyKey> {
+fn key(
+    affinity: &Affinity,
+    model: &str,
+    path: &str,
+    headers: &HeaderMap,
+    body: &str,
+) -> Option<StickyKey> {
     let peek = crate::wire::request::peek(body.as_bytes()).ok();
     sticky_key(&KeyInput {
-        affinity: a,
+        affinity,
         group: "default",
         model,
         path,
         client: "alice",
-        headers: h,
+        headers,
         body: Some(body.as_bytes()),
         top: peek.as_ref().map(|p| &p.top),
     })
@@ -39,7 +45,7 @@ fn key(a: &Affinity, model: &str, path: &str, h: &HeaderMap, body: &str) -> Opti
 fn default_rules_match_model_and_path() {
     let affinity = aff(crate::config::default_affinity_rules());
     let headers = HeaderMap::new();
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "gpt-5",
         "/v1/responses",
@@ -47,9 +53,9 @@ fn default_rules_match_model_and_path() {
         r#"{"prompt_cache_key":"abc"}"#,
     )
     .unwrap();
-    assert_eq!(k.kind, StickyKind::Rule);
+    assert_eq!(sticky_key.kind, StickyKind::Rule);
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "gpt-5", StickyKind::Rule, "abc")
     );
     let k2 = key(
@@ -60,7 +66,7 @@ fn default_rules_match_model_and_path() {
         r#"{"prompt_cache_key":"abd"}"#,
     )
     .unwrap();
-    assert_ne!(k.hash, k2.hash);
+    assert_ne!(sticky_key.hash, k2.hash);
     let sticky = key(
         &affinity,
         "claude-x",
@@ -92,10 +98,10 @@ fn header_rule_and_precedence() {
     headers.insert("x-session-id", "s1".parse().unwrap());
     let affinity = aff(vec![]);
     let body = r#"{"user":"bob","metadata":{"conversation_id":"c9"}}"#;
-    let k = key(&affinity, "m", "/v1/chat/completions", &headers, body).unwrap();
-    assert_eq!(k.kind, StickyKind::Conversation);
-    assert_eq!(k.ttl, Duration::from_secs(7200));
-    let k = key(
+    let sticky_key = key(&affinity, "m", "/v1/chat/completions", &headers, body).unwrap();
+    assert_eq!(sticky_key.kind, StickyKind::Conversation);
+    assert_eq!(sticky_key.ttl, Duration::from_secs(7200));
+    let sticky_key = key(
         &affinity,
         "m",
         "/v1/chat/completions",
@@ -104,10 +110,10 @@ fn header_rule_and_precedence() {
     )
     .unwrap();
     assert_eq!(
-        (k.kind, k.ttl),
+        (sticky_key.kind, sticky_key.ttl),
         (StickyKind::Session, Duration::from_secs(7000))
     );
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "m",
         "/v1/chat/completions",
@@ -116,10 +122,10 @@ fn header_rule_and_precedence() {
     )
     .unwrap();
     assert_eq!(
-        (k.kind, k.ttl),
+        (sticky_key.kind, sticky_key.ttl),
         (StickyKind::User, Duration::from_secs(1800))
     );
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "m",
         "/v1/responses",
@@ -128,7 +134,7 @@ fn header_rule_and_precedence() {
     )
     .unwrap();
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "m", StickyKind::Conversation, "cv")
     );
 }
@@ -145,7 +151,7 @@ fn client_model_only_for_follow_up_turns() {
         r#"{"messages":[{"a":1}]}"#
     )
     .is_none());
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "m",
         "/v1/chat/completions",
@@ -153,9 +159,9 @@ fn client_model_only_for_follow_up_turns() {
         r#"{"messages":[{},{}]}"#,
     )
     .unwrap();
-    assert_eq!(k.kind, StickyKind::ClientModel);
+    assert_eq!(sticky_key.kind, StickyKind::ClientModel);
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "m", StickyKind::ClientModel, "alice")
     );
     let sticky = key(
@@ -189,18 +195,18 @@ fn header_rule_key() {
     let affinity = aff(rules);
     let mut headers = HeaderMap::new();
     headers.insert("x-trace", "t1".parse().unwrap());
-    let k = key(&affinity, "gpt-4o", "/v1/responses", &headers, "{}").unwrap();
-    assert_eq!(k.kind, StickyKind::Rule);
-    assert!(k.skip_retry);
+    let sticky_key = key(&affinity, "gpt-4o", "/v1/responses", &headers, "{}").unwrap();
+    assert_eq!(sticky_key.kind, StickyKind::Rule);
+    assert!(sticky_key.skip_retry);
 }
 
 /// Claude Code's `metadata.user_id` in today's JSON form and the older `user_…_session_…`
 /// form (B-client-compat).
 #[test]
 fn claude_code_identities() {
-    let j = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
+    let json = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
     assert_eq!(
-        claude_identity(j),
+        claude_identity(json),
         Some(ClaudeIdentity {
             session: Some("s-1".into()),
             device: Some("dev1".into())
@@ -233,7 +239,7 @@ fn claude_code_keys_on_its_session() {
     let headers = HeaderMap::new();
     let one = r#"{"device_id":"dev1","account_uuid":"acc","session_id":"s-1"}"#;
     let other_acc = r#"{"device_id":"dev2","account_uuid":"","session_id":"s-1"}"#;
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "claude-x",
         "/v1/messages",
@@ -241,9 +247,9 @@ fn claude_code_keys_on_its_session() {
         &claude_body(one),
     )
     .unwrap();
-    assert_eq!(k.kind, StickyKind::Rule);
+    assert_eq!(sticky_key.kind, StickyKind::Rule);
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "claude-x", StickyKind::Rule, "s-1")
     );
     let k2 = key(
@@ -254,9 +260,9 @@ fn claude_code_keys_on_its_session() {
         &claude_body(other_acc),
     )
     .unwrap();
-    assert_eq!(k.hash, k2.hash, "one session, one key");
+    assert_eq!(sticky_key.hash, k2.hash, "one session, one key");
     let dev = r#"{"device_id":"dev1","account_uuid":"acc","session_id":""}"#;
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "claude-x",
         "/v1/messages",
@@ -265,12 +271,12 @@ fn claude_code_keys_on_its_session() {
     )
     .unwrap();
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "claude-x", StickyKind::Rule, "dev1")
     );
 
     // No rule for this model: the ladder.
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "sonnet",
         "/v1/messages",
@@ -279,7 +285,7 @@ fn claude_code_keys_on_its_session() {
     )
     .unwrap();
     assert_eq!(
-        (k.kind, k.ttl),
+        (sticky_key.kind, sticky_key.ttl),
         (StickyKind::Session, Duration::from_secs(7000))
     );
     let mut hh = HeaderMap::new();
@@ -292,8 +298,8 @@ fn claude_code_keys_on_its_session() {
         r#"{"messages":[]}"#,
     )
     .unwrap();
-    assert_eq!(by_header.hash, k.hash, "header and metadata agree");
-    let k = key(
+    assert_eq!(by_header.hash, sticky_key.hash, "header and metadata agree");
+    let sticky_key = key(
         &affinity,
         "sonnet",
         "/v1/messages",
@@ -301,9 +307,9 @@ fn claude_code_keys_on_its_session() {
         &claude_body(dev),
     )
     .unwrap();
-    assert_eq!(k.kind, StickyKind::User);
+    assert_eq!(sticky_key.kind, StickyKind::User);
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "sonnet", StickyKind::User, "dev1")
     );
 }
@@ -314,7 +320,7 @@ fn codex_headers() {
     let affinity = aff(vec![]);
     let mut headers = HeaderMap::new();
     headers.insert("session-id", "sess".parse().unwrap());
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "gpt-5",
         "/v1/responses",
@@ -323,11 +329,11 @@ fn codex_headers() {
     )
     .unwrap();
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "gpt-5", StickyKind::Session, "sess")
     );
     headers.insert("thread-id", "th".parse().unwrap());
-    let k = key(
+    let sticky_key = key(
         &affinity,
         "gpt-5",
         "/v1/responses",
@@ -336,7 +342,7 @@ fn codex_headers() {
     )
     .unwrap();
     assert_eq!(
-        k.hash,
+        sticky_key.hash,
         key_hash("alice", "default", "gpt-5", StickyKind::Conversation, "th")
     );
 }

@@ -3,16 +3,16 @@
 use super::*;
 
 fn scored(latency: f64) -> Option<Score> {
-    let mut s = Score::NEW;
-    s.observe(Some(latency));
-    Some(s)
+    let mut score = Score::NEW;
+    score.observe(Some(latency));
+    Some(score)
 }
 
 /// How often each index goes first over `n` orders.
-fn firsts(weights: &[u64], scores: &[Option<Score>], n: usize) -> Vec<usize> {
+fn firsts(weights: &[u64], scores: &[Option<Score>], rounds: usize) -> Vec<usize> {
     let mut rng = fastrand::Rng::with_seed(7);
     let mut counts = vec![0; weights.len()];
-    for _ in 0..n {
+    for _ in 0..rounds {
         counts[p2c_order(weights, scores, &mut rng)[0]] += 1;
     }
     counts
@@ -20,80 +20,83 @@ fn firsts(weights: &[u64], scores: &[Option<Score>], n: usize) -> Vec<usize> {
 
 #[test]
 fn moving_latency_and_error_rate() {
-    let mut s = Score::NEW;
-    s.observe(Some(0.1));
-    assert_eq!(s.latency, Some(0.1));
-    assert_eq!(s.error_rate, 0.0);
-    s.observe(Some(0.4));
-    assert!((s.latency.unwrap() - 0.19).abs() < 1e-9, "{s:?}");
-    let before = s;
-    s.observe(None);
-    assert_eq!(s.latency, before.latency, "a fault is no latency sample");
-    assert!((s.error_rate - ALPHA).abs() < 1e-9);
-    assert!(s.cost(0.0) > before.cost(0.0) * 3.0);
-    assert_eq!(s.samples, 3);
+    let mut score = Score::NEW;
+    score.observe(Some(0.1));
+    assert_eq!(score.latency, Some(0.1));
+    assert_eq!(score.error_rate, 0.0);
+    score.observe(Some(0.4));
+    assert!((score.latency.unwrap() - 0.19).abs() < 1e-9, "{score:?}");
+    let before = score;
+    score.observe(None);
+    assert_eq!(
+        score.latency, before.latency,
+        "a fault is no latency sample"
+    );
+    assert!((score.error_rate - ALPHA).abs() < 1e-9);
+    assert!(score.cost(0.0) > before.cost(0.0) * 3.0);
+    assert_eq!(score.samples, 3);
     // Errors only: the neutral latency, penalised.
-    let mut e = Score::NEW;
-    e.observe(None);
-    assert_eq!(e.error_rate, 1.0);
-    assert!((e.cost(0.2) - 0.201 * 10.0).abs() < 1e-9);
+    let mut failing_score = Score::NEW;
+    failing_score.observe(None);
+    assert_eq!(failing_score.error_rate, 1.0);
+    assert!((failing_score.cost(0.2) - 0.201 * 10.0).abs() < 1e-9);
 }
 
 #[test]
 fn the_faster_channel_goes_first_and_the_slower_keeps_a_small_share() {
-    let c = firsts(&[100, 100], &[scored(0.01), scored(0.31)], 10_000);
-    let slow = c[1] as f64 / 10_000.0;
-    assert!((slow - EXPLORE).abs() < 0.02, "{c:?}");
+    let counts = firsts(&[100, 100], &[scored(0.01), scored(0.31)], 10_000);
+    let slow = counts[1] as f64 / 10_000.0;
+    assert!((slow - EXPLORE).abs() < 0.02, "{counts:?}");
     // Every order holds every candidate once.
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut o = p2c_order(
+    let mut order = p2c_order(
         &[1, 2, 3, 4],
         &[None, scored(0.1), None, scored(0.2)],
         &mut rng,
     );
-    o.sort();
-    assert_eq!(o, vec![0, 1, 2, 3]);
+    order.sort();
+    assert_eq!(order, vec![0, 1, 2, 3]);
 }
 
 #[test]
 fn unscored_candidates_are_neutral_and_weights_are_priors() {
     // Nothing scored, equal weights: a coin.
-    let c = firsts(&[100, 100], &[None, None], 8_000);
-    assert!((3_600..4_400).contains(&c[0]), "{c:?}");
+    let counts = firsts(&[100, 100], &[None, None], 8_000);
+    assert!((3_600..4_400).contains(&counts[0]), "{counts:?}");
     // Nothing scored: at equal cost the heavier prior wins (the lighter keeps the
     // exploring share).
-    let c = firsts(&[300, 100], &[None, None], 8_000);
-    assert!((7_000..7_400).contains(&c[0]), "{c:?}");
+    let counts = firsts(&[300, 100], &[None, None], 8_000);
+    assert!((7_000..7_400).contains(&counts[0]), "{counts:?}");
     // One scored, one not: the unscored costs the scored one's latency, a tie that the
     // first drawn wins — the weights again.
-    let c = firsts(&[100, 100], &[scored(0.5), None], 8_000);
-    assert!((3_600..4_400).contains(&c[0]), "{c:?}");
+    let counts = firsts(&[100, 100], &[scored(0.5), None], 8_000);
+    assert!((3_600..4_400).contains(&counts[0]), "{counts:?}");
     // Three times the weight outweighs twice the latency.
-    let c = firsts(&[300, 100], &[scored(0.2), scored(0.1)], 8_000);
-    assert!(c[0] > 6_800, "{c:?}");
+    let counts = firsts(&[300, 100], &[scored(0.2), scored(0.1)], 8_000);
+    assert!(counts[0] > 6_800, "{counts:?}");
     // Errors outweigh speed.
     let mut failing = Score::NEW;
     failing.observe(Some(0.01));
     failing.observe(None);
     failing.observe(None);
-    let c = firsts(&[100, 100], &[Some(failing), scored(0.05)], 8_000);
-    assert!(c[1] > 6_800, "{c:?}");
+    let counts = firsts(&[100, 100], &[Some(failing), scored(0.05)], 8_000);
+    assert!(counts[1] > 6_800, "{counts:?}");
 }
 
 #[test]
 fn weight_zero_stays_standby() {
     let mut rng = fastrand::Rng::with_seed(3);
     for _ in 0..500 {
-        let o = p2c_order(
+        let order = p2c_order(
             &[0, 100, 100],
             &[scored(0.001), scored(1.0), scored(2.0)],
             &mut rng,
         );
-        assert_eq!(o[2], 0, "{o:?}");
+        assert_eq!(order[2], 0, "{order:?}");
     }
     // A tier of standbys only is still ordered.
-    let o = p2c_order(&[0, 0], &[None, None], &mut rng);
-    assert_eq!(o.len(), 2);
+    let order = p2c_order(&[0, 0], &[None, None], &mut rng);
+    assert_eq!(order.len(), 2);
 }
 
 #[test]

@@ -60,12 +60,12 @@ fn input<'a>(
 }
 
 /// Drive a plan, answering every step with `d`; returns (group, channel, key) per step.
-fn run(plan: &mut AttemptPlan, d: Decision) -> Vec<(usize, ChannelId, usize)> {
+fn run(plan: &mut AttemptPlan, decision: Decision) -> Vec<(usize, ChannelId, usize)> {
     let mut out = Vec::new();
     let mut last = None;
-    while let Some(s) = plan.next(last.as_ref()) {
-        out.push((s.group, s.channel, s.key_index));
-        last = Some(d);
+    while let Some(step) = plan.next(last.as_ref()) {
+        out.push((step.group, step.channel, step.key_index));
+        last = Some(decision);
         assert!(out.len() < 100);
     }
     out
@@ -78,12 +78,12 @@ fn channels(steps: &[(usize, ChannelId, usize)]) -> Vec<ChannelId> {
 #[test]
 fn one_per_tier_walk_table() {
     // A=0 (100, w50), B=1 (100, w30), C=2 (50, w80), D=3 (10, w20), E=4 (10, w10)
-    let r = route(&[&[(0, 50), (1, 30)], &[(2, 80)], &[(3, 20), (4, 10)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 50), (1, 30)], &[(2, 80)], &[(3, 20), (4, 10)]]);
+    let groups = [("g", &route)];
     for seed in 0..50 {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let mut p = AttemptPlan::new(&input(&groups, TierWalk::OnePerTier, 5), &mut rng);
-        let got = channels(&run(&mut p, FO));
+        let mut plan = AttemptPlan::new(&input(&groups, TierWalk::OnePerTier, 5), &mut rng);
+        let got = channels(&run(&mut plan, FO));
         assert_eq!(got.len(), 6);
         assert!([0, 1].contains(&got[0]), "{got:?}");
         assert_eq!(got[1], 2);
@@ -95,33 +95,33 @@ fn one_per_tier_walk_table() {
 
 #[test]
 fn retry_times_caps_steps() {
-    let r = route(&[&[(0, 1), (1, 1), (2, 1), (3, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1), (1, 1), (2, 1), (3, 1)]]);
+    let groups = [("g", &route)];
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 2), &mut rng);
-    assert_eq!(run(&mut p, FO).len(), 3);
-    assert_eq!(p.attempts_made(), 3);
-    assert_eq!(p.attempts_left(), 0);
-    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 0), &mut rng);
-    assert_eq!(run(&mut p, FO).len(), 1);
+    let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 2), &mut rng);
+    assert_eq!(run(&mut plan, FO).len(), 3);
+    assert_eq!(plan.attempts_made(), 3);
+    assert_eq!(plan.attempts_left(), 0);
+    let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 0), &mut rng);
+    assert_eq!(run(&mut plan, FO).len(), 1);
 }
 
 #[test]
 fn same_tier_channels_back_each_other_up() {
     // three same-tier channels + one lower-tier channel, retry_times 5
-    let r = route(&[&[(0, 10), (1, 10), (2, 10)], &[(3, 10)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 10), (1, 10), (2, 10)], &[(3, 10)]]);
+    let groups = [("g", &route)];
     for seed in 0..20 {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 5), &mut rng);
-        let got = channels(&run(&mut p, FO));
+        let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 5), &mut rng);
+        let got = channels(&run(&mut plan, FO));
         let mut first3 = got[..3].to_vec();
         first3.sort_unstable();
         assert_eq!(first3, vec![0, 1, 2]);
         assert_eq!(got[3..], [3]);
 
-        let mut p = AttemptPlan::new(&input(&groups, TierWalk::OnePerTier, 5), &mut rng);
-        let got = channels(&run(&mut p, FO));
+        let mut plan = AttemptPlan::new(&input(&groups, TierWalk::OnePerTier, 5), &mut rng);
+        let got = channels(&run(&mut plan, FO));
         assert_eq!(got.len(), 6);
         assert!(got[0] < 3);
         assert!(got[1..].iter().all(|&c| c == 3), "{got:?}");
@@ -130,20 +130,20 @@ fn same_tier_channels_back_each_other_up() {
 
 #[test]
 fn cross_group_walk_restarts_at_the_top_tier() {
-    let a = route(&[&[(0, 1)], &[(1, 1)]]);
-    let b = route(&[&[(2, 1)], &[(3, 1)]]);
-    let groups = [("A", &a), ("B", &b)];
+    let route_a = route(&[&[(0, 1)], &[(1, 1)]]);
+    let route_b = route(&[&[(2, 1)], &[(3, 1)]]);
+    let groups = [("A", &route_a), ("B", &route_b)];
     for walk in [TierWalk::OnePerTier, TierWalk::Exhaust] {
         let mut rng = fastrand::Rng::with_seed(2);
-        let mut i = input(&groups, walk, 3);
-        i.cross_group_retry = true;
-        let mut p = AttemptPlan::new(&i, &mut rng);
-        let got: Vec<(usize, ChannelId)> = run(&mut p, FO).iter().map(|s| (s.0, s.1)).collect();
+        let mut plan_input = input(&groups, walk, 3);
+        plan_input.cross_group_retry = true;
+        let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+        let got: Vec<(usize, ChannelId)> = run(&mut plan, FO).iter().map(|s| (s.0, s.1)).collect();
         assert_eq!(got, vec![(0, 0), (0, 1), (1, 2), (1, 3)], "{walk:?}");
         // without cross_group_retry only group A is used
-        i.cross_group_retry = false;
-        let mut p = AttemptPlan::new(&i, &mut rng);
-        let got = run(&mut p, FO);
+        plan_input.cross_group_retry = false;
+        let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+        let got = run(&mut plan, FO);
         assert!(got.iter().all(|s| s.0 == 0), "{walk:?} {got:?}");
     }
 }
@@ -151,189 +151,193 @@ fn cross_group_walk_restarts_at_the_top_tier() {
 #[test]
 fn auto_groups_skip_empty_first_group() {
     let empty = Route::default();
-    let b = route(&[&[(5, 1)]]);
-    let groups = [("A", &empty), ("B", &b)];
+    let route_b = route(&[&[(5, 1)]]);
+    let groups = [("A", &empty), ("B", &route_b)];
     let mut rng = fastrand::Rng::with_seed(2);
-    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
-    assert_eq!(run(&mut p, FO), vec![(1, 5, 0)]);
+    let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    assert_eq!(run(&mut plan, FO), vec![(1, 5, 0)]);
 }
 
 #[test]
 fn multi_key_key_fault_rotates_keys_first() {
-    let r = route(&[&[(0, 1)], &[(1, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1)], &[(1, 1)]]);
+    let groups = [("g", &route)];
     let three = |c: ChannelId| if c == 0 { 3 } else { 1 };
     let cursor = |c: ChannelId| if c == 0 { 2 } else { 0 };
-    let mut i = input(&groups, TierWalk::Exhaust, 10);
-    i.key_count = &three;
-    i.key_cursor = &cursor;
+    let mut plan_input = input(&groups, TierWalk::Exhaust, 10);
+    plan_input.key_count = &three;
+    plan_input.key_cursor = &cursor;
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut p = AttemptPlan::new(&i, &mut rng);
+    let mut plan = AttemptPlan::new(&plan_input, &mut rng);
     assert_eq!(
-        run(&mut p, FOK),
+        run(&mut plan, FOK),
         vec![(0, 0, 2), (0, 0, 0), (0, 0, 1), (0, 1, 0)]
     );
     // a non-key fault moves to the next channel at once
-    let mut p = AttemptPlan::new(&i, &mut rng);
-    let s1 = p.next(None).unwrap();
+    let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+    let s1 = plan.next(None).unwrap();
     assert_eq!((s1.channel, s1.key_index), (0, 2));
-    let s2 = p.next(Some(&FO)).unwrap();
+    let s2 = plan.next(Some(&FO)).unwrap();
     assert_eq!(s2.channel, 1);
     // earlier channels are not revisited: channel 1 has one key, nothing is left
-    assert!(!p.alternatives_left());
-    assert_eq!(p.next(Some(&FO)), None);
+    assert!(!plan.alternatives_left());
+    assert_eq!(plan.next(Some(&FO)), None);
 }
 
 #[test]
 fn last_channel_other_keys_count_as_alternatives() {
-    let r = route(&[&[(0, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1)]]);
+    let groups = [("g", &route)];
     let two = |_: ChannelId| 2;
-    let mut i = input(&groups, TierWalk::Exhaust, 5);
-    i.key_count = &two;
+    let mut plan_input = input(&groups, TierWalk::Exhaust, 5);
+    plan_input.key_count = &two;
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut p = AttemptPlan::new(&i, &mut rng);
-    assert_eq!(p.next(None).unwrap().key_index, 0);
-    assert!(p.alternatives_left());
-    assert_eq!(p.next(Some(&FO)).unwrap().key_index, 1);
-    assert!(!p.alternatives_left());
-    assert_eq!(p.next(Some(&FOK)), None);
+    let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+    assert_eq!(plan.next(None).unwrap().key_index, 0);
+    assert!(plan.alternatives_left());
+    assert_eq!(plan.next(Some(&FO)).unwrap().key_index, 1);
+    assert!(!plan.alternatives_left());
+    assert_eq!(plan.next(Some(&FOK)), None);
 }
 
 #[test]
 fn stale_channel_in_one_per_tier_never_repeats_a_key() {
-    let r = route(&[&[(0, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1)]]);
+    let groups = [("g", &route)];
     let two = |_: ChannelId| 2;
-    let mut i = input(&groups, TierWalk::OnePerTier, 3);
-    i.key_count = &two;
+    let mut plan_input = input(&groups, TierWalk::OnePerTier, 3);
+    plan_input.key_count = &two;
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut p = AttemptPlan::new(&i, &mut rng);
-    let keys: Vec<usize> = run(&mut p, FO).iter().map(|s| s.2).collect();
+    let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+    let keys: Vec<usize> = run(&mut plan, FO).iter().map(|s| s.2).collect();
     assert_eq!(keys, vec![0, 1, 0, 1]);
 }
 
 #[test]
 fn retry_same_repeats_target() {
-    let r = route(&[&[(0, 1)], &[(1, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1)], &[(1, 1)]]);
+    let groups = [("g", &route)];
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
-    let s = p.next(None).unwrap();
-    assert_eq!(s.same_target_retry, 0);
-    let s2 = p.next(Some(&Decision::RetrySame { attempt: 1 })).unwrap();
+    let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    let step = plan.next(None).unwrap();
+    assert_eq!(step.same_target_retry, 0);
+    let s2 = plan
+        .next(Some(&Decision::RetrySame { attempt: 1 }))
+        .unwrap();
     assert_eq!((s2.channel, s2.key_index, s2.same_target_retry), (0, 0, 1));
-    assert_eq!(p.same_target_retries(), 1);
-    let s3 = p.next(Some(&FO)).unwrap();
+    assert_eq!(plan.same_target_retries(), 1);
+    let s3 = plan.next(Some(&FO)).unwrap();
     assert_eq!((s3.channel, s3.same_target_retry), (1, 0));
-    assert!(!p.alternatives_left());
-    let s4 = p.next(Some(&Decision::RetrySame { attempt: 1 })).unwrap();
+    assert!(!plan.alternatives_left());
+    let s4 = plan
+        .next(Some(&Decision::RetrySame { attempt: 1 }))
+        .unwrap();
     assert_eq!(s4.channel, 1);
-    assert_eq!(p.next(Some(&Decision::RetrySame { attempt: 2 })), None);
-    assert_eq!(p.attempts_made(), 4);
+    assert_eq!(plan.next(Some(&Decision::RetrySame { attempt: 2 })), None);
+    assert_eq!(plan.attempts_made(), 4);
 }
 
 #[test]
 fn done_and_return_end_the_plan() {
-    let r = route(&[&[(0, 1), (1, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1), (1, 1)]]);
+    let groups = [("g", &route)];
     let mut rng = fastrand::Rng::with_seed(1);
     for d in [Decision::Done, Decision::Return] {
-        let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
-        assert!(p.next(None).is_some());
-        assert_eq!(p.next(Some(&d)), None);
-        assert_eq!(p.next(Some(&FO)), None);
-        assert!(!p.alternatives_left());
+        let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+        assert!(plan.next(None).is_some());
+        assert_eq!(plan.next(Some(&d)), None);
+        assert_eq!(plan.next(Some(&FO)), None);
+        assert!(!plan.alternatives_left());
     }
 }
 
 #[test]
 fn r4_8_availability_evaluated_once() {
-    let r = route(&[&[(0, 1), (1, 1), (2, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1), (1, 1), (2, 1)]]);
+    let groups = [("g", &route)];
     let calls = Cell::new(0);
     let down = Cell::new(1usize);
     let avail = |c: ChannelId, _: &str| {
         calls.set(calls.get() + 1);
         c != down.get()
     };
-    let mut i = input(&groups, TierWalk::Exhaust, 5);
-    i.available = &avail;
+    let mut plan_input = input(&groups, TierWalk::Exhaust, 5);
+    plan_input.available = &avail;
     let mut rng = fastrand::Rng::with_seed(4);
-    let mut p = AttemptPlan::new(&i, &mut rng);
-    let planned: Vec<ChannelId> = p.upcoming().iter().map(|t| t.channel).collect();
+    let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+    let planned: Vec<ChannelId> = plan.upcoming().iter().map(|t| t.channel).collect();
     assert!(!planned.contains(&1));
-    assert!(!p.all_unavailable());
+    assert!(!plan.all_unavailable());
     let before = calls.get();
     // channel 1 comes back and channel 0 goes down mid-request
     down.set(0);
-    let got = channels(&run(&mut p, FO));
+    let got = channels(&run(&mut plan, FO));
     assert_eq!(got, planned);
     assert_eq!(calls.get(), before, "availability is not consulted again");
 }
 
 #[test]
 fn all_unavailable_falls_back_to_every_candidate() {
-    let r = route(&[&[(0, 1)], &[(1, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1)], &[(1, 1)]]);
+    let groups = [("g", &route)];
     let none = |_: ChannelId, _: &str| false;
-    let mut i = input(&groups, TierWalk::Exhaust, 3);
-    i.available = &none;
+    let mut plan_input = input(&groups, TierWalk::Exhaust, 3);
+    plan_input.available = &none;
     let mut rng = fastrand::Rng::with_seed(4);
-    let mut p = AttemptPlan::new(&i, &mut rng);
-    assert!(p.all_unavailable());
-    assert_eq!(channels(&run(&mut p, FO)), vec![0, 1]);
+    let mut plan = AttemptPlan::new(&plan_input, &mut rng);
+    assert!(plan.all_unavailable());
+    assert_eq!(channels(&run(&mut plan, FO)), vec![0, 1]);
     let empty = Route::default();
     let groups = [("g", &empty)];
-    let p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
-    assert!(p.is_empty() && !p.all_unavailable() && !p.alternatives_left());
+    let plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    assert!(plan.is_empty() && !plan.all_unavailable() && !plan.alternatives_left());
 }
 
 #[test]
 fn upcoming_lists_without_consuming() {
-    let r = route(&[&[(0, 70), (1, 30)], &[(2, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 70), (1, 30)], &[(2, 1)]]);
+    let groups = [("g", &route)];
     let mut rng = fastrand::Rng::with_seed(8);
-    let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
-    assert_eq!(p.upcoming().len(), 3);
-    assert_eq!(p.upcoming(), p.targets());
-    let first = p.upcoming()[0].clone();
-    let s = p.next(None).unwrap();
-    assert_eq!(s.channel, first.channel);
-    assert_eq!(s.upstream_model, first.upstream_model);
-    assert_eq!(p.upcoming().len(), 2);
-    assert_eq!(p.upcoming()[1].channel, 2);
+    let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+    assert_eq!(plan.upcoming().len(), 3);
+    assert_eq!(plan.upcoming(), plan.targets());
+    let first = plan.upcoming()[0].clone();
+    let step = plan.next(None).unwrap();
+    assert_eq!(step.channel, first.channel);
+    assert_eq!(step.upstream_model, first.upstream_model);
+    assert_eq!(plan.upcoming().len(), 2);
+    assert_eq!(plan.upcoming()[1].channel, 2);
 }
 
 #[test]
 fn exhaust_first_pick_follows_weights() {
-    let r = route(&[&[(0, 70), (1, 30)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 70), (1, 30)]]);
+    let groups = [("g", &route)];
     let mut rng = fastrand::Rng::with_seed(21);
-    let n = 4000;
-    let firsts = (0..n)
+    let rounds = 4000;
+    let firsts = (0..rounds)
         .filter(|_| {
-            let p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 1), &mut rng);
-            p.targets()[0].channel == 0
+            let plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 1), &mut rng);
+            plan.targets()[0].channel == 0
         })
         .count();
-    let share = firsts as f64 / n as f64;
+    let share = firsts as f64 / rounds as f64;
     assert!((share - 0.7).abs() < 0.03, "{share}");
 }
 
 #[test]
 fn r8_3_preferred_channel_goes_first_once() {
-    let r = route(&[&[(0, 1), (1, 1)], &[(2, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1), (1, 1)], &[(2, 1)]]);
+    let groups = [("g", &route)];
     for walk in [TierWalk::Exhaust, TierWalk::OnePerTier] {
         for seed in 0..20 {
             let mut rng = fastrand::Rng::with_seed(seed);
             let mut inp = input(&groups, walk, 2);
             inp.preferred = Some(2);
-            let p = AttemptPlan::new(&inp, &mut rng);
-            let ch: Vec<ChannelId> = p.targets().iter().map(|t| t.channel).collect();
+            let plan = AttemptPlan::new(&inp, &mut rng);
+            let ch: Vec<ChannelId> = plan.targets().iter().map(|t| t.channel).collect();
             assert_eq!(ch[0], 2, "{walk:?} {ch:?}");
-            assert_eq!(p.targets()[0].upstream_model.as_ref(), "m2");
+            assert_eq!(plan.targets()[0].upstream_model.as_ref(), "m2");
             assert_eq!(ch.len(), 3, "{walk:?} {ch:?}");
             if walk == TierWalk::Exhaust {
                 assert_eq!(ch.iter().filter(|&&c| c == 2).count(), 1, "{ch:?}");
@@ -344,13 +348,13 @@ fn r8_3_preferred_channel_goes_first_once() {
 
 #[test]
 fn r8_3_preferred_outside_the_candidates_is_ignored() {
-    let r = route(&[&[(0, 1), (1, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1), (1, 1)]]);
+    let groups = [("g", &route)];
     let mut rng = fastrand::Rng::with_seed(3);
     let mut inp = input(&groups, TierWalk::Exhaust, 5);
     inp.preferred = Some(7);
-    let p = AttemptPlan::new(&inp, &mut rng);
-    let mut ch: Vec<ChannelId> = p.targets().iter().map(|t| t.channel).collect();
+    let plan = AttemptPlan::new(&inp, &mut rng);
+    let mut ch: Vec<ChannelId> = plan.targets().iter().map(|t| t.channel).collect();
     ch.sort();
     assert_eq!(ch, vec![0, 1]);
 }
@@ -359,16 +363,16 @@ fn r8_3_preferred_outside_the_candidates_is_ignored() {
 /// drawn in proportion to what remains (a spent one keeps weight 1: last, not gone).
 #[test]
 fn capacity_scales_weights_by_remaining_budget() {
-    let r = route(&[&[(0, 100), (1, 100)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 100), (1, 100)]]);
+    let groups = [("g", &route)];
     let scale = |id: ChannelId| if id == 0 { 0.0 } else { 0.5 };
     let mut first_is_1 = 0;
     for seed in 0..400 {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut inp = input(&groups, TierWalk::Exhaust, 3);
         inp.weight_scale = Some(&scale);
-        let mut p = AttemptPlan::new(&inp, &mut rng);
-        let got = channels(&run(&mut p, FO));
+        let mut plan = AttemptPlan::new(&inp, &mut rng);
+        let got = channels(&run(&mut plan, FO));
         assert_eq!(
             got.len(),
             2,
@@ -382,8 +386,8 @@ fn capacity_scales_weights_by_remaining_budget() {
     let mut first_is_1 = 0;
     for seed in 0..400 {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let mut p = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
-        first_is_1 += usize::from(channels(&run(&mut p, FO))[0] == 1);
+        let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 3), &mut rng);
+        first_is_1 += usize::from(channels(&run(&mut plan, FO))[0] == 1);
     }
     assert!((120..280).contains(&first_is_1), "{first_is_1}");
 }
@@ -393,15 +397,15 @@ fn capacity_scales_weights_by_remaining_budget() {
 #[test]
 fn native_candidates_come_first_within_their_tier() {
     // tier 1: 0 (translated, heavy), 1 (native, light); tier 2: 2 (native)
-    let r = route(&[&[(0, 1000), (1, 1)], &[(2, 10)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1000), (1, 1)], &[(2, 10)]]);
+    let groups = [("g", &route)];
     let native = |c: ChannelId| c != 0;
     for seed in 0..20 {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut inp = input(&groups, TierWalk::Exhaust, 5);
         inp.native = Some(&native);
-        let mut p = AttemptPlan::new(&inp, &mut rng);
-        assert_eq!(channels(&run(&mut p, FO)), vec![1, 0, 2]);
+        let mut plan = AttemptPlan::new(&inp, &mut rng);
+        assert_eq!(channels(&run(&mut plan, FO)), vec![1, 0, 2]);
     }
 }
 
@@ -409,30 +413,30 @@ fn native_candidates_come_first_within_their_tier() {
 /// of the first target still lets the second be tried; its other keys are not walked.
 #[test]
 fn a_skipped_target_does_not_use_up_an_attempt_or_its_keys() {
-    let r = route(&[&[(0, 1)], &[(1, 1)], &[(2, 1)]]);
-    let groups = [("g", &r)];
+    let route = route(&[&[(0, 1)], &[(1, 1)], &[(2, 1)]]);
+    let groups = [("g", &route)];
     let three = |_: ChannelId| 3;
     let mut rng = fastrand::Rng::with_seed(3);
     let mut inp = input(&groups, TierWalk::Exhaust, 0);
     inp.key_count = &three;
-    let mut p = AttemptPlan::new(&inp, &mut rng);
-    let first = p.next(None).map(|s| s.channel);
+    let mut plan = AttemptPlan::new(&inp, &mut rng);
+    let first = plan.next(None).map(|s| s.channel);
     assert_eq!(first, Some(0));
-    p.skip_current();
-    assert!(p.alternatives_left());
-    let second = p.next(Some(&FO)).map(|s| s.channel);
+    plan.skip_current();
+    assert!(plan.alternatives_left());
+    let second = plan.next(Some(&FO)).map(|s| s.channel);
     assert_eq!(second, Some(1));
     // An ordinary failure uses the one attempt up: channel 2 is never tried.
-    assert_eq!(p.attempts_left(), 0);
-    assert_eq!(p.next(Some(&FO)), None);
+    assert_eq!(plan.attempts_left(), 0);
+    assert_eq!(plan.next(Some(&FO)), None);
 }
 
 /// R19.3: a hedged target leaves the plan (it had its attempt) and the first target past
 /// the cap takes its place.
 #[test]
 fn a_hedged_target_leaves_the_plan() {
-    let r = route(&[&[(0, 100)], &[(1, 100)], &[(2, 100)], &[(3, 100)]]);
-    let groups = [("default", &r)];
+    let route = route(&[&[(0, 100)], &[(1, 100)], &[(2, 100)], &[(3, 100)]]);
+    let groups = [("default", &route)];
     let mut rng = fastrand::Rng::with_seed(1);
     let mut plan = AttemptPlan::new(&input(&groups, TierWalk::Exhaust, 2), &mut rng);
     assert_eq!(plan.next(None).map(|s| s.channel), Some(0));

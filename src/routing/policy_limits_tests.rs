@@ -100,9 +100,9 @@ fn limits_never_touch_an_answer_or_a_return() {
         alternatives_left: false,
         ..spent
     };
-    let o = Outcome::ChannelError(crate::routing::outcome::ChannelFault::InvalidKey);
+    let outcome = Outcome::ChannelError(crate::routing::outcome::ChannelFault::InvalidKey);
     assert_eq!(
-        env.run(&o, &none_left),
+        env.run(&outcome, &none_left),
         Decision::FailOver { key_fault: true }
     );
 }
@@ -110,7 +110,7 @@ fn limits_never_touch_an_answer_or_a_return() {
 #[test]
 fn decide_asks_the_budget_only_for_another_attempt() {
     let env = Env::new();
-    let s = Settings {
+    let settings = Settings {
         routing: &env.routing,
         retry: &env.retry,
         images: &env.images,
@@ -125,30 +125,30 @@ fn decide_asks_the_budget_only_for_another_attempt() {
         }
     };
     // A failover with room: one token taken.
-    let f = facts();
-    let d = decide(&of(&status(503), &f), &f, &s, ask(true));
+    let facts = facts();
+    let decision = decide(&of(&status(503), &facts), &facts, &settings, ask(true));
     assert_eq!(
-        (d, asked.get()),
+        (decision, asked.get()),
         (Decision::FailOver { key_fault: false }, 1)
     );
     // The budget says no: the classifier returns the outcome, counted as out of budget.
-    let d = decide(&of(&status(503), &f), &f, &s, ask(false));
-    assert_eq!((d, asked.get()), (Decision::OutOfBudget, 2));
+    let decision = decide(&of(&status(503), &facts), &facts, &settings, ask(false));
+    assert_eq!((decision, asked.get()), (Decision::OutOfBudget, 2));
     // Nothing to retry: the budget is not asked.
     for o in [status(200), status(400), Outcome::ClientGone] {
-        decide(&of(&o, &f), &f, &s, ask(true));
+        decide(&of(&o, &facts), &facts, &settings, ask(true));
     }
     let probe = Facts {
         breaker_admitted: false,
         ..alone()
     };
-    decide(&of(&status(503), &probe), &probe, &s, ask(true));
+    decide(&of(&status(503), &probe), &probe, &settings, ask(true));
     let late = Facts {
         time_left: Duration::ZERO,
         ..alone()
     };
     assert_eq!(
-        decide(&of(&status(503), &late), &late, &s, ask(true)),
+        decide(&of(&status(503), &late), &late, &settings, ask(true)),
         Decision::OutOfTime
     );
     assert_eq!(asked.get(), 2, "asked only for decisions that retry");

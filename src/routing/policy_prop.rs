@@ -100,34 +100,34 @@ proptest! {
         if let Some((from, to)) = map {
             mapping.insert(from, to);
         }
-        let s = Settings { routing: &routing, retry: &retry, images: &images };
+        let settings = Settings { routing: &routing, retry: &retry, images: &images };
         let facts = OutcomeFacts::of(&o, &mapping, f.family);
-        let d = classify(&facts, &f, &s);
+        let decision = classify(&facts, &f, &settings);
         // Pure: the same inputs give the same decision.
-        prop_assert_eq!(d, classify(&OutcomeFacts::of(&o.clone(), &mapping, f.family), &f, &s));
+        prop_assert_eq!(decision, classify(&OutcomeFacts::of(&o.clone(), &mapping, f.family), &f, &settings));
         // 2xx (after mapping) is always Done.
         if let Outcome::Status { code, .. } = &o {
             let mapped = mapping.get(code).copied().unwrap_or(*code);
             if (200..300).contains(&mapped) {
-                prop_assert_eq!(d, Decision::Done);
+                prop_assert_eq!(decision, Decision::Done);
             }
         }
         if o == Outcome::Success {
-            prop_assert_eq!(d, Decision::Done);
+            prop_assert_eq!(decision, Decision::Done);
         }
-        let moves = matches!(d, Decision::FailOver { .. } | Decision::RetrySame { .. });
+        let moves = matches!(decision, Decision::FailOver { .. } | Decision::RetrySame { .. });
         // No attempt after the last one.
         if f.attempts_left == 0 {
-            prop_assert!(!moves, "{:?}", d);
+            prop_assert!(!moves, "{:?}", decision);
         }
         // A non-retryable family never replays unless image failover is on for images, or the
         // path is a configured task relay (the task rule of R10.5 decides those).
         let image_replay = f.family == PathFamily::Images && images_on;
         if !replayable(f.family, f.has_idempotency_key, &facts.outcome) && !image_replay && !f.is_task {
-            prop_assert!(!moves, "{:?} {:?} {:?}", o, f, d);
+            prop_assert!(!moves, "{:?} {:?} {:?}", o, f, decision);
         }
         // Same-target retries respect the budget.
-        if let Decision::RetrySame { attempt } = d {
+        if let Decision::RetrySame { attempt } = decision {
             prop_assert!(attempt >= 1);
             prop_assert!(f.same_target_retries < max.max(1) || f.is_task);
             // ... and the request's limits (R6.1, R4.7).
@@ -135,12 +135,12 @@ proptest! {
         }
         // Nothing is retried past the retry budget (R4.9), and only a retry can run out of it.
         if !f.retry_budget {
-            prop_assert!(!d.retries(&f), "{:?}", d);
+            prop_assert!(!decision.retries(&f), "{:?}", decision);
         } else {
-            prop_assert!(d != Decision::OutOfBudget);
+            prop_assert!(decision != Decision::OutOfBudget);
         }
         // Only a same-target retry can outlast the deadline.
-        if d == Decision::OutOfTime {
+        if decision == Decision::OutOfTime {
             prop_assert!(f.retry_backoff >= f.time_left && f.breaker_admitted);
         }
     }

@@ -68,13 +68,17 @@ impl Env {
             mapping: BTreeMap::new(),
         }
     }
-    pub(crate) fn run(&self, o: &Outcome, f: &Facts) -> Decision {
-        let s = Settings {
+    pub(crate) fn run(&self, outcome: &Outcome, facts: &Facts) -> Decision {
+        let settings = Settings {
             routing: &self.routing,
             retry: &self.retry,
             images: &self.images,
         };
-        classify(&OutcomeFacts::of(o, &self.mapping, f.family), f, &s)
+        classify(
+            &OutcomeFacts::of(outcome, &self.mapping, facts.family),
+            facts,
+            &settings,
+        )
     }
 }
 
@@ -115,15 +119,15 @@ fn failover_status_ranges_table() {
         (999, true),
     ];
     for &(code, fails_over) in rows {
-        let d = env.run(&status(code), &facts());
-        let moved = matches!(d, FailOver { .. });
-        assert_eq!(moved, fails_over, "code {code}: {d:?}");
+        let decision = env.run(&status(code), &facts());
+        let moved = matches!(decision, FailOver { .. });
+        assert_eq!(moved, fails_over, "code {code}: {decision:?}");
         if (200..300).contains(&code) {
-            assert_eq!(d, Done, "code {code}");
+            assert_eq!(decision, Done, "code {code}");
         }
         if !fails_over && !(200..300).contains(&code) {
             // An alternative is left (facts()), so nothing is repeated: returned as is.
-            assert_eq!(d, Return, "code {code}");
+            assert_eq!(decision, Return, "code {code}");
             let mut alone = facts();
             alone.alternatives_left = false;
             let expect = if env.retry.retry_on.contains(code) {
@@ -159,21 +163,33 @@ fn key_faults_marked() {
 #[test]
 fn same_target_retry_only_when_no_alternative() {
     let env = Env::new();
-    let mut f = facts();
-    f.alternatives_left = false;
-    assert_eq!(env.run(&status(503), &f), RetrySame { attempt: 1 });
-    f.same_target_retries = 2;
-    assert_eq!(env.run(&status(429), &f), RetrySame { attempt: 3 });
-    f.same_target_retries = 3;
-    assert_eq!(env.run(&status(503), &f), Return);
-    f.same_target_retries = 0;
+    let mut outcome_facts = facts();
+    outcome_facts.alternatives_left = false;
+    assert_eq!(
+        env.run(&status(503), &outcome_facts),
+        RetrySame { attempt: 1 }
+    );
+    outcome_facts.same_target_retries = 2;
+    assert_eq!(
+        env.run(&status(429), &outcome_facts),
+        RetrySame { attempt: 3 }
+    );
+    outcome_facts.same_target_retries = 3;
+    assert_eq!(env.run(&status(503), &outcome_facts), Return);
+    outcome_facts.same_target_retries = 0;
     // 500 fails over but is not in retry_on
-    assert_eq!(env.run(&status(500), &f), Return);
+    assert_eq!(env.run(&status(500), &outcome_facts), Return);
     // 504 never fails over; it is retried on the same target only when alone (R4.5)
     assert_eq!(env.run(&status(504), &facts()), Return);
-    assert_eq!(env.run(&status(504), &f), RetrySame { attempt: 1 });
-    assert_eq!(env.run(&status(524), &f), RetrySame { attempt: 1 });
-    assert_eq!(env.run(&status(400), &f), Return);
+    assert_eq!(
+        env.run(&status(504), &outcome_facts),
+        RetrySame { attempt: 1 }
+    );
+    assert_eq!(
+        env.run(&status(524), &outcome_facts),
+        RetrySame { attempt: 1 }
+    );
+    assert_eq!(env.run(&status(400), &outcome_facts), Return);
 }
 
 #[test]
@@ -191,20 +207,24 @@ fn mapping_applied_first() {
 #[test]
 fn channel_skip_transport_and_stops() {
     let env = Env::new();
-    let mut f = facts();
+    let mut outcome_facts = facts();
     for c in [
         crate::routing::outcome::ChannelFault::InvalidRequest,
         crate::routing::outcome::ChannelFault::KeyHeldBack("no room".into()),
     ] {
-        assert_eq!(env.run(&Outcome::ChannelError(c.clone()), &f), FO, "{c}");
+        assert_eq!(
+            env.run(&Outcome::ChannelError(c.clone()), &outcome_facts),
+            FO,
+            "{c}"
+        );
     }
-    f.alternatives_left = false;
+    outcome_facts.alternatives_left = false;
     assert_eq!(
         env.run(
             &Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
                 "channel:x".into()
             )),
-            &f
+            &outcome_facts
         ),
         FO
     );
@@ -227,25 +247,29 @@ fn channel_skip_transport_and_stops() {
         } else {
             RetrySame { attempt: 1 }
         };
-        assert_eq!(env.run(&Outcome::Transport(k), &f), expect, "{k:?} alone");
+        assert_eq!(
+            env.run(&Outcome::Transport(k), &outcome_facts),
+            expect,
+            "{k:?} alone"
+        );
     }
 }
 
 #[test]
 fn budget_and_affinity_stop() {
     let env = Env::new();
-    let mut f = facts();
-    f.attempts_left = 0;
-    assert_eq!(env.run(&status(503), &f), Return);
-    assert_eq!(env.run(&status(200), &f), Done);
-    let mut f = facts();
-    f.affinity_skip_retry = true;
+    let mut outcome_facts = facts();
+    outcome_facts.attempts_left = 0;
+    assert_eq!(env.run(&status(503), &outcome_facts), Return);
+    assert_eq!(env.run(&status(200), &outcome_facts), Done);
+    let mut facts = facts();
+    facts.affinity_skip_retry = true;
     assert_eq!(
         env.run(
             &Outcome::ChannelError(crate::routing::outcome::ChannelFault::KeyHeldBack(
                 "channel:x".into()
             )),
-            &f
+            &facts
         ),
         Return
     );
@@ -268,26 +292,34 @@ fn r10_1_families_gate_replays() {
         (Messages, false, true),
         (Custom, false, true),
     ] {
-        let mut f = facts();
-        f.family = fam;
-        f.has_idempotency_key = key;
-        let d = env.run(&status(503), &f);
-        assert_eq!(d != Return, replay, "{fam:?} key={key}: {d:?}");
+        let mut facts = facts();
+        facts.family = fam;
+        facts.has_idempotency_key = key;
+        let decision = env.run(&status(503), &facts);
+        assert_eq!(
+            decision != Return,
+            replay,
+            "{fam:?} key={key}: {decision:?}"
+        );
     }
     // An ambiguous 502 needs the key.
     for (key, replay) in [(false, false), (true, true)] {
-        let mut f = facts();
-        f.family = Responses;
-        f.has_idempotency_key = key;
-        let d = env.run(&status(502), &f);
-        assert_eq!(d != Return, replay, "responses 502 key={key}: {d:?}");
+        let mut facts = facts();
+        facts.family = Responses;
+        facts.has_idempotency_key = key;
+        let decision = env.run(&status(502), &facts);
+        assert_eq!(
+            decision != Return,
+            replay,
+            "responses 502 key={key}: {decision:?}"
+        );
     }
 }
 
 #[test]
 fn image_tiers() {
     use TransportKind::*;
-    let t = Outcome::Transport;
+    let outcome = Outcome::Transport;
     // (outcome, lowest tier that replays it: 1, 2, 3; 0 = never)
     let mut rows: Vec<(Outcome, u8)> = Vec::new();
     for c in [429, 503, 529, 530, 400, 401, 403, 404, 405, 413, 415, 422] {
@@ -305,10 +337,10 @@ fn image_tiers() {
         EmptyBody,
         Reset,
     ] {
-        rows.push((t(k), 3));
+        rows.push((outcome(k), 3));
     }
     for k in [Connect, Dns, Tls] {
-        rows.push((t(k), 1));
+        rows.push((outcome(k), 1));
     }
     for c in [402, 408, 409, 410, 429 + 1, 301] {
         rows.push((status(c), 0));
@@ -321,48 +353,48 @@ fn image_tiers() {
         )),
         0,
     ));
-    let mut f = facts();
-    f.family = PathFamily::Images;
+    let mut facts = facts();
+    facts.family = PathFamily::Images;
     let mut env = Env::new();
     for (o, lowest) in &rows {
         for tier in 0u8..=3 {
             env.images = images_cfg(tier >= 1, tier >= 2, tier >= 3);
-            let d = env.run(o, &f);
+            let decision = env.run(o, &facts);
             let replays = *lowest != 0 && tier >= *lowest;
             let expect = if replays { FOK } else { Return };
-            assert_eq!(d, expect, "{o:?} at tier {tier}");
+            assert_eq!(decision, expect, "{o:?} at tier {tier}");
         }
     }
-    assert_eq!(env.run(&status(200), &f), Done);
+    assert_eq!(env.run(&status(200), &facts), Done);
 }
 
 #[test]
 fn image_same_key_budget() {
     let mut env = Env::new();
-    let mut f = facts();
-    f.family = PathFamily::Images;
-    f.alternatives_left = false;
+    let mut facts = facts();
+    facts.family = PathFamily::Images;
+    facts.alternatives_left = false;
     env.images = images_cfg(true, false, false);
-    assert_eq!(env.run(&status(429), &f), Return);
+    assert_eq!(env.run(&status(429), &facts), Return);
     env.images = images_cfg(true, true, false);
-    assert_eq!(env.run(&status(502), &f), RetrySame { attempt: 1 });
-    assert_eq!(env.run(&status(429), &f), Return);
+    assert_eq!(env.run(&status(502), &facts), RetrySame { attempt: 1 });
+    assert_eq!(env.run(&status(429), &facts), Return);
     env.images = images_cfg(true, true, true);
-    assert_eq!(env.run(&status(429), &f), RetrySame { attempt: 1 });
+    assert_eq!(env.run(&status(429), &facts), RetrySame { attempt: 1 });
     assert_eq!(
-        env.run(&Outcome::Transport(TransportKind::Broken), &f),
+        env.run(&Outcome::Transport(TransportKind::Broken), &facts),
         RetrySame { attempt: 1 }
     );
-    f.same_target_retries = 1;
-    assert_eq!(env.run(&status(502), &f), Return);
+    facts.same_target_retries = 1;
+    assert_eq!(env.run(&status(502), &facts), Return);
 }
 
 #[test]
 fn task_relay_rules() {
     let env = Env::new();
-    let mut f = facts();
-    f.is_task = true;
-    f.family = PathFamily::Custom;
+    let mut facts = facts();
+    facts.is_task = true;
+    facts.family = PathFamily::Custom;
     let rows: &[(u16, bool)] = &[
         (429, true),
         (307, true),
@@ -378,12 +410,16 @@ fn task_relay_rules() {
         (418, true),
     ];
     for &(code, again) in rows {
-        let d = env.run(&status(code), &f);
-        assert_eq!(matches!(d, FailOver { .. }), again, "task {code}: {d:?}");
+        let decision = env.run(&status(code), &facts);
+        assert_eq!(
+            matches!(decision, FailOver { .. }),
+            again,
+            "task {code}: {decision:?}"
+        );
     }
-    assert_eq!(env.run(&status(201), &f), Done);
-    assert_eq!(env.run(&Outcome::LocalAdapter("x".into()), &f), Return);
-    assert_eq!(env.run(&Outcome::SkipRetry("x".into()), &f), Return);
-    f.alternatives_left = false;
-    assert_eq!(env.run(&status(500), &f), RetrySame { attempt: 1 });
+    assert_eq!(env.run(&status(201), &facts), Done);
+    assert_eq!(env.run(&Outcome::LocalAdapter("x".into()), &facts), Return);
+    assert_eq!(env.run(&Outcome::SkipRetry("x".into()), &facts), Return);
+    facts.alternatives_left = false;
+    assert_eq!(env.run(&status(500), &facts), RetrySame { attempt: 1 });
 }

@@ -20,13 +20,17 @@ fn config(env: &[(&str, &str)]) -> Config {
     crate::config::load_str(yaml, Path::new("safety.yaml"), &env).unwrap()
 }
 
-fn run(cfg: &Config, o: &Outcome, f: &Facts) -> Decision {
-    let s = Settings {
+fn run(cfg: &Config, outcome: &Outcome, facts: &Facts) -> Decision {
+    let settings = Settings {
         routing: &cfg.routing,
         retry: &cfg.resilience.retry,
         images: &cfg.images_failover,
     };
-    classify(&OutcomeFacts::of(o, &BTreeMap::new(), f.family), f, &s)
+    classify(
+        &OutcomeFacts::of(outcome, &BTreeMap::new(), facts.family),
+        facts,
+        &settings,
+    )
 }
 
 fn facts(path: &str, key: bool) -> Facts {
@@ -89,11 +93,11 @@ fn pinned_path_matrix() {
         // The classifier agrees: an ambiguous 502 with another target left fails over iff
         // allowed (images_failover is off by default).
         for (key, expect) in [(false, plain), (true, keyed)] {
-            let d = run(&cfg, &status(502), &facts(path, key));
+            let decision = run(&cfg, &status(502), &facts(path, key));
             assert_eq!(
-                matches!(d, Decision::FailOver { .. }),
+                matches!(decision, Decision::FailOver { .. }),
                 expect,
-                "{path} key={key}: {d:?}"
+                "{path} key={key}: {decision:?}"
             );
         }
     }
@@ -119,12 +123,16 @@ fn responses_fail_over_only_on_pre_generation_rejections() {
     ];
     for (o, plain) in rows {
         for (key, expect) in [(false, *plain), (true, true)] {
-            let d = run(&cfg, o, &facts("/v1/responses", key));
-            assert_eq!(d != Decision::Return, expect, "{o:?} key={key}: {d:?}");
+            let decision = run(&cfg, o, &facts("/v1/responses", key));
+            assert_eq!(
+                decision != Decision::Return,
+                expect,
+                "{o:?} key={key}: {decision:?}"
+            );
         }
         // Messages and chat keep replaying everything they replayed.
-        let d = run(&cfg, o, &facts("/v1/messages", false));
-        assert!(d != Decision::Return, "{o:?} messages: {d:?}");
+        let decision = run(&cfg, o, &facts("/v1/messages", false));
+        assert!(decision != Decision::Return, "{o:?} messages: {decision:?}");
     }
 }
 
@@ -156,18 +164,18 @@ enum T {
     Uncertain,
 }
 
-fn tier_env(t: T) -> Vec<(&'static str, &'static str)> {
-    let mut v = Vec::new();
-    if !matches!(t, T::Off) {
-        v.push(("IMAGES_FAILOVER_ENABLED", "true"));
+fn tier_env(tier: T) -> Vec<(&'static str, &'static str)> {
+    let mut env = Vec::new();
+    if !matches!(tier, T::Off) {
+        env.push(("IMAGES_FAILOVER_ENABLED", "true"));
     }
-    if matches!(t, T::Ambiguous) {
-        v.push(("IMAGES_FAILOVER_INCLUDE_AMBIGUOUS", "true"));
+    if matches!(tier, T::Ambiguous) {
+        env.push(("IMAGES_FAILOVER_INCLUDE_AMBIGUOUS", "true"));
     }
-    if matches!(t, T::Uncertain) {
-        v.push(("IMAGES_FAILOVER_INCLUDE_UNCERTAIN", "true"));
+    if matches!(tier, T::Uncertain) {
+        env.push(("IMAGES_FAILOVER_INCLUDE_UNCERTAIN", "true"));
     }
-    v
+    env
 }
 
 /// Table 2 (R10.3): outcome → replayed to another key/channel at [off, tier 1,
@@ -231,29 +239,34 @@ fn pinned_image_outcome_tiers() {
     assert_eq!(cfgs[0].images_failover.key_retry_budget, 1);
     for (o, replay, same_key) in outcome_table() {
         for (i, cfg) in cfgs.iter().enumerate() {
-            let mut f = facts("/v1/images/generations", false);
-            let d = run(cfg, &o, &f);
+            let mut facts = facts("/v1/images/generations", false);
+            let decision = run(cfg, &o, &facts);
             // A replay always moves to the next key first (R10.3).
             let want = if replay[i] {
                 Decision::FailOver { key_fault: true }
             } else {
                 Decision::Return
             };
-            assert_eq!(d, want, "{o:?} at {:?}", tiers[i]);
+            assert_eq!(decision, want, "{o:?} at {:?}", tiers[i]);
             // The Idempotency-Key does not reopen images.
-            f.has_idempotency_key = true;
-            assert_eq!(run(cfg, &o, &f), want, "{o:?} keyed at {:?}", tiers[i]);
+            facts.has_idempotency_key = true;
+            assert_eq!(run(cfg, &o, &facts), want, "{o:?} keyed at {:?}", tiers[i]);
             // Nothing else left: the per-key budget.
-            f.alternatives_left = false;
+            facts.alternatives_left = false;
             let want = if same_key[i] {
                 Decision::RetrySame { attempt: 1 }
             } else {
                 Decision::Return
             };
-            assert_eq!(run(cfg, &o, &f), want, "{o:?} same key at {:?}", tiers[i]);
-            f.same_target_retries = 1;
             assert_eq!(
-                run(cfg, &o, &f),
+                run(cfg, &o, &facts),
+                want,
+                "{o:?} same key at {:?}",
+                tiers[i]
+            );
+            facts.same_target_retries = 1;
+            assert_eq!(
+                run(cfg, &o, &facts),
                 Decision::Return,
                 "{o:?} budget spent at {:?}",
                 tiers[i]
@@ -269,15 +282,15 @@ fn key_retry_budget_alias_sets_the_same_key_budget() {
         ("IMAGES_FAILOVER_INCLUDE_UNCERTAIN", "true"),
         ("CHANNEL_RETRY_TIMES", "3"),
     ]);
-    let mut f = facts("/v1/images/generations", false);
-    f.alternatives_left = false;
+    let mut facts = facts("/v1/images/generations", false);
+    facts.alternatives_left = false;
     for (done, want) in [
         (0, Decision::RetrySame { attempt: 1 }),
         (2, Decision::RetrySame { attempt: 3 }),
         (3, Decision::Return),
     ] {
-        f.same_target_retries = done;
-        assert_eq!(run(&cfg, &status(429), &f), want, "after {done}");
+        facts.same_target_retries = done;
+        assert_eq!(run(&cfg, &status(429), &facts), want, "after {done}");
     }
 }
 
@@ -318,8 +331,8 @@ fn possibly_charged_marks_unknown_outcomes_on_billing_paths() {
 #[test]
 fn task_submission_rule_replaces_the_family_matrix() {
     let cfg = config(&[]);
-    let mut f = facts("/v1/videos", false);
-    f.is_task = true;
+    let mut facts = facts("/v1/videos", false);
+    facts.is_task = true;
     for (o, again) in [
         (status(429), true),
         (status(307), true),
@@ -336,18 +349,18 @@ fn task_submission_rule_replaces_the_family_matrix() {
         (Outcome::LocalAdapter("x".into()), false),
         (Outcome::ClientGone, false),
     ] {
-        let d = run(&cfg, &o, &f);
+        let decision = run(&cfg, &o, &facts);
         assert_eq!(
-            matches!(d, Decision::FailOver { .. }),
+            matches!(decision, Decision::FailOver { .. }),
             again,
-            "{o:?}: {d:?}"
+            "{o:?}: {decision:?}"
         );
     }
     // A locked follow-up (no other target): retries stay on the same target.
-    f.alternatives_left = false;
+    facts.alternatives_left = false;
     assert_eq!(
-        run(&cfg, &status(502), &f),
+        run(&cfg, &status(502), &facts),
         Decision::RetrySame { attempt: 1 }
     );
-    assert_eq!(run(&cfg, &status(504), &f), Decision::Return);
+    assert_eq!(run(&cfg, &status(504), &facts), Decision::Return);
 }

@@ -10,40 +10,40 @@ proptest! {
     #[test]
     fn weighted_order_is_a_permutation(ws in prop::collection::vec(0u64..1000, 0..12), seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let mut o = weighted_order(&ws, &mut rng);
-        o.sort_unstable();
-        prop_assert_eq!(o, (0..ws.len()).collect::<Vec<_>>());
+        let mut order = weighted_order(&ws, &mut rng);
+        order.sort_unstable();
+        prop_assert_eq!(order, (0..ws.len()).collect::<Vec<_>>());
     }
 
     #[test]
     fn zero_weights_come_after_every_positive_one(ws in prop::collection::vec(0u64..5, 1..12), seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let o = weighted_order(&ws, &mut rng);
+        let order = weighted_order(&ws, &mut rng);
         let positives = ws.iter().filter(|&&w| w > 0).count();
-        for (pos, &i) in o.iter().enumerate() {
-            prop_assert_eq!(ws[i] > 0, pos < positives, "order {:?} for {:?}", o, ws);
+        for (pos, &i) in order.iter().enumerate() {
+            prop_assert_eq!(ws[i] > 0, pos < positives, "order {:?} for {:?}", order, ws);
         }
         if positives > 0 {
-            let d = draw(&ws, &mut rng).unwrap();
-            prop_assert!(ws[d] > 0);
+            let drawn = draw(&ws, &mut rng).unwrap();
+            prop_assert!(ws[drawn] > 0);
         }
     }
 
     #[test]
     fn frequencies_follow_weights(ws in prop::collection::vec(1u64..50, 2..5), seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let n = 20_000usize;
+        let draws = 20_000usize;
         let mut hits = vec![0usize; ws.len()];
-        for _ in 0..n {
+        for _ in 0..draws {
             hits[draw(&ws, &mut rng).unwrap()] += 1;
         }
         let total: u64 = ws.iter().sum();
         for (i, &w) in ws.iter().enumerate() {
-            let p = w as f64 / total as f64;
-            let sd = (p * (1.0 - p) / n as f64).sqrt();
-            let got = hits[i] as f64 / n as f64;
+            let share = w as f64 / total as f64;
+            let sd = (share * (1.0 - share) / draws as f64).sqrt();
+            let got = hits[i] as f64 / draws as f64;
             // 6 standard deviations (plus a small floor): a real skew fails, noise does not.
-            prop_assert!((got - p).abs() <= 6.0 * sd + 0.002, "{:?}: index {} got {} want {}", ws, i, got, p);
+            prop_assert!((got - share).abs() <= 6.0 * sd + 0.002, "{:?}: index {} got {} want {}", ws, i, got, share);
         }
     }
 

@@ -40,7 +40,7 @@ fn status(code: u16, ec: Option<&str>, et: Option<&str>, msg: &str) -> Outcome {
 
 #[test]
 fn rule_table() {
-    let c = cfg();
+    let config = cfg();
     let cases: &[(Outcome, bool, &str)] = &[
         (status(401, None, None, ""), true, "status in statuses"),
         (
@@ -97,22 +97,22 @@ fn rule_table() {
         (Outcome::Success, false, "success"),
     ];
     for (o, want, why) in cases {
-        assert_eq!(should_disable(o, &c).is_some(), *want, "{why}: {o:?}");
+        assert_eq!(should_disable(o, &config).is_some(), *want, "{why}: {o:?}");
     }
 }
 
 #[test]
 fn respects_enabled_flag() {
-    let mut c = cfg();
-    c.enabled = false;
-    assert_eq!(should_disable(&status(401, None, None, ""), &c), None);
+    let mut config = cfg();
+    config.enabled = false;
+    assert_eq!(should_disable(&status(401, None, None, ""), &config), None);
 }
 
 #[test]
 fn status_set_429_listed_still_never_disables() {
-    let mut c = cfg();
-    c.statuses = StatusSet::parse("401,429").unwrap();
-    assert_eq!(should_disable(&status(429, None, None, ""), &c), None);
+    let mut config = cfg();
+    config.statuses = StatusSet::parse("401,429").unwrap();
+    assert_eq!(should_disable(&status(429, None, None, ""), &config), None);
 }
 
 fn snapshot(keys: usize, auto_ban: bool) -> Snapshot {
@@ -121,9 +121,9 @@ fn snapshot(keys: usize, auto_ban: bool) -> Snapshot {
         (0..keys).map(|i| format!("\"k{i}\"")).collect::<Vec<_>>().join(", ")
     );
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.yaml");
-    std::fs::write(&p, yaml).unwrap();
-    let cfg = crate::config::load(&p).unwrap();
+    let config_path = dir.path().join("c.yaml");
+    std::fs::write(&config_path, yaml).unwrap();
+    let cfg = crate::config::load(&config_path).unwrap();
     let table = crate::routing::compile::compile(std::sync::Arc::new(cfg), 1);
     Snapshot::new(table, &crate::state::Registry::default())
 }
@@ -131,10 +131,10 @@ fn snapshot(keys: usize, auto_ban: bool) -> Snapshot {
 #[tokio::test]
 async fn auto_ban_false_never_disables() {
     let store = Store::open(":memory:").unwrap();
-    let s = snapshot(1, false);
-    let (ch, st) = (&s.table.channels[0], &s.states[0]);
+    let snapshot = snapshot(1, false);
+    let (ch, st) = (&snapshot.table.channels[0], &snapshot.states[0]);
     assert_eq!(
-        apply(&store, ch, st, &s.key_fps[0], 0, "r", 1),
+        apply(&store, ch, st, &snapshot.key_fps[0], 0, "r", 1),
         Applied::Nothing
     );
     assert!(!st.is_disabled());
@@ -143,9 +143,13 @@ async fn auto_ban_false_never_disables() {
 #[tokio::test]
 async fn multi_key_disables_keys_then_the_channel() {
     let store = Store::open(":memory:").unwrap();
-    let s = snapshot(2, true);
-    let (ch, st, fps) = (&s.table.channels[0], &s.states[0], &s.key_fps[0]);
-    let km = KeyMap::new([0], &s);
+    let snapshot = snapshot(2, true);
+    let (ch, st, fps) = (
+        &snapshot.table.channels[0],
+        &snapshot.states[0],
+        &snapshot.key_fps[0],
+    );
+    let km = KeyMap::new([0], &snapshot);
     assert_eq!(km.count(0, 2), 2, "no disabled keys: identity");
     assert_eq!(
         apply(&store, ch, st, fps, 1, "upstream status 401", 1),
@@ -153,16 +157,16 @@ async fn multi_key_disables_keys_then_the_channel() {
     );
     assert!(!st.is_disabled());
     assert!(st.key_disabled(&fps[1]) && !st.key_disabled(&fps[0]));
-    let km = KeyMap::new([0, 0], &s);
+    let km = KeyMap::new([0, 0], &snapshot);
     assert_eq!(km.count(0, 2), 1);
     assert_eq!(km.key(0, 0), 0);
     assert_eq!(
         apply(&store, ch, st, fps, 0, "upstream status 401", 2),
         Applied::Channel
     );
-    let d = st.disabled().unwrap();
-    assert!(d.auto);
-    assert_eq!(d.reason, "upstream status 401");
+    let disabled = st.disabled().unwrap();
+    assert!(disabled.auto);
+    assert_eq!(disabled.reason, "upstream status 401");
     store.flush().await.unwrap();
     let rows = store.disabled_states().await.unwrap();
     assert_eq!(rows.len(), 3, "two keys and the channel: {rows:?}");
@@ -179,10 +183,10 @@ async fn multi_key_disables_keys_then_the_channel() {
 #[tokio::test]
 async fn single_key_channel_is_disabled_whole() {
     let store = Store::open(":memory:").unwrap();
-    let s = snapshot(1, true);
-    let (ch, st) = (&s.table.channels[0], &s.states[0]);
+    let snapshot = snapshot(1, true);
+    let (ch, st) = (&snapshot.table.channels[0], &snapshot.states[0]);
     assert_eq!(
-        apply(&store, ch, st, &s.key_fps[0], 0, "r", 1),
+        apply(&store, ch, st, &snapshot.key_fps[0], 0, "r", 1),
         Applied::Channel
     );
     assert!(st.disabled_keys().is_empty());

@@ -26,10 +26,10 @@ fn fill(store: &Store) -> u64 {
     while store.queue_len() > 0 {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let mut n = 0;
+    let mut filled = 0;
     while store.try_send(RequestRecord::default()) {
-        n += 1;
-        assert!(n < 100, "queue never filled");
+        filled += 1;
+        assert!(filled < 100, "queue never filled");
     }
     store.dropped()
 }
@@ -49,23 +49,23 @@ async fn a_full_queue_delays_state_rows_and_never_drops_them() {
     let dropped_fillers = fill(&store);
     assert!(dropped_fillers >= 1);
 
-    let p = Persister::default();
+    let persister = Persister::default();
     let key = StateKey::Key("00aa".into());
-    p.send(&store, row(key.clone(), true, "upstream status 401"));
-    p.send(&store, row(StateKey::Channel, true, "every key disabled"));
+    persister.send(&store, row(key.clone(), true, "upstream status 401"));
+    persister.send(&store, row(StateKey::Channel, true, "every key disabled"));
     // An operator enable right after: the key's pending row is replaced, not queued twice.
-    p.send(&store, row(key.clone(), false, ""));
-    assert_eq!(p.pending(), 2, "waiting, in order, not dropped");
+    persister.send(&store, row(key.clone(), false, ""));
+    assert_eq!(persister.pending(), 2, "waiting, in order, not dropped");
     assert_eq!(store.dropped(), dropped_fillers, "no state row dropped");
 
     lock.execute_batch("ROLLBACK").unwrap();
     for _ in 0..200 {
-        if p.pending() == 0 {
+        if persister.pending() == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(p.pending(), 0);
+    assert_eq!(persister.pending(), 0);
     store.flush().await.unwrap();
     let rows = store.disabled_states().await.unwrap();
     assert_eq!(
@@ -80,11 +80,11 @@ async fn a_full_queue_delays_state_rows_and_never_drops_them() {
 #[tokio::test]
 async fn with_room_rows_are_queued_at_once_in_order() {
     let store = Store::open(":memory:").unwrap();
-    let p = Persister::default();
-    p.send(&store, row(StateKey::Channel, true, "a"));
-    assert_eq!(p.pending(), 0);
-    p.send(&store, row(StateKey::Channel, false, ""));
-    p.send(&store, row(StateKey::Channel, true, "b"));
+    let persister = Persister::default();
+    persister.send(&store, row(StateKey::Channel, true, "a"));
+    assert_eq!(persister.pending(), 0);
+    persister.send(&store, row(StateKey::Channel, false, ""));
+    persister.send(&store, row(StateKey::Channel, true, "b"));
     store.flush().await.unwrap();
     let rows = store.disabled_states().await.unwrap();
     assert_eq!(rows, vec![row(StateKey::Channel, true, "b")]);

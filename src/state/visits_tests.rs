@@ -11,75 +11,83 @@ use crate::state::Snapshot;
 fn snapshot() -> Snapshot {
     let yaml = "listen: 127.0.0.1:0\nadmin:\n  listen: 127.0.0.1:0\nstorage:\n  path: \":memory:\"\nresilience:\n  circuit_breaker:\n    scope: model\n    failure_threshold: 1\n    success_threshold: 1\n    timeout: 60s\nchannels:\n  c:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n    keys: [\"k\"]\n    models: [m1, m2]\nclients:\n  a:\n    key: sk-a\n";
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.yaml");
-    std::fs::write(&p, yaml).unwrap();
-    let cfg = crate::config::load(&p).unwrap();
+    let config_path = dir.path().join("c.yaml");
+    std::fs::write(&config_path, yaml).unwrap();
+    let cfg = crate::config::load(&config_path).unwrap();
     let table = crate::routing::compile::compile(Arc::new(cfg), 1);
     Snapshot::new(table, &crate::state::Registry::default())
 }
 
 fn status(code: u16) -> OutcomeFacts {
-    let o = Outcome::Status {
+    let outcome = Outcome::Status {
         code,
         error_code: None,
         error_type: None,
         message: String::new(),
     };
     OutcomeFacts::of(
-        &o,
+        &outcome,
         &Default::default(),
         crate::routing::family::PathFamily::Chat,
     )
 }
 
-fn usable(s: &Snapshot, model: &str) -> bool {
-    crate::state::outcome::available(&s.table.channels[0], &s.states[0], model, Instant::now())
+fn usable(snapshot: &Snapshot, model: &str) -> bool {
+    crate::state::outcome::available(
+        &snapshot.table.channels[0],
+        &snapshot.states[0],
+        model,
+        Instant::now(),
+    )
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_probe_frees_its_slot_at_once() {
-    let s = snapshot();
+    let snapshot = snapshot();
     let store = Store::open(":memory:").unwrap();
     let m1: Arc<str> = Arc::from("m1");
     {
-        let mut v = Visits::new(&s, &store);
-        assert_eq!(v.admit(0, &m1, 0), Admission::Admitted);
-        v.attempt(0, 0, &status(500), Duration::ZERO);
+        let mut visits = Visits::new(&snapshot, &store);
+        assert_eq!(visits.admit(0, &m1, 0), Admission::Admitted);
+        visits.attempt(0, 0, &status(500), Duration::ZERO);
     }
-    assert!(!usable(&s, "m1"), "open after one failure");
+    assert!(!usable(&snapshot, "m1"), "open after one failure");
     assert!(
-        usable(&s, "m2"),
+        usable(&snapshot, "m2"),
         "another upstream model of the channel is not affected"
     );
     tokio::time::advance(Duration::from_secs(60)).await;
     {
-        let mut v = Visits::new(&s, &store);
-        assert_eq!(v.admit(0, &m1, 0), Admission::Probe);
+        let mut visits = Visits::new(&snapshot, &store);
+        assert_eq!(visits.admit(0, &m1, 0), Admission::Probe);
         // The request is dropped before its attempt finishes.
     }
-    let mut v = Visits::new(&s, &store);
+    let mut visits = Visits::new(&snapshot, &store);
     assert_eq!(
-        v.admit(0, &m1, 0),
+        visits.admit(0, &m1, 0),
         Admission::Probe,
         "the slot is free at once, not after the 60 s timeout"
     );
-    v.attempt(0, 0, &OutcomeFacts::succeeded(200), Duration::ZERO);
-    drop(v);
-    assert!(usable(&s, "m1"), "the probe's success closes the breaker");
+    visits.attempt(0, 0, &OutcomeFacts::succeeded(200), Duration::ZERO);
+    drop(visits);
+    assert!(
+        usable(&snapshot, "m1"),
+        "the probe's success closes the breaker"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn two_models_on_one_channel_are_two_visits() {
-    let s = snapshot();
+    let snapshot = snapshot();
     let store = Store::open(":memory:").unwrap();
     let (m1, m2): (Arc<str>, Arc<str>) = (Arc::from("m1"), Arc::from("m2"));
-    let mut v = Visits::new(&s, &store);
-    assert_eq!(v.admit(0, &m1, 0), Admission::Admitted);
-    v.attempt(0, 0, &status(503), Duration::ZERO);
+    let mut visits = Visits::new(&snapshot, &store);
+    assert_eq!(visits.admit(0, &m1, 0), Admission::Admitted);
+    visits.attempt(0, 0, &status(503), Duration::ZERO);
     // Moving to m2 on the same channel settles m1's visit and admits m2 on its own breaker.
-    assert_eq!(v.admit(0, &m2, 0), Admission::Admitted);
-    assert!(!usable(&s, "m1"));
-    v.attempt(0, 0, &OutcomeFacts::succeeded(200), Duration::ZERO);
-    drop(v);
-    assert!(usable(&s, "m2"));
+    assert_eq!(visits.admit(0, &m2, 0), Admission::Admitted);
+    assert!(!usable(&snapshot, "m1"));
+    visits.attempt(0, 0, &OutcomeFacts::succeeded(200), Duration::ZERO);
+    drop(visits);
+    assert!(usable(&snapshot, "m2"));
 }

@@ -6,7 +6,7 @@ use super::*;
 
 #[test]
 fn task_calls() {
-    let p = vec!["/v1/videos".to_string(), "/v1/mj/submit".to_string()];
+    let paths = vec!["/v1/videos".to_string(), "/v1/mj/submit".to_string()];
     let post = Method::POST;
     let get = Method::GET;
     let rows: &[(&Method, &str, Option<TaskCall>)] = &[
@@ -34,7 +34,7 @@ fn task_calls() {
         (&get, "/v1/videos//x", None),
     ];
     for (m, path, want) in rows {
-        assert_eq!(task_call(&p, m, path), *want, "{m} {path}");
+        assert_eq!(task_call(&paths, m, path), *want, "{m} {path}");
     }
     assert_eq!(task_call(&[], &post, "/v1/videos"), None);
 }
@@ -63,36 +63,36 @@ fn task_ids() {
 
 #[test]
 fn cache_is_bounded_and_evicts_oldest() {
-    let c = TaskCache::new(3);
+    let cache = TaskCache::new(3);
     for i in 0..5 {
-        c.bind("alice", &format!("t{i}"), &format!("ch{i}"));
+        cache.bind("alice", &format!("t{i}"), &format!("ch{i}"));
     }
-    assert_eq!(c.len(), 3);
-    assert_eq!(c.get("alice", "t0"), None);
-    assert_eq!(c.get("alice", "t1"), None);
-    let e = c.get("alice", "t4").unwrap();
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.get("alice", "t0"), None);
+    assert_eq!(cache.get("alice", "t1"), None);
+    let entry = cache.get("alice", "t4").unwrap();
     assert_eq!(
-        (e.channels.as_slice(), e.complete),
+        (entry.channels.as_slice(), entry.complete),
         (&["ch4".to_string()][..], false)
     );
     // A second channel for the same id goes first; the first stays (no overwrite).
-    c.bind("alice", "t4", "other");
-    assert_eq!(c.len(), 3);
-    assert_eq!(c.get("alice", "t4").unwrap().channels, ["other", "ch4"]);
+    cache.bind("alice", "t4", "other");
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.get("alice", "t4").unwrap().channels, ["other", "ch4"]);
     // Another client's equal id is a separate entry.
-    assert_eq!(c.get("bob", "t4"), None);
+    assert_eq!(cache.get("bob", "t4"), None);
     // SQLite's older bindings come after the cached ones; the entry is then complete.
     assert_eq!(
-        c.fill("alice", "t4", vec!["ch4".into(), "old".into()]),
+        cache.fill("alice", "t4", vec!["ch4".into(), "old".into()]),
         ["other", "ch4", "old"]
     );
-    assert!(c.get("alice", "t4").unwrap().complete);
+    assert!(cache.get("alice", "t4").unwrap().complete);
     // A known-unknown id is cached, and a later binding is added to it.
-    assert!(c.fill("bob", "t2", vec![]).is_empty());
-    assert_eq!(c.get("bob", "t2").unwrap().channels.len(), 0);
-    c.bind("bob", "t2", "late");
-    assert_eq!(c.get("bob", "t2").unwrap().channels, ["late"]);
-    assert_eq!(c.len(), 3);
+    assert!(cache.fill("bob", "t2", vec![]).is_empty());
+    assert_eq!(cache.get("bob", "t2").unwrap().channels.len(), 0);
+    cache.bind("bob", "t2", "late");
+    assert_eq!(cache.get("bob", "t2").unwrap().channels, ["late"]);
+    assert_eq!(cache.len(), 3);
 }
 
 /// B-task-negative-cache: "the store knows no binding" is believed for NEGATIVE_TTL only — a
@@ -100,19 +100,19 @@ fn cache_is_bounded_and_evicts_oldest() {
 /// is written — while a known binding stays cached.
 #[tokio::test(start_paused = true)]
 async fn a_negative_answer_expires_and_a_binding_does_not() {
-    let c = TaskCache::new(8);
-    assert!(c.fill("alice", "t1", vec![]).is_empty());
-    assert_eq!(c.get("alice", "t1").map(|e| e.channels.len()), Some(0));
+    let cache = TaskCache::new(8);
+    assert!(cache.fill("alice", "t1", vec![]).is_empty());
+    assert_eq!(cache.get("alice", "t1").map(|e| e.channels.len()), Some(0));
     tokio::time::advance(NEGATIVE_TTL - Duration::from_millis(1)).await;
-    assert!(c.get("alice", "t1").is_some(), "still believed");
+    assert!(cache.get("alice", "t1").is_some(), "still believed");
     tokio::time::advance(Duration::from_millis(1)).await;
-    assert_eq!(c.get("alice", "t1"), None, "asked again");
+    assert_eq!(cache.get("alice", "t1"), None, "asked again");
     // The store now has the binding another replica wrote.
-    assert_eq!(c.fill("alice", "t1", vec!["ch".into()]), ["ch"]);
+    assert_eq!(cache.fill("alice", "t1", vec!["ch".into()]), ["ch"]);
     tokio::time::advance(NEGATIVE_TTL * 100).await;
-    let e = c.get("alice", "t1").expect("a binding stays cached");
+    let entry = cache.get("alice", "t1").expect("a binding stays cached");
     assert_eq!(
-        (e.channels.as_slice(), e.complete),
+        (entry.channels.as_slice(), entry.complete),
         (&["ch".to_string()][..], true)
     );
 }
@@ -127,17 +127,17 @@ async fn bindings_are_announced_and_other_replicas_applied() {
     #[derive(Default)]
     struct Rec(Mutex<Vec<Change>>, AtomicBool);
     impl Sink for Rec {
-        fn emit(&self, c: Change) {
-            self.0.lock().unwrap().push(c);
+        fn emit(&self, change: Change) {
+            self.0.lock().unwrap().push(change);
         }
         fn is_live(&self) -> bool {
             !self.1.load(Ordering::Relaxed)
         }
     }
-    let c = TaskCache::new(8);
+    let cache = TaskCache::new(8);
     let rec = Arc::new(Rec::default());
-    c.share(rec.clone());
-    c.bind("alice", "t1", "a");
+    cache.share(rec.clone());
+    cache.bind("alice", "t1", "a");
     assert_eq!(
         std::mem::take(&mut *rec.0.lock().unwrap()),
         vec![Change::TaskBound {
@@ -147,7 +147,7 @@ async fn bindings_are_announced_and_other_replicas_applied() {
         }]
     );
     rec.1.store(true, Ordering::Relaxed);
-    c.bind("alice", "t2", "a");
+    cache.bind("alice", "t2", "a");
     assert!(
         rec.0.lock().unwrap().is_empty(),
         "Redis away: the store only"
@@ -155,28 +155,31 @@ async fn bindings_are_announced_and_other_replicas_applied() {
     rec.1.store(false, Ordering::Relaxed);
 
     assert!(
-        c.fill("bob", "t9", vec![]).is_empty(),
+        cache.fill("bob", "t9", vec![]).is_empty(),
         "negative answer cached"
     );
-    c.apply("bob", "t9", "b");
-    let e = c.get("bob", "t9").expect("cached");
+    cache.apply("bob", "t9", "b");
+    let entry = cache.get("bob", "t9").expect("cached");
     assert_eq!(
-        (e.channels.as_slice(), e.complete),
+        (entry.channels.as_slice(), entry.complete),
         (&["b".to_string()][..], true)
     );
-    c.bind("bob", "t9", "c");
+    cache.bind("bob", "t9", "c");
     rec.0.lock().unwrap().clear();
-    c.apply("bob", "t9", "b");
+    cache.apply("bob", "t9", "b");
     assert_eq!(
-        c.get("bob", "t9").unwrap().channels,
+        cache.get("bob", "t9").unwrap().channels,
         ["c", "b"],
         "known: kept in place"
     );
-    c.apply("bob", "t8", "d");
+    cache.apply("bob", "t8", "d");
     assert!(
         rec.0.lock().unwrap().is_empty(),
         "applied bindings are not announced"
     );
-    let e = c.get("bob", "t8").expect("cached");
-    assert!(!e.complete, "the store is still read for older bindings");
+    let entry = cache.get("bob", "t8").expect("cached");
+    assert!(
+        !entry.complete,
+        "the store is still read for older bindings"
+    );
 }

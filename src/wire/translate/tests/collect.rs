@@ -50,14 +50,14 @@ pub fn from_openai_body(body: &[u8]) -> Got {
     }
 }
 
-fn openai_usage(u: &Value) -> Option<(u64, u64, u64)> {
-    u.is_object().then(|| {
+fn openai_usage(usage: &Value) -> Option<(u64, u64, u64)> {
+    usage.is_object().then(|| {
         (
-            u["prompt_tokens"].as_u64().unwrap(),
-            u["prompt_tokens_details"]["cached_tokens"]
+            usage["prompt_tokens"].as_u64().unwrap(),
+            usage["prompt_tokens_details"]["cached_tokens"]
                 .as_u64()
                 .unwrap(),
-            u["completion_tokens"].as_u64().unwrap(),
+            usage["completion_tokens"].as_u64().unwrap(),
         )
     })
 }
@@ -136,13 +136,13 @@ pub fn from_anthropic_body(body: &[u8]) -> Got {
     got
 }
 
-fn anthropic_usage(u: &Value) -> Option<(u64, u64, u64)> {
-    let n = |k: &str| u[k].as_u64().unwrap_or(0);
-    let cached = n("cache_read_input_tokens");
+fn anthropic_usage(usage: &Value) -> Option<(u64, u64, u64)> {
+    let count_of = |k: &str| usage[k].as_u64().unwrap_or(0);
+    let cached = count_of("cache_read_input_tokens");
     Some((
-        n("input_tokens") + cached + n("cache_creation_input_tokens"),
+        count_of("input_tokens") + cached + count_of("cache_creation_input_tokens"),
         cached,
-        n("output_tokens"),
+        count_of("output_tokens"),
     ))
 }
 

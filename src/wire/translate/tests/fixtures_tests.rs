@@ -6,8 +6,8 @@ macro_rules! fixture {
     ($test:ident, $file:literal, $min:expr) => {
         #[test]
         fn $test() {
-            let n = run_file(include_str!(concat!("../fixtures/", $file)));
-            assert!(n >= $min, "{} has {n} cases", $file);
+            let cases = run_file(include_str!(concat!("../fixtures/", $file)));
+            assert!(cases >= $min, "{} has {cases} cases", $file);
         }
     };
 }

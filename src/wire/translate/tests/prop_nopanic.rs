@@ -170,12 +170,12 @@ fn mutate(v: &mut Value, picks: &[usize], with: Value) {
     };
     let child = match v {
         Value::Array(a) if !a.is_empty() => {
-            let n = a.len();
-            &mut a[p % n]
+            let len = a.len();
+            &mut a[p % len]
         }
         Value::Object(m) if !m.is_empty() => {
-            let n = m.len();
-            match m.values_mut().nth(p % n) {
+            let len = m.len();
+            match m.values_mut().nth(p % len) {
                 Some(c) => c,
                 None => return,
             }

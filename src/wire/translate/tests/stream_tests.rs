@@ -193,10 +193,10 @@ fn a_flood_of_tool_calls_is_cut_off_as_an_unreadable_answer() {
     let mut out = Vec::new();
     let mut last = StreamStep::default();
     for i in 0..1100 {
-        let d = format!(
+        let chunk = format!(
             r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},"id":"c{i}","function":{{"name":"f","arguments":"{{}}"}}}}]}}}}]}}"#
         );
-        last = translator.feed(None, &d, &mut out);
+        last = translator.feed(None, &chunk, &mut out);
         if last.terminal {
             assert_eq!(i, 1024, "the 1025th call ends it");
             break;

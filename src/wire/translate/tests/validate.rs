@@ -18,40 +18,44 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, String> {
     Err(msg.into())
 }
 
-fn keys_within(m: &Map<String, Value>, allowed: &[&str], at: &str) -> Check {
-    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
+fn keys_within(object: &Map<String, Value>, allowed: &[&str], at: &str) -> Check {
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => fail(format!("{at}: `{k}` is not an accepted field")),
         None => Ok(()),
     }
 }
 
-fn obj<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>, String> {
-    v.as_object().ok_or_else(|| format!("{at}: not an object"))
+fn obj<'a>(value: &'a Value, at: &str) -> Result<&'a Map<String, Value>, String> {
+    value
+        .as_object()
+        .ok_or_else(|| format!("{at}: not an object"))
 }
 
-fn arr<'a>(v: &'a Value, at: &str) -> Result<&'a Vec<Value>, String> {
-    v.as_array().ok_or_else(|| format!("{at}: not an array"))
+fn arr<'a>(value: &'a Value, at: &str) -> Result<&'a Vec<Value>, String> {
+    value
+        .as_array()
+        .ok_or_else(|| format!("{at}: not an array"))
 }
 
 /// Does `key` occur anywhere inside `v`?
-fn has_key(v: &Value, key: &str) -> bool {
-    match v {
+fn has_key(value: &Value, key: &str) -> bool {
+    match value {
         Value::Object(m) => m.iter().any(|(k, x)| k == key || has_key(x, key)),
         Value::Array(a) => a.iter().any(|x| has_key(x, key)),
         _ => false,
     }
 }
 
-pub fn openai(b: &Value) -> Check {
-    let top = obj(b, "body")?;
+pub fn openai(body: &Value) -> Check {
+    let top = obj(body, "body")?;
     keys_within(top, OPENAI_CHAT, "body")?;
     if top.contains_key("max_tokens") && top.contains_key("max_completion_tokens") {
         return fail("both max_tokens and max_completion_tokens");
     }
     if let Some(u) = top.get("user") {
-        let n = u.as_str().map_or(usize::MAX, |s| s.chars().count());
-        if n > 64 {
-            return fail(format!("user has {n} characters; OpenAI accepts 64"));
+        let chars = u.as_str().map_or(usize::MAX, |s| s.chars().count());
+        if chars > 64 {
+            return fail(format!("user has {chars} characters; OpenAI accepts 64"));
         }
     }
     if top.contains_key("stream_options") && top.get("stream") != Some(&Value::Bool(true)) {
@@ -73,10 +77,10 @@ pub fn openai(b: &Value) -> Check {
 fn openai_messages(msgs: &[Value]) -> Check {
     // Tool-call ids of the last assistant turn still waiting for their `tool` message.
     let mut open: Vec<String> = Vec::new();
-    for (i, m) in msgs.iter().enumerate() {
+    for (i, message) in msgs.iter().enumerate() {
         let at = format!("messages[{i}]");
-        let m = obj(m, &at)?;
-        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        let message = obj(message, &at)?;
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "tool" && !open.is_empty() {
             return fail(format!(
                 "{at}: {role} message before the tool results {open:?}"
@@ -84,12 +88,12 @@ fn openai_messages(msgs: &[Value]) -> Check {
         }
         match role {
             "system" | "developer" => {
-                keys_within(m, &["role", "content", "name"], &at)?;
-                text_only(m.get("content"), &at)?;
+                keys_within(message, &["role", "content", "name"], &at)?;
+                text_only(message.get("content"), &at)?;
             }
             "user" => {
-                keys_within(m, &["role", "content", "name"], &at)?;
-                user_content(m.get("content"), &at)?;
+                keys_within(message, &["role", "content", "name"], &at)?;
+                user_content(message.get("content"), &at)?;
             }
             "assistant" => {
                 // `reasoning_content`: DeepSeek's (and other compatible servers') extension.
@@ -101,13 +105,16 @@ fn openai_messages(msgs: &[Value]) -> Check {
                     "name",
                     "reasoning_content",
                 ];
-                keys_within(m, &allowed, &at)?;
-                open = assistant_calls(m, &at)?;
+                keys_within(message, &allowed, &at)?;
+                open = assistant_calls(message, &at)?;
             }
             "tool" => {
-                keys_within(m, &["role", "content", "tool_call_id"], &at)?;
-                text_only(m.get("content"), &at)?;
-                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                keys_within(message, &["role", "content", "tool_call_id"], &at)?;
+                text_only(message.get("content"), &at)?;
+                let id = message
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 let Some(k) = open.iter().position(|o| o == id) else {
                     return fail(format!("{at}: tool message `{id}` answers no open call"));
                 };
@@ -119,9 +126,9 @@ fn openai_messages(msgs: &[Value]) -> Check {
     Ok(())
 }
 
-fn assistant_calls(m: &Map<String, Value>, at: &str) -> Result<Vec<String>, String> {
-    let content = m.get("content").unwrap_or(&Value::Null);
-    let calls = m.get("tool_calls").map(|c| arr(c, at)).transpose()?;
+fn assistant_calls(message: &Map<String, Value>, at: &str) -> Result<Vec<String>, String> {
+    let content = message.get("content").unwrap_or(&Value::Null);
+    let calls = message.get("tool_calls").map(|c| arr(c, at)).transpose()?;
     if content.is_null() && calls.is_none_or(|c| c.is_empty()) {
         return fail(format!(
             "{at}: assistant message with neither content nor tool calls"
@@ -131,16 +138,19 @@ fn assistant_calls(m: &Map<String, Value>, at: &str) -> Result<Vec<String>, Stri
         text_only(Some(content), at)?;
     }
     let mut ids = Vec::new();
-    for (j, c) in calls.into_iter().flatten().enumerate() {
+    for (j, call) in calls.into_iter().flatten().enumerate() {
         let at = format!("{at}.tool_calls[{j}]");
-        let c = obj(c, &at)?;
-        keys_within(c, &["id", "type", "function"], &at)?;
-        let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+        let call = obj(call, &at)?;
+        keys_within(call, &["id", "type", "function"], &at)?;
+        let id = call.get("id").and_then(Value::as_str).unwrap_or("");
         if id.is_empty() || id.len() > 40 {
             return fail(format!("{at}.id `{id}`: must have 1 to 40 characters"));
         }
-        let f = obj(c.get("function").unwrap_or(&Value::Null), &at)?;
-        let args = f.get("arguments").and_then(Value::as_str).unwrap_or("");
+        let function = obj(call.get("function").unwrap_or(&Value::Null), &at)?;
+        let args = function
+            .get("arguments")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if !serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object()) {
             return fail(format!("{at}: arguments are not a JSON object"));
         }
@@ -149,8 +159,8 @@ fn assistant_calls(m: &Map<String, Value>, at: &str) -> Result<Vec<String>, Stri
     Ok(ids)
 }
 
-fn text_only(c: Option<&Value>, at: &str) -> Check {
-    match c {
+fn text_only(content: Option<&Value>, at: &str) -> Check {
+    match content {
         Some(Value::String(_)) => Ok(()),
         Some(Value::Array(parts)) => {
             for p in parts {
@@ -164,8 +174,8 @@ fn text_only(c: Option<&Value>, at: &str) -> Check {
     }
 }
 
-fn user_content(c: Option<&Value>, at: &str) -> Check {
-    match c {
+fn user_content(content: Option<&Value>, at: &str) -> Check {
+    match content {
         Some(Value::String(_)) => Ok(()),
         Some(Value::Array(parts)) if !parts.is_empty() => {
             for p in parts {
@@ -186,8 +196,8 @@ fn user_content(c: Option<&Value>, at: &str) -> Check {
     }
 }
 
-pub fn anthropic(b: &Value) -> Check {
-    let top = obj(b, "body")?;
+pub fn anthropic(body: &Value) -> Check {
+    let top = obj(body, "body")?;
     keys_within(top, &anthropic_messages_without_beta(), "body")?;
     if !top.get("max_tokens").is_some_and(Value::is_u64) {
         return fail("max_tokens is required");
@@ -209,7 +219,7 @@ pub fn anthropic(b: &Value) -> Check {
         }
         Some(other) => return fail(format!("system {other}")),
     }
-    let marks = count_key(b, "cache_control");
+    let marks = count_key(body, "cache_control");
     if marks > 4 {
         return fail(format!("{marks} cache_control blocks; Anthropic accepts 4"));
     }
@@ -217,8 +227,8 @@ pub fn anthropic(b: &Value) -> Check {
     anthropic_messages(msgs)
 }
 
-fn count_key(v: &Value, key: &str) -> usize {
-    match v {
+fn count_key(value: &Value, key: &str) -> usize {
+    match value {
         Value::Object(m) => m
             .iter()
             .map(|(k, x)| usize::from(k == key) + count_key(x, key))
@@ -228,8 +238,8 @@ fn count_key(v: &Value, key: &str) -> usize {
     }
 }
 
-fn non_empty_text(b: &Value, at: &str) -> Check {
-    if b["type"] == "text" && b["text"].as_str().is_none_or(str::is_empty) {
+fn non_empty_text(block: &Value, at: &str) -> Check {
+    if block["type"] == "text" && block["text"].as_str().is_none_or(str::is_empty) {
         return fail(format!("{at}: empty or missing text"));
     }
     Ok(())
@@ -238,11 +248,11 @@ fn non_empty_text(b: &Value, at: &str) -> Check {
 fn anthropic_messages(msgs: &[Value]) -> Check {
     let mut prev_role = "";
     let mut calls: HashSet<String> = HashSet::new();
-    for (i, m) in msgs.iter().enumerate() {
+    for (i, message) in msgs.iter().enumerate() {
         let at = format!("messages[{i}]");
-        let m = obj(m, &at)?;
-        keys_within(m, &["role", "content"], &at)?;
-        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        let message = obj(message, &at)?;
+        keys_within(message, &["role", "content"], &at)?;
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "user" && role != "assistant" {
             return fail(format!("{at}: role `{role}`"));
         }
@@ -250,7 +260,7 @@ fn anthropic_messages(msgs: &[Value]) -> Check {
             return fail(format!("{at}: two {role} messages in a row"));
         }
         prev_role = role;
-        let blocks = match m.get("content") {
+        let blocks = match message.get("content") {
             Some(Value::String(s)) if !s.is_empty() => continue,
             Some(Value::Array(b)) if !b.is_empty() => b,
             other => return fail(format!("{at}: content {other:?}")),
@@ -324,8 +334,8 @@ const GEMINI_DATA: &[&str] = &[
     "codeExecutionResult",
 ];
 
-pub fn gemini(b: &Value) -> Check {
-    let top = obj(b, "body")?;
+pub fn gemini(body: &Value) -> Check {
+    let top = obj(body, "body")?;
     keys_within(top, GEMINI_TOP, "body")?;
     if let Some(g) = top.get("generationConfig") {
         keys_within(
@@ -340,31 +350,31 @@ pub fn gemini(b: &Value) -> Check {
         }
     }
     let contents = arr(top.get("contents").unwrap_or(&Value::Null), "contents")?;
-    for (i, c) in contents.iter().enumerate() {
+    for (i, content) in contents.iter().enumerate() {
         let at = format!("contents[{i}]");
-        let c = obj(c, &at)?;
-        keys_within(c, &["role", "parts"], &at)?;
-        let role = c.get("role").and_then(Value::as_str).unwrap_or("");
+        let content = obj(content, &at)?;
+        keys_within(content, &["role", "parts"], &at)?;
+        let role = content.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "user" && role != "model" {
             return fail(format!("{at}: role `{role}`"));
         }
-        let parts = arr(c.get("parts").unwrap_or(&Value::Null), &at)?;
+        let parts = arr(content.get("parts").unwrap_or(&Value::Null), &at)?;
         if parts.is_empty() {
             return fail(format!("{at}: no parts"));
         }
-        for (j, p) in parts.iter().enumerate() {
+        for (j, part) in parts.iter().enumerate() {
             let at = format!("{at}.parts[{j}]");
-            let p = obj(p, &at)?;
-            let data = p
+            let part = obj(part, &at)?;
+            let data = part
                 .keys()
                 .filter(|k| GEMINI_DATA.contains(&k.as_str()))
                 .count();
             let meta = ["thought", "thoughtSignature"];
-            keys_within(p, &[GEMINI_DATA, &meta].concat(), &at)?;
+            keys_within(part, &[GEMINI_DATA, &meta].concat(), &at)?;
             if data != 1 {
                 return fail(format!("{at}: {data} data fields"));
             }
-            if let Some(f) = p.get("functionResponse") {
+            if let Some(f) = part.get("functionResponse") {
                 if f["name"].as_str().is_none_or(str::is_empty) {
                     return fail(format!("{at}: functionResponse without a name"));
                 }
