@@ -11,8 +11,8 @@ use switchyard::affinity::StickyKind;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
-fn channels(kind: &str, model: &str, n: usize) -> String {
-    NAMES[..n]
+fn channels(kind: &str, model: &str, count: usize) -> String {
+    NAMES[..count]
         .iter()
         .map(|c| {
             format!(
@@ -49,8 +49,9 @@ async fn responses(gw: &Gw, cache_key: &str) -> reqwest::Response {
         .expect("sent")
 }
 
-fn served_by(r: &reqwest::Response) -> String {
-    r.headers()
+fn served_by(response: &reqwest::Response) -> String {
+    response
+        .headers()
         .get("x-mock-name")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
@@ -65,20 +66,20 @@ fn binding(gw: &Gw, model: &str, value: &str) -> Option<switchyard::affinity::Bi
 /// R8.1 default rule: one `prompt_cache_key` always lands on one channel; distinct keys spread.
 #[tokio::test]
 async fn prompt_cache_key_pins_a_channel_and_keys_spread() {
-    let m = mocks(&NAMES).await;
-    let gw = start_gw(&config("openai", "gpt-test", 3, "", &m)).await;
+    let mocks = mocks(&NAMES).await;
+    let gw = start_gw(&config("openai", "gpt-test", 3, "", &mocks)).await;
     let mut seen = HashSet::new();
     for _ in 0..20 {
-        let r = responses(&gw, "conversation-one").await;
-        assert_eq!(r.status(), 200);
-        seen.insert(served_by(&r));
+        let response = responses(&gw, "conversation-one").await;
+        assert_eq!(response.status(), 200);
+        seen.insert(served_by(&response));
     }
     assert_eq!(seen.len(), 1, "{seen:?}");
     let mut spread = HashSet::new();
     for i in 0..20 {
-        let r = responses(&gw, &format!("key-{i}")).await;
-        assert_eq!(r.status(), 200);
-        spread.insert(served_by(&r));
+        let response = responses(&gw, &format!("key-{i}")).await;
+        assert_eq!(response.status(), 200);
+        spread.insert(served_by(&response));
     }
     assert!(spread.len() >= 2, "{spread:?}");
     gw.flush().await;
@@ -110,8 +111,8 @@ async fn prompt_cache_key_pins_a_channel_and_keys_spread() {
 /// R8.1 default rule for Claude: `metadata.user_id` on `/v1/messages`.
 #[tokio::test]
 async fn claude_user_id_pins_a_channel_and_users_spread() {
-    let m = mocks(&NAMES).await;
-    let gw = start_gw(&config("anthropic", "claude-test", 3, "", &m)).await;
+    let mocks = mocks(&NAMES).await;
+    let gw = start_gw(&config("anthropic", "claude-test", 3, "", &mocks)).await;
     let send = |user: String| {
         let body = json!({"model": "claude-test", "max_tokens": 8, "metadata": {"user_id": user},
             "messages": [{"role": "user", "content": "hi"}]});
@@ -119,16 +120,16 @@ async fn claude_user_id_pins_a_channel_and_users_spread() {
     };
     let mut seen = HashSet::new();
     for _ in 0..20 {
-        let r = send("user_abc_session_1".into()).await;
-        assert_eq!(r.status(), 200);
-        seen.insert(served_by(&r));
+        let response = send("user_abc_session_1".into()).await;
+        assert_eq!(response.status(), 200);
+        seen.insert(served_by(&response));
     }
     assert_eq!(seen.len(), 1, "{seen:?}");
     let mut spread = HashSet::new();
     for i in 0..20 {
-        let r = send(format!("user_{i}")).await;
-        assert_eq!(r.status(), 200);
-        spread.insert(served_by(&r));
+        let response = send(format!("user_{i}")).await;
+        assert_eq!(response.status(), 200);
+        spread.insert(served_by(&response));
     }
     assert!(spread.len() >= 2, "{spread:?}");
     gw.stop().await;
@@ -138,44 +139,44 @@ async fn claude_user_id_pins_a_channel_and_users_spread() {
 /// elsewhere, and a failure neither moves nor refreshes it.
 #[tokio::test]
 async fn failing_bound_channel_is_left_and_binding_moves_after_success() {
-    let m = mocks(&NAMES[..2]).await;
-    let gw = start_gw(&config("openai", "gpt-test", 2, "", &m)).await;
-    let r = responses(&gw, "k1").await;
-    assert_eq!(r.status(), 200);
-    let first = served_by(&r);
+    let mocks = mocks(&NAMES[..2]).await;
+    let gw = start_gw(&config("openai", "gpt-test", 2, "", &mocks)).await;
+    let response = responses(&gw, "k1").await;
+    assert_eq!(response.status(), 200);
+    let first = served_by(&response);
     let other = if first == "a" { "b" } else { "a" };
     let b0 = binding(&gw, "gpt-test", "k1").expect("bound after success");
     assert_eq!(&*b0.channel, first);
 
     // Both fail: the request fails; the binding is neither moved nor refreshed.
     for n in NAMES[..2].iter() {
-        m[*n].set_default(Behavior::Status {
+        mocks[*n].set_default(Behavior::Status {
             code: 503,
             body: None,
         });
     }
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let r = responses(&gw, "k1").await;
-    assert_eq!(r.status(), 503);
+    let response = responses(&gw, "k1").await;
+    assert_eq!(response.status(), 503);
     assert!(
-        route(&r).starts_with(&format!("{first}->{other}")),
+        route(&response).starts_with(&format!("{first}->{other}")),
         "bound channel first: {}",
-        route(&r)
+        route(&response)
     );
     let b1 = binding(&gw, "gpt-test", "k1").expect("still bound");
     assert_eq!(b1, b0, "a failure must not refresh or move the binding");
 
     // The other recovers: fail over from the bound channel, then the binding moves.
-    m[other].set_default(Behavior::Ok);
-    let r = responses(&gw, "k1").await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), format!("{first}->{other}"));
+    mocks[other].set_default(Behavior::Ok);
+    let response = responses(&gw, "k1").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), format!("{first}->{other}"));
     let b2 = binding(&gw, "gpt-test", "k1").expect("bound");
     assert_eq!(&*b2.channel, other);
     assert!(b2.expires > b0.expires);
     for _ in 0..5 {
-        let r = responses(&gw, "k1").await;
-        assert_eq!(route(&r), other, "now straight to the new binding");
+        let response = responses(&gw, "k1").await;
+        assert_eq!(route(&response), other, "now straight to the new binding");
     }
     gw.flush().await;
     let (_, log) = gw.admin_get("/admin/requests?limit=6").await;
@@ -203,50 +204,50 @@ async fn failing_bound_channel_is_left_and_binding_moves_after_success() {
 /// R8.4: `skip_retry_on_failure` returns the bound channel's error instead of failing over.
 #[tokio::test]
 async fn skip_retry_on_failure_returns_the_bound_error() {
-    let m = mocks(&NAMES[..2]).await;
+    let mocks = mocks(&NAMES[..2]).await;
     let rule = "affinity:\n  rules:\n    - name: strict\n      model: \"^gpt-.*$\"\n      path: /v1/responses\n      key: body.prompt_cache_key\n      ttl: 1h\n      skip_retry_on_failure: true\n";
-    let gw = start_gw(&config("openai", "gpt-test", 2, rule, &m)).await;
-    let r = responses(&gw, "strict-key").await;
-    assert_eq!(r.status(), 200);
-    let first = served_by(&r);
-    m[first.as_str()].set_default(Behavior::Status {
+    let gw = start_gw(&config("openai", "gpt-test", 2, rule, &mocks)).await;
+    let response = responses(&gw, "strict-key").await;
+    assert_eq!(response.status(), 200);
+    let first = served_by(&response);
+    mocks[first.as_str()].set_default(Behavior::Status {
         code: 503,
         body: None,
     });
     let other = if first == "a" { "b" } else { "a" };
-    let before = m[other].calls();
-    let r = responses(&gw, "strict-key").await;
-    assert_eq!(r.status(), 503);
-    assert_eq!(route(&r), first, "no failover");
-    assert_eq!(m[other].calls(), before);
+    let before = mocks[other].calls();
+    let response = responses(&gw, "strict-key").await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(route(&response), first, "no failover");
+    assert_eq!(mocks[other].calls(), before);
     // A request without a binding still fails over normally.
-    let r = responses(&gw, "fresh-key").await;
-    assert_eq!(r.status(), 200);
+    let response = responses(&gw, "fresh-key").await;
+    assert_eq!(response.status(), 200);
     gw.stop().await;
 }
 
 /// R8.3: bindings survive a restart (snapshot at shutdown, restore at start).
 #[tokio::test]
 async fn bindings_survive_a_restart() {
-    let m = mocks(&NAMES).await;
-    let yaml = config("openai", "gpt-test", 3, "", &m);
+    let mocks = mocks(&NAMES).await;
+    let yaml = config("openai", "gpt-test", 3, "", &mocks);
     let mut gw = start_gw(&yaml).await;
     let mut bound: HashMap<String, String> = HashMap::new();
     for i in 0..6 {
-        let k = format!("restart-{i}");
-        let r = responses(&gw, &k).await;
-        assert_eq!(r.status(), 200);
-        bound.insert(k, served_by(&r));
+        let key = format!("restart-{i}");
+        let response = responses(&gw, &key).await;
+        assert_eq!(response.status(), 200);
+        bound.insert(key, served_by(&response));
     }
     if let Some(r) = gw.running.take() {
         r.shutdown().await;
     }
     let gw = start_in(gw.dir, &yaml).await;
     for (k, ch) in &bound {
-        let b = binding(&gw, "gpt-test", k).expect("restored");
-        assert_eq!(&*b.channel, ch.as_str());
-        let r = responses(&gw, k).await;
-        assert_eq!(&served_by(&r), ch);
+        let binding = binding(&gw, "gpt-test", k).expect("restored");
+        assert_eq!(&*binding.channel, ch.as_str());
+        let response = responses(&gw, k).await;
+        assert_eq!(&served_by(&response), ch);
     }
     let metrics = gw.metrics().await;
     if !metrics.is_empty() {
@@ -266,8 +267,8 @@ async fn last_logged(gw: &Gw) -> serde_json::Value {
 /// account) still lands on the bound channel.
 #[tokio::test]
 async fn claude_code_json_user_id_sticks_by_session() {
-    let m = mocks(&NAMES).await;
-    let gw = start_gw(&config("anthropic", "claude-test", 3, "", &m)).await;
+    let mocks = mocks(&NAMES).await;
+    let gw = start_gw(&config("anthropic", "claude-test", 3, "", &mocks)).await;
     let send = |user_id: &str| {
         let body = json!({"model": "claude-test", "max_tokens": 8, "metadata": {"user_id": user_id},
             "messages": [{"role": "user", "content": "hi"}]});
@@ -292,8 +293,8 @@ async fn claude_code_json_user_id_sticks_by_session() {
 /// B-client-compat: Codex's `session-id` header is a session key on any surface.
 #[tokio::test]
 async fn codex_session_header_sticks() {
-    let m = mocks(&NAMES).await;
-    let gw = start_gw(&config("openai", "gpt-test", 3, "", &m)).await;
+    let mocks = mocks(&NAMES).await;
+    let gw = start_gw(&config("openai", "gpt-test", 3, "", &mocks)).await;
     let send = || {
         gw.http
             .post(format!("{}/v1/responses", gw.base))
@@ -306,8 +307,8 @@ async fn codex_session_header_sticks() {
     let first = send().await.expect("sent");
     let bound = served_by(&first);
     for _ in 0..3 {
-        let r = send().await.expect("sent");
-        assert_eq!(served_by(&r), bound);
+        let response = send().await.expect("sent");
+        assert_eq!(served_by(&response), bound);
     }
     let log = last_logged(&gw).await;
     assert_eq!(

@@ -22,14 +22,14 @@ fn yaml(
     client: &str,
     price: &str,
 ) -> String {
-    let mut s = String::from("routing:\n  retry_times: 3\nchannels:\n");
+    let mut yaml = String::from("routing:\n  retry_times: 3\nchannels:\n");
     for (n, p) in chans {
-        s.push_str(&channel(n, &format!("{{{n}}}"), *p, &["m"]));
+        yaml.push_str(&channel(n, &format!("{{{n}}}"), *p, &["m"]));
     }
-    s.push_str(&format!(
+    yaml.push_str(&format!(
         "clients:\n  alice:\n    key: {ALICE}\n{client}pricing:\n  m: {price}\n"
     ));
-    fill(&s, m)
+    fill(&yaml, m)
 }
 
 fn default_price() -> String {
@@ -63,51 +63,51 @@ async fn totals(gw: &Gw) -> switchyard::store::LedgerTotals {
 /// discount and the ledger agrees with the in-memory account.
 #[tokio::test]
 async fn settle_charges_exactly_usage_times_price() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let gw = start_gw(&yaml(
         &[("a", 10)],
-        &m,
+        &mocks,
         "    quota: 100\n",
         &default_price(),
     ))
     .await;
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    let body: serde_json::Value = r.json().await.unwrap();
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(
         body["usage"]["prompt_tokens_details"]["cached_tokens"],
         CACHED_TOKENS
     );
-    let a = account(&gw).await;
-    assert_eq!(a["charged_micro"], mock_cost());
-    assert_eq!(a["refunded_micro"], 0);
-    assert_eq!(a["remaining_micro"], 100_000_000 - mock_cost());
-    assert_eq!(a["quota"], 100);
-    let t = totals(&gw).await;
-    assert_eq!((t.charged, t.refunded), (mock_cost(), 0));
+    let account = account(&gw).await;
+    assert_eq!(account["charged_micro"], mock_cost());
+    assert_eq!(account["refunded_micro"], 0);
+    assert_eq!(account["remaining_micro"], 100_000_000 - mock_cost());
+    assert_eq!(account["quota"], 100);
+    let totals = totals(&gw).await;
+    assert_eq!((totals.charged, totals.refunded), (mock_cost(), 0));
     gw.stop().await;
 }
 
 /// A failover (first channel 503, second 200) precharges and settles once.
 #[tokio::test]
 async fn failover_charges_once() {
-    let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(Behavior::Status {
+    let mocks = mocks(&["a", "b"]).await;
+    mocks["a"].set_default(Behavior::Status {
         code: 503,
         body: None,
     });
     let gw = start_gw(&yaml(
         &[("a", 10), ("b", 0)],
-        &m,
+        &mocks,
         "    quota: 100\n",
         &default_price(),
     ))
     .await;
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    let t = totals(&gw).await;
-    assert_eq!((t.charged, t.refunded), (mock_cost(), 0));
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    let totals = totals(&gw).await;
+    assert_eq!((totals.charged, totals.refunded), (mock_cost(), 0));
     assert_eq!(account(&gw).await["charged_micro"], mock_cost());
     let store = &gw.running.as_ref().unwrap().gateway.store;
     assert!(store.dangling_precharges().await.unwrap().is_empty());
@@ -123,29 +123,29 @@ async fn failover_charges_once() {
 /// Every attempt failed: the precharge is refunded exactly once and the balance is whole.
 #[tokio::test]
 async fn total_failure_leaves_the_balance_unchanged() {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     for n in ["a", "b"] {
-        m[n].set_default(Behavior::Status {
+        mocks[n].set_default(Behavior::Status {
             code: 503,
             body: None,
         });
     }
     let gw = start_gw(&yaml(
         &[("a", 10), ("b", 0)],
-        &m,
+        &mocks,
         "    quota: 100\n",
         &default_price(),
     ))
     .await;
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 503);
-    let a = account(&gw).await;
-    assert_eq!(a["charged_micro"], 0);
-    assert_eq!(a["remaining_micro"], 100_000_000);
-    let refunded = a["refunded_micro"].as_i64().unwrap();
-    assert!(refunded > 0, "{a}");
-    let t = totals(&gw).await;
-    assert_eq!((t.charged, t.refunded), (0, refunded));
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 503);
+    let account = account(&gw).await;
+    assert_eq!(account["charged_micro"], 0);
+    assert_eq!(account["remaining_micro"], 100_000_000);
+    let refunded = account["refunded_micro"].as_i64().unwrap();
+    assert!(refunded > 0, "{account}");
+    let totals = totals(&gw).await;
+    assert_eq!((totals.charged, totals.refunded), (0, refunded));
     gw.stop().await;
 }
 
@@ -153,29 +153,32 @@ async fn total_failure_leaves_the_balance_unchanged() {
 /// is called; unlimited and unpriced requests pass.
 #[tokio::test]
 async fn exhausted_key_is_refused_without_an_upstream_call() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     // 1 credit per token: the default 1024-token estimate alone exceeds 1 credit.
     let gw = start_gw(&yaml(
         &[("a", 10)],
-        &m,
+        &mocks,
         "    quota: 1\n",
         "{input: 1000000, output: 1000000}",
     ))
     .await;
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 402);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "insufficient_quota", "{v}");
-    let r = gw
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 402);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "insufficient_quota", "{body}");
+    let response = gw
         .post("/v1/messages", ALICE, json!({"model": "m", "max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]}))
         .await;
-    assert_eq!(r.status(), 402);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "error", "Anthropic format: {v}");
-    assert_eq!(m["a"].calls(), 0);
-    let a = account(&gw).await;
+    assert_eq!(response.status(), 402);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "error", "Anthropic format: {body}");
+    assert_eq!(mocks["a"].calls(), 0);
+    let account = account(&gw).await;
     assert_eq!(
-        (a["charged_micro"].as_i64(), a["remaining_micro"].as_i64()),
+        (
+            account["charged_micro"].as_i64(),
+            account["remaining_micro"].as_i64()
+        ),
         (Some(0), Some(1_000_000))
     );
     assert!(gw
@@ -189,12 +192,12 @@ async fn exhausted_key_is_refused_without_an_upstream_call() {
 /// the upstream and the balance never goes below zero (R11.3).
 #[tokio::test]
 async fn concurrent_requests_admit_only_what_the_quota_affords() {
-    let m = mocks(&["a"]).await;
-    m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(1500)));
+    let mocks = mocks(&["a"]).await;
+    mocks["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(1500)));
     // Input free; 10 completion tokens × 100 000 micro = exactly 1 credit per estimate.
     let gw = start_gw(&yaml(
         &[("a", 10)],
-        &m,
+        &mocks,
         "    quota: 10\n",
         "{input: 0, output: 100000}",
     ))
@@ -231,32 +234,35 @@ async fn concurrent_requests_admit_only_what_the_quota_affords() {
     let refused = codes.iter().filter(|c| **c == 402).count();
     assert_eq!(ok, 10, "{codes:?}");
     assert_eq!(refused, 30, "{codes:?}");
-    assert_eq!(m["a"].calls(), ok);
-    let a = account(&gw).await;
+    assert_eq!(mocks["a"].calls(), ok);
+    let account = account(&gw).await;
     let cost = DEFAULT_CHUNKS as i64 * 100_000;
-    assert_eq!(a["charged_micro"], 10 * cost);
-    assert!(a["remaining_micro"].as_i64().unwrap() >= 0, "{a}");
-    let t = totals(&gw).await;
-    assert_eq!(t.charged, 10 * cost);
+    assert_eq!(account["charged_micro"], 10 * cost);
+    assert!(
+        account["remaining_micro"].as_i64().unwrap() >= 0,
+        "{account}"
+    );
+    let totals = totals(&gw).await;
+    assert_eq!(totals.charged, 10 * cost);
     gw.stop().await;
 }
 
 /// A trusted key skips the precharge and pays the full cost at settle (R11.4).
 #[tokio::test]
 async fn trusted_key_pays_at_settle() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let gw = start_gw(&yaml(
         &[("a", 10)],
-        &m,
+        &mocks,
         "    quota: 1\n    trusted: true\n",
         &default_price(),
     ))
     .await;
     // The estimate (1024 tokens × 2000) would exceed 1 credit; a trusted key is not asked.
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    let t = totals(&gw).await;
-    assert_eq!((t.charged, t.refunded), (mock_cost(), 0));
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    let totals = totals(&gw).await;
+    assert_eq!((totals.charged, totals.refunded), (mock_cost(), 0));
     assert_eq!(account(&gw).await["trusted"], true);
     gw.stop().await;
 }
@@ -309,14 +315,14 @@ mod killed {
         .unwrap_or(0)
     }
 
-    async fn wait_rows(db: &std::path::Path, kind: &str, n: i64) {
+    async fn wait_rows(db: &std::path::Path, kind: &str, rows: i64) {
         for _ in 0..200 {
-            if ledger_rows(db, kind) >= n {
+            if ledger_rows(db, kind) >= rows {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("ledger never reached {n} {kind} rows");
+        panic!("ledger never reached {rows} {kind} rows");
     }
 
     #[tokio::test]
@@ -353,16 +359,16 @@ mod killed {
         let alice = |http: reqwest::Client| {
             let url = format!("{admin}/admin/clients/alice");
             async move {
-                let r = http.get(url).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
-                r.json::<serde_json::Value>().await.unwrap()
+                let response = http.get(url).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+                response.json::<serde_json::Value>().await.unwrap()
             }
         };
 
         let mut child = spawn(&config);
         wait_ready(&http, &admin).await;
         for _ in 0..2 {
-            let r = chat(false).await.unwrap();
-            assert_eq!(r.status(), 200);
+            let response = chat(false).await.unwrap();
+            assert_eq!(response.status(), 200);
         }
         // Both settles committed before the kill.
         wait_rows(&db, "settle", 2).await;
@@ -407,10 +413,10 @@ mod killed {
 /// until a restart.
 #[tokio::test]
 async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let gw = start_gw(&yaml(
         &[("a", 0)],
-        &m,
+        &mocks,
         "    quota: 1000\n",
         &default_price(),
     ))
@@ -428,13 +434,16 @@ async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded()
         .await;
     assert!(left.is_err(), "the client gave up while the queue was full");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let a = account(&gw).await;
-    assert_eq!(a["charged_micro"], 0, "the debit came back at once: {a}");
-    assert!(a["refunded_micro"].as_i64().unwrap() > 0, "{a}");
+    let account = account(&gw).await;
+    assert_eq!(
+        account["charged_micro"], 0,
+        "the debit came back at once: {account}"
+    );
+    assert!(account["refunded_micro"].as_i64().unwrap() > 0, "{account}");
     lock.execute_batch("ROLLBACK").unwrap();
-    let t = totals(&gw).await;
-    assert_eq!(t.charged, 0, "the ledger agrees: {t:?}");
-    assert_eq!(t.refunded, a["refunded_micro"].as_i64().unwrap());
+    let totals = totals(&gw).await;
+    assert_eq!(totals.charged, 0, "the ledger agrees: {totals:?}");
+    assert_eq!(totals.refunded, account["refunded_micro"].as_i64().unwrap());
     gw.stop().await;
 }
 
@@ -444,18 +453,18 @@ async fn a_client_leaving_while_its_precharge_waits_for_the_writer_is_refunded()
 /// names is kept, and an unlimited client's body goes up as written.
 #[tokio::test]
 async fn the_estimates_output_limit_is_sent_for_limited_clients() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let clients = "    quota: 1000\n  bob:\n    key: sk-test-bob\n  carol:\n    key: sk-test-carol\n    limits: {tpm: 1000000}\n";
     let price = format!("{{input: {IN_PRICE}, output: {OUT_PRICE}, max_output: 300}}");
-    let gw = start_gw(&yaml(&[("a", 10)], &m, clients, &price)).await;
+    let gw = start_gw(&yaml(&[("a", 10)], &mocks, clients, &price)).await;
     let ask = |max: Option<u64>| {
-        let mut b = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
         if let Some(n) = max {
-            b["max_tokens"] = json!(n);
+            body["max_tokens"] = json!(n);
         }
-        b
+        body
     };
-    let sent = |i: usize| m["a"].requests()[i].json().unwrap();
+    let sent = |i: usize| mocks["a"].requests()[i].json().unwrap();
     let cases = [
         (ALICE, None, Some(300)),
         (ALICE, Some(50), Some(50)),
@@ -463,8 +472,8 @@ async fn the_estimates_output_limit_is_sent_for_limited_clients() {
         ("sk-test-bob", None, None),
     ];
     for (i, (key, max, want)) in cases.into_iter().enumerate() {
-        let r = gw.post("/v1/chat/completions", key, ask(max)).await;
-        assert_eq!(r.status(), 200, "{key}");
+        let response = gw.post("/v1/chat/completions", key, ask(max)).await;
+        assert_eq!(response.status(), 200, "{key}");
         let body = sent(i);
         assert_eq!(body["max_tokens"].as_u64(), want, "{key} {max:?}: {body}");
         assert_eq!(body["messages"][0]["content"], "hi", "{body}");
@@ -472,11 +481,15 @@ async fn the_estimates_output_limit_is_sent_for_limited_clients() {
     // A request that names no limit is precharged the bound it is sent: a quota that cannot
     // cover 300 output tokens refuses it, though it covers the 50 the client may name.
     let dear = format!("{{input: {IN_PRICE}, output: 4000, max_output: 300}}");
-    let gw2 = start_gw(&yaml(&[("a", 10)], &m, "    quota: 1\n", &dear)).await;
-    let r = gw2.post("/v1/chat/completions", ALICE, ask(None)).await;
-    assert_eq!(r.status(), 402, "300 x 4000 micro-credits > 1 credit");
-    let r = gw2.post("/v1/chat/completions", ALICE, ask(Some(50))).await;
-    assert_eq!(r.status(), 200);
+    let gw2 = start_gw(&yaml(&[("a", 10)], &mocks, "    quota: 1\n", &dear)).await;
+    let response = gw2.post("/v1/chat/completions", ALICE, ask(None)).await;
+    assert_eq!(
+        response.status(),
+        402,
+        "300 x 4000 micro-credits > 1 credit"
+    );
+    let response = gw2.post("/v1/chat/completions", ALICE, ask(Some(50))).await;
+    assert_eq!(response.status(), 200);
     gw2.stop().await;
     gw.stop().await;
 }

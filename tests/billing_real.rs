@@ -14,13 +14,17 @@ async fn account(gw: &Gw) -> serde_json::Value {
     v
 }
 
-fn yaml(kind: &str, m: &std::collections::HashMap<String, MockUpstream>, price: &str) -> String {
+fn yaml(
+    kind: &str,
+    mocks: &std::collections::HashMap<String, MockUpstream>,
+    price: &str,
+) -> String {
     fill(
         &format!(
             "channels:\n{}clients:\n  alice:\n    key: {ALICE}\n    quota: 1000\npricing:\n  m: {price}\n",
             ch("a", kind, 0, "")
         ),
-        m,
+        mocks,
     )
 }
 
@@ -45,11 +49,11 @@ async fn anthropic_cache_tokens_are_counted_and_priced() {
     ];
     for (price, want) in cases {
         for stream in [false, true] {
-            let m = mocks(&["a"]).await;
-            let gw = start_gw(&yaml("anthropic", &m, price)).await;
-            let r = send(&gw, "/v1/messages", stream).await;
-            assert_eq!(r.status(), 200);
-            let _ = r.text().await;
+            let mocks = mocks(&["a"]).await;
+            let gw = start_gw(&yaml("anthropic", &mocks, price)).await;
+            let response = send(&gw, "/v1/messages", stream).await;
+            assert_eq!(response.status(), 200);
+            let _ = response.text().await;
             tokio::time::sleep(Duration::from_millis(50)).await;
             let rows = requests(&gw).await;
             assert_eq!(rows[0]["prompt_tokens"], PROMPT_TOKENS, "{}", rows[0]);
@@ -69,9 +73,9 @@ async fn anthropic_cache_tokens_are_counted_and_priced() {
 #[tokio::test]
 async fn precharge_is_refunded_when_the_client_leaves() {
     for (stream, h2) in [(false, false), (true, false), (false, true), (true, true)] {
-        let m = mocks(&["a"]).await;
-        let gw = start_gw(&yaml("openai", &m, "{input: 1000, output: 2000}")).await;
-        m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(5)));
+        let mocks = mocks(&["a"]).await;
+        let gw = start_gw(&yaml("openai", &mocks, "{input: 1000, output: 2000}")).await;
+        mocks["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(5)));
         let mut quick = reqwest::Client::builder().timeout(Duration::from_millis(300));
         if h2 {
             quick = quick.http2_prior_knowledge();
@@ -84,14 +88,17 @@ async fn precharge_is_refunded_when_the_client_leaves() {
             .send()
             .await;
         assert!(sent.is_err(), "the client gave up");
-        let t = Instant::now();
-        let mut a = account(&gw).await;
-        while a["charged_micro"] != 0 && t.elapsed() < Duration::from_secs(2) {
+        let started = Instant::now();
+        let mut latest = account(&gw).await;
+        while latest["charged_micro"] != 0 && started.elapsed() < Duration::from_secs(2) {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            a = account(&gw).await;
+            latest = account(&gw).await;
         }
-        assert_eq!(a["charged_micro"], 0, "stream={stream} h2={h2}: {a}");
-        assert!(a["refunded_micro"].as_i64().unwrap() > 0, "{a}");
+        assert_eq!(
+            latest["charged_micro"], 0,
+            "stream={stream} h2={h2}: {latest}"
+        );
+        assert!(latest["refunded_micro"].as_i64().unwrap() > 0, "{latest}");
         gw.stop().await;
     }
 }

@@ -38,25 +38,25 @@ async fn include_usage_is_a_channel_switch() {
 /// target reached by a failover — and not on the failover itself.
 #[tokio::test]
 async fn idempotency_key_is_sent_on_a_retry_after_a_failover() {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "resilience:\n  retry:\n    initial_backoff: 10ms\n    max_backoff: 20ms\nchannels:\n{}    auto_ban: false\n{}    auto_ban: false\n{CLIENTS}",
             ch("a", "openai", 10, ""),
             ch("b", "openai", 0, "")
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["a"].set_default(Behavior::Status {
+    mocks["a"].set_default(Behavior::Status {
         code: 429,
         body: None,
     });
-    m["b"].push(Behavior::Status {
+    mocks["b"].push(Behavior::Status {
         code: 503,
         body: None,
     });
-    let r = gw
+    let response = gw
         .http
         .post(format!("{}/v1/responses", gw.base))
         .bearer_auth(ALICE)
@@ -65,20 +65,20 @@ async fn idempotency_key_is_sent_on_a_retry_after_a_failover() {
         .send()
         .await
         .unwrap();
-    let chain = route(&r);
-    assert_eq!(r.status(), 200, "{chain}");
+    let chain = route(&response);
+    assert_eq!(response.status(), 200, "{chain}");
     assert!(chain.ends_with("->b->b"), "{chain}");
     // R10.2: every attempt at b carries b's own key, so b can
     // deduplicate its retry; the client's key stays with the first target.
-    let b = m["b"].requests();
+    let requests_b = mocks["b"].requests();
     assert_eq!(
-        b[0].header("idempotency-key"),
+        requests_b[0].header("idempotency-key"),
         Some("order-44:b/m"),
         "the failover itself"
     );
     assert_eq!(
-        b[1].header("idempotency-key"),
-        b[0].header("idempotency-key"),
+        requests_b[1].header("idempotency-key"),
+        requests_b[0].header("idempotency-key"),
         "b's retry"
     );
     gw.stop().await;
@@ -88,22 +88,22 @@ async fn idempotency_key_is_sent_on_a_retry_after_a_failover() {
 #[tokio::test]
 async fn stream_policy_applies_to_responses() {
     let (gw, m) = pair("openai", "    stream_policy: force_stream\n").await;
-    let r = send(&gw, "/v1/responses", false).await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
+    let response = send(&gw, "/v1/responses", false).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
     assert_eq!(m["a"].requests()[0].json().unwrap()["stream"], true);
-    assert_eq!(v["object"], "response");
-    assert_eq!(v["status"], "completed");
+    assert_eq!(body["object"], "response");
+    assert_eq!(body["status"], "completed");
     assert_eq!(
-        v["output"][0]["content"][0]["text"],
+        body["output"][0]["content"][0]["text"],
         "chunk 0 chunk 1 chunk 2 "
     );
     gw.stop().await;
 
     let (gw, m) = pair("openai", "    stream_policy: force_non_stream\n").await;
-    let r = send(&gw, "/v1/responses", true).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = send(&gw, "/v1/responses", true).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert_eq!(m["a"].requests()[0].json().unwrap()["stream"], false);
     assert!(text.starts_with("event: response.created\n"), "{text}");
     assert!(
@@ -131,12 +131,12 @@ async fn converters_survive_unexpected_json_shapes() {
         content_type: "text/event-stream".into(),
         body: sse.into(),
     });
-    let r = tokio::time::timeout(Duration::from_secs(10), send(&gw, "/v1/messages", false))
+    let response = tokio::time::timeout(Duration::from_secs(10), send(&gw, "/v1/messages", false))
         .await
         .expect("an answer");
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["id"], "x");
+    assert_eq!(response.status(), 200);
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["id"], "x");
     gw.stop().await;
 
     let (gw, m) = pair("openai", "    stream_policy: force_non_stream\n").await;
@@ -147,11 +147,11 @@ async fn converters_survive_unexpected_json_shapes() {
         content_type: "application/json".into(),
         body: answer.to_string(),
     });
-    let r = tokio::time::timeout(Duration::from_secs(10), gw.chat("m", true))
+    let response = tokio::time::timeout(Duration::from_secs(10), gw.chat("m", true))
         .await
         .expect("an answer");
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert!(
         text.contains("\"name\":\"f\"") && text.ends_with("data: [DONE]\n\n"),
         "{text}"

@@ -132,10 +132,10 @@ async fn gateway(
 
 /// Every model the fixtures name.
 fn models(fixtures: &[Fixture]) -> Vec<String> {
-    let mut m: Vec<String> = fixtures.iter().filter_map(Fixture::model).collect();
-    m.sort();
-    m.dedup();
-    m
+    let mut models: Vec<String> = fixtures.iter().filter_map(Fixture::model).collect();
+    models.sort();
+    models.dedup();
+    models
 }
 
 /// Replays one fixture with `stream` (`None`: as recorded) and checks the answer and what
@@ -287,7 +287,7 @@ async fn anthropic_clients_on_a_gpt5_channel() {
 /// no upstream call, nothing charged.
 #[tokio::test]
 async fn count_tokens_without_an_anthropic_channel_is_local() {
-    let f = fixture::named("claude-code-count-tokens.json");
+    let fixture = fixture::named("claude-code-count-tokens.json");
     let mock = MockUpstream::start().await.expect("mock starts");
     let gw = gateway(
         &OPENAI,
@@ -297,10 +297,13 @@ async fn count_tokens_without_an_anthropic_channel_is_local() {
     )
     .await
     .expect("gateway starts");
-    let r = f.send(&gw, f.body.clone()).await;
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.expect("JSON");
-    assert!(v["input_tokens"].as_u64().is_some_and(|n| n > 0), "{v}");
+    let response = fixture.send(&gw, fixture.body.clone()).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.expect("JSON");
+    assert!(
+        body["input_tokens"].as_u64().is_some_and(|n| n > 0),
+        "{body}"
+    );
     assert_eq!(mock.calls(), 0, "no upstream call");
     let (_, c) = gw.admin_get("/admin/clients/alice").await;
     assert_eq!(

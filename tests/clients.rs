@@ -16,15 +16,15 @@ async fn gw_with(
     extra_client: &str,
     pricing: &str,
 ) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a", "claude"]).await;
+    let mocks = mocks(&["a", "claude"]).await;
     let yaml = fill(
         &format!(
             "channels:\n{}  claude:\n    kind: anthropic\n    base_url: {{claude}}\n    keys: [\"sk-ant-up\"]\n    models: [claude-x]\nclients:\n  alice:\n    key: {ALICE}\n{extra_client}{pricing}",
             channel("a", "{a}", 0, &["gpt-x", "\"org/model\""]),
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 async fn get(gw: &Gw, path: &str, anthropic: bool) -> reqwest::Response {
@@ -42,29 +42,32 @@ async fn get(gw: &Gw, path: &str, anthropic: bool) -> reqwest::Response {
 #[tokio::test]
 async fn models_retrieve_answers_like_openai() {
     let (gw, m) = gw_with("", "").await;
-    let r = get(&gw, "/v1/models/gpt-x", false).await;
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.unwrap();
+    let response = get(&gw, "/v1/models/gpt-x", false).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(
-        (v["id"].as_str(), v["object"].as_str()),
+        (body["id"].as_str(), body["object"].as_str()),
         (Some("gpt-x"), Some("model"))
     );
-    assert!(v["created"].is_number() && v["owned_by"].is_string(), "{v}");
-    let r = get(&gw, "/v1/models/org%2Fmodel", false).await;
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["id"], "org/model");
-    let r = get(&gw, "/v1/models/not-served", false).await;
-    assert_eq!(r.status(), 404);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "model_not_found");
-    let r = gw
+    assert!(
+        body["created"].is_number() && body["owned_by"].is_string(),
+        "{body}"
+    );
+    let response = get(&gw, "/v1/models/org%2Fmodel", false).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["id"], "org/model");
+    let response = get(&gw, "/v1/models/not-served", false).await;
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "model_not_found");
+    let response = gw
         .http
         .get(format!("{}/v1/models/gpt-x", gw.base))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401);
+    assert_eq!(response.status(), 401);
     assert_eq!(m["a"].calls() + m["claude"].calls(), 0);
     gw.stop().await;
 }
@@ -74,40 +77,43 @@ async fn models_retrieve_answers_like_openai() {
 #[tokio::test]
 async fn anthropic_callers_get_anthropic_shapes_and_request_id() {
     let (gw, _m) = gw_with("", "").await;
-    let r = get(&gw, "/v1/models", true).await;
-    assert_eq!(r.status(), 200);
-    let rid = r.headers()["request-id"].to_str().unwrap().to_string();
-    assert_eq!(r.headers()["x-request-id"], rid.as_str());
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["has_more"], false, "{v}");
-    let ids: Vec<&str> = v["data"]
+    let response = get(&gw, "/v1/models", true).await;
+    assert_eq!(response.status(), 200);
+    let rid = response.headers()["request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(response.headers()["x-request-id"], rid.as_str());
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["has_more"], false, "{body}");
+    let ids: Vec<&str> = body["data"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert!(ids.contains(&"claude-x"), "{v}");
+    assert!(ids.contains(&"claude-x"), "{body}");
     assert!(
-        v["data"]
+        body["data"]
             .as_array()
             .unwrap()
             .iter()
             .all(|m| m["type"] == "model"),
-        "{v}"
+        "{body}"
     );
-    let r = get(&gw, "/v1/models/claude-x", true).await;
-    let v: serde_json::Value = r.json().await.unwrap();
+    let response = get(&gw, "/v1/models/claude-x", true).await;
+    let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(
-        (v["type"].as_str(), v["id"].as_str()),
+        (body["type"].as_str(), body["id"].as_str()),
         (Some("model"), Some("claude-x"))
     );
-    let r = get(&gw, "/v1/models/nope", true).await;
-    assert_eq!(r.status(), 404);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["type"], "not_found_error", "{v}");
+    let response = get(&gw, "/v1/models/nope", true).await;
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "not_found_error", "{body}");
     // A relayed message and an error on a /v1/messages sub-path: request-id, Anthropic shape.
     let msg = json!({"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
-    let r = gw
+    let response = gw
         .http
         .post(format!("{}/v1/messages", gw.base))
         .header("x-api-key", ALICE)
@@ -115,13 +121,13 @@ async fn anthropic_callers_get_anthropic_shapes_and_request_id() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    assert!(r.headers().contains_key("request-id"));
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("request-id"));
     for (path, key) in [
         ("/v1/messages/count_tokens", "wrong-key"),
         ("/v1/messages/nope", ALICE),
     ] {
-        let r = gw
+        let response = gw
             .http
             .post(format!("{}{path}", gw.base))
             .header("x-api-key", key)
@@ -129,14 +135,14 @@ async fn anthropic_callers_get_anthropic_shapes_and_request_id() {
             .send()
             .await
             .unwrap();
-        assert!(r.status().is_client_error(), "{path}");
-        assert!(r.headers().contains_key("request-id"), "{path}");
-        let v: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(v["type"], "error", "{path}: {v}");
+        assert!(response.status().is_client_error(), "{path}");
+        assert!(response.headers().contains_key("request-id"), "{path}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["type"], "error", "{path}: {body}");
     }
     // OpenAI callers keep OpenAI's list shape.
-    let v: serde_json::Value = get(&gw, "/v1/models", false).await.json().await.unwrap();
-    assert_eq!(v["object"], "list");
+    let body: serde_json::Value = get(&gw, "/v1/models", false).await.json().await.unwrap();
+    assert_eq!(body["object"], "list");
     gw.stop().await;
 }
 
@@ -151,7 +157,7 @@ async fn count_tokens_is_never_precharged_or_billed() {
     .await;
     let body = json!({"model": "claude-x", "messages": [{"role": "user", "content": "count me"}]});
     for _ in 0..3 {
-        let r = gw
+        let response = gw
             .http
             .post(format!("{}/v1/messages/count_tokens", gw.base))
             .header("x-api-key", ALICE)
@@ -159,7 +165,7 @@ async fn count_tokens_is_never_precharged_or_billed() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200);
+        assert_eq!(response.status(), 200);
     }
     assert_eq!(m["claude"].calls_to("/v1/messages/count_tokens"), 3);
     gw.flush().await;
@@ -171,7 +177,7 @@ async fn count_tokens_is_never_precharged_or_billed() {
     );
     // The same client is refused a real message (the quota check is live).
     let msg = json!({"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
-    let r = gw
+    let response = gw
         .http
         .post(format!("{}/v1/messages", gw.base))
         .header("x-api-key", ALICE)
@@ -179,15 +185,15 @@ async fn count_tokens_is_never_precharged_or_billed() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 402);
+    assert_eq!(response.status(), 402);
     gw.stop().await;
 }
 
 async fn raw(addr: &str, req: &str, wait: Duration) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(req.as_bytes()).await.unwrap();
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    let _ = tokio::time::timeout(wait, socket.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -197,10 +203,10 @@ async fn websocket_upgrades_get_426_at_once() {
     let (gw, m) = gw_with("", "").await;
     let addr = gw.base.trim_start_matches("http://").to_string();
     let req = format!("GET /v1/responses HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ALICE}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n");
-    let t = Instant::now();
+    let started = Instant::now();
     let resp = raw(&addr, &req, Duration::from_millis(800)).await;
     assert!(resp.starts_with("HTTP/1.1 426"), "{resp}");
-    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(2));
     assert!(resp.contains("upgrade_not_supported"), "{resp}");
     assert_eq!(m["a"].calls(), 0);
     gw.stop().await;
@@ -233,10 +239,10 @@ async fn head_has_no_body_on_any_protocol() {
         if auth {
             rq = rq.bearer_auth(ALICE);
         }
-        let r = rq.send().await.unwrap();
-        assert_eq!(r.version(), reqwest::Version::HTTP_2);
-        let status = r.status().as_u16();
-        let body = r.bytes().await.expect("a clean HTTP/2 HEAD answer");
+        let response = rq.send().await.unwrap();
+        assert_eq!(response.version(), reqwest::Version::HTTP_2);
+        let status = response.status().as_u16();
+        let body = response.bytes().await.expect("a clean HTTP/2 HEAD answer");
         assert!(body.is_empty(), "{path}: {} bytes of body", body.len());
         assert_eq!(status, if path == "/v1/nope" { 404 } else { 200 }, "{path}");
     }
@@ -248,26 +254,30 @@ async fn head_has_no_body_on_any_protocol() {
 /// `GET /v1/models/{id}` and explain know about patterns.
 #[tokio::test]
 async fn model_patterns_serve_new_names_and_exact_names_win() {
-    let m = mocks(&["pat", "exact"]).await;
+    let mocks = mocks(&["pat", "exact"]).await;
     let yaml = fill(
         &format!(
             "channels:\n{}{}{CLIENTS}",
             channel("pat", "{pat}", 10, &["\"claude-*\"", "\"gpt-5*\""]),
             channel("exact", "{exact}", 0, &["claude-exact-1"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    let r = gw.chat("claude-next-9", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "pat");
+    let response = gw.chat("claude-next-9", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "pat");
     assert_eq!(
-        m["pat"].requests()[0].json().unwrap()["model"],
+        mocks["pat"].requests()[0].json().unwrap()["model"],
         "claude-next-9"
     );
     assert_eq!(route(&gw.chat("gpt-5.4-mini", false).await), "pat");
-    let r = gw.chat("claude-exact-1", false).await;
-    assert_eq!(route(&r), "exact", "an exact name wins over a pattern");
+    let response = gw.chat("claude-exact-1", false).await;
+    assert_eq!(
+        route(&response),
+        "exact",
+        "an exact name wins over a pattern"
+    );
     assert_eq!(gw.chat("gpt-4o", false).await.status(), 404);
     assert_eq!(
         get(&gw, "/v1/models/claude-next-9", false).await.status(),
@@ -303,23 +313,23 @@ async fn rejected_requests_are_counted_and_listed() {
     let before = four_xx(&gw.metrics().await);
     let msgs = json!([{"role": "user", "content": "hi"}]);
     let mut want = vec![];
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             "sk-wrong",
             json!({"model": "gpt-x", "messages": msgs}),
         )
         .await;
-    want.push((r.status().as_u16(), "invalid_api_key"));
-    let r = gw
+    want.push((response.status().as_u16(), "invalid_api_key"));
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             json!({"model": "unknown-model", "messages": msgs}),
         )
         .await;
-    want.push((r.status().as_u16(), "model_not_found"));
-    let r = gw
+    want.push((response.status().as_u16(), "model_not_found"));
+    let response = gw
         .http
         .post(format!("{}/v1/chat/completions", gw.base))
         .bearer_auth(ALICE)
@@ -328,27 +338,27 @@ async fn rejected_requests_are_counted_and_listed() {
         .send()
         .await
         .unwrap();
-    want.push((r.status().as_u16(), "invalid_json"));
-    let r = gw
+    want.push((response.status().as_u16(), "invalid_json"));
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             json!({"model": "gpt-x", "messages": [{"role": "user", "content": "x".repeat(5000)}]}),
         )
         .await;
-    want.push((r.status().as_u16(), "request_too_large"));
-    let r = gw
+    want.push((response.status().as_u16(), "request_too_large"));
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             json!({"model": "gpt-x", "messages": msgs}),
         )
         .await;
-    want.push((r.status().as_u16(), "insufficient_quota"));
-    let r = gw
+    want.push((response.status().as_u16(), "insufficient_quota"));
+    let response = gw
         .post("/v1/undeclared", ALICE, json!({"model": "gpt-x"}))
         .await;
-    want.push((r.status().as_u16(), "path_not_found"));
+    want.push((response.status().as_u16(), "path_not_found"));
     assert_eq!(
         want.iter().map(|w| w.0).collect::<Vec<_>>(),
         vec![401, 404, 400, 413, 402, 404]

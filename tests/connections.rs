@@ -30,15 +30,15 @@ fn silent_openers() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 async fn gateway(limits: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let yaml = fill(
         &format!(
             "limits:\n{limits}channels:\n{}{CLIENTS}",
             channel("a", "{a}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 fn addr(gw: &Gw) -> String {
@@ -48,12 +48,12 @@ fn addr(gw: &Gw) -> String {
 /// Time until the gateway closes a socket that sent `opener` and then nothing (None: still
 /// open after `wait`).
 async fn closed_after(addr: &str, opener: &[u8], wait: Duration) -> Option<Duration> {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(opener).await.unwrap();
-    let t = Instant::now();
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket.write_all(opener).await.unwrap();
+    let started = Instant::now();
     let mut buf = Vec::new();
-    match tokio::time::timeout(wait, s.read_to_end(&mut buf)).await {
-        Ok(_) => Some(t.elapsed()),
+    match tokio::time::timeout(wait, socket.read_to_end(&mut buf)).await {
+        Ok(_) => Some(started.elapsed()),
         Err(_) => None,
     }
 }
@@ -61,14 +61,14 @@ async fn closed_after(addr: &str, opener: &[u8], wait: Duration) -> Option<Durat
 #[tokio::test]
 async fn silent_and_preface_only_connections_are_cut_by_the_header_read_timeout() {
     let (gw, m) = gateway("  header_read_timeout: 400ms\n").await;
-    let a = addr(&gw);
+    let addr = addr(&gw);
     let mut waits = Vec::new();
     for (what, opener) in silent_openers() {
-        let a = a.clone();
+        let addr = addr.clone();
         waits.push(tokio::spawn(async move {
             (
                 what,
-                closed_after(&a, &opener, Duration::from_secs(5)).await,
+                closed_after(&addr, &opener, Duration::from_secs(5)).await,
             )
         }));
     }
@@ -110,28 +110,28 @@ async fn h2_one_request(addr: &str, path: &str) -> (u16, tokio::task::JoinHandle
 #[tokio::test]
 async fn idle_connections_are_closed_and_busy_ones_are_not() {
     let (gw, m) = gateway("  header_read_timeout: 10s\n  idle_timeout: 500ms\n").await;
-    let a = addr(&gw);
-    let (status, done) = h2_one_request(&a, "/v1/models").await;
+    let addr = addr(&gw);
+    let (status, done) = h2_one_request(&addr, "/v1/models").await;
     assert_eq!(status, 200);
-    let t = Instant::now();
+    let started = Instant::now();
     let closed = tokio::time::timeout(Duration::from_secs(4), done)
         .await
         .expect("idle h2 connection still open after 4 s")
         .unwrap();
-    assert!(closed.duration_since(t) < Duration::from_secs(3));
+    assert!(closed.duration_since(started) < Duration::from_secs(3));
     // HTTP/1 keep-alive: the same, well before the 10 s head timeout.
     let req =
         format!("GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ALICE}\r\n\r\n");
-    let took = closed_after(&a, req.as_bytes(), Duration::from_secs(4)).await;
+    let took = closed_after(&addr, req.as_bytes(), Duration::from_secs(4)).await;
     assert!(took.is_some_and(|d| d < Duration::from_secs(3)), "{took:?}");
     // A stream that takes 1.5 s (three times the idle timeout) completes.
     m["a"].set_default(Behavior::Stream {
         chunks: 6,
         delay: Duration::from_millis(250),
     });
-    let r = gw.chat("m", true).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = gw.chat("m", true).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert!(text.contains("[DONE]"), "{text}");
     gw.stop().await;
 }
@@ -140,32 +140,32 @@ async fn idle_connections_are_closed_and_busy_ones_are_not() {
 #[tokio::test]
 async fn one_address_cannot_hold_more_than_its_share() {
     let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections_per_ip: 2\n").await;
-    let a = addr(&gw);
+    let addr = addr(&gw);
     let mut held = Vec::new();
     for _ in 0..2 {
-        let mut s = TcpStream::connect(&a).await.unwrap();
-        s.write_all(b"GET /v1/mod").await.unwrap();
-        held.push(s);
+        let mut socket = TcpStream::connect(&addr).await.unwrap();
+        socket.write_all(b"GET /v1/mod").await.unwrap();
+        held.push(socket);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut s = TcpStream::connect(&a).await.unwrap();
-    let _ = s
+    let mut socket = TcpStream::connect(&addr).await.unwrap();
+    let _ = socket
         .write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
         .await;
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut out)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), socket.read_to_end(&mut out)).await;
     let text = String::from_utf8_lossy(&out);
     assert!(text.starts_with("HTTP/1.1 429"), "{text}");
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let r = gw
+    let response = gw
         .http
         .get(format!("{}/v1/models", gw.base))
         .bearer_auth(ALICE)
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(response.status(), 200);
     gw.stop().await;
 }
 
@@ -174,7 +174,7 @@ async fn one_address_cannot_hold_more_than_its_share() {
 /// within a few seconds.
 #[tokio::test]
 async fn real_binary_serves_a_client_past_four_silent_sockets() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     let yaml = fill(
@@ -182,7 +182,7 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
             "limits:\n  max_connections: 4\n  header_read_timeout: 1s\nchannels:\n{}{CLIENTS}",
             channel("a", "{a}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     std::fs::write(&cfg, format!("{}{yaml}", head(dir.path()))).unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
@@ -215,18 +215,18 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
         .to_string();
     let mut silent = Vec::new();
     for (_, opener) in silent_openers().into_iter().take(4) {
-        let mut s = TcpStream::connect(&listen).await.unwrap();
-        s.write_all(&opener).await.unwrap();
-        silent.push(s);
+        let mut socket = TcpStream::connect(&listen).await.unwrap();
+        socket.write_all(&opener).await.unwrap();
+        silent.push(socket);
     }
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
         .unwrap();
-    let t = Instant::now();
+    let started = Instant::now();
     let mut served = None;
-    while t.elapsed() < Duration::from_secs(6) {
-        let r = http
+    while started.elapsed() < Duration::from_secs(6) {
+        let response = http
             .post(format!("http://{listen}/v1/chat/completions"))
             .bearer_auth(ALICE)
             .json(
@@ -234,8 +234,8 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
             )
             .send()
             .await;
-        if r.is_ok_and(|r| r.status() == 200) {
-            served = Some(t.elapsed());
+        if response.is_ok_and(|r| r.status() == 200) {
+            served = Some(started.elapsed());
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

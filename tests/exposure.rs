@@ -17,12 +17,12 @@ fn status(code: u16) -> Behavior {
 
 /// Channel `a` serves model `m` and declares no path.
 async fn one_model_channel() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let yaml = fill(
         &format!("channels:\n{}{CLIENTS}", channel("a", "{a}", 0, &["m"])),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 /// Paths that create billed artifacts on the operator's account (assistants, fine-tuning
@@ -37,15 +37,15 @@ async fn undeclared_paths_with_a_model_get_404_and_reach_no_upstream() {
         "/v1/vector_stores",
         "/v1/chat/completions/extra",
     ] {
-        let r = gw
+        let response = gw
             .post(path, ALICE, json!({"model": "m", "input_file_id": "f"}))
             .await;
-        assert_eq!(r.status(), 404, "{path}");
-        let v: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(v["error"]["code"], "path_not_found", "{path}: {v}");
+        assert_eq!(response.status(), 404, "{path}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "path_not_found", "{path}: {body}");
     }
     // Anthropic's batch endpoint: 404 in Anthropic's shape.
-    let r = gw
+    let response = gw
         .http
         .post(format!("{}/v1/messages/batches", gw.base))
         .header("x-api-key", ALICE)
@@ -53,10 +53,10 @@ async fn undeclared_paths_with_a_model_get_404_and_reach_no_upstream() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 404);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "error", "{v}");
-    assert_eq!(v["error"]["type"], "not_found_error", "{v}");
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "error", "{body}");
+    assert_eq!(body["error"]["type"], "not_found_error", "{body}");
     assert_eq!(m["a"].calls(), 0, "an undeclared path reached the upstream");
     // The model itself is served (the 404s above were not an unknown model).
     assert_eq!(gw.chat("m", false).await.status(), 200);
@@ -67,33 +67,33 @@ async fn undeclared_paths_with_a_model_get_404_and_reach_no_upstream() {
 /// channel serves the model named in the body.
 #[tokio::test]
 async fn declared_paths_reach_only_the_declaring_channels() {
-    let m = mocks(&["hi", "decl"]).await;
+    let mocks = mocks(&["hi", "decl"]).await;
     let yaml = fill(
         &format!(
             "channels:\n{}{}    paths: [/v1/assistants]\n{CLIENTS}",
             channel("hi", "{hi}", 10, &["m"]),
             channel("decl", "{decl}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..3 {
-        let r = gw
+        let response = gw
             .post("/v1/assistants", ALICE, json!({"model": "m", "name": "x"}))
             .await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(route(&r), "decl");
+        assert_eq!(response.status(), 200);
+        assert_eq!(route(&response), "decl");
     }
-    assert_eq!(m["hi"].calls(), 0);
-    assert_eq!(m["decl"].calls_to("/v1/assistants"), 3);
+    assert_eq!(mocks["hi"].calls(), 0);
+    assert_eq!(mocks["decl"].calls_to("/v1/assistants"), 3);
     gw.stop().await;
 }
 
 async fn raw(addr: &str, req: &str) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(req.as_bytes()).await.unwrap();
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -148,20 +148,20 @@ async fn dot_segments_and_encoded_separators_get_400() {
 /// (GET, HEAD, OPTIONS, PUT) or an `Idempotency-Key`.
 #[tokio::test]
 async fn pass_through_retries_follow_the_method() {
-    let m = mocks(&["first", "second"]).await;
+    let mocks = mocks(&["first", "second"]).await;
     let yaml = fill(
         &format!(
             "resilience:\n  circuit_breaker: {{enabled: false}}\nchannels:\n{}    paths: [/v1/files/thing]\n{}    paths: [/v1/files/thing]\n{CLIENTS}",
             channel("first", "{first}", 10, &["m"]),
             channel("second", "{second}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["first"].set_default(status(503));
+    mocks["first"].set_default(status(503));
     let url = format!("{}/v1/files/thing", gw.base);
     // POST without a key: one attempt, the 503 is returned.
-    let r = gw
+    let response = gw
         .http
         .post(&url)
         .bearer_auth(ALICE)
@@ -169,10 +169,10 @@ async fn pass_through_retries_follow_the_method() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 503);
-    assert_eq!(route(&r), "first");
+    assert_eq!(response.status(), 503);
+    assert_eq!(route(&response), "first");
     for method in ["DELETE", "PATCH"] {
-        let r = gw
+        let response = gw
             .http
             .request(
                 reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
@@ -182,12 +182,12 @@ async fn pass_through_retries_follow_the_method() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 503, "{method}");
-        assert_eq!(route(&r), "first", "{method}");
+        assert_eq!(response.status(), 503, "{method}");
+        assert_eq!(route(&response), "first", "{method}");
     }
-    assert_eq!(m["second"].calls(), 0);
+    assert_eq!(mocks["second"].calls(), 0);
     // POST with an Idempotency-Key, and the safe methods: fail over.
-    let r = gw
+    let response = gw
         .http
         .post(&url)
         .bearer_auth(ALICE)
@@ -196,10 +196,10 @@ async fn pass_through_retries_follow_the_method() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "first->second");
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "first->second");
     for method in ["GET", "PUT", "OPTIONS"] {
-        let r = gw
+        let response = gw
             .http
             .request(
                 reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
@@ -209,8 +209,8 @@ async fn pass_through_retries_follow_the_method() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200, "{method}");
-        assert_eq!(route(&r), "first->second", "{method}");
+        assert_eq!(response.status(), 200, "{method}");
+        assert_eq!(route(&response), "first->second", "{method}");
     }
     gw.stop().await;
 }

@@ -6,16 +6,16 @@ use support::external::{Postgres, Redis};
 
 #[test]
 fn a_private_redis_answers_and_stops() {
-    let mut r = Redis::start();
-    assert_ne!(r.port, 6379, "never the shared instance");
+    let mut redis = Redis::start();
+    assert_ne!(redis.port, 6379, "never the shared instance");
     let out = std::process::Command::new("redis-cli")
-        .args(["-p", &r.port.to_string(), "SET", "k", "v"])
+        .args(["-p", &redis.port.to_string(), "SET", "k", "v"])
         .output()
         .expect("redis-cli runs");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
-    r.restart();
+    redis.restart();
     let out = std::process::Command::new("redis-cli")
-        .args(["-p", &r.port.to_string(), "GET", "k"])
+        .args(["-p", &redis.port.to_string(), "GET", "k"])
         .output()
         .expect("redis-cli runs");
     assert_eq!(
@@ -23,8 +23,8 @@ fn a_private_redis_answers_and_stops() {
         "",
         "restart is empty"
     );
-    r.stop();
-    assert!(std::net::TcpStream::connect(("127.0.0.1", r.port)).is_err());
+    redis.stop();
+    assert!(std::net::TcpStream::connect(("127.0.0.1", redis.port)).is_err());
 }
 
 #[test]

@@ -35,29 +35,29 @@ async fn channel_json(gw: &Gw, name: &str) -> Value {
 /// not cool the primary for everyone; two 503s do.
 #[tokio::test]
 async fn a_callers_4xx_never_cools_a_channel() {
-    let m = mocks(&["cp", "cb"]).await;
+    let mocks = mocks(&["cp", "cb"]).await;
     let body = fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\n  cooldown:\n    consecutive_retryable_failures: 2\n    duration: 600s\nchannels:\n{}{}{CLIENTS}",
             channel("cp", "{cp}", 10, &["m"]),
             channel("cb", "{cb}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&body).await;
     for _ in 0..2 {
-        m["cp"].push(status(422));
-        let r = gw.chat("m", false).await;
-        assert_eq!(route(&r), "cp->cb");
+        mocks["cp"].push(status(422));
+        let response = gw.chat("m", false).await;
+        assert_eq!(route(&response), "cp->cb");
     }
-    let r = gw.chat("m", false).await;
-    assert_eq!(route(&r), "cp", "a caller's 4xx cooled the channel");
+    let response = gw.chat("m", false).await;
+    assert_eq!(route(&response), "cp", "a caller's 4xx cooled the channel");
     assert_eq!(
         channel_json(&gw, "cp").await["health"]["cooldown_remaining_ms"],
         Value::Null
     );
     for _ in 0..2 {
-        m["cp"].push(status(503));
+        mocks["cp"].push(status(503));
         assert_eq!(route(&gw.chat("m", false).await), "cp->cb");
     }
     assert_eq!(
@@ -72,24 +72,30 @@ async fn a_callers_4xx_never_cools_a_channel() {
 /// mapping 401 → 400 is not disabled by its 401s.
 #[tokio::test]
 async fn auto_disable_reads_the_mapped_status() {
-    let m = mocks(&["to401", "from401"]).await;
-    m["to401"].set_default(plain_error(403));
-    m["from401"].set_default(plain_error(401));
+    let mocks = mocks(&["to401", "from401"]).await;
+    mocks["to401"].set_default(plain_error(403));
+    mocks["from401"].set_default(plain_error(401));
     let body = fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\nchannels:\n{}    status_code_mapping: {{\"403\": \"401\"}}\n{}    status_code_mapping: {{\"401\": \"400\"}}\n{CLIENTS}",
             channel("to401", "{to401}", 0, &["mx"]),
             channel("from401", "{from401}", 0, &["my"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&body).await;
     assert_eq!(gw.chat("mx", false).await.status(), 401);
     assert_eq!(gw.chat("my", false).await.status(), 400);
-    let v = channel_json(&gw, "to401").await;
-    assert_eq!(v["enabled"], false, "mapped to 401: disabled: {v}");
-    let v = channel_json(&gw, "from401").await;
-    assert_eq!(v["enabled"], true, "mapped to 400: not disabled: {v}");
+    let channel = channel_json(&gw, "to401").await;
+    assert_eq!(
+        channel["enabled"], false,
+        "mapped to 401: disabled: {channel}"
+    );
+    let channel = channel_json(&gw, "from401").await;
+    assert_eq!(
+        channel["enabled"], true,
+        "mapped to 400: not disabled: {channel}"
+    );
     gw.stop().await;
 }
 
@@ -97,34 +103,34 @@ async fn auto_disable_reads_the_mapped_status() {
 /// request gets the probe at once instead of a breaker 503 until the timeout frees it.
 #[tokio::test]
 async fn a_cancelled_half_open_probe_frees_its_slot_at_once() {
-    let m = mocks(&["hp"]).await;
+    let mocks = mocks(&["hp"]).await;
     let body = fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\n  circuit_breaker:\n    failure_threshold: 1\n    success_threshold: 1\n    timeout: 1500ms\ntimeouts:\n  upstream_header: 30s\nchannels:\n{}{CLIENTS}",
             channel("hp", "{hp}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&body).await;
-    m["hp"].push(status(500));
+    mocks["hp"].push(status(500));
     assert_eq!(gw.chat("m", false).await.status(), 500);
     assert_eq!(gw.chat("m", false).await.status(), 503, "open");
     tokio::time::sleep(Duration::from_millis(1550)).await;
     // The probe hangs upstream; its client gives up.
-    m["hp"].push(Behavior::HangBeforeHeaders(Duration::from_secs(20)));
+    mocks["hp"].push(Behavior::HangBeforeHeaders(Duration::from_secs(20)));
     let quick = reqwest::Client::builder()
         .timeout(Duration::from_millis(200))
         .build()
         .unwrap();
-    let r = quick
+    let response = quick
         .post(format!("{}/v1/chat/completions", gw.base))
         .bearer_auth(ALICE)
         .json(&serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
         .send()
         .await;
-    assert!(r.is_err(), "the probe's client timed out");
+    assert!(response.is_err(), "the probe's client timed out");
     assert_eq!(
-        m["hp"].calls_to("chat/completions"),
+        mocks["hp"].calls_to("chat/completions"),
         2,
         "the probe reached upstream"
     );

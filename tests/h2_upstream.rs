@@ -15,20 +15,20 @@ const STREAMS: usize = 500;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_streams_to_one_http2_host_neither_queue_nor_fail() {
     assert!(STREAMS > 4 * MAX_CONCURRENT_STREAMS as usize);
-    let m = mocks(&["a", "b"]).await;
-    for up in m.values() {
+    let mocks = mocks(&["a", "b"]).await;
+    for up in mocks.values() {
         up.set_record(true);
     }
     // Each stream lasts about 3 s; one waiting behind a full connection would miss the 2 s
     // header gate and fail over to b.
-    m["a"].set_default("stream=10:300ms".parse().unwrap());
+    mocks["a"].set_default("stream=10:300ms".parse().unwrap());
     let yaml = fill(
         &format!(
             "timeouts:\n  upstream_header: 2s\nlimits:\n  max_connections: 4096\nchannels:\n{}    protocol: http2\n{}{CLIENTS}",
             ch("a", "openai", 10, ""),
             ch("b", "openai", 0, "")
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     let client = reqwest::Client::builder()
@@ -40,15 +40,15 @@ async fn five_hundred_streams_to_one_http2_host_neither_queue_nor_fail() {
         let client = client.clone();
         let url = format!("{}/v1/chat/completions", gw.base);
         async move {
-            let r = client
+            let response = client
                 .post(url)
                 .bearer_auth(ALICE)
                 .json(&body_for("/v1/chat/completions", true))
                 .send()
                 .await
                 .expect("sent");
-            let chain = route(&r);
-            let text = r.text().await.unwrap_or_default();
+            let chain = route(&response);
+            let text = response.text().await.unwrap_or_default();
             (chain, text)
         }
     });
@@ -60,9 +60,9 @@ async fn five_hundred_streams_to_one_http2_host_neither_queue_nor_fail() {
             "{text}"
         );
     }
-    assert_eq!(m["b"].calls(), 0);
+    assert_eq!(mocks["b"].calls(), 0);
     // Every stream was in flight at once: none waited for another to end.
-    let arrived: Vec<_> = m["a"].requests().iter().map(|r| r.arrived_at).collect();
+    let arrived: Vec<_> = mocks["a"].requests().iter().map(|r| r.arrived_at).collect();
     assert_eq!(arrived.len(), STREAMS);
     let first = arrived.iter().min().copied().unwrap();
     let last = arrived.iter().max().copied().unwrap();

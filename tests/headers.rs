@@ -20,12 +20,12 @@ const CHAT: &str = r#"{"id":"c1","object":"chat.completion","created":1,"model":
 /// header it nominates as hop-by-hop. A request whose model is `fail` gets a 401 whose body
 /// quotes the `api-key` header it received (as Azure's errors quote keys).
 async fn account_upstream() -> (String, Heads) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let heads: Heads = Arc::default();
     let seen = heads.clone();
     tokio::spawn(async move {
-        while let Ok((s, _)) = l.accept().await {
+        while let Ok((s, _)) = listener.accept().await {
             let seen = seen.clone();
             tokio::spawn(serve_one(s, seen));
         }
@@ -33,13 +33,13 @@ async fn account_upstream() -> (String, Heads) {
     (format!("http://{addr}/v1"), heads)
 }
 
-async fn serve_one(s: TcpStream, seen: Heads) {
-    let mut r = BufReader::new(s);
+async fn serve_one(socket: TcpStream, seen: Heads) {
+    let mut reader = BufReader::new(socket);
     let mut head = Vec::new();
     let mut len = 0usize;
     loop {
         let mut line = String::new();
-        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
             return;
         }
         let line = line.trim_end();
@@ -55,18 +55,18 @@ async fn serve_one(s: TcpStream, seen: Heads) {
         }
     }
     let mut body = vec![0u8; len];
-    let _ = r.read_exact(&mut body).await;
+    let _ = reader.read_exact(&mut body).await;
     let key = head
         .iter()
         .find(|(k, _)| k == "api-key")
         .map(|(_, v)| v.clone());
     seen.lock().unwrap().push(head);
     let (status, payload) = if String::from_utf8_lossy(&body).contains("\"fail\"") {
-        let k = key.unwrap_or_default();
+        let api_key = key.unwrap_or_default();
         (
             "401 Unauthorized",
             format!(
-                r#"{{"error":{{"message":"Incorrect API key provided: {k}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+                r#"{{"error":{{"message":"Incorrect API key provided: {api_key}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
             ),
         )
     } else {
@@ -76,9 +76,9 @@ async fn serve_one(s: TcpStream, seen: Heads) {
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nopenai-organization: org-operator-account\r\nopenai-project: proj_operator\r\nanthropic-organization-id: 5f1c-operator\r\nlocation: https://internal.upstream.example/v1/x\r\nconnection: close, x-upstream-hop\r\nx-upstream-hop: 1\r\nx-ratelimit-remaining-requests: 99\r\ncontent-length: {}\r\n\r\n{payload}",
         payload.len()
     );
-    let mut s = r.into_inner();
-    let _ = s.write_all(resp.as_bytes()).await;
-    let _ = s.shutdown().await;
+    let mut socket = reader.into_inner();
+    let _ = socket.write_all(resp.as_bytes()).await;
+    let _ = socket.shutdown().await;
 }
 
 async fn gw_on(base: &str, extra: &str) -> Gw {
@@ -93,19 +93,19 @@ async fn raw_post(addr: &str, extra_headers: &str, body: &str) -> String {
         "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ALICE}\r\ncontent-type: application/json\r\n{extra_headers}content-length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(req.as_bytes()).await.unwrap();
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket.write_all(req.as_bytes()).await.unwrap();
     let mut out = vec![0u8; 64 * 1024];
     let mut got = Vec::new();
     // The gateway may wait for `100 Continue` to be read; read until the final answer.
     loop {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut out))
+        let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut out))
             .await
             .unwrap()
             .unwrap();
-        got.extend_from_slice(&out[..n]);
+        got.extend_from_slice(&out[..read]);
         let text = String::from_utf8_lossy(&got);
-        if n == 0 || text.contains("\"object\":\"chat.completion\"") || text.contains("}}") {
+        if read == 0 || text.contains("\"object\":\"chat.completion\"") || text.contains("}}") {
             return text.into_owned();
         }
     }
@@ -159,9 +159,12 @@ async fn upstream_account_identifiers_and_location_never_reach_clients() {
     let (base, _heads) = account_upstream().await;
     let gw = gw_on(&base, "").await;
     for model in ["m", "fail"] {
-        let r = gw.chat(model, false).await;
-        let h = r.headers().clone();
-        assert_eq!(r.status().as_u16(), if model == "m" { 200 } else { 401 });
+        let response = gw.chat(model, false).await;
+        let headers = response.headers().clone();
+        assert_eq!(
+            response.status().as_u16(),
+            if model == "m" { 200 } else { 401 }
+        );
         for name in [
             "openai-organization",
             "openai-project",
@@ -170,11 +173,11 @@ async fn upstream_account_identifiers_and_location_never_reach_clients() {
             "x-upstream-hop",
         ] {
             assert!(
-                !h.contains_key(name),
-                "{model}: {name} reached the client: {h:?}"
+                !headers.contains_key(name),
+                "{model}: {name} reached the client: {headers:?}"
             );
         }
-        assert_eq!(h["x-ratelimit-remaining-requests"], "99", "{model}");
+        assert_eq!(headers["x-ratelimit-remaining-requests"], "99", "{model}");
     }
     gw.stop().await;
 }
@@ -184,15 +187,15 @@ async fn channel_header_secrets_are_scrubbed_like_keys() {
     let (base, heads) = account_upstream().await;
     let canary = format!("azure-canary-{:016x}", fastrand::u64(..));
     let gw = gw_on(&base, &format!("  azure:\n    kind: openai\n    base_url: {base}\n    keys: []\n    models: [fail-az]\n    headers: {{api-key: \"{canary}\"}}\n")).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             serde_json::json!({"model": "fail-az", "messages": [], "x": "fail"}),
         )
         .await;
-    assert_eq!(r.status(), 401);
-    let text = r.text().await.unwrap();
+    assert_eq!(response.status(), 401);
+    let text = response.text().await.unwrap();
     assert!(text.contains("Incorrect API key provided: ***"), "{text}");
     assert!(
         !text.contains(&canary),

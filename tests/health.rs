@@ -18,10 +18,10 @@ fn resilience(timeout: &str) -> String {
     )
 }
 
-fn config(extra: &str, channels: &[String], m: &HashMap<String, MockUpstream>) -> String {
+fn config(extra: &str, channels: &[String], mocks: &HashMap<String, MockUpstream>) -> String {
     fill(
         &format!("{extra}channels:\n{}{CLIENTS}", channels.concat()),
-        m,
+        mocks,
     )
 }
 
@@ -34,9 +34,9 @@ async fn channel_json(gw: &Gw, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn error_message(r: reqwest::Response) -> String {
-    let v: Value = r.json().await.unwrap_or(Value::Null);
-    v["error"]["message"].as_str().unwrap_or("").to_string()
+async fn error_message(response: reqwest::Response) -> String {
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    body["error"]["message"].as_str().unwrap_or("").to_string()
 }
 
 fn status500() -> Behavior {
@@ -52,33 +52,33 @@ fn status(code: u16) -> Behavior {
 
 #[tokio::test]
 async fn open_breaker_skips_the_failing_primary() {
-    let m = mocks(&["hp_primary", "hp_backup"]).await;
-    m["hp_primary"].set_default(status500());
+    let mocks = mocks(&["hp_primary", "hp_backup"]).await;
+    mocks["hp_primary"].set_default(status500());
     let yaml = config(
         &resilience("60s"),
         &[
             channel("hp_primary", "{hp_primary}", 10, &["m"]),
             channel("hp_backup", "{hp_backup}", 0, &["m"]),
         ],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..2 {
-        let r = gw.chat("m", false).await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(route(&r), "hp_primary->hp_backup");
+        let response = gw.chat("m", false).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(route(&response), "hp_primary->hp_backup");
     }
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
     assert_eq!(
-        route(&r),
+        route(&response),
         "hp_backup",
         "the open breaker leaves the primary out"
     );
-    assert_eq!(m["hp_primary"].calls_to("chat/completions"), 2);
-    let v = channel_json(&gw, "hp_primary").await;
-    assert_eq!(v["health"]["breaker"]["state"], "open", "{v}");
-    assert_eq!(v["health"]["status"], "offline", "{v}");
+    assert_eq!(mocks["hp_primary"].calls_to("chat/completions"), 2);
+    let channel = channel_json(&gw, "hp_primary").await;
+    assert_eq!(channel["health"]["breaker"]["state"], "open", "{channel}");
+    assert_eq!(channel["health"]["status"], "offline", "{channel}");
     let metrics = gw.metrics().await;
     assert!(
         metrics.contains("switchyard_circuit_breaker_state{channel=\"hp_primary\"} 2"),
@@ -89,25 +89,25 @@ async fn open_breaker_skips_the_failing_primary() {
 
 #[tokio::test]
 async fn open_breaker_without_backup_fails_fast_with_the_breaker_503() {
-    let m = mocks(&["hp_solo"]).await;
-    m["hp_solo"].set_default(status500());
+    let mocks = mocks(&["hp_solo"]).await;
+    mocks["hp_solo"].set_default(status500());
     let yaml = config(
         &resilience("60s"),
         &[channel("hp_solo", "{hp_solo}", 0, &["m"])],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..2 {
         assert_eq!(gw.chat("m", false).await.status(), 500);
     }
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 503);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 503);
     assert_eq!(
-        error_message(r).await,
+        error_message(response).await,
         "circuit breaker is open - provider hp_solo temporarily unavailable"
     );
     assert_eq!(
-        m["hp_solo"].calls_to("chat/completions"),
+        mocks["hp_solo"].calls_to("chat/completions"),
         2,
         "no upstream call"
     );
@@ -116,19 +116,19 @@ async fn open_breaker_without_backup_fails_fast_with_the_breaker_503() {
 
 #[tokio::test]
 async fn breaker_probe_after_timeout_closes_it() {
-    let m = mocks(&["hp_heal"]).await;
-    m["hp_heal"].set_default(status500());
+    let mocks = mocks(&["hp_heal"]).await;
+    mocks["hp_heal"].set_default(status500());
     let yaml = config(
         &resilience("200ms"),
         &[channel("hp_heal", "{hp_heal}", 0, &["m"])],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..2 {
         assert_eq!(gw.chat("m", false).await.status(), 500);
     }
     assert_eq!(gw.chat("m", false).await.status(), 503);
-    m["hp_heal"].set_default(Behavior::Ok);
+    mocks["hp_heal"].set_default(Behavior::Ok);
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(
         gw.chat("m", false).await.status(),
@@ -136,15 +136,15 @@ async fn breaker_probe_after_timeout_closes_it() {
         "the probe succeeds"
     );
     assert_eq!(gw.chat("m", false).await.status(), 200, "closed again");
-    let v = channel_json(&gw, "hp_heal").await;
-    assert_eq!(v["health"]["breaker"]["state"], "closed", "{v}");
+    let channel = channel_json(&gw, "hp_heal").await;
+    assert_eq!(channel["health"]["breaker"]["state"], "closed", "{channel}");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn reload_keeps_an_open_breaker_open() {
-    let m = mocks(&["hp_reload", "hp_other"]).await;
-    m["hp_reload"].set_default(status500());
+    let mocks = mocks(&["hp_reload", "hp_other"]).await;
+    mocks["hp_reload"].set_default(status500());
     let chans = |w: u32| {
         vec![
             format!(
@@ -154,37 +154,39 @@ async fn reload_keeps_an_open_breaker_open() {
             channel("hp_other", "{hp_other}", 0, &["other"]),
         ]
     };
-    let gw = start_gw(&config(&resilience("60s"), &chans(1), &m)).await;
+    let gw = start_gw(&config(&resilience("60s"), &chans(1), &mocks)).await;
     for _ in 0..2 {
         assert_eq!(gw.chat("m", false).await.status(), 500);
     }
     // New weight and a higher threshold: the breaker keeps its state and counters (R2.5).
     let raised = resilience("60s").replace("failure_threshold: 2", "failure_threshold: 3");
-    gw.rewrite(&config(&raised, &chans(5), &m));
+    gw.rewrite(&config(&raised, &chans(5), &mocks));
     assert!(gw.wait_generation(2).await, "reload applied");
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 503);
-    assert!(error_message(r).await.contains("circuit breaker is open"));
-    assert_eq!(m["hp_reload"].calls_to("chat/completions"), 2);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 503);
+    assert!(error_message(response)
+        .await
+        .contains("circuit breaker is open"));
+    assert_eq!(mocks["hp_reload"].calls_to("chat/completions"), 2);
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn a_401_disables_the_channel_across_restart_until_enabled() {
-    let m = mocks(&["hp_auth"]).await;
-    m["hp_auth"].set_default(status(401));
-    let yaml = config("", &[channel("hp_auth", "{hp_auth}", 0, &["m"])], &m);
+    let mocks = mocks(&["hp_auth"]).await;
+    mocks["hp_auth"].set_default(status(401));
+    let yaml = config("", &[channel("hp_auth", "{hp_auth}", 0, &["m"])], &mocks);
     let gw = start_gw(&yaml).await;
     assert_eq!(gw.chat("m", false).await.status(), 401);
-    let v = channel_json(&gw, "hp_auth").await;
-    assert_eq!(v["enabled"], false, "{v}");
-    assert_eq!(v["disabled"]["auto"], true, "{v}");
+    let channel = channel_json(&gw, "hp_auth").await;
+    assert_eq!(channel["enabled"], false, "{channel}");
+    assert_eq!(channel["disabled"]["auto"], true, "{channel}");
     assert!(
-        v["disabled"]["reason"]
+        channel["disabled"]["reason"]
             .as_str()
             .unwrap_or("")
             .contains("401"),
-        "{v}"
+        "{channel}"
     );
     assert!(gw
         .metrics()
@@ -196,14 +198,17 @@ async fn a_401_disables_the_channel_across_restart_until_enabled() {
     let Gw { running, dir, .. } = gw;
     running.expect("running").shutdown().await;
     let gw = start_in(dir, &yaml).await;
-    let v = channel_json(&gw, "hp_auth").await;
-    assert_eq!(v["enabled"], false, "disable survives restart: {v}");
-    assert_eq!(v["disabled"]["auto"], true, "{v}");
-    m["hp_auth"].set_default(Behavior::Ok);
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 503);
+    let channel = channel_json(&gw, "hp_auth").await;
     assert_eq!(
-        m["hp_auth"].calls_to("chat/completions"),
+        channel["enabled"], false,
+        "disable survives restart: {channel}"
+    );
+    assert_eq!(channel["disabled"]["auto"], true, "{channel}");
+    mocks["hp_auth"].set_default(Behavior::Ok);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(
+        mocks["hp_auth"].calls_to("chat/completions"),
         1,
         "disabled: not called"
     );
@@ -214,16 +219,16 @@ async fn a_401_disables_the_channel_across_restart_until_enabled() {
     let Gw { running, dir, .. } = gw;
     running.expect("running").shutdown().await;
     let gw = start_in(dir, &yaml).await;
-    let v = channel_json(&gw, "hp_auth").await;
-    assert_eq!(v["enabled"], true, "enable persisted: {v}");
+    let channel = channel_json(&gw, "hp_auth").await;
+    assert_eq!(channel["enabled"], true, "enable persisted: {channel}");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn a_429_never_disables() {
-    let m = mocks(&["hp_busy"]).await;
-    m["hp_busy"].set_default(status(429));
-    let yaml = config("", &[channel("hp_busy", "{hp_busy}", 0, &["m"])], &m);
+    let mocks = mocks(&["hp_busy"]).await;
+    mocks["hp_busy"].set_default(status(429));
+    let yaml = config("", &[channel("hp_busy", "{hp_busy}", 0, &["m"])], &mocks);
     let gw = start_gw(&yaml.replace(
         "channels:",
         "resilience:\n  retry:\n    max_retries: 0\nchannels:",
@@ -232,60 +237,72 @@ async fn a_429_never_disables() {
     for _ in 0..3 {
         assert_eq!(gw.chat("m", false).await.status(), 429);
     }
-    let v = channel_json(&gw, "hp_busy").await;
-    assert_eq!(v["enabled"], true, "{v}");
-    assert_eq!(v["disabled"], Value::Null, "{v}");
-    assert_eq!(v["health"]["window"]["errors"], 3, "{v}");
-    assert_eq!(v["health"]["status"], "degraded", "{v}");
+    let channel = channel_json(&gw, "hp_busy").await;
+    assert_eq!(channel["enabled"], true, "{channel}");
+    assert_eq!(channel["disabled"], Value::Null, "{channel}");
+    assert_eq!(channel["health"]["window"]["errors"], 3, "{channel}");
+    assert_eq!(channel["health"]["status"], "degraded", "{channel}");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn multi_key_channel_disables_a_key_then_the_channel() {
-    let m = mocks(&["hp_keys"]).await;
-    m["hp_keys"].require_key(Some("k-good".into()));
+    let mocks = mocks(&["hp_keys"]).await;
+    mocks["hp_keys"].require_key(Some("k-good".into()));
     let yaml = fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\nchannels:\n  hp_keys:\n    kind: openai\n    base_url: {{hp_keys}}\n    keys: [\"k-bad\", \"k-good\"]\n    models: [m]\n{CLIENTS}"
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..2 {
         assert_eq!(gw.chat("m", false).await.status(), 200);
     }
-    let v = channel_json(&gw, "hp_keys").await;
-    assert_eq!(v["disabled_keys"], serde_json::json!([0]), "{v}");
-    assert_eq!(v["enabled"], true, "{v}");
+    let channel = channel_json(&gw, "hp_keys").await;
+    assert_eq!(
+        channel["disabled_keys"],
+        serde_json::json!([0]),
+        "{channel}"
+    );
+    assert_eq!(channel["enabled"], true, "{channel}");
     let bad_calls = |m: &MockUpstream| {
         m.requests()
             .iter()
             .filter(|r| r.header("authorization") == Some("Bearer k-bad"))
             .count()
     };
-    let before = bad_calls(&m["hp_keys"]);
+    let before = bad_calls(&mocks["hp_keys"]);
     assert_eq!(before, 1, "the bad key was used once");
     for _ in 0..3 {
         assert_eq!(gw.chat("m", false).await.status(), 200);
     }
-    assert_eq!(bad_calls(&m["hp_keys"]), 1, "the disabled key is skipped");
+    assert_eq!(
+        bad_calls(&mocks["hp_keys"]),
+        1,
+        "the disabled key is skipped"
+    );
 
-    m["hp_keys"].require_key(Some("k-other".into()));
+    mocks["hp_keys"].require_key(Some("k-other".into()));
     assert_eq!(gw.chat("m", false).await.status(), 401);
-    let v = channel_json(&gw, "hp_keys").await;
-    assert_eq!(v["disabled_keys"], serde_json::json!([0, 1]), "{v}");
-    assert_eq!(v["enabled"], false, "every key disabled: {v}");
+    let channel = channel_json(&gw, "hp_keys").await;
+    assert_eq!(
+        channel["disabled_keys"],
+        serde_json::json!([0, 1]),
+        "{channel}"
+    );
+    assert_eq!(channel["enabled"], false, "every key disabled: {channel}");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn probe_re_enables_an_auto_disabled_channel() {
-    let m = mocks(&["hp_probe"]).await;
-    m["hp_probe"].set_default(status(401));
+    let mocks = mocks(&["hp_probe"]).await;
+    mocks["hp_probe"].set_default(status(401));
     let yaml = config(
         "auto_disable:\n  probe_interval: 200ms\n",
         &[channel("hp_probe", "{hp_probe}", 0, &["m"])],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     assert_eq!(gw.chat("m", false).await.status(), 401);
@@ -293,8 +310,8 @@ async fn probe_re_enables_an_auto_disabled_channel() {
     // Still failing: the probe does not lift it.
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert_eq!(channel_json(&gw, "hp_probe").await["enabled"], false);
-    assert!(m["hp_probe"].calls_to("models") >= 1, "probed");
-    m["hp_probe"].set_default(Behavior::Ok);
+    assert!(mocks["hp_probe"].calls_to("models") >= 1, "probed");
+    mocks["hp_probe"].set_default(Behavior::Ok);
     let mut enabled = false;
     for _ in 0..30 {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -310,15 +327,15 @@ async fn probe_re_enables_an_auto_disabled_channel() {
 
 #[tokio::test]
 async fn models_list_hides_models_whose_channels_are_all_down() {
-    let m = mocks(&["hp_up", "hp_down"]).await;
-    m["hp_down"].set_default(status(401));
+    let mocks = mocks(&["hp_up", "hp_down"]).await;
+    mocks["hp_down"].set_default(status(401));
     let yaml = config(
         "",
         &[
             channel("hp_up", "{hp_up}", 0, &["alive"]),
             channel("hp_down", "{hp_down}", 0, &["dead"]),
         ],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     let list = |gw: &Gw| {
@@ -328,8 +345,8 @@ async fn models_list_hides_models_whose_channels_are_all_down() {
             .bearer_auth(ALICE)
             .send();
         async move {
-            let v: Value = req.await.expect("models").json().await.expect("json");
-            let mut ids: Vec<String> = v["data"]
+            let body: Value = req.await.expect("models").json().await.expect("json");
+            let mut ids: Vec<String> = body["data"]
                 .as_array()
                 .map(|a| {
                     a.iter()

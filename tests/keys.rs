@@ -29,18 +29,18 @@ struct Keyed {
 
 impl Keyed {
     async fn start(dead: &[&str]) -> (Keyed, String) {
-        let k = Keyed::default();
-        k.set_dead(dead);
+        let keyed = Keyed::default();
+        keyed.set_dead(dead);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let served = k.clone();
+        let served = keyed.clone();
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
-                let k = served.clone();
+                let keyed = served.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| {
-                        let k = k.clone();
-                        async move { Ok::<_, Infallible>(k.answer(req)) }
+                        let keyed = keyed.clone();
+                        async move { Ok::<_, Infallible>(keyed.answer(req)) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(sock), svc)
@@ -48,7 +48,7 @@ impl Keyed {
                 });
             }
         });
-        (k, format!("http://{addr}/v1"))
+        (keyed, format!("http://{addr}/v1"))
     }
 
     fn set_dead(&self, dead: &[&str]) {
@@ -77,11 +77,12 @@ impl Keyed {
         } else {
             (200, r#"{"id":"c1","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#.to_string())
         };
-        let mut r = Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-        r.headers_mut()
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+        response
+            .headers_mut()
             .insert("content-type", "application/json".parse().unwrap());
-        r
+        response
     }
 
     /// Keys used for chat calls (not probes), in order.
@@ -151,18 +152,22 @@ async fn a_disabled_key_follows_the_key_across_restarts() {
     let (up, base) = Keyed::start(&["k-a"]).await;
     let gw = start_gw(&yaml(&base, &["k-a", "k-b", "k-c"], "")).await;
     disable_by_use(&gw, &up, "k-a").await;
-    let v = channel_json(&gw).await;
-    assert_eq!(v["disabled_keys"], serde_json::json!([0]), "{v}");
+    let channel = channel_json(&gw).await;
+    assert_eq!(
+        channel["disabled_keys"],
+        serde_json::json!([0]),
+        "{channel}"
+    );
     assert!(
-        !v.to_string().contains("k-a"),
-        "the key itself is shown: {v}"
+        !channel.to_string().contains("k-a"),
+        "the key itself is shown: {channel}"
     );
 
     // A is removed from the list, the gateway restarts: B and C both serve.
     let gw = restart(gw, &yaml(&base, &["k-b", "k-c"], "")).await;
-    let v = channel_json(&gw).await;
-    assert_eq!(v["disabled_keys"], serde_json::json!([]), "{v}");
-    assert_eq!(v["enabled"], true, "{v}");
+    let channel = channel_json(&gw).await;
+    assert_eq!(channel["disabled_keys"], serde_json::json!([]), "{channel}");
+    assert_eq!(channel["enabled"], true, "{channel}");
     up.clear();
     for _ in 0..4 {
         assert_eq!(gw.chat("m", false).await.status(), 200);
@@ -172,8 +177,12 @@ async fn a_disabled_key_follows_the_key_across_restarts() {
 
     // A comes back at another position: still disabled, and only A.
     let gw = restart(gw, &yaml(&base, &["k-c", "k-a", "k-b"], "")).await;
-    let v = channel_json(&gw).await;
-    assert_eq!(v["disabled_keys"], serde_json::json!([1]), "{v}");
+    let channel = channel_json(&gw).await;
+    assert_eq!(
+        channel["disabled_keys"],
+        serde_json::json!([1]),
+        "{channel}"
+    );
     up.clear();
     for _ in 0..6 {
         assert_eq!(gw.chat("m", false).await.status(), 200);
@@ -198,23 +207,27 @@ async fn a_key_disabled_by_position_before_the_upgrade_is_migrated() {
     let Gw { running, dir, .. } = gw;
     running.expect("running").shutdown().await;
     {
-        let c = rusqlite::Connection::open(&db).unwrap();
-        c.execute(
+        let db = rusqlite::Connection::open(&db).unwrap();
+        db.execute(
             "INSERT INTO channel_state (channel, key_fp, reason, ts_ms, auto) VALUES ('kc', '#1', 'upstream status 401', 1, 1)",
             [],
         )
         .unwrap();
     }
     let gw = start_in(dir, &body).await;
-    let v = channel_json(&gw).await;
-    assert_eq!(v["disabled_keys"], serde_json::json!([1]), "{v}");
+    let channel = channel_json(&gw).await;
+    assert_eq!(
+        channel["disabled_keys"],
+        serde_json::json!([1]),
+        "{channel}"
+    );
     for _ in 0..6 {
         assert_eq!(gw.chat("m", false).await.status(), 200);
     }
     assert!(!up.chat_keys().contains(&"k-b".to_string()));
     gw.flush().await;
-    let c = rusqlite::Connection::open(&db).unwrap();
-    let keys: Vec<String> = c
+    let db = rusqlite::Connection::open(&db).unwrap();
+    let keys: Vec<String> = db
         .prepare("SELECT key_fp FROM channel_state WHERE channel = 'kc'")
         .unwrap()
         .query_map([], |r| r.get(0))
@@ -290,14 +303,14 @@ async fn the_probe_lifts_one_auto_disabled_key() {
 /// full are still persisted (and survive a restart).
 #[tokio::test]
 async fn state_changes_survive_a_full_store_queue() {
-    let m = mocks(&["dq"]).await;
-    m["dq"].set_default(Behavior::Status {
+    let mocks = mocks(&["dq"]).await;
+    mocks["dq"].set_default(Behavior::Status {
         code: 401,
         body: None,
     });
     let body = fill(
         &format!("channels:\n{}{CLIENTS}", channel("dq", "{dq}", 0, &["m"])),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&body).await;
     // Auto-disable while the queue is full.

@@ -17,18 +17,18 @@ async fn gw_with(
     name: &str,
     limits: &str,
 ) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let yaml = fill(
         &format!(
             "channels:\n  oa:\n    kind: openai\n    base_url: {{a}}\n    keys: [k1]\n    models: [m]\n  an:\n    kind: anthropic\n    base_url: {{a}}\n    keys: [k2]\n    models: [claude-x]\nclients:\n  {name}:\n    key: {ALICE}\n    limits: {limits}\n"
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
-fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
-    r.headers().get(name).and_then(|v| v.to_str().ok())
+fn header<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    response.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
 /// R15.1: rpm 10 admits exactly 10 of 40 concurrent requests; the others get 429 with
@@ -41,11 +41,11 @@ async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
     for _ in 0..40 {
         let gw = gw.clone();
         tasks.push(tokio::spawn(async move {
-            let r = gw.chat("m", false).await;
-            let status = r.status().as_u16();
-            let h = r.headers().clone();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            (status, h, body)
+            let response = gw.chat("m", false).await;
+            let status = response.status().as_u16();
+            let headers = response.headers().clone();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, headers, body)
         }));
     }
     let mut ok = 0;
@@ -84,15 +84,15 @@ async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
         let msg = body["error"]["message"].as_str().unwrap_or("");
         assert!(msg.contains("10 requests per minute"), "{msg}");
     }
-    let g = std::sync::Arc::try_unwrap(gw).ok().expect("all tasks done");
-    g.flush().await;
-    let (_, v) = g.admin_get("/admin/requests?limit=100").await;
+    let gw = std::sync::Arc::try_unwrap(gw).ok().expect("all tasks done");
+    gw.flush().await;
+    let (_, v) = gw.admin_get("/admin/requests?limit=100").await;
     let rows = v["requests"].as_array().cloned().unwrap_or_default();
     let refused = rows.iter().filter(|r| r["final_status"] == 429).count();
     assert_eq!(refused, 30, "every refusal is in the request log");
     let row = rows.iter().find(|r| r["final_status"] == 429).unwrap();
     assert_eq!(row["error_code"], "rate_limit_exceeded", "{row}");
-    let metrics = g.metrics().await;
+    let metrics = gw.metrics().await;
     assert!(
         metrics.contains(r#"switchyard_rate_limited_total{client="burst",kind="rpm"} 30"#),
         "{}",
@@ -102,12 +102,12 @@ async fn rpm_10_admits_exactly_10_of_40_concurrent_requests() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let (s, v) = g.admin_get("/admin/clients/burst").await;
+    let (s, v) = gw.admin_get("/admin/clients/burst").await;
     assert_eq!(s, 200);
     assert_eq!(v["limits"]["rpm"]["limit"], 10, "{v}");
     assert_eq!(v["limits"]["rpm"]["used"], 10, "{v}");
     assert_eq!(v["limits"]["rpm"]["remaining"], 0, "{v}");
-    g.stop().await;
+    gw.stop().await;
 }
 
 /// The same refusal on `/v1/messages`: Anthropic's error shape and its header names.
@@ -116,30 +116,33 @@ async fn anthropic_callers_get_rate_limit_error_and_anthropic_headers() {
     let (gw, m) = gw_with("anth", "{rpm: 2, tpm: 100000}").await;
     let body = json!({"model": "claude-x", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
     for _ in 0..2 {
-        let r = gw.post("/v1/messages", ALICE, body.clone()).await;
-        assert_eq!(r.status(), 200);
+        let response = gw.post("/v1/messages", ALICE, body.clone()).await;
+        assert_eq!(response.status(), 200);
     }
-    let r = gw.post("/v1/messages", ALICE, body.clone()).await;
-    assert_eq!(r.status(), 429);
-    assert_eq!(header(&r, "anthropic-ratelimit-requests-limit"), Some("2"));
+    let response = gw.post("/v1/messages", ALICE, body.clone()).await;
+    assert_eq!(response.status(), 429);
     assert_eq!(
-        header(&r, "anthropic-ratelimit-requests-remaining"),
+        header(&response, "anthropic-ratelimit-requests-limit"),
+        Some("2")
+    );
+    assert_eq!(
+        header(&response, "anthropic-ratelimit-requests-remaining"),
         Some("0")
     );
-    let reset = header(&r, "anthropic-ratelimit-requests-reset").unwrap_or("");
+    let reset = header(&response, "anthropic-ratelimit-requests-reset").unwrap_or("");
     assert!(
         reset.ends_with('Z') && reset.contains('T'),
         "RFC 3339: {reset}"
     );
     assert_eq!(
-        header(&r, "anthropic-ratelimit-tokens-limit"),
+        header(&response, "anthropic-ratelimit-tokens-limit"),
         Some("100000")
     );
-    assert!(header(&r, "retry-after").is_some());
-    assert!(header(&r, "x-ratelimit-limit-requests").is_none());
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "error", "{v}");
-    assert_eq!(v["error"]["type"], "rate_limit_error", "{v}");
+    assert!(header(&response, "retry-after").is_some());
+    assert!(header(&response, "x-ratelimit-limit-requests").is_none());
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "error", "{body}");
+    assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
     assert_eq!(m["a"].requests().len(), 2);
     gw.stop().await;
 }
@@ -151,33 +154,33 @@ async fn tpm_reserves_the_estimate_and_reconciles_to_usage() {
     let (gw, m) = gw_with("tok", "{tpm: 2000}").await;
     let ask = |max: u64| json!({"model": "m", "max_tokens": max, "messages": [{"role": "user", "content": "hi"}]});
     // Reserves ~1500 of 2000; the mock uses a few dozen, so after settle there is room.
-    let r = gw.post("/v1/chat/completions", ALICE, ask(1500)).await;
-    assert_eq!(r.status(), 200);
+    let response = gw.post("/v1/chat/completions", ALICE, ask(1500)).await;
+    assert_eq!(response.status(), 200);
     assert_eq!(
-        header(&r, "x-ratelimit-limit-tokens"),
+        header(&response, "x-ratelimit-limit-tokens"),
         None,
         "no headers on success"
     );
-    let r = gw.post("/v1/chat/completions", ALICE, ask(1500)).await;
+    let response = gw.post("/v1/chat/completions", ALICE, ask(1500)).await;
     assert_eq!(
-        r.status(),
+        response.status(),
         200,
         "the first reservation was reconciled to its usage"
     );
     // A request whose reservation alone exceeds the limit can never be admitted.
-    let r = gw.post("/v1/chat/completions", ALICE, ask(5000)).await;
-    assert_eq!(r.status(), 429);
-    assert_eq!(header(&r, "x-should-retry"), Some("false"));
-    assert_eq!(header(&r, "retry-after"), None);
-    assert_eq!(header(&r, "x-ratelimit-limit-tokens"), Some("2000"));
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["type"], "tokens", "{v}");
+    let response = gw.post("/v1/chat/completions", ALICE, ask(5000)).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(header(&response, "x-should-retry"), Some("false"));
+    assert_eq!(header(&response, "retry-after"), None);
+    assert_eq!(header(&response, "x-ratelimit-limit-tokens"), Some("2000"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "tokens", "{body}");
     assert!(
-        v["error"]["message"]
+        body["error"]["message"]
             .as_str()
             .unwrap_or("")
             .contains("can never be admitted"),
-        "{v}"
+        "{body}"
     );
     assert_eq!(m["a"].requests().len(), 2);
     // Used tokens are the settled usage, not the reservations.
@@ -200,10 +203,10 @@ async fn concurrency_is_held_by_a_stream_and_released_by_a_disconnect() {
     assert_eq!(first.status(), 200);
     let chunk = first.chunk().await.unwrap();
     assert!(chunk.is_some(), "the stream started");
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 429, "the stream holds the only permit");
-    let v: Value = r.json().await.unwrap();
-    assert!(v["error"]["message"]
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 429, "the stream holds the only permit");
+    let body: Value = response.json().await.unwrap();
+    assert!(body["error"]["message"]
         .as_str()
         .unwrap()
         .contains("concurrency"));
@@ -235,8 +238,8 @@ async fn an_upstream_429_cools_only_that_key() {
     let gw = start_gw(&yaml).await;
     let t0 = std::time::Instant::now();
     for i in 0..8 {
-        let r = gw.chat("m", false).await;
-        assert_eq!(r.status(), 200, "request {i}");
+        let response = gw.chat("m", false).await;
+        assert_eq!(response.status(), 200, "request {i}");
     }
     // Eight local requests take milliseconds; none waited for the cooling key.
     assert!(
@@ -278,9 +281,10 @@ async fn an_upstream_429_cools_only_that_key() {
 #[tokio::test]
 async fn config_rejects_negative_limits_and_merges_group_defaults() {
     let yaml = "channels:\n  c:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    limits: {rpm: -1}\ngroups:\n  default:\n    limits: {rpm: 5, tpm: 900}\nclients:\n  alice:\n    key: k\n    limits: {rpm: 7}\nrouting:\n  balance: sideways\n";
-    let e = switchyard::config::load_str(yaml, std::path::Path::new("t.yaml"), &Default::default())
-        .unwrap_err();
-    let text = e.to_string();
+    let error =
+        switchyard::config::load_str(yaml, std::path::Path::new("t.yaml"), &Default::default())
+            .unwrap_err();
+    let text = error.to_string();
     assert!(
         text.contains("t.yaml:5: channels.c.limits.rpm: must not be negative"),
         "{text}"
@@ -292,20 +296,27 @@ async fn config_rejects_negative_limits_and_merges_group_defaults() {
     let cfg =
         switchyard::config::load_str(&ok, std::path::Path::new("t.yaml"), &Default::default())
             .unwrap();
-    let l = cfg.clients[0].limits;
-    assert_eq!((l.rpm, l.tpm, l.rpd, l.concurrency), (7, 900, 0, 0));
+    let limits = cfg.clients[0].limits;
+    assert_eq!(
+        (limits.rpm, limits.tpm, limits.rpd, limits.concurrency),
+        (7, 900, 0, 0)
+    );
     assert_eq!(cfg.channels[0].limits.rpm, 3);
     // A `groups` entry no channel declares is a typo: its clients would run unlimited.
     let ghost = ok.replace("  default:\n    limits", "  defualt:\n    limits");
-    let e =
+    let error =
         switchyard::config::load_str(&ghost, std::path::Path::new("t.yaml"), &Default::default())
             .unwrap_err();
-    assert!(e.to_string().contains("groups.defualt: no channel"), "{e}");
+    assert!(
+        error.to_string().contains("groups.defualt: no channel"),
+        "{error}"
+    );
     // Channels take no rpd: one key's published limits are rpm, tpm, concurrency.
     let rpd = ok.replace("{rpm: 3}", "{rpd: 3}");
-    let e = switchyard::config::load_str(&rpd, std::path::Path::new("t.yaml"), &Default::default())
-        .unwrap_err();
-    assert!(e.to_string().contains("channels.c.limits"), "{e}");
+    let error =
+        switchyard::config::load_str(&rpd, std::path::Path::new("t.yaml"), &Default::default())
+            .unwrap_err();
+    assert!(error.to_string().contains("channels.c.limits"), "{error}");
 }
 
 /// R15.3: `channels.*.limits` per key — a key whose budget is spent is left out while the
@@ -327,17 +338,17 @@ async fn a_spent_upstream_key_is_held_back_until_every_key_is_spent() {
         (2, 2),
         "each key's own budget"
     );
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 429);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 429);
     // B-log-truth: the final 429 says when a key has room again (within the minute).
-    let wait: u64 = r
+    let wait: u64 = response
         .headers()
         .get("retry-after")
         .and_then(|v| v.to_str().ok()?.parse().ok())
         .expect("retry-after on upstream_rate_limited");
     assert!((1..=60).contains(&wait), "retry-after {wait}");
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "upstream_rate_limited", "{v}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "upstream_rate_limited", "{body}");
     assert_eq!(
         (up.hits("k1"), up.hits("k2")),
         (2, 2),
@@ -361,19 +372,19 @@ async fn a_short_retry_after_is_waited_out_on_the_same_target() {
         ("0s", 1, "slow->b"),
     ] {
         let up = keyed::KeyedUpstream::start(&["k-bad"]).await;
-        let m = mocks(&["b"]).await;
+        let mocks = mocks(&["b"]).await;
         let yaml = fill(
             &format!(
                 "routing:\n  wait_retry_after: {setting}\nresilience:\n  retry:\n    initial_backoff: 1ms\n    max_backoff: 2ms\nchannels:\n  slow:\n    kind: openai\n    base_url: {}\n    keys: [k-bad]\n    models: [m]\n    priority: 10\n    auto_ban: false\n{}{CLIENTS}",
                 up.base_url(),
                 channel("b", "{b}", 0, &["m"]),
             ),
-            &m,
+            &mocks,
         );
         let gw = start_gw(&yaml).await;
-        let r = gw.chat("m", false).await;
-        assert_eq!(r.status(), 200, "{setting}");
-        assert_eq!(route(&r), chain, "{setting}");
+        let response = gw.chat("m", false).await;
+        assert_eq!(response.status(), 200, "{setting}");
+        assert_eq!(route(&response), chain, "{setting}");
         assert_eq!(up.hits("k-bad"), hits, "{setting}");
         gw.stop().await;
     }
@@ -387,13 +398,13 @@ async fn a_trickled_request_body_is_cut_with_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (gw, m) = gw_with("trickle", "{rpm: 0}").await;
     let addr = gw.base.trim_start_matches("http://").to_string();
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {ALICE}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n"
     );
-    s.write_all(head.as_bytes()).await.unwrap();
-    let t = std::time::Instant::now();
-    let (mut rd, mut wr) = s.into_split();
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let (mut rd, mut wr) = socket.into_split();
     let feeder = tokio::spawn(async move {
         loop {
             if wr.write_all(b" ").await.is_err() {
@@ -404,7 +415,7 @@ async fn a_trickled_request_body_is_cut_with_408() {
     });
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") && t.elapsed() < Duration::from_secs(30) {
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") && started.elapsed() < Duration::from_secs(30) {
         match tokio::time::timeout(Duration::from_secs(30), rd.read(&mut buf)).await {
             Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
             _ => break,
@@ -413,7 +424,11 @@ async fn a_trickled_request_body_is_cut_with_408() {
     feeder.abort();
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(m["a"].calls(), 0, "no upstream was asked");
     gw.stop().await;
 }

@@ -44,18 +44,23 @@ fn valid(path: &str, mut body: Value) -> Value {
     body
 }
 
-async fn post(m: &MockUpstream, path: &str, body: Value) -> reqwest::Response {
+async fn post(mock: &MockUpstream, path: &str, body: Value) -> reqwest::Response {
     client()
-        .post(format!("{}/{path}", m.base_url()))
+        .post(format!("{}/{path}", mock.base_url()))
         .json(&valid(path, body))
         .send()
         .await
         .unwrap()
 }
 
-async fn post_fault(m: &MockUpstream, path: &str, body: Value, fault: &str) -> reqwest::Response {
+async fn post_fault(
+    mock: &MockUpstream,
+    path: &str,
+    body: Value,
+    fault: &str,
+) -> reqwest::Response {
     client()
-        .post(format!("{}/{path}", m.base_url()))
+        .post(format!("{}/{path}", mock.base_url()))
         .header("x-mock-fault", fault)
         .json(&valid(path, body))
         .send()
@@ -76,50 +81,50 @@ fn event_names(body: &str) -> Vec<&str> {
         .collect()
 }
 
-async fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+async fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
     for _ in 0..150 {
-        if f() {
+        if condition() {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    f()
+    condition()
 }
 
 #[tokio::test]
 async fn chat_non_stream_echoes_model_with_usage() {
-    let m = MockUpstream::start().await.unwrap();
-    assert!(m.base_url().starts_with("http://127.0.0.1:"));
-    assert!(m.base_url().ends_with("/v1"));
-    let r = post(
-        &m,
+    let mock = MockUpstream::start().await.unwrap();
+    assert!(mock.base_url().starts_with("http://127.0.0.1:"));
+    assert!(mock.base_url().ends_with("/v1"));
+    let response = post(
+        &mock,
         "chat/completions",
         json!({"model": "gpt-x", "messages": []}),
     )
     .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["model"], "gpt-x");
-    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["model"], "gpt-x");
+    assert_eq!(body["object"], "chat.completion");
     assert_eq!(
-        v["choices"][0]["message"]["content"],
+        body["choices"][0]["message"]["content"],
         "chunk 0 chunk 1 chunk 2 "
     );
-    assert_eq!(v["usage"]["prompt_tokens"], PROMPT_TOKENS);
-    assert_eq!(v["usage"]["completion_tokens"], DEFAULT_CHUNKS as u64);
+    assert_eq!(body["usage"]["prompt_tokens"], PROMPT_TOKENS);
+    assert_eq!(body["usage"]["completion_tokens"], DEFAULT_CHUNKS as u64);
     assert_eq!(
-        v["usage"]["prompt_tokens_details"]["cached_tokens"],
+        body["usage"]["prompt_tokens_details"]["cached_tokens"],
         CACHED_TOKENS
     );
 }
 
 #[tokio::test]
 async fn chat_stream_ends_with_done_and_usage_only_when_asked() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let body = json!({"model": "m1", "stream": true, "stream_options": {"include_usage": true}});
-    let r = post(&m, "chat/completions", body).await;
-    assert_eq!(r.headers()["content-type"], "text/event-stream");
-    let text = r.text().await.unwrap();
+    let response = post(&mock, "chat/completions", body).await;
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
     let data = data_lines(&text);
     assert_eq!(*data.last().unwrap(), "[DONE]");
     let usage: Value = serde_json::from_str(data[data.len() - 2]).unwrap();
@@ -139,7 +144,7 @@ async fn chat_stream_ends_with_done_and_usage_only_when_asked() {
     assert_eq!(content, "chunk 0 chunk 1 chunk 2 ");
     assert!(text.contains("\"model\":\"m1\""));
 
-    let text = post(&m, "chat/completions", json!({"stream": true}))
+    let text = post(&mock, "chat/completions", json!({"stream": true}))
         .await
         .text()
         .await
@@ -150,9 +155,9 @@ async fn chat_stream_ends_with_done_and_usage_only_when_asked() {
 
 #[tokio::test]
 async fn anthropic_messages_formats() {
-    let m = MockUpstream::start().await.unwrap();
-    let v: Value = post(
-        &m,
+    let mock = MockUpstream::start().await.unwrap();
+    let body: Value = post(
+        &mock,
         "messages",
         json!({"model": "claude-x", "max_tokens": 5}),
     )
@@ -160,22 +165,27 @@ async fn anthropic_messages_formats() {
     .json()
     .await
     .unwrap();
-    assert_eq!(v["type"], "message");
-    assert_eq!(v["model"], "claude-x");
+    assert_eq!(body["type"], "message");
+    assert_eq!(body["model"], "claude-x");
     // Anthropic's convention: input_tokens excludes the cache reads and writes.
     assert_eq!(
-        v["usage"]["input_tokens"],
+        body["usage"]["input_tokens"],
         PROMPT_TOKENS - CACHED_TOKENS - CACHE_WRITE_TOKENS
     );
-    assert_eq!(v["usage"]["output_tokens"], 3);
-    assert_eq!(v["usage"]["cache_read_input_tokens"], CACHED_TOKENS);
+    assert_eq!(body["usage"]["output_tokens"], 3);
+    assert_eq!(body["usage"]["cache_read_input_tokens"], CACHED_TOKENS);
     assert_eq!(
-        v["usage"]["cache_creation_input_tokens"],
+        body["usage"]["cache_creation_input_tokens"],
         CACHE_WRITE_TOKENS
     );
 
-    let r = post(&m, "messages", json!({"model": "claude-x", "stream": true})).await;
-    let text = r.text().await.unwrap();
+    let response = post(
+        &mock,
+        "messages",
+        json!({"model": "claude-x", "stream": true}),
+    )
+    .await;
+    let text = response.text().await.unwrap();
     let names = event_names(&text);
     assert_eq!(names.first(), Some(&"message_start"));
     assert_eq!(names[1], "content_block_start");
@@ -194,28 +204,28 @@ async fn anthropic_messages_formats() {
     assert_eq!(delta["usage"]["output_tokens"], 3);
     assert_eq!(delta["delta"]["stop_reason"], "end_turn");
 
-    let r = post_fault(&m, "messages", json!({}), "status=529").await;
-    assert_eq!(r.status(), 529);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "error");
-    assert_eq!(v["error"]["type"], "overloaded_error");
+    let response = post_fault(&mock, "messages", json!({}), "status=529").await;
+    assert_eq!(response.status(), 529);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "overloaded_error");
 }
 
 #[tokio::test]
 async fn responses_api_formats() {
-    let m = MockUpstream::start().await.unwrap();
-    let v: Value = post(&m, "responses", json!({"model": "r1", "input": "hi"}))
+    let mock = MockUpstream::start().await.unwrap();
+    let body: Value = post(&mock, "responses", json!({"model": "r1", "input": "hi"}))
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(v["model"], "r1");
+    assert_eq!(body["model"], "r1");
     assert_eq!(
-        v["output"][0]["content"][0]["text"],
+        body["output"][0]["content"][0]["text"],
         "chunk 0 chunk 1 chunk 2 "
     );
-    assert_eq!(v["usage"]["output_tokens"], 3);
-    let text = post(&m, "responses", json!({"model": "r1", "stream": true}))
+    assert_eq!(body["usage"]["output_tokens"], 3);
+    let text = post(&mock, "responses", json!({"model": "r1", "stream": true}))
         .await
         .text()
         .await
@@ -236,48 +246,52 @@ async fn responses_api_formats() {
 
 #[tokio::test]
 async fn other_endpoints_answer() {
-    let m = MockUpstream::start().await.unwrap();
-    let v: Value = post(&m, "completions", json!({"model": "c1", "prompt": "x"}))
+    let mock = MockUpstream::start().await.unwrap();
+    let body: Value = post(&mock, "completions", json!({"model": "c1", "prompt": "x"}))
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(
-        (v["model"].clone(), v["object"].clone()),
+        (body["model"].clone(), body["object"].clone()),
         (json!("c1"), json!("text_completion"))
     );
-    let text = post(&m, "completions", json!({"stream": true}))
+    let text = post(&mock, "completions", json!({"stream": true}))
         .await
         .text()
         .await
         .unwrap();
     assert_eq!(*data_lines(&text).last().unwrap(), "[DONE]");
-    let v: Value = post(&m, "embeddings", json!({"model": "e", "input": ["a", "b"]}))
+    let body: Value = post(
+        &mock,
+        "embeddings",
+        json!({"model": "e", "input": ["a", "b"]}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(body["data"].as_array().unwrap().len(), 2);
+    assert_eq!(body["model"], "e");
+    let body: Value = post(&mock, "moderations", json!({"input": "x"}))
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(v["data"].as_array().unwrap().len(), 2);
-    assert_eq!(v["model"], "e");
-    let v: Value = post(&m, "moderations", json!({"input": "x"}))
+    assert_eq!(body["results"][0]["flagged"], false);
+    let body: Value = post(&mock, "images/generations", json!({"model": "img"}))
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(v["results"][0]["flagged"], false);
-    let v: Value = post(&m, "images/generations", json!({"model": "img"}))
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert!(v["data"][0]["url"].is_string());
-    let r = post(&m, "audio/speech", json!({"model": "tts"})).await;
-    assert_eq!(r.headers()["content-type"], "audio/mpeg");
-    assert!(!r.bytes().await.unwrap().is_empty());
+    assert!(body["data"][0]["url"].is_string());
+    let response = post(&mock, "audio/speech", json!({"model": "tts"})).await;
+    assert_eq!(response.headers()["content-type"], "audio/mpeg");
+    assert!(!response.bytes().await.unwrap().is_empty());
     let multipart =
         "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-9\r\n--b--\r\n";
-    let v: Value = client()
-        .post(format!("{}/audio/transcriptions", m.base_url()))
+    let body: Value = client()
+        .post(format!("{}/audio/transcriptions", mock.base_url()))
         .header("content-type", "multipart/form-data; boundary=b")
         .body(multipart)
         .send()
@@ -287,35 +301,35 @@ async fn other_endpoints_answer() {
         .await
         .unwrap();
     assert_eq!(
-        (v["text"].is_string(), v["model"].clone()),
+        (body["text"].is_string(), body["model"].clone()),
         (true, json!("whisper-9"))
     );
-    let v: Value = client()
-        .get(format!("{}/models", m.base_url()))
+    let body: Value = client()
+        .get(format!("{}/models", mock.base_url()))
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    let ids: Vec<&str> = v["data"]
+    let ids: Vec<&str> = body["data"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|x| x["id"].as_str())
         .collect();
     assert!(ids.contains(&"mock-model") && ids.contains(&"whisper-9") && ids.contains(&"c1"));
-    let v: Value = post(&m, "videos", json!({"model": "vid"}))
+    let body: Value = post(&mock, "videos", json!({"model": "vid"}))
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(
-        (v["id"].clone(), v["status"].clone()),
+        (body["id"].clone(), body["status"].clone()),
         (json!("task_1"), json!("queued"))
     );
-    let v: Value = client()
-        .get(format!("{}/videos/task_1", m.base_url()))
+    let body: Value = client()
+        .get(format!("{}/videos/task_1", mock.base_url()))
         .send()
         .await
         .unwrap()
@@ -323,11 +337,11 @@ async fn other_endpoints_answer() {
         .await
         .unwrap();
     assert_eq!(
-        (v["id"].clone(), v["status"].clone()),
+        (body["id"].clone(), body["status"].clone()),
         (json!("task_1"), json!("completed"))
     );
-    let v: Value = client()
-        .delete(format!("{}/custom/thing?x=1", m.base_url()))
+    let body: Value = client()
+        .delete(format!("{}/custom/thing?x=1", mock.base_url()))
         .send()
         .await
         .unwrap()
@@ -335,41 +349,50 @@ async fn other_endpoints_answer() {
         .await
         .unwrap();
     assert_eq!(
-        v,
+        body,
         json!({"path": "/v1/custom/thing?x=1", "method": "DELETE"})
     );
-    let r = client()
-        .get(format!("http://{}/other", m.addr()))
+    let response = client()
+        .get(format!("http://{}/other", mock.addr()))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(response.status(), 404);
 }
 
 #[tokio::test]
 async fn status_default_and_custom_bodies() {
-    let m = MockUpstream::start().await.unwrap();
-    m.push(Behavior::Status {
+    let mock = MockUpstream::start().await.unwrap();
+    mock.push(Behavior::Status {
         code: 503,
         body: None,
     });
-    m.push(Behavior::Status {
+    mock.push(Behavior::Status {
         code: 400,
         body: Some("{\"x\":1}".into()),
     });
-    let r = post(&m, "chat/completions", json!({})).await;
-    assert_eq!(r.status(), 503);
-    let v: Value = r.json().await.unwrap();
-    assert!(v["error"]["message"].is_string());
-    let r = post(&m, "chat/completions", json!({})).await;
-    assert_eq!(r.status(), 400);
-    assert_eq!(r.text().await.unwrap(), "{\"x\":1}");
+    let response = post(&mock, "chat/completions", json!({})).await;
+    assert_eq!(response.status(), 503);
+    let json: Value = response.json().await.unwrap();
+    assert!(json["error"]["message"].is_string());
+    let response = post(&mock, "chat/completions", json!({})).await;
+    assert_eq!(response.status(), 400);
+    assert_eq!(response.text().await.unwrap(), "{\"x\":1}");
     // Queue drained: back to the default.
-    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 200);
-    m.set_default(Behavior::Status {
+    assert_eq!(
+        post(&mock, "chat/completions", json!({})).await.status(),
+        200
+    );
+    mock.set_default(Behavior::Status {
         code: 429,
         body: None,
     });
-    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 429);
-    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 429);
+    assert_eq!(
+        post(&mock, "chat/completions", json!({})).await.status(),
+        429
+    );
+    assert_eq!(
+        post(&mock, "chat/completions", json!({})).await.status(),
+        429
+    );
 }

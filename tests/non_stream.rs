@@ -16,25 +16,25 @@ use support::*;
 #[tokio::test]
 async fn non_stream_request_is_not_cut_by_the_header_gate() {
     for extra in ["", "    stream_policy: force_non_stream\n"] {
-        let m = mocks(&["a", "b"]).await;
+        let mocks = mocks(&["a", "b"]).await;
         let yaml = fill(
             &format!(
                 "timeouts:\n  upstream_header: 300ms\nchannels:\n{}{}{CLIENTS}",
                 ch("a", "openai", 10, extra),
                 ch("b", "openai", 0, "")
             ),
-            &m,
+            &mocks,
         );
         let gw = start_gw(&yaml).await;
         // Headers after 3 × 300 ms, when the whole answer is ready.
-        m["a"].set_default("stream=3:300ms".parse().unwrap());
+        mocks["a"].set_default("stream=3:300ms".parse().unwrap());
         let stream = !extra.is_empty();
-        let r = gw.chat("m", stream).await;
-        assert_eq!(r.status(), 200, "{extra}");
-        assert_eq!(route(&r), "a", "{extra}");
-        let text = r.text().await.unwrap();
+        let response = gw.chat("m", stream).await;
+        assert_eq!(response.status(), 200, "{extra}");
+        assert_eq!(route(&response), "a", "{extra}");
+        let text = response.text().await.unwrap();
         assert!(text.contains("chunk 2"), "{text}");
-        assert_eq!(m["b"].calls(), 0, "{extra}");
+        assert_eq!(mocks["b"].calls(), 0, "{extra}");
         gw.stop().await;
     }
 }
@@ -44,11 +44,15 @@ async fn non_stream_request_is_not_cut_by_the_header_gate() {
 async fn non_stream_timeout_covers_the_wait_for_headers() {
     let (gw, m) = pair("openai", "    non_stream_timeout: 300ms\n").await;
     m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(5)));
-    let t = Instant::now();
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let started = Instant::now();
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     let rows = requests(&gw).await;
     assert_eq!(rows[0]["attempts"][0]["error_class"], "body_timeout");
     gw.stop().await;
@@ -57,34 +61,34 @@ async fn non_stream_timeout_covers_the_wait_for_headers() {
 /// R9.7: a body that is not JSON (audio, files) streams through as it arrives.
 #[tokio::test]
 async fn audio_streams_through_before_the_upstream_finishes() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let gw = start_gw(&fill(
         &format!(
             "channels:\n{}    paths: [/v1/audio/speech]\n{CLIENTS}",
             ch("a", "openai", 0, "")
         ),
-        &m,
+        &mocks,
     ))
     .await;
     // Two pieces, 4 s apart.
-    m["a"].set_default("stream=2:4s".parse().unwrap());
-    let t = Instant::now();
-    let r = gw
+    mocks["a"].set_default("stream=2:4s".parse().unwrap());
+    let started = Instant::now();
+    let response = gw
         .post(
             "/v1/audio/speech",
             ALICE,
             json!({"model": "m", "input": "hi", "voice": "x"}),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["content-type"], "audio/mpeg");
-    let mut body = r.bytes_stream();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "audio/mpeg");
+    let mut body = response.bytes_stream();
     let first = body.next().await.unwrap().unwrap();
     assert!(first.starts_with(b"ID3"));
     assert!(
-        t.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(3),
         "first bytes after {:?}",
-        t.elapsed()
+        started.elapsed()
     );
     let mut all = first.to_vec();
     while let Some(Ok(b)) = body.next().await {
@@ -100,10 +104,10 @@ async fn audio_streams_through_before_the_upstream_finishes() {
 async fn oversized_answer_is_streamed_not_replayed() {
     let (gw, m) = pair("openai", "").await;
     m["a"].set_default("pad=130MiB".parse().unwrap());
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a");
-    let mut body = r.bytes_stream();
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a");
+    let mut body = response.bytes_stream();
     let (mut n, mut tail) = (0usize, Vec::new());
     while let Some(Ok(b)) = body.next().await {
         n += b.len();
@@ -130,9 +134,9 @@ async fn no_content_is_a_success() {
         code: 204,
         body: None,
     });
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 204);
-    assert_eq!(route(&r), "a");
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 204);
+    assert_eq!(route(&response), "a");
     assert_eq!(m["b"].calls(), 0);
     gw.stop().await;
 }
@@ -141,21 +145,21 @@ async fn no_content_is_a_success() {
 /// status; `"code": 200` or `302` is a 502.
 #[tokio::test]
 async fn hidden_error_code_outside_error_range_is_502() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let yaml = format!(
         "routing:\n  retry_times: 0\nchannels:\n{}    auto_ban: false\n{CLIENTS}",
         ch("a", "openai", 0, "")
     );
-    let gw = start_gw(&fill(&yaml, &m)).await;
+    let gw = start_gw(&fill(&yaml, &mocks)).await;
     for code in [200, 302] {
-        m["a"].set_default(Behavior::HiddenError { code: Some(code) });
+        mocks["a"].set_default(Behavior::HiddenError { code: Some(code) });
         for stream in [false, true] {
-            let r = gw.chat("m", stream).await;
+            let response = gw.chat("m", stream).await;
             // 502, or 503 once the breaker has opened on these failures.
             assert!(
-                r.status().is_server_error(),
+                response.status().is_server_error(),
                 "code {code} stream {stream}: {}",
-                r.status()
+                response.status()
             );
         }
     }
@@ -166,28 +170,28 @@ async fn hidden_error_code_outside_error_range_is_502() {
 /// failure that fails over and disables the key (R7.1), never a 500.
 #[tokio::test]
 async fn unbuildable_key_fails_over_and_counts_for_auto_disable() {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "channels:\n  a:\n    kind: openai\n    base_url: {{a}}\n    keys: [\"sk-bad\\x01key\"]\n    models: [m]\n    priority: 10\n{}{CLIENTS}",
             ch("b", "openai", 0, "")
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    assert_eq!(m["a"].calls(), 0);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    assert_eq!(mocks["a"].calls(), 0);
     let rows = requests(&gw).await;
     assert_eq!(rows[0]["attempts"][0]["error_class"], "channel_error");
     let (_, v) = gw.admin_get("/admin/channels").await;
-    let a = v["channels"]
+    let channel_a = v["channels"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["name"] == "a"))
         .cloned()
         .unwrap_or(Value::Null);
-    assert_eq!(a["enabled"], false, "{v}");
+    assert_eq!(channel_a["enabled"], false, "{v}");
     gw.stop().await;
 }
 
@@ -197,12 +201,12 @@ async fn unbuildable_key_fails_over_and_counts_for_auto_disable() {
 async fn truncated_json_answer_fails_over() {
     let (gw, m) = pair("openai", "").await;
     m["a"].set_default(Behavior::EndWithoutTerminal { chunks: 3 });
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    let v: Value = r.json().await.unwrap();
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    let body: Value = response.json().await.unwrap();
     assert_eq!(
-        v["choices"][0]["message"]["content"],
+        body["choices"][0]["message"]["content"],
         "chunk 0 chunk 1 chunk 2 "
     );
     let rows = requests(&gw).await;

@@ -12,23 +12,23 @@ use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
-fn one_channel(m: &std::collections::HashMap<String, MockUpstream>, models: &[&str]) -> String {
+fn one_channel(mocks: &std::collections::HashMap<String, MockUpstream>, models: &[&str]) -> String {
     fill(
         &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, models)),
-        m,
+        mocks,
     )
 }
 
 #[tokio::test]
 async fn reload_swaps_tables_and_an_invalid_file_keeps_the_old_one() {
-    let m = mocks(&["up"]).await;
-    let gw = start_gw(&one_channel(&m, &["m1"])).await;
+    let mocks = mocks(&["up"]).await;
+    let gw = start_gw(&one_channel(&mocks, &["m1"])).await;
     assert_eq!(gw.chat("m2", false).await.status(), 404);
-    gw.rewrite(&one_channel(&m, &["m1", "m2"]));
+    gw.rewrite(&one_channel(&mocks, &["m1", "m2"]));
     assert!(gw.wait_generation(2).await, "reload applied");
     assert_eq!(gw.chat("m2", false).await.status(), 200);
     // Broken file: unknown key. The old table keeps serving; the error is counted.
-    gw.rewrite(&format!("{}bogus_key: 1\n", one_channel(&m, &["m1"])));
+    gw.rewrite(&format!("{}bogus_key: 1\n", one_channel(&mocks, &["m1"])));
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(gw.running.as_ref().unwrap().gateway.generation(), 2);
     assert_eq!(gw.chat("m2", false).await.status(), 200);
@@ -43,23 +43,23 @@ async fn reload_swaps_tables_and_an_invalid_file_keeps_the_old_one() {
 
 #[tokio::test]
 async fn in_flight_stream_finishes_on_the_table_it_started_with() {
-    let m = mocks(&["up", "other"]).await;
-    m["up"].set_default(Behavior::Stream {
+    let mocks = mocks(&["up", "other"]).await;
+    mocks["up"].set_default(Behavior::Stream {
         chunks: 6,
         delay: Duration::from_millis(150),
     });
-    let gw = start_gw(&one_channel(&m, &["m"])).await;
-    let r = gw.chat("m", true).await;
-    assert_eq!(r.status(), 200);
+    let gw = start_gw(&one_channel(&mocks, &["m"])).await;
+    let response = gw.chat("m", true).await;
+    assert_eq!(response.status(), 200);
     // Remove the channel while the stream is running.
     gw.rewrite(&fill(
         &format!(
             "channels:\n{}{CLIENTS}",
             channel("other", "{other}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     ));
-    let text = r.text().await.unwrap();
+    let text = response.text().await.unwrap();
     assert!(
         text.contains("[DONE]") && text.contains("chunk 5"),
         "{text}"
@@ -72,7 +72,7 @@ async fn in_flight_stream_finishes_on_the_table_it_started_with() {
 
 #[tokio::test]
 async fn disabled_state_survives_reload_by_channel_name() {
-    let m = mocks(&["up", "b"]).await;
+    let mocks = mocks(&["up", "b"]).await;
     let body = |extra: &str| {
         fill(
             &format!(
@@ -80,7 +80,7 @@ async fn disabled_state_survives_reload_by_channel_name() {
                 channel("up", "{up}", 10, &["m"]),
                 channel("b", "{b}", 0, &["m"])
             ),
-            &m,
+            &mocks,
         )
     };
     let gw = start_gw(&body("")).await;
@@ -101,11 +101,11 @@ async fn disabled_state_survives_reload_by_channel_name() {
 
 #[tokio::test]
 async fn admin_endpoints_health_metrics_explain() {
-    let m = mocks(&["up"]).await;
-    let gw = start_gw(&one_channel(&m, &["m"])).await;
-    let c = reqwest::Client::new();
+    let mocks = mocks(&["up"]).await;
+    let gw = start_gw(&one_channel(&mocks, &["m"])).await;
+    let http = reqwest::Client::new();
     assert_eq!(
-        c.get(format!("{}/healthz", gw.admin))
+        http.get(format!("{}/healthz", gw.admin))
             .send()
             .await
             .unwrap()
@@ -113,7 +113,7 @@ async fn admin_endpoints_health_metrics_explain() {
         200
     );
     assert_eq!(
-        c.get(format!("{}/readyz", gw.admin))
+        http.get(format!("{}/readyz", gw.admin))
             .send()
             .await
             .unwrap()
@@ -121,7 +121,7 @@ async fn admin_endpoints_health_metrics_explain() {
         200
     );
     assert_eq!(
-        c.get(format!("{}/admin/channels", gw.admin))
+        http.get(format!("{}/admin/channels", gw.admin))
             .send()
             .await
             .unwrap()
@@ -154,24 +154,24 @@ async fn admin_endpoints_health_metrics_explain() {
 
 #[tokio::test]
 async fn h2c_clients_are_served() {
-    let m = mocks(&["up"]).await;
-    let gw = start_gw(&one_channel(&m, &["m"])).await;
-    let c = reqwest::Client::builder()
+    let mocks = mocks(&["up"]).await;
+    let gw = start_gw(&one_channel(&mocks, &["m"])).await;
+    let http = reqwest::Client::builder()
         .http2_prior_knowledge()
         .build()
         .unwrap();
-    let r = c
+    let response = http
         .post(format!("{}/v1/chat/completions", gw.base))
         .bearer_auth(ALICE)
         .json(&json!({"model": "m", "stream": true, "messages": []}))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.version(), reqwest::Version::HTTP_2);
-    assert_eq!(r.status(), 200);
-    let mut s = r.bytes_stream();
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status(), 200);
+    let mut chunks = response.bytes_stream();
     let mut all = Vec::new();
-    while let Some(b) = s.next().await {
+    while let Some(b) = chunks.next().await {
         all.extend_from_slice(&b.unwrap());
     }
     assert!(String::from_utf8_lossy(&all).contains("[DONE]"));
@@ -232,11 +232,11 @@ fn check_command_reports_every_error_with_key_paths() {
 #[test]
 fn explain_command_prints_tiers_and_order() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("c.yaml");
-    std::fs::write(&f, "channels:\n  hi:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    priority: 10\n  lo:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\nclients:\n  alice:\n    key: k\n").unwrap();
+    let config_path = dir.path().join("c.yaml");
+    std::fs::write(&config_path, "channels:\n  hi:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    priority: 10\n  lo:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\nclients:\n  alice:\n    key: k\n").unwrap();
     let out = Command::new(BIN)
         .args(["explain", "--client", "alice", "--model", "m", "--config"])
-        .arg(&f)
+        .arg(&config_path)
         .output()
         .unwrap();
     assert!(
@@ -244,8 +244,8 @@ fn explain_command_prints_tiers_and_order() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let order = v["sample_attempt_order_if_every_attempt_fails"]
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let order = body["sample_attempt_order_if_every_attempt_fails"]
         .as_array()
         .unwrap();
     assert_eq!(order[0]["channel"], "hi");
@@ -304,22 +304,22 @@ fn signal(child: &Child, sig: &str) {
 
 #[tokio::test]
 async fn binary_reloads_on_sighup_and_drains_streams_on_sigterm() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     let write = |models: &[&str]| {
         std::fs::write(
             &cfg,
-            format!("{}{}", head(dir.path()), one_channel(&m, models)),
+            format!("{}{}", head(dir.path()), one_channel(&mocks, models)),
         )
         .unwrap()
     };
     write(&["m1"]);
     let (child, base, admin) = spawn(&cfg);
     let mut reap = Reap(Some(child));
-    let c = reqwest::Client::new();
+    let http = reqwest::Client::new();
     let chat = |model: &str, stream: bool| {
-        c.post(format!("{base}/v1/chat/completions"))
+        http.post(format!("{base}/v1/chat/completions"))
             .bearer_auth(ALICE)
             .json(&json!({"model": model, "stream": stream, "messages": []}))
             .send()
@@ -336,18 +336,18 @@ async fn binary_reloads_on_sighup_and_drains_streams_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(ok, "m2 served after SIGHUP");
-    let ready = c.get(format!("{admin}/readyz")).send().await.unwrap();
+    let ready = http.get(format!("{admin}/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
 
     // A slow stream in flight when SIGTERM arrives still finishes.
-    m["up"].set_default(Behavior::Stream {
+    mocks["up"].set_default(Behavior::Stream {
         chunks: 5,
         delay: Duration::from_millis(200),
     });
-    let r = chat("m1", true).await.unwrap();
-    assert_eq!(r.status(), 200);
+    let response = chat("m1", true).await.unwrap();
+    assert_eq!(response.status(), 200);
     signal(reap.0.as_ref().unwrap(), "-TERM");
-    let text = r.text().await.unwrap();
+    let text = response.text().await.unwrap();
     assert!(text.contains("[DONE]"), "stream drained: {text}");
     let mut child = reap.0.take().unwrap();
     let status = tokio::task::spawn_blocking(move || child.wait())
@@ -365,12 +365,12 @@ async fn binary_reloads_on_sighup_and_drains_streams_on_sigterm() {
 /// it never meets the default action and ends the process (R2.4, R13).
 #[tokio::test]
 async fn sighup_right_after_start_reloads_and_never_kills() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     std::fs::write(
         &cfg,
-        format!("{}{}", head(dir.path()), one_channel(&m, &["m1"])),
+        format!("{}{}", head(dir.path()), one_channel(&mocks, &["m1"])),
     )
     .unwrap();
     for _ in 0..5 {
@@ -380,13 +380,13 @@ async fn sighup_right_after_start_reloads_and_never_kills() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let alive = reap.0.as_mut().unwrap().try_wait().unwrap().is_none();
         assert!(alive, "the gateway exited on an early SIGHUP");
-        let r = reqwest::Client::new()
+        let http = reqwest::Client::new()
             .post(format!("{base}/v1/chat/completions"))
             .bearer_auth(ALICE)
             .json(&json!({"model": "m1", "messages": []}))
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200);
+        assert_eq!(http.status(), 200);
     }
 }

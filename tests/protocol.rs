@@ -9,15 +9,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 async fn gateway(limits: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let yaml = fill(
         &format!(
             "limits:\n{limits}channels:\n{}{CLIENTS}",
             channel("a", "{a}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 fn addr(gw: &Gw) -> String {
@@ -26,10 +26,10 @@ fn addr(gw: &Gw) -> String {
 
 /// Write `req`, then read until the peer closes or `wait` passes.
 async fn exchange(addr: &str, req: &[u8], wait: Duration) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let _ = s.write_all(req).await;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let _ = socket.write_all(req).await;
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    let _ = tokio::time::timeout(wait, socket.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -45,13 +45,13 @@ const BODY: &str = r#"{"model":"m","messages":[]}"#;
 #[tokio::test]
 async fn slow_headers_are_cut_by_the_header_read_timeout() {
     let (gw, m) = gateway("  header_read_timeout: 300ms\n").await;
-    let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
-    s.write_all(b"POST /v1/chat/comp").await.unwrap();
-    let t = Instant::now();
+    let mut socket = TcpStream::connect(addr(&gw)).await.unwrap();
+    socket.write_all(b"POST /v1/chat/comp").await.unwrap();
+    let started = Instant::now();
     let mut out = Vec::new();
-    let r = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
-    assert!(r.is_ok(), "connection still open after 5 s");
-    let took = t.elapsed();
+    let read = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "connection still open after 5 s");
+    let took = started.elapsed();
     assert!(took < Duration::from_secs(2), "closed after {took:?}");
     assert!(
         took >= Duration::from_millis(200),
@@ -70,12 +70,12 @@ async fn slow_headers_are_cut_by_the_header_read_timeout() {
 #[tokio::test]
 async fn smuggling_shapes_get_400() {
     let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
-    let a = addr(&gw);
-    let n = BODY.len();
+    let addr = addr(&gw);
+    let body_len = BODY.len();
     let cases: Vec<(&str, String)> = vec![
         (
             "Content-Length: +3",
-            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: +{n}\r\n\r\n{BODY}"),
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: +{body_len}\r\n\r\n{BODY}"),
         ),
         (
             "Content-Length: -1",
@@ -83,7 +83,7 @@ async fn smuggling_shapes_get_400() {
         ),
         (
             "two different Content-Lengths",
-            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\ncontent-length: 3\r\n\r\n{BODY}"),
+            format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {body_len}\r\ncontent-length: 3\r\n\r\n{BODY}"),
         ),
         (
             "oversized chunk size",
@@ -95,13 +95,13 @@ async fn smuggling_shapes_get_400() {
         ),
     ];
     for (what, req) in cases {
-        let resp = exchange(&a, req.as_bytes(), Duration::from_secs(3)).await;
+        let resp = exchange(&addr, req.as_bytes(), Duration::from_secs(3)).await;
         assert_eq!(status_of(&resp), Some(400), "{what}: {resp:?}");
     }
     assert_eq!(m["a"].calls(), 0, "a smuggled request reached the upstream");
     // A well-formed request on the same gateway works (the cases above were not vacuous).
-    let ok = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\nconnection: close\r\n\r\n{BODY}");
-    let resp = exchange(&a, ok.as_bytes(), Duration::from_secs(5)).await;
+    let ok = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {body_len}\r\nconnection: close\r\n\r\n{BODY}");
+    let resp = exchange(&addr, ok.as_bytes(), Duration::from_secs(5)).await;
     assert_eq!(status_of(&resp), Some(200), "{resp}");
     gw.stop().await;
 }
@@ -111,13 +111,13 @@ async fn smuggling_shapes_get_400() {
 #[tokio::test]
 async fn header_floods_get_431() {
     let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
-    let a = addr(&gw);
+    let addr = addr(&gw);
     let mut many = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}");
     for i in 0..200 {
         many.push_str(&format!("x-h{i}: v\r\n"));
     }
     many.push_str(&format!("content-length: {}\r\n\r\n{BODY}", BODY.len()));
-    let resp = exchange(&a, many.as_bytes(), Duration::from_secs(3)).await;
+    let resp = exchange(&addr, many.as_bytes(), Duration::from_secs(3)).await;
     assert_eq!(status_of(&resp), Some(431), "200 headers: {resp:?}");
 
     let mut big = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}");
@@ -125,7 +125,7 @@ async fn header_floods_get_431() {
         big.push_str(&format!("x-big{i}: {}\r\n", "v".repeat(10 * 1024)));
     }
     big.push_str(&format!("content-length: {}\r\n\r\n{BODY}", BODY.len()));
-    let resp = exchange(&a, big.as_bytes(), Duration::from_secs(3)).await;
+    let resp = exchange(&addr, big.as_bytes(), Duration::from_secs(3)).await;
     assert_eq!(status_of(&resp), Some(431), "300 KB of headers: {resp:?}");
     assert_eq!(m["a"].calls(), 0);
     gw.stop().await;
@@ -136,35 +136,35 @@ async fn header_floods_get_431() {
 #[tokio::test]
 async fn the_connection_cap_answers_503() {
     let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections: 4\n").await;
-    let a = addr(&gw);
+    let addr = addr(&gw);
     let mut held = Vec::new();
     for _ in 0..4 {
-        let mut s = TcpStream::connect(&a).await.unwrap();
-        s.write_all(b"GET /v1/mod").await.unwrap(); // half a request: holds a permit
-        held.push(s);
+        let mut socket = TcpStream::connect(&addr).await.unwrap();
+        socket.write_all(b"GET /v1/mod").await.unwrap(); // half a request: holds a permit
+        held.push(socket);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let t = Instant::now();
+    let started = Instant::now();
     let resp = exchange(
-        &a,
+        &addr,
         b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n",
         Duration::from_secs(3),
     )
     .await;
     assert_eq!(status_of(&resp), Some(503), "{resp:?}");
-    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(2));
     assert!(resp.contains("overloaded_error"), "{resp}");
     drop(held);
     let mut served = false;
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let r = exchange(
-            &a,
+        let response = exchange(
+            &addr,
             b"GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-test-alice\r\nconnection: close\r\n\r\n",
             Duration::from_secs(3),
         )
         .await;
-        if status_of(&r) == Some(200) {
+        if status_of(&response) == Some(200) {
             served = true;
             break;
         }
@@ -180,22 +180,22 @@ async fn the_connection_cap_answers_503() {
 #[tokio::test]
 async fn cl_and_te_together_cannot_smuggle_a_second_request() {
     let (gw, m) = gateway("  header_read_timeout: 2s\n").await;
-    let n = BODY.len();
+    let body_len = BODY.len();
     let smuggled = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {n}\r\n\r\n{BODY}"
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {body_len}\r\n\r\n{BODY}"
     );
     for (first, second) in [
         (
-            format!("content-length: {}", n + 8),
+            format!("content-length: {}", body_len + 8),
             "transfer-encoding: chunked".to_string(),
         ),
         (
             "transfer-encoding: chunked".to_string(),
-            format!("content-length: {}", n + 8),
+            format!("content-length: {}", body_len + 8),
         ),
     ] {
         let req = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}{first}\r\n{second}\r\n\r\n{n:x}\r\n{BODY}\r\n0\r\n\r\n{smuggled}"
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}{first}\r\n{second}\r\n\r\n{body_len:x}\r\n{BODY}\r\n0\r\n\r\n{smuggled}"
         );
         let resp = exchange(&addr(&gw), req.as_bytes(), Duration::from_secs(3)).await;
         assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "{resp}");

@@ -44,10 +44,10 @@ async fn every_event_of_a_coalesced_stream_is_relayed() {
             "ok,gzip",
             "ok,split=1",
         ] {
-            let r = faulty(&gw, path, true, fault).await;
-            assert_eq!(r.status(), 200, "{path} {fault}");
-            assert_eq!(route(&r), "a", "{path} {fault}");
-            let text = r.text().await.unwrap();
+            let response = faulty(&gw, path, true, fault).await;
+            assert_eq!(response.status(), 200, "{path} {fault}");
+            assert_eq!(route(&response), "a", "{path} {fault}");
+            let text = response.text().await.unwrap();
             assert_eq!(text, baseline, "{path} {fault}");
             assert!(
                 !text.contains("stream_incomplete"),
@@ -73,7 +73,7 @@ async fn error_after_the_preamble_fails_over() {
         let (gw, m) = pair(kind, "").await;
         m["a"].set_default("error_after_start=529".parse().unwrap());
         // `/v1/responses` is replayed only with an Idempotency-Key (R10.1).
-        let r = gw
+        let response = gw
             .http
             .post(format!("{}{}", gw.base, path))
             .bearer_auth(ALICE)
@@ -82,10 +82,10 @@ async fn error_after_the_preamble_fails_over() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200, "{path}");
-        assert_eq!(route(&r), "a->b", "{path}");
-        assert_eq!(r.headers()["x-mock-name"], "b");
-        let text = r.text().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(route(&response), "a->b", "{path}");
+        assert_eq!(response.headers()["x-mock-name"], "b");
+        let text = response.text().await.unwrap();
         assert!(text.contains(terminal), "{text}");
         assert!(
             !text.contains("error"),
@@ -110,11 +110,15 @@ async fn error_after_the_preamble_fails_over() {
 async fn bytes_that_are_not_events_do_not_reset_the_first_byte_gate() {
     let (gw, m) = pair("openai", "").await;
     m["a"].set_default("drip=50ms".parse().unwrap());
-    let t = Instant::now();
-    let r = gw.chat("m", true).await;
-    assert_eq!(route(&r), "a->b");
-    assert!(r.text().await.unwrap().contains("data: [DONE]"));
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let started = Instant::now();
+    let response = gw.chat("m", true).await;
+    assert_eq!(route(&response), "a->b");
+    assert!(response.text().await.unwrap().contains("data: [DONE]"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     let rows = requests(&gw).await;
     assert_eq!(rows[0]["attempts"][0]["error_class"], "first_byte_timeout");
     gw.stop().await;
@@ -125,9 +129,9 @@ async fn bytes_that_are_not_events_do_not_reset_the_first_byte_gate() {
 #[tokio::test]
 async fn an_endless_event_is_cut_not_buffered() {
     let (gw, _m) = pair("openai", "").await;
-    let r = faulty(&gw, "/v1/chat/completions", true, "flood=40MiB").await;
-    assert_eq!(r.status(), 200);
-    let mut body = r.bytes_stream();
+    let response = faulty(&gw, "/v1/chat/completions", true, "flood=40MiB").await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
     let mut got = Vec::new();
     while let Some(Ok(b)) = body.next().await {
         got.extend_from_slice(&b);
@@ -144,15 +148,15 @@ async fn an_endless_event_is_cut_not_buffered() {
 async fn sse_responses_carry_no_cache_and_no_buffering() {
     for extra in ["", "    stream_policy: force_non_stream\n"] {
         let (gw, _m) = pair("openai", extra).await;
-        let r = gw.chat("m", true).await;
-        assert_eq!(r.status(), 200);
-        let h = r.headers();
-        assert!(h["content-type"]
+        let response = gw.chat("m", true).await;
+        assert_eq!(response.status(), 200);
+        let headers = response.headers();
+        assert!(headers["content-type"]
             .to_str()
             .unwrap()
             .starts_with("text/event-stream"));
-        assert_eq!(h["cache-control"], "no-cache", "{extra}");
-        assert_eq!(h["x-accel-buffering"], "no", "{extra}");
+        assert_eq!(headers["cache-control"], "no-cache", "{extra}");
+        assert_eq!(headers["x-accel-buffering"], "no", "{extra}");
         gw.stop().await;
     }
 }
@@ -162,13 +166,17 @@ async fn sse_responses_carry_no_cache_and_no_buffering() {
 #[tokio::test]
 async fn committed_stream_idle_cut_uses_the_channel_value() {
     let (gw, _m) = pair("openai", "    non_stream_timeout: 400ms\n").await;
-    let t = Instant::now();
-    let r = faulty(&gw, "/v1/chat/completions", true, "stream=4:3s").await;
-    assert_eq!(route(&r), "a");
-    let text = r.text().await.unwrap();
+    let started = Instant::now();
+    let response = faulty(&gw, "/v1/chat/completions", true, "stream=4:3s").await;
+    assert_eq!(route(&response), "a");
+    let text = response.text().await.unwrap();
     assert!(text.contains("stream_incomplete"), "{text}");
     assert!(text.contains("went silent"), "{text}");
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     gw.stop().await;
 }
 
@@ -177,7 +185,7 @@ async fn committed_stream_idle_cut_uses_the_channel_value() {
 #[tokio::test]
 async fn gzip_answers_are_decoded_and_their_usage_read() {
     let (gw, m) = pair("openai", "").await;
-    let r = gw
+    let response = gw
         .http
         .post(format!("{}/v1/chat/completions", gw.base))
         .bearer_auth(ALICE)
@@ -187,11 +195,11 @@ async fn gzip_answers_are_decoded_and_their_usage_read() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    assert!(r.headers().get("content-encoding").is_none());
-    let v: Value = r.json().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("content-encoding").is_none());
+    let body: Value = response.json().await.unwrap();
     assert_eq!(
-        v["choices"][0]["message"]["content"],
+        body["choices"][0]["message"]["content"],
         "chunk 0 chunk 1 chunk 2 "
     );
     assert_eq!(
@@ -231,20 +239,20 @@ async fn a_stream_error_on_every_attempt_reaches_the_client_with_its_status() {
         for n in ["a", "b"] {
             m[n].set_default(fault.parse().unwrap());
         }
-        let r = faulty(&gw, path, true, fault).await;
-        assert_eq!(r.status(), status, "{path}");
+        let response = faulty(&gw, path, true, fault).await;
+        assert_eq!(response.status(), status, "{path}");
         // (429 is also retried on the last target, R4.5.)
-        assert!(route(&r).starts_with("a->b"), "{path}");
-        let v: Value = r.json().await.unwrap();
-        let err = &v["error"];
-        assert_eq!(err["type"], kind_name, "{path}: {v}");
-        assert_ne!(err["code"], "no_channel_available", "{path}: {v}");
+        assert!(route(&response).starts_with("a->b"), "{path}");
+        let body: Value = response.json().await.unwrap();
+        let err = &body["error"];
+        assert_eq!(err["type"], kind_name, "{path}: {body}");
+        assert_ne!(err["code"], "no_channel_available", "{path}: {body}");
         assert!(
             err["message"].as_str().unwrap().contains("upstream b"),
-            "{path}: {v}"
+            "{path}: {body}"
         );
         if kind == "anthropic" {
-            assert_eq!(v["type"], "error", "Anthropic's shape: {v}");
+            assert_eq!(body["type"], "error", "Anthropic's shape: {body}");
         }
         gw.stop().await;
     }

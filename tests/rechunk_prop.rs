@@ -29,14 +29,14 @@ fn world() -> &'static World {
             .build()
             .unwrap();
         let (gw, mock) = rt.block_on(async {
-            let m = mocks(&["up"]).await;
+            let mocks = mocks(&["up"]).await;
             let yaml = fill(
                 &format!(
                     "channels:\n  oa:\n    kind: openai\n    base_url: {{up}}\n    keys: [k]\n    models: [\"{MODEL}\"]\n    translate: false\n  an:\n    kind: anthropic\n    base_url: {{up}}\n    keys: [k]\n    models: [\"{MODEL}\"]\n    paths: []\n    translate: false\n{CLIENTS}"
                 ),
-                &m,
+                &mocks,
             );
-            (start_gw(&yaml).await, m)
+            (start_gw(&yaml).await, mocks)
         });
         World { rt, gw, _mock: mock }
     })
@@ -55,19 +55,20 @@ fn body(path: &str) -> serde_json::Value {
 }
 
 fn fetch(path: &str, fault: &str) -> String {
-    let w = world();
-    w.rt.block_on(async {
-        let r =
-            w.gw.http
-                .post(format!("{}{}", w.gw.base, path))
-                .bearer_auth(ALICE)
-                .header("x-mock-fault", fault)
-                .json(&body(path))
-                .send()
-                .await
-                .unwrap();
-        assert_eq!(r.status(), 200);
-        r.text().await.unwrap()
+    let world = world();
+    world.rt.block_on(async {
+        let response = world
+            .gw
+            .http
+            .post(format!("{}{}", world.gw.base, path))
+            .bearer_auth(ALICE)
+            .header("x-mock-fault", fault)
+            .json(&body(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap()
     })
 }
 

@@ -25,14 +25,14 @@ pub const COST: i64 = 3;
 
 /// One replica's config: `quota` credits for alice (bob is unlimited).
 pub fn config(pg: &Postgres, mock: &MockUpstream, quota: i64, fail_open: bool) -> String {
-    let m = mock.base_url();
+    let base_url = mock.base_url();
     [
         format!("admin:\n  token: {ADMIN_TOKEN}"),
         format!("storage:\n  url: {}\n  lease_ttl: 2s\n  queue_capacity: 8", pg.url()),
         format!("shared:\n  fail_open: {fail_open}"),
         "channels:".into(),
-        format!("  a:\n    kind: openai\n    base_url: {m}\n    keys: [\"sk-up-a\"]\n    models: [m]"),
-        format!("  b:\n    kind: anthropic\n    base_url: {m}\n    keys: [\"sk-up-b\"]\n    models: [ma]"),
+        format!("  a:\n    kind: openai\n    base_url: {base_url}\n    keys: [\"sk-up-a\"]\n    models: [m]"),
+        format!("  b:\n    kind: anthropic\n    base_url: {base_url}\n    keys: [\"sk-up-b\"]\n    models: [ma]"),
         format!("clients:\n  alice:\n    key: {ALICE}\n    quota: {quota}\n  bob:\n    key: {BOB}"),
         "pricing:\n  m: {input: 0, output: 1000000}\n  ma: {input: 0, output: 1000000}\n".into(),
     ]
@@ -102,8 +102,8 @@ pub async fn ask(
     )
 }
 
-pub async fn metrics(http: &reqwest::Client, r: &Replica) -> String {
-    http.get(format!("{}/metrics", r.admin))
+pub async fn metrics(http: &reqwest::Client, replica: &Replica) -> String {
+    http.get(format!("{}/metrics", replica.admin))
         .send()
         .await
         .expect("metrics")
@@ -121,8 +121,8 @@ pub fn sample(text: &str, name: &str, label: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-pub async fn account(http: &reqwest::Client, r: &Replica) -> serde_json::Value {
-    http.get(format!("{}/admin/clients/alice", r.admin))
+pub async fn account(http: &reqwest::Client, replica: &Replica) -> serde_json::Value {
+    http.get(format!("{}/admin/clients/alice", replica.admin))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
@@ -139,8 +139,8 @@ pub fn int(pg: &Postgres, sql: &str) -> i64 {
 
 /// Polls `ok` every 100 ms up to `limit`.
 pub async fn eventually(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
+    let started = Instant::now();
+    while started.elapsed() < limit {
         if ok() {
             return true;
         }

@@ -38,8 +38,8 @@ fn fixtures_dir() -> PathBuf {
 fn codex(name: &str) -> Value {
     let path = fixtures_dir().join(format!("codex-responses-{name}.json"));
     let text = std::fs::read_to_string(path).expect("fixture");
-    let v: Value = serde_json::from_str(&text).expect("fixture JSON");
-    v["body"].clone()
+    let body: Value = serde_json::from_str(&text).expect("fixture JSON");
+    body["body"].clone()
 }
 
 /// Every Codex Responses request fixture with a body: (file name, body).
@@ -65,20 +65,20 @@ fn codex_fixtures() -> Vec<(String, Value)> {
 }
 
 fn translate(upstream: WireFormat, body: &Value) -> Value {
-    let r = request_to(
+    let translated = request_to(
         upstream,
         body.to_string().as_bytes(),
         &RequestOptions::new("up-model"),
     )
     .expect("translates");
-    serde_json::from_slice(&r.body).expect("JSON")
+    serde_json::from_slice(&translated.body).expect("JSON")
 }
 
 /// `native` (openai, serves /v1/responses), `chatonly` (openai, `responses: chat`), `an`
 /// (anthropic), each with its own model; alice pays per token.
 async fn three() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["native", "chatonly", "an"]).await;
-    for up in m.values() {
+    let mocks = mocks(&["native", "chatonly", "an"]).await;
+    for up in mocks.values() {
         up.set_record(true);
     }
     let yaml = fill(
@@ -87,9 +87,9 @@ async fn three() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
             channel("native", "{native}", 0, &["gpt-native"]),
             channel("chatonly", "{chatonly}", 0, &["gpt-chat"]),
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 /// The typed events of a Responses stream, checking `event:` = `type` and the sequence.
@@ -107,9 +107,9 @@ fn events(text: &str) -> Vec<(String, Value)> {
             .lines()
             .find_map(|l| l.strip_prefix("data: "))
             .unwrap_or_else(|| panic!("no data: {frame}"));
-        let v: Value = serde_json::from_str(data).expect("event JSON");
-        assert_eq!(v["type"], name, "{frame}");
-        out.push((name.to_string(), v));
+        let body: Value = serde_json::from_str(data).expect("event JSON");
+        assert_eq!(body["type"], name, "{frame}");
+        out.push((name.to_string(), body));
     }
     for (i, (_, v)) in out.iter().enumerate() {
         if let Some(n) = v["sequence_number"].as_u64() {
@@ -135,15 +135,15 @@ fn done_items(evs: &[(String, Value)]) -> Vec<Value> {
 
 /// The stream of one `/v1/responses` request: (status, content type, events).
 async fn stream(gw: &Gw, body: Value) -> (u16, String, Vec<(String, Value)>) {
-    let r = gw.post("/v1/responses", ALICE, body).await;
-    let status = r.status().as_u16();
-    let ct = r
+    let response = gw.post("/v1/responses", ALICE, body).await;
+    let status = response.status().as_u16();
+    let ct = response
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let text = r.text().await.expect("body");
+    let text = response.text().await.expect("body");
     let evs = if status == 200 {
         events(&text)
     } else {
@@ -301,7 +301,7 @@ async fn sdk_create_on_every_channel() {
     let (gw, m) = three().await;
     for model in ["gpt-native", "gpt-chat", "claude-x"] {
         let before = charged(&gw).await;
-        let r = gw
+        let response = gw
             .post(
                 "/v1/responses",
                 ALICE,
@@ -309,11 +309,11 @@ async fn sdk_create_on_every_channel() {
                        "max_output_tokens": 64}),
             )
             .await;
-        assert_eq!(r.status(), 200, "{model}");
-        let v: Value = r.json().await.unwrap();
-        assert_eq!(v["object"], "response", "{model}: {v}");
-        assert_eq!(v["status"], "completed", "{v}");
-        let text: String = v["output"]
+        assert_eq!(response.status(), 200, "{model}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["object"], "response", "{model}: {body}");
+        assert_eq!(body["status"], "completed", "{body}");
+        let text: String = body["output"]
             .as_array()
             .unwrap()
             .iter()
@@ -321,14 +321,20 @@ async fn sdk_create_on_every_channel() {
             .flat_map(|i| i["content"].as_array().unwrap().clone())
             .filter_map(|c| c["text"].as_str().map(str::to_string))
             .collect();
-        assert!(!text.is_empty(), "{model}: {v}");
-        assert_eq!(v["usage"]["input_tokens"], PROMPT_TOKENS, "{model}: {v}");
+        assert!(!text.is_empty(), "{model}: {body}");
+        assert_eq!(
+            body["usage"]["input_tokens"], PROMPT_TOKENS,
+            "{model}: {body}"
+        );
         if model != "gpt-native" {
             assert_eq!(text, mock_text(), "{model}");
-            assert!(v["id"].as_str().unwrap().starts_with("resp_"), "{v}");
+            assert!(body["id"].as_str().unwrap().starts_with("resp_"), "{body}");
             assert!(
-                v["output"][0]["id"].as_str().unwrap().starts_with("msg_"),
-                "{v}"
+                body["output"][0]["id"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("msg_"),
+                "{body}"
             );
             let cost = PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE;
             assert_eq!(
@@ -406,7 +412,7 @@ async fn sdk_stream_on_every_channel() {
 /// without an Idempotency-Key, streamed and not.
 #[tokio::test]
 async fn a_503_and_a_529_primary_fail_over_without_a_key() {
-    let m = mocks(&["p", "q", "backup"]).await;
+    let mocks = mocks(&["p", "q", "backup"]).await;
     // `p` is native at priority 10 for m1; `q` anthropic at priority 10 for m2; `backup`
     // (chat-only) at 0 for both.
     let yaml = fill(
@@ -415,14 +421,14 @@ async fn a_503_and_a_529_primary_fail_over_without_a_key() {
             channel("p", "{p}", 10, &["m1"]),
             channel("backup", "{backup}", 0, &["m1", "m2"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["p"].set_default(Behavior::Status {
+    mocks["p"].set_default(Behavior::Status {
         code: 503,
         body: None,
     });
-    m["q"].set_default(Behavior::Status {
+    mocks["q"].set_default(Behavior::Status {
         code: 529,
         body: Some(
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
@@ -430,28 +436,28 @@ async fn a_503_and_a_529_primary_fail_over_without_a_key() {
     });
     for (model, first) in [("m1", "p"), ("m2", "q")] {
         for streamed in [false, true] {
-            let r = gw
+            let response = gw
                 .post(
                     "/v1/responses",
                     ALICE,
                     json!({"model": model, "input": "hi", "stream": streamed}),
                 )
                 .await;
-            assert_eq!(r.status(), 200, "{model} stream={streamed}");
-            assert_eq!(route(&r), format!("{first}->backup"), "{model}");
-            let text = r.text().await.unwrap();
+            assert_eq!(response.status(), 200, "{model} stream={streamed}");
+            assert_eq!(route(&response), format!("{first}->backup"), "{model}");
+            let text = response.text().await.unwrap();
             if streamed {
                 let evs = events(&text);
                 assert_eq!(evs.last().unwrap().0, "response.completed");
                 assert_eq!(text_of(&evs), mock_text());
             } else {
-                let v: Value = serde_json::from_str(&text).unwrap();
-                assert_eq!(v["status"], "completed", "{v}");
+                let body: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(body["status"], "completed", "{body}");
             }
         }
     }
-    assert_eq!(m["backup"].calls_to("/v1/responses"), 0);
-    assert_eq!(m["backup"].calls_to("/v1/chat/completions"), 4);
+    assert_eq!(mocks["backup"].calls_to("/v1/responses"), 0);
+    assert_eq!(mocks["backup"].calls_to("/v1/chat/completions"), 4);
     gw.stop().await;
 }
 
@@ -459,23 +465,23 @@ async fn a_503_and_a_529_primary_fail_over_without_a_key() {
 /// generated): no failover for /v1/responses without an Idempotency-Key, failover with one.
 #[tokio::test]
 async fn a_timeout_after_send_fails_over_only_with_a_key() {
-    let m = mocks(&["slow", "backup"]).await;
-    m["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
+    let mocks = mocks(&["slow", "backup"]).await;
+    mocks["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
     let yaml = fill(
         &format!(
             "timeouts:\n  non_stream: 300ms\nrouting:\n  retry_times: 3\nchannels:\n{}{}    responses: chat\n{CLIENTS}",
             channel("slow", "{slow}", 10, &["m"]),
             channel("backup", "{backup}", 0, &["m"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     let body = json!({"model": "m", "input": "hi"});
-    let r = gw.post("/v1/responses", ALICE, body.clone()).await;
-    assert_eq!(r.status(), 504);
-    assert_eq!(route(&r), "slow");
-    assert_eq!(m["backup"].calls(), 0);
-    let r = gw
+    let response = gw.post("/v1/responses", ALICE, body.clone()).await;
+    assert_eq!(response.status(), 504);
+    assert_eq!(route(&response), "slow");
+    assert_eq!(mocks["backup"].calls(), 0);
+    let response = gw
         .http
         .post(format!("{}/v1/responses", gw.base))
         .bearer_auth(ALICE)
@@ -484,8 +490,8 @@ async fn a_timeout_after_send_fails_over_only_with_a_key() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "slow->backup");
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "slow->backup");
     gw.stop().await;
 }
 
@@ -495,30 +501,30 @@ async fn a_timeout_after_send_fails_over_only_with_a_key() {
 async fn state_bound_requests_and_built_in_tools_are_refused_on_translated_channels() {
     let (gw, m) = three().await;
     for model in ["gpt-chat", "claude-x"] {
-        let r = gw
+        let response = gw
             .post(
                 "/v1/responses",
                 ALICE,
                 json!({"model": model, "input": "and then?", "previous_response_id": "resp_1"}),
             )
             .await;
-        assert_eq!(r.status(), 400, "{model}");
-        let v: Value = r.json().await.unwrap();
-        let msg = v["error"]["message"].as_str().unwrap();
+        assert_eq!(response.status(), 400, "{model}");
+        let body: Value = response.json().await.unwrap();
+        let msg = body["error"]["message"].as_str().unwrap();
         assert!(
             msg.contains("previous_response_id") && msg.contains("natively"),
             "{msg}"
         );
-        let r = gw
+        let response = gw
             .post(
                 "/v1/responses",
                 ALICE,
                 json!({"model": model, "input": "x", "tools": [{"type": "code_interpreter"}]}),
             )
             .await;
-        assert_eq!(r.status(), 400);
-        let v: Value = r.json().await.unwrap();
-        let msg = v["error"]["message"].as_str().unwrap();
+        assert_eq!(response.status(), 400);
+        let body: Value = response.json().await.unwrap();
+        let msg = body["error"]["message"].as_str().unwrap();
         assert!(
             msg.contains("code_interpreter") && msg.contains("tools[0]"),
             "{msg}"
@@ -542,17 +548,22 @@ fn every_codex_fixture_translates_for_every_upstream() {
             WireFormat::Anthropic,
             WireFormat::Gemini,
         ] {
-            let r = request_to(upstream, bytes.as_bytes(), &RequestOptions::new("up-model"))
-                .unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}"));
-            assert!(r.stream, "{name}");
+            let translated =
+                request_to(upstream, bytes.as_bytes(), &RequestOptions::new("up-model"))
+                    .unwrap_or_else(|e| panic!("{name} -> {upstream:?}: {e}"));
+            assert!(translated.stream, "{name}");
             assert_eq!(
-                r.dropped.len(),
+                translated.dropped.len(),
                 1,
                 "{name}: web_search dropped: {:?}",
-                r.dropped
+                translated.dropped
             );
-            assert!(r.dropped[0].ends_with("web_search"), "{:?}", r.dropped);
-            let out: Value = serde_json::from_slice(&r.body).unwrap();
+            assert!(
+                translated.dropped[0].ends_with("web_search"),
+                "{:?}",
+                translated.dropped
+            );
+            let out: Value = serde_json::from_slice(&translated.body).unwrap();
             let checked = match upstream {
                 WireFormat::OpenAi => validate::chat(&out),
                 WireFormat::Anthropic => validate::anthropic(&out),
@@ -579,24 +590,29 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
         .into_iter()
         .find(|(n, _)| n.contains("function-call-output"))
         .expect("fixture");
-    let c = translate(WireFormat::OpenAi, &body);
-    let msgs = c["messages"].as_array().unwrap();
-    let n = msgs.len();
+    let chat = translate(WireFormat::OpenAi, &body);
+    let msgs = chat["messages"].as_array().unwrap();
+    let count = msgs.len();
     assert_eq!(
-        msgs[n - 2]["tool_calls"][0]["id"],
+        msgs[count - 2]["tool_calls"][0]["id"],
         "call_4a4b4de3918042a2860c"
     );
     assert_eq!(
-        msgs[n - 2]["tool_calls"][0]["function"]["name"],
+        msgs[count - 2]["tool_calls"][0]["function"]["name"],
         "exec_command"
     );
-    assert_eq!(msgs[n - 1]["role"], "tool");
-    assert!(msgs[n - 1]["content"]
+    assert_eq!(msgs[count - 1]["role"], "tool");
+    assert!(msgs[count - 1]["content"]
         .as_str()
         .unwrap()
         .contains("tool-ok-42"));
-    let m = translate(WireFormat::Anthropic, &body);
-    let last = m["messages"].as_array().unwrap().last().unwrap().clone();
+    let messages = translate(WireFormat::Anthropic, &body);
+    let last = messages["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
     assert_eq!(
         last["content"][0]["tool_use_id"],
@@ -610,22 +626,22 @@ fn the_codex_tool_round_trip_keeps_call_and_output_together() {
 /// attempt, no failure — and later requests go straight to Chat Completions.
 #[tokio::test]
 async fn a_chat_only_server_is_discovered_from_its_404() {
-    let m = mocks(&["vllm", "other"]).await;
-    m["vllm"].set_record(true);
+    let mocks = mocks(&["vllm", "other"]).await;
+    mocks["vllm"].set_record(true);
     let yaml = fill(
         &format!(
             "channels:\n{}{}{CLIENTS}",
             channel("vllm", "{vllm}", 10, &["m"]),
             channel("other", "{other}", 0, &["m"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     let not_found = || Behavior::Status {
         code: 404,
         body: Some(r#"{"detail":"Not Found"}"#.into()),
     };
-    m["vllm"].push(not_found());
+    mocks["vllm"].push(not_found());
     let (status, _, evs) = stream(
         &gw,
         json!({"model": "m", "input": "Say pong", "stream": true}),
@@ -633,30 +649,30 @@ async fn a_chat_only_server_is_discovered_from_its_404() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(text_of(&evs), mock_text());
-    assert_eq!(m["vllm"].calls_to("/v1/responses"), 1);
+    assert_eq!(mocks["vllm"].calls_to("/v1/responses"), 1);
     assert_eq!(
-        m["vllm"].calls_to("/v1/chat/completions"),
+        mocks["vllm"].calls_to("/v1/chat/completions"),
         1,
         "sent again, translated"
     );
-    assert_eq!(m["other"].calls(), 0, "not a failure: no failover");
+    assert_eq!(mocks["other"].calls(), 0, "not a failure: no failover");
     for streamed in [false, true] {
-        let r = gw
+        let response = gw
             .post(
                 "/v1/responses",
                 ALICE,
                 json!({"model": "m", "input": "again", "stream": streamed}),
             )
             .await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(route(&r), "vllm");
+        assert_eq!(response.status(), 200);
+        assert_eq!(route(&response), "vllm");
     }
     assert_eq!(
-        m["vllm"].calls_to("/v1/responses"),
+        mocks["vllm"].calls_to("/v1/responses"),
         1,
         "never asked again for a path it does not have"
     );
-    assert_eq!(m["vllm"].calls_to("/v1/chat/completions"), 3);
+    assert_eq!(mocks["vllm"].calls_to("/v1/chat/completions"), 3);
     gw.flush().await;
     let (_, log) = gw.admin_get("/admin/requests?limit=3").await;
     for rec in log["requests"].as_array().unwrap() {
@@ -671,29 +687,29 @@ async fn a_chat_only_server_is_discovered_from_its_404() {
 /// A 404 that names the model is the upstream's answer, not a missing path.
 #[tokio::test]
 async fn a_model_not_found_404_is_not_a_missing_path() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let yaml = fill(
         &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, &["m"])),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["up"].set_default(Behavior::Status {
+    mocks["up"].set_default(Behavior::Status {
         code: 404,
         body: Some(
             r#"{"error":{"message":"The model `m` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#
                 .into(),
         ),
     });
-    let r = gw
+    let response = gw
         .post("/v1/responses", ALICE, json!({"model": "m", "input": "x"}))
         .await;
-    assert_eq!(r.status(), 404);
-    assert_eq!(m["up"].calls_to("/v1/chat/completions"), 0);
-    let r = gw
+    assert_eq!(response.status(), 404);
+    assert_eq!(mocks["up"].calls_to("/v1/chat/completions"), 0);
+    let response = gw
         .post("/v1/responses", ALICE, json!({"model": "m", "input": "x"}))
         .await;
-    assert_eq!(r.status(), 404);
-    assert_eq!(m["up"].calls_to("/v1/chat/completions"), 0, "no mark");
+    assert_eq!(response.status(), 404);
+    assert_eq!(mocks["up"].calls_to("/v1/chat/completions"), 0, "no mark");
     gw.stop().await;
 }
 
@@ -744,26 +760,26 @@ async fn explain_shows_how_each_candidate_serves_responses() {
 /// is billed at the upstream's usage.
 #[tokio::test]
 async fn an_error_before_content_fails_over_and_the_stream_is_billed() {
-    let m = mocks(&["an", "backup"]).await;
+    let mocks = mocks(&["an", "backup"]).await;
     let yaml = fill(
         &format!(
             "routing:\n  retry_times: 3\nchannels:\n  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [m]\n    priority: 10\n{}    responses: chat\nclients:\n  alice:\n    key: {ALICE}\n    quota: 1000\npricing:\n  m: {{input: {IN_PRICE}, output: {OUT_PRICE}}}\n",
             channel("backup", "{backup}", 0, &["m"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["an"].push(Behavior::ErrorAfterStart { code: 529 });
-    let r = gw
+    mocks["an"].push(Behavior::ErrorAfterStart { code: 529 });
+    let response = gw
         .post(
             "/v1/responses",
             ALICE,
             json!({"model": "m", "input": "hi", "stream": true}),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "an->backup");
-    let evs = events(&r.text().await.unwrap());
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "an->backup");
+    let evs = events(&response.text().await.unwrap());
     let created = evs.iter().filter(|(n, _)| n == "response.created").count();
     assert_eq!(
         created, 1,
@@ -773,15 +789,15 @@ async fn an_error_before_content_fails_over_and_the_stream_is_billed() {
     assert!(evs.iter().all(|(n, _)| n != "response.failed"), "{evs:?}");
     // The Anthropic channel streams and bills too.
     let before = charged(&gw).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/responses",
             ALICE,
             json!({"model": "m", "input": "hi", "stream": true}),
         )
         .await;
-    assert_eq!(route(&r), "an");
-    let evs = events(&r.text().await.unwrap());
+    assert_eq!(route(&response), "an");
+    let evs = events(&response.text().await.unwrap());
     assert_eq!(text_of(&evs), mock_text());
     gw.flush().await;
     let cost = PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE;
@@ -797,25 +813,29 @@ async fn an_error_before_content_fails_over_and_the_stream_is_billed() {
 /// function call of a tool answer comes back with a made-up call id.
 #[tokio::test]
 async fn a_gemini_channel_serves_responses() {
-    let m = MockUpstream::start().await.unwrap();
-    m.set_record(true);
+    let mock = MockUpstream::start().await.unwrap();
+    mock.set_record(true);
     let yaml = format!(
         "channels:\n  gem:\n    kind: gemini\n    base_url: http://{}/v1beta\n    keys: [\"sk-up\"]\n    models: [gemini-x]\n{CLIENTS}",
-        m.addr()
+        mock.addr()
     );
     let gw = start_gw(&yaml).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/responses",
             ALICE,
             json!({"model": "gemini-x", "instructions": "be brief", "input": "hi"}),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["output"][0]["content"][0]["text"], mock_text(), "{v}");
-    assert_eq!(v["usage"]["input_tokens"], PROMPT_TOKENS);
-    let req = &m.requests()[0];
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        mock_text(),
+        "{body}"
+    );
+    assert_eq!(body["usage"]["input_tokens"], PROMPT_TOKENS);
+    let req = &mock.requests()[0];
     assert_eq!(req.path, "/v1beta/models/gemini-x:generateContent");
     assert_eq!(
         req.json().unwrap()["systemInstruction"]["parts"][0]["text"],
@@ -830,11 +850,11 @@ async fn a_gemini_channel_serves_responses() {
     assert_eq!(text_of(&evs), mock_text());
     assert_eq!(evs.last().unwrap().0, "response.completed");
     assert_eq!(
-        m.requests()[1].path,
+        mock.requests()[1].path,
         "/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
     );
-    m.push(Behavior::ToolCall);
-    let r = gw
+    mock.push(Behavior::ToolCall);
+    let response = gw
         .post(
             "/v1/responses",
             ALICE,
@@ -842,9 +862,9 @@ async fn a_gemini_channel_serves_responses() {
                 {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}),
         )
         .await;
-    let v: Value = r.json().await.unwrap();
-    let call = &v["output"][0];
-    assert_eq!(call["type"], "function_call", "{v}");
+    let body: Value = response.json().await.unwrap();
+    let call = &body["output"][0];
+    assert_eq!(call["type"], "function_call", "{body}");
     assert_eq!(call["name"], "get_weather");
     assert!(
         call["call_id"].as_str().unwrap().starts_with("call_"),
@@ -858,26 +878,26 @@ async fn a_gemini_channel_serves_responses() {
 /// attempt allowed, and the translated channel is never called.
 #[tokio::test]
 async fn a_state_bound_request_skips_a_translated_target_for_a_native_one() {
-    let m = mocks(&["native", "chatonly"]).await;
+    let mocks = mocks(&["native", "chatonly"]).await;
     let yaml = fill(
         &format!(
             "routing:\n  retry_times: 0\nchannels:\n{}    responses: chat\n{}    responses: native\nvirtual_models:\n  both:\n    targets: [chatonly/gpt, native/gpt]\n{CLIENTS}",
             channel("chatonly", "{chatonly}", 0, &["gpt"]),
             channel("native", "{native}", 0, &["gpt"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/responses",
             ALICE,
             json!({"model": "both", "input": "and then?", "previous_response_id": "resp_1"}),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "chatonly->native");
-    assert_eq!(m["chatonly"].calls(), 0);
-    assert_eq!(m["native"].calls_to("/v1/responses"), 1);
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "chatonly->native");
+    assert_eq!(mocks["chatonly"].calls(), 0);
+    assert_eq!(mocks["native"].calls_to("/v1/responses"), 1);
     gw.stop().await;
 }

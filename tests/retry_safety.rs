@@ -20,18 +20,18 @@ fn image_body() -> serde_json::Value {
 }
 
 /// Two channels serving `img`: `a` (priority 10, keys `ka1`, `ka2`) and `b` (priority 0).
-fn image_yaml(m: &HashMap<String, MockUpstream>, extra: &str) -> String {
+fn image_yaml(mocks: &HashMap<String, MockUpstream>, extra: &str) -> String {
     fill(
         &format!(
             "{extra}{FAST_RETRY}channels:\n  a:\n    kind: openai\n    base_url: {{a}}\n    keys: [\"ka1\", \"ka2\"]\n    models: [img]\n    priority: 10\n    auto_ban: false\n{}{CLIENTS}",
             channel("b", "{b}", 0, &["img"])
         ),
-        m,
+        mocks,
     )
 }
 
-fn keys_seen(m: &MockUpstream) -> Vec<String> {
-    m.requests()
+fn keys_seen(mock: &MockUpstream) -> Vec<String> {
+    mock.requests()
         .iter()
         .map(|r| r.header("authorization").unwrap_or("").to_string())
         .collect()
@@ -40,27 +40,27 @@ fn keys_seen(m: &MockUpstream) -> Vec<String> {
 /// R10.1: images are never replayed by default — a 503 is returned, the second channel idle.
 #[tokio::test]
 async fn image_503_is_not_replayed_by_default() {
-    let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(status(503));
-    let gw = start_gw(&image_yaml(&m, "")).await;
-    let r = gw.post("/v1/images/generations", ALICE, image_body()).await;
-    assert_eq!(r.status(), 503);
-    assert_eq!(m["a"].calls(), 1);
-    assert_eq!(m["b"].calls(), 0);
+    let mocks = mocks(&["a", "b"]).await;
+    mocks["a"].set_default(status(503));
+    let gw = start_gw(&image_yaml(&mocks, "")).await;
+    let response = gw.post("/v1/images/generations", ALICE, image_body()).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(mocks["a"].calls(), 1);
+    assert_eq!(mocks["b"].calls(), 0);
     gw.stop().await;
 }
 
 /// R10.3 tier 1: a 429 goes to the channel's next key, then to the next channel.
 #[tokio::test]
 async fn image_429_replays_next_key_then_next_channel() {
-    let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(status(429));
-    let gw = start_gw(&image_yaml(&m, "images_failover:\n  enabled: true\n")).await;
-    let r = gw.post("/v1/images/generations", ALICE, image_body()).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["x-mock-name"], "b");
-    assert_eq!(route(&r), "a->a->b");
-    let mut keys = keys_seen(&m["a"]);
+    let mocks = mocks(&["a", "b"]).await;
+    mocks["a"].set_default(status(429));
+    let gw = start_gw(&image_yaml(&mocks, "images_failover:\n  enabled: true\n")).await;
+    let response = gw.post("/v1/images/generations", ALICE, image_body()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-mock-name"], "b");
+    assert_eq!(route(&response), "a->a->b");
+    let mut keys = keys_seen(&mocks["a"]);
     assert_eq!(keys.len(), 2, "each key of a once: {keys:?}");
     keys.sort();
     assert_eq!(
@@ -68,7 +68,7 @@ async fn image_429_replays_next_key_then_next_channel() {
         ["Bearer ka1", "Bearer ka2"],
         "never the same key twice"
     );
-    assert_eq!(keys_seen(&m["b"]), ["Bearer sk-up-b"]);
+    assert_eq!(keys_seen(&mocks["b"]), ["Bearer sk-up-b"]);
     gw.stop().await;
 }
 
@@ -82,17 +82,17 @@ async fn image_500_replays_only_with_include_ambiguous() {
             true,
         ),
     ] {
-        let m = mocks(&["a", "b"]).await;
-        m["a"].set_default(status(500));
-        let gw = start_gw(&image_yaml(&m, extra)).await;
-        let r = gw.post("/v1/images/generations", ALICE, image_body()).await;
+        let mocks = mocks(&["a", "b"]).await;
+        mocks["a"].set_default(status(500));
+        let gw = start_gw(&image_yaml(&mocks, extra)).await;
+        let response = gw.post("/v1/images/generations", ALICE, image_body()).await;
         if replayed {
-            assert_eq!(r.status(), 200, "{extra}");
-            assert_eq!(m["b"].calls(), 1);
+            assert_eq!(response.status(), 200, "{extra}");
+            assert_eq!(mocks["b"].calls(), 1);
         } else {
-            assert_eq!(r.status(), 500, "{extra}");
-            assert_eq!(m["a"].calls(), 1);
-            assert_eq!(m["b"].calls(), 0);
+            assert_eq!(response.status(), 500, "{extra}");
+            assert_eq!(mocks["a"].calls(), 1);
+            assert_eq!(mocks["b"].calls(), 0);
         }
         gw.stop().await;
     }
@@ -112,17 +112,17 @@ async fn image_504_replays_only_with_include_uncertain() {
             true,
         ),
     ] {
-        let m = mocks(&["a", "b"]).await;
-        m["a"].set_default(status(504));
-        let gw = start_gw(&image_yaml(&m, extra)).await;
-        let r = gw.post("/v1/images/generations", ALICE, image_body()).await;
+        let mocks = mocks(&["a", "b"]).await;
+        mocks["a"].set_default(status(504));
+        let gw = start_gw(&image_yaml(&mocks, extra)).await;
+        let response = gw.post("/v1/images/generations", ALICE, image_body()).await;
         if replayed {
-            assert_eq!(r.status(), 200, "{extra}");
-            assert_eq!(m["b"].calls(), 1);
+            assert_eq!(response.status(), 200, "{extra}");
+            assert_eq!(mocks["b"].calls(), 1);
         } else {
-            assert_eq!(r.status(), 504, "{extra}");
-            assert_eq!(m["a"].calls(), 1, "{extra}");
-            assert_eq!(m["b"].calls(), 0, "{extra}");
+            assert_eq!(response.status(), 504, "{extra}");
+            assert_eq!(mocks["a"].calls(), 1, "{extra}");
+            assert_eq!(mocks["b"].calls(), 0, "{extra}");
         }
         gw.stop().await;
     }
@@ -145,31 +145,31 @@ async fn post_responses(gw: &Gw, key: Option<&str>) -> reqwest::Response {
 /// same-target retry.
 #[tokio::test]
 async fn responses_replayed_only_with_idempotency_key_on_every_retry() {
-    let m = mocks(&["solo"]).await;
+    let mocks = mocks(&["solo"]).await;
     let yaml = fill(
         &format!(
             "{FAST_RETRY}channels:\n{}{CLIENTS}",
             channel("solo", "{solo}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     // Without a key (and with an invalid one): one attempt, the 503 is returned.
     for key in [None, Some("not valid"), Some(&*"k".repeat(256))] {
-        m["solo"].reset();
-        m["solo"].push(status(502));
-        let r = post_responses(&gw, key).await;
-        assert_eq!(r.status(), 502, "{key:?}");
-        assert_eq!(m["solo"].calls(), 1, "{key:?}");
-        assert_eq!(m["solo"].requests()[0].header("idempotency-key"), None);
+        mocks["solo"].reset();
+        mocks["solo"].push(status(502));
+        let response = post_responses(&gw, key).await;
+        assert_eq!(response.status(), 502, "{key:?}");
+        assert_eq!(mocks["solo"].calls(), 1, "{key:?}");
+        assert_eq!(mocks["solo"].requests()[0].header("idempotency-key"), None);
     }
-    m["solo"].reset();
-    m["solo"].push(status(502));
-    m["solo"].push(status(502));
-    let r = post_responses(&gw, Some("order-42")).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "solo->solo->solo");
-    let reqs = m["solo"].requests();
+    mocks["solo"].reset();
+    mocks["solo"].push(status(502));
+    mocks["solo"].push(status(502));
+    let response = post_responses(&gw, Some("order-42")).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "solo->solo->solo");
+    let reqs = mocks["solo"].requests();
     assert_eq!(reqs.len(), 3);
     for q in &reqs {
         assert_eq!(q.header("idempotency-key"), Some("order-42"));
@@ -182,32 +182,35 @@ async fn responses_replayed_only_with_idempotency_key_on_every_retry() {
 /// (R10.2), never the client's.
 #[tokio::test]
 async fn failover_to_another_channel_carries_a_key_of_its_own() {
-    let m = mocks(&["a", "b"]).await;
-    m["a"].set_default(status(429));
+    let mocks = mocks(&["a", "b"]).await;
+    mocks["a"].set_default(status(429));
     let yaml = fill(
         &format!(
             "{FAST_RETRY}channels:\n  a:\n    kind: openai\n    base_url: {{a}}\n    keys: [\"ka1\", \"ka2\"]\n    models: [m]\n    priority: 10\n    auto_ban: false\n{}{CLIENTS}",
             channel("b", "{b}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    let r = post_responses(&gw, Some("order-43")).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->a->b");
-    let a = m["a"].requests();
-    assert_ne!(a[0].header("authorization"), a[1].header("authorization"));
-    for q in &a {
+    let response = post_responses(&gw, Some("order-43")).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->a->b");
+    let requests = mocks["a"].requests();
+    assert_ne!(
+        requests[0].header("authorization"),
+        requests[1].header("authorization")
+    );
+    for q in &requests {
         assert_eq!(q.header("idempotency-key"), Some("order-43"));
     }
     assert_eq!(
-        m["b"].requests()[0].header("idempotency-key"),
+        mocks["b"].requests()[0].header("idempotency-key"),
         Some("order-43:b/m")
     );
     gw.stop().await;
 }
 
-fn video_yaml(m: &HashMap<String, MockUpstream>, tasks: bool) -> String {
+fn video_yaml(mocks: &HashMap<String, MockUpstream>, tasks: bool) -> String {
     let ch = |n: &str, p: i64| {
         format!(
             "{}    paths: [/v1/videos]\n",
@@ -225,22 +228,22 @@ fn video_yaml(m: &HashMap<String, MockUpstream>, tasks: bool) -> String {
             ch("hi", 10),
             ch("lo", 0)
         ),
-        m,
+        mocks,
     )
 }
 
 /// R10.1: videos arrive through `/v1/*` pass-through and are still not replayed.
 #[tokio::test]
 async fn video_pass_through_is_not_replayed() {
-    let m = mocks(&["hi", "lo"]).await;
-    m["hi"].set_default(status(503));
-    let gw = start_gw(&video_yaml(&m, false)).await;
-    let r = gw
+    let mocks = mocks(&["hi", "lo"]).await;
+    mocks["hi"].set_default(status(503));
+    let gw = start_gw(&video_yaml(&mocks, false)).await;
+    let response = gw
         .post("/v1/videos", ALICE, json!({"model": "sora", "prompt": "x"}))
         .await;
-    assert_eq!(r.status(), 503);
-    assert_eq!(m["hi"].calls(), 1);
-    assert_eq!(m["lo"].calls(), 0);
+    assert_eq!(response.status(), 503);
+    assert_eq!(mocks["hi"].calls(), 1);
+    assert_eq!(mocks["lo"].calls(), 0);
     gw.stop().await;
 }
 
@@ -257,42 +260,50 @@ async fn get(gw: &Gw, path: &str) -> reqwest::Response {
 /// channel even when a higher-priority channel is healthy or the accepting one fails.
 #[tokio::test]
 async fn task_follow_ups_are_locked_to_the_accepting_channel() {
-    let m = mocks(&["hi", "lo"]).await;
-    m["hi"].push(status(503));
-    let gw = start_gw(&video_yaml(&m, true)).await;
-    let r = gw
+    let mocks = mocks(&["hi", "lo"]).await;
+    mocks["hi"].push(status(503));
+    let gw = start_gw(&video_yaml(&mocks, true)).await;
+    let response = gw
         .post("/v1/videos", ALICE, json!({"model": "sora", "prompt": "x"}))
         .await;
-    assert_eq!(r.status(), 200, "the task rule replays a rejected submit");
-    assert_eq!(route(&r), "hi->lo");
-    let v: serde_json::Value = r.json().await.unwrap();
-    let id = v["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        response.status(),
+        200,
+        "the task rule replays a rejected submit"
+    );
+    assert_eq!(route(&response), "hi->lo");
+    let body: serde_json::Value = response.json().await.unwrap();
+    let id = body["id"].as_str().unwrap().to_string();
 
     // hi is healthy and ranks higher; the poll still goes to lo.
-    let hi_before = m["hi"].calls();
-    let r = get(&gw, &format!("/v1/videos/{id}")).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["x-mock-name"], "lo");
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["id"], id.as_str());
-    assert_eq!(m["hi"].calls(), hi_before);
+    let hi_before = mocks["hi"].calls();
+    let response = get(&gw, &format!("/v1/videos/{id}")).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-mock-name"], "lo");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["id"], id.as_str());
+    assert_eq!(mocks["hi"].calls(), hi_before);
 
     // lo now fails: every retry stays on lo, hi is never asked.
-    m["lo"].set_default(status(502));
-    let lo_before = m["lo"].calls();
-    let r = get(&gw, &format!("/v1/videos/{id}")).await;
-    assert_eq!(r.status(), 502);
-    assert!(route(&r).split("->").all(|c| c == "lo"), "{}", route(&r));
-    assert!(m["lo"].calls() - lo_before >= 2, "retried on lo");
-    assert_eq!(m["hi"].calls(), hi_before);
+    mocks["lo"].set_default(status(502));
+    let lo_before = mocks["lo"].calls();
+    let response = get(&gw, &format!("/v1/videos/{id}")).await;
+    assert_eq!(response.status(), 502);
+    assert!(
+        route(&response).split("->").all(|c| c == "lo"),
+        "{}",
+        route(&response)
+    );
+    assert!(mocks["lo"].calls() - lo_before >= 2, "retried on lo");
+    assert_eq!(mocks["hi"].calls(), hi_before);
 
     // Unknown task: 404, no upstream touched.
-    let (hi_n, lo_n) = (m["hi"].calls(), m["lo"].calls());
-    let r = get(&gw, "/v1/videos/task_unknown").await;
-    assert_eq!(r.status(), 404);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "task_not_found");
-    assert_eq!((m["hi"].calls(), m["lo"].calls()), (hi_n, lo_n));
+    let (hi_n, lo_n) = (mocks["hi"].calls(), mocks["lo"].calls());
+    let response = get(&gw, "/v1/videos/task_unknown").await;
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "task_not_found");
+    assert_eq!((mocks["hi"].calls(), mocks["lo"].calls()), (hi_n, lo_n));
 
     // The binding is durable.
     gw.flush().await;
@@ -304,43 +315,43 @@ async fn task_follow_ups_are_locked_to_the_accepting_channel() {
 /// R10.5: a binding stored in SQLite survives a restart (the in-memory cache is empty).
 #[tokio::test]
 async fn task_binding_survives_restart() {
-    let m = mocks(&["hi", "lo"]).await;
-    m["hi"].push(status(503));
-    let yaml = video_yaml(&m, true);
+    let mocks = mocks(&["hi", "lo"]).await;
+    mocks["hi"].push(status(503));
+    let yaml = video_yaml(&mocks, true);
     let gw = start_gw(&yaml).await;
-    let r = gw
+    let response = gw
         .post("/v1/videos", ALICE, json!({"model": "sora", "prompt": "x"}))
         .await;
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.unwrap();
-    let id = v["id"].as_str().unwrap().to_string();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    let id = body["id"].as_str().unwrap().to_string();
     gw.flush().await;
     let Gw { running, dir, .. } = gw;
     if let Some(r) = running {
         r.shutdown().await;
     }
     let gw = start_in(dir, &yaml).await;
-    let r = get(&gw, &format!("/v1/videos/{id}")).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["x-mock-name"], "lo");
+    let response = get(&gw, &format!("/v1/videos/{id}")).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-mock-name"], "lo");
     gw.stop().await;
 }
 
 /// R10.4: a timed-out image attempt is marked `possibly_charged`; a timed-out chat is not.
 #[tokio::test]
 async fn timed_out_image_is_marked_possibly_charged() {
-    let m = mocks(&["slow"]).await;
-    m["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
+    let mocks = mocks(&["slow"]).await;
+    mocks["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
     let yaml = fill(
         &format!(
             "timeouts:\n  upstream_header: 200ms\n  image_upstream_header: 200ms\n  non_stream: 200ms\nchannels:\n{}{CLIENTS}",
             channel("slow", "{slow}", 0, &["img", "m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    let r = gw.post("/v1/images/generations", ALICE, image_body()).await;
-    assert_eq!(r.status(), 504);
+    let response = gw.post("/v1/images/generations", ALICE, image_body()).await;
+    assert_eq!(response.status(), 504);
     gw.flush().await;
     let (_, v) = gw.admin_get("/admin/requests?limit=5").await;
     let rec = &v["requests"][0];
@@ -348,14 +359,14 @@ async fn timed_out_image_is_marked_possibly_charged() {
     assert_eq!(rec["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(rec["attempts"][0]["possibly_charged"], true);
 
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             json!({"model": "m", "messages": []}),
         )
         .await;
-    assert_eq!(r.status(), 504);
+    assert_eq!(response.status(), 504);
     gw.flush().await;
     let (_, v) = gw.admin_get("/admin/requests?limit=5").await;
     let rec = &v["requests"][0];

@@ -75,8 +75,8 @@ where
         Output = Result<switchyard::store::Debit, switchyard::store::StoreError>,
     >,
 {
-    let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_secs(5) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
         if matches!(f().await, Ok(d) if d.admitted) {
             return true;
         }

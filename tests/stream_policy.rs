@@ -13,31 +13,31 @@ async fn force_stream_assembles_one_json_answer() {
         ("anthropic", "/v1/messages"),
     ] {
         let (gw, m) = pair(kind, "    stream_policy: force_stream\n").await;
-        let r = send(&gw, path, false).await;
-        assert_eq!(r.status(), 200);
-        assert!(r.headers()["content-type"]
+        let response = send(&gw, path, false).await;
+        assert_eq!(response.status(), 200);
+        assert!(response.headers()["content-type"]
             .to_str()
             .unwrap()
             .starts_with("application/json"));
-        let v: Value = r.json().await.unwrap();
+        let body: Value = response.json().await.unwrap();
         let sent = m["a"].requests()[0].json().unwrap();
         assert_eq!(sent["stream"], true, "{path}");
         if kind == "openai" {
-            assert_eq!(v["object"], "chat.completion");
+            assert_eq!(body["object"], "chat.completion");
             assert_eq!(
-                v["choices"][0]["message"]["content"],
+                body["choices"][0]["message"]["content"],
                 "chunk 0 chunk 1 chunk 2 "
             );
-            assert_eq!(v["choices"][0]["finish_reason"], "stop");
-            assert_eq!(v["usage"]["completion_tokens"], 3);
+            assert_eq!(body["choices"][0]["finish_reason"], "stop");
+            assert_eq!(body["usage"]["completion_tokens"], 3);
         } else {
-            assert_eq!(v["type"], "message");
-            assert_eq!(v["content"][0]["text"], "chunk 0 chunk 1 chunk 2 ");
-            assert_eq!(v["stop_reason"], "end_turn");
+            assert_eq!(body["type"], "message");
+            assert_eq!(body["content"][0]["text"], "chunk 0 chunk 1 chunk 2 ");
+            assert_eq!(body["stop_reason"], "end_turn");
             assert_eq!(
                 (
-                    v["usage"]["input_tokens"].as_u64(),
-                    v["usage"]["output_tokens"].as_u64()
+                    body["usage"]["input_tokens"].as_u64(),
+                    body["usage"]["output_tokens"].as_u64()
                 ),
                 // As the upstream reported it (input excludes the cache counts).
                 (Some(4), Some(3))
@@ -57,10 +57,10 @@ async fn force_stream_assembles_one_json_answer() {
     // An assembled stream that breaks is an ordinary failed attempt: it fails over.
     let (gw, m) = pair("openai", "    stream_policy: force_stream\n").await;
     m["a"].set_default(Behavior::CutMidStream { after_chunks: 1 });
-    let r = gw.chat("m", false).await;
-    assert_eq!(route(&r), "a->b");
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["object"], "chat.completion");
+    let response = gw.chat("m", false).await;
+    assert_eq!(route(&response), "a->b");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
     gw.stop().await;
 }
 
@@ -71,13 +71,13 @@ async fn force_non_stream_replays_a_well_formed_stream() {
         ("anthropic", "/v1/messages"),
     ] {
         let (gw, m) = pair(kind, "    stream_policy: force_non_stream\n").await;
-        let r = send(&gw, path, true).await;
-        assert_eq!(r.status(), 200);
-        assert!(r.headers()["content-type"]
+        let response = send(&gw, path, true).await;
+        assert_eq!(response.status(), 200);
+        assert!(response.headers()["content-type"]
             .to_str()
             .unwrap()
             .starts_with("text/event-stream"));
-        let text = r.text().await.unwrap();
+        let text = response.text().await.unwrap();
         let sent = m["a"].requests()[0].json().unwrap();
         assert_eq!(sent["stream"], false, "{path}");
         if kind == "openai" {
@@ -114,8 +114,8 @@ async fn force_non_stream_replays_a_well_formed_stream() {
 #[tokio::test]
 async fn include_usage_is_asked_for_hidden_from_the_client_and_recorded() {
     let (gw, m) = pair("openai", "").await;
-    let r = gw.chat("m", true).await;
-    let text = r.text().await.unwrap();
+    let response = gw.chat("m", true).await;
+    let text = response.text().await.unwrap();
     assert!(text.contains("data: [DONE]"), "{text}");
     assert!(
         !text.contains("\"usage\""),

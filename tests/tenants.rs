@@ -17,7 +17,7 @@ fn status(code: u16) -> Behavior {
 
 /// `hi` (priority 10) and `lo` serve the `/v1/videos` task relay; both number their tasks
 /// from 1, as independent providers do.
-fn video_yaml(m: &HashMap<String, MockUpstream>) -> String {
+fn video_yaml(mocks: &HashMap<String, MockUpstream>) -> String {
     let ch = |n: &str, p: i64| {
         format!(
             "{}    paths: [/v1/videos]\n",
@@ -30,18 +30,21 @@ fn video_yaml(m: &HashMap<String, MockUpstream>) -> String {
             ch("hi", 10),
             ch("lo", 0)
         ),
-        m,
+        mocks,
     )
 }
 
 async fn submit(gw: &Gw, key: &str) -> (String, String) {
-    let r = gw
+    let response = gw
         .post("/v1/videos", key, json!({"model": "sora", "prompt": "x"}))
         .await;
-    assert_eq!(r.status(), 200);
-    let served = r.headers()["x-mock-name"].to_str().unwrap().to_string();
-    let v: Value = r.json().await.unwrap();
-    (v["id"].as_str().unwrap().to_string(), served)
+    assert_eq!(response.status(), 200);
+    let served = response.headers()["x-mock-name"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = response.json().await.unwrap();
+    (body["id"].as_str().unwrap().to_string(), served)
 }
 
 async fn poll(gw: &Gw, key: &str, id: &str) -> reqwest::Response {
@@ -53,8 +56,9 @@ async fn poll(gw: &Gw, key: &str, id: &str) -> reqwest::Response {
         .expect("sent")
 }
 
-fn served_by(r: &reqwest::Response) -> &str {
-    r.headers()
+fn served_by(response: &reqwest::Response) -> &str {
+    response
+        .headers()
         .get("x-mock-name")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
@@ -65,41 +69,53 @@ fn served_by(r: &reqwest::Response) -> &str {
 /// restart, when only SQLite knows them).
 #[tokio::test]
 async fn task_ids_belong_to_the_client_that_created_them() {
-    let m = mocks(&["hi", "lo"]).await;
-    let body = video_yaml(&m);
+    let mocks = mocks(&["hi", "lo"]).await;
+    let body = video_yaml(&mocks);
     let gw = start_gw(&body).await;
     let (id, served) = submit(&gw, ALICE).await;
     assert_eq!(served, "hi");
 
-    let before = (m["hi"].calls(), m["lo"].calls());
-    let r = poll(&gw, BOB, &id).await;
-    assert_eq!(r.status(), 404, "bob must not reach alice's task");
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "task_not_found");
+    let before = (mocks["hi"].calls(), mocks["lo"].calls());
+    let response = poll(&gw, BOB, &id).await;
+    assert_eq!(response.status(), 404, "bob must not reach alice's task");
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "task_not_found");
     assert_eq!(
-        (m["hi"].calls(), m["lo"].calls()),
+        (mocks["hi"].calls(), mocks["lo"].calls()),
         before,
         "no upstream asked"
     );
 
     // Bob's own task gets the same id from the other channel.
-    m["hi"].push(status(503));
+    mocks["hi"].push(status(503));
     let (bob_id, served) = submit(&gw, BOB).await;
     assert_eq!((bob_id.as_str(), served.as_str()), (id.as_str(), "lo"));
 
-    let r = poll(&gw, ALICE, &id).await;
-    assert_eq!((r.status().as_u16(), served_by(&r)), (200, "hi"));
-    let r = poll(&gw, BOB, &id).await;
-    assert_eq!((r.status().as_u16(), served_by(&r)), (200, "lo"));
+    let response = poll(&gw, ALICE, &id).await;
+    assert_eq!(
+        (response.status().as_u16(), served_by(&response)),
+        (200, "hi")
+    );
+    let response = poll(&gw, BOB, &id).await;
+    assert_eq!(
+        (response.status().as_u16(), served_by(&response)),
+        (200, "lo")
+    );
 
     gw.flush().await;
     let Gw { running, dir, .. } = gw;
     running.expect("running").shutdown().await;
     let gw = start_in(dir, &body).await;
-    let r = poll(&gw, ALICE, &id).await;
-    assert_eq!((r.status().as_u16(), served_by(&r)), (200, "hi"));
-    let r = poll(&gw, BOB, &id).await;
-    assert_eq!((r.status().as_u16(), served_by(&r)), (200, "lo"));
+    let response = poll(&gw, ALICE, &id).await;
+    assert_eq!(
+        (response.status().as_u16(), served_by(&response)),
+        (200, "hi")
+    );
+    let response = poll(&gw, BOB, &id).await;
+    assert_eq!(
+        (response.status().as_u16(), served_by(&response)),
+        (200, "lo")
+    );
     gw.stop().await;
 }
 
@@ -108,34 +124,34 @@ async fn task_ids_belong_to_the_client_that_created_them() {
 /// does not know the task, reaches the older one.
 #[tokio::test]
 async fn equal_task_ids_from_two_channels_never_overwrite_each_other() {
-    let m = mocks(&["hi", "lo"]).await;
-    let gw = start_gw(&video_yaml(&m)).await;
+    let mocks = mocks(&["hi", "lo"]).await;
+    let gw = start_gw(&video_yaml(&mocks)).await;
     let (first, served) = submit(&gw, ALICE).await;
     assert_eq!(served, "hi");
-    m["hi"].push(status(503));
+    mocks["hi"].push(status(503));
     let (second, served) = submit(&gw, ALICE).await;
     assert_eq!((second.as_str(), served.as_str()), (first.as_str(), "lo"));
 
-    m["lo"].push(Behavior::Status {
+    mocks["lo"].push(Behavior::Status {
         code: 404,
         body: Some(
             r#"{"error":{"message":"No task found with that id","type":"invalid_request_error"}}"#
                 .into(),
         ),
     });
-    let r = poll(&gw, ALICE, &first).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "lo->hi");
-    assert_eq!(served_by(&r), "hi");
+    let response = poll(&gw, ALICE, &first).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "lo->hi");
+    assert_eq!(served_by(&response), "hi");
     gw.stop().await;
 }
 
-fn chat_yaml(m: &HashMap<String, MockUpstream>) -> String {
+fn chat_yaml(mocks: &HashMap<String, MockUpstream>) -> String {
     let chans: String = ["a", "b", "c"]
         .iter()
         .map(|n| channel(n, &format!("{{{n}}}"), 0, &["m"]))
         .collect();
-    fill(&format!("channels:\n{chans}{TWO_CLIENTS}"), m)
+    fill(&format!("channels:\n{chans}{TWO_CLIENTS}"), mocks)
 }
 
 async fn last_log(gw: &Gw) -> Value {
@@ -148,8 +164,8 @@ async fn last_log(gw: &Gw) -> Value {
 /// a miss, not a hit on alice's binding.
 #[tokio::test]
 async fn sticky_keys_are_scoped_by_client() {
-    let m = mocks(&["a", "b", "c"]).await;
-    let gw = start_gw(&chat_yaml(&m)).await;
+    let mocks = mocks(&["a", "b", "c"]).await;
+    let gw = start_gw(&chat_yaml(&mocks)).await;
     let body = json!({"model": "m", "user": "1", "messages": [{"role": "user", "content": "hi"}]});
     assert_eq!(
         gw.post("/v1/chat/completions", ALICE, body.clone())
@@ -198,25 +214,25 @@ async fn sticky_keys_are_scoped_by_client() {
 /// notes.
 #[tokio::test]
 async fn client_model_strings_grow_no_state() {
-    let m = mocks(&["pt"]).await;
+    let mocks = mocks(&["pt"]).await;
     let body = fill(
         &format!(
             "resilience:\n  circuit_breaker:\n    scope: model\nchannels:\n{}    paths: [/v1/custom]\n{CLIENTS}",
             channel("pt", "{pt}", 0, &["known"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&body).await;
-    let n = switchyard::billing::UNPRICED_NOTES + 40;
-    for i in 0..n {
-        let r = gw
+    let requests = switchyard::billing::UNPRICED_NOTES + 40;
+    for i in 0..requests {
+        let response = gw
             .post(
                 "/v1/custom",
                 ALICE,
                 json!({"model": format!("client-{i}"), "x": 1}),
             )
             .await;
-        assert_eq!(r.status(), 200);
+        assert_eq!(response.status(), 200);
     }
     let gwy = &gw.running.as_ref().unwrap().gateway;
     let st = gwy.registry.get("pt").unwrap();

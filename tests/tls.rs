@@ -37,7 +37,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// that certificate completes the handshake and gets an HTTP answer; plain HTTP gets nothing.
 #[tokio::test]
 async fn the_client_listener_serves_tls() {
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let pem = self_signed();
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
@@ -50,7 +50,7 @@ async fn the_client_listener_serves_tls() {
             key.display(),
             channel("a", "{a}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_in(dir, &yaml).await;
     let addr = gw.base.trim_start_matches("http://").to_string();
@@ -79,7 +79,7 @@ async fn the_client_listener_serves_tls() {
     let text = String::from_utf8_lossy(&out);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("chat.completion"), "{text}");
-    assert_eq!(m["a"].calls(), 1);
+    assert_eq!(mocks["a"].calls(), 1);
 
     // Plain HTTP on the TLS port is not answered as HTTP.
     let mut plain = TcpStream::connect(&addr).await.unwrap();
@@ -105,14 +105,16 @@ async fn upstream_tls_is_always_verified() {
         .with_single_cert(vec![pem.cert_der.clone()], pem.key_der.clone_key())
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
     let accepted = Arc::new(AtomicUsize::new(0));
     let handshakes = Arc::new(AtomicUsize::new(0));
     let (a2, h2) = (accepted.clone(), handshakes.clone());
     tokio::spawn(async move {
         loop {
-            let Ok((s, _)) = l.accept().await else { return };
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
             a2.fetch_add(1, Ordering::SeqCst);
             let (acc, h) = (acceptor.clone(), h2.clone());
             tokio::spawn(async move {
@@ -132,8 +134,8 @@ async fn upstream_tls_is_always_verified() {
         channel("tls", &format!("https://localhost:{port}"), 0, &["m"])
     );
     let gw = start_gw(&yaml).await;
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 502, "{:?}", r.text().await);
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 502, "{:?}", response.text().await);
     assert!(
         accepted.load(Ordering::SeqCst) >= 1,
         "the upstream was contacted"

@@ -16,16 +16,16 @@ fn mock_text() -> String {
 /// One channel `up` of `kind` (extra lines appended) serving `model`; `base` replaces the
 /// mock's `/v1` base URL when given.
 async fn one(kind: &str, model: &str, extra: &str, base: Option<&str>) -> (Gw, MockUpstream) {
-    let m = MockUpstream::start().await.unwrap();
-    m.set_record(true);
+    let mock = MockUpstream::start().await.unwrap();
+    mock.set_record(true);
     let url = match base {
-        Some(suffix) => format!("http://{}{suffix}", m.addr()),
-        None => m.base_url(),
+        Some(suffix) => format!("http://{}{suffix}", mock.addr()),
+        None => mock.base_url(),
     };
     let yaml = format!(
         "routing:\n  retry_times: 0\nchannels:\n  up:\n    kind: {kind}\n    base_url: {url}\n    keys: [\"sk-up\"]\n    models: [{model}]\n{extra}{CLIENTS}"
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mock)
 }
 
 fn openai_body(model: &str, stream: bool) -> Value {
@@ -72,23 +72,23 @@ async fn attempts(gw: &Gw) -> Vec<Value> {
 #[tokio::test]
 async fn openai_client_on_anthropic_channel() {
     let (gw, m) = one("anthropic", "claude-x", "", None).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             openai_body("claude-x", false),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["object"], "chat.completion", "{v}");
-    assert_eq!(v["choices"][0]["message"]["content"], mock_text());
-    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion", "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], mock_text());
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
     assert_eq!(
-        v["usage"]["prompt_tokens"], PROMPT_TOKENS,
-        "all input counted: {v}"
+        body["usage"]["prompt_tokens"], PROMPT_TOKENS,
+        "all input counted: {body}"
     );
-    assert_eq!(v["usage"]["completion_tokens"], DEFAULT_CHUNKS);
+    assert_eq!(body["usage"]["completion_tokens"], DEFAULT_CHUNKS);
     let req = &m.requests()[0];
     assert_eq!(req.path, "/v1/messages");
     assert_eq!(req.header("x-api-key"), Some("sk-up"));
@@ -98,8 +98,11 @@ async fn openai_client_on_anthropic_channel() {
     assert_eq!(sent["system"], "be brief", "{sent}");
     assert_eq!(sent["max_tokens"], 8192, "the documented default: {sent}");
     assert_eq!(sent["messages"], json!([{"role": "user", "content": "hi"}]));
-    let a = attempts(&gw).await;
-    assert_eq!(a[0]["translation"], "openai->anthropic", "{a:?}");
+    let attempts = attempts(&gw).await;
+    assert_eq!(
+        attempts[0]["translation"], "openai->anthropic",
+        "{attempts:?}"
+    );
     gw.stop().await;
 }
 
@@ -111,9 +114,9 @@ async fn openai_stream_on_anthropic_channel_with_and_without_usage() {
         if include {
             body["stream_options"] = json!({"include_usage": true});
         }
-        let r = gw.post("/v1/chat/completions", ALICE, body).await;
-        assert_eq!(r.status(), 200);
-        let text = r.text().await.unwrap();
+        let response = gw.post("/v1/chat/completions", ALICE, body).await;
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
         let evs = events(&text);
         let content: String = evs
             .iter()
@@ -146,13 +149,13 @@ async fn openai_stream_on_anthropic_channel_with_and_without_usage() {
 #[tokio::test]
 async fn anthropic_client_on_openai_channel() {
     let (gw, m) = one("openai", "gpt-x", "", None).await;
-    let r = anthropic_post(&gw, anthropic_body("gpt-x", false)).await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "message", "{v}");
-    assert_eq!(v["content"][0]["text"], mock_text());
-    assert_eq!(v["stop_reason"], "end_turn");
-    assert_eq!(v["usage"]["output_tokens"], DEFAULT_CHUNKS);
+    let response = anthropic_post(&gw, anthropic_body("gpt-x", false)).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "message", "{body}");
+    assert_eq!(body["content"][0]["text"], mock_text());
+    assert_eq!(body["stop_reason"], "end_turn");
+    assert_eq!(body["usage"]["output_tokens"], DEFAULT_CHUNKS);
     let req = &m.requests()[0];
     assert_eq!(req.path, "/v1/chat/completions");
     assert_eq!(req.header("authorization"), Some("Bearer sk-up"));
@@ -170,9 +173,9 @@ async fn anthropic_client_on_openai_channel() {
     assert_eq!(sent["max_tokens"], 100, "{sent}");
     assert!(sent.get("max_completion_tokens").is_none(), "{sent}");
 
-    let r = anthropic_post(&gw, anthropic_body("gpt-x", true)).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = anthropic_post(&gw, anthropic_body("gpt-x", true)).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     let names: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("event: "))
@@ -186,8 +189,8 @@ async fn anthropic_client_on_openai_channel() {
     assert_eq!(deltas, mock_text());
     let sent = m.requests()[1].json().unwrap();
     assert_eq!(sent["stream_options"]["include_usage"], true, "{sent}");
-    let a = attempts(&gw).await;
-    assert_eq!(a[0]["translation"], "anthropic->openai");
+    let attempts = attempts(&gw).await;
+    assert_eq!(attempts[0]["translation"], "anthropic->openai");
     let (_, log) = gw.admin_get("/admin/requests?limit=1").await;
     let rec = &log["requests"][0];
     assert_eq!(
@@ -209,39 +212,39 @@ async fn errors_are_mapped_and_untranslatable_fields_refused() {
         (429, 429, "rate_limit_error"),
     ] {
         m.push(Behavior::Status { code, body: None });
-        let r = gw
+        let response = gw
             .post(
                 "/v1/chat/completions",
                 ALICE,
                 openai_body("claude-x", false),
             )
             .await;
-        assert_eq!(r.status(), status, "upstream {code}");
-        let v: Value = r.json().await.unwrap();
-        assert_eq!(v["error"]["type"], kind, "{v}");
+        assert_eq!(response.status(), status, "upstream {code}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], kind, "{body}");
         assert!(
-            v["error"]["message"]
+            body["error"]["message"]
                 .as_str()
                 .unwrap()
                 .contains("mock upstream error"),
-            "{v}"
+            "{body}"
         );
         assert!(
-            v.get("type").is_none(),
-            "OpenAI shape, not Anthropic's: {v}"
+            body.get("type").is_none(),
+            "OpenAI shape, not Anthropic's: {body}"
         );
     }
     let calls = m.calls();
     let mut body = openai_body("claude-x", false);
     body["n"] = json!(2);
-    let r = gw.post("/v1/chat/completions", ALICE, body).await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
+    let response = gw.post("/v1/chat/completions", ALICE, body).await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
     assert!(
-        v["error"]["message"].as_str().unwrap().contains("`n`"),
-        "{v}"
+        body["error"]["message"].as_str().unwrap().contains("`n`"),
+        "{body}"
     );
-    assert_eq!(v["error"]["code"], "untranslatable_field");
+    assert_eq!(body["error"]["code"], "untranslatable_field");
     assert_eq!(m.calls(), calls, "no attempt made");
     gw.stop().await;
 }
@@ -249,17 +252,21 @@ async fn errors_are_mapped_and_untranslatable_fields_refused() {
 #[tokio::test]
 async fn openai_client_on_gemini_channel() {
     let (gw, m) = one("gemini", "gemini-x", "", Some("/v1beta")).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             openai_body("gemini-x", false),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["choices"][0]["message"]["content"], mock_text(), "{v}");
-    assert_eq!(v["usage"]["completion_tokens"], DEFAULT_CHUNKS);
+    assert_eq!(response.status(), 200);
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(
+        json["choices"][0]["message"]["content"],
+        mock_text(),
+        "{json}"
+    );
+    assert_eq!(json["usage"]["completion_tokens"], DEFAULT_CHUNKS);
     let req = &m.requests()[0];
     assert_eq!(req.path, "/v1beta/models/gemini-x:generateContent");
     assert_eq!(req.header("x-goog-api-key"), Some("sk-up"));
@@ -271,9 +278,9 @@ async fn openai_client_on_gemini_channel() {
 
     let mut body = openai_body("gemini-x", true);
     body["stream_options"] = json!({"include_usage": true});
-    let r = gw.post("/v1/chat/completions", ALICE, body).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = gw.post("/v1/chat/completions", ALICE, body).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     let evs = events(&text);
     let content: String = evs
         .iter()
@@ -290,11 +297,11 @@ async fn openai_client_on_gemini_channel() {
         code: 429,
         body: None,
     });
-    let r = anthropic_post(&gw, anthropic_body("gemini-x", false)).await;
-    assert_eq!(r.status(), 429);
-    let v: Value = r.json().await.unwrap();
+    let response = anthropic_post(&gw, anthropic_body("gemini-x", false)).await;
+    assert_eq!(response.status(), 429);
+    let body: Value = response.json().await.unwrap();
     assert_eq!(
-        (&v["type"], &v["error"]["type"]),
+        (&body["type"], &body["error"]["type"]),
         (&json!("error"), &json!("rate_limit_error"))
     );
     gw.stop().await;
@@ -304,12 +311,12 @@ async fn openai_client_on_gemini_channel() {
 async fn azure_channel_uses_deployment_paths() {
     let extra = "    api_version: \"2024-10-21\"\n    model_mapping: {gpt-4o: gpt4o-prod}\n";
     let (gw, m) = one("azure", "gpt-4o", extra, Some("")).await;
-    let r = gw
+    let response = gw
         .post("/v1/chat/completions", ALICE, openai_body("gpt-4o", false))
         .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["choices"][0]["message"]["content"], mock_text());
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], mock_text());
     let req = &m.requests()[0];
     assert_eq!(
         req.path,
@@ -318,9 +325,9 @@ async fn azure_channel_uses_deployment_paths() {
     assert_eq!(req.header("api-key"), Some("sk-up"));
     assert!(req.header("authorization").is_none());
     // An Anthropic client reaches the same deployment, translated.
-    let r = anthropic_post(&gw, anthropic_body("gpt-4o", true)).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = anthropic_post(&gw, anthropic_body("gpt-4o", true)).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert!(text.contains("event: message_stop"), "{text}");
     assert!(m.requests()[1]
         .path
@@ -332,38 +339,38 @@ async fn azure_channel_uses_deployment_paths() {
 /// `translate: false` keeps a channel to its own format; token counting is never translated.
 #[tokio::test]
 async fn translate_false_and_count_tokens_stay_in_format() {
-    let m = mocks(&["an", "oa"]).await;
+    let mocks = mocks(&["an", "oa"]).await;
     let yaml = fill(
         &format!(
             "channels:\n  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [claude-x, only-claude]\n    translate: false\n{}{CLIENTS}",
             channel("oa", "{oa}", 0, &["claude-x"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for _ in 0..4 {
-        let r = gw
+        let response = gw
             .post(
                 "/v1/chat/completions",
                 ALICE,
                 openai_body("claude-x", false),
             )
             .await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(r.headers()["x-mock-name"], "oa");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-mock-name"], "oa");
     }
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             openai_body("only-claude", false),
         )
         .await;
-    assert_eq!(r.status(), 404, "not served in this format");
-    assert_eq!(m["an"].calls(), 0);
-    let r = anthropic_post(&gw, anthropic_body("only-claude", false)).await;
-    assert_eq!(r.status(), 200, "its own format still is");
-    let r = gw
+    assert_eq!(response.status(), 404, "not served in this format");
+    assert_eq!(mocks["an"].calls(), 0);
+    let response = anthropic_post(&gw, anthropic_body("only-claude", false)).await;
+    assert_eq!(response.status(), 200, "its own format still is");
+    let response = gw
         .http
         .post(format!("{}/v1/messages/count_tokens", gw.base))
         .header("x-api-key", ALICE)
@@ -371,10 +378,10 @@ async fn translate_false_and_count_tokens_stay_in_format() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(m["an"].calls_to("/v1/messages/count_tokens"), 1);
+    assert_eq!(response.status(), 200);
+    assert_eq!(mocks["an"].calls_to("/v1/messages/count_tokens"), 1);
     assert_eq!(
-        m["oa"].calls_to("/v1/messages/count_tokens"),
+        mocks["oa"].calls_to("/v1/messages/count_tokens"),
         0,
         "never translated"
     );

@@ -19,8 +19,8 @@ fn mock_text() -> String {
 /// `oa` (openai) serves gpt-x, `an` (anthropic) claude-x; `resilient` tries oa then an,
 /// `resilient2` an then oa.
 async fn pair() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["oa", "an"]).await;
-    for up in m.values() {
+    let mocks = mocks(&["oa", "an"]).await;
+    for up in mocks.values() {
         up.set_record(true);
     }
     let yaml = fill(
@@ -28,9 +28,9 @@ async fn pair() -> (Gw, std::collections::HashMap<String, MockUpstream>) {
             "routing:\n  retry_times: 3\nchannels:\n{}  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [claude-x]\nvirtual_models:\n  resilient:\n    targets: [oa/gpt-x, an/claude-x]\n  resilient2:\n    targets: [an/claude-x, oa/gpt-x]\nclients:\n  alice:\n    key: {ALICE}\n    quota: 100\npricing:\n  resilient: {{input: {IN_PRICE}, output: {OUT_PRICE}}}\n",
             channel("oa", "{oa}", 0, &["gpt-x"]),
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 fn events(text: &str) -> Vec<Value> {
@@ -60,12 +60,12 @@ async fn openai_primary_down_fails_over_to_anthropic() {
         body: None,
     });
     let cost = PROMPT_TOKENS as i64 * IN_PRICE + DEFAULT_CHUNKS as i64 * OUT_PRICE;
-    let r = gw.chat("resilient", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "oa->an");
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["object"], "chat.completion");
-    assert_eq!(v["choices"][0]["message"]["content"], mock_text());
+    let response = gw.chat("resilient", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "oa->an");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["content"], mock_text());
     assert_eq!(
         charged(&gw).await,
         cost,
@@ -73,14 +73,17 @@ async fn openai_primary_down_fails_over_to_anthropic() {
     );
     gw.flush().await;
     let (_, log) = gw.admin_get("/admin/requests?limit=1").await;
-    let a = &log["requests"][0]["attempts"];
-    assert!(a[0].get("translation").is_none(), "{a}");
-    assert_eq!(a[1]["translation"], "openai->anthropic", "{a}");
+    let attempts = &log["requests"][0]["attempts"];
+    assert!(attempts[0].get("translation").is_none(), "{attempts}");
+    assert_eq!(
+        attempts[1]["translation"], "openai->anthropic",
+        "{attempts}"
+    );
 
-    let r = gw.chat("resilient", true).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "oa->an");
-    let text = r.text().await.unwrap();
+    let response = gw.chat("resilient", true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "oa->an");
+    let text = response.text().await.unwrap();
     assert_eq!(content(&text), mock_text(), "{text}");
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
     // As on the plain path, chunks may say `"usage": null`; the usage chunk itself (asked
@@ -100,16 +103,16 @@ async fn openai_primary_down_fails_over_to_anthropic() {
 async fn error_at_the_start_of_a_translated_stream_fails_over() {
     let (gw, m) = pair().await;
     m["an"].push(Behavior::ErrorAfterStart { code: 529 });
-    let r = gw.chat("resilient2", true).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "an->oa");
-    let text = r.text().await.unwrap();
+    let response = gw.chat("resilient2", true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "an->oa");
+    let text = response.text().await.unwrap();
     assert_eq!(content(&text), mock_text(), "{text}");
     assert!(!text.contains("error"), "{text}");
     // Cut after content: the client gets `stream_incomplete` in its own format.
     m["an"].push(Behavior::CutMidStream { after_chunks: 2 });
-    let r = gw.chat("resilient2", true).await;
-    let text = r.text().await.unwrap();
+    let response = gw.chat("resilient2", true).await;
+    let text = response.text().await.unwrap();
     assert!(text.contains("chunk 0"), "{text}");
     assert!(text.contains("stream_incomplete"), "{text}");
     assert!(!text.contains("event:"), "OpenAI framing only: {text}");
@@ -145,16 +148,16 @@ async fn openai_tool_call_round_trip_on_anthropic() {
     };
     m["an"].push(raw(ANTHROPIC_TOOL, "application/json"));
     let ask = json!({"model": "claude-x", "tools": tools_openai(), "messages": [{"role": "user", "content": "weather?"}]});
-    let r = gw.post("/v1/chat/completions", ALICE, ask.clone()).await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    let call = &v["choices"][0]["message"]["tool_calls"][0];
-    assert_eq!(call["id"], "toolu_01A09q90qw90lq917835lq9", "{v}");
+    let response = gw.post("/v1/chat/completions", ALICE, ask.clone()).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    let call = &body["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["id"], "toolu_01A09q90qw90lq917835lq9", "{body}");
     assert_eq!(call["function"]["name"], "get_weather");
     let args: Value =
         serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(args, json!({"city": "Paris"}));
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
     let sent = m["an"].requests()[0].json().unwrap();
     assert_eq!(sent["tools"][0]["name"], "get_weather");
     assert_eq!(sent["tools"][0]["input_schema"]["type"], "object", "{sent}");
@@ -185,10 +188,10 @@ async fn openai_tool_call_round_trip_on_anthropic() {
         ..Wire::default()
     };
     m["an"].push(raw(ANTHROPIC_TOOL_STREAM, "text/event-stream").with(split));
-    let mut s = ask.clone();
-    s["stream"] = json!(true);
+    let mut streaming_ask = ask.clone();
+    streaming_ask["stream"] = json!(true);
     let text = gw
-        .post("/v1/chat/completions", ALICE, s)
+        .post("/v1/chat/completions", ALICE, streaming_ask)
         .await
         .text()
         .await
@@ -238,17 +241,17 @@ async fn anthropic_tool_call_round_trip_on_openai() {
             .send()
     };
     let ask = json!({"model": "gpt-x", "max_tokens": 50, "tools": tools, "messages": [{"role": "user", "content": "weather?"}]});
-    let v: Value = post(ask.clone()).await.unwrap().json().await.unwrap();
-    let block = v["content"]
+    let body: Value = post(ask.clone()).await.unwrap().json().await.unwrap();
+    let block = body["content"]
         .as_array()
         .unwrap()
         .iter()
         .find(|b| b["type"] == "tool_use")
         .cloned()
         .unwrap();
-    assert_eq!(block["id"], "call_abc123", "{v}");
+    assert_eq!(block["id"], "call_abc123", "{body}");
     assert_eq!(block["input"], json!({"city": "Paris"}));
-    assert_eq!(v["stop_reason"], "tool_use");
+    assert_eq!(body["stop_reason"], "tool_use");
     let mut next = ask.clone();
     next["messages"] = json!([
         {"role": "user", "content": "weather?"},
@@ -269,41 +272,45 @@ async fn anthropic_tool_call_round_trip_on_openai() {
 /// content fails the attempt the same way.
 #[tokio::test]
 async fn gemini_safety_block_is_a_content_filter_error() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let yaml = format!(
         "routing:\n  retry_times: 0\nchannels:\n  g:\n    kind: gemini\n    base_url: http://{}/v1beta\n    keys: [k]\n    models: [gemini-x]\n{CLIENTS}",
-        m.addr()
+        mock.addr()
     );
     let gw = start_gw(&yaml).await;
     let openai_body = |model: &str, stream: bool| json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
     let blocked = r#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"gemini-x"}"#;
-    m.push(Behavior::Raw {
+    mock.push(Behavior::Raw {
         content_type: "application/json".into(),
         body: blocked.into(),
     });
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             ALICE,
             openai_body("gemini-x", false),
         )
         .await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "content_filter", "{v}");
-    m.push(Behavior::Raw {
+    assert_eq!(response.status(), 400);
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "content_filter", "{json}");
+    mock.push(Behavior::Raw {
         content_type: "text/event-stream".into(),
         body: format!("data: {blocked}\r\n\r\n"),
     });
-    let r = gw
+    let response = gw
         .post("/v1/chat/completions", ALICE, openai_body("gemini-x", true))
         .await;
-    assert_ne!(r.status(), 200, "blocked before any content: not committed");
+    assert_ne!(
+        response.status(),
+        200,
+        "blocked before any content: not committed"
+    );
     // The mock speaks Azure faithfully: a deployment path without api-version is a 404.
     let direct = reqwest::Client::new()
         .post(format!(
             "http://{}/openai/deployments/d/chat/completions",
-            m.addr()
+            mock.addr()
         ))
         .header("api-key", "k")
         .json(&openai_body("x", false))
@@ -321,8 +328,8 @@ async fn gemini_safety_block_is_a_content_filter_error() {
 /// `an` (anthropic, claude-x) and `oa` (openai, gpt-x) behind virtual models in both orders,
 /// with one attempt allowed (`retry_times: 0`), and `first_byte: 300ms`.
 async fn crossing(retries: u32) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["oa", "an"]).await;
-    for up in m.values() {
+    let mocks = mocks(&["oa", "an"]).await;
+    for up in mocks.values() {
         up.set_record(true);
     }
     let yaml = fill(
@@ -330,11 +337,11 @@ async fn crossing(retries: u32) -> (Gw, std::collections::HashMap<String, MockUp
             "timeouts:\n  first_byte: 300ms\nrouting:\n  retry_times: {{retries}}\nchannels:\n{}  an:\n    kind: anthropic\n    base_url: {{an}}\n    keys: [k]\n    models: [claude-x]\nvirtual_models:\n  native_first:\n    targets: [an/claude-x, oa/gpt-x]\n  translated_first:\n    targets: [oa/gpt-x, an/claude-x]\n  only_oa:\n    targets: [oa/gpt-x]\n{CLIENTS}",
             channel("oa", "{oa}", 0, &["gpt-x"]),
         ),
-        &m,
+        &mocks,
     );
     (
         start_gw(&yaml.replace("{retries}", &retries.to_string())).await,
-        m,
+        mocks,
     )
 }
 
@@ -351,17 +358,21 @@ fn server_tool_request(model: &str) -> Value {
 #[tokio::test]
 async fn a_translation_refusal_is_a_local_skip_never_the_final_word_while_a_target_serves() {
     let (gw, m) = crossing(0).await;
-    let r = gw
+    let response = gw
         .post(
             "/v1/messages",
             ALICE,
             server_tool_request("translated_first"),
         )
         .await;
-    assert_eq!(r.status(), 200, "the native target serves after the skip");
-    assert_eq!(route(&r), "oa->an");
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "message");
+    assert_eq!(
+        response.status(),
+        200,
+        "the native target serves after the skip"
+    );
+    assert_eq!(route(&response), "oa->an");
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["type"], "message");
 
     gw.stop().await;
     let (gw, m2) = crossing(1).await;
@@ -371,34 +382,34 @@ async fn a_translation_refusal_is_a_local_skip_never_the_final_word_while_a_targ
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
         ),
     });
-    let r = gw
+    let response = gw
         .post("/v1/messages", ALICE, server_tool_request("native_first"))
         .await;
     assert_eq!(
-        r.status(),
+        response.status(),
         529,
         "the overload is more useful than the refusal"
     );
     assert_eq!(
-        route(&r),
+        route(&response),
         "an->oa",
         "the refusing fallback was reached and skipped"
     );
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["type"], "overloaded_error", "{v}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "overloaded_error", "{body}");
     assert_eq!(m2["oa"].calls(), 0);
 
-    let r = gw
+    let response = gw
         .post("/v1/messages", ALICE, server_tool_request("only_oa"))
         .await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
     assert!(
-        v["error"]["message"]
+        body["error"]["message"]
             .as_str()
             .unwrap_or("")
             .contains("tools"),
-        "{v}"
+        "{body}"
     );
     assert_eq!(
         m2["oa"].calls(),
@@ -444,19 +455,22 @@ async fn count_tokens_without_an_anthropic_channel_is_a_local_estimate() {
     .expect("fixture json");
     let mut body = fixture["body"].clone();
     body["model"] = json!("only_oa");
-    let r = gw
+    let response = gw
         .post("/v1/messages/count_tokens?beta=true", ALICE, body.clone())
         .await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["x-switchyard-estimate"], "local");
-    let v: Value = r.json().await.unwrap();
-    let n = v["input_tokens"].as_u64().expect("input_tokens");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-switchyard-estimate"], "local");
+    let json: Value = response.json().await.unwrap();
+    let input_tokens = json["input_tokens"].as_u64().expect("input_tokens");
     let text_len = body.to_string().len() as u64;
-    assert!(n > 0 && n <= text_len / 3, "{n} for {text_len} bytes");
+    assert!(
+        input_tokens > 0 && input_tokens <= text_len / 3,
+        "{input_tokens} for {text_len} bytes"
+    );
     assert_eq!(m["oa"].calls() + m["an"].calls(), 0);
     body["model"] = json!("no-such-model");
-    let r = gw.post("/v1/messages/count_tokens", ALICE, body).await;
-    assert_eq!(r.status(), 404);
+    let response = gw.post("/v1/messages/count_tokens", ALICE, body).await;
+    assert_eq!(response.status(), 404);
     let (_, ex) = gw
         .admin_get("/admin/explain?client=alice&model=only_oa")
         .await;
@@ -478,7 +492,7 @@ async fn a_model_that_reasons_silently_after_its_opening_is_not_cut() {
     let think = Behavior::ThinkSilently(std::time::Duration::from_millis(1200));
     // Native Messages: message_start, an empty text block and a ping, then silence.
     m["an"].push(think.clone());
-    let r = gw
+    let response = gw
         .post(
             "/v1/messages",
             ALICE,
@@ -486,8 +500,8 @@ async fn a_model_that_reasons_silently_after_its_opening_is_not_cut() {
             "messages": [{"role": "user", "content": "hi"}]}),
         )
         .await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert!(
         text.contains("message_stop") && text.contains("chunk 0"),
         "{text}"
@@ -495,23 +509,23 @@ async fn a_model_that_reasons_silently_after_its_opening_is_not_cut() {
     assert_eq!(m["an"].calls(), 1);
     // Translated (OpenAI client, Anthropic channel): the held opening proves it alive too.
     m["an"].push(think.clone());
-    let r = gw.chat("claude-x", true).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = gw.chat("claude-x", true).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert_eq!(content(&text), mock_text(), "{text}");
     assert_eq!(m["an"].calls(), 2);
     // Native chat: the role chunk is the opening.
     m["oa"].push(think);
-    let r = gw.chat("gpt-x", true).await;
-    let text = r.text().await.unwrap();
+    let response = gw.chat("gpt-x", true).await;
+    let text = response.text().await.unwrap();
     assert_eq!(content(&text), mock_text(), "{text}");
     // Headers and then nothing: cut at the first-byte gate, and the next target answers.
     m["oa"].push(Behavior::StallAfterHeaders(std::time::Duration::from_secs(
         5,
     )));
     let t0 = std::time::Instant::now();
-    let r = gw.chat("gpt-x", true).await;
-    assert_ne!(r.status(), 200);
+    let response = gw.chat("gpt-x", true).await;
+    assert_ne!(response.status(), 200);
     assert!(
         t0.elapsed() < std::time::Duration::from_secs(4),
         "{:?}",
@@ -538,10 +552,10 @@ async fn an_error_right_after_the_chat_role_chunk_fails_over() {
         start_gw(&yaml).await
     };
     m["oa"].push(Behavior::ErrorAfterStart { code: 503 });
-    let r = gw.chat("pair", true).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "oa->an");
-    let text = r.text().await.unwrap();
+    let response = gw.chat("pair", true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "oa->an");
+    let text = response.text().await.unwrap();
     assert_eq!(content(&text), mock_text(), "{text}");
     assert!(!text.contains("error"), "{text}");
     gw.stop().await;
@@ -568,9 +582,9 @@ async fn a_malformed_event_never_reaches_an_openai_client() {
         content_type: "text/event-stream".into(),
         body,
     });
-    let r = gw.chat("gpt-x", true).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = gw.chat("gpt-x", true).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert!(
         !text.contains("tru\n") && !text.contains("<html>"),
         "{text}"
@@ -600,8 +614,8 @@ async fn a_malformed_event_never_reaches_an_openai_client() {
 /// for translated requests: no `stream_options` upstream, the usage estimated, never 0.
 #[tokio::test]
 async fn translated_requests_follow_the_channels_compatibility_switches() {
-    let m = mocks(&["ds", "oa", "fixed"]).await;
-    for up in m.values() {
+    let mocks = mocks(&["ds", "oa", "fixed"]).await;
+    for up in mocks.values() {
         up.set_record(true);
     }
     let ch = |name: &str, model: &str, extra: &str| {
@@ -618,7 +632,7 @@ async fn translated_requests_follow_the_channels_compatibility_switches() {
                 "    max_tokens_field: max_completion_tokens\n"
             ),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     for (name, model, field) in [
@@ -626,7 +640,7 @@ async fn translated_requests_follow_the_channels_compatibility_switches() {
         ("oa", "gpt-5", "max_completion_tokens"),
         ("fixed", "local-model", "max_completion_tokens"),
     ] {
-        let r = gw
+        let response = gw
             .post(
                 "/v1/messages",
                 ALICE,
@@ -634,10 +648,10 @@ async fn translated_requests_follow_the_channels_compatibility_switches() {
                 "messages": [{"role": "user", "content": "hi"}]}),
             )
             .await;
-        assert_eq!(r.status(), 200, "{name}");
-        let text = r.text().await.unwrap();
+        assert_eq!(response.status(), 200, "{name}");
+        let text = response.text().await.unwrap();
         assert!(text.contains("message_stop"), "{name}: {text}");
-        let sent = m[name]
+        let sent = mocks[name]
             .requests()
             .last()
             .and_then(|r| r.json())

@@ -12,22 +12,22 @@ fn hedged(after: &str, ratio: &str) -> String {
 }
 
 async fn gateway(hedge: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     let body = yaml(
         &[("a", 10), ("b", 0)],
-        &m,
+        &mocks,
         "    quota: 100\n",
         &default_price(),
     );
-    (start_gw(&format!("{hedge}{body}")).await, m)
+    (start_gw(&format!("{hedge}{body}")).await, mocks)
 }
 
-async fn disconnected(m: &MockUpstream) -> bool {
-    let t = Instant::now();
-    while m.disconnects() == 0 && t.elapsed() < Duration::from_secs(1) {
+async fn disconnected(mock: &MockUpstream) -> bool {
+    let started = Instant::now();
+    while mock.disconnects() == 0 && started.elapsed() < Duration::from_secs(1) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    m.disconnects() == 1
+    mock.disconnects() == 1
 }
 
 #[tokio::test]
@@ -43,16 +43,16 @@ async fn a_late_primary_is_hedged_the_fallback_answers_and_the_client_is_charged
                 delay: Duration::from_secs(3),
             }
         });
-        let t = Instant::now();
-        let r = gw.chat("m", stream).await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(r.headers()["x-mock-name"], "b", "stream={stream}");
-        assert_eq!(route(&r), "a->b");
-        let text = r.text().await.unwrap();
+        let started = Instant::now();
+        let response = gw.chat("m", stream).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-mock-name"], "b", "stream={stream}");
+        assert_eq!(route(&response), "a->b");
+        let text = response.text().await.unwrap();
         assert!(
-            t.elapsed() < Duration::from_millis(900),
+            started.elapsed() < Duration::from_millis(900),
             "{:?}",
-            t.elapsed()
+            started.elapsed()
         );
         assert!(!text.contains("stream_incomplete"), "{text}");
         assert!(
@@ -84,9 +84,9 @@ async fn a_stream_that_committed_is_never_hedged_and_a_prompt_answer_is_not_eith
         chunks: 6,
         delay: Duration::from_millis(200),
     });
-    let r = gw.chat("m", true).await;
-    assert_eq!(route(&r), "a");
-    assert!(r.text().await.unwrap().contains("[DONE]"));
+    let response = gw.chat("m", true).await;
+    assert_eq!(route(&response), "a");
+    assert!(response.text().await.unwrap().contains("[DONE]"));
     m["a"].set_default(Behavior::Ok);
     assert_eq!(route(&gw.chat("m", false).await), "a");
     assert_eq!(m["b"].calls(), 0, "never hedged");
@@ -100,13 +100,16 @@ async fn the_hedge_budget_holds_under_an_outage() {
     m["a"].set_default(Behavior::SlowBody {
         delay: Duration::from_millis(250),
     });
-    let n = 20;
-    for _ in 0..n {
+    let requests = 20;
+    for _ in 0..requests {
         assert_eq!(gw.chat("m", false).await.status(), 200);
     }
     let extra = m["b"].calls();
     // 0.1 per first attempt over the window: at most 2 of 20 (one more for the rounding).
-    assert!((1..=3).contains(&extra), "{extra} hedges for {n} requests");
+    assert!(
+        (1..=3).contains(&extra),
+        "{extra} hedges for {requests} requests"
+    );
     let metrics = gw.metrics().await;
     assert!(
         metrics.contains("switchyard_hedges_total{outcome=\"budget\"}"),
@@ -129,14 +132,14 @@ async fn hedging_is_off_by_default_and_never_for_requests_unsafe_to_send_twice()
     m["a"].set_default(Behavior::SlowBody {
         delay: Duration::from_millis(600),
     });
-    let r = gw
+    let response = gw
         .post(
             "/v1/responses",
             ALICE,
             serde_json::json!({"model": "m", "input": "hi"}),
         )
         .await;
-    assert_eq!(route(&r), "a");
+    assert_eq!(route(&response), "a");
     assert_eq!(m["b"].calls(), 0);
     gw.stop().await;
 }
@@ -153,13 +156,13 @@ async fn after_p95_hedges_past_the_targets_own_recent_times() {
     m["a"].set_default(Behavior::SlowBody {
         delay: Duration::from_secs(3),
     });
-    let t = Instant::now();
-    let r = gw.chat("m", false).await;
-    assert_eq!(route(&r), "a->b");
+    let started = Instant::now();
+    let response = gw.chat("m", false).await;
+    assert_eq!(route(&response), "a->b");
     assert!(
-        t.elapsed() < Duration::from_millis(900),
+        started.elapsed() < Duration::from_millis(900),
         "{:?}",
-        t.elapsed()
+        started.elapsed()
     );
     gw.stop().await;
 }
@@ -169,11 +172,15 @@ async fn a_hedge_that_loses_is_cancelled_and_the_first_answer_is_charged_once() 
     let (gw, m) = gateway(&hedged("100ms", "1.0")).await;
     m["a"].set_default(Behavior::StallAfterHeaders(Duration::from_millis(500)));
     m["b"].set_default(Behavior::StallAfterHeaders(Duration::from_secs(3)));
-    let t = Instant::now();
-    let r = gw.chat("m", true).await;
-    assert_eq!(r.headers()["x-mock-name"], "a");
-    assert!(r.text().await.unwrap().contains("[DONE]"));
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let started = Instant::now();
+    let response = gw.chat("m", true).await;
+    assert_eq!(response.headers()["x-mock-name"], "a");
+    assert!(response.text().await.unwrap().contains("[DONE]"));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(disconnected(&m["b"]).await, "the losing hedge is cancelled");
     let totals = totals(&gw).await;
     assert_eq!((totals.charged, totals.refunded), (mock_cost(), 0));
@@ -197,10 +204,10 @@ async fn a_hedge_that_loses_is_cancelled_and_the_first_answer_is_charged_once() 
 #[tokio::test]
 async fn a_hedge_on_a_channel_of_another_kind_answers_translated_and_charges_once() {
     for stream in [false, true] {
-        let m = mocks(&["a", "b"]).await;
+        let mocks = mocks(&["a", "b"]).await;
         let body = yaml(
             &[("a", 10), ("b", 0)],
-            &m,
+            &mocks,
             "    quota: 100\n",
             &default_price(),
         );
@@ -211,23 +218,23 @@ async fn a_hedge_on_a_channel_of_another_kind_answers_translated_and_charges_onc
             body[at_b..].replacen("kind: openai", "kind: anthropic", 1)
         );
         let gw = start_gw(&format!("{}{body}", hedged("200ms", "1.0"))).await;
-        m["a"].set_default(if stream {
+        mocks["a"].set_default(if stream {
             Behavior::StallAfterHeaders(Duration::from_secs(3))
         } else {
             Behavior::SlowBody {
                 delay: Duration::from_secs(3),
             }
         });
-        let t = Instant::now();
-        let r = gw.chat("m", stream).await;
-        assert_eq!(r.status(), 200, "stream={stream}");
-        assert_eq!(r.headers()["x-mock-name"], "b", "stream={stream}");
-        assert_eq!(route(&r), "a->b");
-        let text = r.text().await.unwrap();
+        let started = Instant::now();
+        let response = gw.chat("m", stream).await;
+        assert_eq!(response.status(), 200, "stream={stream}");
+        assert_eq!(response.headers()["x-mock-name"], "b", "stream={stream}");
+        assert_eq!(route(&response), "a->b");
+        let text = response.text().await.unwrap();
         assert!(
-            t.elapsed() < Duration::from_millis(900),
+            started.elapsed() < Duration::from_millis(900),
             "{:?}",
-            t.elapsed()
+            started.elapsed()
         );
         let object = if stream {
             "chat.completion.chunk"
@@ -237,7 +244,7 @@ async fn a_hedge_on_a_channel_of_another_kind_answers_translated_and_charges_onc
         assert!(text.contains(object), "the client's own format: {text}");
         assert!(!text.contains("stream_incomplete"), "{text}");
         assert!(
-            disconnected(&m["a"]).await,
+            disconnected(&mocks["a"]).await,
             "the primary's request is cancelled"
         );
         let rows = super::support::streams::requests(&gw).await;

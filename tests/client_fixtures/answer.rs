@@ -18,16 +18,16 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub async fn read(r: reqwest::Response, mock: &MockUpstream) -> Reply {
-        let status = r.status().as_u16();
-        let route = super::support::route(&r);
-        let ctype = r
+    pub async fn read(response: reqwest::Response, mock: &MockUpstream) -> Reply {
+        let status = response.status().as_u16();
+        let route = super::support::route(&response);
+        let ctype = response
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        let text = r.text().await.unwrap_or_default();
+        let text = response.text().await.unwrap_or_default();
         let refused = mock
             .refused()
             .into_iter()
@@ -102,14 +102,14 @@ fn json(text: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))
 }
 
-fn message(v: &Value) -> Result<(), String> {
-    let ok = v["type"] == "message"
-        && v["role"] == "assistant"
-        && v["content"].is_array()
-        && v["stop_reason"].is_string()
-        && v["usage"]["output_tokens"].is_u64();
+fn message(body: &Value) -> Result<(), String> {
+    let ok = body["type"] == "message"
+        && body["role"] == "assistant"
+        && body["content"].is_array()
+        && body["stop_reason"].is_string()
+        && body["usage"]["output_tokens"].is_u64();
     ok.then_some(())
-        .ok_or_else(|| format!("not an Anthropic message: {v}"))
+        .ok_or_else(|| format!("not an Anthropic message: {body}"))
 }
 
 /// Named events whose data's `type` is the event name, none an `error`, opening with
@@ -117,9 +117,9 @@ fn message(v: &Value) -> Result<(), String> {
 fn named_events(text: &str, first: &str, middle: &str, last: &str) -> Result<(), String> {
     let ev = events(text);
     for (name, data) in &ev {
-        let v: Value =
+        let body: Value =
             serde_json::from_str(data).map_err(|e| format!("event data not JSON ({e}): {data}"))?;
-        if name.as_deref() != v["type"].as_str() || name.as_deref() == Some("error") {
+        if name.as_deref() != body["type"].as_str() || name.as_deref() == Some("error") {
             return Err(format!("event {name:?} with data {data}"));
         }
     }
@@ -130,12 +130,12 @@ fn named_events(text: &str, first: &str, middle: &str, last: &str) -> Result<(),
         .ok_or_else(|| format!("not a whole {first}..{last} stream: {names:?}"))
 }
 
-fn completion(v: &Value) -> Result<(), String> {
-    let ok = v["object"] == "chat.completion"
-        && v["choices"][0]["message"]["role"] == "assistant"
-        && v["choices"][0]["finish_reason"].is_string();
+fn completion(body: &Value) -> Result<(), String> {
+    let ok = body["object"] == "chat.completion"
+        && body["choices"][0]["message"]["role"] == "assistant"
+        && body["choices"][0]["finish_reason"].is_string();
     ok.then_some(())
-        .ok_or_else(|| format!("not a chat completion: {v}"))
+        .ok_or_else(|| format!("not a chat completion: {body}"))
 }
 
 fn chunks(text: &str) -> Result<(), String> {
@@ -148,42 +148,46 @@ fn chunks(text: &str) -> Result<(), String> {
     }
     let mut finished = false;
     for (name, data) in rest {
-        let v: Value =
+        let body: Value =
             serde_json::from_str(data).map_err(|e| format!("chunk not JSON ({e}): {data}"))?;
-        if name.is_some() || v["object"] != "chat.completion.chunk" || v.get("error").is_some() {
+        if name.is_some()
+            || body["object"] != "chat.completion.chunk"
+            || body.get("error").is_some()
+        {
             return Err(format!("not a chunk: {name:?} {data}"));
         }
-        finished |= v["choices"][0]["finish_reason"].is_string();
+        finished |= body["choices"][0]["finish_reason"].is_string();
     }
     finished
         .then_some(())
         .ok_or_else(|| format!("no finish_reason: {text}"))
 }
 
-fn response(v: &Value) -> Result<(), String> {
-    let ok = v["object"] == "response" && v["status"] == "completed" && v["output"].is_array();
+fn response(body: &Value) -> Result<(), String> {
+    let ok =
+        body["object"] == "response" && body["status"] == "completed" && body["output"].is_array();
     ok.then_some(())
-        .ok_or_else(|| format!("not a completed Responses object: {v}"))
+        .ok_or_else(|| format!("not a completed Responses object: {body}"))
 }
 
-fn count(v: &Value) -> Result<(), String> {
-    v["input_tokens"]
+fn count(body: &Value) -> Result<(), String> {
+    body["input_tokens"]
         .as_u64()
         .filter(|n| *n > 0)
         .map(|_| ())
-        .ok_or_else(|| format!("not a token count: {v}"))
+        .ok_or_else(|| format!("not a token count: {body}"))
 }
 
 /// The text of an answer in any of the formats (for the composition tests).
 pub fn text_of(api: Api, stream: bool, body: &str) -> String {
     if !stream {
-        let v: Value = serde_json::from_str(body).unwrap_or_default();
+        let body: Value = serde_json::from_str(body).unwrap_or_default();
         return match api {
-            Api::Messages => v["content"][0]["text"]
+            Api::Messages => body["content"][0]["text"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string(),
-            _ => v["choices"][0]["message"]["content"]
+            _ => body["choices"][0]["message"]["content"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string(),

@@ -104,8 +104,8 @@ impl Fixture {
 
     /// The model the body names.
     pub fn model(&self) -> Option<String> {
-        let v: Value = serde_json::from_str(self.body.as_deref()?).ok()?;
-        v["model"].as_str().map(str::to_string)
+        let body: Value = serde_json::from_str(self.body.as_deref()?).ok()?;
+        body["model"].as_str().map(str::to_string)
     }
 
     /// Whether the body asks for a stream.
@@ -163,26 +163,26 @@ impl Fixture {
 }
 
 /// The end of the JSON string starting at `i` (one past its closing quote).
-fn string_end(b: &[u8], i: usize) -> usize {
+fn string_end(bytes: &[u8], i: usize) -> usize {
     let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
+    while j < bytes.len() {
+        match bytes[j] {
             b'\\' => j += 2,
             b'"' => return j + 1,
             _ => j += 1,
         }
     }
-    b.len()
+    bytes.len()
 }
 
 /// The end of the JSON value starting at `j` (trailing whitespace excluded).
-fn value_end(b: &[u8], mut j: usize) -> usize {
+fn value_end(bytes: &[u8], mut j: usize) -> usize {
     let start = j;
     let mut depth = 0usize;
-    while j < b.len() {
-        match b[j] {
+    while j < bytes.len() {
+        match bytes[j] {
             b'"' => {
-                j = string_end(b, j);
+                j = string_end(bytes, j);
                 continue;
             }
             b'{' | b'[' => depth += 1,
@@ -193,7 +193,7 @@ fn value_end(b: &[u8], mut j: usize) -> usize {
         }
         j += 1;
     }
-    while j > start && b[j - 1].is_ascii_whitespace() {
+    while j > start && bytes[j - 1].is_ascii_whitespace() {
         j -= 1;
     }
     j
@@ -202,25 +202,25 @@ fn value_end(b: &[u8], mut j: usize) -> usize {
 /// The spans of the top-level `"key": value` of a JSON object's text: (key start, value
 /// start, value end).
 fn top_level(raw: &str, key: &str) -> Option<(usize, usize, usize)> {
-    let b = raw.as_bytes();
+    let bytes = raw.as_bytes();
     let want = format!("\"{key}\"");
     let mut depth = 0usize;
     let mut i = 0;
-    while i < b.len() {
-        match b[i] {
+    while i < bytes.len() {
+        match bytes[i] {
             b'"' => {
-                let end = string_end(b, i);
+                let end = string_end(bytes, i);
                 if depth == 1 && raw.get(i..end) == Some(want.as_str()) {
                     let mut j = end;
-                    while j < b.len() && b[j].is_ascii_whitespace() {
+                    while j < bytes.len() && bytes[j].is_ascii_whitespace() {
                         j += 1;
                     }
-                    if b.get(j) == Some(&b':') {
+                    if bytes.get(j) == Some(&b':') {
                         j += 1;
-                        while j < b.len() && b[j].is_ascii_whitespace() {
+                        while j < bytes.len() && bytes[j].is_ascii_whitespace() {
                             j += 1;
                         }
-                        return Some((i, j, value_end(b, j)));
+                        return Some((i, j, value_end(bytes, j)));
                     }
                 }
                 i = end;
@@ -251,7 +251,7 @@ fn remove_top_level(raw: &str, key: &str) -> String {
 
 #[test]
 fn stream_flips_in_place() {
-    let f = |body: &str| Fixture {
+    let fixture = |body: &str| Fixture {
         file: String::new(),
         client: String::new(),
         method: "POST".into(),
@@ -259,21 +259,21 @@ fn stream_flips_in_place() {
         headers: Vec::new(),
         body: Some(body.into()),
     };
-    let x = f(
+    let streaming = fixture(
         r#"{"model": "m", "stream": true, "stream_options": {"include_usage": true}, "n": "a,}"}"#,
     );
     assert_eq!(
-        x.body_streaming(false).unwrap(),
+        streaming.body_streaming(false).unwrap(),
         r#"{"model": "m", "stream": false, "n": "a,}"}"#
     );
-    let y = f(r#"{"messages":[{"stream":1}],"model":"m"}"#);
+    let nested_stream = fixture(r#"{"messages":[{"stream":1}],"model":"m"}"#);
     assert_eq!(
-        y.body_streaming(true).unwrap(),
+        nested_stream.body_streaming(true).unwrap(),
         r#"{"stream":true,"messages":[{"stream":1}],"model":"m"}"#
     );
-    let z = f(r#"{"model":"m","stream_options":{"a":1}}"#);
+    let options_only = fixture(r#"{"model":"m","stream_options":{"a":1}}"#);
     assert_eq!(
-        z.body_streaming(false).unwrap(),
+        options_only.body_streaming(false).unwrap(),
         r#"{"stream":false,"model":"m"}"#
     );
 }

@@ -17,9 +17,9 @@ fn pair(a: &str, b: &str, extra: &str) -> String {
 }
 
 async fn answered_by(gw: &Gw) -> String {
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    route(&r)
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    route(&response)
 }
 
 /// The explain view's candidates of `m` for alice: name → score.
@@ -40,9 +40,9 @@ async fn scores(gw: &Gw) -> std::collections::HashMap<String, serde_json::Value>
 
 #[tokio::test]
 async fn the_faster_channel_takes_most_requests_and_the_slower_is_still_tried() {
-    let m = mocks(&["fast", "slow"]).await;
-    let gw = start_gw(&fill(&pair("fast", "slow", ""), &m)).await;
-    m["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(300)));
+    let upstreams = mocks(&["fast", "slow"]).await;
+    let gw = start_gw(&fill(&pair("fast", "slow", ""), &upstreams)).await;
+    upstreams["slow"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(300)));
     let mut slow_after_warmup = 0;
     for i in 0..60 {
         let by = answered_by(&gw).await;
@@ -50,7 +50,7 @@ async fn the_faster_channel_takes_most_requests_and_the_slower_is_still_tried() 
             slow_after_warmup += 1;
         }
     }
-    let (fast, slow) = (m["fast"].calls(), m["slow"].calls());
+    let (fast, slow) = (upstreams["fast"].calls(), upstreams["slow"].calls());
     eprintln!("fast {fast}, slow {slow}, slow after the warm-up {slow_after_warmup}");
     assert_eq!(fast + slow, 60);
     assert!(
@@ -61,46 +61,49 @@ async fn the_faster_channel_takes_most_requests_and_the_slower_is_still_tried() 
         slow_after_warmup >= 1,
         "the slower one keeps a share once known slow: {slow} in all"
     );
-    let s = scores(&gw).await;
-    let lat = |n: &str| s[n]["latency"].as_f64().unwrap();
-    assert!(lat("slow") > lat("fast") + 0.2, "{s:?}");
+    let latency_scores = scores(&gw).await;
+    let lat = |n: &str| latency_scores[n]["latency"].as_f64().unwrap();
+    assert!(lat("slow") > lat("fast") + 0.2, "{latency_scores:?}");
 
     // Reload with a third channel: the surviving channels keep their scores, the new one
     // starts unscored (neutral).
     let with_new = "  new:\n    kind: openai\n    base_url: {new}\n    models: [m]\n";
     let m2 = {
-        let mut m2 = m.clone();
+        let mut m2 = upstreams.clone();
         m2.extend(mocks(&["new"]).await);
         m2
     };
     gw.rewrite(&fill(&pair("fast", "slow", with_new), &m2));
     assert!(gw.wait_generation(2).await, "reloaded");
-    let s = scores(&gw).await;
-    assert!(s["fast"]["samples"].as_u64().unwrap() >= 45, "{s:?}");
-    assert!(s["new"].is_null(), "{s:?}");
+    let scores = scores(&gw).await;
+    assert!(
+        scores["fast"]["samples"].as_u64().unwrap() >= 45,
+        "{scores:?}"
+    );
+    assert!(scores["new"].is_null(), "{scores:?}");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn a_channel_that_becomes_slow_loses_its_share_within_a_few_requests() {
-    let m = mocks(&["a", "b"]).await;
-    let gw = start_gw(&fill(&pair("a", "b", ""), &m)).await;
+    let mocks = mocks(&["a", "b"]).await;
+    let gw = start_gw(&fill(&pair("a", "b", ""), &mocks)).await;
     for _ in 0..10 {
         answered_by(&gw).await;
     }
-    m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(300)));
-    let before = m["a"].calls();
+    mocks["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_millis(300)));
+    let before = mocks["a"].calls();
     let mut a_late = 0;
     for i in 0..30 {
         if answered_by(&gw).await == "a" && i >= 3 {
             a_late += 1;
         }
     }
-    let a = m["a"].calls() - before;
-    eprintln!("a took {a} of 30 after it became slow ({a_late} after the third)");
+    let calls_a = mocks["a"].calls() - before;
+    eprintln!("a took {calls_a} of 30 after it became slow ({a_late} after the third)");
     // One slow answer puts its score far behind b's; from then on it keeps only the
     // exploring share (a tenth), where an even split would give it fifteen.
-    assert!(a <= 8, "a took {a} of 30 after it became slow");
+    assert!(calls_a <= 8, "a took {calls_a} of 30 after it became slow");
     assert!(a_late <= 7, "{a_late}");
     gw.stop().await;
 }
@@ -193,17 +196,17 @@ async fn the_learning_keys_are_validated_with_their_paths() {
             "resilience.hedge.budget_ratio",
         ),
     ] {
-        let e = try_start_gw(&format!("{yaml}{ch}{CLIENTS}"))
+        let error = try_start_gw(&format!("{yaml}{ch}{CLIENTS}"))
             .await
             .err()
             .expect(yaml);
-        assert!(e.contains(key), "{yaml}: {e}");
+        assert!(error.contains(key), "{yaml}: {error}");
     }
     // Per channel, under the channel's own resilience block.
     let own = format!("{ch}    resilience:\n      hedge: {{budget_ratio: -1}}\n{CLIENTS}");
-    let e = try_start_gw(&own).await.err().expect("refused");
+    let refusal = try_start_gw(&own).await.err().expect("refused");
     assert!(
-        e.contains("channels.c.resilience.hedge.budget_ratio"),
-        "{e}"
+        refusal.contains("channels.c.resilience.hedge.budget_ratio"),
+        "{refusal}"
     );
 }

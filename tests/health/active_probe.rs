@@ -15,8 +15,8 @@ fn probing(interval: &str) -> String {
 }
 
 async fn breaker(gw: &Gw, name: &str) -> String {
-    let v = channel_json(gw, name).await;
-    v["health"]["breaker"]["state"]
+    let channel = channel_json(gw, name).await;
+    channel["health"]["breaker"]["state"]
         .as_str()
         .unwrap_or("?")
         .to_string()
@@ -24,34 +24,34 @@ async fn breaker(gw: &Gw, name: &str) -> String {
 
 #[tokio::test]
 async fn an_open_breaker_closes_by_an_active_probe_without_client_traffic() {
-    let m = mocks(&["ap_primary", "ap_backup"]).await;
+    let mocks = mocks(&["ap_primary", "ap_backup"]).await;
     let yaml = config(
         &probing("1s"),
         &[
             channel("ap_primary", "{ap_primary}", 10, &["m"]),
             channel("ap_backup", "{ap_backup}", 0, &["m"]),
         ],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     // Healthy: nothing is probed.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(m["ap_primary"].calls() + m["ap_backup"].calls(), 0);
+    assert_eq!(mocks["ap_primary"].calls() + mocks["ap_backup"].calls(), 0);
 
-    m["ap_primary"].set_default(status500());
+    mocks["ap_primary"].set_default(status500());
     for _ in 0..2 {
         assert_eq!(route(&gw.chat("m", false).await), "ap_primary->ap_backup");
     }
     assert_eq!(breaker(&gw, "ap_primary").await, "open");
     // Still down: probes go out at the interval and the breaker stays open.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let probes = m["ap_primary"].calls() - 2;
+    let probes = mocks["ap_primary"].calls() - 2;
     assert!((1..=4).contains(&probes), "{probes} probes in 2.5 s at 1 s");
     assert_eq!(breaker(&gw, "ap_primary").await, "open");
     let (_, explain) = gw.admin_get("/admin/explain?client=alice&model=m").await;
     let probe_state = &explain["routes"][0]["tiers"][0]["candidates"][0]["active_probe"];
     assert_eq!(probe_state["probing"], true, "{explain}");
-    let probe = m["ap_primary"].requests().last().cloned().unwrap();
+    let probe = mocks["ap_primary"].requests().last().cloned().unwrap();
     let body = probe.json().unwrap();
     assert_eq!(body["max_tokens"], 1, "the cheapest call: {body}");
     assert_eq!(body["model"], "m");
@@ -65,21 +65,21 @@ async fn an_open_breaker_closes_by_an_active_probe_without_client_traffic() {
         .contains("switchyard_probe_requests_total{channel=\"ap_primary\",outcome=\"failed\"}"));
 
     // The upstream recovers: within interval + 1 s the breaker is closed, no client asked.
-    m["ap_primary"].set_default(Behavior::Ok);
-    let t = Instant::now();
+    mocks["ap_primary"].set_default(Behavior::Ok);
+    let started = Instant::now();
     while breaker(&gw, "ap_primary").await != "closed" {
-        assert!(t.elapsed() < Duration::from_secs(2), "still open");
+        assert!(started.elapsed() < Duration::from_secs(2), "still open");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(m["ap_backup"].calls(), 2, "no client request meanwhile");
+    assert_eq!(mocks["ap_backup"].calls(), 2, "no client request meanwhile");
     assert!(gw
         .metrics()
         .await
         .contains("switchyard_probe_requests_total{channel=\"ap_primary\",outcome=\"ok\"} 1"));
     // Healthy again: the probes stop, and clients are served by the primary.
-    let calls = m["ap_primary"].calls();
+    let calls = mocks["ap_primary"].calls();
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(m["ap_primary"].calls(), calls, "no probe while healthy");
+    assert_eq!(mocks["ap_primary"].calls(), calls, "no probe while healthy");
     assert_eq!(route(&gw.chat("m", false).await), "ap_primary");
     let (_, explain) = gw.admin_get("/admin/explain?client=alice&model=m").await;
     let probe_state = &explain["routes"][0]["tiers"][0]["candidates"][0]["active_probe"];
@@ -93,7 +93,7 @@ async fn an_open_breaker_closes_by_an_active_probe_without_client_traffic() {
 
 #[tokio::test]
 async fn a_model_breaker_is_probed_with_its_own_model_and_off_means_no_probe() {
-    let m = mocks(&["ap_models", "ap_off"]).await;
+    let mocks = mocks(&["ap_models", "ap_off"]).await;
     let scoped = format!(
         "{}  circuit_breaker:\n    scope: model\n    failure_threshold: 2\n    timeout: 60s\n",
         "resilience:\n  retry:\n    max_retries: 0\n  active_probe:\n    enabled: true\n    interval: 500ms\n"
@@ -108,35 +108,40 @@ async fn a_model_breaker_is_probed_with_its_own_model_and_off_means_no_probe() {
             ),
             format!("{}{off}", channel("ap_off", "{ap_off}", 0, &["other"])),
         ],
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["ap_models"].set_default(status500());
-    m["ap_off"].set_default(status500());
+    mocks["ap_models"].set_default(status500());
+    mocks["ap_off"].set_default(status500());
     for _ in 0..2 {
         gw.chat("m", false).await;
-        let r = gw.chat("other", false).await;
-        assert_eq!(r.status(), 500, "{}", r.text().await.unwrap_or_default());
+        let response = gw.chat("other", false).await;
+        assert_eq!(
+            response.status(),
+            500,
+            "{}",
+            response.text().await.unwrap_or_default()
+        );
     }
-    m["ap_models"].set_default(Behavior::Ok);
-    m["ap_off"].set_default(Behavior::Ok);
-    let t = Instant::now();
+    mocks["ap_models"].set_default(Behavior::Ok);
+    mocks["ap_off"].set_default(Behavior::Ok);
+    let started = Instant::now();
     loop {
-        let v = channel_json(&gw, "ap_models").await;
-        if v["health"]["breaker"]["models"]
+        let channel = channel_json(&gw, "ap_models").await;
+        if channel["health"]["breaker"]["models"]
             .as_array()
             .is_some_and(|a| a.is_empty())
         {
             break;
         }
-        assert!(t.elapsed() < Duration::from_millis(1500), "{v}");
+        assert!(started.elapsed() < Duration::from_millis(1500), "{channel}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let probe = m["ap_models"].requests().last().cloned().unwrap();
+    let probe = mocks["ap_models"].requests().last().cloned().unwrap();
     assert_eq!(probe.json().unwrap()["model"], "up-m");
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(
-        m["ap_off"].calls(),
+        mocks["ap_off"].calls(),
         2,
         "active_probe.enabled: false probes nothing"
     );

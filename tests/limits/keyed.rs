@@ -81,9 +81,10 @@ fn answer(
         .unwrap_or("")
         .to_string();
     *hits.lock().unwrap().entry(key.clone()).or_default() += 1;
-    let b = Response::builder().header("content-type", "application/json");
+    let builder = Response::builder().header("content-type", "application/json");
     if limited.contains(&key) {
-        b.status(429)
+        builder
+            .status(429)
             .header("retry-after", "2")
             .header("x-ratelimit-limit-requests", "3")
             .header("x-ratelimit-remaining-requests", "0")
@@ -91,7 +92,8 @@ fn answer(
             .body(Full::new(Bytes::from_static(LIMITED.as_bytes())))
             .unwrap()
     } else {
-        b.status(200)
+        builder
+            .status(200)
             .body(Full::new(Bytes::from_static(OK.as_bytes())))
             .unwrap()
     }

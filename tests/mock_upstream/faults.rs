@@ -8,9 +8,9 @@ use switchyard_mock::{Behavior, MockUpstream};
 
 use super::{client, data_lines, event_names, post, post_fault, valid, wait_until};
 
-async fn sse(m: &MockUpstream, path: &str, fault: &str) -> reqwest::Response {
+async fn sse(mock: &MockUpstream, path: &str, fault: &str) -> reqwest::Response {
     client()
-        .post(format!("{}/{path}", m.base_url()))
+        .post(format!("{}/{path}", mock.base_url()))
         .header("x-mock-fault", fault)
         .json(&valid(path, json!({"stream": true})))
         .send()
@@ -20,51 +20,51 @@ async fn sse(m: &MockUpstream, path: &str, fault: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn hang_delays_headers() {
-    let m = MockUpstream::start().await.unwrap();
-    m.push(Behavior::HangBeforeHeaders(Duration::from_millis(250)));
-    let t = Instant::now();
-    let r = post(&m, "chat/completions", json!({})).await;
+    let mock = MockUpstream::start().await.unwrap();
+    mock.push(Behavior::HangBeforeHeaders(Duration::from_millis(250)));
+    let started = Instant::now();
+    let response = post(&mock, "chat/completions", json!({})).await;
     assert!(
-        t.elapsed() >= Duration::from_millis(240),
+        started.elapsed() >= Duration::from_millis(240),
         "{:?}",
-        t.elapsed()
+        started.elapsed()
     );
-    assert_eq!(r.status(), 200);
-    assert!(r.json::<Value>().await.unwrap()["choices"].is_array());
+    assert_eq!(response.status(), 200);
+    assert!(response.json::<Value>().await.unwrap()["choices"].is_array());
 }
 
 #[tokio::test]
 async fn stall_sends_headers_then_waits() {
-    let m = MockUpstream::start().await.unwrap();
-    let t = Instant::now();
-    let r = sse(&m, "chat/completions", "stall=300ms").await;
-    let headers_at = t.elapsed();
+    let mock = MockUpstream::start().await.unwrap();
+    let started = Instant::now();
+    let stream = sse(&mock, "chat/completions", "stall=300ms").await;
+    let headers_at = started.elapsed();
     assert!(headers_at < Duration::from_millis(200), "{headers_at:?}");
-    assert_eq!(r.headers()["content-type"], "text/event-stream");
-    let text = r.text().await.unwrap();
-    assert!(t.elapsed() >= Duration::from_millis(290));
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let text = stream.text().await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(290));
     assert_eq!(*data_lines(&text).last().unwrap(), "[DONE]");
 }
 
 #[tokio::test]
 async fn slow_body_and_stream_delays() {
-    let m = MockUpstream::start().await.unwrap();
-    let t = Instant::now();
-    let r = post_fault(&m, "chat/completions", json!({}), "slow=200ms").await;
-    assert!(t.elapsed() < Duration::from_millis(150));
-    assert!(r.json::<Value>().await.unwrap()["choices"].is_array());
-    assert!(t.elapsed() >= Duration::from_millis(190));
+    let mock = MockUpstream::start().await.unwrap();
+    let started = Instant::now();
+    let response = post_fault(&mock, "chat/completions", json!({}), "slow=200ms").await;
+    assert!(started.elapsed() < Duration::from_millis(150));
+    assert!(response.json::<Value>().await.unwrap()["choices"].is_array());
+    assert!(started.elapsed() >= Duration::from_millis(190));
 
-    let t = Instant::now();
-    let text = sse(&m, "chat/completions", "stream=6:40ms")
+    let started = Instant::now();
+    let text = sse(&mock, "chat/completions", "stream=6:40ms")
         .await
         .text()
         .await
         .unwrap();
     assert!(
-        t.elapsed() >= Duration::from_millis(190),
+        started.elapsed() >= Duration::from_millis(190),
         "{:?}",
-        t.elapsed()
+        started.elapsed()
     );
     let order: Vec<String> = data_lines(&text)
         .iter()
@@ -83,11 +83,11 @@ async fn slow_body_and_stream_delays() {
 
 #[tokio::test]
 async fn cut_is_an_error_but_eof_is_clean() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     for path in ["chat/completions", "messages", "responses"] {
-        let r = sse(&m, path, "cut=2").await;
-        assert_eq!(r.status(), 200);
-        let mut body = r.bytes_stream();
+        let stream = sse(&mock, path, "cut=2").await;
+        assert_eq!(stream.status(), 200);
+        let mut body = stream.bytes_stream();
         let mut got = Vec::new();
         let mut failed = false;
         while let Some(item) = body.next().await {
@@ -106,8 +106,8 @@ async fn cut_is_an_error_but_eof_is_clean() {
             "{path}: {text}"
         );
 
-        let r = sse(&m, path, "eof=2").await;
-        let text = r.text().await.expect("clean end of body");
+        let stream = sse(&mock, path, "eof=2").await;
+        let text = stream.text().await.expect("clean end of body");
         assert!(text.contains("chunk 1 ") && !text.contains("chunk 2 "));
         assert!(!text.contains("[DONE]") && !text.contains("message_stop"));
         assert!(!text.contains("response.completed"));
@@ -116,43 +116,43 @@ async fn cut_is_an_error_but_eof_is_clean() {
 
 #[tokio::test]
 async fn keepalives_then_normal_stream() {
-    let m = MockUpstream::start().await.unwrap();
-    let t = Instant::now();
-    let text = sse(&m, "messages", "keepalive=3:50ms")
+    let mock = MockUpstream::start().await.unwrap();
+    let started = Instant::now();
+    let text = sse(&mock, "messages", "keepalive=3:50ms")
         .await
         .text()
         .await
         .unwrap();
-    assert!(t.elapsed() >= Duration::from_millis(140));
+    assert!(started.elapsed() >= Duration::from_millis(140));
     assert!(text.starts_with(": keepalive\n\n: keepalive\n\n: keepalive\n\nevent: message_start"));
     assert_eq!(event_names(&text).last(), Some(&"message_stop"));
 }
 
 #[tokio::test]
 async fn hidden_errors() {
-    let m = MockUpstream::start().await.unwrap();
-    m.push(Behavior::HiddenError { code: Some(429) });
-    let r = post(&m, "chat/completions", json!({})).await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
+    mock.push(Behavior::HiddenError { code: Some(429) });
+    let response = post(&mock, "chat/completions", json!({})).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
     assert_eq!(
-        v,
-        json!({"error": {"code": 429, "message": v["error"]["message"]}})
+        body,
+        json!({"error": {"code": 429, "message": body["error"]["message"]}})
     );
-    let v: Value = post_fault(&m, "chat/completions", json!({}), "hidden")
+    let body: Value = post_fault(&mock, "chat/completions", json!({}), "hidden")
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(v["error"]["code"], "server_error");
-    let text = sse(&m, "chat/completions", "hidden=500")
+    assert_eq!(body["error"]["code"], "server_error");
+    let text = sse(&mock, "chat/completions", "hidden=500")
         .await
         .text()
         .await
         .unwrap();
     let first: Value = serde_json::from_str(data_lines(&text)[0]).unwrap();
     assert_eq!(first["error"]["code"], 500);
-    let text = sse(&m, "messages", "hidden=529")
+    let text = sse(&mock, "messages", "hidden=529")
         .await
         .text()
         .await
@@ -163,77 +163,77 @@ async fn hidden_errors() {
 
 #[tokio::test]
 async fn empty_and_redirect() {
-    let m = MockUpstream::start().await.unwrap();
-    let r = post_fault(&m, "chat/completions", json!({}), "empty").await;
-    assert_eq!(r.status(), 200);
-    assert!(r.bytes().await.unwrap().is_empty());
-    m.push(Behavior::Redirect {
+    let mock = MockUpstream::start().await.unwrap();
+    let response = post_fault(&mock, "chat/completions", json!({}), "empty").await;
+    assert_eq!(response.status(), 200);
+    assert!(response.bytes().await.unwrap().is_empty());
+    mock.push(Behavior::Redirect {
         location: "http://127.0.0.1:1/v1/x".into(),
     });
-    let r = post(&m, "chat/completions", json!({})).await;
-    assert_eq!(r.status(), 307);
-    assert_eq!(r.headers()["location"], "http://127.0.0.1:1/v1/x");
+    let response = post(&mock, "chat/completions", json!({})).await;
+    assert_eq!(response.status(), 307);
+    assert_eq!(response.headers()["location"], "http://127.0.0.1:1/v1/x");
 }
 
 #[tokio::test]
 async fn require_key_echoes_the_key_it_got() {
-    let m = MockUpstream::start().await.unwrap();
-    m.require_key(Some("sk-right".into()));
-    let r = client()
-        .post(format!("{}/chat/completions", m.base_url()))
+    let mock = MockUpstream::start().await.unwrap();
+    mock.require_key(Some("sk-right".into()));
+    let response = client()
+        .post(format!("{}/chat/completions", mock.base_url()))
         .bearer_auth("sk-wrong-canary")
         .body("{}")
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401);
-    let v: Value = r.json().await.unwrap();
+    assert_eq!(response.status(), 401);
+    let body: Value = response.json().await.unwrap();
     assert_eq!(
-        v["error"]["message"],
+        body["error"]["message"],
         "Incorrect API key provided: sk-wrong-canary"
     );
-    assert_eq!(v["error"]["code"], "invalid_api_key");
-    let r = client()
-        .post(format!("{}/chat/completions", m.base_url()))
+    assert_eq!(body["error"]["code"], "invalid_api_key");
+    let response = client()
+        .post(format!("{}/chat/completions", mock.base_url()))
         .bearer_auth("sk-right")
         .json(&valid("chat/completions", json!({})))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = client()
-        .post(format!("{}/messages", m.base_url()))
+    assert_eq!(response.status(), 200);
+    let response = client()
+        .post(format!("{}/messages", mock.base_url()))
         .header("x-api-key", "sk-right")
         .json(&valid("messages", json!({})))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(post(&m, "messages", json!({})).await.status(), 401);
-    m.require_key(None);
-    assert_eq!(post(&m, "messages", json!({})).await.status(), 200);
+    assert_eq!(response.status(), 200);
+    assert_eq!(post(&mock, "messages", json!({})).await.status(), 401);
+    mock.require_key(None);
+    assert_eq!(post(&mock, "messages", json!({})).await.status(), 200);
 }
 
 #[tokio::test]
 async fn counts_records_names_and_resets() {
-    let m = MockUpstream::start().await.unwrap();
-    m.set_name("up-a");
-    let r = post(&m, "chat/completions", json!({"model": "a"})).await;
-    assert_eq!(r.headers()["x-mock-name"], "up-a");
-    let r = post_fault(&m, "embeddings", json!({}), "status=500").await;
-    assert_eq!(r.headers()["x-mock-name"], "up-a");
+    let mock = MockUpstream::start().await.unwrap();
+    mock.set_name("up-a");
+    let response = post(&mock, "chat/completions", json!({"model": "a"})).await;
+    assert_eq!(response.headers()["x-mock-name"], "up-a");
+    let response = post_fault(&mock, "embeddings", json!({}), "status=500").await;
+    assert_eq!(response.headers()["x-mock-name"], "up-a");
     client()
-        .get(format!("{}/models?x=1", m.base_url()))
+        .get(format!("{}/models?x=1", mock.base_url()))
         .header("x-trace", "t1")
         .send()
         .await
         .unwrap();
-    assert_eq!(m.calls(), 3);
-    assert_eq!(m.calls_to("/v1/chat/completions"), 1);
-    assert_eq!(m.calls_to("embeddings"), 1);
-    assert_eq!(m.calls_to("/v1/models"), 1);
-    assert_eq!(m.calls_to("/v1/responses"), 0);
-    let reqs = m.requests();
+    assert_eq!(mock.calls(), 3);
+    assert_eq!(mock.calls_to("/v1/chat/completions"), 1);
+    assert_eq!(mock.calls_to("embeddings"), 1);
+    assert_eq!(mock.calls_to("/v1/models"), 1);
+    assert_eq!(mock.calls_to("/v1/responses"), 0);
+    let reqs = mock.requests();
     assert_eq!(reqs.len(), 3);
     assert_eq!(reqs[0].json().unwrap()["model"], "a");
     assert_eq!(
@@ -242,26 +242,33 @@ async fn counts_records_names_and_resets() {
     );
     assert_eq!(reqs[2].header("X-Trace"), Some("t1"));
     assert!(reqs[0].arrived_at <= reqs[2].arrived_at);
-    m.reset();
+    mock.reset();
     assert_eq!(
-        (m.calls(), m.calls_to("embeddings"), m.requests().len()),
+        (
+            mock.calls(),
+            mock.calls_to("embeddings"),
+            mock.requests().len()
+        ),
         (0, 0, 0)
     );
 }
 
 #[tokio::test]
 async fn fault_header_overrides_queue_and_rejects_garbage() {
-    let m = MockUpstream::start().await.unwrap();
-    m.push(Behavior::Status {
+    let mock = MockUpstream::start().await.unwrap();
+    mock.push(Behavior::Status {
         code: 502,
         body: None,
     });
-    let r = post_fault(&m, "chat/completions", json!({}), "status=418").await;
-    assert_eq!(r.status(), 418);
+    let response = post_fault(&mock, "chat/completions", json!({}), "status=418").await;
+    assert_eq!(response.status(), 418);
     // The queued behaviour was not consumed by the overridden request.
-    assert_eq!(post(&m, "chat/completions", json!({})).await.status(), 502);
-    let r = post_fault(&m, "chat/completions", json!({}), "explode=1").await;
-    assert_eq!(r.status(), 400);
+    assert_eq!(
+        post(&mock, "chat/completions", json!({})).await.status(),
+        502
+    );
+    let response = post_fault(&mock, "chat/completions", json!({}), "explode=1").await;
+    assert_eq!(response.status(), 400);
 
     let parsed: Vec<Behavior> = [
         "status=503",
@@ -321,25 +328,25 @@ async fn fault_header_overrides_queue_and_rejects_garbage() {
 
 #[tokio::test]
 async fn dropped_stream_counts_as_disconnect() {
-    let m = MockUpstream::start().await.unwrap();
-    let r = sse(&m, "chat/completions", "stream=200:10ms").await;
-    let mut body = r.bytes_stream();
+    let mock = MockUpstream::start().await.unwrap();
+    let stream = sse(&mock, "chat/completions", "stream=200:10ms").await;
+    let mut body = stream.bytes_stream();
     body.next().await.unwrap().unwrap();
-    assert_eq!(m.open_streams(), 1);
-    assert_eq!(m.disconnects(), 0);
+    assert_eq!(mock.open_streams(), 1);
+    assert_eq!(mock.disconnects(), 0);
     drop(body);
     assert!(
-        wait_until(|| m.disconnects() == 1).await,
+        wait_until(|| mock.disconnects() == 1).await,
         "disconnect not seen"
     );
-    assert!(wait_until(|| m.open_streams() == 0).await);
+    assert!(wait_until(|| mock.open_streams() == 0).await);
     // A stream read to its end is not a disconnect.
-    sse(&m, "chat/completions", "stream=3:1ms")
+    sse(&mock, "chat/completions", "stream=3:1ms")
         .await
         .text()
         .await
         .unwrap();
-    assert_eq!(m.disconnects(), 1);
+    assert_eq!(mock.disconnects(), 1);
 }
 
 #[tokio::test]
@@ -347,28 +354,28 @@ async fn serves_h2c() {
     use http_body_util::{BodyExt, Full};
     use hyper_util::client::legacy::Client;
     use hyper_util::rt::TokioExecutor;
-    let m = MockUpstream::start().await.unwrap();
-    let c: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new())
+    let mock = MockUpstream::start().await.unwrap();
+    let h2c_client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build_http();
-    let req = http::Request::post(format!("{}/chat/completions", m.base_url()))
+    let req = http::Request::post(format!("{}/chat/completions", mock.base_url()))
         .body(Full::new(bytes::Bytes::from(
             valid("chat/completions", json!({"model": "h2"})).to_string(),
         )))
         .unwrap();
-    let r = c.request(req).await.unwrap();
-    assert_eq!(r.version(), http::Version::HTTP_2);
-    let body = r.into_body().collect().await.unwrap().to_bytes();
-    let v: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(v["model"], "h2");
+    let response = h2c_client.request(req).await.unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["model"], "h2");
 }
 
 #[tokio::test]
 async fn shutdown_and_drop_stop_the_server() {
-    let m = MockUpstream::start().await.unwrap();
-    let url = format!("{}/models", m.base_url());
+    let mock = MockUpstream::start().await.unwrap();
+    let url = format!("{}/models", mock.base_url());
     assert!(client().get(&url).send().await.is_ok());
-    m.shutdown();
+    mock.shutdown();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(reqwest::Client::new().get(&url).send().await.is_err());
 

@@ -11,24 +11,24 @@ fn tool(name: &str) -> Value {
 
 #[tokio::test]
 async fn chat_tooltest_calls_the_shell_tool_then_quotes_its_output() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let prompt = json!({"role": "user", "content": "TOOLTEST: run it"});
     let body = json!({"model": "m", "tools": [tool("read"), tool("bash")], "messages": [prompt]});
-    let v: Value = post(&m, "chat/completions", body)
+    let json: Value = post(&mock, "chat/completions", body)
         .await
         .json()
         .await
         .unwrap();
-    let call = &v["choices"][0]["message"]["tool_calls"][0];
-    assert_eq!(call["function"]["name"], "bash", "{v}");
+    let call = &json["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "bash", "{json}");
     let args: Value =
         serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(args["command"], TOOL_COMMAND);
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(json["choices"][0]["finish_reason"], "tool_calls");
     let id = call["id"].as_str().unwrap();
     let body = json!({"model": "m", "stream": true, "tools": [tool("bash")], "messages": [prompt,
-        v["choices"][0]["message"], {"role": "tool", "tool_call_id": id, "content": "tool-ok-42\n"}]});
-    let text = post(&m, "chat/completions", body)
+        json["choices"][0]["message"], {"role": "tool", "tool_call_id": id, "content": "tool-ok-42\n"}]});
+    let text = post(&mock, "chat/completions", body)
         .await
         .text()
         .await
@@ -47,22 +47,22 @@ async fn chat_tooltest_calls_the_shell_tool_then_quotes_its_output() {
 
 #[tokio::test]
 async fn messages_tooltest_and_readtest_use_bash_and_read() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let tools = json!([{"name": "Bash", "input_schema": {"type": "object"}}, {"name": "Read", "input_schema": {"type": "object"}}]);
     let ask = |text: &str| {
         json!({"model": "m", "max_tokens": 50, "tools": tools,
         "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]})
     };
-    let v: Value = post(&m, "messages", ask("TOOLTEST: go"))
+    let json: Value = post(&mock, "messages", ask("TOOLTEST: go"))
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(v["stop_reason"], "tool_use", "{v}");
-    assert_eq!(v["content"][0]["name"], "Bash");
-    assert_eq!(v["content"][0]["input"]["command"], TOOL_COMMAND);
-    let v: Value = post(
-        &m,
+    assert_eq!(json["stop_reason"], "tool_use", "{json}");
+    assert_eq!(json["content"][0]["name"], "Bash");
+    assert_eq!(json["content"][0]["input"]["command"], TOOL_COMMAND);
+    let json: Value = post(
+        &mock,
         "messages",
         ask("READTEST: look at /tmp/x/shot.png please"),
     )
@@ -70,33 +70,33 @@ async fn messages_tooltest_and_readtest_use_bash_and_read() {
     .json()
     .await
     .unwrap();
-    assert_eq!(v["content"][0]["name"], "Read", "{v}");
+    assert_eq!(json["content"][0]["name"], "Read", "{json}");
     assert_eq!(
-        v["content"][0]["input"],
+        json["content"][0]["input"],
         json!({"file_path": "/tmp/x/shot.png"})
     );
     let mut body = ask("READTEST: look at /tmp/x/shot.png please");
     body["messages"].as_array_mut().unwrap().extend([
-        json!({"role": "assistant", "content": [v["content"][0]]}),
-        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": v["content"][0]["id"],
+        json!({"role": "assistant", "content": [json["content"][0]]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": json["content"][0]["id"],
             "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]}),
     ]);
-    let v: Value = post(&m, "messages", body).await.json().await.unwrap();
+    let body: Value = post(&mock, "messages", body).await.json().await.unwrap();
     assert_eq!(
-        v["content"][0]["text"],
+        body["content"][0]["text"],
         format!("{ANSWER_PREFIX}[an image]"),
-        "{v}"
+        "{body}"
     );
 }
 
 #[tokio::test]
 async fn responses_tooltest_is_a_function_call_item() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let tools =
         json!([{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]);
     let prompt = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "TOOLTEST: go"}]});
-    let v: Value = post(
-        &m,
+    let body: Value = post(
+        &mock,
         "responses",
         json!({"model": "m", "tools": tools, "input": [prompt]}),
     )
@@ -104,14 +104,14 @@ async fn responses_tooltest_is_a_function_call_item() {
     .json()
     .await
     .unwrap();
-    let item = &v["output"][0];
+    let item = &body["output"][0];
     assert_eq!(
         (item["type"].clone(), item["name"].clone()),
         (json!("function_call"), json!("exec_command")),
-        "{v}"
+        "{body}"
     );
     let text = post(
-        &m,
+        &mock,
         "responses",
         json!({"model": "m", "stream": true, "tools": tools, "input": [prompt]}),
     )
@@ -127,8 +127,8 @@ async fn responses_tooltest_is_a_function_call_item() {
     let args: Value = serde_json::from_str(done["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(args, json!({"cmd": TOOL_COMMAND}));
     let out = json!({"type": "function_call_output", "call_id": item["call_id"], "output": "Output:\ntool-ok-42\n"});
-    let v: Value = post(
-        &m,
+    let body: Value = post(
+        &mock,
         "responses",
         json!({"model": "m", "tools": tools, "input": [prompt, item, out]}),
     )
@@ -137,9 +137,9 @@ async fn responses_tooltest_is_a_function_call_item() {
     .await
     .unwrap();
     assert_eq!(
-        v["output"][0]["content"][0]["text"],
+        body["output"][0]["content"][0]["text"],
         format!("{ANSWER_PREFIX}Output:\ntool-ok-42"),
-        "{v}"
+        "{body}"
     );
 }
 
@@ -147,10 +147,10 @@ async fn responses_tooltest_is_a_function_call_item() {
 /// tool message; the script reads both as the tool's result.
 #[tokio::test]
 async fn chat_readtest_reads_the_image_after_the_tool_message() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let prompt = json!({"role": "user", "content": "READTEST: /tmp/x/shot.png"});
-    let v: Value = post(
-        &m,
+    let json: Value = post(
+        &mock,
         "chat/completions",
         json!({"model": "m", "tools": [tool("Read")], "messages": [prompt]}),
     )
@@ -158,23 +158,23 @@ async fn chat_readtest_reads_the_image_after_the_tool_message() {
     .json()
     .await
     .unwrap();
-    let call = v["choices"][0]["message"].clone();
+    let call = json["choices"][0]["message"].clone();
     assert_eq!(
         call["tool_calls"][0]["function"]["arguments"], r#"{"file_path":"/tmp/x/shot.png"}"#,
-        "{v}"
+        "{json}"
     );
     let id = call["tool_calls"][0]["id"].clone();
     let image = json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]});
     let body = json!({"model": "m", "tools": [tool("Read")], "messages": [prompt, call,
         {"role": "tool", "tool_call_id": id, "content": "the image follows"}, image]});
-    let v: Value = post(&m, "chat/completions", body)
+    let body: Value = post(&mock, "chat/completions", body)
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(
-        v["choices"][0]["message"]["content"],
+        body["choices"][0]["message"]["content"],
         format!("{ANSWER_PREFIX}the image follows\n[an image]"),
-        "{v}"
+        "{body}"
     );
 }

@@ -7,16 +7,21 @@ use switchyard_mock::{Behavior, Flavour, MockUpstream, THOUGHT};
 use super::{client, data_lines};
 
 /// POSTs `body` (as given, not completed) with optional headers; returns status and JSON.
-async fn send(m: &MockUpstream, path: &str, headers: &[(&str, &str)], body: Value) -> (u16, Value) {
+async fn send(
+    mock: &MockUpstream,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (u16, Value) {
     let mut req = client()
-        .post(format!("http://{}{path}", m.addr()))
+        .post(format!("http://{}{path}", mock.addr()))
         .json(&body);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
+    let response = req.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
     (
         status,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
@@ -36,15 +41,15 @@ fn tool(id: &str) -> Value {
     json!({"role": "tool", "tool_call_id": id, "content": "ok"})
 }
 
-async fn chat(m: &MockUpstream, body: Value) -> (u16, Value) {
-    send(m, "/v1/chat/completions", &[], body).await
+async fn chat(mock: &MockUpstream, body: Value) -> (u16, Value) {
+    send(mock, "/v1/chat/completions", &[], body).await
 }
 
 #[tokio::test]
 async fn openai_refuses_unknown_fields_with_its_error_object() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi")], "context_management": {}}),
     )
     .await;
@@ -54,15 +59,15 @@ async fn openai_refuses_unknown_fields_with_its_error_object() {
         json!({"error": {"message": "Unrecognized request argument supplied: context_management",
             "type": "invalid_request_error", "param": null, "code": null}})
     );
-    assert_eq!(m.refused().len(), 1);
+    assert_eq!(mock.refused().len(), 1);
     let (s, _) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi")], "max_tokens": 5}),
     )
     .await;
     assert_eq!(s, 200, "max_tokens is fine on a non-reasoning model");
-    assert_eq!(m.refused().len(), 1);
-    let (s, v) = chat(&m, json!({"model": "gpt-4o"})).await;
+    assert_eq!(mock.refused().len(), 1);
+    let (s, v) = chat(&mock, json!({"model": "gpt-4o"})).await;
     assert_eq!(
         (s, v["error"]["code"].clone()),
         (400, json!("missing_required_parameter"))
@@ -71,10 +76,10 @@ async fn openai_refuses_unknown_fields_with_its_error_object() {
 
 #[tokio::test]
 async fn reasoning_models_refuse_max_tokens_and_temperature() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     for model in ["gpt-5.4", "o3-mini", "o1", "gpt-5"] {
         let (s, v) = chat(
-            &m,
+            &mock,
             json!({"model": model, "messages": [user("hi")], "max_tokens": 5}),
         )
         .await;
@@ -86,10 +91,10 @@ async fn reasoning_models_refuse_max_tokens_and_temperature() {
             "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
         );
         let ok = json!({"model": model, "messages": [user("hi")], "max_completion_tokens": 5});
-        assert_eq!(chat(&m, ok).await.0, 200, "{model}");
+        assert_eq!(chat(&mock, ok).await.0, 200, "{model}");
     }
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-5.4", "messages": [user("hi")], "temperature": 0}),
     )
     .await;
@@ -99,7 +104,7 @@ async fn reasoning_models_refuse_max_tokens_and_temperature() {
     );
     // A name that only starts like a family is not one.
     let (s, _) = chat(
-        &m,
+        &mock,
         json!({"model": "o1x", "messages": [user("hi")], "max_tokens": 5}),
     )
     .await;
@@ -108,10 +113,10 @@ async fn reasoning_models_refuse_max_tokens_and_temperature() {
 
 #[tokio::test]
 async fn openai_limits_user_and_tool_call_ids() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let long = "u".repeat(65);
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi")], "user": long}),
     )
     .await;
@@ -119,10 +124,10 @@ async fn openai_limits_user_and_tool_call_ids() {
     assert_eq!(v["error"]["param"], "user");
     assert_eq!(v["error"]["code"], "string_above_max_length");
     let ok = json!({"model": "gpt-4o", "messages": [user("hi")], "user": "u".repeat(64)});
-    assert_eq!(chat(&m, ok).await.0, 200);
+    assert_eq!(chat(&mock, ok).await.0, 200);
     let id = "c".repeat(41);
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi"), call(&id), tool(&id)]}),
     )
     .await;
@@ -132,12 +137,12 @@ async fn openai_limits_user_and_tool_call_ids() {
 
 #[tokio::test]
 async fn openai_tool_messages_answer_the_calls_right_before_them() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let ok = json!({"model": "gpt-4o", "messages": [user("hi"), call("call_1"), tool("call_1"), user("next")]});
-    assert_eq!(chat(&m, ok).await.0, 200);
+    assert_eq!(chat(&mock, ok).await.0, 200);
     // A tool message with no call before it.
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi"), tool("call_1")]}),
     )
     .await;
@@ -151,10 +156,10 @@ async fn openai_tool_messages_answer_the_calls_right_before_them() {
     );
     // A user message between the call and its answer.
     let body = json!({"model": "gpt-4o", "messages": [user("hi"), call("call_1"), user("x"), tool("call_1")]});
-    assert_eq!(chat(&m, body).await.0, 400);
+    assert_eq!(chat(&mock, body).await.0, 400);
     // A call never answered.
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi"), call("call_1"), user("x")]}),
     )
     .await;
@@ -170,7 +175,7 @@ async fn openai_tool_messages_answer_the_calls_right_before_them() {
     let img = json!({"role": "tool", "tool_call_id": "call_1", "content": [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]});
     let (s, v) = chat(
-        &m,
+        &mock,
         json!({"model": "gpt-4o", "messages": [user("hi"), call("call_1"), img]}),
     )
     .await;
@@ -184,7 +189,7 @@ async fn openai_tool_messages_answer_the_calls_right_before_them() {
     );
     // An Anthropic block type inside an OpenAI message.
     let bad = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"}]});
-    let (s, v) = chat(&m, json!({"model": "gpt-4o", "messages": [bad]})).await;
+    let (s, v) = chat(&mock, json!({"model": "gpt-4o", "messages": [bad]})).await;
     assert_eq!(
         (s, v["error"]["param"].clone()),
         (400, json!("messages[0].content[0].type"))
@@ -193,9 +198,9 @@ async fn openai_tool_messages_answer_the_calls_right_before_them() {
 
 #[tokio::test]
 async fn responses_refuses_unknown_parameters() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let (s, v) = send(
-        &m,
+        &mock,
         "/v1/responses",
         &[],
         json!({"model": "gpt-5", "input": "hi", "max_tokens": 5}),
@@ -206,29 +211,29 @@ async fn responses_refuses_unknown_parameters() {
     assert_eq!(v["error"]["code"], "unknown_parameter");
     let ok =
         json!({"model": "gpt-5", "input": "hi", "client_metadata": {"a": "b"}, "store": false});
-    assert_eq!(send(&m, "/v1/responses", &[], ok).await.0, 200);
+    assert_eq!(send(&mock, "/v1/responses", &[], ok).await.0, 200);
 }
 
 fn messages_body(extra: Value) -> Value {
-    let mut b = json!({"model": "claude-x", "max_tokens": 100, "messages": [user("hi")]});
-    if let (Some(b), Value::Object(e)) = (b.as_object_mut(), extra) {
+    let mut body = json!({"model": "claude-x", "max_tokens": 100, "messages": [user("hi")]});
+    if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
         b.extend(e);
     }
-    b
+    body
 }
 
-async fn anthropic(m: &MockUpstream, beta: &str, body: Value) -> (u16, Value) {
-    let h = [
+async fn anthropic(mock: &MockUpstream, beta: &str, body: Value) -> (u16, Value) {
+    let headers = [
         ("anthropic-version", "2023-06-01"),
         ("anthropic-beta", beta),
     ];
-    send(m, "/v1/messages", &h, body).await
+    send(mock, "/v1/messages", &headers, body).await
 }
 
 #[tokio::test]
 async fn anthropic_refuses_extra_inputs_and_beta_fields_without_their_beta() {
-    let m = MockUpstream::start().await.unwrap();
-    let (s, v) = anthropic(&m, "", messages_body(json!({"n": 2}))).await;
+    let mock = MockUpstream::start().await.unwrap();
+    let (s, v) = anthropic(&mock, "", messages_body(json!({"n": 2}))).await;
     assert_eq!(s, 400);
     assert_eq!(
         v,
@@ -236,7 +241,7 @@ async fn anthropic_refuses_extra_inputs_and_beta_fields_without_their_beta() {
             "message": "n: Extra inputs are not permitted"}})
     );
     let cm = json!({"context_management": {"edits": []}});
-    let (s, v) = anthropic(&m, "claude-code-20250219", messages_body(cm.clone())).await;
+    let (s, v) = anthropic(&mock, "claude-code-20250219", messages_body(cm.clone())).await;
     assert_eq!(
         (s, v["error"]["message"].clone()),
         (
@@ -245,13 +250,13 @@ async fn anthropic_refuses_extra_inputs_and_beta_fields_without_their_beta() {
         )
     );
     assert_eq!(
-        anthropic(&m, "context-management-2025-06-27", messages_body(cm))
+        anthropic(&mock, "context-management-2025-06-27", messages_body(cm))
             .await
             .0,
         200
     );
     let (s, v) = anthropic(
-        &m,
+        &mock,
         "",
         json!({"model": "claude-x", "messages": [user("hi")]}),
     )
@@ -261,10 +266,10 @@ async fn anthropic_refuses_extra_inputs_and_beta_fields_without_their_beta() {
         (400, json!("max_tokens: Field required"))
     );
     let meta = json!({"metadata": {"user_id": "u", "session": "s"}});
-    assert_eq!(anthropic(&m, "", messages_body(meta)).await.0, 400);
+    assert_eq!(anthropic(&mock, "", messages_body(meta)).await.0, 400);
     // OpenAI-format cache_control as a sibling of role is not an Anthropic field.
     let msgs = json!({"messages": [{"role": "user", "content": "hi", "cache_control": {"type": "ephemeral"}}]});
-    let (s, v) = anthropic(&m, "", messages_body(msgs)).await;
+    let (s, v) = anthropic(&mock, "", messages_body(msgs)).await;
     assert_eq!(
         (s, v["error"]["message"].clone()),
         (
@@ -274,15 +279,15 @@ async fn anthropic_refuses_extra_inputs_and_beta_fields_without_their_beta() {
     );
     let blocks = json!({"messages": [{"role": "user", "content": [
         {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]});
-    assert_eq!(anthropic(&m, "", messages_body(blocks)).await.0, 200);
+    assert_eq!(anthropic(&mock, "", messages_body(blocks)).await.0, 200);
 }
 
 #[tokio::test]
 async fn anthropic_system_role_needs_the_mid_conversation_beta() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let msgs =
         json!({"messages": [user("hi"), {"role": "system", "content": "be brief"}, user("again")]});
-    let (s, v) = anthropic(&m, "claude-code-20250219", messages_body(msgs.clone())).await;
+    let (s, v) = anthropic(&mock, "claude-code-20250219", messages_body(msgs.clone())).await;
     assert_eq!(
         (s, v["error"]["message"].clone()),
         (
@@ -291,22 +296,22 @@ async fn anthropic_system_role_needs_the_mid_conversation_beta() {
         )
     );
     let beta = "claude-code-20250219,mid-conversation-system-2026-04-07";
-    assert_eq!(anthropic(&m, beta, messages_body(msgs)).await.0, 200);
+    assert_eq!(anthropic(&mock, beta, messages_body(msgs)).await.0, 200);
     // Runs of one role are merged, not refused.
     let runs = json!({"messages": [user("a"), user("b"), {"role": "assistant", "content": "c"}, user("d")]});
-    assert_eq!(anthropic(&m, "", messages_body(runs)).await.0, 200);
+    assert_eq!(anthropic(&mock, "", messages_body(runs)).await.0, 200);
 }
 
 #[tokio::test]
 async fn anthropic_thinking_needs_a_signature_and_tool_use_its_result() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let turn = |sig: &str| {
         json!({"messages": [user("hi"), {"role": "assistant", "content": [
             {"type": "thinking", "thinking": "hmm", "signature": sig},
             {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]})
     };
-    let (s, v) = anthropic(&m, "", messages_body(turn(""))).await;
+    let (s, v) = anthropic(&mock, "", messages_body(turn(""))).await;
     assert_eq!(
         (s, v["error"]["message"].clone()),
         (
@@ -315,14 +320,14 @@ async fn anthropic_thinking_needs_a_signature_and_tool_use_its_result() {
         )
     );
     assert_eq!(
-        anthropic(&m, "", messages_body(turn("EqQBCgIYAhIMzkH8Yw==")))
+        anthropic(&mock, "", messages_body(turn("EqQBCgIYAhIMzkH8Yw==")))
             .await
             .0,
         200
     );
     let unanswered = json!({"messages": [user("hi"), {"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}, user("and?")]});
-    let (s, v) = anthropic(&m, "", messages_body(unanswered)).await;
+    let (s, v) = anthropic(&mock, "", messages_body(unanswered)).await;
     assert_eq!(s, 400);
     assert!(
         v["error"]["message"].as_str().unwrap().contains(
@@ -332,7 +337,7 @@ async fn anthropic_thinking_needs_a_signature_and_tool_use_its_result() {
     );
     let stray = json!({"messages": [{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_9", "content": "ok"}]}]});
-    let (s, v) = anthropic(&m, "", messages_body(stray)).await;
+    let (s, v) = anthropic(&mock, "", messages_body(stray)).await;
     assert_eq!(s, 400);
     assert!(
         v["error"]["message"]
@@ -343,23 +348,23 @@ async fn anthropic_thinking_needs_a_signature_and_tool_use_its_result() {
     );
     let budget =
         json!({"max_tokens": 1000, "thinking": {"type": "enabled", "budget_tokens": 2000}});
-    assert_eq!(anthropic(&m, "", messages_body(budget)).await.0, 400);
+    assert_eq!(anthropic(&mock, "", messages_body(budget)).await.0, 400);
     let adaptive = json!({"thinking": {"type": "adaptive"}});
-    assert_eq!(anthropic(&m, "", messages_body(adaptive)).await.0, 200);
+    assert_eq!(anthropic(&mock, "", messages_body(adaptive)).await.0, 200);
 }
 
 #[tokio::test]
 async fn count_tokens_answers_in_anthropics_shape_and_validates() {
-    let m = MockUpstream::start().await.unwrap();
-    let h = [("anthropic-version", "2023-06-01")];
+    let mock = MockUpstream::start().await.unwrap();
+    let headers = [("anthropic-version", "2023-06-01")];
     let body = json!({"model": "claude-x", "messages": [user("foo")], "tools": []});
-    let (s, v) = send(&m, "/v1/messages/count_tokens", &h, body).await;
+    let (s, v) = send(&mock, "/v1/messages/count_tokens", &headers, body).await;
     assert_eq!(
         (s, v),
         (200, json!({"input_tokens": switchyard_mock::PROMPT_TOKENS}))
     );
     let body = json!({"model": "claude-x", "messages": [user("foo")], "max_tokens": 1});
-    let (s, v) = send(&m, "/v1/messages/count_tokens", &h, body).await;
+    let (s, v) = send(&mock, "/v1/messages/count_tokens", &headers, body).await;
     assert_eq!(
         (s, v["error"]["message"].clone()),
         (400, json!("max_tokens: Extra inputs are not permitted"))
@@ -368,11 +373,11 @@ async fn count_tokens_answers_in_anthropics_shape_and_validates() {
 
 #[tokio::test]
 async fn gemini_refuses_unknown_names_and_schema_keywords() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let path = "/v1beta/models/gemini-x:generateContent";
     let contents = json!([{"role": "user", "parts": [{"text": "hi"}]}]);
     let (s, v) = send(
-        &m,
+        &mock,
         path,
         &[],
         json!({"contents": contents, "temperature": 0}),
@@ -386,7 +391,13 @@ async fn gemini_refuses_unknown_names_and_schema_keywords() {
     );
     let params = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"});
     let tools = json!([{"functionDeclarations": [{"name": "f", "parameters": params}]}]);
-    let (s, v) = send(&m, path, &[], json!({"contents": contents, "tools": tools})).await;
+    let (s, v) = send(
+        &mock,
+        path,
+        &[],
+        json!({"contents": contents, "tools": tools}),
+    )
+    .await;
     assert_eq!(s, 400);
     assert!(
         v["error"]["message"]
@@ -397,25 +408,25 @@ async fn gemini_refuses_unknown_names_and_schema_keywords() {
     );
     let tools = json!([{"function_declarations": [{"name": "f", "parametersJsonSchema": params}]}]);
     let ok = json!({"contents": contents, "tools": tools, "generation_config": {"max_output_tokens": 5}});
-    assert_eq!(send(&m, path, &[], ok).await.0, 200);
+    assert_eq!(send(&mock, path, &[], ok).await.0, 200);
     let bad_role = json!({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]});
-    assert_eq!(send(&m, path, &[], bad_role).await.0, 400);
+    assert_eq!(send(&mock, path, &[], bad_role).await.0, 400);
 }
 
 #[tokio::test]
 async fn chat_only_servers_have_no_responses_or_messages() {
-    let m = MockUpstream::start().await.unwrap();
-    m.set_flavour(Flavour::ChatOnly);
+    let mock = MockUpstream::start().await.unwrap();
+    mock.set_flavour(Flavour::ChatOnly);
     for path in ["/v1/responses", "/v1/messages", "/v1/messages/count_tokens"] {
-        let (s, v) = send(&m, path, &[], json!({"model": "m", "input": "hi"})).await;
+        let (s, v) = send(&mock, path, &[], json!({"model": "m", "input": "hi"})).await;
         assert_eq!((s, v), (404, json!({"detail": "Not Found"})), "{path}");
     }
     // max_tokens on any model, and the servers' own fields.
     let body = json!({"model": "gpt-5", "messages": [user("hi")], "max_tokens": 5, "top_k": 3});
-    assert_eq!(chat(&m, body).await.0, 200);
+    assert_eq!(chat(&mock, body).await.0, 200);
     assert_eq!(
         chat(
-            &m,
+            &mock,
             json!({"model": "m", "messages": [user("hi")], "foo": 1})
         )
         .await
@@ -426,9 +437,9 @@ async fn chat_only_servers_have_no_responses_or_messages() {
 
 #[tokio::test]
 async fn deepseek_thinking_wants_its_reasoning_back_in_tool_loops() {
-    let m = MockUpstream::start().await.unwrap();
-    m.set_flavour(Flavour::DeepseekThinking);
-    let (s, v) = chat(&m, json!({"model": "deepseek-reasoner", "messages": [user("hi"), call("call_1"), tool("call_1")]})).await;
+    let mock = MockUpstream::start().await.unwrap();
+    mock.set_flavour(Flavour::DeepseekThinking);
+    let (s, v) = chat(&mock, json!({"model": "deepseek-reasoner", "messages": [user("hi"), call("call_1"), tool("call_1")]})).await;
     assert_eq!(s, 400);
     assert!(
         v["error"]["message"].as_str().unwrap().starts_with(
@@ -440,22 +451,22 @@ async fn deepseek_thinking_wants_its_reasoning_back_in_tool_loops() {
     with["reasoning_content"] = json!(THOUGHT);
     let body =
         json!({"model": "deepseek-reasoner", "messages": [user("hi"), with, tool("call_1")]});
-    let (s, v) = chat(&m, body).await;
+    let (s, v) = chat(&mock, body).await;
     assert_eq!(s, 200);
     assert_eq!(v["choices"][0]["message"]["reasoning_content"], THOUGHT);
     // Before the last user message the reasoning may be gone; thinking off needs none.
     let older = json!({"model": "deepseek-reasoner", "messages": [user("hi"), call("call_1"), tool("call_1"), user("next")]});
-    assert_eq!(chat(&m, older).await.0, 200);
+    assert_eq!(chat(&mock, older).await.0, 200);
     let off = json!({"model": "deepseek-reasoner", "thinking": {"type": "disabled"},
         "messages": [user("hi"), call("call_1"), tool("call_1")]});
-    assert_eq!(chat(&m, off).await.0, 200);
-    let r = client()
-        .post(format!("{}/chat/completions", m.base_url()))
+    assert_eq!(chat(&mock, off).await.0, 200);
+    let response = client()
+        .post(format!("{}/chat/completions", mock.base_url()))
         .json(&json!({"model": "deepseek-reasoner", "stream": true, "messages": [user("hi")]}))
         .send()
         .await
         .unwrap();
-    let text = r.text().await.unwrap();
+    let text = response.text().await.unwrap();
     let first: Value = serde_json::from_str(data_lines(&text)[1]).unwrap();
     assert_eq!(
         first["choices"][0]["delta"]["reasoning_content"], THOUGHT,
@@ -465,21 +476,21 @@ async fn deepseek_thinking_wants_its_reasoning_back_in_tool_loops() {
 
 #[tokio::test]
 async fn front_end_faults_come_first_and_validation_can_be_turned_off() {
-    let m = MockUpstream::start().await.unwrap();
-    m.push(Behavior::Status {
+    let mock = MockUpstream::start().await.unwrap();
+    mock.push(Behavior::Status {
         code: 529,
         body: None,
     });
-    let (s, _) = send(&m, "/v1/messages", &[], json!({"junk": true})).await;
+    let (s, _) = send(&mock, "/v1/messages", &[], json!({"junk": true})).await;
     assert_eq!(s, 529, "an overloaded front end answers before validation");
-    let (s, _) = send(&m, "/v1/messages", &[], json!({"junk": true})).await;
+    let (s, _) = send(&mock, "/v1/messages", &[], json!({"junk": true})).await;
     assert_eq!(s, 400);
-    let reqs = m.requests();
+    let reqs = mock.requests();
     assert!(
         reqs.iter().all(|r| r.refusal.is_some()),
         "both recorded as invalid"
     );
-    m.set_validate(false);
-    let (s, _) = send(&m, "/v1/messages", &[], json!({"junk": true})).await;
+    mock.set_validate(false);
+    let (s, _) = send(&mock, "/v1/messages", &[], json!({"junk": true})).await;
     assert_eq!(s, 200);
 }

@@ -13,50 +13,50 @@ fn chat(stream: bool) -> Value {
     json!({"model": "m", "stream": stream, "messages": []})
 }
 
-fn gunzip(b: &[u8]) -> String {
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(b)
-        .read_to_string(&mut s)
+fn gunzip(bytes: &[u8]) -> String {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_string(&mut text)
         .unwrap();
-    s
+    text
 }
 
 #[tokio::test]
 async fn json_answers_are_gzipped_when_the_request_accepts_it() {
-    let m = MockUpstream::start().await.unwrap();
-    let plain = post(&m, "chat/completions", chat(false)).await;
+    let mock = MockUpstream::start().await.unwrap();
+    let plain = post(&mock, "chat/completions", chat(false)).await;
     assert!(plain.headers().get("content-encoding").is_none());
     let plain = plain.text().await.unwrap();
-    let r = client()
-        .post(format!("{}/chat/completions", m.base_url()))
+    let response = client()
+        .post(format!("{}/chat/completions", mock.base_url()))
         .header("accept-encoding", "gzip, br")
         .json(&chat(false))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.headers()["content-encoding"], "gzip");
-    assert_eq!(gunzip(&r.bytes().await.unwrap()), plain);
+    assert_eq!(response.headers()["content-encoding"], "gzip");
+    assert_eq!(gunzip(&response.bytes().await.unwrap()), plain);
     // Streams are not compressed unless asked for with the `gzip` modifier.
-    let r = client()
-        .post(format!("{}/chat/completions", m.base_url()))
+    let response = client()
+        .post(format!("{}/chat/completions", mock.base_url()))
         .header("accept-encoding", "gzip")
         .json(&chat(true))
         .send()
         .await
         .unwrap();
-    assert!(r.headers().get("content-encoding").is_none());
-    let sse = r.text().await.unwrap();
-    let r = post_fault(&m, "chat/completions", chat(true), "gzip").await;
-    assert_eq!(r.headers()["content-encoding"], "gzip");
-    assert_eq!(gunzip(&r.bytes().await.unwrap()), sse);
+    assert!(response.headers().get("content-encoding").is_none());
+    let sse = response.text().await.unwrap();
+    let response = post_fault(&mock, "chat/completions", chat(true), "gzip").await;
+    assert_eq!(response.headers()["content-encoding"], "gzip");
+    assert_eq!(gunzip(&response.bytes().await.unwrap()), sse);
 }
 
 #[tokio::test]
 async fn wire_shapes_keep_the_bytes() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     for path in ["chat/completions", "messages", "responses"] {
         let body = super::valid(path, json!({"model": "m", "stream": true}));
-        let want = post(&m, path, body.clone()).await.text().await.unwrap();
+        let want = post(&mock, path, body.clone()).await.text().await.unwrap();
         for fault in [
             "coalesce",
             "split=1",
@@ -64,16 +64,16 @@ async fn wire_shapes_keep_the_bytes() {
             "ok,cl",
             "cl,split=3",
         ] {
-            let r = post_fault(&m, path, body.clone(), fault).await;
+            let response = post_fault(&mock, path, body.clone(), fault).await;
             if fault.contains("cl") {
                 assert_eq!(
-                    r.headers()["content-length"].to_str().unwrap(),
+                    response.headers()["content-length"].to_str().unwrap(),
                     want.len().to_string()
                 );
             }
-            assert_eq!(r.text().await.unwrap(), want, "{path} {fault}");
+            assert_eq!(response.text().await.unwrap(), want, "{path} {fault}");
         }
-        let crlf = post_fault(&m, path, body.clone(), "crlf")
+        let crlf = post_fault(&mock, path, body.clone(), "crlf")
             .await
             .text()
             .await
@@ -84,31 +84,31 @@ async fn wire_shapes_keep_the_bytes() {
 
 #[tokio::test]
 async fn non_stream_headers_come_when_the_answer_is_ready() {
-    let m = MockUpstream::start().await.unwrap();
-    let t = Instant::now();
-    let r = post_fault(&m, "chat/completions", chat(false), "stream=3:200ms").await;
+    let mock = MockUpstream::start().await.unwrap();
+    let started = Instant::now();
+    let response = post_fault(&mock, "chat/completions", chat(false), "stream=3:200ms").await;
     assert!(
-        t.elapsed() >= Duration::from_millis(600),
+        started.elapsed() >= Duration::from_millis(600),
         "{:?}",
-        t.elapsed()
+        started.elapsed()
     );
-    assert!(r.text().await.unwrap().contains("chunk 2"));
+    assert!(response.text().await.unwrap().contains("chunk 2"));
     // A stream's headers come at once.
-    let t = Instant::now();
-    let r = post_fault(&m, "chat/completions", chat(true), "stream=3:400ms").await;
+    let started = Instant::now();
+    let response = post_fault(&mock, "chat/completions", chat(true), "stream=3:400ms").await;
     assert!(
-        t.elapsed() < Duration::from_millis(400),
+        started.elapsed() < Duration::from_millis(400),
         "{:?}",
-        t.elapsed()
+        started.elapsed()
     );
-    assert!(r.text().await.unwrap().contains("[DONE]"));
+    assert!(response.text().await.unwrap().contains("[DONE]"));
 }
 
 #[tokio::test]
 async fn anthropic_stream_preamble_and_error_after_start() {
-    let m = MockUpstream::start().await.unwrap();
+    let mock = MockUpstream::start().await.unwrap();
     let body = json!({"model": "claude", "stream": true, "max_tokens": 5, "messages": []});
-    let text = post(&m, "messages", body.clone())
+    let text = post(&mock, "messages", body.clone())
         .await
         .text()
         .await
@@ -120,29 +120,29 @@ async fn anthropic_stream_preamble_and_error_after_start() {
     );
     assert!(text.contains("\"cache_read_input_tokens\":4"), "{text}");
     assert!(text.contains("\"cache_creation_input_tokens\":2"), "{text}");
-    let r = post_fault(&m, "messages", body, "error_after_start=529").await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let response = post_fault(&mock, "messages", body, "error_after_start=529").await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
     assert_eq!(event_names(&text), ["message_start", "ping", "error"]);
     assert!(text.contains("overloaded_error"), "{text}");
 }
 
 #[test]
 fn fault_lists_parse() {
-    let w = |f: fn(&mut Wire)| {
-        let mut w = Wire::default();
-        f(&mut w);
-        w
+    let wire_with = |f: fn(&mut Wire)| {
+        let mut wire = Wire::default();
+        f(&mut wire);
+        wire
     };
     assert_eq!(
         "ok,coalesce".parse::<Behavior>().unwrap(),
-        Behavior::Ok.with(w(|w| w.coalesce = true))
+        Behavior::Ok.with(wire_with(|w| w.coalesce = true))
     );
     assert_eq!(
         "cut=2, split=3/1, gap=2ms, cl, gzip"
             .parse::<Behavior>()
             .unwrap(),
-        Behavior::CutMidStream { after_chunks: 2 }.with(w(|w| {
+        Behavior::CutMidStream { after_chunks: 2 }.with(wire_with(|w| {
             w.split = vec![3, 1];
             w.gap = Duration::from_millis(2);
             w.content_length = true;
@@ -163,20 +163,20 @@ fn fault_lists_parse() {
 
 #[tokio::test]
 async fn chaos_draws_a_fault_per_call() {
-    let m = MockUpstream::start().await.unwrap();
-    m.set_default(Behavior::Chaos);
+    let mock = MockUpstream::start().await.unwrap();
+    mock.set_default(Behavior::Chaos);
     let quick = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();
     let mut statuses = std::collections::BTreeSet::new();
     for _ in 0..60 {
-        let r = quick
-            .post(format!("{}/chat/completions", m.base_url()))
+        let response = quick
+            .post(format!("{}/chat/completions", mock.base_url()))
             .json(&chat(false))
             .send()
             .await;
-        statuses.insert(r.map_or(0, |r| r.status().as_u16()));
+        statuses.insert(response.map_or(0, |r| r.status().as_u16()));
     }
     assert!(
         statuses.contains(&200) && statuses.iter().any(|s| *s >= 429),

@@ -7,7 +7,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn every_enable_and_disable_is_logged_with_who_and_why() {
-    let m = mocks(&["up", "spare"]).await;
+    let mocks = mocks(&["up", "spare"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     let body = fill(
@@ -16,13 +16,13 @@ async fn every_enable_and_disable_is_logged_with_who_and_why() {
             channel("up", "{up}", 10, &["m"]),
             channel("spare", "{spare}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     std::fs::write(&cfg, format!("{}{body}", head(dir.path()))).unwrap();
-    let p = Proc::spawn(&cfg, &[]);
+    let process = Proc::spawn(&cfg, &[]);
     let http = reqwest::Client::new();
     let admin = |action: &str| {
-        http.post(format!("{}/admin/channels/up/{action}", p.admin))
+        http.post(format!("{}/admin/channels/up/{action}", process.admin))
             .bearer_auth(ADMIN_TOKEN)
             .send()
     };
@@ -37,51 +37,54 @@ async fn every_enable_and_disable_is_logged_with_who_and_why() {
             .status(),
         200
     );
-    let l = p
+    let line = process
         .wait_log("operator disable", |l| {
             is(l, "channel disabled", "operator")
         })
         .await;
     assert_eq!(
-        l["reason"], "disabled by operator: upstream maintenance",
-        "{l}"
+        line["reason"], "disabled by operator: upstream maintenance",
+        "{line}"
     );
-    assert_eq!(l["via"], "admin API", "{l}");
-    assert!(l["peer"].as_str().unwrap().starts_with("127.0.0.1:"), "{l}");
+    assert_eq!(line["via"], "admin API", "{line}");
+    assert!(
+        line["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{line}"
+    );
 
     assert_eq!(admin("enable").await.unwrap().status(), 200);
-    let l = p
+    let line = process
         .wait_log("operator enable", |l| is(l, "channel enabled", "operator"))
         .await;
     assert_eq!(
-        l["was"], "disabled by operator: upstream maintenance",
-        "{l}"
+        line["was"], "disabled by operator: upstream maintenance",
+        "{line}"
     );
 
     // The upstream says the key is invalid: the channel is disabled by the rules.
-    m["up"].push(Behavior::Status {
+    mocks["up"].push(Behavior::Status {
         code: 401,
         body: None,
     });
-    let r = http
-        .post(format!("{}/v1/chat/completions", p.base))
+    let response = http
+        .post(format!("{}/v1/chat/completions", process.base))
         .bearer_auth(ALICE)
         .json(&serde_json::json!({"model": "m", "messages": []}))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200, "served by the spare");
-    let l = p
+    assert_eq!(response.status(), 200, "served by the spare");
+    let line = process
         .wait_log("auto-disable", |l| {
             is(l, "channel disabled", "auto_disable")
         })
         .await;
-    assert_eq!(l["reason"], "upstream status 401", "{l}");
+    assert_eq!(line["reason"], "upstream status 401", "{line}");
 
     // The models listing answers again: the probe lifts it.
-    let l = p
+    let line = process
         .wait_log("probe re-enable", |l| is(l, "channel re-enabled", "probe"))
         .await;
-    assert_eq!(l["was"], "upstream status 401", "{l}");
-    assert!(l["reason"].as_str().unwrap().contains("2xx"), "{l}");
+    assert_eq!(line["was"], "upstream status 401", "{line}");
+    assert!(line["reason"].as_str().unwrap().contains("2xx"), "{line}");
 }

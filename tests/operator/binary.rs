@@ -47,8 +47,8 @@ impl Proc {
                 // as soon as `spawn` returns must find the ready line among them.
                 l2.lock().unwrap().push(line.clone());
                 if line.contains("switchyard ready") {
-                    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-                    let addr = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                    let body: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                    let addr = |k: &str| body[k].as_str().unwrap_or_default().to_string();
                     let _ = tx.send((addr("listen"), addr("admin")));
                 }
             }

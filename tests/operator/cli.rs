@@ -8,11 +8,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 const CONFIG: &str = "routing: {tier_walk: one_per_tier}\nauto_groups: [vip, default]\nchannels:\n  hi:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    priority: 10\n  lo:\n    kind: anthropic\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n    groups: [vip]\nclients:\n  alice: {key: k, group: auto}\n";
 
 fn explain(dir: &std::path::Path, model: &str) -> std::process::Output {
-    let f = dir.join("c.yaml");
-    std::fs::write(&f, CONFIG).unwrap();
+    let config_path = dir.join("c.yaml");
+    std::fs::write(&config_path, CONFIG).unwrap();
     Command::new(BIN)
         .args(["explain", "--client", "alice", "--model", model, "--config"])
-        .arg(&f)
+        .arg(&config_path)
         .output()
         .unwrap()
 }
@@ -40,11 +40,14 @@ fn offline_explain_shows_no_live_state_and_spells_enums_as_the_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["tier_walk"], "one_per_tier");
-    assert_eq!(v["served"], true);
-    assert!(v["live_state"].as_str().unwrap().contains("/admin/explain"));
-    let routes = v["routes"].as_array().unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["tier_walk"], "one_per_tier");
+    assert_eq!(body["served"], true);
+    assert!(body["live_state"]
+        .as_str()
+        .unwrap()
+        .contains("/admin/explain"));
+    let routes = body["routes"].as_array().unwrap();
     assert_eq!(routes[0]["group"], "vip");
     let cand = &routes[0]["tiers"][0]["candidates"][0];
     assert_eq!(cand["name"], "lo");
@@ -117,25 +120,25 @@ fn a_port_in_use_is_reported_once_before_any_file_is_created() {
 #[test]
 fn explain_shows_which_candidates_translate() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("c.yaml");
+    let config_path = dir.path().join("c.yaml");
     let yaml = "channels:\n  oa:\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n  an:\n    kind: anthropic\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n  strict:\n    kind: anthropic\n    translate: false\n    base_url: http://127.0.0.1:9/v1\n    models: [m]\n  gem:\n    kind: gemini\n    base_url: http://127.0.0.1:9/v1beta\n    models: [m]\nclients:\n  alice: {key: k}\n";
-    std::fs::write(&f, yaml).unwrap();
+    std::fs::write(&config_path, yaml).unwrap();
     let out = Command::new(BIN)
         .args(["explain", "--client", "alice", "--model", "m", "--config"])
-        .arg(&f)
+        .arg(&config_path)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut seen = std::collections::BTreeMap::new();
-    for t in v["routes"][0]["tiers"].as_array().unwrap() {
+    for t in body["routes"][0]["tiers"].as_array().unwrap() {
         for c in t["candidates"].as_array().unwrap() {
-            let f = &c["client_formats"];
+            let formats = &c["client_formats"];
             seen.insert(
                 c["name"].as_str().unwrap().to_string(),
                 (
-                    f["chat_completions"].as_str().unwrap().to_string(),
-                    f["messages"].as_str().unwrap().to_string(),
+                    formats["chat_completions"].as_str().unwrap().to_string(),
+                    formats["messages"].as_str().unwrap().to_string(),
                 ),
             );
         }

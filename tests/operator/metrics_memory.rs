@@ -28,7 +28,7 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
-async fn drive(http: &reqwest::Client, url: &str, n: usize) {
+async fn drive(http: &reqwest::Client, url: &str, requests: usize) {
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..CONCURRENCY {
@@ -36,16 +36,16 @@ async fn drive(http: &reqwest::Client, url: &str, n: usize) {
         tasks.push(tokio::spawn(async move {
             let body = serde_json::json!({"model": "gpt-4o",
                 "messages": [{"role": "user", "content": "hi"}]});
-            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                let r = http
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < requests {
+                let response = http
                     .post(&url)
                     .bearer_auth(ALICE)
                     .json(&body)
                     .send()
                     .await
                     .expect("request");
-                assert_eq!(r.status(), 200);
-                r.bytes().await.expect("body");
+                assert_eq!(response.status(), 200);
+                response.bytes().await.expect("body");
             }
         }));
     }
@@ -61,7 +61,7 @@ async fn rss_stays_flat_over_100k_requests_without_a_scrape() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    let m = mocks(&["a"]).await;
+    let mocks = mocks(&["a"]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("switchyard.yaml");
     // Every request goes through every request histogram and the request log's bounded
@@ -71,7 +71,7 @@ async fn rss_stays_flat_over_100k_requests_without_a_scrape() {
          channels:\n  a:\n    kind: openai\n    base_url: {}\n    keys: [sk-up]\n    models: [gpt-4o]\n\
          clients:\n  alice:\n    key: {ALICE}\n",
         dir.path().join("db.sqlite").display(),
-        m["a"].base_url()
+        mocks["a"].base_url()
     );
     std::fs::write(&config, yaml).expect("config");
     let gw = Proc::spawn(&config, &[]);

@@ -82,27 +82,27 @@ fn has_labels(series: &Series, name: &str, labels: &BTreeSet<String>) -> bool {
 }
 
 async fn scripted_run() -> (Gw, String) {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "auto_disable: {{probe_interval: 500ms}}\nchannels:\n{}{}clients:\n  alice: {{key: {ALICE}, quota: 100000000}}\n  bob: {{key: sk-test-bob, quota: 1}}\npricing:\n  m: {{input: 1000000, output: 1000000}}\n",
             channel("a", "{a}", 10, &["m"]),
             channel("b", "{b}", 0, &["m"]),
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
     assert_eq!(gw.chat("m", false).await.status(), 200);
-    let r = gw.chat("m", true).await;
-    assert_eq!(r.status(), 200);
-    let _ = r.text().await;
-    m["a"].push(Behavior::Status {
+    let response = gw.chat("m", true).await;
+    assert_eq!(response.status(), 200);
+    let _ = response.text().await;
+    mocks["a"].push(Behavior::Status {
         code: 503,
         body: None,
     });
     assert_eq!(gw.chat("m", false).await.status(), 200, "failed over to b");
     for up in ["a", "b"] {
-        m[up].push(Behavior::Status {
+        mocks[up].push(Behavior::Status {
             code: 500,
             body: None,
         });
@@ -111,14 +111,14 @@ async fn scripted_run() -> (Gw, String) {
         gw.chat("m", false).await.status().is_server_error(),
         "refunded"
     );
-    let r = gw
+    let response = gw
         .post(
             "/v1/chat/completions",
             "sk-test-bob",
             json!({"model": "m", "messages": []}),
         )
         .await;
-    assert_eq!(r.status(), 402, "bob is over quota");
+    assert_eq!(response.status(), 402, "bob is over quota");
     tokio::time::sleep(Duration::from_millis(1200)).await; // a probe round
     let text = gw.metrics().await;
     (gw, text)
@@ -223,14 +223,14 @@ async fn every_series_the_dashboard_and_readme_use_exists() {
 
 #[tokio::test]
 async fn series_known_at_start_are_exported_at_zero() {
-    let m = mocks(&["z", "zc"]).await;
+    let mocks = mocks(&["z", "zc"]).await;
     let body = |extra: &str| {
         fill(
             &format!(
                 "channels:\n{}{extra}clients:\n  zoe: {{key: {ALICE}, quota: 10}}\n",
                 channel("z", "{z}", 0, &["m"])
             ),
-            &m,
+            &mocks,
         )
     };
     let gw = start_gw(&body("")).await;

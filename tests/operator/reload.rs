@@ -22,13 +22,17 @@ struct Rig {
     mocks: std::collections::HashMap<String, MockUpstream>,
 }
 
-fn yaml(dir: &Path, m: &std::collections::HashMap<String, MockUpstream>, model: &str) -> String {
+fn yaml(
+    dir: &Path,
+    mocks: &std::collections::HashMap<String, MockUpstream>,
+    model: &str,
+) -> String {
     format!(
         "{}{}",
         head(dir),
         fill(
             &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, &[model])),
-            m
+            mocks
         )
     )
 }
@@ -63,8 +67,8 @@ impl Rig {
 
     /// Reloads of this gateway by result (`GET /admin/config`'s counts).
     async fn reloads(&self, result: &str) -> u64 {
-        let v = self.running.as_ref().unwrap().status.view();
-        v["reloads"][result].as_u64().unwrap()
+        let view = self.running.as_ref().unwrap().status.view();
+        view["reloads"][result].as_u64().unwrap()
     }
 
     async fn serves(&self, model: &str) -> bool {
@@ -112,9 +116,9 @@ impl Rig {
 }
 
 fn plain(root: &Path, text: &str) -> PathBuf {
-    let p = root.join("switchyard.yaml");
-    std::fs::write(&p, text).unwrap();
-    p
+    let config_path = root.join("switchyard.yaml");
+    std::fs::write(&config_path, text).unwrap();
+    config_path
 }
 
 fn run(cmd: &mut Command) {

@@ -51,7 +51,7 @@ fn metric(text: &str, series: &str) -> f64 {
 
 #[tokio::test]
 async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     let good = |model: &str| {
@@ -60,7 +60,7 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
             head(dir.path()),
             fill(
                 &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, &[model])),
-                &m
+                &mocks
             )
         )
     };
@@ -69,10 +69,10 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let p = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
+    let process = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
     let ready = notified(&sock, "READY=1");
     assert!(ready.contains("STATUS=config generation 1 live"), "{ready}");
-    let watching = p.logs().into_iter().find(|l| {
+    let watching = process.logs().into_iter().find(|l| {
         l["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("watching the config"))
@@ -80,7 +80,7 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
     assert!(watching.is_some_and(|l| l["files"].as_str().unwrap().ends_with("switchyard.yaml")));
 
     // From the first scrape: a successful load, every reload result at 0.
-    let text = get(&format!("{}/metrics", p.admin)).await;
+    let text = get(&format!("{}/metrics", process.admin)).await;
     assert_eq!(
         metric(&text, "switchyard_config_last_reload_successful"),
         1.0
@@ -116,7 +116,7 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
             && status.contains("\"lots\" is not a whole number"),
         "{msg}"
     );
-    let text = get(&format!("{}/metrics", p.admin)).await;
+    let text = get(&format!("{}/metrics", process.admin)).await;
     assert_eq!(
         metric(&text, "switchyard_config_last_reload_successful"),
         0.0
@@ -132,25 +132,25 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
         metric(&text, "switchyard_config_reload_total{result=\"error\"}"),
         1.0
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&get(&format!("{}/admin/config", p.admin)).await).unwrap();
-    assert_eq!(v["generation"], 1);
-    assert_eq!(v["last_reload"]["result"], "error");
-    assert_eq!(v["last_reload_successful"], false);
+    let body: serde_json::Value =
+        serde_json::from_str(&get(&format!("{}/admin/config", process.admin)).await).unwrap();
+    assert_eq!(body["generation"], 1);
+    assert_eq!(body["last_reload"]["result"], "error");
+    assert_eq!(body["last_reload_successful"], false);
     assert!(
-        v["last_reload"]["error"]
+        body["last_reload"]["error"]
             .as_str()
             .unwrap()
             .contains("routing.retry_times"),
-        "{v}"
+        "{body}"
     );
-    assert!(v["loaded_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert!(body["loaded_at"].as_str().unwrap().ends_with('Z'), "{body}");
 
     // Fixed: success again, and the success timestamp moves.
     std::fs::write(&cfg, good("m2")).unwrap();
     let msg = notified(&sock, "STATUS=");
     assert!(msg.contains("STATUS=config generation 2 live"), "{msg}");
-    let text = get(&format!("{}/metrics", p.admin)).await;
+    let text = get(&format!("{}/metrics", process.admin)).await;
     assert_eq!(
         metric(&text, "switchyard_config_last_reload_successful"),
         1.0
@@ -161,20 +161,20 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
             "switchyard_config_last_reload_success_timestamp_seconds"
         ) > started
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&get(&format!("{}/admin/config", p.admin)).await).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(&get(&format!("{}/admin/config", process.admin)).await).unwrap();
     assert_eq!(
         (
-            v["generation"].as_u64(),
-            v["last_reload"]["error"].is_null()
+            body["generation"].as_u64(),
+            body["last_reload"]["error"].is_null()
         ),
         (Some(2), true),
-        "{v}"
+        "{body}"
     );
 
     // SIGHUP on an unchanged file: said so, no new generation.
     Command::new("kill")
-        .args(["-HUP", &p.child.id().to_string()])
+        .args(["-HUP", &process.child.id().to_string()])
         .status()
         .unwrap();
     let msg = notified(&sock, "STATUS=");
@@ -182,26 +182,26 @@ async fn a_failed_reload_is_visible_to_systemd_metrics_and_the_admin_api() {
         msg.contains("STATUS=config generation 2 live; file unchanged"),
         "{msg}"
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&get(&format!("{}/admin/config", p.admin)).await).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(&get(&format!("{}/admin/config", process.admin)).await).unwrap();
     assert_eq!(
-        v["reloads"],
+        body["reloads"],
         serde_json::json!({"ok": 1, "unchanged": 1, "error": 1}),
-        "{v}"
+        "{body}"
     );
-    let logs = p.lines.lock().unwrap().join("\n");
+    let logs = process.lines.lock().unwrap().join("\n");
     assert!(logs.contains("config reload rejected"), "{logs}");
 }
 
 #[tokio::test]
 async fn restart_only_settings_are_warned_per_key_and_the_rest_applies() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     let body = |model: &str| {
         fill(
             &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, &[model])),
-            &m,
+            &mocks,
         )
     };
     std::fs::write(&cfg, format!("{}{}", head(dir.path()), body("m1"))).unwrap();
@@ -209,9 +209,9 @@ async fn restart_only_settings_are_warned_per_key_and_the_rest_applies() {
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let p = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
+    let process = Proc::spawn(&cfg, &[("NOTIFY_SOCKET", &sock_path)]);
     notified(&sock, "READY=1");
-    let base = p.base.clone();
+    let base = process.base.clone();
     let moved = head(dir.path())
         .replace("listen: 127.0.0.1:0\nadmin", "listen: 127.0.0.1:1\nadmin")
         .replace("switchyard.db", "elsewhere.db");
@@ -231,28 +231,28 @@ async fn restart_only_settings_are_warned_per_key_and_the_rest_applies() {
         "{msg}"
     );
     // The rest applied, on the listener that is still the old one.
-    let r = reqwest::Client::new()
+    let http = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
         .bearer_auth(ALICE)
         .json(&serde_json::json!({"model": "m2", "messages": []}))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value =
-        serde_json::from_str(&get(&format!("{}/admin/config", p.admin)).await).unwrap();
+    assert_eq!(http.status(), 200);
+    let body: serde_json::Value =
+        serde_json::from_str(&get(&format!("{}/admin/config", process.admin)).await).unwrap();
     assert_eq!(
-        v["restart_required"],
+        body["restart_required"],
         serde_json::json!(["listen", "limits.max_connections", "storage.path"])
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let logs = p.lines.lock().unwrap().clone();
+    let logs = process.lines.lock().unwrap().clone();
     for key in ["listen", "limits.max_connections", "storage.path"] {
         let warned = logs.iter().any(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
-            v["level"] == "WARN"
-                && v["key"] == key
-                && v["message"].as_str().unwrap_or("").contains("restart")
+            let body: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+            body["level"] == "WARN"
+                && body["key"] == key
+                && body["message"].as_str().unwrap_or("").contains("restart")
         });
         assert!(warned, "no warning for {key}:\n{}", logs.join("\n"));
     }
@@ -307,7 +307,7 @@ fn replace(path: &std::path::Path, text: &str) {
 
 #[tokio::test]
 async fn a_renewed_certificate_is_served_without_a_restart() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let (a, b, c) = (cert(), cert(), cert());
     let dir = tempfile::tempdir().unwrap();
     let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
@@ -320,7 +320,7 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
             key.display(),
             channel("up", "{up}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_in(dir, &yaml).await;
     let addr = gw.base.trim_start_matches("http://").to_string();

@@ -15,7 +15,7 @@ const STATUS_TOKEN: &str = "test-status-token";
 
 /// `flaky` answers 500 and opens its breaker after two failures; `parked` is disabled by the
 /// operator; `steady` answers.
-fn body(m: &std::collections::HashMap<String, MockUpstream>) -> String {
+fn body(mocks: &std::collections::HashMap<String, MockUpstream>) -> String {
     fill(
         &format!(
             "resilience:\n  retry:\n    max_retries: 0\n  circuit_breaker:\n    failure_threshold: 2\n    success_threshold: 1\n    timeout: 120s\nchannels:\n{}{}{}clients:\n  alice:\n    key: {ALICE}\n    quota: 100\n    limits:\n      rpm: 50\n",
@@ -23,7 +23,7 @@ fn body(m: &std::collections::HashMap<String, MockUpstream>) -> String {
             channel("parked", "{parked}", 5, &["m"]),
             channel("steady", "{steady}", 0, &["m"]),
         ),
-        m,
+        mocks,
     )
 }
 
@@ -54,47 +54,47 @@ async fn start_with_status_token(body: &str) -> Gw {
 
 /// Open `flaky`'s breaker and disable `parked`; every request is answered by `steady`.
 async fn cause_trouble(gw: &Gw) {
-    let s = gw
+    let status = gw
         .admin_post("/admin/channels/parked/disable?reason=maintenance+window")
         .await;
-    assert_eq!(s, 200);
+    assert_eq!(status, 200);
     for _ in 0..3 {
-        let r = gw.chat("m", false).await;
-        assert_eq!(r.status(), 200);
+        let response = gw.chat("m", false).await;
+        assert_eq!(response.status(), 200);
     }
 }
 
 async fn status_json(gw: &Gw, token: &str) -> Value {
-    let r = gw
+    let response = gw
         .http
         .get(format!("{}/status.json", gw.admin))
         .bearer_auth(token)
         .send()
         .await
         .expect("status.json");
-    assert_eq!(r.status(), 200);
-    r.json().await.expect("status JSON")
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("status JSON")
 }
 
-fn channel_of<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["channels"]
+fn channel_of<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["channels"]
         .as_array()
         .and_then(|a| a.iter().find(|c| c["name"] == name))
-        .unwrap_or_else(|| panic!("no channel {name} in {v}"))
+        .unwrap_or_else(|| panic!("no channel {name} in {status}"))
 }
 
 #[tokio::test]
 async fn the_status_json_shows_an_open_breaker_a_disabled_channel_and_recent_numbers() {
-    let m = mocks(&["flaky", "parked", "steady"]).await;
-    m["flaky"].set_default(Behavior::Status {
+    let mocks = mocks(&["flaky", "parked", "steady"]).await;
+    mocks["flaky"].set_default(Behavior::Status {
         code: 500,
         body: None,
     });
-    let gw = start_with_status_token(&body(&m)).await;
+    let gw = start_with_status_token(&body(&mocks)).await;
     cause_trouble(&gw).await;
-    let v = status_json(&gw, STATUS_TOKEN).await;
+    let status = status_json(&gw, STATUS_TOKEN).await;
 
-    let flaky = channel_of(&v, "flaky");
+    let flaky = channel_of(&status, "flaky");
     let breaker = &flaky["health"]["breaker"];
     assert_eq!(breaker["state"], "open", "{flaky}");
     let left = breaker["open_remaining_ms"].as_u64().unwrap_or(0);
@@ -112,7 +112,7 @@ async fn the_status_json_shows_an_open_breaker_a_disabled_channel_and_recent_num
     );
     assert!(flaky["recent"]["last_success_ms"].is_null(), "{flaky}");
 
-    let parked = channel_of(&v, "parked");
+    let parked = channel_of(&status, "parked");
     assert_eq!(parked["enabled"], false, "{parked}");
     assert_eq!(
         parked["disabled"]["reason"], "disabled by operator: maintenance window",
@@ -123,7 +123,7 @@ async fn the_status_json_shows_an_open_breaker_a_disabled_channel_and_recent_num
         "a disabled channel is never called"
     );
 
-    let steady = channel_of(&v, "steady");
+    let steady = channel_of(&status, "steady");
     assert_eq!(steady["enabled"], true);
     assert_eq!(steady["health"]["breaker"]["state"], "closed");
     assert_eq!(steady["recent"]["attempts"], 3, "{steady}");
@@ -138,7 +138,7 @@ async fn the_status_json_shows_an_open_breaker_a_disabled_channel_and_recent_num
     );
     assert!(steady["recent"]["last_success_ms"].as_i64().is_some());
 
-    let alice = &v["clients"][0];
+    let alice = &status["clients"][0];
     assert_eq!(alice["name"], "alice");
     assert_eq!(alice["last_hour"]["requests"], 3, "{alice}");
     assert_eq!(alice["last_hour"]["errors"], 0, "{alice}");
@@ -150,17 +150,17 @@ async fn the_status_json_shows_an_open_breaker_a_disabled_channel_and_recent_num
     assert_eq!(alice["limits"]["rpm"]["limit"], 50, "{alice}");
     assert_eq!(alice["limits"]["rpm"]["used"], 3, "{alice}");
 
-    assert_eq!(v["generation"], 1);
-    assert_eq!(v["config"]["last_reload"]["result"], "ok");
-    assert_eq!(v["shared_state"]["redis"], "off");
-    assert_eq!(v["shared_state"]["storage"], "sqlite");
+    assert_eq!(status["generation"], 1);
+    assert_eq!(status["config"]["last_reload"]["result"], "ok");
+    assert_eq!(status["shared_state"]["redis"], "off");
+    assert_eq!(status["shared_state"]["storage"], "sqlite");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn the_status_routes_take_the_status_token_which_opens_nothing_else() {
-    let m = mocks(&["flaky", "parked", "steady"]).await;
-    let gw = start_with_status_token(&body(&m)).await;
+    let mocks = mocks(&["flaky", "parked", "steady"]).await;
+    let gw = start_with_status_token(&body(&mocks)).await;
     for (method, path) in switchyard::admin::status::ROUTES {
         assert_eq!(*method, "GET");
         let url = format!("{}{}", gw.admin, path);
@@ -169,28 +169,28 @@ async fn the_status_routes_take_the_status_token_which_opens_nothing_else() {
             if let Some(t) = token {
                 rq = rq.bearer_auth(t);
             }
-            let r = rq.send().await.expect("sent");
-            assert_eq!(r.status(), 401, "{path} with {token:?}");
+            let response = rq.send().await.expect("sent");
+            assert_eq!(response.status(), 401, "{path} with {token:?}");
         }
         for token in [STATUS_TOKEN, ADMIN_TOKEN] {
-            let r = gw
+            let response = gw
                 .http
                 .get(&url)
                 .bearer_auth(token)
                 .send()
                 .await
                 .expect("sent");
-            assert_eq!(r.status(), 200, "{path} with {token}");
+            assert_eq!(response.status(), 200, "{path} with {token}");
         }
-        let r = gw
+        let response = gw
             .http
             .get(format!("{url}?token={STATUS_TOKEN}"))
             .send()
             .await
             .expect("sent");
-        assert_eq!(r.status(), 200, "{path} with ?token=");
+        assert_eq!(response.status(), 200, "{path} with ?token=");
     }
-    let r = gw
+    let response = gw
         .http
         .get(format!("{}/admin/channels", gw.admin))
         .bearer_auth(STATUS_TOKEN)
@@ -198,12 +198,12 @@ async fn the_status_routes_take_the_status_token_which_opens_nothing_else() {
         .await
         .expect("sent");
     assert_eq!(
-        r.status(),
+        response.status(),
         401,
         "the status token is read-only: no /admin/*"
     );
 
-    let r = gw
+    let response = gw
         .http
         .get(format!("{}/status", gw.admin))
         .bearer_auth(STATUS_TOKEN)
@@ -211,7 +211,8 @@ async fn the_status_routes_take_the_status_token_which_opens_nothing_else() {
         .await
         .expect("sent");
     let header = |n: &str| {
-        r.headers()
+        response
+            .headers()
             .get(n)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
@@ -220,7 +221,7 @@ async fn the_status_routes_take_the_status_token_which_opens_nothing_else() {
     assert_eq!(header("content-type"), "text/html; charset=utf-8");
     assert_eq!(header("referrer-policy"), "no-referrer");
     assert!(header("content-security-policy").contains("default-src 'none'"));
-    let html = r.text().await.expect("html");
+    let html = response.text().await.expect("html");
     assert!(html.contains("<script id=\"initial\" type=\"application/json\">{"));
     assert!(!html.contains("__STATUS_JSON__") && !html.contains("__REFRESH_MS__"));
     assert!(!html.contains("sk-up-"), "no upstream key on the page");
@@ -234,12 +235,12 @@ async fn the_status_routes_take_the_status_token_which_opens_nothing_else() {
 /// A channel name with markup stays text: the inlined JSON cannot close its script element.
 #[tokio::test]
 async fn a_hostile_reason_cannot_break_out_of_the_inlined_json() {
-    let m = mocks(&["flaky", "parked", "steady"]).await;
-    let gw = start_with_status_token(&body(&m)).await;
-    let s = gw
+    let mocks = mocks(&["flaky", "parked", "steady"]).await;
+    let gw = start_with_status_token(&body(&mocks)).await;
+    let status = gw
         .admin_post("/admin/channels/parked/disable?reason=%3C%2Fscript%3E%3Cscript%3Ealert(1)%3C%2Fscript%3E")
         .await;
-    assert_eq!(s, 200);
+    assert_eq!(status, 200);
     let html = gw
         .http
         .get(format!("{}/status?token={STATUS_TOKEN}", gw.admin))
@@ -268,12 +269,12 @@ async fn chromium_renders_the_open_breaker_and_the_disabled_channel() {
     let Some(chromium) = chromium() else {
         return;
     };
-    let m = mocks(&["flaky", "parked", "steady"]).await;
-    m["flaky"].set_default(Behavior::Status {
+    let mocks = mocks(&["flaky", "parked", "steady"]).await;
+    mocks["flaky"].set_default(Behavior::Status {
         code: 500,
         body: None,
     });
-    let gw = start_with_status_token(&body(&m)).await;
+    let gw = start_with_status_token(&body(&mocks)).await;
     cause_trouble(&gw).await;
     let url = format!("{}/status?token={STATUS_TOKEN}", gw.admin);
     let profile = tempfile::tempdir().expect("profile dir");

@@ -40,9 +40,9 @@ async fn start_with(request_log: &str, body: &str) -> Gw {
     }
 }
 
-async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
     for _ in 0..300 {
-        if f().await {
+        if condition().await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -52,10 +52,10 @@ async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
 
 #[tokio::test]
 async fn the_request_log_is_kept_within_max_rows() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let body = fill(
         &format!("channels:\n{}{CLIENTS}", channel("up", "{up}", 0, &["m"])),
-        &m,
+        &mocks,
     );
     let gw = start_with("{max_rows: 5, max_age: 0}", &body).await;
     for _ in 0..12 {
@@ -80,13 +80,13 @@ async fn the_request_log_is_kept_within_max_rows() {
 
 #[tokio::test]
 async fn a_compacted_ledger_keeps_every_balance_across_a_restart() {
-    let m = mocks(&["up"]).await;
+    let mocks = mocks(&["up"]).await;
     let body = fill(
         &format!(
             "channels:\n{}clients:\n  alice: {{key: {ALICE}, quota: 1000000}}\npricing:\n  m: {{input: 1000, output: 1000}}\n",
             channel("up", "{up}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let mut gw = start_with("{max_age: 1s, max_rows: 0}", &body).await;
     for _ in 0..5 {
@@ -121,10 +121,10 @@ fn logs() -> Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LOGS.get_or_init(|| {
         let buf: Arc<Mutex<Vec<u8>>> = Arc::default();
-        let b = buf.clone();
+        let sink_buf = buf.clone();
         let _ = tracing_subscriber::fmt()
             .json()
-            .with_writer(move || Sink(b.clone()))
+            .with_writer(move || Sink(sink_buf.clone()))
             .try_init();
         buf
     })
@@ -134,9 +134,9 @@ fn logs() -> Arc<Mutex<Vec<u8>>> {
 struct Sink(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -146,13 +146,13 @@ impl Write for Sink {
 #[tokio::test]
 async fn a_full_disk_is_logged_counted_and_fails_closed_for_quota_clients_only() {
     let logs = logs();
-    let m = mocks(&["up", "an"]).await;
+    let mocks = mocks(&["up", "an"]).await;
     let body = fill(
         &format!(
             "channels:\n{}  an:\n    kind: anthropic\n    base_url: {{an}}\n    models: [c]\nclients:\n  alice: {{key: {ALICE}}}\n  bob: {{key: sk-bob, quota: 1000000}}\npricing:\n  m: {{input: 1, output: 1}}\n  c: {{input: 1, output: 1}}\n",
             channel("up", "{up}", 0, &["m"])
         ),
-        &m,
+        &mocks,
     );
     let gw = start_with("{max_age: 0, max_rows: 0}", &body).await;
     let store = gw.running.as_ref().unwrap().gateway.store.clone();
@@ -166,12 +166,12 @@ async fn a_full_disk_is_logged_counted_and_fails_closed_for_quota_clients_only()
     assert_eq!(bob_chat().await.status(), 200);
     gw.flush().await;
     store.cap_pages(store.page_count().await.unwrap());
-    let mut n = 0;
+    let mut requests = 0;
     while !store.is_full() {
-        assert!(n < 2_000, "the capped database never filled");
+        assert!(requests < 2_000, "the capped database never filled");
         assert_eq!(gw.chat("m", false).await.status(), 200);
-        n += 1;
-        if n % 10 == 0 {
+        requests += 1;
+        if requests % 10 == 0 {
             gw.flush().await;
         }
     }
@@ -179,18 +179,18 @@ async fn a_full_disk_is_logged_counted_and_fails_closed_for_quota_clients_only()
     for _ in 0..5 {
         assert_eq!(gw.chat("m", false).await.status(), 200);
     }
-    let r = bob_chat().await;
-    assert_eq!(r.status(), 503);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "storage_full", "{v}");
+    let response = bob_chat().await;
+    assert_eq!(response.status(), 503);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "storage_full", "{body}");
     assert!(
-        v["error"]["message"]
+        body["error"]["message"]
             .as_str()
             .unwrap()
             .contains("disk full"),
-        "{v}"
+        "{body}"
     );
-    let r = gw
+    let response = gw
         .http
         .post(format!("{}/v1/messages", gw.base))
         .header("x-api-key", "sk-bob")
@@ -199,12 +199,12 @@ async fn a_full_disk_is_logged_counted_and_fails_closed_for_quota_clients_only()
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 503);
-    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(
-        (v["type"].as_str(), v["error"]["code"].as_str()),
+        (body["type"].as_str(), body["error"]["code"].as_str()),
         (Some("error"), Some("storage_full")),
-        "{v}"
+        "{body}"
     );
     // The writer counts the rows it had to drop as it meets them: wait for the five.
     until("the dropped request-log rows to be counted", async || {

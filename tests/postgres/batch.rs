@@ -23,12 +23,15 @@ async fn race(
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
     let mut tasks = Vec::new();
     for i in 0..n {
-        let (q, b, client) = (q.clone(), barrier.clone(), client.to_string());
+        let (quota, barrier, client) = (q.clone(), barrier.clone(), client.to_string());
         tasks.push(tokio::spawn(async move {
-            b.wait().await;
-            let s = format!("{client}-{i}");
-            let d = q.debit(&s, &client, amount(i), limit, 1).await.unwrap();
-            (s, (amount(i), d.admitted))
+            barrier.wait().await;
+            let debit_id = format!("{client}-{i}");
+            let debit = quota
+                .debit(&debit_id, &client, amount(i), limit, 1)
+                .await
+                .unwrap();
+            (debit_id, (amount(i), debit.admitted))
         }));
     }
     let mut out = HashMap::new();
@@ -54,21 +57,21 @@ fn commits(pg: &Postgres, client: &str) -> i64 {
 async fn concurrent_debits_of_one_client_are_batched_and_settle_exactly() {
     let pg = Postgres::start();
     let store = open(&pg, Duration::from_secs(30)).await;
-    let q = store.quota().unwrap();
+    let quota = store.quota().unwrap();
     // Equal amounts: exactly limit / amount pass.
-    let out = race(&q, "alice", 300, 7 * 120, |_| 7).await;
+    let out = race(&quota, "alice", 300, 7 * 120, |_| 7).await;
     let admitted = out.values().filter(|(_, ok)| *ok).count();
     assert_eq!(admitted, 120);
-    let statements = q.debit_statements();
+    let statements = quota.debit_statements();
     assert!(statements < 300, "{statements} statements for 300 debits");
     let txs = commits(&pg, "alice");
     assert!(txs < 120, "{txs} commits for 120 admitted debits");
     assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 120);
-    assert_eq!(q.owned(), 120, "each admitted session is renewed");
+    assert_eq!(quota.owned(), 120, "each admitted session is renewed");
     // Mixed amounts: the admitted sum fits, and every refusal could not have fit even in
     // the balance left at the end (greedy serial application refuses nothing that fits).
     let limit = 5_000;
-    let out_b = race(&q, "bob", 300, limit, |i| 1 + (i as i64 * 7919) % 40).await;
+    let out_b = race(&quota, "bob", 300, limit, |i| 1 + (i as i64 * 7919) % 40).await;
     let charged = int(
         &pg,
         "SELECT charged FROM quota_balance WHERE client = 'bob'",
@@ -85,8 +88,8 @@ async fn concurrent_debits_of_one_client_are_batched_and_settle_exactly() {
     // Every admitted session closes: even ones settle at 3, odd ones are refunded.
     let mut cost = 0;
     for (s, _) in out.iter().filter(|(_, (_, ok))| *ok) {
-        let n: usize = s.rsplit('-').next().unwrap().parse().unwrap();
-        if n % 2 == 0 {
+        let number: usize = s.rsplit('-').next().unwrap().parse().unwrap();
+        if number % 2 == 0 {
             store
                 .send_durable_async(entry(s, "alice", Settle, 3 - 7))
                 .await
@@ -100,8 +103,8 @@ async fn concurrent_debits_of_one_client_are_batched_and_settle_exactly() {
         }
     }
     store.flush().await.unwrap();
-    let b = q.balances().await.unwrap()["alice"];
-    assert_eq!(b.charged, cost, "exactly the settled cost");
+    let balance = quota.balances().await.unwrap()["alice"];
+    assert_eq!(balance.charged, cost, "exactly the settled cost");
     assert_eq!(
         int(
             &pg,
@@ -120,10 +123,10 @@ async fn a_batch_of_one_sends_a_statement_per_debit() {
         ..PgOptions::default()
     };
     let store = Store::open_postgres(&pg.url(), opts).await.unwrap();
-    let q = store.quota().unwrap();
-    let out = race(&q, "alice", 60, 7 * 20, |_| 7).await;
+    let quota = store.quota().unwrap();
+    let out = race(&quota, "alice", 60, 7 * 20, |_| 7).await;
     assert_eq!(out.values().filter(|(_, ok)| *ok).count(), 20);
-    assert_eq!(q.debit_statements(), 60);
+    assert_eq!(quota.debit_statements(), 60);
     assert_eq!(commits(&pg, "alice"), 20);
 }
 
@@ -135,9 +138,10 @@ async fn waiters_that_leave_mid_batch_leave_the_books_exact() {
     let pg = Postgres::start();
     let ttl = Duration::from_secs(1);
     let store = open(&pg, ttl).await;
-    let q = store.quota().unwrap();
+    let quota = store.quota().unwrap();
     assert!(
-        q.debit("seed", "alice", 1, 1_000_000, 1)
+        quota
+            .debit("seed", "alice", 1, 1_000_000, 1)
             .await
             .unwrap()
             .admitted
@@ -158,9 +162,11 @@ async fn waiters_that_leave_mid_batch_leave_the_books_exact() {
         .unwrap();
     let mut tasks = Vec::new();
     for i in 0..40 {
-        let q = q.clone();
+        let quota = quota.clone();
         tasks.push(tokio::spawn(async move {
-            q.debit(&format!("c{i}"), "alice", 10, 1_000_000, 1).await
+            quota
+                .debit(&format!("c{i}"), "alice", 10, 1_000_000, 1)
+                .await
         }));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -181,9 +187,9 @@ async fn waiters_that_leave_mid_batch_leave_the_books_exact() {
     }
     assert!(!admitted.is_empty(), "the waiters that stayed are served");
     assert!(
-        q.owned() == admitted.len(),
+        quota.owned() == admitted.len(),
         "only the sessions still waited for are renewed: {} of {}",
-        q.owned(),
+        quota.owned(),
         admitted.len()
     );
     for s in &admitted {
@@ -195,14 +201,14 @@ async fn waiters_that_leave_mid_batch_leave_the_books_exact() {
     store.flush().await.unwrap();
     // What committed for a waiter that left is not renewed: swept once its lease expires.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    q.sweep(2).await.unwrap();
+    quota.sweep(2).await.unwrap();
     assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 0);
     assert_eq!(
         int(&pg, "SELECT count(*) FROM ledger WHERE kind = 'precharge'"),
         int(&pg, "SELECT count(*) FROM ledger WHERE kind <> 'precharge'"),
         "one terminal entry per precharge"
     );
-    let b = q.balances().await.unwrap()["alice"];
-    assert_eq!(b.charged, 0, "every precharge came back: {b:?}");
-    assert_eq!(q.owned(), 0);
+    let balance = quota.balances().await.unwrap()["alice"];
+    assert_eq!(balance.charged, 0, "every precharge came back: {balance:?}");
+    assert_eq!(quota.owned(), 0);
 }

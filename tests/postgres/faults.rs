@@ -18,8 +18,14 @@ async fn writes_are_held_while_the_server_is_down_and_applied_after() {
         ..PgOptions::default()
     };
     let store = Store::open_postgres(&pg.url(), opts).await.unwrap();
-    let q = store.quota().unwrap();
-    assert!(q.debit("s1", "alice", 100, 1000, 1).await.unwrap().admitted);
+    let quota = store.quota().unwrap();
+    assert!(
+        quota
+            .debit("s1", "alice", 100, 1000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
     pg.stop();
     store
         .send_durable_async(entry("s1", "alice", Settle, -40))
@@ -31,13 +37,13 @@ async fn writes_are_held_while_the_server_is_down_and_applied_after() {
         .unwrap();
     store.flush().await.unwrap();
     assert!(!store.is_up(), "the failed batch marks the store down");
-    let t = Instant::now();
-    let err = q.debit("s2", "alice", 1, 1000, 1).await.unwrap_err();
+    let started = Instant::now();
+    let err = quota.debit("s2", "alice", 1, 1000, 1).await.unwrap_err();
     assert!(err.is_unavailable(), "{err}");
     assert!(
-        t.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(3),
         "bounded: {:?}",
-        t.elapsed()
+        started.elapsed()
     );
     for i in 0..200 {
         store.try_send(request(&format!("r{i}"), i));
@@ -52,22 +58,25 @@ async fn writes_are_held_while_the_server_is_down_and_applied_after() {
         "request log bounded while down: {dropped} dropped"
     );
     assert_eq!(
-        q.owned(),
+        quota.owned(),
         1,
         "s1 is still renewed: its settle is not written yet"
     );
     pg.start_server();
-    let t = Instant::now();
-    while (!store.is_up() || q.held() > 0) && t.elapsed() < Duration::from_secs(15) {
+    let started = Instant::now();
+    while (!store.is_up() || quota.held() > 0) && started.elapsed() < Duration::from_secs(15) {
         store.try_send(request("probe", 1));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     store.flush().await.unwrap();
     assert!(store.is_up());
-    let b = q.balances().await.unwrap();
-    assert_eq!(b["alice"].charged, 60, "the held settle applied once");
-    assert_eq!(b["bob"].charged, 7);
-    assert_eq!(q.owned(), 0);
+    let balances = quota.balances().await.unwrap();
+    assert_eq!(
+        balances["alice"].charged, 60,
+        "the held settle applied once"
+    );
+    assert_eq!(balances["bob"].charged, 7);
+    assert_eq!(quota.owned(), 0);
     let logged = int(&pg, "SELECT count(*) FROM request_log WHERE id <> 'probe'");
     assert_eq!(
         logged as u64 + dropped,
@@ -129,8 +138,14 @@ async fn a_slow_row_is_not_an_outage() {
         ..PgOptions::default()
     };
     let store = Store::open_postgres(&pg.url(), opts).await.unwrap();
-    let q = store.quota().unwrap();
-    assert!(q.debit("s0", "alice", 1, 1000, 1).await.unwrap().admitted);
+    let quota = store.quota().unwrap();
+    assert!(
+        quota
+            .debit("s0", "alice", 1, 1000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
     let (mut locker, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -143,28 +158,28 @@ async fn a_slow_row_is_not_an_outage() {
     .await
     .unwrap();
     let (a, b) = tokio::join!(
-        q.debit("s1", "alice", 1, 1000, 1),
-        q.debit("s2", "alice", 1, 1000, 1)
+        quota.debit("s1", "alice", 1, 1000, 1),
+        quota.debit("s2", "alice", 1, 1000, 1)
     );
     assert!(
         a.is_err() && b.is_err(),
         "both wait on the lock past the timeout"
     );
-    let c = q.debit("s3", "alice", 1, 1000, 1).await.unwrap_err();
-    assert!(!c.is_unavailable(), "busy, not down: {c}");
+    let error = quota.debit("s3", "alice", 1, 1000, 1).await.unwrap_err();
+    assert!(!error.is_unavailable(), "busy, not down: {error}");
     assert!(store.is_up(), "a slow row is not an outage");
     tx.rollback().await.unwrap();
     assert!(
-        super::eventually_ok(|| q.debit("s4", "bob", 1, 1000, 1)).await,
+        super::eventually_ok(|| quota.debit("s4", "bob", 1, 1000, 1)).await,
         "debits work again once the pool frees"
     );
     assert_eq!(
-        q.owned(),
+        quota.owned(),
         2,
         "s0 and s4; the timed-out ones are not renewed"
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let swept = q.sweep(1).await.unwrap().refunds.len();
+    let swept = quota.sweep(1).await.unwrap().refunds.len();
     assert!(
         swept >= 2,
         "s1 and s2 committed after their callers gave up: {swept}"

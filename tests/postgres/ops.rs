@@ -41,13 +41,13 @@ async fn every_write_and_read_round_trips() {
         .await
         .unwrap();
     for (client, ch, ts) in [("alice", "x", 1), ("alice", "y", 2), ("bob", "z", 3)] {
-        let t = TaskBinding {
+        let binding = TaskBinding {
             client: client.into(),
             task_id: "t1".into(),
             channel: ch.into(),
             ts_ms: ts,
         };
-        store.send_durable_async(t).await.unwrap();
+        store.send_durable_async(binding).await.unwrap();
     }
     let now = switchyard::store::now_ms();
     let bind = |k: &str, ch: &str, exp: i64| AffinityBinding {
@@ -91,9 +91,9 @@ async fn every_write_and_read_round_trips() {
     assert_eq!(store.task_channels("bob", "t1").await.unwrap(), ["z"]);
     assert!(store.task_channels("eve", "t1").await.unwrap().is_empty());
 
-    let b = store.affinity_bindings(now).await.unwrap();
+    let bindings = store.affinity_bindings(now).await.unwrap();
     assert_eq!(
-        b,
+        bindings,
         vec![bind("k1", "c", now + 90_000), bind("k2", "b", now + 60_000)]
     );
     assert_eq!(int(&pg, "SELECT count(*) FROM affinity_binding"), 3);
@@ -111,13 +111,13 @@ async fn a_nul_byte_does_not_fail_a_batch() {
     store.try_send(request("ok1", 1));
     store.try_send(hostile);
     store.try_send(request("ok2", 2));
-    let t = TaskBinding {
+    let binding = TaskBinding {
         client: "alice".into(),
         task_id: "t\0x1".into(),
         channel: "x".into(),
         ts_ms: 1,
     };
-    store.send_durable_async(t).await.unwrap();
+    store.send_durable_async(binding).await.unwrap();
     store.flush().await.unwrap();
     assert_eq!(store.request_count().await.unwrap(), 3);
     assert_eq!(store.dropped(), 0);
@@ -172,15 +172,27 @@ async fn retention_prunes_the_log_and_folds_the_ledger() {
     for i in 0..20 {
         store.try_send(request(&format!("r{i}"), i));
     }
-    let q = store.quota().unwrap();
+    let quota = store.quota().unwrap();
     for i in 0..5 {
-        let s = format!("s{i}");
-        assert!(q.debit(&s, "alice", 100, 10_000, 1).await.unwrap().admitted);
-        let e = super::entry(&s, "alice", if i % 2 == 0 { Settle } else { Refund }, 100);
-        store.send_durable_async(e).await.unwrap();
+        let request_id = format!("s{i}");
+        assert!(
+            quota
+                .debit(&request_id, "alice", 100, 10_000, 1)
+                .await
+                .unwrap()
+                .admitted
+        );
+        let entry = super::entry(
+            &request_id,
+            "alice",
+            if i % 2 == 0 { Settle } else { Refund },
+            100,
+        );
+        store.send_durable_async(entry).await.unwrap();
     }
     assert!(
-        q.debit("open", "alice", 100, 10_000, 1)
+        quota
+            .debit("open", "alice", 100, 10_000, 1)
             .await
             .unwrap()
             .admitted
@@ -188,12 +200,12 @@ async fn retention_prunes_the_log_and_folds_the_ledger() {
     store.flush().await.unwrap();
     let before = store.ledger_totals().await.unwrap()["alice"];
     pg.psql("UPDATE ledger SET ts_ms = 1");
-    let p = store.prune(None, Some(8), 1000, 0).await.unwrap();
-    assert_eq!(p.request_log, 12);
+    let pruned = store.prune(None, Some(8), 1000, 0).await.unwrap();
+    assert_eq!(pruned.request_log, 12);
     assert_eq!(store.request_count().await.unwrap(), 8);
-    let p = store.prune(Some(15), None, 1000, 0).await.unwrap();
-    assert_eq!(p.request_log, 3, "r12..r14 were older than 15");
-    assert_eq!(p.ledger, 10, "five closed sessions, two rows each");
+    let pruned = store.prune(Some(15), None, 1000, 0).await.unwrap();
+    assert_eq!(pruned.request_log, 3, "r12..r14 were older than 15");
+    assert_eq!(pruned.ledger, 10, "five closed sessions, two rows each");
     assert_eq!(store.ledger_totals().await.unwrap()["alice"], before);
     assert_eq!(
         int(&pg, "SELECT count(*) FROM ledger"),

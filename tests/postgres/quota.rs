@@ -22,11 +22,14 @@ async fn sixty_debits_from_three_stores_admit_exactly_ten() {
     let barrier = Arc::new(tokio::sync::Barrier::new(60));
     let mut tasks = Vec::new();
     for i in 0..60 {
-        let q = stores[i % 3].quota().unwrap();
-        let b = barrier.clone();
+        let quota = stores[i % 3].quota().unwrap();
+        let barrier = barrier.clone();
         tasks.push(tokio::spawn(async move {
-            b.wait().await;
-            q.debit(&format!("s{i}"), "alice", 7, 70, 1).await.unwrap()
+            barrier.wait().await;
+            quota
+                .debit(&format!("s{i}"), "alice", 7, 70, 1)
+                .await
+                .unwrap()
         }));
     }
     let mut admitted = 0;
@@ -61,10 +64,22 @@ async fn settle_and_refund_close_a_session_once() {
     let pg = Postgres::start();
     let one = open(&pg, Duration::from_secs(30)).await;
     let two = open(&pg, Duration::from_secs(30)).await;
-    let q = one.quota().unwrap();
-    assert!(q.debit("s1", "alice", 100, 1000, 1).await.unwrap().admitted);
-    assert!(q.debit("s2", "alice", 100, 1000, 1).await.unwrap().admitted);
-    assert_eq!(q.owned(), 2);
+    let quota = one.quota().unwrap();
+    assert!(
+        quota
+            .debit("s1", "alice", 100, 1000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
+    assert!(
+        quota
+            .debit("s2", "alice", 100, 1000, 1)
+            .await
+            .unwrap()
+            .admitted
+    );
+    assert_eq!(quota.owned(), 2);
     one.send_durable_async(entry("s1", "alice", Settle, -40))
         .await
         .unwrap();
@@ -85,7 +100,7 @@ async fn settle_and_refund_close_a_session_once() {
         .await
         .unwrap();
     two.flush().await.unwrap();
-    assert_eq!(q.owned(), 0, "closed sessions are no longer renewed");
+    assert_eq!(quota.owned(), 0, "closed sessions are no longer renewed");
     let kinds = |s: &str| {
         pg.psql(&format!(
             "SELECT string_agg(kind || ':' || amount, ',' ORDER BY seq) FROM ledger WHERE request_id = '{s}'"
@@ -94,9 +109,9 @@ async fn settle_and_refund_close_a_session_once() {
     assert_eq!(kinds("s1"), "precharge:100,settle:-40");
     assert_eq!(kinds("s2"), "precharge:100,refund:100");
     assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 0);
-    let b = q.balances().await.unwrap()["alice"];
-    assert_eq!((b.charged, b.refunded), (60, 100));
-    assert_eq!(one.ledger_totals().await.unwrap()["alice"], b);
+    let balance = quota.balances().await.unwrap()["alice"];
+    assert_eq!((balance.charged, balance.refunded), (60, 100));
+    assert_eq!(one.ledger_totals().await.unwrap()["alice"], balance);
     // A settle of a session that never had a precharge (trusted, unlimited) is charged once.
     one.send_durable_async(entry("u1", "bob", Settle, 30))
         .await
@@ -111,7 +126,7 @@ async fn settle_and_refund_close_a_session_once() {
         .await
         .unwrap();
     one.flush().await.unwrap();
-    assert_eq!(q.balances().await.unwrap()["bob"].charged, 30);
+    assert_eq!(quota.balances().await.unwrap()["bob"].charged, 30);
 }
 
 /// A replica that died (its sessions are never renewed) leaves precharges that survivors
@@ -178,10 +193,11 @@ async fn settles_racing_the_sweep_close_each_session_once() {
     let ttl = Duration::from_secs(1);
     let owner = open(&pg, ttl).await;
     let sweeper: Store = open(&pg, ttl).await;
-    let q = owner.quota().unwrap();
+    let quota = owner.quota().unwrap();
     for i in 0..40 {
         assert!(
-            q.debit(&format!("s{i}"), "alice", 100, 1_000_000, 1)
+            quota
+                .debit(&format!("s{i}"), "alice", 100, 1_000_000, 1)
                 .await
                 .unwrap()
                 .admitted
@@ -223,10 +239,14 @@ async fn settles_racing_the_sweep_close_each_session_once() {
     );
     let settled = int(&pg, "SELECT count(*) FROM ledger WHERE kind = 'settle'");
     assert_eq!(settled + refunded, 40);
-    let b = q.balances().await.unwrap()["alice"];
-    assert_eq!(b.charged, settled * 150, "settled: 100 + 50; refunded: 0");
-    assert_eq!(b.refunded, refunded * 100);
-    assert_eq!(owner.ledger_totals().await.unwrap()["alice"], b);
+    let balance = quota.balances().await.unwrap()["alice"];
+    assert_eq!(
+        balance.charged,
+        settled * 150,
+        "settled: 100 + 50; refunded: 0"
+    );
+    assert_eq!(balance.refunded, refunded * 100);
+    assert_eq!(owner.ledger_totals().await.unwrap()["alice"], balance);
 }
 
 /// Start-up (R11.2 with several replicas): a new replica refunds the precharges whose lease
@@ -252,9 +272,16 @@ async fn start_up_recovery_refunds_only_expired_leases() {
     alive.quota().unwrap().renew().await.unwrap();
     let fresh = open(&pg, ttl).await;
     let billing = switchyard::billing::Billing::new(fresh.clone());
-    let r = billing.recover().await.unwrap();
-    assert_eq!((r.refunded, r.refunded_micro, r.clients), (1, 40, 1));
+    let recovered = billing.recover().await.unwrap();
+    assert_eq!(
+        (
+            recovered.refunded,
+            recovered.refunded_micro,
+            recovered.clients
+        ),
+        (1, 40, 1)
+    );
     assert_eq!(pg.psql("SELECT request_id FROM quota_lease"), "a1");
-    let b = fresh.quota().unwrap().balances().await.unwrap()["alice"];
-    assert_eq!((b.charged, b.refunded), (2, 40));
+    let balance = fresh.quota().unwrap().balances().await.unwrap()["alice"];
+    assert_eq!((balance.charged, balance.refunded), (2, 40));
 }

@@ -16,9 +16,9 @@ use switchyard_mock::Behavior;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_seen_by_two_replicas_open_the_breaker_on_both() {
     let redis = Redis::start();
-    let m = mocks().await;
+    let mocks = mocks().await;
     let breaker = "{failure_threshold: 4, success_threshold: 1, timeout: 30s}";
-    let fleet = Fleet::start_with(&redis, &m, 2, breaker);
+    let fleet = Fleet::start_with(&redis, &mocks, 2, breaker);
     let f = &fleet;
     for i in 0..2 {
         f.until(i, Duration::from_secs(5), |i| async move {
@@ -29,7 +29,7 @@ async fn failures_seen_by_two_replicas_open_the_breaker_on_both() {
     }
     // The subscriptions are taken once Redis answers; give them a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    m["bad"].set_default(Behavior::Status {
+    mocks["bad"].set_default(Behavior::Status {
         code: 500,
         body: None,
     });
@@ -56,7 +56,7 @@ async fn failures_seen_by_two_replicas_open_the_breaker_on_both() {
         let (s, route) = f.chat(1, "m", None).await;
         assert_eq!((s, route.as_str()), (200, "bad->good"));
     }
-    assert_eq!(m["bad"].calls(), 4);
+    assert_eq!(mocks["bad"].calls(), 4);
     for i in 0..2 {
         let seen = f
             .until(i, Duration::from_secs(1), |i| async move {
@@ -75,7 +75,11 @@ async fn failures_seen_by_two_replicas_open_the_breaker_on_both() {
         let (s, route) = f.chat(k % 2, "m", None).await;
         assert_eq!((s, route.as_str()), (200, "good"), "request {k}");
     }
-    assert_eq!(m["bad"].calls(), 4, "no replica called the open channel");
+    assert_eq!(
+        mocks["bad"].calls(),
+        4,
+        "no replica called the open channel"
+    );
 }
 
 /// A success after failures ends the run for the deployment: the count drops to 0 on
@@ -83,9 +87,9 @@ async fn failures_seen_by_two_replicas_open_the_breaker_on_both() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_on_one_replica_resets_the_count_on_both() {
     let redis = Redis::start();
-    let m = mocks().await;
+    let mocks = mocks().await;
     let breaker = "{failure_threshold: 4, success_threshold: 1, timeout: 30s}";
-    let fleet = Fleet::start_with(&redis, &m, 2, breaker);
+    let fleet = Fleet::start_with(&redis, &mocks, 2, breaker);
     let f = &fleet;
     for i in 0..2 {
         f.until(i, Duration::from_secs(5), |i| async move {
@@ -103,7 +107,7 @@ async fn a_success_on_one_replica_resets_the_count_on_both() {
         body: None,
     };
     for _ in 0..3 {
-        m["bad"].push(fail());
+        mocks["bad"].push(fail());
     }
     for i in [0, 1, 0] {
         assert_eq!(f.chat(i, "m", None).await.1, "bad->good");
@@ -125,7 +129,7 @@ async fn a_success_on_one_replica_resets_the_count_on_both() {
     assert_eq!(f.chat(1, "m", None).await.1, "bad", "bad answers again");
     assert!(both(0).await, "the success reset both; logs:\n{}", f.logs());
     for _ in 0..3 {
-        m["bad"].push(fail());
+        mocks["bad"].push(fail());
     }
     for i in [1, 0, 1] {
         assert_eq!(f.chat(i, "m", None).await.1, "bad->good");
@@ -145,9 +149,9 @@ async fn a_success_on_one_replica_resets_the_count_on_both() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_per_interval_sends_the_active_probe() {
     let redis = Redis::start();
-    let m = mocks().await;
+    let mocks = mocks().await;
     let breaker = "{failure_threshold: 1, success_threshold: 1, timeout: 60s}";
-    let fleet = Fleet::start_probing(&redis, &m, 2, breaker, "{enabled: true, interval: 1s}");
+    let fleet = Fleet::start_probing(&redis, &mocks, 2, breaker, "{enabled: true, interval: 1s}");
     let f = &fleet;
     for i in 0..2 {
         f.until(i, Duration::from_secs(5), |i| async move {
@@ -157,7 +161,7 @@ async fn one_replica_per_interval_sends_the_active_probe() {
         .expect("replica joined Redis");
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    m["bad"].set_default(Behavior::Status {
+    mocks["bad"].set_default(Behavior::Status {
         code: 500,
         body: None,
     });
@@ -171,9 +175,9 @@ async fn one_replica_per_interval_sends_the_active_probe() {
             .await;
         assert!(open.is_some(), "replica {} sees the breaker open", i + 1);
     }
-    let before = m["bad"].calls();
+    let before = mocks["bad"].calls();
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    let probes = m["bad"].calls() - before;
+    let probes = mocks["bad"].calls() - before;
     assert!(
         (1..=4).contains(&probes),
         "{probes} probes in 3.5 s at a 1 s interval from two replicas; logs:\n{}",

@@ -16,10 +16,10 @@ use switchyard_mock::Behavior;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_breaker_is_shared_and_one_probe_runs_across_replicas() {
     let redis = Redis::start();
-    let m = mocks().await;
-    let fleet = Fleet::start(&redis, &m);
+    let mocks = mocks().await;
+    let fleet = Fleet::start(&redis, &mocks);
     let f = &fleet;
-    m["bad"].set_default(Behavior::Status {
+    mocks["bad"].set_default(Behavior::Status {
         code: 500,
         body: None,
     });
@@ -41,16 +41,20 @@ async fn an_open_breaker_is_shared_and_one_probe_runs_across_replicas() {
         });
         eprintln!("replica {} saw the open breaker after {seen:?}", i + 1);
     }
-    m["bad"].reset();
+    mocks["bad"].reset();
     for k in 0..9 {
         let (s, route) = f.chat(k % 3, "m", None).await;
         assert_eq!((s, route.as_str()), (200, "good"), "request {k}");
     }
-    assert_eq!(m["bad"].calls(), 0, "no replica called the open channel");
+    assert_eq!(
+        mocks["bad"].calls(),
+        0,
+        "no replica called the open channel"
+    );
 
     // Half-open: bad answers again, but slowly, so the probe is in flight for a while.
-    m["bad"].set_default(Behavior::Ok);
-    m["bad"].push(Behavior::HangBeforeHeaders(Duration::from_millis(1500)));
+    mocks["bad"].set_default(Behavior::Ok);
+    mocks["bad"].push(Behavior::HangBeforeHeaders(Duration::from_millis(1500)));
     tokio::time::sleep(Duration::from_millis(2100)).await;
     // Waves of requests to all three replicas while the probe hangs upstream.
     let started = Instant::now();
@@ -67,7 +71,7 @@ async fn an_open_breaker_is_shared_and_one_probe_runs_across_replicas() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        m["bad"].calls(),
+        mocks["bad"].calls(),
         1,
         "one half-open probe across the three replicas while it is in flight"
     );
@@ -97,8 +101,8 @@ async fn an_open_breaker_is_shared_and_one_probe_runs_across_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sticky_bindings_and_admin_disables_are_shared() {
     let redis = Redis::start();
-    let m = mocks().await;
-    let fleet = Fleet::start(&redis, &m);
+    let mocks = mocks().await;
+    let fleet = Fleet::start(&redis, &mocks);
     let f = &fleet;
     let mut bound = Vec::new();
     // 16 keys: both channels get bindings but with a chance of 2^-15 (each first turn is
@@ -159,8 +163,8 @@ async fn sticky_bindings_and_admin_disables_are_shared() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
     let mut redis = Redis::start();
-    let m = mocks().await;
-    let fleet = Fleet::start(&redis, &m);
+    let mocks = mocks().await;
+    let fleet = Fleet::start(&redis, &mocks);
     let f = &fleet;
     for i in 0..3 {
         f.until(i, Duration::from_secs(3), |i| async move {
@@ -201,9 +205,9 @@ async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
     );
     for (i, r) in f.replicas.iter().enumerate() {
         let log = r.log_text();
-        let n = log.matches("Redis unreachable").count();
+        let warnings = log.matches("Redis unreachable").count();
         assert_eq!(
-            n,
+            warnings,
             1,
             "replica {}: one log line for the outage:\n{log}",
             i + 1
@@ -212,13 +216,16 @@ async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
 
     redis.restart();
     for i in 1..3 {
-        let t = f
+        let waited = f
             .until(i, Duration::from_secs(5), |i| async move {
                 f.channel(i, "s2").await["enabled"] == false
             })
             .await
             .expect("the disable made during the outage converges");
-        eprintln!("replica {} converged {t:?} after Redis returned", i + 1);
+        eprintln!(
+            "replica {} converged {waited:?} after Redis returned",
+            i + 1
+        );
         assert_eq!(f.metric(i, "switchyard_shared_state_up").await, Some(1.0));
     }
     for k in 0..6 {
@@ -228,9 +235,9 @@ async fn redis_down_keeps_serving_and_replicas_converge_when_it_returns() {
 }
 
 /// Commands the server has processed (INFO stats), through `redis-cli`.
-fn redis_commands(r: &Redis) -> i64 {
+fn redis_commands(redis: &Redis) -> i64 {
     let out = std::process::Command::new("redis-cli")
-        .args(["-p", &r.port.to_string(), "INFO", "stats"])
+        .args(["-p", &redis.port.to_string(), "INFO", "stats"])
         .output()
         .expect("redis-cli runs");
     String::from_utf8_lossy(&out.stdout)

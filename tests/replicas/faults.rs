@@ -72,10 +72,14 @@ async fn postgres_down_fails_closed_or_open_and_converges_after() {
     for _ in 0..30 {
         let _ = ask(&http, &closed, BOB, false).await;
     }
-    let m = metrics(&http, &closed).await;
-    assert_eq!(sample(&m, "switchyard_store_up", ""), 0.0, "{m}");
+    let metrics = metrics(&http, &closed).await;
+    assert_eq!(
+        sample(&metrics, "switchyard_store_up", ""),
+        0.0,
+        "{metrics}"
+    );
     assert!(
-        sample(&m, "switchyard_store_dropped_total", "request_log") > 0.0,
+        sample(&metrics, "switchyard_store_dropped_total", "request_log") > 0.0,
         "drops counted"
     );
 
@@ -84,7 +88,7 @@ async fn postgres_down_fails_closed_or_open_and_converges_after() {
         let (http, admin) = (http.clone(), r.admin.clone());
         async move {
             for _ in 0..150 {
-                let m = http
+                let metrics = http
                     .get(format!("{admin}/metrics"))
                     .send()
                     .await
@@ -92,7 +96,7 @@ async fn postgres_down_fails_closed_or_open_and_converges_after() {
                     .text()
                     .await
                     .ok()?;
-                if sample(&m, "switchyard_store_up", "") == 1.0 {
+                if sample(&metrics, "switchyard_store_up", "") == 1.0 {
                     return Some(());
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -121,15 +125,18 @@ async fn postgres_down_fails_closed_or_open_and_converges_after() {
         "quota spent: refused"
     );
     for r in [&closed, &open] {
-        let mut a = account(&http, r).await;
+        let mut latest = account(&http, r).await;
         for _ in 0..30 {
-            if a["charged_micro"] == charged {
+            if latest["charged_micro"] == charged {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            a = account(&http, r).await;
+            latest = account(&http, r).await;
         }
-        assert_eq!(a["charged_micro"], charged, "the cache converges: {a}");
+        assert_eq!(
+            latest["charged_micro"], charged,
+            "the cache converges: {latest}"
+        );
     }
 }
 
@@ -142,9 +149,9 @@ async fn two_replicas_starting_together_migrate_once() {
     let dir = tempfile::tempdir().unwrap();
     let body = config(&pg, &mock, 10, false);
     let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| replica(dir.path(), "a", &body));
-        let b = s.spawn(|| replica(dir.path(), "b", &body));
-        (a.join().unwrap(), b.join().unwrap())
+        let replica_a = s.spawn(|| replica(dir.path(), "a", &body));
+        let replica_b = s.spawn(|| replica(dir.path(), "b", &body));
+        (replica_a.join().unwrap(), replica_b.join().unwrap())
     });
     let versions = int(&pg, "SELECT max(version) FROM schema_version");
     assert_eq!(int(&pg, "SELECT count(*) FROM schema_version"), versions);

@@ -24,10 +24,10 @@ fn unique_port() -> u16 {
     static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut taken = TAKEN.lock().unwrap();
     loop {
-        let p = free_port();
-        if !taken.contains(&p) {
-            taken.push(p);
-            return p;
+        let port = free_port();
+        if !taken.contains(&port) {
+            taken.push(port);
+            return port;
         }
     }
 }
@@ -128,7 +128,7 @@ impl Fleet {
     }
 
     pub async fn channel(&self, i: usize, name: &str) -> serde_json::Value {
-        let v: serde_json::Value = self
+        let body: serde_json::Value = self
             .http
             .get(format!("{}/admin/channels", self.replicas[i].admin))
             .bearer_auth(ADMIN_TOKEN)
@@ -138,7 +138,7 @@ impl Fleet {
             .json()
             .await
             .unwrap();
-        v["channels"]
+        body["channels"]
             .as_array()
             .and_then(|a| a.iter().find(|c| c["name"] == name).cloned())
             .unwrap_or_default()
@@ -184,10 +184,10 @@ impl Fleet {
         F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let t = Instant::now();
-        while t.elapsed() < limit {
+        let started = Instant::now();
+        while started.elapsed() < limit {
             if check(i).await {
-                return Some(t.elapsed());
+                return Some(started.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -210,17 +210,17 @@ pub async fn chat_to(
     if let Some(c) = conversation {
         req = req.header("x-conversation-id", c);
     }
-    let r = req.send().await.expect("request");
-    let route = crate::support::route(&r);
-    (r.status().as_u16(), route)
+    let response = req.send().await.expect("request");
+    let route = crate::support::route(&response);
+    (response.status().as_u16(), route)
 }
 
 pub async fn mocks() -> HashMap<&'static str, MockUpstream> {
-    let mut m = HashMap::new();
+    let mut mocks = HashMap::new();
     for n in ["bad", "good", "s1", "s2"] {
         let up = MockUpstream::start().await.unwrap();
         up.set_name(n);
-        m.insert(n, up);
+        mocks.insert(n, up);
     }
-    m
+    mocks
 }

@@ -11,14 +11,14 @@ use switchyard::shared::conn::Conn;
 use switchyard::shared::limits::RedisStore;
 use tokio::time::Instant;
 
-fn limiter(r: &Redis, replicas: u32) -> Limiter<RedisStore> {
-    let conn = Conn::open(&r.url()).expect("url");
+fn limiter(redis: &Redis, replicas: u32) -> Limiter<RedisStore> {
+    let conn = Conn::open(&redis.url()).expect("url");
     Limiter::new(RedisStore::new(conn, replicas))
 }
 
-fn rpm(n: u64) -> ClientLimits {
+fn rpm(per_minute: u64) -> ClientLimits {
     ClientLimits {
-        rpm: n,
+        rpm: per_minute,
         ..Default::default()
     }
 }
@@ -27,13 +27,14 @@ fn rpm(n: u64) -> ClientLimits {
 /// connections, 60 concurrent admissions spread over them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpm_10_admits_exactly_10_across_three_instances() {
-    let r = Redis::start();
-    let ls: Vec<Arc<Limiter<RedisStore>>> = (0..3).map(|_| Arc::new(limiter(&r, 3))).collect();
+    let redis = Redis::start();
+    let ls: Vec<Arc<Limiter<RedisStore>>> = (0..3).map(|_| Arc::new(limiter(&redis, 3))).collect();
     let mut tasks = Vec::new();
     for i in 0..60 {
-        let l = ls[i % 3].clone();
+        let limiter = ls[i % 3].clone();
         tasks.push(tokio::spawn(async move {
-            l.admit_client("alice", &rpm(10), 0, Instant::now())
+            limiter
+                .admit_client("alice", &rpm(10), 0, Instant::now())
                 .await
                 .map(|a| {
                     let shared = a.report().get(Kind::Rpm).is_some();
@@ -59,8 +60,8 @@ async fn rpm_10_admits_exactly_10_across_three_instances() {
     }
     assert_eq!(admitted, 10, "exactly the limit across the three instances");
     // Another client is not affected.
-    let a = ls[0].admit_client("bob", &rpm(10), 0, Instant::now()).await;
-    assert!(a.is_ok());
+    let started = ls[0].admit_client("bob", &rpm(10), 0, Instant::now()).await;
+    assert!(started.is_ok());
 }
 
 /// The same sequence of admissions, settles and cancels at the same (caller) times gives
@@ -68,8 +69,8 @@ async fn rpm_10_admits_exactly_10_across_three_instances() {
 /// (a unit leaves at granule + 61 s), token reserve/reconcile, cancel.
 #[tokio::test]
 async fn redis_store_matches_the_local_store() {
-    let r = Redis::start();
-    let conn = Conn::open(&r.url()).unwrap();
+    let redis = Redis::start();
+    let conn = Conn::open(&redis.url()).unwrap();
     let remote = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
     let local = Limiter::new(Local::default());
     let t0 = Instant::now() + Duration::from_millis(500);
@@ -96,9 +97,9 @@ async fn redis_store_matches_the_local_store() {
     ];
     let (mut admitted, mut waits, mut nevers) = (0, 0, 0);
     for (i, &(s, tokens, then)) in steps.iter().enumerate() {
-        let a = local.admit_client("c", &lim, tokens, at(s)).await;
-        let b = remote.admit_client("c", &lim, tokens, at(s)).await;
-        match (a, b) {
+        let local_grant = local.admit_client("c", &lim, tokens, at(s)).await;
+        let remote_grant = remote.admit_client("c", &lim, tokens, at(s)).await;
+        match (local_grant, remote_grant) {
             (Ok(a), Ok(b)) => {
                 admitted += 1;
                 assert_eq!(a.report(), b.report(), "step {i}: numbers");
@@ -138,39 +139,39 @@ async fn redis_store_matches_the_local_store() {
 /// holding one gives it back when the lease expires (30 s).
 #[tokio::test]
 async fn concurrency_leases_release_and_expire() {
-    let r = Redis::start();
-    let conn = Conn::open(&r.url()).unwrap();
-    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let redis = Redis::start();
+    let conn = Conn::open(&redis.url()).unwrap();
+    let limiter = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
     let lim = ClientLimits {
         concurrency: 2,
         ..Default::default()
     };
     let t0 = Instant::now();
-    let a = l.admit_client("c", &lim, 0, t0).await.unwrap();
-    let b = l.admit_client("c", &lim, 0, t0).await.unwrap();
-    let refused = l.admit_client("c", &lim, 0, t0).await.unwrap_err();
+    let first = limiter.admit_client("c", &lim, 0, t0).await.unwrap();
+    let second = limiter.admit_client("c", &lim, 0, t0).await.unwrap();
+    let refused = limiter.admit_client("c", &lim, 0, t0).await.unwrap_err();
     assert_eq!(refused.kind, Kind::Concurrency);
-    drop(a);
+    drop(first);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let c = l
+    let third = limiter
         .admit_client("c", &lim, 0, t0)
         .await
         .expect("a dropped grant released its permit");
     // A dead replica: its grants are never released.
-    std::mem::forget(b);
-    std::mem::forget(c);
+    std::mem::forget(second);
+    std::mem::forget(third);
     let later = t0 + Duration::from_secs(29);
     assert!(
-        l.admit_client("c", &lim, 0, later).await.is_err(),
+        limiter.admit_client("c", &lim, 0, later).await.is_err(),
         "leases still live"
     );
     let after = t0 + Duration::from_secs(31);
     assert!(
-        l.admit_client("c", &lim, 0, after).await.is_ok(),
+        limiter.admit_client("c", &lim, 0, after).await.is_ok(),
         "leases expired"
     );
     assert_eq!(
-        l.key_room("ch", "fp", &Default::default(), 0, after),
+        limiter.key_room("ch", "fp", &Default::default(), 0, after),
         Room::Now
     );
 }
@@ -181,18 +182,18 @@ async fn concurrency_leases_release_and_expire() {
 /// the 30 s lease.
 #[tokio::test]
 async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
-    let r = Redis::start();
-    let conn = Conn::open(&r.url()).unwrap();
-    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let redis = Redis::start();
+    let conn = Conn::open(&redis.url()).unwrap();
+    let limiter = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
     let lim = ClientLimits {
         concurrency: 1,
         ..Default::default()
     };
     let t0 = Instant::now();
     // Loads the script, so the paused call below is the admission itself.
-    drop(l.admit_client("c", &lim, 0, t0).await.unwrap());
+    drop(limiter.admit_client("c", &lim, 0, t0).await.unwrap());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let client = redis::Client::open(r.url()).unwrap();
+    let client = redis::Client::open(redis.url()).unwrap();
     let mut admin = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
@@ -201,8 +202,11 @@ async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
         .query_async(&mut admin)
         .await
         .unwrap();
-    let cancelled =
-        tokio::time::timeout(Duration::from_millis(100), l.admit_client("c", &lim, 0, t0)).await;
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(100),
+        limiter.admit_client("c", &lim, 0, t0),
+    )
+    .await;
     assert!(cancelled.is_err(), "the admission was still in flight");
     // Redis runs the script after the pause, then the release queued by the cancellation.
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -212,7 +216,7 @@ async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
         .await
         .unwrap();
     assert_eq!(held, 0, "no lease is left behind");
-    let again = l.admit_client("c", &lim, 0, t0).await;
+    let again = limiter.admit_client("c", &lim, 0, t0).await;
     assert!(again.is_ok(), "the permit is free: {:?}", again.err());
 }
 
@@ -222,42 +226,42 @@ async fn an_admission_cancelled_in_flight_frees_its_concurrency_lease() {
 /// 60 s" for good and the key never received traffic again from this replica.
 #[tokio::test]
 async fn a_key_held_back_by_its_limits_is_offered_again_after_the_window() {
-    let r = Redis::start();
-    let conn = Conn::open(&r.url()).unwrap();
-    let l = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
+    let redis = Redis::start();
+    let conn = Conn::open(&redis.url()).unwrap();
+    let limiter = Limiter::new(RedisStore::new(conn, 1).with_caller_clock());
     let lim = switchyard::limits::KeyLimits {
         rpm: 2,
         ..Default::default()
     };
     let t0 = Instant::now();
     for _ in 0..2 {
-        let a = l.take_key("ch", "fp", &lim, 0, t0).await.unwrap();
-        a.settle(0, t0);
+        let grant = limiter.take_key("ch", "fp", &lim, 0, t0).await.unwrap();
+        grant.settle(0, t0);
     }
     assert!(
-        matches!(l.key_room("ch", "fp", &lim, 0, t0), Room::After(_)),
+        matches!(limiter.key_room("ch", "fp", &lim, 0, t0), Room::After(_)),
         "used up: held back"
     );
     let later = t0 + Duration::from_secs(62);
     assert_eq!(
-        l.key_room("ch", "fp", &lim, 0, later),
+        limiter.key_room("ch", "fp", &lim, 0, later),
         Room::Now,
         "the window emptied: offered again"
     );
     assert!(
-        l.take_key("ch", "fp", &lim, 0, later).await.is_ok(),
+        limiter.take_key("ch", "fp", &lim, 0, later).await.is_ok(),
         "and Redis agrees"
     );
 }
 
 /// A proxy to Redis that lets the first admission script call through and then cuts the
 /// connection instead of relaying its reply (the script ran; its answer was lost).
-async fn cut_after_first_admission(r: &Redis) -> String {
+async fn cut_after_first_admission(redis: &Redis) -> String {
     use std::sync::atomic::{AtomicU8, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("redis://{}/0", l.local_addr().unwrap());
-    let target = format!("127.0.0.1:{}", r.port);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}/0", listener.local_addr().unwrap());
+    let target = format!("127.0.0.1:{}", redis.port);
     let sha = switchyard::shared::limits::lua::ADMIT_SCRIPT
         .get_hash()
         .as_bytes()
@@ -265,7 +269,7 @@ async fn cut_after_first_admission(r: &Redis) -> String {
     // 0: nothing seen, 1: the admission was forwarded, 2: its reply was cut.
     let state = Arc::new(AtomicU8::new(0));
     tokio::spawn(async move {
-        while let Ok((client, _)) = l.accept().await {
+        while let Ok((client, _)) = listener.accept().await {
             let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
                 continue;
             };
@@ -313,9 +317,9 @@ async fn cut_after_first_admission(r: &Redis) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_lost_after_the_script_ran_is_not_counted_twice() {
     use switchyard::limits::{Ask, Store, Subject};
-    let r = Redis::start();
+    let redis = Redis::start();
     // Load the script first on a direct connection, so the proxied call is the admission.
-    let direct = RedisStore::new(Conn::open(&r.url()).unwrap(), 1);
+    let direct = RedisStore::new(Conn::open(&redis.url()).unwrap(), 1);
     let warm = Ask {
         rpm: 100,
         ..Default::default()
@@ -325,35 +329,38 @@ async fn a_reply_lost_after_the_script_ran_is_not_counted_twice() {
             .admit(Subject::Client("warm"), &warm, Instant::now())
             .await,
     );
-    let store = RedisStore::new(Conn::open(&cut_after_first_admission(&r).await).unwrap(), 1);
+    let store = RedisStore::new(
+        Conn::open(&cut_after_first_admission(&redis).await).unwrap(),
+        1,
+    );
     let ask = Ask {
         rpm: 10,
         ..Default::default()
     };
-    let g = store
+    let gw = store
         .admit(Subject::Client("once"), &ask, Instant::now())
         .await
         .expect("admitted");
-    assert!(g.is_shared(), "the retry reached Redis");
-    let client = redis::Client::open(r.url()).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    assert!(gw.is_shared(), "the retry reached Redis");
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let counts: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
-        .arg("sy:lim:{c:once}:rpm")
-        .query_async(&mut c)
+        .arg("sy:lim:{conn:once}:rpm")
+        .query_async(&mut conn)
         .await
         .unwrap();
     assert_eq!(counts.values().sum::<i64>(), 1, "counted once: {counts:?}");
-    std::mem::forget(g);
+    std::mem::forget(gw);
 }
 
 /// A proxy to Redis that delays every chunk by `delay` in each direction (a distant Redis).
-async fn slow_proxy(r: &Redis, delay: Duration) -> String {
+async fn slow_proxy(redis: &Redis, delay: Duration) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("redis://{}/0", l.local_addr().unwrap());
-    let target = format!("127.0.0.1:{}", r.port);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}/0", listener.local_addr().unwrap());
+    let target = format!("127.0.0.1:{}", redis.port);
     tokio::spawn(async move {
-        while let Ok((client, _)) = l.accept().await {
+        while let Ok((client, _)) = listener.accept().await {
             let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
                 continue;
             };
@@ -390,21 +397,21 @@ async fn slow_proxy(r: &Redis, delay: Duration) -> String {
 /// release queue drained one per round trip, fell behind the admissions, and refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_keep_up_with_admissions_over_a_slow_link() {
-    let r = Redis::start();
-    let url = slow_proxy(&r, Duration::from_millis(5)).await;
-    let l = Arc::new(Limiter::new(RedisStore::new(Conn::open(&url).unwrap(), 1)));
+    let redis = Redis::start();
+    let url = slow_proxy(&redis, Duration::from_millis(5)).await;
+    let limiter = Arc::new(Limiter::new(RedisStore::new(Conn::open(&url).unwrap(), 1)));
     let lim = ClientLimits {
         concurrency: 16,
         ..Default::default()
     };
-    drop(l.admit_client("warm", &lim, 0, Instant::now()).await);
+    drop(limiter.admit_client("warm", &lim, 0, Instant::now()).await);
     let mut workers = Vec::new();
     for _ in 0..8 {
-        let l = l.clone();
+        let limiter = limiter.clone();
         workers.push(tokio::spawn(async move {
             let mut refused = 0;
             for _ in 0..40 {
-                match l.admit_client("busy", &lim, 0, Instant::now()).await {
+                match limiter.admit_client("busy", &lim, 0, Instant::now()).await {
                     Ok(a) => a.settle(0, Instant::now()),
                     Err(e) => {
                         assert_eq!(e.kind, Kind::Concurrency);
@@ -427,16 +434,17 @@ async fn releases_keep_up_with_admissions_over_a_slow_link() {
 /// applies again.
 #[tokio::test]
 async fn redis_down_divides_limits_and_recovers() {
-    let mut r = Redis::start();
-    let l = limiter(&r, 3);
-    assert!(l
+    let mut redis = Redis::start();
+    let limiter = limiter(&redis, 3);
+    assert!(limiter
         .admit_client("c", &rpm(9), 0, Instant::now())
         .await
         .is_ok());
-    r.stop();
+    redis.stop();
     let mut ok = 0;
     for _ in 0..10 {
-        if l.admit_client("d", &rpm(9), 0, Instant::now())
+        if limiter
+            .admit_client("d", &rpm(9), 0, Instant::now())
             .await
             .is_ok()
         {
@@ -444,11 +452,12 @@ async fn redis_down_divides_limits_and_recovers() {
         }
     }
     assert_eq!(ok, 3, "9 rpm divided by 3 replicas while Redis is down");
-    r.restart();
+    redis.restart();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut ok = 0;
     for _ in 0..12 {
-        if l.admit_client("e", &rpm(9), 0, Instant::now())
+        if limiter
+            .admit_client("e", &rpm(9), 0, Instant::now())
             .await
             .is_ok()
         {
@@ -462,34 +471,34 @@ async fn redis_down_divides_limits_and_recovers() {
 /// to a local Redis), sequential and 64 in flight, for the notes. Debug build figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cost_of_a_shared_decision() {
-    let r = Redis::start();
-    let l = Arc::new(limiter(&r, 1));
+    let redis = Redis::start();
+    let limiter = Arc::new(limiter(&redis, 1));
     let lim = rpm(10_000_000);
-    let _warm = l
+    let _warm = limiter
         .admit_client("warm", &lim, 0, Instant::now())
         .await
         .unwrap();
-    let n = 2000;
-    let t = std::time::Instant::now();
-    for _ in 0..n {
-        let a = l
+    let calls = 2000;
+    let started = std::time::Instant::now();
+    for _ in 0..calls {
+        let grant = limiter
             .admit_client("seq", &lim, 0, Instant::now())
             .await
             .unwrap();
-        a.settle(0, Instant::now());
+        grant.settle(0, Instant::now());
     }
-    let seq = t.elapsed() / n;
-    let t = std::time::Instant::now();
+    let seq = started.elapsed() / calls;
+    let started = std::time::Instant::now();
     let tasks: Vec<_> = (0..64)
         .map(|_| {
-            let l = l.clone();
+            let limiter = limiter.clone();
             tokio::spawn(async move {
-                for _ in 0..n / 64 {
-                    let a = l
+                for _ in 0..calls / 64 {
+                    let grant = limiter
                         .admit_client("par", &lim, 0, Instant::now())
                         .await
                         .unwrap();
-                    drop(a);
+                    drop(grant);
                 }
             })
         })
@@ -497,7 +506,7 @@ async fn cost_of_a_shared_decision() {
     for t in tasks {
         t.await.unwrap();
     }
-    let per = t.elapsed() / (n / 64 * 64);
+    let per = started.elapsed() / (calls / 64 * 64);
     eprintln!("shared admit: {seq:?} per call sequential, {per:?} per call with 64 in flight");
 }
 
@@ -506,9 +515,9 @@ async fn cost_of_a_shared_decision() {
 /// get 429 with the OpenAI headers and never reach an upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpm_10_admits_exactly_10_across_three_replicas_end_to_end() {
-    let r = Redis::start();
-    let m = crate::replicas::fleet::mocks().await;
-    let fleet = crate::replicas::fleet::Fleet::start(&r, &m);
+    let redis = Redis::start();
+    let mocks = crate::replicas::fleet::mocks().await;
+    let fleet = crate::replicas::fleet::Fleet::start(&redis, &mocks);
     let mut tasks = Vec::new();
     for i in 0..60 {
         let (http, base) = (fleet.http.clone(), fleet.replicas[i % 3].base.clone());
@@ -542,6 +551,6 @@ async fn rpm_10_admits_exactly_10_across_three_replicas_end_to_end() {
         "exactly the limit across the replicas\n{}",
         fleet.logs()
     );
-    let upstream = m["s1"].requests().len() + m["s2"].requests().len();
+    let upstream = mocks["s1"].requests().len() + mocks["s2"].requests().len();
     assert_eq!(upstream, 10, "refused requests never reach an upstream");
 }

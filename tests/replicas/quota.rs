@@ -55,16 +55,16 @@ async fn a_quota_for_ten_serves_exactly_ten_across_three_replicas() {
     assert_eq!(int(&pg, "SELECT count(*) FROM quota_lease"), 0);
     // Every replica's view converges on the shared balance (refreshed every second).
     for r in &replicas {
-        let mut a = account(&http, r).await;
+        let mut latest = account(&http, r).await;
         for _ in 0..30 {
-            if a["remaining_micro"] == 0 {
+            if latest["remaining_micro"] == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            a = account(&http, r).await;
+            latest = account(&http, r).await;
         }
-        assert_eq!(a["remaining_micro"], 0, "{a}");
-        assert_eq!(a["charged_micro"], charged, "{a}");
+        assert_eq!(latest["remaining_micro"], 0, "{latest}");
+        assert_eq!(latest["charged_micro"], charged, "{latest}");
     }
 }
 
@@ -166,10 +166,10 @@ async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
     let pg = Postgres::start();
     let mock = MockUpstream::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let r = replica(dir.path(), "r", &config(&pg, &mock, 100 * COST, false));
+    let replica = replica(dir.path(), "r", &config(&pg, &mock, 100 * COST, false));
     let http = http();
     // One served request: the balance row exists and costs exactly COST.
-    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    assert_eq!(ask(&http, &replica, ALICE, false).await.0, 200);
     assert!(
         eventually(Duration::from_secs(10), || int(
             &pg,
@@ -183,7 +183,7 @@ async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
         .build()
         .unwrap();
     let left = quick
-        .post(format!("{}/v1/chat/completions", r.base))
+        .post(format!("{}/v1/chat/completions", replica.base))
         .bearer_auth(ALICE)
         .json(&serde_json::json!({"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}))
         .send()
@@ -224,13 +224,13 @@ async fn the_pool_timeout_bounds_a_debit_behind_a_locked_row() {
         "queue_capacity: 8",
         "queue_capacity: 8\n  pool_size: 2\n  pool_timeout: 300ms",
     );
-    let r = replica(dir.path(), "r", &body);
+    let replica = replica(dir.path(), "r", &body);
     let http = http();
-    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    assert_eq!(ask(&http, &replica, ALICE, false).await.0, 200);
     let (lock, driver) = lock_alice(&pg).await;
-    let t = std::time::Instant::now();
-    let (status, _) = ask(&http, &r, ALICE, false).await;
-    let took = t.elapsed();
+    let started = std::time::Instant::now();
+    let (status, _) = ask(&http, &replica, ALICE, false).await;
+    let took = started.elapsed();
     lock.batch_execute("ROLLBACK").await.expect("unlocked");
     driver.abort();
     assert_eq!(status, 503);
@@ -239,7 +239,7 @@ async fn the_pool_timeout_bounds_a_debit_behind_a_locked_row() {
         "bounded by storage.pool_timeout: {took:?}"
     );
     // A healthy database: the next request is served.
-    assert_eq!(ask(&http, &r, ALICE, false).await.0, 200);
+    assert_eq!(ask(&http, &replica, ALICE, false).await.0, 200);
 }
 
 /// A transaction holding alice's balance row `FOR UPDATE` (end it with `COMMIT` or

@@ -76,30 +76,30 @@ fn node_on(url: &str, stop: &watch::Receiver<bool>, yaml: &str, resync: Duration
 }
 
 async fn until(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
-    let t = std::time::Instant::now();
-    while t.elapsed() < limit {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
         if check() {
-            return Some(t.elapsed());
+            return Some(started.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     None
 }
 
-async fn up(n: &Node) {
-    until(Duration::from_secs(3), || n.shared.is_up())
+async fn up(node: &Node) {
+    until(Duration::from_secs(3), || node.shared.is_up())
         .await
         .expect("runtime joined Redis");
 }
 
 fn status(code: u16, message: &str) -> OutcomeFacts {
-    let o = Outcome::Status {
+    let outcome = Outcome::Status {
         code,
         error_code: None,
         error_type: None,
         message: message.into(),
     };
-    OutcomeFacts::of(&o, &Default::default(), PathFamily::Chat)
+    OutcomeFacts::of(&outcome, &Default::default(), PathFamily::Chat)
 }
 
 /// A route cooldown, a "model not found" mark and an upstream key cooldown made on one
@@ -122,7 +122,7 @@ async fn cooldowns_marks_and_key_cooldowns_reach_the_other_replica() {
         false,
     );
     let fps = n1.snap.key_fps[0].clone();
-    let t = Target {
+    let target = Target {
         ch,
         st,
         fps: &fps,
@@ -133,7 +133,7 @@ async fn cooldowns_marks_and_key_cooldowns_reach_the_other_replica() {
     record_attempt(
         &n1.store,
         &rules,
-        &t,
+        &target,
         &status(404, "The model `m` does not exist"),
     );
     n1.kc.cool(
@@ -229,10 +229,10 @@ async fn bindings_survive_a_late_joiner_and_an_empty_restart() {
     until(Duration::from_secs(3), || n2.bindings.len() == 50)
         .await
         .expect("a late joiner reads every binding");
-    let b = n2.bindings.get(7).unwrap();
-    assert_eq!(&*b.channel, "b");
+    let binding = n2.bindings.get(7).unwrap();
+    assert_eq!(&*binding.channel, "b");
     assert!(
-        b.expires > Instant::now() + Duration::from_secs(3500),
+        binding.expires > Instant::now() + Duration::from_secs(3500),
         "with its TTL"
     );
 
@@ -261,7 +261,7 @@ async fn auto_disable_and_its_lifting_reach_the_other_replica() {
     up(&n2).await;
     let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
     let fps = n1.snap.key_fps[0].clone();
-    let t = Target {
+    let target = Target {
         ch,
         st,
         fps: &fps,
@@ -269,7 +269,7 @@ async fn auto_disable_and_its_lifting_reach_the_other_replica() {
         model: "m",
     };
     let rules = n1.snap.table.config.auto_disable.clone();
-    record_attempt(&n1.store, &rules, &t, &status(401, "invalid api key"));
+    record_attempt(&n1.store, &rules, &target, &status(401, "invalid api key"));
     assert!(st.key_disabled(&fps[0]));
     let st2 = &n2.snap.states[0];
     let seen = until(Duration::from_secs(1), || st2.key_disabled(&fps[0]))
@@ -309,7 +309,7 @@ async fn another_generation_disables_the_same_key_not_the_same_position() {
     assert_eq!(n2.snap.table.channels.len(), 3);
     let (ch, st) = (&n1.snap.table.channels[0], &n1.snap.states[0]);
     let fps = n1.snap.key_fps[0].clone();
-    let t = Target {
+    let target = Target {
         ch,
         st,
         fps: &fps,
@@ -317,7 +317,7 @@ async fn another_generation_disables_the_same_key_not_the_same_position() {
         model: "m",
     };
     let rules = n1.snap.table.config.auto_disable.clone();
-    record_attempt(&n1.store, &rules, &t, &status(401, "invalid api key"));
+    record_attempt(&n1.store, &rules, &target, &status(401, "invalid api key"));
     let (st2, fps2) = (&n2.snap.states[0], n2.snap.key_fps[0].clone());
     assert_eq!(fps2[1], fps[0], "k1 is the second key there");
     until(Duration::from_secs(1), || st2.key_disabled(&fps2[1]))
@@ -338,17 +338,17 @@ async fn a_lost_change_is_repaired_by_the_resync() {
     let (n1, n2) = (node(&redis, &stop), node(&redis, &stop));
     up(&n1).await;
     up(&n2).await;
-    let d = switchyard::state::channel::Disabled {
+    let disabled = switchyard::state::channel::Disabled {
         reason: "lost on its way".into(),
         at_ms: switchyard::store::now_ms(),
         auto: false,
     };
-    n1.snap.states[1].set_disabled(Some(d));
+    n1.snap.states[1].set_disabled(Some(disabled));
     let st2 = &n2.snap.states[1];
-    let t = until(Duration::from_secs(2), || st2.is_disabled())
+    let waited = until(Duration::from_secs(2), || st2.is_disabled())
         .await
         .expect("repaired by the next resync");
-    eprintln!("repaired after {t:?} (resync every 300 ms here)");
+    eprintln!("repaired after {waited:?} (resync every 300 ms here)");
 }
 
 /// A TCP proxy to Redis that can freeze the subscriptions open at a moment: their bytes stop
@@ -365,14 +365,14 @@ impl Freezer {
     async fn start(redis: &Redis) -> Freezer {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("redis://{}/0", l.local_addr().unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}/0", listener.local_addr().unwrap());
         let target = format!("127.0.0.1:{}", redis.port);
         let frozen_upto = Arc::new(AtomicU64::new(0));
         let next = Arc::new(AtomicU64::new(1));
         let (f, ids) = (frozen_upto.clone(), next.clone());
         tokio::spawn(async move {
-            while let Ok((client, _)) = l.accept().await {
+            while let Ok((client, _)) = listener.accept().await {
                 let id = ids.fetch_add(1, Ordering::SeqCst);
                 let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
                     continue;
@@ -596,16 +596,16 @@ async fn an_idle_lease_holder_does_not_keep_the_probe() {
     })
     .await
     .expect("replica 1 holds the lease");
-    let t = std::time::Instant::now();
+    let started = std::time::Instant::now();
     until(Duration::from_secs(4), || {
         st2.breakers.acquire(&lim, None, Instant::now()).0 == Admission::Probe
     })
     .await
     .expect("replica 2, with traffic, probes");
     assert!(
-        t.elapsed() < Duration::from_millis(2500),
+        started.elapsed() < Duration::from_millis(2500),
         "{:?}",
-        t.elapsed()
+        started.elapsed()
     );
 }
 

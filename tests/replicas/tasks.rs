@@ -11,20 +11,20 @@ use super::support::{Behavior, MockUpstream, ADMIN_TOKEN, ALICE};
 use super::*;
 
 fn video_config(pg: &Postgres, mock: &MockUpstream) -> String {
-    let m = mock.base_url();
+    let base_url = mock.base_url();
     [
         format!("admin:\n  token: {ADMIN_TOKEN}"),
         format!("storage:\n  url: {}", pg.url()),
         "tasks:\n  paths: [/v1/videos]".into(),
         "channels:".into(),
-        format!("  v:\n    kind: openai\n    base_url: {m}\n    keys: [\"sk-up-v\"]\n    models: [sora]\n    paths: [/v1/videos]"),
+        format!("  v:\n    kind: openai\n    base_url: {base_url}\n    keys: [\"sk-up-v\"]\n    models: [sora]\n    paths: [/v1/videos]"),
         format!("clients:\n  alice:\n    key: {ALICE}\n"),
     ]
     .join("\n")
 }
 
-async fn poll(http: &reqwest::Client, r: &Replica, id: &str) -> u16 {
-    http.get(format!("{}/v1/videos/{id}", r.base))
+async fn poll(http: &reqwest::Client, replica: &Replica, id: &str) -> u16 {
+    http.get(format!("{}/v1/videos/{id}", replica.base))
         .bearer_auth(ALICE)
         .send()
         .await
@@ -48,16 +48,16 @@ async fn a_poll_that_raced_the_submission_sees_the_binding_later() {
     );
     let http = http();
     assert_eq!(poll(&http, &b, "task_1").await, 404, "not submitted yet");
-    let r = http
+    let response = http
         .post(format!("{}/v1/videos", a.base))
         .bearer_auth(ALICE)
         .json(&serde_json::json!({"model": "sora", "prompt": "x"}))
         .send()
         .await
         .expect("submitted");
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v["id"], "task_1");
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["id"], "task_1");
     assert!(
         eventually(Duration::from_secs(10), || int(
             &pg,
@@ -66,9 +66,9 @@ async fn a_poll_that_raced_the_submission_sees_the_binding_later() {
         .await,
         "the binding reached PostgreSQL"
     );
-    let t = std::time::Instant::now();
+    let started = std::time::Instant::now();
     let mut code = poll(&http, &b, "task_1").await;
-    while code != 200 && t.elapsed() < Duration::from_secs(5) {
+    while code != 200 && started.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         code = poll(&http, &b, "task_1").await;
     }
@@ -103,9 +103,9 @@ fn shared_video_config(
 }
 
 /// (status, the mock that answered) of a follow-up on `r`.
-async fn follow_up(http: &reqwest::Client, r: &Replica, id: &str) -> (u16, String) {
+async fn follow_up(http: &reqwest::Client, replica: &Replica, id: &str) -> (u16, String) {
     let resp = http
-        .get(format!("{}/v1/videos/{id}", r.base))
+        .get(format!("{}/v1/videos/{id}", replica.base))
         .bearer_auth(ALICE)
         .send()
         .await
@@ -167,22 +167,26 @@ async fn a_task_accepted_on_one_replica_is_followed_up_on_another_at_once() {
         code: 503,
         body: None,
     });
-    let r = http
+    let response = http
         .post(format!("{}/v1/videos", a.base))
         .bearer_auth(ALICE)
         .json(&serde_json::json!({"model": "sora", "prompt": "x"}))
         .send()
         .await
         .expect("submitted");
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["x-mock-name"], "lo", "hi refused, lo accepted");
-    let v: serde_json::Value = r.json().await.unwrap();
-    let id = v["id"].as_str().expect("task id").to_string();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["x-mock-name"],
+        "lo",
+        "hi refused, lo accepted"
+    );
+    let body: serde_json::Value = response.json().await.unwrap();
+    let id = body["id"].as_str().expect("task id").to_string();
     let hi_calls = hi.calls();
 
-    let t = std::time::Instant::now();
+    let started = std::time::Instant::now();
     let mut got = follow_up(&http, &b, &id).await;
-    while got.0 != 200 && t.elapsed() < Duration::from_millis(1000) {
+    while got.0 != 200 && started.elapsed() < Duration::from_millis(1000) {
         tokio::time::sleep(Duration::from_millis(20)).await;
         got = follow_up(&http, &b, &id).await;
     }
@@ -190,11 +194,14 @@ async fn a_task_accepted_on_one_replica_is_followed_up_on_another_at_once() {
         got,
         (200, "lo".to_string()),
         "replica B serves the follow-up on the accepting channel at once (after {:?}); logs:\n{}\n----\n{}",
-        t.elapsed(),
+        started.elapsed(),
         a.log_text(),
         b.log_text()
     );
-    eprintln!("replica B served the follow-up after {:?}", t.elapsed());
+    eprintln!(
+        "replica B served the follow-up after {:?}",
+        started.elapsed()
+    );
     assert_eq!(
         int(&pg, "SELECT count(*) FROM task_binding"),
         0,
@@ -221,10 +228,10 @@ async fn a_task_accepted_on_one_replica_is_followed_up_on_another_at_once() {
 }
 
 /// `switchyard_shared_state_up` is 1 on `r` within 5 s.
-async fn wait_shared_up(http: &reqwest::Client, r: &Replica) -> bool {
-    let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_secs(5) {
-        let text = metrics(http, r).await;
+async fn wait_shared_up(http: &reqwest::Client, replica: &Replica) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        let text = metrics(http, replica).await;
         if sample(&text, "switchyard_shared_state_up", "") == 1.0 {
             return true;
         }

@@ -5,28 +5,29 @@
 use serde_json::Value;
 use switchyard_mock::fields::{anthropic_messages_without_beta, GEMINI_TOP, OPENAI_CHAT};
 
-fn fields(v: &Value, allowed: &[&str]) -> Result<(), String> {
-    let m = v.as_object().ok_or("the body is not an object")?;
-    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
+fn fields(body: &Value, allowed: &[&str]) -> Result<(), String> {
+    let object = body.as_object().ok_or("the body is not an object")?;
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(format!("unknown request field `{k}`")),
         None => Ok(()),
     }
 }
 
 /// `^[a-zA-Z0-9_-]{1,64}$`: function names in OpenAI, Anthropic and Gemini.
-fn tool_name(n: &Value) -> Result<(), String> {
-    let s = n.as_str().ok_or("a tool name is not a string")?;
-    let ok = !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
+fn tool_name(name: &Value) -> Result<(), String> {
+    let text = name.as_str().ok_or("a tool name is not a string")?;
+    let ok = !text.is_empty()
+        && text.len() <= 64
+        && text
+            .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     ok.then_some(())
-        .ok_or(format!("tool name `{s}` is not accepted"))
+        .ok_or(format!("tool name `{text}` is not accepted"))
 }
 
-pub fn chat(v: &Value) -> Result<(), String> {
-    fields(v, OPENAI_CHAT)?;
-    let msgs = v["messages"].as_array().ok_or("no messages")?;
+pub fn chat(body: &Value) -> Result<(), String> {
+    fields(body, OPENAI_CHAT)?;
+    let msgs = body["messages"].as_array().ok_or("no messages")?;
     if msgs.is_empty() {
         return Err("messages is empty".into());
     }
@@ -78,7 +79,7 @@ pub fn chat(v: &Value) -> Result<(), String> {
             c => return Err(format!("messages[{i}]: content {c}")),
         }
     }
-    for t in v["tools"].as_array().into_iter().flatten() {
+    for t in body["tools"].as_array().into_iter().flatten() {
         if t["type"] != "function" || !t["function"]["parameters"].is_object() {
             return Err(format!("tool {t}"));
         }
@@ -87,12 +88,12 @@ pub fn chat(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
-pub fn anthropic(v: &Value) -> Result<(), String> {
-    fields(v, &anthropic_messages_without_beta())?;
-    if !v["max_tokens"].is_u64() {
+pub fn anthropic(body: &Value) -> Result<(), String> {
+    fields(body, &anthropic_messages_without_beta())?;
+    if !body["max_tokens"].is_u64() {
         return Err("max_tokens is required".into());
     }
-    let msgs = v["messages"].as_array().ok_or("no messages")?;
+    let msgs = body["messages"].as_array().ok_or("no messages")?;
     let mut expect = "user";
     let mut calls: Vec<String> = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
@@ -138,7 +139,7 @@ pub fn anthropic(v: &Value) -> Result<(), String> {
     if !calls.is_empty() {
         return Err(format!("tool calls {calls:?} end the conversation"));
     }
-    for t in v["tools"].as_array().into_iter().flatten() {
+    for t in body["tools"].as_array().into_iter().flatten() {
         tool_name(&t["name"])?;
         if t["input_schema"]["type"] != "object" {
             return Err(format!("tool {} has no object input_schema", t["name"]));
@@ -147,9 +148,9 @@ pub fn anthropic(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
-pub fn gemini(v: &Value) -> Result<(), String> {
-    fields(v, GEMINI_TOP)?;
-    let contents = v["contents"].as_array().ok_or("no contents")?;
+pub fn gemini(body: &Value) -> Result<(), String> {
+    fields(body, GEMINI_TOP)?;
+    let contents = body["contents"].as_array().ok_or("no contents")?;
     for (i, c) in contents.iter().enumerate() {
         if !matches!(c["role"].as_str(), Some("user" | "model")) {
             return Err(format!("contents[{i}] role {}", c["role"]));
@@ -158,7 +159,7 @@ pub fn gemini(v: &Value) -> Result<(), String> {
             return Err(format!("contents[{i}] has no parts"));
         }
     }
-    for t in v["tools"].as_array().into_iter().flatten() {
+    for t in body["tools"].as_array().into_iter().flatten() {
         for f in t["functionDeclarations"].as_array().into_iter().flatten() {
             tool_name(&f["name"])?;
         }

@@ -49,8 +49,8 @@ impl Fault {
 
 /// One case: primary `a` of `kind` faults, `b` (Anthropic, takes a prefill) answers.
 async fn case(path: &'static str, kind: &'static str, fault: Fault, resume: bool) -> String {
-    let m = mocks(&["a", "b"]).await;
-    m["b"].set_record(true);
+    let mocks = mocks(&["a", "b"]).await;
+    mocks["b"].set_record(true);
     let on = if resume {
         "resilience:\n  stream_resume: {enabled: true, max: 1}\n"
     } else {
@@ -62,15 +62,15 @@ async fn case(path: &'static str, kind: &'static str, fault: Fault, resume: bool
             ch("a", kind, 10, ""),
             ch("b", "anthropic", 0, "")
         ),
-        &m,
+        &mocks,
     );
     let gw = start_gw(&yaml).await;
-    m["a"].push(fault.behavior());
+    mocks["a"].push(fault.behavior());
     let name = format!("{path} on {kind}, {fault:?}, resume {resume}");
     let t0 = Instant::now();
-    let r = send(&gw, path, true).await;
-    assert_eq!(r.status(), 200, "{name}");
-    let text = r.text().await.unwrap_or_default();
+    let response = send(&gw, path, true).await;
+    assert_eq!(response.status(), 200, "{name}");
+    let text = response.text().await.unwrap_or_default();
     assert!(
         t0.elapsed() < Duration::from_secs(5),
         "{name}: took {:?}",
@@ -92,7 +92,7 @@ async fn case(path: &'static str, kind: &'static str, fault: Fault, resume: bool
         }
         let rows = requests(&gw).await;
         assert_eq!(rows[0]["stream_outcome"], "resumed", "{name}: {}", rows[0]);
-        assert_eq!(m["b"].calls(), 1, "{name}");
+        assert_eq!(mocks["b"].calls(), 1, "{name}");
     } else {
         assert_eq!(
             successes, 0,
@@ -104,7 +104,7 @@ async fn case(path: &'static str, kind: &'static str, fault: Fault, resume: bool
             "{name}: the stream ends in an error: {text}"
         );
         assert_eq!(
-            m["b"].calls(),
+            mocks["b"].calls(),
             0,
             "{name}: committed streams never fail over"
         );
@@ -225,7 +225,7 @@ async fn an_error_event_after_content_resumes_or_ends_in_error_in_every_format_a
 #[tokio::test]
 async fn a_virtual_model_turns_resume_on_or_off_for_its_own_requests() {
     for (global, own, resumed) in [(false, true, true), (true, false, false)] {
-        let m = mocks(&["a", "b"]).await;
+        let mocks = mocks(&["a", "b"]).await;
         let yaml = fill(
             &format!(
                 "{FAST}resilience:\n  stream_resume: {{enabled: {global}}}\nchannels:\n{}{}\
@@ -233,10 +233,10 @@ async fn a_virtual_model_turns_resume_on_or_off_for_its_own_requests() {
                 ch("a", "anthropic", 10, ""),
                 ch("b", "anthropic", 0, "")
             ),
-            &m,
+            &mocks,
         );
         let gw = start_gw(&yaml).await;
-        m["a"].push(Behavior::CutMidStream { after_chunks: 2 });
+        mocks["a"].push(Behavior::CutMidStream { after_chunks: 2 });
         let body = serde_json::json!({"model": "vm", "max_tokens": 10, "stream": true,
             "messages": [{"role": "user", "content": "hi"}]});
         let text = gw
@@ -251,7 +251,7 @@ async fn a_virtual_model_turns_resume_on_or_off_for_its_own_requests() {
             resumed,
             "{name}: {text}"
         );
-        assert_eq!(m["b"].calls(), usize::from(resumed), "{name}");
+        assert_eq!(mocks["b"].calls(), usize::from(resumed), "{name}");
         gw.stop().await;
     }
 }

@@ -8,16 +8,16 @@ use super::support::*;
 
 /// `a` (tried first) and `b`, of `kind`, with the floor at `floor` tokens per second.
 async fn floored(kind: &str, floor: &str) -> (Gw, std::collections::HashMap<String, MockUpstream>) {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "timeouts:\n  first_byte: 2s\n  min_tokens_per_second: {floor}\nchannels:\n{}{}{CLIENTS}",
             ch("a", kind, 10, ""),
             ch("b", kind, 0, "")
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 /// Four content events a second, each within `first_byte`.
@@ -36,15 +36,19 @@ async fn a_stream_below_the_floor_fails_over_before_its_commit_point() {
     ] {
         let (gw, m) = floored(kind, "10").await;
         m["a"].set_default(trickle());
-        let t = Instant::now();
-        let r = send(&gw, path, true).await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(route(&r), "a->b", "{path}");
-        assert_eq!(r.headers()["x-mock-name"], "b");
-        let text = r.text().await.unwrap();
+        let started = Instant::now();
+        let response = send(&gw, path, true).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(route(&response), "a->b", "{path}");
+        assert_eq!(response.headers()["x-mock-name"], "b");
+        let text = response.text().await.unwrap();
         // Ten tokens were due within one second: the trickle is cut there, nothing of it
         // relayed, and the fallback's whole answer is the client's.
-        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(!text.contains("chunk 5"), "{path}: {text}");
         assert!(!text.contains("stream_incomplete"), "{path}: {text}");
         let rows = requests(&gw).await;
@@ -60,9 +64,9 @@ async fn without_the_floor_or_above_it_the_slow_stream_is_served() {
     for floor in ["0", "2"] {
         let (gw, m) = floored("openai", floor).await;
         m["a"].set_default(trickle());
-        let r = send(&gw, "/v1/chat/completions", true).await;
-        assert_eq!(route(&r), "a", "floor {floor}");
-        let text = r.text().await.unwrap();
+        let response = send(&gw, "/v1/chat/completions", true).await;
+        assert_eq!(route(&response), "a", "floor {floor}");
+        let text = response.text().await.unwrap();
         assert!(
             text.contains("chunk 11") && text.contains("[DONE]"),
             "{text}"
@@ -72,9 +76,9 @@ async fn without_the_floor_or_above_it_the_slow_stream_is_served() {
     }
     // A stream that ends within the window is committed at its terminal event.
     let (gw, m) = floored("openai", "50").await;
-    let r = send(&gw, "/v1/chat/completions", true).await;
-    assert_eq!(route(&r), "a");
-    assert!(r.text().await.unwrap().contains("[DONE]"));
+    let response = send(&gw, "/v1/chat/completions", true).await;
+    assert_eq!(route(&response), "a");
+    assert!(response.text().await.unwrap().contains("[DONE]"));
     assert_eq!(m["b"].calls(), 0);
     gw.stop().await;
 }
@@ -83,8 +87,11 @@ async fn without_the_floor_or_above_it_the_slow_stream_is_served() {
 async fn the_floor_is_validated() {
     for bad in ["-1", "nope"] {
         let yaml = format!("timeouts:\n  min_tokens_per_second: {bad}\n{CLIENTS}");
-        let e = try_start_gw(&yaml).await.err().expect("refused");
-        assert!(e.contains("timeouts.min_tokens_per_second"), "{e}");
+        let refusal = try_start_gw(&yaml).await.err().expect("refused");
+        assert!(
+            refusal.contains("timeouts.min_tokens_per_second"),
+            "{refusal}"
+        );
     }
 }
 
@@ -95,11 +102,11 @@ async fn the_floor_is_validated() {
 async fn a_translated_stream_below_the_floor_fails_over_before_its_commit_point() {
     let (gw, m) = floored("anthropic", "10").await;
     m["a"].set_default(trickle());
-    let r = send(&gw, "/v1/chat/completions", true).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    assert_eq!(r.headers()["x-mock-name"], "b");
-    let text = r.text().await.unwrap();
+    let response = send(&gw, "/v1/chat/completions", true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    assert_eq!(response.headers()["x-mock-name"], "b");
+    let text = response.text().await.unwrap();
     assert!(text.contains("chat.completion.chunk"), "translated: {text}");
     assert!(text.contains("[DONE]"), "{text}");
     assert!(!text.contains("stream_incomplete"), "{text}");

@@ -21,8 +21,8 @@ pub fn free_port() -> u16 {
 }
 
 fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while t.elapsed() < limit {
+    let started = Instant::now();
+    while started.elapsed() < limit {
         if ready() {
             return;
         }
@@ -51,14 +51,14 @@ pub struct Redis {
 impl Redis {
     pub fn start() -> Redis {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut r = Redis {
+        let mut redis = Redis {
             port: free_port(),
             child: None,
             dir,
             started_once: false,
         };
-        r.spawn();
-        r
+        redis.spawn();
+        redis
     }
 
     /// Start `redis-server`; a port taken meanwhile by another test (`free_port` races) moves
@@ -76,8 +76,8 @@ impl Redis {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server starts");
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(10) {
                 if redis_ping(self.port) {
                     self.child = Some(child);
                     self.started_once = true;
@@ -184,9 +184,9 @@ fn as_pg_user(bin: &Path) -> Command {
     } else {
         "nobody"
     };
-    let mut c = Command::new("runuser");
-    c.args(["-u", user, "--"]).arg(bin);
-    c
+    let mut command = Command::new("runuser");
+    command.args(["-u", user, "--"]).arg(bin);
+    command
 }
 
 impl Postgres {
@@ -349,7 +349,7 @@ impl Replica {
             .stderr(file)
             .spawn()
             .expect("switchyard starts");
-        let r = Replica {
+        let replica = Replica {
             child,
             base: format!("http://127.0.0.1:{listen}"),
             admin: format!("http://127.0.0.1:{admin}"),
@@ -358,7 +358,7 @@ impl Replica {
         wait_until("switchyard replica", Duration::from_secs(30), || {
             http_status(admin, "/readyz") == Some(200)
         });
-        r
+        replica
     }
 
     /// `kill -9`: no drain, no flush.
@@ -381,16 +381,16 @@ impl Drop for Replica {
 /// Status of a plain `GET path` on 127.0.0.1:port (blocking, for readiness checks).
 fn http_status(port: u16, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    socket.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(
-        s,
+        socket,
         "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
     )
     .ok()?;
     let mut buf = [0u8; 32];
-    let n = s.read(&mut buf).ok()?;
-    std::str::from_utf8(&buf[..n])
+    let read = socket.read(&mut buf).ok()?;
+    std::str::from_utf8(&buf[..read])
         .ok()?
         .get(9..12)?
         .parse()

@@ -26,13 +26,13 @@ pub struct Gw {
 
 /// Start one mock per name; each answers with an `x-mock-name` header.
 pub async fn mocks(names: &[&str]) -> HashMap<String, MockUpstream> {
-    let mut m = HashMap::new();
+    let mut mocks = HashMap::new();
     for n in names {
         let up = MockUpstream::start().await.expect("mock starts");
         up.set_name(n);
-        m.insert(n.to_string(), up);
+        mocks.insert(n.to_string(), up);
     }
-    m
+    mocks
 }
 
 /// The fixed head of every test config: ephemeral ports, temp storage, admin token.
@@ -111,17 +111,17 @@ impl Gw {
     }
 
     pub async fn admin_get(&self, path: &str) -> (u16, serde_json::Value) {
-        let r = self
+        let response = self
             .http
             .get(format!("{}{}", self.admin, path))
             .bearer_auth(ADMIN_TOKEN)
             .send()
             .await
             .expect("admin request");
-        let s = r.status().as_u16();
-        let text = r.text().await.unwrap_or_default();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
         (
-            s,
+            status,
             serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
         )
     }
@@ -184,8 +184,9 @@ impl Gw {
 }
 
 /// The `x-switchyard-route` header of a response.
-pub fn route(r: &reqwest::Response) -> String {
-    r.headers()
+pub fn route(response: &reqwest::Response) -> String {
+    response
+        .headers()
         .get("x-switchyard-route")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
@@ -216,10 +217,10 @@ pub async fn jam(gw: &Gw) -> rusqlite::Connection {
     while store.queue_len() > 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut n = 0;
+    let mut filled = 0;
     while store.try_send(filler()) {
-        n += 1;
-        assert!(n <= 100_000, "queue never filled");
+        filled += 1;
+        assert!(filled <= 100_000, "queue never filled");
     }
     lock
 }

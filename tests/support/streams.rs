@@ -18,16 +18,16 @@ pub fn ch(name: &str, kind: &str, priority: i64, extra: &str) -> String {
 
 /// Gateway with channels `a` (priority 10, tried first) and `b` (priority 0) of `kind`.
 pub async fn pair(kind: &str, a_extra: &str) -> (Gw, HashMap<String, MockUpstream>) {
-    let m = mocks(&["a", "b"]).await;
+    let mocks = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "{FAST}channels:\n{}{}{CLIENTS}",
             ch("a", kind, 10, a_extra),
             ch("b", kind, 0, "")
         ),
-        &m,
+        &mocks,
     );
-    (start_gw(&yaml).await, m)
+    (start_gw(&yaml).await, mocks)
 }
 
 pub fn body_for(path: &str, stream: bool) -> Value {
