@@ -1,5 +1,7 @@
 //! End-to-end streaming tests (R9, R1.4, R8.5, R11 inputs): time gates, the commit point,
 //! `stream_incomplete`, hidden errors, stream policies, usage, client disconnect.
+#[path = "streaming/one_write.rs"]
+mod one_write;
 #[path = "streaming/resume_matrix.rs"]
 mod resume_matrix;
 #[path = "streaming/throughput_floor.rs"]

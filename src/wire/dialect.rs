@@ -1,13 +1,15 @@
 //! What stream events mean in each endpoint's dialect (R9.2–R9.5): which event ends a stream,
 //! which only opens it (held back until the commit point), which is an error before content,
 //! which chat chunk carries only usage; the gateway's own events (keepalive,
-//! `stream_incomplete`) in each format; and the fields of an upstream error body. Every check
-//! reads the event's one JSON parse (`Event::json`).
+//! `stream_incomplete`) in each format; and the fields of an upstream error body. The checks
+//! every event meets read its first look (`Event::peek`); the rest its one JSON parse
+//! (`Event::json`).
 
 use bytes::Bytes;
 use serde_json::Value;
 
 use super::hidden::embedded_error;
+use super::peek::Peek;
 use super::sse::Event;
 
 /// The stream dialect of the endpoint the client called.
@@ -47,11 +49,7 @@ pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
             if ev.data.as_deref().is_some_and(|d| d.trim() == "[DONE]") {
                 return true;
             }
-            ev.json().is_some_and(|v| {
-                v["choices"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().any(|c| c["finish_reason"].is_string()))
-            })
+            ev.peek().choices.is_some_and(|c| c.finish)
         }
         StreamFormat::Responses => matches!(
             ev.kind(),
@@ -66,6 +64,9 @@ pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
 
 /// A 200 stream whose first event is only an error object (R9.5): the embedded status, if any.
 pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
+    if !ev.peek().error {
+        return None; // only an object with an `error` key can be one
+    }
     embedded_error(ev.json()?)
 }
 
@@ -87,7 +88,7 @@ pub fn is_preamble(format: StreamFormat, ev: &Event) -> bool {
         StreamFormat::Responses => {
             matches!(ev.kind(), Some("response.created" | "response.in_progress"))
         }
-        StreamFormat::Chat => ev.json().is_some_and(empty_chunk),
+        StreamFormat::Chat => empty_chunk(ev.peek()),
         StreamFormat::Other => false,
     }
 }
@@ -103,30 +104,14 @@ fn empty_block(value: &Value) -> bool {
 }
 
 /// A chat chunk that carries nothing of the answer (not an error, not the usage chunk).
-fn empty_chunk(value: &Value) -> bool {
-    let Some(choices) = value.get("choices").and_then(Value::as_array) else {
+fn empty_chunk(peek: &Peek) -> bool {
+    let Some(choices) = peek.choices else {
         return false;
     };
-    if value.get("error").is_some() || (choices.is_empty() && value["usage"].is_object()) {
+    if peek.error || (choices.len == 0 && peek.usage) {
         return false;
     }
-    choices.iter().all(|c| {
-        let delta = &c["delta"];
-        let blank = |k: &str| match &delta[k] {
-            Value::Null => true,
-            Value::String(s) => s.is_empty(),
-            Value::Array(a) => a.is_empty(),
-            _ => false,
-        };
-        c["finish_reason"].is_null()
-            && blank("content")
-            && blank("reasoning_content")
-            && blank("reasoning")
-            && blank("tool_calls")
-            && blank("refusal")
-            && delta.get("function_call").is_none()
-            && delta.get("audio").is_none()
-    })
+    choices.blank
 }
 
 /// An event an OpenAI-format SDK cannot parse: data that is not JSON (nor `[DONE]`) in a
@@ -139,7 +124,7 @@ pub fn is_malformed(format: StreamFormat, ev: &Event) -> bool {
             .data
             .as_deref()
             .is_some_and(|d| !d.trim().is_empty() && d.trim() != "[DONE]")
-        && ev.json().is_none()
+        && !ev.peek().json
 }
 
 /// The comment a translated stream writes for its held opening: the upstream has proven
@@ -165,9 +150,8 @@ pub fn pre_commit_error(format: StreamFormat, ev: &Event) -> Option<u16> {
 
 /// Is this chat event the usage-only chunk (empty `choices` and a `usage` object)?
 pub fn is_usage_chunk(ev: &Event) -> bool {
-    ev.json().is_some_and(|v| {
-        v["usage"].is_object() && v["choices"].as_array().is_some_and(|c| c.is_empty())
-    })
+    let peek = ev.peek();
+    peek.usage && peek.choices.is_some_and(|c| c.len == 0)
 }
 
 /// The keepalive to inject after silence (R9.2): a comment, or Anthropic's native ping.

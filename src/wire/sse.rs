@@ -1,8 +1,8 @@
 //! SSE framing of upstream streams (R9.1): split any read boundaries into events, drop `id:`
 //! lines on OpenAI formats, and parse each event's data as JSON at most once, on first use,
 //! for every reader after it (terminal and preamble checks, hidden errors, usage, the
-//! usage-only chunk, force_stream assembly). What the events mean per format is in
-//! `dialect`.
+//! usage-only chunk, force_stream assembly) — and most readers need only its first look,
+//! `peek`, which builds no tree. What the events mean per format is in `dialect`.
 //!
 //! Hand-written rather than a crate: the relay must pass upstream bytes through unchanged
 //! (only `id:` lines are removed) while looking at each event, and must never re-encode.
@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
+
+use super::peek::Peek;
 
 /// One complete SSE event as received.
 #[derive(Clone)]
@@ -24,6 +26,8 @@ pub struct Event {
     pub comment_only: bool,
     /// `data` parsed as JSON, once, by the first reader that asks.
     json: OnceLock<Option<Value>>,
+    /// `data` looked at without a tree, once, by the first reader that asks.
+    peek: OnceLock<Peek>,
 }
 
 impl Event {
@@ -34,6 +38,7 @@ impl Event {
             data,
             comment_only,
             json: OnceLock::new(),
+            peek: OnceLock::new(),
         }
     }
 
@@ -48,6 +53,14 @@ impl Event {
         self.json
             .get_or_init(|| serde_json::from_str(self.data.as_deref()?).ok())
             .as_ref()
+    }
+
+    /// What the event's data says at a first look (no tree, no allocation): read on the
+    /// first call, shared by every later one. The relay asks this of every event and parses
+    /// the tree (`json`) only for the few the peek says need it.
+    pub fn peek(&self) -> &Peek {
+        self.peek
+            .get_or_init(|| self.data.as_deref().map(Peek::read).unwrap_or_default())
     }
 
     /// The event's type: its `event:` name, else the `type` of its JSON data.

@@ -29,6 +29,12 @@ pub struct StreamUsage {
 
 impl StreamUsage {
     pub fn observe(&mut self, ev: &Event) {
+        let peek = ev.peek();
+        if !peek.usage && !peek.nested_usage {
+            // No usage report: the first look has all this event adds.
+            self.content_chars += peek.content_chars;
+            return;
+        }
         let Some(v) = ev.json() else { return };
         for u in [&v["usage"], &v["response"]["usage"]] {
             if u.is_object() {
@@ -66,7 +72,7 @@ impl StreamUsage {
 }
 
 /// Characters of generated content in one parsed stream event (any dialect).
-fn content_chars(value: &Value) -> u64 {
+pub(crate) fn content_chars(value: &Value) -> u64 {
     let len = |x: &Value| x.as_str().map_or(0, |s| s.chars().count() as u64);
     let mut chars = 0;
     for c in value["choices"].as_array().into_iter().flatten() {

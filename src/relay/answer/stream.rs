@@ -7,11 +7,12 @@
 //! so nothing can be retried once a byte has reached the client.
 //!
 //! Every event received is relayed, in order, as soon as it is complete, whatever the read
-//! boundaries were: the framer is drained before each read and at the end of the upstream.
+//! boundaries were: the framer is drained before each read and at the end of the upstream,
+//! and the events one read completed go to the client in one write.
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
@@ -67,22 +68,19 @@ impl Primed {
         self.format
     }
 
-    /// Relay (or hide) one event: the observer sees it either way.
-    async fn forward(
-        &self,
-        ev: Event,
-        tx: &mpsc::Sender<Result<Bytes, Aborted>>,
-        obs: &mut dyn StreamObserver,
-    ) -> Result<bool, ()> {
+    /// Relay (or hide) one event into `out`: the observer sees it either way. `true`: it
+    /// goes to the client.
+    fn forward(&self, ev: Event, out: &mut Outbox, obs: &mut dyn StreamObserver) -> bool {
         if dialect::is_malformed(self.format, &ev) {
             metrics::counter!(telemetry::MALFORMED_EVENTS).increment(1);
-            return Ok(false);
+            return false;
         }
         obs.event(&ev);
         if self.hide_usage_chunk && dialect::is_usage_chunk(&ev) {
-            return Ok(false);
+            return false;
         }
-        tx.send(Ok(ev.raw)).await.map(|_| true).map_err(|_| ())
+        out.push(ev.raw);
+        true
     }
 
     /// Read the next upstream chunk into the framer before `deadline`; `Ok(false)` at the end.
@@ -102,6 +100,44 @@ impl Primed {
                 Ok(())
             }
         }
+    }
+}
+
+/// The events bound for the client from one upstream read: written together, in one
+/// frame, as soon as the read's complete events are relayed (no added delay), instead of a
+/// write per event.
+#[derive(Default)]
+struct Outbox {
+    /// The first event's bytes (no copy while it is the only one).
+    first: Option<Bytes>,
+    /// The first and later events, copied together once there are two.
+    more: BytesMut,
+}
+
+impl Outbox {
+    fn push(&mut self, raw: Bytes) {
+        if raw.is_empty() {
+            return;
+        }
+        match self.first.take() {
+            None if self.more.is_empty() => self.first = Some(raw),
+            None => self.more.extend_from_slice(&raw),
+            Some(first) => {
+                self.more.reserve(first.len() + raw.len());
+                self.more.extend_from_slice(&first);
+                self.more.extend_from_slice(&raw);
+            }
+        }
+    }
+
+    /// Write what is held to the client; `Err` when the client has left.
+    async fn flush(&mut self, tx: &mpsc::Sender<Result<Bytes, Aborted>>) -> Result<(), ()> {
+        let frame = match self.first.take() {
+            Some(first) => first,
+            None if self.more.is_empty() => return Ok(()),
+            None => self.more.split().freeze(),
+        };
+        tx.send(Ok(frame)).await.map_err(|_| ())
     }
 }
 
@@ -288,21 +324,22 @@ struct Resume {
     error: Option<Event>,
 }
 
-/// Relay one upstream event through the current splice; `Ok(true)`: it reached the client.
-async fn relay_one(
+/// Relay one upstream event through the current splice into `out`; `true`: it goes to the
+/// client.
+fn relay_one(
     p: &Primed,
     ev: Event,
-    tx: &mpsc::Sender<Result<Bytes, Aborted>>,
+    out: &mut Outbox,
     obs: &mut dyn StreamObserver,
     resume: &mut Option<Resume>,
     terminal: &mut bool,
-) -> Result<bool, ()> {
+) -> bool {
     let ev = match resume.as_mut().and_then(|r| r.splice.as_mut()) {
         Some(s) => match s.rewrite(ev.clone()) {
             Some(e) => e,
             None => {
                 obs.event(&ev); // the continuation's opening still carries its usage
-                return Ok(false);
+                return false;
             }
         },
         None => ev,
@@ -310,14 +347,14 @@ async fn relay_one(
     if let Some(r) = resume.as_mut() {
         if r.delivery.resumable() && dialect::pre_commit_error(p.format, &ev).is_some() {
             r.error = Some(ev); // a cut that says why: resumed, or relayed at the end
-            return Ok(false);
+            return false;
         }
     }
     *terminal |= dialect::is_terminal(p.format, &ev);
     if let Some(r) = resume.as_mut() {
         r.delivery.observe(p.format, &ev);
     }
-    p.forward(ev, tx, obs).await
+    p.forward(ev, out, obs)
 }
 
 /// The error event held back by `relay_one`, if any.
@@ -359,26 +396,28 @@ async fn pump(
     resume: &mut Option<Resume>,
 ) -> StreamEnd {
     let mut terminal = false;
+    let mut out = Outbox::default();
     'segment: loop {
         for ev in std::mem::take(&mut p.held) {
-            if relay_one(p, ev, tx, obs, resume, &mut terminal)
-                .await
-                .is_err()
-            {
-                return StreamEnd::ClientCancel;
-            }
+            relay_one(p, ev, &mut out, obs, resume, &mut terminal);
         }
         let mut last_upstream = Instant::now();
         let mut last_client = Instant::now();
         loop {
-            // Every complete event is relayed before the next read.
+            // Every complete event is relayed before the next read, in one write.
+            let mut sent = false;
             while let Some(ev) = p.framer.next_event() {
-                match relay_one(p, ev, tx, obs, resume, &mut terminal).await {
-                    Err(()) => return StreamEnd::ClientCancel,
-                    Ok(true) => last_client = Instant::now(),
-                    Ok(false) if held_error(resume) => break,
-                    Ok(false) => {}
+                if relay_one(p, ev, &mut out, obs, resume, &mut terminal) {
+                    sent = true;
+                } else if held_error(resume) {
+                    break;
                 }
+            }
+            if out.flush(tx).await.is_err() {
+                return StreamEnd::ClientCancel;
+            }
+            if sent {
+                last_client = Instant::now();
             }
             let (silence, why) = times.silence();
             let cut_why = match cut_reason(p, resume) {
@@ -443,7 +482,9 @@ async fn end_cut(
 ) -> StreamEnd {
     if let Some(ev) = resume.as_mut().and_then(|r| r.error.take()) {
         terminal |= dialect::is_terminal(p.format, &ev);
-        if p.forward(ev, tx, obs).await.is_err() {
+        let mut out = Outbox::default();
+        p.forward(ev, &mut out, obs);
+        if out.flush(tx).await.is_err() {
             return StreamEnd::ClientCancel;
         }
     }

@@ -1,0 +1,660 @@
+//! The first look at a stream event's JSON data: one borrowed pass that builds no tree and
+//! allocates nothing, and answers what the relay asks of every event (is it JSON, does a
+//! choice finish, is the chunk empty, the usage-only chunk, an `error` key, a usage report,
+//! the characters of content). The whole tree (`Event::json`) is parsed only for the rare
+//! events a `Peek` says need it: those with a usage report or an `error` key.
+//!
+//! Every answer is the one the tree-walking reading gives (`wire::dialect`,
+//! `wire::usage_stream`); `peek_tests.rs` checks them against each other on every shape.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// What one event's data says, read in one pass.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Peek {
+    /// The data is JSON (of any type).
+    pub json: bool,
+    /// `choices` is an array: what its elements say.
+    pub choices: Option<Choices>,
+    /// A top-level `usage` that is an object.
+    pub usage: bool,
+    /// A `usage` object inside a top-level `message` or `response` (Anthropic's
+    /// `message_start`, the Responses API's final events).
+    pub nested_usage: bool,
+    /// A top-level `error` key, whatever its value.
+    pub error: bool,
+    /// Characters of generated content: choices' deltas and texts, a top-level `delta`'s
+    /// `text` / `partial_json` / `thinking`, and a string `delta` of a `*.delta` event.
+    pub content_chars: u64,
+}
+
+/// What a `choices` array says.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Choices {
+    pub len: usize,
+    /// Some choice has a string `finish_reason`.
+    pub finish: bool,
+    /// Every choice carries nothing of the answer: no content, reasoning, tool call,
+    /// refusal, function call, audio or finish reason.
+    pub blank: bool,
+    /// Characters of content in the choices' deltas and texts.
+    pub chars: u64,
+}
+
+impl Peek {
+    /// Read `data`; `Peek::default()` (not JSON) when it is not JSON.
+    pub fn read(data: &str) -> Peek {
+        let mut de = serde_json::Deserializer::from_str(data);
+        match de
+            .deserialize_any(TopVisitor)
+            .and_then(|peek| de.end().map(|()| peek))
+        {
+            Ok(peek) => peek,
+            Err(_) => Peek::default(),
+        }
+    }
+}
+
+/// Visitor methods that take any scalar and give the default: the value's type is not the
+/// one looked for, so it says nothing.
+macro_rules! scalars_say_nothing {
+    () => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+}
+
+/// Read past the rest of a sequence.
+fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<usize, A::Error> {
+    let mut n = 0;
+    while seq.next_element::<IgnoredAny>()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Read past the rest of a map.
+fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// A map key, borrowed: which of the names looked for it is.
+struct Key<'k>(&'k [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    /// The index of the name in the list, `None` for any other key.
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().position(|name| *name == key))
+    }
+}
+
+/// Deserialize the value of the entry whose key was just read, with `visitor`, through
+/// `deserialize_any`.
+struct Any<V>(V);
+
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Any<V> {
+    type Value = V::Value;
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self.0)
+    }
+}
+
+/// A field read for its shape and characters: as the tree reading tells "blank" (null, an
+/// empty string, an empty array, or absent) from "something".
+#[derive(Debug, Default, Clone, Copy)]
+struct Field {
+    /// Null, absent, an empty string or an empty array.
+    blank: bool,
+    /// Characters when it is a string.
+    chars: u64,
+}
+
+impl Field {
+    const ABSENT: Field = Field {
+        blank: true,
+        chars: 0,
+    };
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Field, E> {
+        Ok(Field::default())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Field, E> {
+        Ok(Field::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Field, E> {
+        Ok(Field::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Field, E> {
+        Ok(Field::default())
+    }
+    /// Null reads as absent.
+    fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
+        Ok(Field::ABSENT)
+    }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Field, E> {
+        Ok(Field {
+            blank: text.is_empty(),
+            chars: text.chars().count() as u64,
+        })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field, A::Error> {
+        Ok(Field {
+            blank: drain_seq(seq)? == 0,
+            chars: 0,
+        })
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field, A::Error> {
+        drain_map(map)?;
+        Ok(Field::default())
+    }
+}
+
+/// `usage` read for one thing: is it an object.
+struct IsObject;
+
+impl<'de> Visitor<'de> for IsObject {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        drain_seq(seq)?;
+        Ok(false)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
+        drain_map(map)?;
+        Ok(true)
+    }
+}
+
+/// A `message` or `response` object read for one thing: does it carry a `usage` object.
+struct HasUsage;
+
+impl<'de> Visitor<'de> for HasUsage {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        drain_seq(seq)?;
+        Ok(false)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut usage = false;
+        while let Some(key) = map.next_key_seed(Key(&["usage"]))? {
+            match key {
+                Some(_) => usage = map.next_value_seed(Any(IsObject))?,
+                None => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        Ok(usage)
+    }
+}
+
+/// A `{name, arguments}` function of a tool call, or a tool call holding one: the
+/// characters of its name and arguments.
+struct FunctionChars {
+    /// Looking at a tool call (its `function` holds the characters), not the function.
+    call: bool,
+}
+
+impl<'de> Visitor<'de> for FunctionChars {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<u64, E> {
+        Ok(0)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<u64, A::Error> {
+        drain_seq(seq)?;
+        Ok(0)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
+        // Per key, so a repeated key replaces its value as in the tree.
+        let mut chars = [0u64; 2];
+        let keys: &[&str] = if self.call {
+            &["function"]
+        } else {
+            &["name", "arguments"]
+        };
+        while let Some(key) = map.next_key_seed(Key(keys))? {
+            match (key, self.call) {
+                (None, _) => drop(map.next_value::<IgnoredAny>()?),
+                (Some(_), true) => {
+                    chars[0] = map.next_value_seed(Any(FunctionChars { call: false }))?;
+                }
+                (Some(i), false) => chars[i] = map.next_value_seed(Any(FieldVisitor))?.chars,
+            }
+        }
+        Ok(chars[0] + chars[1])
+    }
+}
+
+/// `tool_calls`: blank or not, and the characters of every call's function.
+struct ToolCalls;
+
+impl<'de> Visitor<'de> for ToolCalls {
+    type Value = Field;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E: de::Error>(self, flag: bool) -> Result<Field, E> {
+        FieldVisitor.visit_bool(flag)
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Field, E> {
+        FieldVisitor.visit_i64(n)
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Field, E> {
+        FieldVisitor.visit_u64(n)
+    }
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Field, E> {
+        FieldVisitor.visit_f64(n)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
+        FieldVisitor.visit_unit()
+    }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Field, E> {
+        FieldVisitor
+            .visit_str(text)
+            .map(|field| Field { chars: 0, ..field })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Field, A::Error> {
+        let (mut len, mut chars) = (0, 0);
+        while let Some(n) = seq.next_element_seed(Any(FunctionChars { call: true }))? {
+            len += 1;
+            chars += n;
+        }
+        Ok(Field {
+            blank: len == 0,
+            chars,
+        })
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field, A::Error> {
+        drain_map(map)?;
+        Ok(Field::default())
+    }
+}
+
+/// One choice's `delta`: blank or not, and its characters of content.
+#[derive(Debug, Clone, Copy)]
+struct Delta {
+    blank: bool,
+    chars: u64,
+}
+
+impl Default for Delta {
+    /// A delta that is absent or not an object: every field reads as absent.
+    fn default() -> Self {
+        Delta {
+            blank: true,
+            chars: 0,
+        }
+    }
+}
+
+const DELTA_KEYS: &[&str] = &[
+    "content",
+    "reasoning_content",
+    "reasoning",
+    "refusal",
+    "tool_calls",
+    "function_call",
+    "audio",
+];
+
+struct DeltaVisitor;
+
+impl<'de> Visitor<'de> for DeltaVisitor {
+    type Value = Delta;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Delta, E> {
+        Ok(Delta::default())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Delta, A::Error> {
+        drain_seq(seq)?;
+        Ok(Delta::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Delta, A::Error> {
+        // Per key, so a repeated key replaces its value as in the tree.
+        let mut fields = [Field::ABSENT; 5];
+        let mut present = false;
+        while let Some(key) = map.next_key_seed(Key(DELTA_KEYS))? {
+            match key {
+                Some(i @ 0..=3) => fields[i] = map.next_value_seed(Any(FieldVisitor))?,
+                Some(4) => fields[4] = map.next_value_seed(Any(ToolCalls))?,
+                Some(_) => {
+                    present = true; // function_call, audio: present at all is content
+                    map.next_value::<IgnoredAny>()?;
+                }
+                None => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        // Counted as the tree reading counts: content, reasoning_content, tool calls.
+        let chars = fields[0].chars + fields[1].chars + fields[4].chars;
+        Ok(Delta {
+            blank: !present && fields.iter().all(|f| f.blank),
+            chars,
+        })
+    }
+}
+
+/// One element of `choices`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Choice {
+    finish: bool,
+    blank: bool,
+    chars: u64,
+}
+
+struct ChoiceVisitor;
+
+impl<'de> Visitor<'de> for ChoiceVisitor {
+    type Value = Choice;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Choice, E> {
+        Ok(Choice::blank())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Choice, E> {
+        Ok(Choice::blank())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Choice, E> {
+        Ok(Choice::blank())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Choice, E> {
+        Ok(Choice::blank())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Choice, E> {
+        Ok(Choice::blank())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Choice, E> {
+        Ok(Choice::blank())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Choice, A::Error> {
+        drain_seq(seq)?;
+        Ok(Choice::blank())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Choice, A::Error> {
+        let (mut finish, mut finish_null) = (false, true);
+        let mut delta = Delta::default();
+        let mut text = 0;
+        while let Some(key) = map.next_key_seed(Key(&["finish_reason", "delta", "text"]))? {
+            match key {
+                Some(0) => (finish, finish_null) = map.next_value_seed(Any(FinishReason))?,
+                Some(1) => delta = map.next_value_seed(Any(DeltaVisitor))?,
+                Some(_) => text = map.next_value_seed(Any(FieldVisitor))?.chars,
+                None => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        Ok(Choice {
+            finish,
+            blank: finish_null && delta.blank,
+            chars: delta.chars + text,
+        })
+    }
+}
+
+impl Choice {
+    /// A choice that is not an object: nothing in it, as the tree reads it.
+    fn blank() -> Choice {
+        Choice {
+            finish: false,
+            blank: true,
+            chars: 0,
+        }
+    }
+}
+
+/// `finish_reason`: (a string, null).
+struct FinishReason;
+
+impl<'de> Visitor<'de> for FinishReason {
+    type Value = (bool, bool);
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(bool, bool), E> {
+        Ok((false, false))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(bool, bool), E> {
+        Ok((false, false))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(bool, bool), E> {
+        Ok((false, false))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(bool, bool), E> {
+        Ok((false, false))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(bool, bool), E> {
+        Ok((false, true))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(bool, bool), E> {
+        Ok((true, false))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(bool, bool), A::Error> {
+        drain_seq(seq)?;
+        Ok((false, false))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(bool, bool), A::Error> {
+        drain_map(map)?;
+        Ok((false, false))
+    }
+}
+
+/// `choices`: an array, or `None` for any other value.
+struct ChoicesVisitor;
+
+impl<'de> Visitor<'de> for ChoicesVisitor {
+    type Value = Option<Choices>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        drain_map(map)?;
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Choices {
+            len: 0,
+            finish: false,
+            blank: true,
+            chars: 0,
+        };
+        while let Some(choice) = seq.next_element_seed(Any(ChoiceVisitor))? {
+            out.len += 1;
+            out.finish |= choice.finish;
+            out.blank &= choice.blank;
+            out.chars += choice.chars;
+        }
+        Ok(Some(out))
+    }
+}
+
+/// A top-level `delta`: the characters of its `text`, `partial_json` and `thinking` when it
+/// is an object, or of itself when it is a string (counted for `*.delta` events only).
+#[derive(Debug, Default, Clone, Copy)]
+struct TopDelta {
+    fields: u64,
+    string: u64,
+}
+
+struct TopDeltaVisitor;
+
+impl<'de> Visitor<'de> for TopDeltaVisitor {
+    type Value = TopDelta;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<TopDelta, E> {
+        Ok(TopDelta {
+            fields: 0,
+            string: text.chars().count() as u64,
+        })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<TopDelta, A::Error> {
+        drain_seq(seq)?;
+        Ok(TopDelta::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopDelta, A::Error> {
+        let mut chars = [0u64; 3];
+        while let Some(key) = map.next_key_seed(Key(&["text", "partial_json", "thinking"]))? {
+            match key {
+                Some(i) => chars[i] = map.next_value_seed(Any(FieldVisitor))?.chars,
+                None => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        Ok(TopDelta {
+            fields: chars.iter().sum(),
+            string: 0,
+        })
+    }
+}
+
+/// A top-level `type`: does it end in `.delta`.
+struct DeltaType;
+
+impl<'de> Visitor<'de> for DeltaType {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    scalars_say_nothing!();
+    fn visit_str<E: de::Error>(self, kind: &str) -> Result<bool, E> {
+        Ok(kind.ends_with(".delta"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        drain_seq(seq)?;
+        Ok(false)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
+        drain_map(map)?;
+        Ok(false)
+    }
+}
+
+const TOP_KEYS: &[&str] = &[
+    "choices", "usage", "error", "message", "response", "delta", "type",
+];
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Peek;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Peek, E> {
+        Ok(Peek::json_only())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Peek, E> {
+        Ok(Peek::json_only())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Peek, E> {
+        Ok(Peek::json_only())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Peek, E> {
+        Ok(Peek::json_only())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Peek, E> {
+        Ok(Peek::json_only())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Peek, E> {
+        Ok(Peek::json_only())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Peek, A::Error> {
+        drain_seq(seq)?;
+        Ok(Peek::json_only())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Peek, A::Error> {
+        let mut peek = Peek::json_only();
+        let (mut delta, mut delta_type) = (TopDelta::default(), false);
+        let (mut message_usage, mut response_usage) = (false, false);
+        while let Some(key) = map.next_key_seed(Key(TOP_KEYS))? {
+            match key {
+                Some(0) => peek.choices = map.next_value_seed(Any(ChoicesVisitor))?,
+                Some(1) => peek.usage = map.next_value_seed(Any(IsObject))?,
+                Some(2) => {
+                    peek.error = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Some(3) => message_usage = map.next_value_seed(Any(HasUsage))?,
+                Some(4) => response_usage = map.next_value_seed(Any(HasUsage))?,
+                Some(5) => delta = map.next_value_seed(Any(TopDeltaVisitor))?,
+                Some(_) => delta_type = map.next_value_seed(Any(DeltaType))?,
+                None => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        peek.nested_usage = message_usage || response_usage;
+        let choice_chars = peek.choices.map_or(0, |c| c.chars);
+        let string_delta = if delta_type { delta.string } else { 0 };
+        peek.content_chars = choice_chars + delta.fields + string_delta;
+        Ok(peek)
+    }
+}
+
+impl Peek {
+    fn json_only() -> Peek {
+        Peek {
+            json: true,
+            ..Peek::default()
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "peek_tests.rs"]
+mod tests;

@@ -1,0 +1,228 @@
+//! The first look agrees with the tree reading (R9.4, R9.5, R9.8): for every event shape, a
+//! `Peek` says what walking the parsed `serde_json::Value` says.
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::wire::usage_stream::content_chars;
+
+/// What the tree reading says of `data` (the checks as they read a `Value`).
+fn by_tree(data: &str) -> Peek {
+    let Ok(v) = serde_json::from_str::<Value>(data) else {
+        return Peek::default();
+    };
+    let choices = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .map(|cs| Choices {
+            len: cs.len(),
+            finish: cs.iter().any(|c| c["finish_reason"].is_string()),
+            blank: cs.iter().all(|c| {
+                let delta = &c["delta"];
+                let blank = |k: &str| match &delta[k] {
+                    Value::Null => true,
+                    Value::String(s) => s.is_empty(),
+                    Value::Array(a) => a.is_empty(),
+                    _ => false,
+                };
+                c["finish_reason"].is_null()
+                    && [
+                        "content",
+                        "reasoning_content",
+                        "reasoning",
+                        "tool_calls",
+                        "refusal",
+                    ]
+                    .iter()
+                    .all(|k| blank(k))
+                    && delta.get("function_call").is_none()
+                    && delta.get("audio").is_none()
+            }),
+            chars: 0,
+        });
+    let tree_chars = content_chars(&v);
+    let choice_chars = v["choices"].as_array().map_or(0, |_| {
+        let only = json!({"choices": v["choices"]});
+        content_chars(&only)
+    });
+    Peek {
+        json: true,
+        choices: choices.map(|c| Choices {
+            chars: choice_chars,
+            ..c
+        }),
+        usage: v["usage"].is_object(),
+        nested_usage: v["message"]["usage"].is_object() || v["response"]["usage"].is_object(),
+        error: v.get("error").is_some(),
+        content_chars: tree_chars,
+    }
+}
+
+#[test]
+fn events_of_every_dialect_read_as_the_tree_reads_them() {
+    let cases = [
+        r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"héllo"},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"ls","arguments":"{\"a\":1}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[]},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":null,"tool_calls":[]}}]}"#,
+        r#"{"choices":[{"delta":{"content":null,"tool_calls":null,"refusal":null}}]}"#,
+        r#"{"choices":[{"delta":{"content":0,"reasoning":false}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[null,{"function":null},{"function":{"name":null}}]}}]}"#,
+        r#"{"choices":[{"delta":{"reasoning_content":"think \u00e9"}}]}"#,
+        r#"{"choices":[{"delta":{"function_call":null}}]}"#,
+        r#"{"choices":[{"delta":{"audio":{}}}]}"#,
+        r#"{"choices":[{"text":"legacy","finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":"x"}, "finish_reason": 3}]}"#,
+        r#"{"choices":[1, "x", null, []]}"#,
+        r#"{"choices":{"0":{}}}"#,
+        r#"{"choices":[],"error":null}"#,
+        r#"{"error":{"code":429,"message":"slow down"}}"#,
+        r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":9}}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"x\""}}"#,
+        r#"{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
+        r#"{"type":"response.output_text.delta","delta":"wörld","sequence_number":4}"#,
+        r#"{"type":"response.completed","response":{"usage":{"input_tokens":1,"output_tokens":2}}}"#,
+        r#"{"delta":"no type","type":"other"}"#,
+        r#"{"type":["x"],"delta":"y"}"#,
+        r#"{"choices":[{"delta":{"content":"a"}}],"choices":[]}"#,
+        "[1,2,3]",
+        "42",
+        "\"text\"",
+        "null",
+        "[DONE]",
+        "{\"choices\":[",
+        "{} trailing",
+        "",
+    ];
+    for data in cases {
+        assert_eq!(Peek::read(data), by_tree(data), "{data}");
+    }
+}
+
+/// JSON values shaped like stream events: the keys the peek looks at, with values of every
+/// type, nested as the dialects nest them.
+fn event_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i32>().prop_map(|n| json!(n)),
+        "[a-zé\"\\\\ ]{0,6}".prop_map(Value::String),
+        Just(json!("response.output_text.delta")),
+        Just(json!("stop")),
+    ];
+    let keys = prop_oneof![
+        Just("choices"),
+        Just("usage"),
+        Just("error"),
+        Just("message"),
+        Just("response"),
+        Just("delta"),
+        Just("type"),
+        Just("content"),
+        Just("reasoning_content"),
+        Just("reasoning"),
+        Just("refusal"),
+        Just("tool_calls"),
+        Just("function_call"),
+        Just("audio"),
+        Just("function"),
+        Just("name"),
+        Just("arguments"),
+        Just("finish_reason"),
+        Just("text"),
+        Just("partial_json"),
+        Just("thinking"),
+        Just("index"),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((keys.clone(), inner), 0..6).prop_map(|pairs| {
+                Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+        ]
+    })
+}
+
+/// Chat chunks as the providers shape them, with every field's value drawn from every type:
+/// the shapes the relay meets most, generated densely.
+fn chat_chunk() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        Just(json!("")),
+        Just(json!("tok é")),
+        Just(json!([])),
+        Just(json!(["x"])),
+        Just(json!({})),
+        Just(json!(0)),
+        Just(json!(false)),
+    ];
+    let tool_call = leaf
+        .clone()
+        .prop_map(|v| json!({"index": 0, "function": {"name": v.clone(), "arguments": v}}));
+    let delta_key = prop_oneof![
+        Just("content"),
+        Just("reasoning_content"),
+        Just("reasoning"),
+        Just("refusal"),
+        Just("function_call"),
+        Just("audio"),
+        Just("role"),
+    ];
+    let delta = (
+        prop::collection::vec((delta_key, leaf.clone()), 0..4),
+        prop::option::of(prop::collection::vec(tool_call, 0..3)),
+    )
+        .prop_map(|(pairs, calls)| {
+            let mut map: serde_json::Map<String, Value> =
+                pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            if let Some(calls) = calls {
+                map.insert("tool_calls".into(), Value::Array(calls));
+            }
+            Value::Object(map)
+        });
+    let choice =
+        (delta, leaf.clone(), prop::option::of(leaf.clone())).prop_map(|(delta, finish, text)| {
+            let mut choice = json!({"index": 0, "delta": delta, "finish_reason": finish});
+            if let Some(text) = text {
+                choice["text"] = text;
+            }
+            choice
+        });
+    (
+        prop::collection::vec(choice, 0..3),
+        prop::option::of(leaf.clone()),
+        prop::option::of(leaf),
+    )
+        .prop_map(|(choices, usage, error)| {
+            let mut chunk =
+                json!({"id": "c", "object": "chat.completion.chunk", "choices": choices});
+            if let Some(usage) = usage {
+                chunk["usage"] = usage;
+            }
+            if let Some(error) = error {
+                chunk["error"] = error;
+            }
+            chunk
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn any_event_reads_as_the_tree_reads_it(value in event_value()) {
+        let data = value.to_string();
+        prop_assert_eq!(Peek::read(&data), by_tree(&data), "{}", data);
+    }
+
+    #[test]
+    fn any_chat_chunk_reads_as_the_tree_reads_it(value in chat_chunk()) {
+        let data = value.to_string();
+        prop_assert_eq!(Peek::read(&data), by_tree(&data), "{}", data);
+    }
+}
