@@ -11,7 +11,12 @@
 //!   reasoning models refuse `max_tokens`.
 
 use bytes::Bytes;
+use serde::de::{Deserializer, IgnoredAny};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
+
+use crate::wire::json;
 
 use crate::config::model::{Channel, ChannelKind, MaxTokensChoice};
 use crate::routing::family::PathFamily;
@@ -27,9 +32,26 @@ pub fn native_body(family: PathFamily, ch: &Channel, model: &str, body: Bytes) -
             if memchr::memmem::find(&body, b"\"max_tokens\"").is_some()
                 && max_tokens_field(ch, model) == MaxTokensField::MaxCompletionTokens =>
         {
-            edit(body, rename_max_tokens)
+            match renamed_in_place(&body) {
+                Some(renamed) => renamed,
+                None => edit(body, rename_max_tokens),
+            }
         }
         _ => body,
+    }
+}
+
+/// The output-limit field a Chat Completions request sent natively on `ch` must carry:
+/// `max_completion_tokens` where [`native_body`] would rename a `max_tokens`, else
+/// `max_tokens`.
+pub fn chat_output_field(ch: &Channel, model: &str) -> &'static str {
+    match ch.kind {
+        ChannelKind::OpenAi | ChannelKind::Azure
+            if max_tokens_field(ch, model) == MaxTokensField::MaxCompletionTokens =>
+        {
+            "max_completion_tokens"
+        }
+        _ => "max_tokens",
     }
 }
 
@@ -38,6 +60,49 @@ fn has_unsigned_thinking(b: &[u8]) -> bool {
         || memchr::memmem::find(b, b"\"signature\": \"\"").is_some()
         || (memchr::memmem::find(b, b"\"type\":\"thinking\"").is_some()
             && memchr::memmem::find(b, b"\"signature\"").is_none())
+}
+
+/// The top-level members [`renamed_in_place`] reads: `max_tokens`'s value (null included)
+/// and whether `max_completion_tokens` is there at all.
+#[derive(Deserialize)]
+struct OutputLimits<'a> {
+    #[serde(borrow, default, deserialize_with = "raw")]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present")]
+    max_completion_tokens: bool,
+}
+
+fn raw<'de, D: Deserializer<'de>>(de: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(de).map(Some)
+}
+
+fn present<'de, D: Deserializer<'de>>(de: D) -> Result<bool, D::Error> {
+    IgnoredAny::deserialize(de).map(|_| true)
+}
+
+/// [`rename_max_tokens`] without a tree: the key `"max_tokens"` replaced in the bytes, every
+/// other byte kept, after one borrowed pass. `None` when the body needs the tree reading
+/// (not an object, a repeated key, an escaped key), or has nothing to rename — then the
+/// tree reading decides, as before.
+fn renamed_in_place(body: &Bytes) -> Option<Bytes> {
+    let limits: OutputLimits = serde_json::from_slice(body).ok()?;
+    if limits.max_completion_tokens {
+        return None;
+    }
+    let (start, _) = json::span_of(body, limits.max_tokens?);
+    let before = body[..start]
+        .trim_ascii_end()
+        .strip_suffix(b":")?
+        .trim_ascii_end();
+    const KEY: &[u8] = b"\"max_tokens\"";
+    let key_start = before.len().checked_sub(KEY.len())?;
+    (&before[key_start..] == KEY).then(|| {
+        json::splice(
+            body,
+            (key_start, before.len()),
+            b"\"max_completion_tokens\"",
+        )
+    })
 }
 
 /// Parse, apply `f`, and write back only if `f` changed something (else the original bytes).
@@ -131,6 +196,42 @@ mod tests {
         assert_eq!(blocks[0]["signature"], "EqoBCkYIBRgC");
         assert_eq!(blocks[1]["type"], "tool_use");
         assert!(!drop_unsigned_thinking(&mut v), "nothing left to drop");
+    }
+
+    /// The in-place rename says what the tree rename says, keeping every other byte; the
+    /// bodies it leaves to the tree are the ones it cannot read alone.
+    #[test]
+    fn the_rename_in_place_agrees_with_the_tree() {
+        let cases = [
+            r#"{"model":"gpt-5","max_tokens":100,"messages":[{"role":"user","content":"say \"max_tokens\": 5"}]}"#,
+            r#"{ "max_tokens" : 7 , "stream":true}"#,
+            r#"{"messages":[],"max_tokens":null}"#,
+            r#"{"max_tokens":1,"max_completion_tokens":2}"#,
+            r#"{"max_tokens":1,"max_completion_tokens":null}"#,
+            r#"{"nested":{"max_tokens":3}}"#,
+        ];
+        for body in cases {
+            let bytes = Bytes::from(body);
+            let mut tree: Value = serde_json::from_str(body).unwrap();
+            let changed = rename_max_tokens(&mut tree);
+            match renamed_in_place(&bytes) {
+                Some(out) => {
+                    assert!(changed, "{body}");
+                    let got: Value = serde_json::from_slice(&out).unwrap();
+                    assert_eq!(got, tree, "{body}");
+                    let text = std::str::from_utf8(&out).unwrap();
+                    assert_eq!(text.replace("max_completion_tokens", "max_tokens"), body);
+                }
+                None => assert!(!changed, "{body}: the tree renamed it"),
+            }
+        }
+        // Bodies only the tree reads: a repeated key, an escaped key.
+        for body in [
+            r#"{"max_tokens":1,"max_tokens":2}"#,
+            r#"{"max\u005ftokens":1}"#,
+        ] {
+            assert_eq!(renamed_in_place(&Bytes::from(body)), None, "{body}");
+        }
     }
 
     #[test]

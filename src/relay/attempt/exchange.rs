@@ -244,13 +244,19 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
         _ => cx.body.clone(),
     };
-    let body = crate::relay::attempt::estimate::bound_output(cx, body);
     let st = &cx.snap.states[step.channel];
     let translator = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {
         "" => cx.model.as_str(),
         m => m,
     };
+    // The output bound is written under the field this channel takes, so the native
+    // rewrite below has nothing to rename (and never parses the body again).
+    let chat_field = match translator {
+        None => crate::relay::attempt::compat::chat_output_field(ch, model),
+        Some(_) => "max_tokens",
+    };
+    let body = crate::relay::attempt::estimate::bound_output(cx, body, chat_field);
     let body = match translator {
         None => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
         Some(_) => body,
