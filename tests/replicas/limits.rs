@@ -337,20 +337,20 @@ async fn a_reply_lost_after_the_script_ran_is_not_counted_twice() {
         rpm: 10,
         ..Default::default()
     };
-    let gw = store
+    let grant = store
         .admit(Subject::Client("once"), &ask, Instant::now())
         .await
         .expect("admitted");
-    assert!(gw.is_shared(), "the retry reached Redis");
+    assert!(grant.is_shared(), "the retry reached Redis");
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let counts: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
-        .arg("sy:lim:{conn:once}:rpm")
+        .arg("sy:lim:{c:once}:rpm")
         .query_async(&mut conn)
         .await
         .unwrap();
     assert_eq!(counts.values().sum::<i64>(), 1, "counted once: {counts:?}");
-    std::mem::forget(gw);
+    std::mem::forget(grant);
 }
 
 /// A proxy to Redis that delays every chunk by `delay` in each direction (a distant Redis).
