@@ -1,6 +1,7 @@
-//! The response body every answer is written with — full bytes or a channel fed by a relay
-//! task — and the small helpers that build JSON answers.
+//! The response body every answer is written with — full bytes, a channel fed by a relay
+//! task, or a relay the body drives itself — and the small helpers that build JSON answers.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -24,6 +25,48 @@ pub enum ResponseBody {
     /// `Err` aborts the response (the connection is closed without a clean end of body), so a
     /// client never takes a truncated pass-through body for a whole one.
     Channel(mpsc::Receiver<Result<Bytes, Aborted>>),
+    /// Frames pushed by a relay that runs inside the body itself: polled by the connection
+    /// that writes the body, only when it can take more, so the frames of one upstream read
+    /// and the end of the body go out together and no task or cross-task wake-up is paid.
+    /// Dropping the body drops the relay (the client left).
+    Relay(Box<Relay>),
+}
+
+/// A relay driven by the body it feeds (see [`ResponseBody::Relay`]).
+pub struct Relay {
+    rx: mpsc::Receiver<Result<Bytes, Aborted>>,
+    /// `None` once it has ended (its sender dropped with it).
+    pump: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Relay {
+    /// The body fed by `pump` through `rx` (the receiver of the sender `pump` holds).
+    pub fn body(
+        rx: mpsc::Receiver<Result<Bytes, Aborted>>,
+        pump: impl Future<Output = ()> + Send + 'static,
+    ) -> ResponseBody {
+        ResponseBody::Relay(Box::new(Relay {
+            rx,
+            pump: Some(Box::pin(pump)),
+        }))
+    }
+
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Aborted>>> {
+        loop {
+            if let Poll::Ready(item) = self.rx.poll_recv(cx) {
+                return Poll::Ready(item);
+            }
+            let Some(pump) = self.pump.as_mut() else {
+                return Poll::Pending;
+            };
+            match pump.as_mut().poll(cx) {
+                // Ended: its sender is gone, so the receiver gives what is left, then None.
+                Poll::Ready(()) => self.pump = None,
+                // Waiting on the upstream (or a timer): whatever it pushed first.
+                Poll::Pending => return self.rx.poll_recv(cx),
+            }
+        }
+    }
 }
 
 /// The upstream body broke after the response was committed.
@@ -61,6 +104,9 @@ impl Body for ResponseBody {
             ResponseBody::Channel(rx) => rx
                 .poll_recv(cx)
                 .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
+            ResponseBody::Relay(relay) => relay
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
         }
     }
 
@@ -72,7 +118,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             ResponseBody::Full(None) => SizeHint::with_exact(0),
-            ResponseBody::Channel(_) => SizeHint::default(),
+            ResponseBody::Channel(_) | ResponseBody::Relay(_) => SizeHint::default(),
         }
     }
 }

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
-use crate::http::body::{Aborted, ResponseBody};
+use crate::http::body::{Aborted, Relay, ResponseBody};
 use crate::relay::answer::floor::Floor;
 use crate::relay::answer::resume::{Continued, Delivery, Resumer, Splice};
 use crate::routing::policy::{Outcome, TransportKind};
@@ -291,27 +291,51 @@ pub fn commit(
     resume: Option<Resumer>,
 ) -> ResponseBody {
     let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(relay(p, times, tx, observer, resume));
-    ResponseBody::Channel(rx)
+    Relay::body(rx, relay(p, times, tx, observer, resume))
+}
+
+/// The observer of a relay, told how the stream ended: by the relay when it ends, or as a
+/// client cancel when the relay is dropped first (the client left and its connection
+/// dropped the body that drives the relay).
+struct Ending(Option<Box<dyn StreamObserver>>);
+
+impl Ending {
+    fn end(mut self, end: StreamEnd) {
+        if let Some(obs) = self.0.take() {
+            obs.end(end);
+        }
+    }
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        if let Some(obs) = self.0.take() {
+            obs.end(StreamEnd::ClientCancel);
+        }
+    }
 }
 
 async fn relay(
     mut p: Primed,
     times: RelayTimes,
     tx: mpsc::Sender<Result<Bytes, Aborted>>,
-    mut obs: Box<dyn StreamObserver>,
+    obs: Box<dyn StreamObserver>,
     resumer: Option<Resumer>,
 ) {
+    let mut ending = Ending(Some(obs));
     let mut resume = resumer.map(|resumer| Resume {
         resumer,
         delivery: Delivery::new(),
         splice: None,
         error: None,
     });
-    let end = pump(&mut p, &times, &tx, obs.as_mut(), &mut resume).await;
+    let end = match ending.0.as_mut() {
+        Some(obs) => pump(&mut p, &times, &tx, obs.as_mut(), &mut resume).await,
+        None => StreamEnd::ClientCancel,
+    };
     // Dropping the upstream body here closes the upstream connection at once (R9.8).
     drop(p);
-    obs.end(end);
+    ending.end(end);
 }
 
 /// A committed stream's resume state: the resumer, what reached the client, and the splice
