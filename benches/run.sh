@@ -236,9 +236,13 @@ run_wrk() { # NAME PIDS...
     # path for a model served by an Anthropic channel (translated).
     local base=${name%_long}
     base=${base%_xlate}
+    base=${base%_sse1}
+    base=${base%_sse}
     local script=benches/post.lua url=${URL[$base]}
     [ "$name" != "${name%_long}" ] && script=$TMP/post-long.lua
     [ "$name" != "${name%_xlate}" ] && script=$TMP/post-xlate.lua
+    [ "$name" != "${name%_sse}" ] && script=$TMP/post-sse.lua
+    [ "$name" != "${name%_sse1}" ] && script=$TMP/post-sse1.lua
     [ "$name" != "${name#shared_quota}" ] && script=$TMP/post-quota.lua
     wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -s "$script" "$url" >/dev/null
     local t0 t1
@@ -277,6 +281,20 @@ PY
 run_wrk nginx_long $(ngx_pids)
 run_wrk hyper_long "$HOP_PID"
 run_wrk switchyard_long "$SY_PID"
+# A streamed answer (20 content chunks + usage + [DONE]): `_sse` as one upstream write
+# (`coalesce`: the whole stream in one read), `_sse1` one event per write 1 ms apart (one
+# event per read). The bare hop collects bodies whole, so it has no stream row.
+for shape in "sse:stream=20:0ms,coalesce" "sse1:stream=20:1ms"; do
+    sed -e 's/"messages"/"stream":true,"messages"/' \
+        -e "s/^wrk.headers\[\"Authorization\"\].*/&\nwrk.headers[\"x-mock-fault\"] = \"${shape#*:}\"/" \
+        benches/post.lua >"$TMP/post-${shape%%:*}.lua"
+done
+# shellcheck disable=SC2046
+run_wrk nginx_sse $(ngx_pids)
+run_wrk switchyard_sse "$SY_PID"
+# shellcheck disable=SC2046
+run_wrk nginx_sse1 $(ngx_pids)
+run_wrk switchyard_sse1 "$SY_PID"
 fi
 
 # ---- shared mode (R17, R15 ceilings): PostgreSQL + Redis -----------------------------

@@ -47,13 +47,9 @@ impl Peek {
     /// Read `data`; `Peek::default()` (not JSON) when it is not JSON.
     pub fn read(data: &str) -> Peek {
         let mut de = serde_json::Deserializer::from_str(data);
-        match de
-            .deserialize_any(TopVisitor)
+        de.deserialize_any(TopVisitor)
             .and_then(|peek| de.end().map(|()| peek))
-        {
-            Ok(peek) => peek,
-            Err(_) => Peek::default(),
-        }
+            .unwrap_or_default()
     }
 }
 
