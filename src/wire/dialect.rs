@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::hidden::embedded_error;
-use super::peek::Peek;
+use super::peek::EventPeek;
 use super::sse::Event;
 
 /// The stream dialect of the endpoint the client called.
@@ -104,7 +104,7 @@ fn empty_block(value: &Value) -> bool {
 }
 
 /// A chat chunk that carries nothing of the answer (not an error, not the usage chunk).
-fn empty_chunk(peek: &Peek) -> bool {
+fn empty_chunk(peek: &EventPeek) -> bool {
     let Some(choices) = peek.choices else {
         return false;
     };

@@ -2,7 +2,7 @@
 //! allocates nothing, and answers what the relay asks of every event (is it JSON, does a
 //! choice finish, is the chunk empty, the usage-only chunk, an `error` key, a usage report,
 //! the characters of content). The whole tree (`Event::json`) is parsed only for the rare
-//! events a `Peek` says need it: those with a usage report or an `error` key.
+//! events a `EventPeek` says need it: those with a usage report or an `error` key.
 //!
 //! Every answer is the one the tree-walking reading gives (`wire::dialect`,
 //! `wire::usage_stream`); `peek_tests.rs` checks them against each other on every shape.
@@ -13,7 +13,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 
 /// What one event's data says, read in one pass.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Peek {
+pub struct EventPeek {
     /// The data is JSON (of any type).
     pub json: bool,
     /// `choices` is an array: what its elements say.
@@ -43,9 +43,9 @@ pub struct Choices {
     pub chars: u64,
 }
 
-impl Peek {
-    /// Read `data`; `Peek::default()` (not JSON) when it is not JSON.
-    pub fn read(data: &str) -> Peek {
+impl EventPeek {
+    /// Read `data`; `EventPeek::default()` (not JSON) when it is not JSON.
+    pub fn read(data: &str) -> EventPeek {
         let mut de = serde_json::Deserializer::from_str(data);
         de.deserialize_any(TopVisitor)
             .and_then(|peek| de.end().map(|()| peek))
@@ -589,34 +589,34 @@ const TOP_KEYS: &[&str] = &[
 struct TopVisitor;
 
 impl<'de> Visitor<'de> for TopVisitor {
-    type Value = Peek;
+    type Value = EventPeek;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("JSON")
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Peek, E> {
-        Ok(Peek::json_only())
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<EventPeek, E> {
+        Ok(EventPeek::json_only())
     }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Peek, E> {
-        Ok(Peek::json_only())
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<EventPeek, E> {
+        Ok(EventPeek::json_only())
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Peek, E> {
-        Ok(Peek::json_only())
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<EventPeek, E> {
+        Ok(EventPeek::json_only())
     }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Peek, E> {
-        Ok(Peek::json_only())
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<EventPeek, E> {
+        Ok(EventPeek::json_only())
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Peek, E> {
-        Ok(Peek::json_only())
+    fn visit_unit<E: de::Error>(self) -> Result<EventPeek, E> {
+        Ok(EventPeek::json_only())
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Peek, E> {
-        Ok(Peek::json_only())
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<EventPeek, E> {
+        Ok(EventPeek::json_only())
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Peek, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<EventPeek, A::Error> {
         drain_seq(seq)?;
-        Ok(Peek::json_only())
+        Ok(EventPeek::json_only())
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Peek, A::Error> {
-        let mut peek = Peek::json_only();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EventPeek, A::Error> {
+        let mut peek = EventPeek::json_only();
         let (mut delta, mut delta_type) = (TopDelta::default(), false);
         let (mut message_usage, mut response_usage) = (false, false);
         while let Some(key) = map.next_key_seed(Key(TOP_KEYS))? {
@@ -642,11 +642,11 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 }
 
-impl Peek {
-    fn json_only() -> Peek {
-        Peek {
+impl EventPeek {
+    fn json_only() -> EventPeek {
+        EventPeek {
             json: true,
-            ..Peek::default()
+            ..EventPeek::default()
         }
     }
 }

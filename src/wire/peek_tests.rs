@@ -1,5 +1,5 @@
 //! The first look agrees with the tree reading (R9.4, R9.5, R9.8): for every event shape, a
-//! `Peek` says what walking the parsed `serde_json::Value` says.
+//! `EventPeek` says what walking the parsed `serde_json::Value` says.
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -7,9 +7,9 @@ use super::*;
 use crate::wire::usage_stream::content_chars;
 
 /// What the tree reading says of `data` (the checks as they read a `Value`).
-fn by_tree(data: &str) -> Peek {
+fn by_tree(data: &str) -> EventPeek {
     let Ok(v) = serde_json::from_str::<Value>(data) else {
-        return Peek::default();
+        return EventPeek::default();
     };
     let choices = v
         .get("choices")
@@ -45,7 +45,7 @@ fn by_tree(data: &str) -> Peek {
         let only = json!({"choices": v["choices"]});
         content_chars(&only)
     });
-    Peek {
+    EventPeek {
         json: true,
         choices: choices.map(|c| Choices {
             chars: choice_chars,
@@ -100,7 +100,7 @@ fn events_of_every_dialect_read_as_the_tree_reads_them() {
         "",
     ];
     for data in cases {
-        assert_eq!(Peek::read(data), by_tree(data), "{data}");
+        assert_eq!(EventPeek::read(data), by_tree(data), "{data}");
     }
 }
 
@@ -217,12 +217,12 @@ proptest! {
     #[test]
     fn any_event_reads_as_the_tree_reads_it(value in event_value()) {
         let data = value.to_string();
-        prop_assert_eq!(Peek::read(&data), by_tree(&data), "{}", data);
+        prop_assert_eq!(EventPeek::read(&data), by_tree(&data), "{}", data);
     }
 
     #[test]
     fn any_chat_chunk_reads_as_the_tree_reads_it(value in chat_chunk()) {
         let data = value.to_string();
-        prop_assert_eq!(Peek::read(&data), by_tree(&data), "{}", data);
+        prop_assert_eq!(EventPeek::read(&data), by_tree(&data), "{}", data);
     }
 }

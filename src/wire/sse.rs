@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
-use super::peek::Peek;
+use super::peek::EventPeek;
 
 /// One complete SSE event as received.
 #[derive(Clone)]
@@ -27,7 +27,7 @@ pub struct Event {
     /// `data` parsed as JSON, once, by the first reader that asks.
     json: OnceLock<Option<Value>>,
     /// `data` looked at without a tree, once, by the first reader that asks.
-    peek: OnceLock<Peek>,
+    peek: OnceLock<EventPeek>,
 }
 
 impl Event {
@@ -58,9 +58,13 @@ impl Event {
     /// What the event's data says at a first look (no tree, no allocation): read on the
     /// first call, shared by every later one. The relay asks this of every event and parses
     /// the tree (`json`) only for the few the peek says need it.
-    pub fn peek(&self) -> &Peek {
-        self.peek
-            .get_or_init(|| self.data.as_deref().map(Peek::read).unwrap_or_default())
+    pub fn peek(&self) -> &EventPeek {
+        self.peek.get_or_init(|| {
+            self.data
+                .as_deref()
+                .map(EventPeek::read)
+                .unwrap_or_default()
+        })
     }
 
     /// The event's type: its `event:` name, else the `type` of its JSON data.
