@@ -53,24 +53,51 @@ impl EventPeek {
     }
 }
 
-/// Visitor methods that take any scalar and give the default: the value's type is not the
-/// one looked for, so it says nothing.
-macro_rules! scalars_say_nothing {
-    () => {
+/// Visitor methods for values whose type says nothing to the visitor: each gives `$value`
+/// (sequences and maps are read past first). `expecting` is the one message they all share.
+macro_rules! gives {
+    ($($kind:ident $(: $value:expr)?);+ $(;)?) => {
+        $(gives!(@one $kind $(: $value)?);)+
+    };
+    (@one expecting) => {
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any value")
+        }
+    };
+    (@one scalars: $value:expr) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(Default::default())
+            Ok($value)
         }
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(Default::default())
+            Ok($value)
         }
         fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(Default::default())
+            Ok($value)
         }
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(Default::default())
+            Ok($value)
         }
+    };
+    (@one unit: $value:expr) => {
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Default::default())
+            Ok($value)
+        }
+    };
+    (@one str: $value:expr) => {
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@one seq: $value:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            drain_seq(seq)?;
+            Ok($value)
+        }
+    };
+    (@one map: $value:expr) => {
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            drain_map(map)?;
+            Ok($value)
         }
     };
 }
@@ -143,25 +170,9 @@ struct FieldVisitor;
 
 impl<'de> Visitor<'de> for FieldVisitor {
     type Value = Field;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Field, E> {
-        Ok(Field::default())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Field, E> {
-        Ok(Field::default())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Field, E> {
-        Ok(Field::default())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Field, E> {
-        Ok(Field::default())
-    }
-    /// Null reads as absent.
-    fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
-        Ok(Field::ABSENT)
-    }
+    gives!(expecting; scalars: Field::default());
+    // Null reads as absent.
+    gives!(unit: Field::ABSENT);
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Field, E> {
         Ok(Field {
             blank: text.is_empty(),
@@ -174,10 +185,7 @@ impl<'de> Visitor<'de> for FieldVisitor {
             chars: 0,
         })
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field, A::Error> {
-        drain_map(map)?;
-        Ok(Field::default())
-    }
+    gives!(map: Field::default());
 }
 
 /// `usage` read for one thing: is it an object.
@@ -185,21 +193,7 @@ struct IsObject;
 
 impl<'de> Visitor<'de> for IsObject {
     type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        drain_seq(seq)?;
-        Ok(false)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
-        drain_map(map)?;
-        Ok(true)
-    }
+    gives!(expecting; scalars: Default::default(); unit: Default::default(); str: false; seq: false; map: true);
 }
 
 /// A `message` or `response` object read for one thing: does it carry a `usage` object.
@@ -207,17 +201,7 @@ struct HasUsage;
 
 impl<'de> Visitor<'de> for HasUsage {
     type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        drain_seq(seq)?;
-        Ok(false)
-    }
+    gives!(expecting; scalars: Default::default(); unit: Default::default(); str: false; seq: false);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         let mut usage = false;
         while let Some(key) = map.next_key_seed(Key(&["usage"]))? {
@@ -239,17 +223,7 @@ struct FunctionChars {
 
 impl<'de> Visitor<'de> for FunctionChars {
     type Value = u64;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<u64, E> {
-        Ok(0)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<u64, A::Error> {
-        drain_seq(seq)?;
-        Ok(0)
-    }
+    gives!(expecting; scalars: Default::default(); unit: Default::default(); str: 0; seq: 0);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
         // Per key, so a repeated key replaces its value as in the tree.
         let mut chars = [0u64; 2];
@@ -276,9 +250,7 @@ struct ToolCalls;
 
 impl<'de> Visitor<'de> for ToolCalls {
     type Value = Field;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
+    gives!(expecting);
     fn visit_bool<E: de::Error>(self, flag: bool) -> Result<Field, E> {
         FieldVisitor.visit_bool(flag)
     }
@@ -310,10 +282,7 @@ impl<'de> Visitor<'de> for ToolCalls {
             chars,
         })
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field, A::Error> {
-        drain_map(map)?;
-        Ok(Field::default())
-    }
+    gives!(map: Field::default());
 }
 
 /// One choice's `delta`: blank or not, and its characters of content.
@@ -347,17 +316,7 @@ struct DeltaVisitor;
 
 impl<'de> Visitor<'de> for DeltaVisitor {
     type Value = Delta;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Delta, E> {
-        Ok(Delta::default())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Delta, A::Error> {
-        drain_seq(seq)?;
-        Ok(Delta::default())
-    }
+    gives!(expecting; scalars: Default::default(); unit: Default::default(); str: Delta::default(); seq: Delta::default());
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Delta, A::Error> {
         // Per key, so a repeated key replaces its value as in the tree.
         let mut fields = [Field::ABSENT; 5];
@@ -394,31 +353,7 @@ struct ChoiceVisitor;
 
 impl<'de> Visitor<'de> for ChoiceVisitor {
     type Value = Choice;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Choice, E> {
-        Ok(Choice::blank())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Choice, E> {
-        Ok(Choice::blank())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Choice, E> {
-        Ok(Choice::blank())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Choice, E> {
-        Ok(Choice::blank())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Choice, E> {
-        Ok(Choice::blank())
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Choice, E> {
-        Ok(Choice::blank())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Choice, A::Error> {
-        drain_seq(seq)?;
-        Ok(Choice::blank())
-    }
+    gives!(expecting; scalars: Choice::blank(); unit: Choice::blank(); str: Choice::blank(); seq: Choice::blank());
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Choice, A::Error> {
         let (mut finish, mut finish_null) = (false, true);
         let mut delta = Delta::default();
@@ -455,35 +390,7 @@ struct FinishReason;
 
 impl<'de> Visitor<'de> for FinishReason {
     type Value = (bool, bool);
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(bool, bool), E> {
-        Ok((false, false))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(bool, bool), E> {
-        Ok((false, false))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(bool, bool), E> {
-        Ok((false, false))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(bool, bool), E> {
-        Ok((false, false))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(bool, bool), E> {
-        Ok((false, true))
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(bool, bool), E> {
-        Ok((true, false))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(bool, bool), A::Error> {
-        drain_seq(seq)?;
-        Ok((false, false))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(bool, bool), A::Error> {
-        drain_map(map)?;
-        Ok((false, false))
-    }
+    gives!(expecting; scalars: (false, false); unit: (false, true); str: (true, false); seq: (false, false); map: (false, false));
 }
 
 /// `choices`: an array, or `None` for any other value.
@@ -491,17 +398,7 @@ struct ChoicesVisitor;
 
 impl<'de> Visitor<'de> for ChoicesVisitor {
     type Value = Option<Choices>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(None)
-    }
+    gives!(expecting; scalars: Default::default(); unit: Default::default(); str: None; map: None);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut out = Choices {
             len: 0,
@@ -531,20 +428,14 @@ struct TopDeltaVisitor;
 
 impl<'de> Visitor<'de> for TopDeltaVisitor {
     type Value = TopDelta;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
+    gives!(expecting; scalars: Default::default(); unit: Default::default());
     fn visit_str<E: de::Error>(self, text: &str) -> Result<TopDelta, E> {
         Ok(TopDelta {
             fields: 0,
             string: text.chars().count() as u64,
         })
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<TopDelta, A::Error> {
-        drain_seq(seq)?;
-        Ok(TopDelta::default())
-    }
+    gives!(seq: TopDelta::default());
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopDelta, A::Error> {
         let mut chars = [0u64; 3];
         while let Some(key) = map.next_key_seed(Key(&["text", "partial_json", "thinking"]))? {
@@ -565,21 +456,11 @@ struct DeltaType;
 
 impl<'de> Visitor<'de> for DeltaType {
     type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    scalars_say_nothing!();
+    gives!(expecting; scalars: Default::default(); unit: Default::default());
     fn visit_str<E: de::Error>(self, kind: &str) -> Result<bool, E> {
         Ok(kind.ends_with(".delta"))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        drain_seq(seq)?;
-        Ok(false)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
-        drain_map(map)?;
-        Ok(false)
-    }
+    gives!(seq: false; map: false);
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -593,28 +474,7 @@ impl<'de> Visitor<'de> for TopVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("JSON")
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<EventPeek, E> {
-        Ok(EventPeek::json_only())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<EventPeek, E> {
-        Ok(EventPeek::json_only())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<EventPeek, E> {
-        Ok(EventPeek::json_only())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<EventPeek, E> {
-        Ok(EventPeek::json_only())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<EventPeek, E> {
-        Ok(EventPeek::json_only())
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<EventPeek, E> {
-        Ok(EventPeek::json_only())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<EventPeek, A::Error> {
-        drain_seq(seq)?;
-        Ok(EventPeek::json_only())
-    }
+    gives!(scalars: EventPeek::json_only(); unit: EventPeek::json_only(); str: EventPeek::json_only(); seq: EventPeek::json_only());
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EventPeek, A::Error> {
         let mut peek = EventPeek::json_only();
         let (mut delta, mut delta_type) = (TopDelta::default(), false);
