@@ -74,11 +74,11 @@ fn src() -> PathBuf {
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
         }
     }
 }
@@ -107,15 +107,15 @@ fn depth(file: &Path) -> usize {
         .iter()
         .map(|c| c.to_string_lossy().to_string())
         .collect();
-    let mut d = parts.len() - 1;
+    let mut depth = parts.len() - 1;
     if parts.last().is_some_and(|f| f == "mod.rs") {
-        d -= 1;
+        depth -= 1;
     }
     let name = parts.last().cloned().unwrap_or_default();
     if name.contains("test") || parts.iter().any(|p| p == "tests") {
-        d += 1;
+        depth += 1;
     }
-    d
+    depth
 }
 
 /// The identifier at the start of `s`.
@@ -146,12 +146,12 @@ fn named(line: &str, depth: usize) -> Vec<String> {
     let mut rest = code;
     while let Some(i) = rest.find("super::") {
         let mut after = &rest[i..];
-        let mut n = 0;
+        let mut count = 0;
         while let Some(a) = after.strip_prefix("super::") {
-            n += 1;
+            count += 1;
             after = a;
         }
-        if n > depth {
+        if count > depth {
             out.push(ident(after));
         }
         rest = after;
@@ -166,9 +166,9 @@ fn no_module_imports_one_of_its_rank_or_above() {
         let no = forbidden(m);
         for f in files_of(m) {
             let text = std::fs::read_to_string(&f).unwrap();
-            let d = depth(&f);
+            let level = depth(&f);
             for (n, line) in text.lines().enumerate() {
-                for name in named(line, d) {
+                for name in named(line, level) {
                     if no.contains(&name.as_str()) {
                         broken.push(format!(
                             "{}:{}: `{m}` must not import `{name}`: {}",
@@ -324,14 +324,14 @@ fn every_cited_requirement_id_resolves() {
 /// The source and documentation files that can cite an id (not fixtures or data).
 fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            text_files(&p, out);
-        } else if p
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            text_files(&path, out);
+        } else if path
             .extension()
             .is_some_and(|x| ["rs", "py", "sh", "md"].iter().any(|k| x == *k))
         {
-            out.push(p);
+            out.push(path);
         }
     }
 }
@@ -340,39 +340,44 @@ fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// its own (`R16.4`, `R4`; not `R2D2`, `xR1`, `R1x`), and `B-` with lowercase words
 /// (`B-commit-point`; not `B-tree`, a word of English).
 fn behaviour_ids(line: &str) -> Vec<String> {
-    let b = line.as_bytes();
+    let bytes = line.as_bytes();
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut out = Vec::new();
     let mut i = 0;
-    while i < b.len() {
-        let starts = i == 0 || !word(b[i - 1]);
-        if starts && b[i] == b'R' && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+    while i < bytes.len() {
+        let starts = i == 0 || !word(bytes[i - 1]);
+        if starts && bytes[i] == b'R' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
             let mut j = i + 1;
-            while j < b.len() && b[j].is_ascii_digit() {
+            while j < bytes.len() && bytes[j].is_ascii_digit() {
                 j += 1;
             }
             // `.digits` parts; a trailing `.` (end of a sentence) is not part of the id.
-            while j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit() {
+            while j + 1 < bytes.len() && bytes[j] == b'.' && bytes[j + 1].is_ascii_digit() {
                 j += 1;
-                while j < b.len() && b[j].is_ascii_digit() {
+                while j < bytes.len() && bytes[j].is_ascii_digit() {
                     j += 1;
                 }
             }
-            if j == b.len() || !word(b[j]) {
+            if j == bytes.len() || !word(bytes[j]) {
                 out.push(line[i..j].to_string());
             }
             i = j;
-        } else if starts && b[i..].starts_with(b"B-") {
+        } else if starts && bytes[i..].starts_with(b"B-") {
             let mut j = i + 2;
-            while j < b.len()
-                && (b[j].is_ascii_lowercase()
-                    || b[j].is_ascii_digit()
-                    || (b[j] == b'-' && b.get(j + 1).is_some_and(|c| c.is_ascii_lowercase())))
+            while j < bytes.len()
+                && (bytes[j].is_ascii_lowercase()
+                    || bytes[j].is_ascii_digit()
+                    || (bytes[j] == b'-'
+                        && bytes.get(j + 1).is_some_and(|c| c.is_ascii_lowercase())))
             {
                 j += 1;
             }
             let id = &line[i..j];
-            if j > i + 2 && (j == b.len() || !word(b[j])) && id != "B-tree" && id != "B-trees" {
+            if j > i + 2
+                && (j == bytes.len() || !word(bytes[j]))
+                && id != "B-tree"
+                && id != "B-trees"
+            {
                 out.push(id.to_string());
             }
             i = j.max(i + 1);

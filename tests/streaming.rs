@@ -19,12 +19,12 @@ use support::*;
 async fn first_byte_timeout_fails_over_and_client_sees_only_the_healthy_stream() {
     let (gw, m) = pair("openai", "").await;
     m["a"].set_default(Behavior::StallAfterHeaders(Duration::from_secs(3)));
-    let t = Instant::now();
-    let r = gw.chat("m", true).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    assert_eq!(r.headers()["x-mock-name"], "b");
-    let text = r.text().await.unwrap();
+    let started = Instant::now();
+    let response = gw.chat("m", true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    assert_eq!(response.headers()["x-mock-name"], "b");
+    let text = response.text().await.unwrap();
     assert!(
         text.contains("data: [DONE]") && !text.contains("error"),
         "{text}"
@@ -34,7 +34,11 @@ async fn first_byte_timeout_fails_over_and_client_sees_only_the_healthy_stream()
         5,
         "one stream only: {text}"
     );
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     let metrics = gw.metrics().await;
     assert!(
         metrics.contains("outcome=\"first_byte_timeout\""),
@@ -45,24 +49,28 @@ async fn first_byte_timeout_fails_over_and_client_sees_only_the_healthy_stream()
 
 #[tokio::test]
 async fn header_timeout_fails_over() {
-    let m = mocks(&["a", "b"]).await;
+    let upstreams = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "timeouts:\n  upstream_header: 300ms\nchannels:\n{}{}{CLIENTS}",
             ch("a", "openai", 10, ""),
             ch("b", "openai", 0, "")
         ),
-        &m,
+        &upstreams,
     );
     let gw = start_gw(&yaml).await;
-    m["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
-    let t = Instant::now();
+    upstreams["a"].set_default(Behavior::HangBeforeHeaders(Duration::from_secs(3)));
+    let started = Instant::now();
     // The header gate is for streaming requests (R9.2); non-stream ones: see
     // `non_stream_request_is_not_cut_by_the_header_gate`.
-    let r = gw.chat("m", true).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let response = gw.chat("m", true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     let rows = requests(&gw).await;
     assert_eq!(rows[0]["attempts"][0]["error_class"], "header_timeout");
     gw.stop().await;
@@ -76,9 +84,9 @@ async fn upstream_keepalives_reset_the_first_byte_timer() {
         keepalives: 5,
         interval: Duration::from_millis(150),
     });
-    let r = gw.chat("m", true).await;
-    assert_eq!(route(&r), "a");
-    let text = r.text().await.unwrap();
+    let response = gw.chat("m", true).await;
+    assert_eq!(route(&response), "a");
+    let text = response.text().await.unwrap();
     assert!(text.contains("data: [DONE]"), "{text}");
     assert_eq!(m["b"].calls(), 0);
     gw.stop().await;
@@ -95,11 +103,11 @@ async fn keepalives_reach_a_raw_client_during_silence() {
             chunks: 3,
             delay: Duration::from_millis(350),
         });
-        let r = send(&gw, path, true).await;
-        assert_eq!(r.status(), 200);
-        let mut s = r.bytes_stream();
+        let response = send(&gw, path, true).await;
+        assert_eq!(response.status(), 200);
+        let mut stream = response.bytes_stream();
         let mut text = String::new();
-        while let Some(b) = s.next().await {
+        while let Some(b) = stream.next().await {
             text.push_str(&String::from_utf8_lossy(&b.unwrap()));
         }
         assert!(text.matches(want).count() >= 3, "{path}: {text}");
@@ -125,9 +133,9 @@ async fn early_end_and_hard_cut_close_with_stream_incomplete_and_never_retry() {
         ] {
             let (gw, m) = pair(kind, "").await;
             m["a"].set_default(fault.clone());
-            let r = send(&gw, path, true).await;
-            assert_eq!(r.status(), 200);
-            let text = r.text().await.unwrap();
+            let response = send(&gw, path, true).await;
+            assert_eq!(response.status(), 200);
+            let text = response.text().await.unwrap();
             let what = format!("{path} {fault:?}: {text}");
             assert!(text.contains("chunk 1"), "relayed up to the cut: {what}");
             assert!(text.contains("\"stream_incomplete\""), "{what}");
@@ -173,23 +181,23 @@ async fn hidden_errors_fail_over_in_bodies_and_first_events() {
     ] {
         let (gw, m) = pair(kind, "").await;
         m["a"].set_default(Behavior::HiddenError { code: Some(429) });
-        let r = send(&gw, path, stream).await;
-        assert_eq!(r.status(), 200, "{path} {stream}");
-        assert_eq!(route(&r), "a->b");
-        let text = r.text().await.unwrap();
+        let response = send(&gw, path, stream).await;
+        assert_eq!(response.status(), 200, "{path} {stream}");
+        assert_eq!(route(&response), "a->b");
+        let text = response.text().await.unwrap();
         assert!(!text.contains("error"), "{text}");
         let rows = requests(&gw).await;
         assert_eq!(rows[0]["attempts"][0]["upstream_status"], 429, "{rows:?}");
         gw.stop().await;
     }
     // Alone, a hidden error without an embedded status answers 502.
-    let m = mocks(&["a"]).await;
+    let upstreams = mocks(&["a"]).await;
     let gw = start_gw(&fill(
         &format!("channels:\n{}{CLIENTS}", ch("a", "openai", 0, "")),
-        &m,
+        &upstreams,
     ))
     .await;
-    m["a"].set_default(Behavior::HiddenError { code: None });
+    upstreams["a"].set_default(Behavior::HiddenError { code: None });
     assert_eq!(gw.chat("m", false).await.status(), 502);
     gw.stop().await;
 }
@@ -200,11 +208,11 @@ async fn channel_non_stream_timeout_fails_over() {
     m["a"].set_default(Behavior::SlowBody {
         delay: Duration::from_secs(3),
     });
-    let t = Instant::now();
-    let r = gw.chat("m", false).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(route(&r), "a->b");
-    assert!(t.elapsed() < Duration::from_secs(2));
+    let started = Instant::now();
+    let response = gw.chat("m", false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(route(&response), "a->b");
+    assert!(started.elapsed() < Duration::from_secs(2));
     gw.stop().await;
 }
 
@@ -215,16 +223,18 @@ async fn client_disconnect_closes_upstream_and_records_estimated_usage() {
         chunks: 100,
         delay: Duration::from_millis(50),
     });
-    let r = gw.chat("m", true).await;
-    let mut s = r.bytes_stream();
+    let response = gw.chat("m", true).await;
+    let mut stream = response.bytes_stream();
     let mut seen = String::new();
     while !seen.contains("chunk 3") {
-        seen.push_str(&String::from_utf8_lossy(&s.next().await.unwrap().unwrap()));
+        seen.push_str(&String::from_utf8_lossy(
+            &stream.next().await.unwrap().unwrap(),
+        ));
     }
     assert_eq!(m["a"].open_streams(), 1);
-    drop(s);
-    let t = Instant::now();
-    while m["a"].open_streams() > 0 && t.elapsed() < Duration::from_secs(1) {
+    drop(stream);
+    let started = Instant::now();
+    while m["a"].open_streams() > 0 && started.elapsed() < Duration::from_secs(1) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(m["a"].open_streams(), 0, "upstream still open after 1 s");
@@ -264,8 +274,8 @@ async fn client_leaving_before_the_first_byte_cancels_upstream() {
             .send()
             .await;
         assert!(sent.is_err(), "the client gave up");
-        let t = Instant::now();
-        while m["a"].disconnects() == 0 && t.elapsed() < Duration::from_secs(1) {
+        let started = Instant::now();
+        while m["a"].disconnects() == 0 && started.elapsed() < Duration::from_secs(1) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(m["a"].disconnects(), 1, "stream={stream}");
@@ -284,24 +294,24 @@ async fn client_leaving_before_the_first_byte_cancels_upstream() {
 /// only while the upstream is alive. For every client format.
 #[tokio::test]
 async fn a_stall_after_the_first_tokens_ends_the_stream_within_stream_stall() {
-    let m = mocks(&["a"]).await;
+    let upstreams = mocks(&["a"]).await;
     let yaml = fill(
         &format!(
             "timeouts:\n  keepalive: 200ms\n  stream_stall: 1s\nchannels:\n{}{CLIENTS}",
             ch("a", "openai", 0, "")
         ),
-        &m,
+        &upstreams,
     );
     let gw = start_gw(&yaml).await;
     for path in ["/v1/chat/completions", "/v1/messages", "/v1/responses"] {
-        m["a"].set_default(Behavior::Stream {
+        upstreams["a"].set_default(Behavior::Stream {
             chunks: 3,
             delay: Duration::from_secs(600),
         });
         let t0 = Instant::now();
-        let r = send(&gw, path, true).await;
-        assert_eq!(r.status(), 200, "{path}");
-        let text = r.text().await.unwrap();
+        let response = send(&gw, path, true).await;
+        assert_eq!(response.status(), 200, "{path}");
+        let text = response.text().await.unwrap();
         let took = t0.elapsed();
         assert!(took < Duration::from_millis(2500), "{path}: {took:?}");
         assert!(text.contains("chunk 0"), "{path}: {text}");
@@ -329,22 +339,22 @@ async fn a_cut_text_stream_is_resumed_on_the_next_target() {
         ("/v1/messages", "", "anthropic", false),
         ("/v1/messages", on, "openai", false),
     ] {
-        let m = mocks(&["a", "b"]).await;
-        m["b"].set_record(true);
+        let upstreams = mocks(&["a", "b"]).await;
+        upstreams["b"].set_record(true);
         let yaml = fill(
             &format!(
                 "{FAST}{resume}channels:\n{}{}{CLIENTS}",
                 ch("a", "anthropic", 10, ""),
                 ch("b", b_kind, 0, "")
             ),
-            &m,
+            &upstreams,
         );
         let gw = start_gw(&yaml).await;
-        m["a"].push(Behavior::CutMidStream { after_chunks: 2 });
+        upstreams["a"].push(Behavior::CutMidStream { after_chunks: 2 });
         let case = format!("{path} resume={} b={b_kind}", !resume.is_empty());
-        let r = send(&gw, path, true).await;
-        assert_eq!(r.status(), 200, "{case}");
-        let text = r.text().await.unwrap();
+        let response = send(&gw, path, true).await;
+        assert_eq!(response.status(), 200, "{case}");
+        let text = response.text().await.unwrap();
         let terminals =
             text.matches("event: message_stop").count() + text.matches("data: [DONE]").count();
         if whole {
@@ -355,7 +365,7 @@ async fn a_cut_text_stream_is_resumed_on_the_next_target() {
                 body, "chunk 0 chunk 1 chunk 0 chunk 1 chunk 2 ",
                 "{case}: {text}"
             );
-            let sent = m["b"]
+            let sent = upstreams["b"]
                 .requests()
                 .last()
                 .and_then(|q| q.json())
@@ -378,7 +388,7 @@ async fn a_cut_text_stream_is_resumed_on_the_next_target() {
         } else {
             assert!(text.contains("stream_incomplete"), "{case}: {text}");
             assert_eq!(terminals, 0, "{case}: {text}");
-            assert_eq!(m["b"].calls(), 0, "{case}");
+            assert_eq!(upstreams["b"].calls(), 0, "{case}");
         }
         gw.stop().await;
     }
@@ -388,14 +398,14 @@ async fn a_cut_text_stream_is_resumed_on_the_next_target() {
 /// `stream_incomplete`, and a stall after the first tokens is resumed like a cut.
 #[tokio::test]
 async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
-    let m = mocks(&["a", "b"]).await;
+    let upstreams = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "{FAST}  stream_stall: 1s\nresilience:\n  stream_resume: {{enabled: true, max: 1}}\nchannels:\n{}{}{CLIENTS}",
             ch("a", "anthropic", 10, ""),
             ch("b", "anthropic", 0, "")
         ),
-        &m,
+        &upstreams,
     );
     let gw = start_gw(&yaml).await;
     let tool = concat!(
@@ -403,14 +413,14 @@ async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
         "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{}}}\n\n",
         "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":\"}}\n\n",
     );
-    m["a"].push(Behavior::Raw {
+    upstreams["a"].push(Behavior::Raw {
         content_type: "text/event-stream".into(),
         body: tool.into(),
     });
     let text = send(&gw, "/v1/messages", true).await.text().await.unwrap();
     assert!(text.contains("stream_incomplete"), "{text}");
-    assert_eq!(m["b"].calls(), 0, "a tool call is never resumed");
-    m["a"].push(Behavior::Stream {
+    assert_eq!(upstreams["b"].calls(), 0, "a tool call is never resumed");
+    upstreams["a"].push(Behavior::Stream {
         chunks: 3,
         delay: Duration::from_secs(600),
     });
@@ -430,23 +440,23 @@ async fn only_text_resumes_and_a_stall_resumes_like_a_cut() {
 /// prefill's error.
 #[tokio::test]
 async fn a_refused_prefill_ends_the_stream_as_incomplete_not_with_its_error() {
-    let m = mocks(&["a", "b"]).await;
+    let upstreams = mocks(&["a", "b"]).await;
     let yaml = fill(
         &format!(
             "{FAST}resilience:\n  stream_resume: {{enabled: true, max: 1}}\nchannels:\n{}{}{CLIENTS}",
             ch("a", "anthropic", 10, ""),
             ch("b", "anthropic", 0, "    prefill: true\n")
         ),
-        &m,
+        &upstreams,
     );
     let gw = start_gw(&yaml).await;
-    m["a"].push(Behavior::CutMidStream { after_chunks: 1 });
-    m["b"].push(Behavior::Status {
+    upstreams["a"].push(Behavior::CutMidStream { after_chunks: 1 });
+    upstreams["b"].push(Behavior::Status {
         code: 400,
         body: Some(r#"{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill."}}"#.into()),
     });
     let text = send(&gw, "/v1/messages", true).await.text().await.unwrap();
-    assert_eq!(m["b"].calls(), 1, "the continuation was asked for");
+    assert_eq!(upstreams["b"].calls(), 1, "the continuation was asked for");
     assert!(text.contains("stream_incomplete"), "{text}");
     assert!(!text.contains("prefill"), "{text}");
     gw.stop().await;
