@@ -493,3 +493,51 @@ async fn the_estimates_output_limit_is_sent_for_limited_clients() {
     gw2.stop().await;
     gw.stop().await;
 }
+
+/// B-token-estimate with B-max-tokens-field: the estimate's limit goes up under the field the
+/// channel takes — `max_completion_tokens` where the channel asks for it — so the request
+/// carries one limit and is not parsed again to rename it; a client's own `max_tokens` is
+/// renamed in place, every other byte kept.
+#[tokio::test]
+async fn the_estimates_output_limit_goes_under_the_channels_field() {
+    let mocks = mocks(&["a"]).await;
+    let clients = "  carol:\n    key: sk-test-carol\n    limits: {tpm: 1000000}\n";
+    let price = format!("{{input: {IN_PRICE}, output: {OUT_PRICE}, max_output: 300}}");
+    let config = yaml(&[("a", 10)], &mocks, clients, &price).replace(
+        "    priority: 10\n",
+        "    priority: 10\n    max_tokens_field: max_completion_tokens\n",
+    );
+    let gw = start_gw(&config).await;
+    let ask = r#"{"model":"m","messages":[{"role":"user","content":"say \"max_tokens\": 1"}]}"#;
+    let with_limit =
+        r#"{"max_tokens" : 50,"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    for (i, (body, want)) in [(ask, 300), (with_limit, 50)].into_iter().enumerate() {
+        let response = gw
+            .http
+            .post(format!("{}/v1/chat/completions", gw.base))
+            .bearer_auth("sk-test-carol")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(response.status(), 200, "{body}");
+        let sent = mocks["a"].requests()[i].clone();
+        let json = sent.json().unwrap();
+        assert_eq!(json["max_completion_tokens"].as_u64(), Some(want), "{json}");
+        assert!(json.get("max_tokens").is_none(), "one limit: {json}");
+        assert_eq!(
+            json["messages"][0]["content"],
+            serde_json::from_str::<serde_json::Value>(body).unwrap()["messages"][0]["content"],
+            "the content is untouched: {json}"
+        );
+    }
+    // The client's own limit was renamed in the bytes it sent: nothing else moved.
+    let second = String::from_utf8(mocks["a"].requests()[1].body.to_vec()).unwrap();
+    assert_eq!(
+        second,
+        with_limit.replace("\"max_tokens\"", "\"max_completion_tokens\""),
+        "renamed in place"
+    );
+    gw.stop().await;
+}

@@ -44,13 +44,13 @@ pub fn output_bound(cx: &Context) -> Option<(&'static str, u64)> {
 
 /// `body` with [`output_bound`]'s limit added as its first member, when `cx` needs one
 /// (the one hook where the upstream body is built, `exchange::prepare`). A Chat Completions
-/// request gets it as `chat_field`: the output-limit field its channel takes
-/// (`compat::chat_output_field`).
-pub fn bound_output(cx: &Context, body: Bytes, chat_field: &'static str) -> Bytes {
+/// request gets it under `chat_field()`: the output-limit field its channel takes
+/// (`compat::chat_output_field`), asked only when a bound is added.
+pub fn bound_output(cx: &Context, body: Bytes, chat_field: impl FnOnce() -> &'static str) -> Bytes {
     match output_bound(cx) {
         Some((field, n)) => {
             let field = match cx.family {
-                PathFamily::Chat => chat_field,
+                PathFamily::Chat => chat_field(),
                 _ => field,
             };
             crate::wire::json::insert_first(&body, &format!("\"{field}\":{n}"))

@@ -252,11 +252,10 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
     };
     // The output bound is written under the field this channel takes, so the native
     // rewrite below has nothing to rename (and never parses the body again).
-    let chat_field = match translator {
+    let body = crate::relay::attempt::estimate::bound_output(cx, body, || match translator {
         None => crate::relay::attempt::compat::chat_output_field(ch, model),
         Some(_) => "max_tokens",
-    };
-    let body = crate::relay::attempt::estimate::bound_output(cx, body, chat_field);
+    });
     let body = match translator {
         None => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
         Some(_) => body,
