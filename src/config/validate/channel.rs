@@ -84,31 +84,7 @@ pub(crate) fn channel(
     let paths = paths(name, raw, collector);
     let weight = weight(name, raw, collector);
     let status_mapping = status_code_mapping(name, raw, collector);
-    let stream_policy = choice(
-        collector,
-        &field_key("stream_policy"),
-        &raw.stream_policy,
-        STREAM_POLICIES,
-        StreamPolicy::Passthrough,
-    );
-    let headers = headers(name, raw, collector);
-    let resilience = raw.resilience.as_ref().map_or_else(
-        || global.clone(),
-        |block| overlay(global, block, &field_key("resilience"), collector),
-    );
-    let non_stream_timeout = dur(
-        collector,
-        &field_key("non_stream_timeout"),
-        &raw.non_stream_timeout,
-        std::time::Duration::ZERO,
-    );
-    let protocol = choice(
-        collector,
-        &field_key("protocol"),
-        &raw.protocol,
-        PROTOCOLS,
-        UpstreamProtocol::Http1,
-    );
+    let sending = sending(name, raw, global, collector);
     let limits = crate::config::validate::limits::key_limits(
         &field_key("limits"),
         raw.limits.as_ref(),
@@ -134,13 +110,13 @@ pub(crate) fn channel(
         enabled: raw.enabled.unwrap_or(true),
         auto_ban: raw.auto_ban.unwrap_or(true),
         status_code_mapping: status_mapping,
-        stream_policy,
-        non_stream_timeout,
-        headers,
+        stream_policy: sending.stream_policy,
+        non_stream_timeout: sending.non_stream_timeout,
+        headers: sending.headers,
         forward_organization: raw.forward_organization.unwrap_or(false),
         traceparent: raw.traceparent.unwrap_or(true),
-        resilience,
-        protocol,
+        resilience: sending.resilience,
+        protocol: sending.protocol,
         include_usage: raw.include_usage.unwrap_or(openai_format(kind)),
         api_version,
         translate: raw.translate.unwrap_or(true),
@@ -151,6 +127,57 @@ pub(crate) fn channel(
         stream_stall: compatibility.stream_stall,
         prefill: compatibility.prefill,
     })
+}
+
+/// How requests are sent on a channel: its stream policy, headers, resilience, non-stream
+/// timeout and protocol (validated in this order, so errors read in the block's order).
+struct Sending {
+    stream_policy: StreamPolicy,
+    headers: Vec<(HeaderName, Secret)>,
+    resilience: Resilience,
+    non_stream_timeout: std::time::Duration,
+    protocol: UpstreamProtocol,
+}
+
+fn sending(
+    name: &str,
+    raw: &RawChannel,
+    global: &Resilience,
+    collector: &mut Collector,
+) -> Sending {
+    let field_key = |field: &str| format!("channels.{name}.{field}");
+    let stream_policy = choice(
+        collector,
+        &field_key("stream_policy"),
+        &raw.stream_policy,
+        STREAM_POLICIES,
+        StreamPolicy::Passthrough,
+    );
+    let headers = headers(name, raw, collector);
+    let resilience = raw.resilience.as_ref().map_or_else(
+        || global.clone(),
+        |block| overlay(global, block, &field_key("resilience"), collector),
+    );
+    let non_stream_timeout = dur(
+        collector,
+        &field_key("non_stream_timeout"),
+        &raw.non_stream_timeout,
+        std::time::Duration::ZERO,
+    );
+    let protocol = choice(
+        collector,
+        &field_key("protocol"),
+        &raw.protocol,
+        PROTOCOLS,
+        UpstreamProtocol::Http1,
+    );
+    Sending {
+        stream_policy,
+        headers,
+        resilience,
+        non_stream_timeout,
+        protocol,
+    }
 }
 
 /// OpenAI-format kinds: they add `stream_options.include_usage` unless told not to.

@@ -291,7 +291,9 @@ pub fn commit(
     resume: Option<Resumer>,
 ) -> ResponseBody {
     let (tx, rx) = mpsc::channel(16);
-    Relay::body(rx, relay(p, times, tx, observer, resume))
+    // The guard exists before the relay's first poll: a body dropped unpolled (the client
+    // left first) still tells the observer.
+    Relay::body(rx, relay(p, times, tx, Ending(Some(observer)), resume))
 }
 
 /// The observer of a relay, told how the stream ended: by the relay when it ends, or as a
@@ -319,10 +321,9 @@ async fn relay(
     mut p: Primed,
     times: RelayTimes,
     tx: mpsc::Sender<Result<Bytes, Aborted>>,
-    obs: Box<dyn StreamObserver>,
+    mut ending: Ending,
     resumer: Option<Resumer>,
 ) {
-    let mut ending = Ending(Some(obs));
     let mut resume = resumer.map(|resumer| Resume {
         resumer,
         delivery: Delivery::new(),
@@ -572,4 +573,36 @@ async fn cut(
     }
     let _ = tx.send(Ok(dialect::incomplete_event(format, why))).await;
     StreamEnd::Incomplete
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Records how the stream it watched ended.
+    struct Seen(Arc<Mutex<Vec<StreamEnd>>>);
+
+    impl StreamObserver for Seen {
+        fn event(&mut self, _: &Event) {}
+        fn end(self: Box<Self>, end: StreamEnd) {
+            if let Ok(mut ends) = self.0.lock() {
+                ends.push(end);
+            }
+        }
+    }
+
+    /// A relay dropped at any point — before its first poll included — tells its observer
+    /// once that the client left; a relay that ends tells it how, once.
+    #[test]
+    fn the_observer_hears_the_end_once_however_the_relay_stops() {
+        let ends = Arc::new(Mutex::new(Vec::new()));
+        drop(Ending(Some(Box::new(Seen(ends.clone())))));
+        Ending(Some(Box::new(Seen(ends.clone())))).end(StreamEnd::Complete);
+        assert_eq!(
+            *ends.lock().unwrap(),
+            [StreamEnd::ClientCancel, StreamEnd::Complete]
+        );
+    }
 }
