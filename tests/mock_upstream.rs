@@ -68,12 +68,7 @@ async fn post_fault(
         .unwrap()
 }
 
-/// `data:` payloads of an SSE body, in order.
-fn data_lines(body: &str) -> Vec<&str> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .collect()
-}
+pub use crate::support::streams::{chat_contents, data_lines};
 
 fn event_names(body: &str) -> Vec<&str> {
     body.lines()
@@ -132,16 +127,7 @@ async fn chat_stream_ends_with_done_and_usage_only_when_asked() {
     assert_eq!(usage["usage"]["completion_tokens"], 3);
     let stop: Value = serde_json::from_str(data[data.len() - 3]).unwrap();
     assert_eq!(stop["choices"][0]["finish_reason"], "stop");
-    let content: String = data
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|v| {
-            v["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(String::from)
-        })
-        .collect();
-    assert_eq!(content, "chunk 0 chunk 1 chunk 2 ");
+    assert_eq!(chat_contents(&text).concat(), "chunk 0 chunk 1 chunk 2 ");
     assert!(text.contains("\"model\":\"m1\""));
 
     let text = post(&mock, "chat/completions", json!({"stream": true}))

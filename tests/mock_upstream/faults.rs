@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use switchyard_mock::{Behavior, MockUpstream};
 
-use super::{client, data_lines, event_names, post, post_fault, valid, wait_until};
+use super::{chat_contents, client, data_lines, event_names, post, post_fault, valid, wait_until};
 
 async fn sse(mock: &MockUpstream, path: &str, fault: &str) -> reqwest::Response {
     client()
@@ -66,16 +66,7 @@ async fn slow_body_and_stream_delays() {
         "{:?}",
         started.elapsed()
     );
-    let order: Vec<String> = data_lines(&text)
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|v| {
-            v["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(String::from)
-        })
-        .filter(|c| !c.is_empty())
-        .collect();
+    let order = chat_contents(&text);
     let want: Vec<String> = (0..6).map(|i| format!("chunk {i} ")).collect();
     assert_eq!(order, want);
     assert_eq!(*data_lines(&text).last().unwrap(), "[DONE]");

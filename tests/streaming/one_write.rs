@@ -51,13 +51,6 @@ async fn chunks(gw: &Gw, path: &str, body: &Value) -> Vec<String> {
     }
 }
 
-/// The `data:` payloads of an SSE text.
-fn data_lines(text: &str) -> Vec<&str> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_events_of_one_upstream_read_reach_the_client_in_one_write() {
     let one_write = Wire {
@@ -119,16 +112,7 @@ async fn a_stream_sent_one_event_per_write_arrives_whole_and_in_order() {
         });
         let got = chunks(&gw, path, &body_for(path, true)).await;
         let text = got.concat();
-        let words: Vec<String> = data_lines(&text)
-            .iter()
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .filter_map(|v| {
-                v["choices"][0]["delta"]["content"]
-                    .as_str()
-                    .map(String::from)
-            })
-            .filter(|w| !w.is_empty())
-            .collect();
+        let words = chat_contents(&text);
         assert_eq!(words.len(), 12, "{kind}: {text}");
         // The mock numbers its chunks: they arrive in the order sent.
         let mut sorted = words.clone();

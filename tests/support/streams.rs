@@ -42,6 +42,27 @@ pub fn body_for(path: &str, stream: bool) -> Value {
     }
 }
 
+/// `data:` payloads of an SSE text, in order.
+pub fn data_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect()
+}
+
+/// The content deltas of a Chat Completions SSE text, in order (empty ones left out).
+pub fn chat_contents(text: &str) -> Vec<String> {
+    data_lines(text)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
 pub async fn send(gw: &Gw, path: &str, stream: bool) -> reqwest::Response {
     gw.post(path, ALICE, body_for(path, stream)).await
 }

@@ -449,24 +449,22 @@ async fn pump(
                 Some(w) => Some(w),
                 None => {
                     let wake = (last_client + times.keepalive).min(last_upstream + silence);
-                    tokio::select! {
-                        biased;
-                        _ = tx.closed() => return StreamEnd::ClientCancel,
-                        r = p.read(wake) => match r {
-                            Ok(()) => {
-                                last_upstream = Instant::now();
-                                None
+                    // A client that leaves drops the body that drives this relay (and so
+                    // the relay itself) wherever it waits: no watch for it is needed here.
+                    match p.read(wake).await {
+                        Ok(()) => {
+                            last_upstream = Instant::now();
+                            None
+                        }
+                        Err(Some(_)) => Some("upstream connection broke"),
+                        Err(None) if Instant::now() >= last_upstream + silence => Some(why),
+                        Err(None) => {
+                            if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
+                                return StreamEnd::ClientCancel;
                             }
-                            Err(Some(_)) => Some("upstream connection broke"),
-                            Err(None) if Instant::now() >= last_upstream + silence => Some(why),
-                            Err(None) => {
-                                if tx.send(Ok(dialect::keepalive(p.format))).await.is_err() {
-                                    return StreamEnd::ClientCancel;
-                                }
-                                obs.keepalive();
-                                last_client = Instant::now();
-                                None
-                            }
+                            obs.keepalive();
+                            last_client = Instant::now();
+                            None
                         }
                     }
                 }
