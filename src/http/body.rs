@@ -111,7 +111,13 @@ impl Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, ResponseBody::Full(None))
+        match self {
+            ResponseBody::Full(b) => b.is_none(),
+            ResponseBody::Channel(_) => false,
+            // Its relay has ended and its last frame is taken: the connection writes that
+            // frame and the end of the body together.
+            ResponseBody::Relay(relay) => relay.pump.is_none() && relay.rx.is_empty(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -19,8 +19,10 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use flate2::write::GzDecoder;
+use futures_util::FutureExt;
 use http::header::{HeaderMap, CONTENT_ENCODING};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::upstream::h2pool::Slot;
@@ -66,6 +68,11 @@ pub trait Transform: Send {
     /// The upstream body ended: write what remains.
     fn end(&mut self, out: &mut Vec<u8>);
 }
+
+/// What [`UpBody::drain`] reads off at most, in bytes and in time, before it closes the
+/// connection instead.
+pub const DRAIN_MAX_BYTES: usize = 64 * 1024;
+pub const DRAIN_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Decoded bytes one frame yields at most (plus one decoder step, at most 32 KiB).
 pub const GUNZIP_OUT: usize = 64 * 1024;
@@ -134,6 +141,45 @@ impl UpBody {
             transform_done: false,
             _slot: slot,
         }
+    }
+
+    /// The relay has all it needs (the stream's last event): read off what the upstream still
+    /// sends, normally just its end of body, so the connection goes back to the pool instead
+    /// of being closed. What has already arrived is read here; the rest, if any, by a task
+    /// that gives up after [`DRAIN_MAX_BYTES`] or [`DRAIN_MAX_WAIT`] (dropping the body then
+    /// closes the connection, as dropping it at once would have).
+    pub fn drain(self) {
+        let UpBody {
+            mut inner, _slot, ..
+        } = self;
+        let mut left = DRAIN_MAX_BYTES;
+        loop {
+            match inner.frame().now_or_never() {
+                Some(Some(Ok(frame))) => {
+                    left = left.saturating_sub(frame.data_ref().map_or(0, Buf::remaining));
+                    if left == 0 {
+                        return;
+                    }
+                }
+                Some(None | Some(Err(_))) => return,
+                None => break,
+            }
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let _slot = _slot;
+            let read_off = async {
+                while let Some(Ok(frame)) = inner.frame().await {
+                    left = left.saturating_sub(frame.data_ref().map_or(0, Buf::remaining));
+                    if left == 0 {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_MAX_WAIT, read_off).await;
+        });
     }
 
     /// Decode gzip from here on (the answer said `Content-Encoding: gzip`).

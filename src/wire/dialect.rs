@@ -62,6 +62,18 @@ pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
     }
 }
 
+/// Is this the stream's last event, after which nothing more is meant to come (`[DONE]`,
+/// `message_stop`, the Responses API's closing `response.*`)? Unlike [`is_terminal`], a chat
+/// chunk with a `finish_reason` is not: the usage chunk and `[DONE]` follow it. The relay
+/// ends the client's body with this event's write instead of waiting for the upstream's end.
+pub fn is_last(format: StreamFormat, ev: &Event) -> bool {
+    match format {
+        StreamFormat::Chat => ev.data.as_deref().is_some_and(|d| d.trim() == "[DONE]"),
+        StreamFormat::Responses | StreamFormat::Messages => is_terminal(format, ev),
+        StreamFormat::Other => false,
+    }
+}
+
 /// A 200 stream whose first event is only an error object (R9.5): the embedded status, if any.
 pub fn hidden_error(ev: &Event) -> Option<Option<u16>> {
     if !ev.peek().error {

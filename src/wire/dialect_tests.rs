@@ -76,6 +76,42 @@ fn terminal_event_table() {
     }
 }
 
+/// Only the event after which nothing is meant to come is the last: a chat chunk with a
+/// `finish_reason` is terminal (R9.4) but not last, the usage chunk follows it.
+#[test]
+fn the_last_event_is_done_or_the_closing_event() {
+    use StreamFormat::*;
+    let ev = |name: Option<&str>, data: &str| {
+        Event::new(Bytes::new(), name.map(str::to_string), Some(data.to_string()), false)
+    };
+    let cases = [
+        (Chat, ev(None, "[DONE]"), true),
+        (Chat, ev(None, " [DONE] "), true),
+        (
+            Chat,
+            ev(None, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
+            false,
+        ),
+        (Chat, ev(None, r#"{"choices":[],"usage":{"total_tokens":3}}"#), false),
+        (
+            Responses,
+            ev(Some("response.completed"), r#"{"type":"response.completed"}"#),
+            true,
+        ),
+        (
+            Responses,
+            ev(Some("response.output_text.done"), r#"{"type":"response.output_text.done"}"#),
+            false,
+        ),
+        (Messages, ev(Some("message_stop"), r#"{"type":"message_stop"}"#), true),
+        (Messages, ev(Some("message_delta"), r#"{"type":"message_delta"}"#), false),
+        (Other, ev(None, "[DONE]"), false),
+    ];
+    for (i, (f, e, want)) in cases.iter().enumerate() {
+        assert_eq!(is_last(*f, e), *want, "case {i}: {f:?} {e:?}");
+    }
+}
+
 #[test]
 fn incomplete_events_are_in_each_format() {
     let chat = String::from_utf8(incomplete_event(StreamFormat::Chat, "cut").to_vec()).unwrap();

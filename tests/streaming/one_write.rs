@@ -133,3 +133,134 @@ async fn a_stream_sent_one_event_per_write_arrives_whole_and_in_order() {
         gw.stop().await;
     }
 }
+
+/// An upstream that sends a whole chat stream, `[DONE]` included, then holds its end of body
+/// until released; the connection each request came on is recorded.
+struct HeldEnd {
+    url: String,
+    /// The number of the connection each request arrived on.
+    requests: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+    release: tokio::sync::mpsc::Sender<()>,
+    /// Told each time an end of body has been written.
+    ended: tokio::sync::mpsc::Receiver<()>,
+}
+
+const HELD_STREAM: &str = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hello\"},\"finish_reason\":null}]}\n\n\
+data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n\
+data: [DONE]\n\n";
+
+async fn held_end_upstream() -> HeldEnd {
+    use std::sync::{Arc, Mutex};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (release, release_rx) = tokio::sync::mpsc::channel::<()>(8);
+    let release_rx = Arc::new(tokio::sync::Mutex::new(release_rx));
+    let (ended_tx, ended) = tokio::sync::mpsc::channel::<()>(8);
+    let seen = requests.clone();
+    tokio::spawn(async move {
+        let mut number = 0;
+        while let Ok((conn, _)) = listener.accept().await {
+            number += 1;
+            let (seen, release_rx, ended_tx) = (seen.clone(), release_rx.clone(), ended_tx.clone());
+            tokio::spawn(serve_held(conn, number, seen, release_rx, ended_tx));
+        }
+    });
+    HeldEnd {
+        url,
+        requests,
+        release,
+        ended,
+    }
+}
+
+/// One connection of [`held_end_upstream`]: each request read whole, answered with
+/// [`HELD_STREAM`] in one write, its end of body written once released.
+async fn serve_held(
+    mut conn: tokio::net::TcpStream,
+    number: usize,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+    release: std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<()>>>,
+    ended: tokio::sync::mpsc::Sender<()>,
+) {
+    let mut buf = Vec::new();
+    loop {
+        // A request: its head, then as many body bytes as its content-length says.
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("the gateway sends a content-length");
+        while buf.len() < head_end + len {
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..head_end + len);
+        seen.lock().expect("lock").push(number);
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{HELD_STREAM}\r\n",
+            HELD_STREAM.len()
+        );
+        if conn.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+        if release.lock().await.recv().await.is_none()
+            || conn.write_all(b"0\r\n\r\n").await.is_err()
+        {
+            return;
+        }
+        let _ = ended.send(()).await;
+    }
+}
+
+/// The client's body ends with the stream's last event (`[DONE]`), not when the upstream's
+/// end of body arrives (R9.1, R9.4): a client gets its whole answer while the upstream still
+/// holds its end. What the upstream sends after is read off, so its connection is reused
+/// for the next request rather than closed.
+#[tokio::test]
+async fn the_body_ends_at_the_last_event_and_the_upstream_connection_is_reused() {
+    let mut up = held_end_upstream().await;
+    let yaml = format!(
+        "{FAST}channels:\n  a:\n    kind: openai\n    base_url: {}\n    keys: [\"sk-up-a\"]\n    models: [m]\n{CLIENTS}",
+        up.url
+    );
+    let gw = start_gw(&yaml).await;
+    for round in 0..2 {
+        // The upstream has not ended its body: the client's answer is whole all the same.
+        let got = chunks(&gw, "/v1/chat/completions", &body_for("/v1/chat/completions", true)).await;
+        let text = got.concat();
+        assert_eq!(chat_contents(&text), ["Hello"], "round {round}: {text}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "round {round}: {text}");
+        assert!(!text.contains("stream_incomplete"), "round {round}: {text}");
+        up.release.send(()).await.expect("release");
+        tokio::time::timeout(Duration::from_secs(10), up.ended.recv())
+            .await
+            .expect("the upstream wrote its end");
+        // The drain reads the end; give the connection a moment to return to the pool.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let requests = up.requests.lock().expect("lock").clone();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(
+        requests[0], requests[1],
+        "the second stream came on a new upstream connection: the first was closed"
+    );
+    gw.stop().await;
+}

@@ -334,8 +334,15 @@ async fn relay(
         Some(obs) => pump(&mut p, &times, &tx, obs.as_mut(), &mut resume).await,
         None => StreamEnd::ClientCancel,
     };
-    // Dropping the upstream body here closes the upstream connection at once (R9.8).
-    drop(p);
+    let Primed { body, .. } = p;
+    if end == StreamEnd::Complete {
+        // Perhaps ended at its last event, before the upstream's end of body: that is read
+        // off so the upstream connection can be reused.
+        body.drain();
+    } else {
+        // Dropping the upstream body closes the upstream connection at once (R9.8).
+        drop(body);
+    }
     ending.end(end);
 }
 
@@ -357,7 +364,7 @@ fn relay_one(
     out: &mut Outbox,
     obs: &mut dyn StreamObserver,
     resume: &mut Option<Resume>,
-    terminal: &mut bool,
+    seen: &mut Seen,
 ) -> bool {
     let ev = match resume.as_mut().and_then(|r| r.splice.as_mut()) {
         Some(s) => match s.rewrite(ev.clone()) {
@@ -375,11 +382,20 @@ fn relay_one(
             return false;
         }
     }
-    *terminal |= dialect::is_terminal(p.format, &ev);
+    seen.terminal |= dialect::is_terminal(p.format, &ev);
+    seen.last |= dialect::is_last(p.format, &ev);
     if let Some(r) = resume.as_mut() {
         r.delivery.observe(p.format, &ev);
     }
     p.forward(ev, out, obs)
+}
+
+/// What the relay has seen of the stream's end: its terminal event (R9.4), and its last
+/// event, after which the client's body ends without waiting for the upstream's end.
+#[derive(Default)]
+struct Seen {
+    terminal: bool,
+    last: bool,
 }
 
 /// The error event held back by `relay_one`, if any.
@@ -420,11 +436,11 @@ async fn pump(
     obs: &mut dyn StreamObserver,
     resume: &mut Option<Resume>,
 ) -> StreamEnd {
-    let mut terminal = false;
+    let mut seen = Seen::default();
     let mut out = Outbox::default();
     'segment: loop {
         for ev in std::mem::take(&mut p.held) {
-            relay_one(p, ev, &mut out, obs, resume, &mut terminal);
+            relay_one(p, ev, &mut out, obs, resume, &mut seen);
         }
         let mut last_upstream = Instant::now();
         let mut last_client = Instant::now();
@@ -432,7 +448,7 @@ async fn pump(
             // Every complete event is relayed before the next read, in one write.
             let mut sent = false;
             while let Some(ev) = p.framer.next_event() {
-                if relay_one(p, ev, &mut out, obs, resume, &mut terminal) {
+                if relay_one(p, ev, &mut out, obs, resume, &mut seen) {
                     sent = true;
                 } else if held_error(resume) {
                     break;
@@ -440,6 +456,11 @@ async fn pump(
             }
             if out.flush(tx).await.is_err() {
                 return StreamEnd::ClientCancel;
+            }
+            if seen.last && !held_error(resume) {
+                // Nothing more is meant to come: the body ends with this write, not a
+                // write later when the upstream's end arrives (`relay` drains the rest).
+                return StreamEnd::Complete;
             }
             if sent {
                 last_client = Instant::now();
@@ -470,10 +491,10 @@ async fn pump(
                 }
             };
             if let Some(w) = cut_why {
-                if !terminal && try_resume(p, resume, obs).await {
+                if !seen.terminal && try_resume(p, resume, obs).await {
                     continue 'segment;
                 }
-                return end_cut(p, tx, obs, resume, terminal, w).await;
+                return end_cut(p, tx, obs, resume, seen.terminal, w).await;
             }
         }
     }
