@@ -16,7 +16,8 @@
 #
 # Knobs (env): CG_REQUESTS (2000), CG_CHUNKS (20), CG_SKIP_BUILD (unset), CG_KEEP (unset:
 # keep the callgrind.out files and logs in the printed directory), CG_BIN and CG_ALLOC_BIN
-# (other gateway binaries to measure, e.g. an older build for a before/after).
+# (other gateway binaries to measure, e.g. an older build for a before/after), CG_ALLOCS
+# (1; 0: instructions only, no allocation runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -199,12 +200,15 @@ alloc_run() {
     wait "$pid" || true
     echo $(((a1 - a0) / N))
 }
-printf 'allocations: %s requests of each kind through the count-allocs build\n' "$N" >&2
-JSON_ALLOCS=$(alloc_run json \
-    --body '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}')
-SSE_ALLOCS=$(alloc_run sse \
-    --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
-    --header "x-mock-fault: stream=$CHUNKS:0ms")
+JSON_ALLOCS=- SSE_ALLOCS=-
+if [ "${CG_ALLOCS:-1}" != 0 ]; then
+    printf 'allocations: %s requests of each kind through the count-allocs build\n' "$N" >&2
+    JSON_ALLOCS=$(alloc_run json \
+        --body '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}')
+    SSE_ALLOCS=$(alloc_run sse \
+        --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
+        --header "x-mock-fault: stream=$CHUNKS:0ms")
+fi
 
 python3 - "$N" "$JSON_IR" "$SSE_IR" "$IDLE_IR" "$CHUNKS" "$(git rev-parse --short HEAD)" \
     "$JSON_ALLOCS" "$SSE_ALLOCS" <<'PY'

@@ -82,7 +82,12 @@ fn terminal_event_table() {
 fn the_last_event_is_done_or_the_closing_event() {
     use StreamFormat::*;
     let ev = |name: Option<&str>, data: &str| {
-        Event::new(Bytes::new(), name.map(str::to_string), Some(data.to_string()), false)
+        Event::new(
+            Bytes::new(),
+            name.map(str::to_string),
+            Some(data.to_string()),
+            false,
+        )
     };
     let cases = [
         (Chat, ev(None, "[DONE]"), true),
@@ -92,19 +97,37 @@ fn the_last_event_is_done_or_the_closing_event() {
             ev(None, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
             false,
         ),
-        (Chat, ev(None, r#"{"choices":[],"usage":{"total_tokens":3}}"#), false),
+        (
+            Chat,
+            ev(None, r#"{"choices":[],"usage":{"total_tokens":3}}"#),
+            false,
+        ),
         (
             Responses,
-            ev(Some("response.completed"), r#"{"type":"response.completed"}"#),
+            ev(
+                Some("response.completed"),
+                r#"{"type":"response.completed"}"#,
+            ),
             true,
         ),
         (
             Responses,
-            ev(Some("response.output_text.done"), r#"{"type":"response.output_text.done"}"#),
+            ev(
+                Some("response.output_text.done"),
+                r#"{"type":"response.output_text.done"}"#,
+            ),
             false,
         ),
-        (Messages, ev(Some("message_stop"), r#"{"type":"message_stop"}"#), true),
-        (Messages, ev(Some("message_delta"), r#"{"type":"message_delta"}"#), false),
+        (
+            Messages,
+            ev(Some("message_stop"), r#"{"type":"message_stop"}"#),
+            true,
+        ),
+        (
+            Messages,
+            ev(Some("message_delta"), r#"{"type":"message_delta"}"#),
+            false,
+        ),
         (Other, ev(None, "[DONE]"), false),
     ];
     for (i, (f, e, want)) in cases.iter().enumerate() {

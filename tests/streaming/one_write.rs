@@ -244,7 +244,12 @@ async fn the_body_ends_at_the_last_event_and_the_upstream_connection_is_reused()
     let gw = start_gw(&yaml).await;
     for round in 0..2 {
         // The upstream has not ended its body: the client's answer is whole all the same.
-        let got = chunks(&gw, "/v1/chat/completions", &body_for("/v1/chat/completions", true)).await;
+        let got = chunks(
+            &gw,
+            "/v1/chat/completions",
+            &body_for("/v1/chat/completions", true),
+        )
+        .await;
         let text = got.concat();
         assert_eq!(chat_contents(&text), ["Hello"], "round {round}: {text}");
         assert!(text.ends_with("data: [DONE]\n\n"), "round {round}: {text}");

@@ -491,7 +491,9 @@ async fn pump(
                 }
             };
             if let Some(w) = cut_why {
-                if !seen.terminal && try_resume(p, resume, obs).await {
+                // Boxed: resuming (rare) dials a new attempt, ~7 KB of future that every
+                // stream's relay would carry inline.
+                if !seen.terminal && Box::pin(try_resume(p, resume, obs)).await {
                     continue 'segment;
                 }
                 return end_cut(p, tx, obs, resume, seen.terminal, w).await;

@@ -97,10 +97,14 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
                             let ex = exchange(gw, &cx, &step, walk.channel(&step), &gates, p);
                             match walk.hedge_after(&step) {
                                 None => ex.await,
-                                Some(after) => match walk.hedged(&step, after, ex).await {
-                                    Ok(ex) => ex,
-                                    Err(won) => return walk.commit_hedge(*won, key),
-                                },
+                                // Boxed: the race holds two exchanges (~18 KB), and
+                                // inline it would make every request's future that size.
+                                Some(after) => {
+                                    match Box::pin(walk.hedged(&step, after, ex)).await {
+                                        Ok(ex) => ex,
+                                        Err(won) => return walk.commit_hedge(*won, key),
+                                    }
+                                }
                             }
                         }
                         Err(e) => *e,
