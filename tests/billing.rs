@@ -505,13 +505,17 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
     let price = format!("{{input: {IN_PRICE}, output: {OUT_PRICE}, max_output: 300}}");
     let config = yaml(&[("a", 10)], &mocks, clients, &price).replace(
         "    priority: 10\n",
-        "    priority: 10\n    max_tokens_field: max_completion_tokens\n",
+        "    priority: 10\n    max_tokens_field: max_completion_tokens\n    model_mapping: {m: m-upstream}\n",
     );
     let gw = start_gw(&config).await;
     let ask = r#"{"model":"m","messages":[{"role":"user","content":"say \"max_tokens\": 1"}]}"#;
     let with_limit =
         r#"{"max_tokens" : 50,"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
-    for (i, (body, want)) in [(ask, 300), (with_limit, 50)].into_iter().enumerate() {
+    // The limit after the model: the model's rewrite (longer) and the key's rename in one copy.
+    let limit_last =
+        r#"{"model": "m", "messages":[{"role":"user","content":"hi"}], "max_tokens":7 }"#;
+    let cases = [(ask, 300), (with_limit, 50), (limit_last, 7)];
+    for (i, (body, want)) in cases.into_iter().enumerate() {
         let response = gw
             .http
             .post(format!("{}/v1/chat/completions", gw.base))
@@ -526,6 +530,7 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
         let json = sent.json().unwrap();
         assert_eq!(json["max_completion_tokens"].as_u64(), Some(want), "{json}");
         assert!(json.get("max_tokens").is_none(), "one limit: {json}");
+        assert_eq!(json["model"], "m-upstream", "{json}");
         assert_eq!(
             json["messages"][0]["content"],
             serde_json::from_str::<serde_json::Value>(body).unwrap()["messages"][0]["content"],
@@ -533,11 +538,14 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
         );
     }
     // The client's own limit was renamed in the bytes it sent: nothing else moved.
-    let second = String::from_utf8(mocks["a"].requests()[1].body.to_vec()).unwrap();
-    assert_eq!(
-        second,
-        with_limit.replace("\"max_tokens\"", "\"max_completion_tokens\""),
-        "renamed in place"
-    );
+    for (i, body) in [(1, with_limit), (2, limit_last)] {
+        let sent = String::from_utf8(mocks["a"].requests()[i].body.to_vec()).unwrap();
+        assert_eq!(
+            sent,
+            body.replace("\"max_tokens\"", "\"max_completion_tokens\"")
+                .replace("\"m\"", "\"m-upstream\""),
+            "renamed in place"
+        );
+    }
     gw.stop().await;
 }

@@ -37,6 +37,21 @@ pub struct Peek {
     pub completion_hint: Option<u64>,
     /// The top-level fields of the default sticky-key ladder (R8.2).
     pub top: TopFields,
+    /// Where the top-level `max_tokens` key is, for renaming it without another parse.
+    pub max_tokens_key: MaxTokensKey,
+}
+
+/// Where a body's top-level `max_tokens` member stands, as its one parse found it: what a
+/// rename to `max_completion_tokens` (B-max-tokens-field) needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensKey {
+    /// Nothing to rename: no top-level `max_tokens`, or `max_completion_tokens` beside it.
+    #[default]
+    Absent,
+    /// The key's byte range, quotes included.
+    At((usize, usize)),
+    /// There, but its key is not written plainly (escaped): only a tree finds it.
+    Unplaced,
 }
 
 #[derive(Deserialize)]
@@ -45,10 +60,10 @@ struct RawPeek<'a> {
     model: Option<&'a RawValue>,
     #[serde(borrow)]
     stream: Option<&'a RawValue>,
-    #[serde(default)]
-    max_completion_tokens: Lenient,
-    #[serde(default)]
-    max_tokens: Lenient,
+    #[serde(borrow, default, deserialize_with = "json::raw_or_null")]
+    max_completion_tokens: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "json::raw_or_null")]
+    max_tokens: Option<&'a RawValue>,
     #[serde(default)]
     max_output_tokens: Lenient,
     #[serde(borrow, default)]
@@ -90,16 +105,24 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         None => (false, None),
     };
     let span = |r: Option<&RawValue>| r.map(|r| json::span_of(body, r));
+    let number = |r: Option<&RawValue>| {
+        r.and_then(|r| serde_json::from_str::<Lenient>(r.get()).ok())
+            .and_then(|n| n.0)
+    };
+    let max_tokens_key = match (raw.max_tokens, raw.max_completion_tokens) {
+        (Some(v), None) => json::key_before(body, json::span_of(body, v).0, "max_tokens")
+            .map_or(MaxTokensKey::Unplaced, MaxTokensKey::At),
+        _ => MaxTokensKey::Absent,
+    };
     Ok(Peek {
         model,
         model_span,
         stream,
         stream_span,
-        completion_hint: raw
-            .max_completion_tokens
-            .0
-            .or(raw.max_tokens.0)
+        completion_hint: number(raw.max_completion_tokens)
+            .or(number(raw.max_tokens))
             .or(raw.max_output_tokens.0),
+        max_tokens_key,
         top: TopFields {
             metadata: span(raw.metadata),
             conversation_id: span(raw.conversation_id),
@@ -114,19 +137,54 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
 
 /// The body to send upstream with `model` rewritten to `upstream_model` (only when it differs).
 pub fn rewrite_model(body: &Bytes, peek: &Peek, upstream_model: &str) -> Bytes {
+    match model_edit(peek, upstream_model) {
+        Some((span, quoted)) => json::splice(body, span, quoted.as_bytes()),
+        None => body.clone(),
+    }
+}
+
+/// The edit [`rewrite_model`] makes: the `model` value's span and the new value as JSON;
+/// `None` when the model stays (or the body had none).
+pub fn model_edit(peek: &Peek, upstream_model: &str) -> Option<((usize, usize), String)> {
     match (&peek.model, peek.model_span) {
         (Some(m), Some(span)) if m != upstream_model => {
             let quoted = serde_json::to_string(upstream_model)
                 .unwrap_or_else(|_| format!("\"{upstream_model}\""));
-            json::splice(body, span, quoted.as_bytes())
+            Some((span, quoted))
         }
-        _ => body.clone(),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one parse places the top-level `max_tokens` key for a rename without parsing
+    /// again (B-max-tokens-field): not a nested one, not beside `max_completion_tokens`,
+    /// `null` included, an escaped key left to the tree.
+    #[test]
+    fn peek_places_the_top_level_max_tokens_key() {
+        let at = |body: &str| -> Option<String> {
+            match peek(body.as_bytes()).unwrap().max_tokens_key {
+                MaxTokensKey::At((a, b)) => Some(body[a..b].to_string()),
+                MaxTokensKey::Absent => None,
+                MaxTokensKey::Unplaced => Some("unplaced".into()),
+            }
+        };
+        let key = Some("\"max_tokens\"".to_string());
+        assert_eq!(at(r#"{"model":"m","max_tokens":5}"#), key);
+        assert_eq!(at(r#"{ "max_tokens" :	null , "model":"m"}"#), key);
+        assert_eq!(at(r#"{"model":"m","tools":[{"max_tokens":5}]}"#), None);
+        assert_eq!(at(r#"{"max_tokens":5,"max_completion_tokens":6}"#), None);
+        assert_eq!(at(r#"{"max\u005ftokens":5}"#), Some("unplaced".into()));
+        assert_eq!(at(r#"{"xmax_tokens":5}"#), None);
+        // The estimate's hint reads the same members as before.
+        let p = peek(br#"{"max_tokens":"many","max_output_tokens":9}"#).unwrap();
+        assert_eq!(p.completion_hint, Some(9));
+        let p = peek(br#"{"max_tokens":12,"max_completion_tokens":null}"#).unwrap();
+        assert_eq!(p.completion_hint, Some(12));
+    }
 
     #[test]
     fn peek_and_rewrite_keep_other_bytes() {

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::wire::json;
+use crate::wire::request::MaxTokensKey;
 
 use crate::config::model::{Channel, ChannelKind, MaxTokensChoice};
 use crate::routing::family::PathFamily;
@@ -66,14 +67,10 @@ fn has_unsigned_thinking(b: &[u8]) -> bool {
 /// and whether `max_completion_tokens` is there at all.
 #[derive(Deserialize)]
 struct OutputLimits<'a> {
-    #[serde(borrow, default, deserialize_with = "raw")]
+    #[serde(borrow, default, deserialize_with = "json::raw_or_null")]
     max_tokens: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "present")]
     max_completion_tokens: bool,
-}
-
-fn raw<'de, D: Deserializer<'de>>(de: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(de).map(Some)
 }
 
 fn present<'de, D: Deserializer<'de>>(de: D) -> Result<bool, D::Error> {
@@ -90,19 +87,29 @@ fn renamed_in_place(body: &Bytes) -> Option<Bytes> {
         return None;
     }
     let (start, _) = json::span_of(body, limits.max_tokens?);
-    let before = body[..start]
-        .trim_ascii_end()
-        .strip_suffix(b":")?
-        .trim_ascii_end();
-    const KEY: &[u8] = b"\"max_tokens\"";
-    let key_start = before.len().checked_sub(KEY.len())?;
-    (&before[key_start..] == KEY).then(|| {
-        json::splice(
-            body,
-            (key_start, before.len()),
-            b"\"max_completion_tokens\"",
-        )
-    })
+    let key = json::key_before(body, start, "max_tokens")?;
+    Some(json::splice(body, key, RENAMED_KEY))
+}
+
+/// The key a client's `max_tokens` is renamed to, as written into the body.
+pub const RENAMED_KEY: &[u8] = b"\"max_completion_tokens\"";
+
+/// The span of the client's top-level `max_tokens` key when a request sent natively on `ch`
+/// (Chat Completions) must have it renamed — found by the request's one parse, so the rename
+/// is a splice with no parse of its own. `Err(())` when the parse could not place it (the
+/// body goes through [`native_body`]'s own reading).
+pub fn max_tokens_rename(
+    key: MaxTokensKey,
+    ch: &Channel,
+    model: &str,
+) -> Result<Option<(usize, usize)>, ()> {
+    match key {
+        MaxTokensKey::Absent => Ok(None),
+        MaxTokensKey::Unplaced => Err(()),
+        MaxTokensKey::At(span) => {
+            Ok((chat_output_field(ch, model) == "max_completion_tokens").then_some(span))
+        }
+    }
 }
 
 /// Parse, apply `f`, and write back only if `f` changed something (else the original bytes).

@@ -6,10 +6,11 @@ use http::header::{self, HeaderMap};
 use http::{Method, Request, Response};
 use tokio::time::{timeout_at, Instant};
 
-use crate::config::model::{Channel, Config};
+use crate::config::model::{Channel, ChannelKind, Config};
 use crate::relay::answer::floor::Floor;
 use crate::relay::answer::stream::{self, Primed};
 use crate::relay::answer::whole;
+use crate::relay::attempt::compat;
 use crate::relay::attempt::translated::{self, Xlate};
 use crate::relay::context::Context;
 use crate::relay::gateway::Gateway;
@@ -20,9 +21,8 @@ use crate::upstream::body::{Coding, UpBody};
 use crate::upstream::provider::Target;
 use crate::upstream::read;
 use crate::upstream::{self, Outgoing, UpstreamBody};
-use crate::wire::convert;
-use crate::wire::request::rewrite_model;
 use crate::wire::usage::Usage;
+use crate::wire::{convert, json, request};
 
 /// A failed exchange's upstream answer, kept to relay to the client if nothing succeeds.
 pub struct UpstreamFailure {
@@ -233,6 +233,45 @@ struct Translation {
     include_usage: bool,
 }
 
+/// The client's body with `model` rewritten to the upstream model and, sent natively on a
+/// channel that takes `max_completion_tokens`, its `max_tokens` key renamed: both at the spans
+/// the request's one parse found, in one copy (none when nothing changes). `true` when the
+/// `max_tokens` question is settled here (`compat::native_body` need not read the body for
+/// it).
+fn edited(cx: &Context, step: &Step, ch: &Channel, model: &str, native: bool) -> (Bytes, bool) {
+    let Some(p) = &cx.peek else {
+        return (cx.body.clone(), false);
+    };
+    let model_edit = match &*step.upstream_model {
+        "" => None,
+        up => request::model_edit(p, up),
+    };
+    let mut edits: [((usize, usize), &[u8]); 2] = [((0, 0), b""); 2];
+    let mut n = 0;
+    if let Some((span, quoted)) = &model_edit {
+        edits[n] = (*span, quoted.as_bytes());
+        n += 1;
+    }
+    let chat_native = native
+        && cx.family == PathFamily::Chat
+        && matches!(ch.kind, ChannelKind::OpenAi | ChannelKind::Azure);
+    let renamed = match chat_native.then(|| compat::max_tokens_rename(p.max_tokens_key, ch, model))
+    {
+        Some(Ok(Some(key))) => {
+            edits[n] = (key, compat::RENAMED_KEY);
+            n += 1;
+            true
+        }
+        Some(Ok(None)) => true,
+        Some(Err(())) | None => false,
+    };
+    let body = match n {
+        0 => cx.body.clone(),
+        _ => json::splice_all(&cx.body, &mut edits[..n]),
+    };
+    (body, renamed)
+}
+
 /// The request side: the body this channel gets — `model` rewritten to the upstream model,
 /// the stream policy applied (R9.6), translated into the channel's format when it speaks
 /// another (R16.1) — and the upstream request built from it. An unbuildable request is the
@@ -240,16 +279,13 @@ struct Translation {
 /// the attempt's: by kind, and for Responses by the channel's mode and what it was found to
 /// serve (`translated::of_attempt`).
 pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Prepared, Unprepared> {
-    let body = match (&cx.peek, step.upstream_model.is_empty()) {
-        (Some(p), false) => rewrite_model(&cx.body, p, &step.upstream_model),
-        _ => cx.body.clone(),
-    };
     let st = &cx.snap.states[step.channel];
     let translator = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {
         "" => cx.model.as_str(),
         m => m,
     };
+    let (body, renamed) = edited(cx, step, ch, model, translator.is_none());
     // The output bound is written under the field this channel takes, so the native
     // rewrite below has nothing to rename (and never parses the body again).
     let body = crate::relay::attempt::estimate::bound_output(cx, body, || match translator {
@@ -257,8 +293,8 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         Some(_) => "max_tokens",
     });
     let body = match translator {
-        None => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
-        Some(_) => body,
+        None if !renamed => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
+        _ => body,
     };
     // A translated OpenAI stream needs its usage chunk for billing (hidden unless asked).
     let include_usage = ch.include_usage || translator.is_some();
