@@ -10,6 +10,7 @@
 use std::sync::OnceLock;
 
 use bytes::{Bytes, BytesMut};
+use bytestring::ByteString;
 use serde_json::Value;
 
 use super::peek::EventPeek;
@@ -20,8 +21,9 @@ pub struct Event {
     /// The bytes to forward (the event as received, minus `id:` lines when stripping).
     pub raw: Bytes,
     pub name: Option<String>,
-    /// `data:` lines joined with '\n' (None when the event had none).
-    pub data: Option<String>,
+    /// `data:` lines joined with '\n' (None when the event had none). The one `data:` line
+    /// of an event that has one (nearly all) is shared with the received bytes, not copied.
+    pub data: Option<ByteString>,
     /// Only comments (e.g. `: keepalive`): no `data`, no `event`.
     pub comment_only: bool,
     /// `data` parsed as JSON, once, by the first reader that asks.
@@ -32,6 +34,15 @@ pub struct Event {
 
 impl Event {
     pub fn new(raw: Bytes, name: Option<String>, data: Option<String>, comment_only: bool) -> Self {
+        Event::with_data(raw, name, data.map(ByteString::from), comment_only)
+    }
+
+    fn with_data(
+        raw: Bytes,
+        name: Option<String>,
+        data: Option<ByteString>,
+        comment_only: bool,
+    ) -> Self {
         Event {
             raw,
             name,
@@ -217,37 +228,39 @@ fn lines(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
 
 fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
     let mut name = None;
-    let mut data: Option<String> = None;
+    let mut data: Option<ByteString> = None;
     let mut has_id = false;
     let mut comment_only = true;
     for (line, _) in lines(&raw) {
         if line.is_empty() || line[0] == b':' {
             continue;
         }
-        let line = String::from_utf8_lossy(line);
-        let (field, value) = match line.find(':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(p) => (
                 &line[..p],
-                line[p + 1..].strip_prefix(' ').unwrap_or(&line[p + 1..]),
+                line[p + 1..].strip_prefix(b" ").unwrap_or(&line[p + 1..]),
             ),
-            None => (&line[..], ""),
+            None => (line, &b""[..]),
         };
         match field {
-            "event" => {
+            b"event" => {
                 comment_only = false;
-                name = Some(value.to_string());
+                name = Some(String::from_utf8_lossy(value).into_owned());
             }
-            "data" => {
+            b"data" => {
                 comment_only = false;
-                match &mut data {
+                data = Some(match data.take() {
+                    None => text_of(&raw, value),
                     Some(d) => {
-                        d.push('\n');
-                        d.push_str(value);
+                        let mut joined = String::with_capacity(d.len() + 1 + value.len());
+                        joined.push_str(&d);
+                        joined.push('\n');
+                        joined.push_str(&String::from_utf8_lossy(value));
+                        ByteString::from(joined)
                     }
-                    None => data = Some(value.to_string()),
-                }
+                });
             }
-            "id" => has_id = true,
+            b"id" => has_id = true,
             _ => comment_only = false,
         }
     }
@@ -256,7 +269,16 @@ fn parse_event(raw: Bytes, strip_ids: bool) -> Event {
     } else {
         raw
     };
-    Event::new(raw, name, data, comment_only)
+    Event::with_data(raw, name, data, comment_only)
+}
+
+/// `value` (a slice of `raw`) as text: shared with `raw` when it is UTF-8, else a copy with
+/// each invalid sequence replaced by U+FFFD.
+fn text_of(raw: &Bytes, value: &[u8]) -> ByteString {
+    match ByteString::try_from(raw.slice_ref(value)) {
+        Ok(text) => text,
+        Err(_) => ByteString::from(String::from_utf8_lossy(value).into_owned()),
+    }
 }
 
 fn strip_id_lines(raw: &[u8]) -> Bytes {

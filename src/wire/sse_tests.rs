@@ -71,3 +71,26 @@ fn data_is_parsed_once_and_shared() {
     assert_eq!(evs[0], fresh[0]);
     assert_eq!(format!("{:?}", evs[0]), format!("{:?}", fresh[0]));
 }
+
+/// An event's one `data:` line is its received bytes, not a copy (one allocation fewer per
+/// streamed event); invalid UTF-8 still reads as U+FFFD, and several lines are joined.
+#[test]
+fn one_data_line_is_shared_with_the_event_bytes() {
+    let evs = events(
+        &[
+            b"data: {\"n\":1}\n\n",
+            b"data: a\xffb\n\n",
+            b"data: x\ndata:\n\n",
+        ],
+        false,
+    );
+    let data = evs[0].data.as_deref().unwrap();
+    assert_eq!(data, "{\"n\":1}");
+    let raw = evs[0].raw.as_ptr_range();
+    assert!(
+        raw.contains(&data.as_ptr()),
+        "the data was copied out of the event"
+    );
+    assert_eq!(evs[1].data.as_deref(), Some("a\u{fffd}b"));
+    assert_eq!(evs[2].data.as_deref(), Some("x\n"));
+}
