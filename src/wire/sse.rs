@@ -145,6 +145,11 @@ impl Framer {
         self.buf.len()
     }
 
+    /// Bytes held: the events not taken yet and the start of the next.
+    pub fn held(&self) -> usize {
+        self.buf.len()
+    }
+
     /// The incomplete event held is larger than [`MAX_PENDING`].
     pub fn overflowed(&self) -> bool {
         self.buf.len() > MAX_PENDING

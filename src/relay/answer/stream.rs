@@ -112,6 +112,9 @@ struct Outbox {
     first: Option<Bytes>,
     /// The first and later events, copied together once there are two.
     more: BytesMut,
+    /// The bytes the read's events may take in all (what the framer held before they were
+    /// taken): `more` is made that large at once instead of growing event by event.
+    room: usize,
 }
 
 impl Outbox {
@@ -123,7 +126,7 @@ impl Outbox {
             None if self.more.is_empty() => self.first = Some(raw),
             None => self.more.extend_from_slice(&raw),
             Some(first) => {
-                self.more.reserve(first.len() + raw.len());
+                self.more.reserve(self.room.max(first.len() + raw.len()));
                 self.more.extend_from_slice(&first);
                 self.more.extend_from_slice(&raw);
             }
@@ -447,6 +450,7 @@ async fn pump(
         loop {
             // Every complete event is relayed before the next read, in one write.
             let mut sent = false;
+            out.room = p.framer.held();
             while let Some(ev) = p.framer.next_event() {
                 if relay_one(p, ev, &mut out, obs, resume, &mut seen) {
                     sent = true;
