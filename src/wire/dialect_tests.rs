@@ -6,17 +6,19 @@ fn events(chunks: &[&[u8]]) -> Vec<Event> {
     crate::wire::sse::tests::events(chunks, false)
 }
 
+/// An event named `name` (or not) carrying `data`.
+fn ev(name: Option<&str>, data: &str) -> Event {
+    Event::new(
+        Bytes::new(),
+        name.map(str::to_string),
+        Some(data.to_string()),
+        false,
+    )
+}
+
 #[test]
 fn terminal_event_table() {
     use StreamFormat::*;
-    let ev = |name: Option<&str>, data: &str| {
-        Event::new(
-            Bytes::new(),
-            name.map(str::to_string),
-            Some(data.to_string()),
-            false,
-        )
-    };
     let cases: &[(StreamFormat, Event, bool)] = &[
         (Chat, ev(None, "[DONE]"), true),
         (
@@ -81,14 +83,6 @@ fn terminal_event_table() {
 #[test]
 fn the_last_event_is_done_or_the_closing_event() {
     use StreamFormat::*;
-    let ev = |name: Option<&str>, data: &str| {
-        Event::new(
-            Bytes::new(),
-            name.map(str::to_string),
-            Some(data.to_string()),
-            false,
-        )
-    };
     let cases = [
         (Chat, ev(None, "[DONE]"), true),
         (Chat, ev(None, " [DONE] "), true),
