@@ -1,7 +1,8 @@
 //! The events one upstream read completes reach the client in one write (R9.1): a stream the
 //! upstream sent in one write arrives as one HTTP/1.1 chunk, not one per event — natively and
 //! translated, for an OpenAI and an Anthropic client — and a stream sent one event per write
-//! still arrives whole and in order.
+//! still arrives whole and in order. The body ends with the stream's last event, without
+//! waiting for the upstream's end of body, whose connection is still reused.
 use std::time::Duration;
 
 use serde_json::Value;
