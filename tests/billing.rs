@@ -537,6 +537,23 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
             "the content is untouched: {json}"
         );
     }
+    // A max_tokens that is not a number is no limit: the bound is added, and the body never
+    // carries the channel's field twice.
+    let odd = r#"{"model":"m","max_tokens":"many","messages":[{"role":"user","content":"hi"}]}"#;
+    gw.http
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth("sk-test-carol")
+        .header("content-type", "application/json")
+        .body(odd)
+        .send()
+        .await
+        .expect("request sent");
+    let sent = String::from_utf8(mocks["a"].requests()[3].body.to_vec()).unwrap();
+    assert_eq!(
+        sent.matches("\"max_completion_tokens\"").count(),
+        1,
+        "{sent}"
+    );
     // The client's own limit was renamed in the bytes it sent: nothing else moved.
     for (i, body) in [(1, with_limit), (2, limit_last)] {
         let sent = String::from_utf8(mocks["a"].requests()[i].body.to_vec()).unwrap();

@@ -21,6 +21,7 @@ use crate::upstream::body::{Coding, UpBody};
 use crate::upstream::provider::Target;
 use crate::upstream::read;
 use crate::upstream::{self, Outgoing, UpstreamBody};
+use crate::wire::request::MaxTokensKey;
 use crate::wire::usage::Usage;
 use crate::wire::{convert, json, request};
 
@@ -255,8 +256,14 @@ fn edited(cx: &Context, step: &Step, ch: &Channel, model: &str, native: bool) ->
     let chat_native = native
         && cx.family == PathFamily::Chat
         && matches!(ch.kind, ChannelKind::OpenAi | ChannelKind::Azure);
-    let renamed = match chat_native.then(|| compat::max_tokens_rename(p.max_tokens_key, ch, model))
-    {
+    // A `max_tokens` that is not a number gave no limit, so the estimate's bound is added
+    // under the channel's field: renaming it too would repeat that key (`native_body`
+    // leaves such a body as it is).
+    let key = match p.max_tokens_key {
+        MaxTokensKey::At(_) if p.completion_hint.is_none() => MaxTokensKey::Unplaced,
+        key => key,
+    };
+    let renamed = match chat_native.then(|| compat::max_tokens_rename(key, ch, model)) {
         Some(Ok(Some(key))) => {
             edits[n] = (key, compat::RENAMED_KEY);
             n += 1;
