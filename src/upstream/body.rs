@@ -74,6 +74,13 @@ pub trait Transform: Send {
 pub const DRAIN_MAX_BYTES: usize = 64 * 1024;
 pub const DRAIN_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Count `frame` against the `left` bytes [`UpBody::drain`] may still read; `false` once
+/// they are used up.
+fn within(frame: &Frame<Bytes>, left: &mut usize) -> bool {
+    *left = left.saturating_sub(frame.data_ref().map_or(0, Buf::remaining));
+    *left > 0
+}
+
 /// Decoded bytes one frame yields at most (plus one decoder step, at most 32 KiB).
 pub const GUNZIP_OUT: usize = 64 * 1024;
 
@@ -155,13 +162,8 @@ impl UpBody {
         let mut left = DRAIN_MAX_BYTES;
         loop {
             match inner.frame().now_or_never() {
-                Some(Some(Ok(frame))) => {
-                    left = left.saturating_sub(frame.data_ref().map_or(0, Buf::remaining));
-                    if left == 0 {
-                        return;
-                    }
-                }
-                Some(None | Some(Err(_))) => return,
+                Some(Some(Ok(frame))) if within(&frame, &mut left) => {}
+                Some(_) => return,
                 None => break,
             }
         }
@@ -172,8 +174,7 @@ impl UpBody {
             let _slot = _slot;
             let read_off = async {
                 while let Some(Ok(frame)) = inner.frame().await {
-                    left = left.saturating_sub(frame.data_ref().map_or(0, Buf::remaining));
-                    if left == 0 {
+                    if !within(&frame, &mut left) {
                         return;
                     }
                 }

@@ -262,6 +262,16 @@ async fn the_body_ends_at_the_last_event_and_the_upstream_connection_is_reused()
         // The drain reads the end; give the connection a moment to return to the pool.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // Each stream is logged complete, billed with the usage its chunk reported before
+    // [DONE] (the relay stopped reading at [DONE], not before the usage).
+    let rows = requests(&gw).await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["stream_outcome"], "complete", "{row}");
+        assert_eq!(row["prompt_tokens"], 3, "{row}");
+        assert_eq!(row["completion_tokens"], 1, "{row}");
+        assert_eq!(row["usage_estimated"], false, "{row}");
+    }
     let requests = up.requests.lock().expect("lock").clone();
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert_eq!(

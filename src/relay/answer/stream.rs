@@ -614,9 +614,9 @@ mod tests {
     use super::*;
 
     /// Records how the stream it watched ended.
-    struct Seen(Arc<Mutex<Vec<StreamEnd>>>);
+    struct Recorder(Arc<Mutex<Vec<StreamEnd>>>);
 
-    impl StreamObserver for Seen {
+    impl StreamObserver for Recorder {
         fn event(&mut self, _: &Event) {}
         fn end(self: Box<Self>, end: StreamEnd) {
             if let Ok(mut ends) = self.0.lock() {
@@ -630,8 +630,8 @@ mod tests {
     #[test]
     fn the_observer_hears_the_end_once_however_the_relay_stops() {
         let ends = Arc::new(Mutex::new(Vec::new()));
-        drop(Ending(Some(Box::new(Seen(ends.clone())))));
-        Ending(Some(Box::new(Seen(ends.clone())))).end(StreamEnd::Complete);
+        drop(Ending(Some(Box::new(Recorder(ends.clone())))));
+        Ending(Some(Box::new(Recorder(ends.clone())))).end(StreamEnd::Complete);
         assert_eq!(
             *ends.lock().unwrap(),
             [StreamEnd::ClientCancel, StreamEnd::Complete]
