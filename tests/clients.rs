@@ -398,3 +398,32 @@ fn four_xx(metrics: &str) -> u64 {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0)
 }
+
+/// B-native-compat on the native Anthropic path: a history `thinking` block with an empty
+/// signature (written for the client by another upstream through a translation) is dropped
+/// before the request reaches an Anthropic channel, which refuses it (the mock does, as
+/// Anthropic does) — also now that the request's body edits are made from its one parse.
+#[tokio::test]
+async fn an_unsigned_thinking_block_never_reaches_an_anthropic_channel() {
+    let (gw, mocks) = gw_with("", "").await;
+    let body = json!({"model": "claude-x", "max_tokens": 50, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": ""},
+            {"type": "text", "text": "hello"}]},
+        {"role": "user", "content": "and?"}]});
+    let response = gw.post("/v1/messages", ALICE, body).await;
+    assert_eq!(
+        response.status(),
+        200,
+        "{}",
+        response.text().await.unwrap_or_default()
+    );
+    let sent = mocks["claude"].requests()[0].json().expect("a JSON body");
+    assert_eq!(
+        sent["messages"][1]["content"],
+        json!([{"type": "text", "text": "hello"}]),
+        "{sent}"
+    );
+    gw.stop().await;
+}

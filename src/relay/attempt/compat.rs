@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::wire::json;
-use crate::wire::request::MaxTokensKey;
+use crate::wire::request::{MaxTokensKey, Peek};
 
 use crate::config::model::{Channel, ChannelKind, MaxTokensChoice};
 use crate::routing::family::PathFamily;
@@ -94,18 +94,26 @@ fn renamed_in_place(body: &Bytes) -> Option<Bytes> {
 /// The key a client's `max_tokens` is renamed to, as written into the body.
 pub const RENAMED_KEY: &[u8] = b"\"max_completion_tokens\"";
 
-/// The span of the client's top-level `max_tokens` key when a request sent natively on `ch`
-/// (Chat Completions) must have it renamed — found by the request's one parse, so the rename
-/// is a splice with no parse of its own. `Err(())` when the parse could not place it (the
-/// body goes through [`native_body`]'s own reading).
+/// The span of the client's top-level `max_tokens` key when a request of `family` sent
+/// natively on `ch` must have it renamed — [`native_body`]'s rename, placed by the request's
+/// one parse (`peek`), so it is a splice with no parse of its own. `Ok(None)`: nothing to
+/// rename. `Err(())`: [`native_body`] decides — another family or channel kind (its other
+/// rewrites), a key the parse could not place, or a `max_tokens` that is not a number and
+/// so gave no limit (the estimate's bound is then added under the channel's field, and
+/// renaming it too would repeat that key).
 pub fn max_tokens_rename(
-    key: MaxTokensKey,
+    family: PathFamily,
+    peek: &Peek,
     ch: &Channel,
     model: &str,
 ) -> Result<Option<(usize, usize)>, ()> {
-    match key {
+    if family != PathFamily::Chat || !matches!(ch.kind, ChannelKind::OpenAi | ChannelKind::Azure) {
+        return Err(());
+    }
+    match peek.max_tokens_key {
         MaxTokensKey::Absent => Ok(None),
         MaxTokensKey::Unplaced => Err(()),
+        MaxTokensKey::At(_) if peek.completion_hint.is_none() => Err(()),
         MaxTokensKey::At(span) => {
             Ok((chat_output_field(ch, model) == "max_completion_tokens").then_some(span))
         }

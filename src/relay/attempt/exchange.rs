@@ -6,7 +6,7 @@ use http::header::{self, HeaderMap};
 use http::{Method, Request, Response};
 use tokio::time::{timeout_at, Instant};
 
-use crate::config::model::{Channel, ChannelKind, Config};
+use crate::config::model::{Channel, Config};
 use crate::relay::answer::floor::Floor;
 use crate::relay::answer::stream::{self, Primed};
 use crate::relay::answer::whole;
@@ -21,7 +21,6 @@ use crate::upstream::body::{Coding, UpBody};
 use crate::upstream::provider::Target;
 use crate::upstream::read;
 use crate::upstream::{self, Outgoing, UpstreamBody};
-use crate::wire::request::MaxTokensKey;
 use crate::wire::usage::Usage;
 use crate::wire::{convert, json, request};
 
@@ -253,17 +252,7 @@ fn edited(cx: &Context, step: &Step, ch: &Channel, model: &str, native: bool) ->
         edits[n] = (*span, quoted.as_bytes());
         n += 1;
     }
-    let chat_native = native
-        && cx.family == PathFamily::Chat
-        && matches!(ch.kind, ChannelKind::OpenAi | ChannelKind::Azure);
-    // A `max_tokens` that is not a number gave no limit, so the estimate's bound is added
-    // under the channel's field: renaming it too would repeat that key (`native_body`
-    // leaves such a body as it is).
-    let key = match p.max_tokens_key {
-        MaxTokensKey::At(_) if p.completion_hint.is_none() => MaxTokensKey::Unplaced,
-        key => key,
-    };
-    let renamed = match chat_native.then(|| compat::max_tokens_rename(key, ch, model)) {
+    let renamed = match native.then(|| compat::max_tokens_rename(cx.family, p, ch, model)) {
         Some(Ok(Some(key))) => {
             edits[n] = (key, compat::RENAMED_KEY);
             n += 1;
