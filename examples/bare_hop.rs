@@ -1,6 +1,7 @@
 //! A bare hyper reverse proxy — the same server builder and pooled client switchyard uses,
 //! with none of its logic — so `make bench` can show what the HTTP stack alone costs per
-//! request next to nginx and switchyard. Not part of the product.
+//! request next to nginx and switchyard, served the way switchyard serves (a runtime per
+//! core). Not part of the product.
 //!
 //! `bare_hop --listen 127.0.0.1:PORT --upstream 127.0.0.1:PORT`
 
@@ -66,18 +67,40 @@ fn arg(name: &str) -> Option<SocketAddr> {
     it.next()?.parse().ok()
 }
 
-#[tokio::main]
-async fn main() -> std::io::Result<()> {
+/// One current-thread runtime per core, each accepting from the one listening socket, with
+/// a pool of its own: the serving model switchyard uses (`http::cores`), so the floor is
+/// the same stack run the same way.
+fn main() -> std::io::Result<()> {
     let (Some(listen), Some(upstream)) = (arg("--listen"), arg("--upstream")) else {
         eprintln!("usage: bare_hop --listen ADDR --upstream ADDR");
         std::process::exit(2);
     };
+    let listener = std::net::TcpListener::bind(listen)?;
+    listener.set_nonblocking(true)?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut threads = Vec::new();
+    for _ in 0..cores {
+        let own = listener.try_clone()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        threads.push(std::thread::spawn(move || {
+            rt.block_on(serve(own, upstream))
+        }));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+async fn serve(listener: std::net::TcpListener, upstream: SocketAddr) -> std::io::Result<()> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     let client: Upstream = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(1024)
         .build(http);
-    let listener = TcpListener::bind(listen).await?;
+    let listener = TcpListener::from_std(listener)?;
     loop {
         let (stream, _) = listener.accept().await?;
         let _ = stream.set_nodelay(true);

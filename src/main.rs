@@ -52,6 +52,10 @@ struct Cli {
     /// the top level) for journald and log shippers. The level is set with SWITCHYARD_LOG.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Serving threads for `serve`: each serves its share of the client connections on a
+    /// runtime of its own (default: one per core the process may use; at most 64).
+    #[arg(long, global = true)]
+    workers: Option<usize>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -150,7 +154,8 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match rt.block_on(switchyard::app::serve(&cli.config)) {
+            let threads = switchyard::http::cores::count(cli.workers);
+            match rt.block_on(switchyard::app::serve(&cli.config, threads)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     // Logging writes to stderr: one line, in the chosen log format.

@@ -245,3 +245,118 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
     drop(silent);
     let _ = child.kill().await;
 }
+
+/// The connection caps are the gateway's, not each serving thread's (`http::cores`): the
+/// in-process gateway serves on two threads that accept from one socket, so with
+/// `max_connections: 4` and four held sockets, a fifth is refused at once (503) whichever
+/// thread accepts it — per-thread caps would let it in and hold it.
+#[tokio::test]
+async fn the_connection_cap_is_shared_by_the_serving_threads() {
+    let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections: 4\n").await;
+    let addr = addr(&gw);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut socket = TcpStream::connect(&addr).await.unwrap();
+        socket.write_all(b"GET /v1/mod").await.unwrap();
+        held.push(socket);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..3 {
+        let mut socket = TcpStream::connect(&addr).await.unwrap();
+        let _ = socket
+            .write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(3), socket.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    }
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let response = gw
+        .http
+        .get(format!("{}/v1/models", gw.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    gw.stop().await;
+}
+
+/// `--workers N`: the real binary serves on N threads of its own (named
+/// `switchyard-serve-<i>`), and answers over many connections spread across them.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_binary_serves_on_the_threads_workers_asks_for() {
+    let mocks = mocks(&["a"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("switchyard.yaml");
+    let yaml = fill(
+        &format!("channels:\n{}{CLIENTS}", channel("a", "{a}", 0, &["m"])),
+        &mocks,
+    );
+    std::fs::write(&cfg, format!("{}{yaml}", head(dir.path()))).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["--workers", "3", "--config"])
+        .arg(&cfg)
+        .arg("serve")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(l)) = err.next_line().await {
+            if l.contains("switchyard ready") {
+                return l;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("binary became ready");
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let listen = regex::Regex::new(r"127\.0\.0\.1:\d+")
+        .unwrap()
+        .find(&ready)
+        .expect("listen address")
+        .as_str()
+        .to_string();
+    let pid = child.id().expect("pid");
+    // The serving threads start just after the ready line: look for them for a while.
+    let serving = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                    .filter(|n| n.trim() == "switchyard-serv")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while serving() < 3 && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(serving(), 3, "serving threads (comm `switchyard-serv`)");
+    // Sixteen connections at once, each its own client: every one is answered.
+    let calls = (0..16).map(|i| {
+        let url = format!("http://{listen}/v1/chat/completions");
+        async move {
+            let http = reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap();
+            let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": format!("hi {i}")}]});
+            let r = http.post(url).bearer_auth(ALICE).json(&body).send().await;
+            r.map(|r| r.status().as_u16()).unwrap_or(0)
+        }
+    });
+    let codes = futures_util::future::join_all(calls).await;
+    assert!(codes.iter().all(|c| *c == 200), "{codes:?}");
+    let _ = child.kill().await;
+}

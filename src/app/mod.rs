@@ -33,6 +33,9 @@ pub struct Running {
     pub shared: Option<crate::shared::Shared>,
     shutdown: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Dropped (with the `Running`) it ends the serving threads' runtimes, which run what
+    /// the requests spawned until then (`http::cores`).
+    _serving: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
@@ -49,8 +52,15 @@ impl Running {
     }
 }
 
-/// Load the config, open storage, bind both listeners and start serving.
+/// Load the config, open storage, bind both listeners and start serving on the caller's
+/// runtime (the in-process tests).
 pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
+    start_on(config_path, 1).await
+}
+
+/// `start`, with clients served on `threads` serving threads (`http::cores`; 1 = on the
+/// caller's runtime).
+pub async fn start_on(config_path: &Path, threads: usize) -> anyhow::Result<Running> {
     // First of all, before any listener is bound: a SIGHUP must never meet the default
     // action (exit) once a client can connect.
     let hup = reload::hangup();
@@ -101,7 +111,15 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         config: status.clone(),
         shared: shared.clone(),
     };
-    let mut tasks = spawn_tasks(&gateway, listener, admin, tls, views, watcher, rx);
+    let (serving, finished) = tokio::sync::watch::channel(false);
+    let servers = Servers {
+        listener,
+        admin,
+        tls,
+        threads,
+        finished,
+    };
+    let mut tasks = spawn_tasks(&gateway, servers, views, watcher, rx);
     tasks.extend(shared_task);
     tracing::info!(listen = %bound.listen, admin = %bound.admin, "switchyard ready");
     Ok(Running {
@@ -111,6 +129,7 @@ pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
         shared,
         shutdown: tx,
         tasks,
+        _serving: serving,
     })
 }
 
@@ -134,11 +153,18 @@ async fn restore(gateway: &Arc<Gateway>) -> anyhow::Result<()> {
 
 /// The long-lived tasks: both listeners, the config watcher, probes, persistence and
 /// retention, and the lease keeper with PostgreSQL. Each stops when `rx` says so.
+/// The two bound listeners, the client listener's TLS and its serving threads.
+struct Servers {
+    listener: TcpListener,
+    admin: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    threads: usize,
+    finished: tokio::sync::watch::Receiver<bool>,
+}
+
 fn spawn_tasks(
     gateway: &Arc<Gateway>,
-    listener: tokio::net::TcpListener,
-    admin: tokio::net::TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    servers: Servers,
     views: crate::admin::Views,
     watcher: watch::Installed,
     rx: tokio::sync::watch::Receiver<bool>,
@@ -149,14 +175,21 @@ fn spawn_tasks(
             gateway.store.clone(),
             rx.clone(),
         )),
-        tokio::spawn(server::serve(listener, gateway.clone(), tls, rx.clone())),
+        tokio::spawn(server::serve_on(
+            servers.listener,
+            gateway.clone(),
+            servers.tls,
+            rx.clone(),
+            servers.threads,
+            servers.finished,
+        )),
         tokio::spawn(crate::store::retention::run(
             gateway.store.clone(),
             retention_of(gateway.clone()),
             rx.clone(),
         )),
         tokio::spawn(crate::admin::serve(
-            admin,
+            servers.admin,
             gateway.clone(),
             views,
             rx.clone(),
@@ -260,11 +293,12 @@ async fn bind(key: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// `switchyard serve`: run until SIGTERM/SIGINT.
-pub async fn serve(config_path: &Path) -> anyhow::Result<()> {
+/// `switchyard serve`: run until SIGTERM/SIGINT, clients served on `threads` serving
+/// threads.
+pub async fn serve(config_path: &Path, threads: usize) -> anyhow::Result<()> {
     // Listen for SIGTERM before serving, so a stop during start-up still drains.
     let stop = stop_signal();
-    let running = start(config_path).await?;
+    let running = start_on(config_path, threads).await?;
     let status = format!("config generation {} live", running.gateway.generation());
     let _ = sd_notify::notify(&[
         sd_notify::NotifyState::Ready,

@@ -1,10 +1,12 @@
 //! The client-facing HTTP layer: the accept loop and connection limits (`server`, `conn`),
+//! the serving threads (`cores`),
 //! the HTTP/1 framing guard (`sniff`), path hygiene (`path`), the one header filter table
 //! for both directions (`headers`) and the response body every answer is written with
 //! (`body`).
 pub mod body;
 pub mod body_limit;
 pub mod conn;
+pub mod cores;
 pub mod headers;
 pub mod path;
 pub mod server;

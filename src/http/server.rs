@@ -1,6 +1,7 @@
 //! The client listener: accept loop, connection caps (total and per address), TCP_NODELAY,
 //! optional TLS, HTTP/1.1 + h2c with keep-alive pings, the first-head and idle watchdog of
-//! `conn.rs`, and graceful drain on shutdown (R13.2, R13.4, R14.2).
+//! `conn.rs`, graceful drain on shutdown (R13.2, R13.4, R14.2), and the serving threads
+//! that share the listener (`serve_on`, `cores.rs`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -21,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::model::Config;
 use crate::http::body::Resp;
 use crate::http::conn::{Activity, Expired, PerIp, Tracked};
+use crate::http::cores;
 use crate::http::sniff::Sniffed;
 use crate::telemetry;
 
@@ -42,16 +44,124 @@ const PER_IP: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: applicat
 const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`.
+/// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`,
+/// on the caller's runtime (the in-process tests; `serve_on` with one thread).
 pub async fn serve<S: Service>(
     listener: TcpListener,
     gw: Arc<S>,
     tls: Option<TlsAcceptor>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let max = gw.config().limits.max_connections;
-    let permits = Arc::new(Semaphore::new(max));
-    let per_ip = PerIp::default();
+    let (_finish, finished) = watch::channel(false);
+    serve_on(listener, gw, tls, shutdown, 1, finished).await;
+}
+
+/// `serve` on `threads` serving threads, each a current-thread runtime of its own that
+/// accepts from the same listening socket (`cores`): a connection and everything its
+/// requests do stay on the thread that accepted it. The connection caps are shared by all.
+/// Threads that cannot start leave their share to the others; when none starts, the
+/// caller's runtime serves. Returns after the drain; the threads' runtimes run on (what the
+/// requests spawned finishes there) until `finished` turns true or its sender is dropped.
+pub async fn serve_on<S: Service>(
+    listener: TcpListener,
+    gw: Arc<S>,
+    tls: Option<TlsAcceptor>,
+    shutdown: watch::Receiver<bool>,
+    threads: usize,
+    finished: watch::Receiver<bool>,
+) {
+    let gate = Gate::new(gw.config().limits.max_connections);
+    let (spawned, listener) = if threads > 1 {
+        spawn_serving(listener, threads, &gw, &tls, &shutdown, &gate, &finished)
+    } else {
+        (Vec::new(), Some(listener))
+    };
+    match listener {
+        Some(l) => accept(l, gw.clone(), tls, shutdown, gate.clone()).await,
+        None => cores::wait_true(shutdown).await,
+    }
+    drain(&gate, gw.config().timeouts.drain).await;
+    drop(spawned);
+}
+
+/// Start the serving threads on clones of `listener`. Returns the threads, and the
+/// listener back when none could start.
+fn spawn_serving<S: Service>(
+    listener: TcpListener,
+    threads: usize,
+    gw: &Arc<S>,
+    tls: &Option<TlsAcceptor>,
+    shutdown: &watch::Receiver<bool>,
+    gate: &Gate,
+    finished: &watch::Receiver<bool>,
+) -> (Vec<tokio::sync::oneshot::Receiver<()>>, Option<TcpListener>) {
+    let mut spawned = Vec::with_capacity(threads);
+    for i in 0..threads.min(cores::MAX) {
+        let own = match share(&listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot share the listener with a serving thread");
+                break;
+            }
+        };
+        let (gw, tls, shutdown, gate) = (gw.clone(), tls.clone(), shutdown.clone(), gate.clone());
+        let serve = async move {
+            match TcpListener::from_std(own) {
+                Ok(l) => accept(l, gw, tls, shutdown, gate).await,
+                Err(e) => tracing::warn!(error = %e, "a serving thread cannot listen"),
+            }
+        };
+        spawned.extend(cores::spawn(i, serve, finished.clone()));
+    }
+    if spawned.is_empty() {
+        return (spawned, Some(listener));
+    }
+    tracing::debug!(threads = spawned.len(), "serving threads started");
+    (spawned, None)
+}
+
+/// A second descriptor of the same listening socket (already non-blocking), for a serving
+/// thread's runtime to register.
+#[cfg(unix)]
+fn share(listener: &TcpListener) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::AsFd;
+    Ok(std::net::TcpListener::from(
+        listener.as_fd().try_clone_to_owned()?,
+    ))
+}
+
+#[cfg(not(unix))]
+fn share(_listener: &TcpListener) -> std::io::Result<std::net::TcpListener> {
+    Err(std::io::Error::other("serving threads need unix"))
+}
+
+/// The connection caps every accept loop shares: the total and the per-address count.
+#[derive(Clone)]
+struct Gate {
+    permits: Arc<Semaphore>,
+    per_ip: PerIp,
+    max: usize,
+}
+
+impl Gate {
+    fn new(max: usize) -> Gate {
+        Gate {
+            permits: Arc::new(Semaphore::new(max)),
+            per_ip: PerIp::default(),
+            max,
+        }
+    }
+}
+
+/// Accept on `listener` until `shutdown` turns true; each connection is served on this
+/// runtime.
+async fn accept<S: Service>(
+    listener: TcpListener,
+    gw: Arc<S>,
+    tls: Option<TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+    gate: Gate,
+) {
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -67,12 +177,15 @@ pub async fn serve<S: Service>(
         let accepted = Instant::now();
         let _ = stream.set_nodelay(true);
         let limits = gw.config().limits.clone();
-        let Some(ip_slot) = per_ip.acquire(peer.ip(), limits.max_connections_per_ip) else {
+        let Some(ip_slot) = gate
+            .per_ip
+            .acquire(peer.ip(), limits.max_connections_per_ip)
+        else {
             metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
             tokio::spawn(reject(stream, PER_IP));
             continue;
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let Ok(permit) = gate.permits.clone().try_acquire_owned() else {
             metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
             tokio::spawn(reject(stream, OVERLOADED));
             continue;
@@ -91,11 +204,12 @@ pub async fn serve<S: Service>(
             drop((permit, ip_slot));
         });
     }
-    drop(listener);
-    let drain = gw.config().timeouts.drain;
-    // Every connection holds a permit until it ends: all permits back = drained.
-    let all = u32::try_from(max).unwrap_or(u32::MAX);
-    if tokio::time::timeout(drain, permits.acquire_many(all))
+}
+
+/// Wait, for at most `drain`, until every connection has ended (each holds a permit).
+async fn drain(gate: &Gate, drain: Duration) {
+    let all = u32::try_from(gate.max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(drain, gate.permits.acquire_many(all))
         .await
         .is_err()
     {

@@ -24,6 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::model::{Channel, UpstreamProtocol};
+use crate::http::cores;
 use crate::routing::policy::TransportKind;
 use crate::upstream::body::UpBody;
 use crate::upstream::h2pool::H2Pool;
@@ -35,9 +36,16 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+type Pooled = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, UpstreamBody>,
+    /// The HTTP/1.1 pools, one per serving thread (`http::cores::slot`; slot 0 for every
+    /// other thread), each made at its first use: a pooled connection's task runs on the
+    /// runtime that opened it, so a request that took a connection from another thread's
+    /// pool would wake that thread twice (request out, answer back).
+    clients: std::sync::Arc<[std::sync::OnceLock<Pooled>]>,
+    https: HttpsConnector<HttpConnector>,
     h2: std::sync::Arc<H2Pool>,
 }
 
@@ -71,15 +79,25 @@ impl Upstream {
             .https_or_http()
             .enable_http2()
             .wrap_connector(tcp_connector());
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(1024)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .build(https);
         Ok(Upstream {
-            client,
+            clients: (0..=cores::MAX)
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+            https,
             h2: std::sync::Arc::new(H2Pool::new(h2)),
+        })
+    }
+
+    /// This thread's HTTP/1.1 pool.
+    fn client(&self) -> &Pooled {
+        let slot = cores::slot().min(self.clients.len() - 1);
+        self.clients[slot].get_or_init(|| {
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(1024)
+                .pool_timer(TokioTimer::new())
+                .timer(TokioTimer::new())
+                .build(self.https.clone())
         })
     }
 
@@ -105,7 +123,7 @@ impl Upstream {
         &self,
         req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, TransportKind> {
-        self.client
+        self.client()
             .request(req)
             .await
             .map_err(|e| classify_error(&e))

@@ -329,7 +329,8 @@ fn chromium() -> Option<String> {
     if found.is_none() {
         assert!(
             std::env::var("CI").is_err(),
-            "CI is set and chromium is missing: .ci/run installs it (apt-get install chromium)"
+            "CI is set and `chromium --version` does not run (not installed, or broken): \
+             .ci/run installs it with apt-get; its \"system packages\" section says why it could not"
         );
         eprintln!("skipping the browser test: chromium is not installed and CI is not set");
     }

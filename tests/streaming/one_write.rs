@@ -234,7 +234,8 @@ async fn serve_held(
 /// The client's body ends with the stream's last event (`[DONE]`), not when the upstream's
 /// end of body arrives (R9.1, R9.4): a client gets its whole answer while the upstream still
 /// holds its end. What the upstream sends after is read off, so its connection is reused
-/// for the next request rather than closed.
+/// for the next request rather than closed. (One serving thread: each thread keeps its own
+/// upstream pool, and the two client connections must meet the same one.)
 #[tokio::test]
 async fn the_body_ends_at_the_last_event_and_the_upstream_connection_is_reused() {
     let mut up = held_end_upstream().await;
@@ -242,7 +243,7 @@ async fn the_body_ends_at_the_last_event_and_the_upstream_connection_is_reused()
         "{FAST}channels:\n  a:\n    kind: openai\n    base_url: {}\n    keys: [\"sk-up-a\"]\n    models: [m]\n{CLIENTS}",
         up.url
     );
-    let gw = start_gw(&yaml).await;
+    let gw = start_gw_on_one_thread(&yaml).await;
     for round in 0..2 {
         // The upstream has not ended its body: the client's answer is whole all the same.
         let got = chunks(

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use switchyard::app::{start, Running};
+use switchyard::app::{start_on, Running};
 pub use switchyard_mock::{Behavior, MockUpstream};
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
@@ -69,9 +69,22 @@ pub async fn try_start_gw(body: &str) -> Result<Gw, String> {
 }
 
 pub async fn try_start_in(dir: tempfile::TempDir, body: &str) -> Result<Gw, String> {
+    // Two serving threads, as `serve` runs on a two-core machine: every in-process test
+    // crosses them (a request served on a thread of its own, its caps shared).
+    try_start_on(dir, body, 2).await
+}
+
+/// `start_gw` with one serving thread: for a test that needs two connections served by the
+/// same thread (they share its upstream pool).
+pub async fn start_gw_on_one_thread(body: &str) -> Gw {
+    let dir = tempfile::tempdir().expect("tempdir");
+    try_start_on(dir, body, 1).await.expect("gateway starts")
+}
+
+async fn try_start_on(dir: tempfile::TempDir, body: &str, threads: usize) -> Result<Gw, String> {
     let config_path = dir.path().join("switchyard.yaml");
     std::fs::write(&config_path, format!("{}{}", head(dir.path()), body)).expect("write config");
-    let running = start(&config_path)
+    let running = start_on(&config_path, threads)
         .await
         .map_err(|e| format!("gateway refused the config: {e:#}"))?;
     let base = format!("http://{}", running.bound.listen);
