@@ -144,7 +144,10 @@ fn main() -> ExitCode {
         },
         Command::Serve => {
             init_logging(cli.log_format);
+            // The clients are served on serving threads of their own (`http::cores`); this
+            // runtime runs the admin listener, reloads, probes and the background tasks.
             let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
                 .enable_all()
                 .build()
             {

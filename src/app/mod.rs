@@ -55,10 +55,10 @@ impl Running {
 /// Load the config, open storage, bind both listeners and start serving on the caller's
 /// runtime (the in-process tests).
 pub async fn start(config_path: &Path) -> anyhow::Result<Running> {
-    start_on(config_path, 1).await
+    start_on(config_path, 0).await
 }
 
-/// `start`, with clients served on `threads` serving threads (`http::cores`; 1 = on the
+/// `start`, with clients served on `threads` serving threads (`http::cores`; 0 = on the
 /// caller's runtime).
 pub async fn start_on(config_path: &Path, threads: usize) -> anyhow::Result<Running> {
     // First of all, before any listener is bound: a SIGHUP must never meet the default

@@ -45,7 +45,7 @@ const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Serve clients on `listener` until `shutdown` turns true, then drain for up to `drain`,
-/// on the caller's runtime (the in-process tests; `serve_on` with one thread).
+/// on the caller's runtime (`serve_on` with no serving thread).
 pub async fn serve<S: Service>(
     listener: TcpListener,
     gw: Arc<S>,
@@ -53,12 +53,13 @@ pub async fn serve<S: Service>(
     shutdown: watch::Receiver<bool>,
 ) {
     let (_finish, finished) = watch::channel(false);
-    serve_on(listener, gw, tls, shutdown, 1, finished).await;
+    serve_on(listener, gw, tls, shutdown, 0, finished).await;
 }
 
-/// `serve` on `threads` serving threads, each a current-thread runtime of its own that
-/// accepts from the same listening socket (`cores`): a connection and everything its
-/// requests do stay on the thread that accepted it. The connection caps are shared by all.
+/// `serve` on `threads` serving threads (0: on the caller's runtime, as `serve`), each a
+/// current-thread runtime of its own that accepts from the same listening socket (`cores`):
+/// a connection and everything its requests do stay on the thread that accepted it. The
+/// connection caps are shared by all.
 /// Threads that cannot start leave their share to the others; when none starts, the
 /// caller's runtime serves. Returns after the drain; the threads' runtimes run on (what the
 /// requests spawned finishes there) until `finished` turns true or its sender is dropped.
@@ -71,7 +72,7 @@ pub async fn serve_on<S: Service>(
     finished: watch::Receiver<bool>,
 ) {
     let gate = Gate::new(gw.config().limits.max_connections);
-    let (spawned, listener) = if threads > 1 {
+    let (spawned, listener) = if threads > 0 {
         spawn_serving(listener, threads, &gw, &tls, &shutdown, &gate, &finished)
     } else {
         (Vec::new(), Some(listener))
