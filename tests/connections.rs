@@ -136,26 +136,31 @@ async fn idle_connections_are_closed_and_busy_ones_are_not() {
     gw.stop().await;
 }
 
-/// `limits.max_connections_per_ip`: one address cannot take more; others are still served.
-#[tokio::test]
-async fn one_address_cannot_hold_more_than_its_share() {
-    let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections_per_ip: 2\n").await;
-    let addr = addr(&gw);
+/// `n` sockets that each send half a request head and then nothing: each holds a slot.
+async fn hold(addr: &str, n: usize) -> Vec<TcpStream> {
     let mut held = Vec::new();
-    for _ in 0..2 {
-        let mut socket = TcpStream::connect(&addr).await.unwrap();
+    for _ in 0..n {
+        let mut socket = TcpStream::connect(addr).await.unwrap();
         socket.write_all(b"GET /v1/mod").await.unwrap();
         held.push(socket);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut socket = TcpStream::connect(&addr).await.unwrap();
+    held
+}
+
+/// What a new connection asking for `/v1/models` reads within 3 s.
+async fn answer_to_a_new_connection(addr: &str) -> String {
+    let mut socket = TcpStream::connect(addr).await.unwrap();
     let _ = socket
         .write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
         .await;
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(3), socket.read_to_end(&mut out)).await;
-    let text = String::from_utf8_lossy(&out);
-    assert!(text.starts_with("HTTP/1.1 429"), "{text}");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Once `held` is dropped, a client is served again; then the gateway stops.
+async fn served_once_released(gw: Gw, held: Vec<TcpStream>) {
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let response = gw
@@ -169,23 +174,30 @@ async fn one_address_cannot_hold_more_than_its_share() {
     gw.stop().await;
 }
 
-/// The issue's demonstration with the real binary: `max_connections: 4`,
-/// `header_read_timeout: 1s`, four silent or preface-only sockets; a real client is served
-/// within a few seconds.
-#[tokio::test]
-async fn real_binary_serves_a_client_past_four_silent_sockets() {
+/// The real binary with `args` before `serve`, on a config of `limits` and one channel to a
+/// mock: the process and its client address (from its ready line).
+async fn binary(
+    args: &[&str],
+    limits: &str,
+) -> (
+    tokio::process::Child,
+    String,
+    std::collections::HashMap<String, MockUpstream>,
+    tempfile::TempDir,
+) {
     let mocks = mocks(&["a"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
     let yaml = fill(
         &format!(
-            "limits:\n  max_connections: 4\n  header_read_timeout: 1s\nchannels:\n{}{CLIENTS}",
+            "{limits}channels:\n{}{CLIENTS}",
             channel("a", "{a}", 0, &["m"])
         ),
         &mocks,
     );
     std::fs::write(&cfg, format!("{}{yaml}", head(dir.path()))).unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
         .arg("--config")
         .arg(&cfg)
         .arg("serve")
@@ -207,12 +219,33 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
     .await
     .expect("binary became ready");
     tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
-    let re = regex::Regex::new(r"127\.0\.0\.1:\d+").unwrap();
-    let listen = re
+    let listen = regex::Regex::new(r"127\.0\.0\.1:\d+")
+        .unwrap()
         .find(&ready)
         .expect("listen address")
         .as_str()
         .to_string();
+    (child, listen, mocks, dir)
+}
+
+/// `limits.max_connections_per_ip`: one address cannot take more; others are still served.
+#[tokio::test]
+async fn one_address_cannot_hold_more_than_its_share() {
+    let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections_per_ip: 2\n").await;
+    let addr = addr(&gw);
+    let held = hold(&addr, 2).await;
+    let text = answer_to_a_new_connection(&addr).await;
+    assert!(text.starts_with("HTTP/1.1 429"), "{text}");
+    served_once_released(gw, held).await;
+}
+
+/// The issue's demonstration with the real binary: `max_connections: 4`,
+/// `header_read_timeout: 1s`, four silent or preface-only sockets; a real client is served
+/// within a few seconds.
+#[tokio::test]
+async fn real_binary_serves_a_client_past_four_silent_sockets() {
+    let limits = "limits:\n  max_connections: 4\n  header_read_timeout: 1s\n";
+    let (mut child, listen, _mocks, _dir) = binary(&[], limits).await;
     let mut silent = Vec::new();
     for (_, opener) in silent_openers().into_iter().take(4) {
         let mut socket = TcpStream::connect(&listen).await.unwrap();
@@ -254,34 +287,12 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
 async fn the_connection_cap_is_shared_by_the_serving_threads() {
     let (gw, _m) = gateway("  header_read_timeout: 10s\n  max_connections: 4\n").await;
     let addr = addr(&gw);
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        let mut socket = TcpStream::connect(&addr).await.unwrap();
-        socket.write_all(b"GET /v1/mod").await.unwrap();
-        held.push(socket);
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let held = hold(&addr, 4).await;
     for _ in 0..3 {
-        let mut socket = TcpStream::connect(&addr).await.unwrap();
-        let _ = socket
-            .write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await;
-        let mut out = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(3), socket.read_to_end(&mut out)).await;
-        let text = String::from_utf8_lossy(&out);
+        let text = answer_to_a_new_connection(&addr).await;
         assert!(text.starts_with("HTTP/1.1 503"), "{text}");
     }
-    drop(held);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let response = gw
-        .http
-        .get(format!("{}/v1/models", gw.base))
-        .bearer_auth(ALICE)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    gw.stop().await;
+    served_once_released(gw, held).await;
 }
 
 /// `--workers N`: the real binary serves on N threads of its own (named
@@ -289,42 +300,7 @@ async fn the_connection_cap_is_shared_by_the_serving_threads() {
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn the_binary_serves_on_the_threads_workers_asks_for() {
-    let mocks = mocks(&["a"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("switchyard.yaml");
-    let yaml = fill(
-        &format!("channels:\n{}{CLIENTS}", channel("a", "{a}", 0, &["m"])),
-        &mocks,
-    );
-    std::fs::write(&cfg, format!("{}{yaml}", head(dir.path()))).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["--workers", "3", "--config"])
-        .arg(&cfg)
-        .arg("serve")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Ok(Some(l)) = err.next_line().await {
-            if l.contains("switchyard ready") {
-                return l;
-            }
-        }
-        String::new()
-    })
-    .await
-    .expect("binary became ready");
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
-    let listen = regex::Regex::new(r"127\.0\.0\.1:\d+")
-        .unwrap()
-        .find(&ready)
-        .expect("listen address")
-        .as_str()
-        .to_string();
+    let (mut child, listen, _mocks, _dir) = binary(&["--workers", "3"], "").await;
     let pid = child.id().expect("pid");
     // The serving threads start just after the ready line: look for them for a while.
     let serving = || {
