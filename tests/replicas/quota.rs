@@ -193,14 +193,16 @@ async fn a_client_leaving_during_its_debit_gets_the_precharge_back() {
     lock.batch_execute("COMMIT").await.expect("unlocked");
     drop(lock);
     driver.abort();
-    // Lease 2 s (renewed every 0.67 s if it were owned), swept every 1 s.
+    // Lease 2 s (renewed every 0.67 s if it were owned), swept every 1 s. No lease row alone
+    // is not enough: right after the COMMIT the debit's own row may not be written yet.
     assert!(
         eventually(Duration::from_secs(10), || int(
             &pg,
-            "SELECT count(*) FROM quota_lease"
-        ) == 0)
+            "SELECT count(*) FROM ledger WHERE kind = 'refund'"
+        ) >= 1
+            && int(&pg, "SELECT count(*) FROM quota_lease") == 0)
         .await,
-        "the abandoned lease is swept, not renewed: {}",
+        "the abandoned lease is swept, not renewed, and refunded: {}",
         pg.psql("SELECT request_id, lease_until FROM quota_lease")
     );
     let (charged, _) = books(&pg, 100 * COST);
