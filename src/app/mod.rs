@@ -151,8 +151,6 @@ async fn restore(gateway: &Arc<Gateway>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The long-lived tasks: both listeners, the config watcher, probes, persistence and
-/// retention, and the lease keeper with PostgreSQL. Each stops when `rx` says so.
 /// The two bound listeners, the client listener's TLS and its serving threads.
 struct Servers {
     listener: TcpListener,
@@ -162,6 +160,8 @@ struct Servers {
     finished: tokio::sync::watch::Receiver<bool>,
 }
 
+/// The long-lived tasks: both listeners, the config watcher, probes, persistence and
+/// retention, and the lease keeper with PostgreSQL. Each stops when `rx` says so.
 fn spawn_tasks(
     gateway: &Arc<Gateway>,
     servers: Servers,

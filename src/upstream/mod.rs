@@ -1,7 +1,8 @@
-//! The upstream side: the HTTP clients (rustls, TCP_NODELAY) — a pooled HTTP/1.1 client and
-//! the HTTP/2 pool for `protocol: http2` channels (`h2pool`) — the request of one attempt
-//! (`build`, with the provider kinds of `provider`), and the upstream body as the relay reads
-//! it (`body`, `read`) (R1.2, R1.3, R13.4, R14.3, R14.5). Redirects are never followed.
+//! The upstream side: the HTTP clients (rustls, TCP_NODELAY) — a pooled HTTP/1.1 client (a
+//! pool per serving thread) and the HTTP/2 pool for `protocol: http2` channels (`h2pool`) —
+//! the request of one attempt (`build`, with the provider kinds of `provider`), and the
+//! upstream body as the relay reads it (`body`, `read`) (R1.2, R1.3, R13.4, R14.3, R14.5).
+//! Redirects are never followed.
 
 pub mod body;
 mod build;
