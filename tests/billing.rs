@@ -514,17 +514,17 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
     // The limit after the model: the model's rewrite (longer) and the key's rename in one copy.
     let limit_last =
         r#"{"model": "m", "messages":[{"role":"user","content":"hi"}], "max_tokens":7 }"#;
-    let cases = [(ask, 300), (with_limit, 50), (limit_last, 7)];
-    for (i, (body, want)) in cases.into_iter().enumerate() {
-        let response = gw
-            .http
+    let send = |body: &'static str| {
+        gw.http
             .post(format!("{}/v1/chat/completions", gw.base))
             .bearer_auth("sk-test-carol")
             .header("content-type", "application/json")
             .body(body)
             .send()
-            .await
-            .expect("request sent");
+    };
+    let cases = [(ask, 300), (with_limit, 50), (limit_last, 7)];
+    for (i, (body, want)) in cases.into_iter().enumerate() {
+        let response = send(body).await.expect("request sent");
         assert_eq!(response.status(), 200, "{body}");
         let sent = mocks["a"].requests()[i].clone();
         let json = sent.json().unwrap();
@@ -540,14 +540,7 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
     // A max_tokens that is not a number is no limit: the bound is added, and the body never
     // carries the channel's field twice.
     let odd = r#"{"model":"m","max_tokens":"many","messages":[{"role":"user","content":"hi"}]}"#;
-    gw.http
-        .post(format!("{}/v1/chat/completions", gw.base))
-        .bearer_auth("sk-test-carol")
-        .header("content-type", "application/json")
-        .body(odd)
-        .send()
-        .await
-        .expect("request sent");
+    send(odd).await.expect("request sent");
     let sent = String::from_utf8(mocks["a"].requests()[3].body.to_vec()).unwrap();
     assert_eq!(
         sent.matches("\"max_completion_tokens\"").count(),

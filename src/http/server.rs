@@ -72,21 +72,20 @@ pub async fn serve_on<S: Service>(
     finished: watch::Receiver<bool>,
 ) {
     let gate = Gate::new(gw.config().limits.max_connections);
-    let (spawned, listener) = if threads > 0 {
+    let listener = if threads > 0 {
         spawn_serving(listener, threads, &gw, &tls, &shutdown, &gate, &finished)
     } else {
-        (Vec::new(), Some(listener))
+        Some(listener)
     };
     match listener {
         Some(l) => accept(l, gw.clone(), tls, shutdown, gate.clone()).await,
         None => cores::wait_true(shutdown).await,
     }
     drain(&gate, gw.config().timeouts.drain).await;
-    drop(spawned);
 }
 
-/// Start the serving threads on clones of `listener`. Returns the threads, and the
-/// listener back when none could start.
+/// Start the serving threads on descriptors of `listener`. The listener comes back when
+/// none could start.
 fn spawn_serving<S: Service>(
     listener: TcpListener,
     threads: usize,
@@ -95,8 +94,8 @@ fn spawn_serving<S: Service>(
     shutdown: &watch::Receiver<bool>,
     gate: &Gate,
     finished: &watch::Receiver<bool>,
-) -> (Vec<tokio::sync::oneshot::Receiver<()>>, Option<TcpListener>) {
-    let mut spawned = Vec::with_capacity(threads);
+) -> Option<TcpListener> {
+    let mut started = 0;
     for i in 0..threads.min(cores::MAX) {
         let own = match share(&listener) {
             Ok(l) => l,
@@ -112,13 +111,13 @@ fn spawn_serving<S: Service>(
                 Err(e) => tracing::warn!(error = %e, "a serving thread cannot listen"),
             }
         };
-        spawned.extend(cores::spawn(i, serve, finished.clone()));
+        started += usize::from(cores::spawn(i, serve, finished.clone()).is_some());
     }
-    if spawned.is_empty() {
-        return (spawned, Some(listener));
+    if started == 0 {
+        return Some(listener);
     }
-    tracing::debug!(threads = spawned.len(), "serving threads started");
-    (spawned, None)
+    tracing::debug!(threads = started, "serving threads started");
+    None
 }
 
 /// A second descriptor of the same listening socket (already non-blocking), for a serving
