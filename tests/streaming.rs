@@ -71,6 +71,10 @@ async fn header_timeout_fails_over() {
         "{:?}",
         started.elapsed()
     );
+    // The request is logged when its stream ends: read it to the end first (the relay runs
+    // on a serving thread of its own, so the log could otherwise be read before it is done).
+    let text = response.text().await.unwrap();
+    assert!(text.contains("data: [DONE]"), "{text}");
     let rows = requests(&gw).await;
     assert_eq!(rows[0]["attempts"][0]["error_class"], "header_timeout");
     gw.stop().await;
