@@ -2,7 +2,8 @@
 //! allocates nothing, and answers what the relay asks of every event (is it JSON, does a
 //! choice finish, is the chunk empty, the usage-only chunk, an `error` key, a usage report,
 //! the characters of content). The whole tree (`Event::json`) is parsed only for the rare
-//! events a `EventPeek` says need it: those with a usage report or an `error` key.
+//! events a `EventPeek` says need it: those with a usage report or an `error` key. The
+//! commonest event, a chat chunk, is read quicker still, by a byte pass (`peek_fast.rs`).
 //!
 //! Every answer is the one the tree-walking reading gives (`wire::dialect`,
 //! `wire::usage_stream`); `peek_tests.rs` checks them against each other on every shape.
@@ -44,8 +45,14 @@ pub struct Choices {
 }
 
 impl EventPeek {
-    /// Read `data`; `EventPeek::default()` (not JSON) when it is not JSON.
+    /// Read `data`; `EventPeek::default()` (not JSON) when it is not JSON. A chat chunk of
+    /// the common shape is read by `peek_fast`'s byte pass, anything else by serde.
     pub fn read(data: &str) -> EventPeek {
+        fast::read(data).unwrap_or_else(|| EventPeek::read_serde(data))
+    }
+
+    /// Read `data` with the serde visitors below: every event the quick pass leaves.
+    fn read_serde(data: &str) -> EventPeek {
         let mut de = serde_json::Deserializer::from_str(data);
         de.deserialize_any(TopVisitor)
             .and_then(|peek| de.end().map(|()| peek))
@@ -510,6 +517,9 @@ impl EventPeek {
         }
     }
 }
+
+#[path = "peek_fast.rs"]
+mod fast;
 
 #[cfg(test)]
 #[path = "peek_tests.rs"]

@@ -226,3 +226,92 @@ proptest! {
         prop_assert_eq!(EventPeek::read(&data), by_tree(&data), "{}", data);
     }
 }
+
+/// Chat chunks as providers send them (OpenAI, Azure's filter results, DeepSeek's reasoning,
+/// the usage chunk, escapes in content): the quick byte pass reads each one, and reads it as
+/// the serde pass and the tree do.
+#[test]
+fn common_chat_chunks_take_the_quick_pass_and_read_alike() {
+    let cases = [
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1717000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}],"obfuscation":"a1b2"}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}"#,
+        r#"{"id":"c","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":20,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+        r#"{"choices":[{"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}},"delta":{"content":"é\n\"ok\"\\/"},"finish_reason":null,"index":0}],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{}}]}"#,
+        r#"{"id":"d","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"think… 🤔"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"  {"choices":[{"delta":{"content":"a"},"finish_reason":null},{"delta":{"content":"bc"},"finish_reason":"length"}]} "#,
+        r#"{"choices":[{"text":"legacy","index":0,"finish_reason":null}],"id":1.5e-3}"#,
+        r#"{"choices":[{"delta":{"content":"x","function_call":null}}],"error":{"message":"late"}}"#,
+        r#"{"choices":[{"delta":{"content":"a"}}],"choices":[]}"#,
+    ];
+    for data in cases {
+        let quick = fast::read(data);
+        assert!(quick.is_some(), "the quick pass declined {data}");
+        assert_eq!(quick, Some(EventPeek::read_serde(data)), "{data}");
+        assert_eq!(quick, Some(by_tree(data)), "{data}");
+    }
+}
+
+/// What the quick pass does not read exactly is left to serde: `\u` escapes (surrogates),
+/// the other dialects' events, unusual types in counted fields, broken JSON.
+#[test]
+fn the_quick_pass_declines_what_it_cannot_read_exactly() {
+    let cases = [
+        r#"{"choices":[{"delta":{"content":"\u00e9"}}]}"#,
+        r#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#,
+        r#"{"type":"response.completed","response":{"usage":{"input_tokens":1}}}"#,
+        r#"{"choices":[{"delta":{"content":0}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+        r#"{"choices":[{"delta":{"content":"a"}}],}"#,
+        "{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
+        r#"{"id":01}"#,
+        r#"{"id":-}"#,
+        r#"{"id":1.}"#,
+        r#"{"id":1e}"#,
+        r#"{"id":nul}"#,
+        r#"{"choices":[{"delta":{"content":"a"}}]} x"#,
+        r#"{"choices":[{"delta":{"content":"a"}}]"#,
+        "[DONE]",
+        "",
+    ];
+    for data in cases {
+        assert_eq!(fast::read(data), None, "{data}");
+        assert_eq!(EventPeek::read(data), by_tree(data), "{data}");
+    }
+}
+
+/// Bytes that change what JSON means, for damaging events.
+const DAMAGE: &[u8] = b"\"\\{}[],: \t\n\x01u0123456789eE.+-ntfrlasx\xc3\xa9";
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+    /// A chat chunk damaged at up to three places (a byte inserted, removed or replaced):
+    /// whenever the quick pass answers, it answers as the serde pass does.
+    #[test]
+    fn damaged_chunks_read_alike_in_both_passes(
+        value in chat_chunk(),
+        edits in prop::collection::vec(
+            (any::<prop::sample::Index>(), 0u8..3, prop::sample::select(DAMAGE.to_vec())),
+            1..4,
+        ),
+    ) {
+        let mut bytes = value.to_string().into_bytes();
+        for (at, op, byte) in edits {
+            let i = at.index(bytes.len() + 1);
+            match op {
+                0 => bytes.insert(i, byte),
+                1 if i < bytes.len() => {
+                    bytes.remove(i);
+                }
+                _ if i < bytes.len() => bytes[i] = byte,
+                _ => {}
+            }
+        }
+        if let Ok(data) = String::from_utf8(bytes) {
+            if let Some(quick) = fast::read(&data) {
+                prop_assert_eq!(quick, EventPeek::read_serde(&data), "{}", data);
+            }
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The quick first look at the commonest stream event, an OpenAI chat chunk: one byte pass
+//! over the data (no serde visitor per value), for the shape nearly every event of a chat
+//! stream has. It answers only when it is sure: anything it does not read the way
+//! `serde_json` does (an escape other than the two-character ones, a top-level key of
+//! another dialect, a value of an unusual type in a field it counts, nesting deeper than
+//! `MAX_DEPTH`, anything that is not JSON) gives `None`, and the serde pass reads the event.
+//! What it returns is what that pass returns: `peek_tests.rs` checks the two against each
+//! other and against the tree reading, on generated and on damaged events.
+
+use super::{Choices, EventPeek};
+
+/// Nesting the skipper follows before it leaves the event to the serde pass.
+const MAX_DEPTH: usize = 16;
+
+/// Read a chat chunk; `None` when the serde pass must read `data`.
+pub(super) fn read(data: &str) -> Option<EventPeek> {
+    let mut r = Reader {
+        b: data.as_bytes(),
+        i: 0,
+    };
+    r.ws();
+    r.eat(b'{')?;
+    let mut peek = EventPeek {
+        json: true,
+        ..EventPeek::default()
+    };
+    r.members(|r, key| {
+        match key {
+            b"choices" => peek.choices = Some(r.choices()?),
+            b"usage" => peek.usage = r.skip_is_object(0)?,
+            b"error" => {
+                peek.error = true;
+                r.skip(0)?;
+            }
+            // `message`, `response`, `delta`, `type`: another dialect's event.
+            b"message" | b"response" | b"delta" | b"type" => return None,
+            _ => r.skip(0)?,
+        }
+        Some(())
+    })?;
+    r.ws();
+    if r.i != r.b.len() {
+        return None;
+    }
+    peek.content_chars = peek.choices.map_or(0, |c| c.chars);
+    Some(peek)
+}
+
+/// What a choice's `delta` field says: blank or not, and its characters.
+#[derive(Clone, Copy)]
+struct Field {
+    blank: bool,
+    chars: u64,
+}
+
+const ABSENT: Field = Field {
+    blank: true,
+    chars: 0,
+};
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// JSON whitespace, as `serde_json` skips it.
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    /// The members of an object whose `{` was read, up to its `}`: `f` reads each value.
+    fn members(&mut self, mut f: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let key = self.key()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            f(self, key)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The elements of an array whose `[` was read, up to its `]`.
+    fn elements(&mut self, mut f: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.ws();
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            f(self)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key without escapes, as its bytes. (Keys and strings are short: a plain loop
+    /// beats a vectorised search here.)
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        loop {
+            match *self.b.get(self.i)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.i += 1,
+            }
+        }
+        self.i += 1;
+        Some(&self.b[start..self.i - 1])
+    }
+
+    /// A string: its characters once unescaped. Only the two-character escapes are read;
+    /// `\u` (surrogates) and anything invalid go to the serde pass, and so does a control
+    /// character, which serde refuses in a string.
+    fn string(&mut self) -> Option<u64> {
+        self.eat(b'"')?;
+        let mut chars = 0u64;
+        loop {
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return Some(chars),
+                b'\\' => match self.peek()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        chars += 1;
+                        self.i += 1;
+                    }
+                    _ => return None,
+                },
+                0..=0x1f => return None,
+                // The data is UTF-8: a character is a byte that does not continue one.
+                _ => chars += u64::from(c & 0xC0 != 0x80),
+            }
+        }
+    }
+
+    /// `literal` (`null`, `true`, `false`).
+    fn literal(&mut self, literal: &[u8]) -> Option<()> {
+        let end = self.i.checked_add(literal.len())?;
+        (self.b.get(self.i..end)? == literal).then(|| self.i = end)
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// A number, with `serde_json`'s grammar (a lone leading zero, digits after `.` and `e`).
+    fn number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        if self.eat(b'.').is_some() && self.digits() == 0 {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    /// Read past any value; `depth` is how deep it sits in skipped containers.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        self.skip_is_object(depth).map(drop)
+    }
+
+    /// Read past any value: whether it was an object.
+    fn skip_is_object(&mut self, depth: usize) -> Option<bool> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'{' => {
+                self.i += 1;
+                self.members(|r, _| r.skip(depth + 1))?;
+                return Some(true);
+            }
+            b'[' => {
+                self.i += 1;
+                self.elements(|r| r.skip(depth + 1))?;
+            }
+            b'"' => {
+                self.string()?;
+            }
+            b'n' => self.literal(b"null")?,
+            b't' => self.literal(b"true")?,
+            b'f' => self.literal(b"false")?,
+            _ => self.number()?,
+        }
+        Some(false)
+    }
+
+    /// `choices`: an array of choice objects.
+    fn choices(&mut self) -> Option<Choices> {
+        self.eat(b'[')?;
+        let mut out = Choices {
+            len: 0,
+            finish: false,
+            blank: true,
+            chars: 0,
+        };
+        self.elements(|r| {
+            let (finish, blank, chars) = r.choice()?;
+            out.len += 1;
+            out.finish |= finish;
+            out.blank &= blank;
+            out.chars += chars;
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    /// One choice object: (finishes, blank, characters). A repeated key replaces its value,
+    /// as in the serde pass.
+    fn choice(&mut self) -> Option<(bool, bool, u64)> {
+        self.eat(b'{')?;
+        let (mut finish, mut finish_null) = (false, true);
+        let mut delta = ABSENT;
+        let mut text = 0;
+        self.members(|r, key| {
+            match key {
+                b"finish_reason" => {
+                    (finish, finish_null) = match r.peek()? {
+                        b'n' => r.literal(b"null").map(|()| (false, true))?,
+                        b'"' => r.string().map(|_| (true, false))?,
+                        _ => return None,
+                    }
+                }
+                b"delta" => delta = r.delta()?,
+                b"text" => text = r.field()?.chars,
+                _ => r.skip(2)?,
+            }
+            Some(())
+        })?;
+        Some((finish, finish_null && delta.blank, delta.chars + text))
+    }
+
+    /// A string or null field: blank or not, and its characters.
+    fn field(&mut self) -> Option<Field> {
+        match self.peek()? {
+            b'n' => self.literal(b"null").map(|()| ABSENT),
+            b'"' => self.string().map(|chars| Field {
+                blank: chars == 0,
+                chars,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A choice's `delta` object (or null).
+    fn delta(&mut self) -> Option<Field> {
+        if self.peek()? == b'n' {
+            return self.literal(b"null").map(|()| ABSENT);
+        }
+        self.eat(b'{')?;
+        // content, reasoning_content, reasoning, refusal, tool_calls (null only)
+        let mut fields = [ABSENT; 5];
+        let mut present = false;
+        self.members(|r, key| {
+            match key {
+                b"content" => fields[0] = r.field()?,
+                b"reasoning_content" => fields[1] = r.field()?,
+                b"reasoning" => fields[2] = r.field()?,
+                b"refusal" => fields[3] = r.field()?,
+                b"tool_calls" => fields[4] = r.literal(b"null").map(|()| ABSENT)?,
+                b"function_call" | b"audio" => {
+                    present = true;
+                    r.skip(3)?;
+                }
+                _ => r.skip(3)?,
+            }
+            Some(())
+        })?;
+        Some(Field {
+            blank: !present && fields.iter().all(|f| f.blank),
+            chars: fields[0].chars + fields[1].chars,
+        })
+    }
+}
