@@ -93,13 +93,8 @@ impl<'a> Reader<'a> {
             self.ws();
             f(self, key)?;
             self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if self.after_item(b'}')? {
+                return Some(());
             }
         }
     }
@@ -114,14 +109,21 @@ impl<'a> Reader<'a> {
             self.ws();
             f(self)?;
             self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if self.after_item(b']')? {
+                return Some(());
             }
+        }
+    }
+
+    /// After a member or an element: `,` (more follow, `false`) or `close` (the container
+    /// ends, `true`); anything else is not JSON.
+    fn after_item(&mut self, close: u8) -> Option<bool> {
+        let c = self.peek()?;
+        self.i += 1;
+        match c {
+            b',' => Some(false),
+            c if c == close => Some(true),
+            _ => None,
         }
     }
 
