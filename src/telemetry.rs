@@ -269,11 +269,16 @@ impl std::fmt::Debug for ChannelMetrics {
     }
 }
 
+/// The `outcome` labels of `STREAMS` that every committed stream ends with.
+pub const STREAM_ENDS: [&str; 3] = ["complete", "incomplete", "client_cancel"];
+
 /// Request-level metric handles, registered once per gateway (see `ChannelMetrics`).
 #[derive(Debug)]
 pub struct RequestMetrics {
     /// `REQUESTS` by status class: 2xx, 4xx, 5xx, other.
     requests: [metrics::Counter; 4],
+    /// `STREAMS` by the outcomes every committed stream ends with ([`STREAM_ENDS`]).
+    streams: [metrics::Counter; 3],
     pub duration: metrics::Histogram,
     pub attempts_per_request: metrics::Histogram,
     pub ttfb: metrics::Histogram,
@@ -296,12 +301,22 @@ impl RequestMetrics {
         RequestMetrics {
             requests: ["2xx", "4xx", "5xx", "other"]
                 .map(|class| metrics::counter!(REQUESTS, "status" => class)),
+            streams: STREAM_ENDS.map(|outcome| metrics::counter!(STREAMS, "outcome" => outcome)),
             duration: metrics::histogram!(REQUEST_DURATION),
             attempts_per_request: metrics::histogram!(ATTEMPTS_PER_REQUEST),
             ttfb: metrics::histogram!(TTFB),
             overhead: metrics::histogram!(OVERHEAD),
             clients: window::ClientHours::default(),
             traces: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Count a stream that ended with `outcome` in `STREAMS`: through a handle registered
+    /// once for the outcomes of [`STREAM_ENDS`] (no label set built per stream).
+    pub fn stream_ended(&self, outcome: &'static str) {
+        match STREAM_ENDS.iter().position(|o| *o == outcome) {
+            Some(i) => self.streams[i].increment(1),
+            None => metrics::counter!(STREAMS, "outcome" => outcome).increment(1),
         }
     }
 

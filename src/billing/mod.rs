@@ -88,6 +88,7 @@ mod session;
 mod shared;
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -168,7 +169,9 @@ impl Billing {
         request_id: &str,
     ) -> Result<Session, GatewayError> {
         let account = self.balances.account(&client.name);
-        let id = format!("{request_id}/{:016x}", fastrand::u64(..));
+        // Sized once: `{request_id}/` and 16 hex digits.
+        let mut id = String::with_capacity(request_id.len() + 17);
+        let _ = write!(id, "{request_id}/{:016x}", fastrand::u64(..));
         let Some(p) = pricing.get(model).copied() else {
             self.note_unpriced(model);
             return Ok(Session::new(

@@ -274,7 +274,7 @@ fn record_attributes(rec: &RequestRecord) -> Vec<KeyValue> {
         attrs.push(KeyValue::new("switchyard.channel", last.channel.clone()));
         attrs.push(KeyValue::new(
             "switchyard.outcome",
-            last.error_class.clone(),
+            last.error_class.to_string(),
         ));
         if let Some(t) = &last.translation {
             attrs.push(KeyValue::new("switchyard.translation", t.clone()));

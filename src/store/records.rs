@@ -13,7 +13,9 @@ pub struct AttemptRecord {
     pub channel: String,
     pub key_index: u32,
     pub upstream_status: Option<u16>,
-    pub error_class: String,
+    /// The classifier's name for the outcome (`ok`, `http_5xx`, ...): a name the gateway
+    /// knows at build time when it writes the record (no copy), a string when read back.
+    pub error_class: std::borrow::Cow<'static, str>,
     pub latency_ms: u64,
     pub possibly_charged: bool,
     /// `openai->anthropic` when the attempt was translated (R16.2); absent otherwise (kept
@@ -267,7 +269,7 @@ mod tests {
             channel: channel.into(),
             key_index: 0,
             upstream_status: None,
-            error_class: String::new(),
+            error_class: "".into(),
             latency_ms: 0,
             possibly_charged: false,
             translation: None,

@@ -34,7 +34,10 @@ pub trait Provider: Sync {
     /// version).
     fn path_and_query(&self, prefix: &str, client: &str, _t: &Target) -> String {
         let rest = client.strip_prefix("/v1").unwrap_or(client);
-        format!("{prefix}{rest}")
+        let mut pq = String::with_capacity(prefix.len() + rest.len());
+        pq.push_str(prefix);
+        pq.push_str(rest);
+        pq
     }
 
     /// Authenticate with `key`; a key that cannot be a header value is the channel's

@@ -61,13 +61,9 @@ pub fn is_json(headers: &HeaderMap) -> bool {
     let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return true;
     };
-    let ct = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    ct.is_empty() || ct == "application/json" || ct.ends_with("+json")
+    let ct = ct.split(';').next().unwrap_or("").trim().as_bytes();
+    let json_suffix = ct.len() >= 5 && ct[ct.len() - 5..].eq_ignore_ascii_case(b"+json");
+    ct.is_empty() || ct.eq_ignore_ascii_case(b"application/json") || json_suffix
 }
 
 /// A non-stream body read for inspection.
@@ -113,5 +109,43 @@ pub async fn first_chunk(
                 _ => {}
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The content type is compared without case and without a lowercased copy, as a
+    /// lowercased comparison would (the reference below).
+    #[test]
+    fn json_content_types_are_recognised_without_case() {
+        fn reference(ct: &str) -> bool {
+            let ct = ct
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            ct.is_empty() || ct == "application/json" || ct.ends_with("+json")
+        }
+        for ct in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/problem+JSON",
+            " application/vnd.api+json ;x=1",
+            "+json",
+            "json",
+            "text/plain",
+            "text/event-stream",
+            "application/jsonl",
+            "",
+            ";",
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, http::HeaderValue::from_str(ct).unwrap());
+            assert_eq!(is_json(&headers), reference(ct), "{ct:?}");
+        }
+        assert!(is_json(&HeaderMap::new()));
     }
 }

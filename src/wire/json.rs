@@ -59,6 +59,14 @@ pub fn splice(body: &Bytes, span: (usize, usize), replacement: &[u8]) -> Bytes {
 
 /// Insert `"name":value` as the first member of the top-level object.
 pub fn insert_first(body: &Bytes, member: &str) -> Bytes {
+    insert_first_with(body, member.len(), |out| {
+        out.extend_from_slice(member.as_bytes())
+    })
+}
+
+/// [`insert_first`] of the member `write` writes straight into the new body (no string of
+/// its own); the body is sized for a member of about `len` bytes.
+pub fn insert_first_with(body: &Bytes, len: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
     let Some(open) = body.iter().position(|&c| c == b'{') else {
         return body.clone();
     };
@@ -66,9 +74,9 @@ pub fn insert_first(body: &Bytes, member: &str) -> Bytes {
         .iter()
         .find(|c| !c.is_ascii_whitespace())
         .is_some_and(|&c| c == b'}');
-    let mut out = BytesMut::with_capacity(body.len() + member.len() + 1);
+    let mut out = BytesMut::with_capacity(body.len() + len + 1);
     out.extend_from_slice(&body[..=open]);
-    out.extend_from_slice(member.as_bytes());
+    write(&mut out);
     if !rest_empty {
         out.extend_from_slice(b",");
     }

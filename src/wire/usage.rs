@@ -74,6 +74,28 @@ impl Usage {
         Some(out)
     }
 
+    /// Fold the usage reports of one stream event's data into `self` as the tree reading
+    /// does (`StreamUsage::observe`): its `usage`, then `response.usage`, then
+    /// `message.usage`, read typed (nothing else is built). `Some(final)`: whether the
+    /// `usage` or `response.usage` report carried output tokens. `None`, with `self`
+    /// unchanged, when the data is not one JSON object that repeats none of those keys:
+    /// the caller reads the tree.
+    pub fn absorb_event(&mut self, data: &str) -> Option<bool> {
+        let Object(Some(event)) = serde_json::from_str::<Object<EventBody>>(data).ok()? else {
+            return None;
+        };
+        let mut final_seen = false;
+        let top = event.usage.0.into_iter();
+        for report in top.chain(event.response.0.and_then(|r| r.usage.0)) {
+            final_seen |= report.completion_tokens.0.is_some() || report.output_tokens.0.is_some();
+            self.fold(report.raw());
+        }
+        if let Some(report) = event.message.0.and_then(|m| m.usage.0) {
+            self.fold(report.raw());
+        }
+        Some(final_seen)
+    }
+
     /// Fold one report's raw fields in, normalising (see the module table).
     fn fold(&mut self, raw: Raw) {
         if let Some(c) = raw.completion {
@@ -165,6 +187,18 @@ struct Body {
     usage: Object<Report>,
     #[serde(default)]
     response: Object<Inner>,
+}
+
+/// One stream event's usage reports: `usage`, the Responses API's `response.usage` and
+/// Anthropic's `message.usage` (`message_start`).
+#[derive(Deserialize)]
+struct EventBody {
+    #[serde(default)]
+    usage: Object<Report>,
+    #[serde(default)]
+    response: Object<Inner>,
+    #[serde(default)]
+    message: Object<Inner>,
 }
 
 #[derive(Deserialize)]

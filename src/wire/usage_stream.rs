@@ -35,6 +35,22 @@ impl StreamUsage {
             self.content_chars += peek.content_chars;
             return;
         }
+        // A usage report: read typed from the data (no tree), unless the data is one the
+        // typed reading declines (a repeated key), which the tree reads as before. The
+        // first look's content characters are the tree's (`peek_tests`).
+        if let Some(data) = ev.data.as_deref() {
+            if let Some(final_seen) = self.reported.absorb_event(data) {
+                self.final_seen |= final_seen;
+                self.content_chars += peek.content_chars;
+                return;
+            }
+        }
+        self.observe_tree(ev);
+    }
+
+    /// `observe` from the event's parsed tree: events the typed reading declines, and the
+    /// reference it is tested against.
+    pub(crate) fn observe_tree(&mut self, ev: &Event) {
         let Some(v) = ev.json() else { return };
         for u in [&v["usage"], &v["response"]["usage"]] {
             if u.is_object() {

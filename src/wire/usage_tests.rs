@@ -174,3 +174,90 @@ fn bodies_and_events_read_usage_alike() {
         );
     }
 }
+
+/// What a stream's usage reading holds, for comparing two readings.
+fn held(u: &StreamUsage) -> (Usage, bool, u64) {
+    (u.reported, u.final_seen, u.content_chars)
+}
+
+/// The stream events' usage is read typed when it can be, and must read as the tree does:
+/// the same reports folded in the same order, the same "final report" verdict, the same
+/// content characters, event by event through whole streams of every dialect (R8.5, R11).
+#[test]
+fn stream_events_read_usage_typed_as_the_tree_does() {
+    let streams: &[&[&str]] = &[
+        // OpenAI chat: content, then the usage-only chunk (with details), then one with
+        // content and usage together.
+        &[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}"#,
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}"#,
+            r#"{"choices":[{"delta":{"content":"a\u00e9\"b","reasoning_content":"xy"}}],"usage":{"prompt_tokens":11,"completion_tokens":6}}"#,
+        ],
+        // Anthropic: input at message_start, output at message_delta.
+        &[
+            r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":20,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefgh"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
+        ],
+        // Responses: the final event's response.usage; a top-level usage beside it.
+        &[
+            r#"{"type":"response.output_text.delta","delta":"hey"}"#,
+            r#"{"type":"response.completed","response":{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":1}}}}"#,
+            r#"{"usage":{"prompt_tokens":2},"response":{"usage":{"output_tokens":4}},"message":{"usage":{"input_tokens":8}}}"#,
+        ],
+        // Odd shapes: wrong types field by field, null and non-object usage, a report with
+        // no output tokens, numbers out of range, a repeated key (the tree keeps the last).
+        &[
+            r#"{"usage":{"prompt_tokens":1.5,"completion_tokens":"7","extra":[1,{"a":2}]}}"#,
+            r#"{"usage":{"prompt_tokens":-3,"completion_tokens":null,"output_tokens":true}}"#,
+            r#"{"usage":null,"response":{"usage":{"input_tokens":2}}}"#,
+            r#"{"usage":"n/a","message":[1]}"#,
+            r#"{"usage":{"prompt_tokens":99999999999999999999999,"completion_tokens":18446744073709551615}}"#,
+            r#"{"usage":{"prompt_tokens":1,"completion_tokens":1},"usage":{"prompt_tokens":3}}"#,
+            r#"{"usage":{"completion_tokens":1,"completion_tokens":2}}"#,
+            r#"{"message":{"usage":{"input_tokens":4}},"message":{"usage":{"input_tokens":6}}}"#,
+            r#"{"usage":{}}"#,
+            r#"{"usage":{"prompt_tokens":5}} trailing"#,
+            "[1,2]",
+            "[DONE]",
+            "",
+        ],
+    ];
+    for stream in streams {
+        let (mut typed, mut tree) = (StreamUsage::default(), StreamUsage::default());
+        for data in *stream {
+            typed.observe(&ev(data));
+            tree.observe_tree(&ev(data));
+            assert_eq!(held(&typed), held(&tree), "after {data}");
+        }
+    }
+}
+
+/// The typed reading declines (and leaves the usage as it was) what it cannot read exactly
+/// as the tree does; the tree then reads it.
+#[test]
+fn the_typed_event_reading_declines_repeated_keys_and_non_objects() {
+    for data in [
+        r#"{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":3}}"#,
+        r#"{"response":{"usage":{}},"response":{"usage":{"input_tokens":6}}}"#,
+        "[1,2]",
+        "not json",
+    ] {
+        let mut u = Usage {
+            prompt_tokens: 1,
+            ..Usage::default()
+        };
+        assert_eq!(u.absorb_event(data), None, "{data}");
+        assert_eq!(u.prompt_tokens, 1, "{data}");
+    }
+    let mut u = Usage::default();
+    assert_eq!(
+        u.absorb_event(r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5}}"#),
+        Some(true)
+    );
+    assert_eq!((u.prompt_tokens, u.completion_tokens), (10, 5));
+    assert_eq!(
+        u.absorb_event(r#"{"usage":{"input_tokens":3}}"#),
+        Some(false)
+    );
+}

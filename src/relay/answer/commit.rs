@@ -23,7 +23,12 @@ impl Walk<'_> {
         let (gw, cx, ch) = (self.gw, self.cx, self.channel(step));
         let cfg = &cx.snap.table.config;
         let st = &cx.snap.states[step.channel];
-        let route = self.fin.chain();
+        // The attempt chain is shown only with `debug_headers` (the log builds its own).
+        let route = if cfg.debug_headers {
+            self.fin.chain()
+        } else {
+            String::new()
+        };
         let model = step.upstream_model.to_string();
         let resumer = match &answer {
             Answer::Stream { .. } => self.resumer(step),
@@ -76,7 +81,7 @@ impl Walk<'_> {
                         crate::relay::trace::finish_reasons(&v, |r| t.finish_reason(r));
                     }
                 }
-                fin.done(st, &model, status, usage, None);
+                fin.done(st, model, status, usage, None);
                 let body = ResponseBody::full(body);
                 respond(status, &headers, body, cfg.debug_headers, &route)
             }

@@ -138,7 +138,7 @@ impl Finish {
             channel: ch.name.clone(),
             key_index: key_index as u32,
             upstream_status: f.upstream_status,
-            error_class: f.class.to_string(),
+            error_class: f.class.into(),
             latency_ms: elapsed.as_millis() as u64,
             possibly_charged: f.possibly_charged,
             translation,
@@ -198,7 +198,7 @@ impl Finish {
     pub fn done(
         mut self,
         channel: &ChannelState,
-        upstream_model: &str,
+        upstream_model: String,
         status: u16,
         usage: Usage,
         stream_outcome: Option<&'static str>,
@@ -212,7 +212,7 @@ impl Finish {
             channel.metrics.cached_tokens.increment(usage.cached_tokens);
         }
         channel.recent.latency(self.started.elapsed());
-        self.rec.upstream_model = upstream_model.to_string();
+        self.rec.upstream_model = upstream_model;
         self.rec.prompt_tokens = usage.prompt_tokens;
         self.rec.completion_tokens = usage.completion_tokens;
         self.rec.cached_tokens = usage.cached_tokens;
@@ -403,7 +403,7 @@ impl StreamObserver for LogObserver {
     }
 
     fn end(self: Box<Self>, end: StreamEnd) {
-        metrics::counter!(telemetry::STREAMS, "outcome" => end.label()).increment(1);
+        self.fin.metrics.stream_ended(end.label());
         let mut s = *self;
         let (usage, estimated) = s.usage.settle(s.request_bytes);
         let (usage, estimated, label) = match s.carried {
@@ -418,6 +418,6 @@ impl StreamObserver for LogObserver {
         };
         s.fin.set_usage_estimated(estimated);
         s.fin
-            .done(&s.channel, &s.upstream_model, s.status, usage, Some(label));
+            .done(&s.channel, s.upstream_model, s.status, usage, Some(label));
     }
 }

@@ -74,7 +74,10 @@ pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, rou
         // Seed 001: front proxies must not cache or buffer a stream.
         let headers = response.headers_mut();
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        headers.insert(
+            http::header::HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        );
     }
     with_route(response, debug, route)
 }

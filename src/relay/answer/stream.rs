@@ -637,4 +637,17 @@ mod tests {
             [StreamEnd::ClientCancel, StreamEnd::Complete]
         );
     }
+
+    /// Every way a committed stream ends is counted through a handle registered at start
+    /// (`telemetry::STREAM_ENDS`), and each has a label of its own.
+    #[test]
+    fn every_stream_end_has_a_registered_label() {
+        let ends = [
+            StreamEnd::Complete,
+            StreamEnd::Incomplete,
+            StreamEnd::ClientCancel,
+        ];
+        let labels: Vec<_> = ends.iter().map(|e| e.label()).collect();
+        assert_eq!(labels, telemetry::STREAM_ENDS);
+    }
 }

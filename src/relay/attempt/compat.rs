@@ -175,11 +175,10 @@ pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
         MaxTokensChoice::MaxTokens => MaxTokensField::MaxTokens,
         MaxTokensChoice::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
         MaxTokensChoice::Auto => {
-            let model_lower = model.to_ascii_lowercase();
-            let openai_family = crate::wire::translate::openai_reasoning_model(&model_lower)
+            let openai_family = crate::wire::translate::openai_reasoning_model(model)
                 || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-"]
                     .iter()
-                    .any(|p| model_lower.starts_with(p));
+                    .any(|p| crate::wire::translate::starts_with_ignore_case(model, p));
             let openai_host = ch.base_url.authority.host().ends_with("openai.com");
             if ch.kind == ChannelKind::Azure || openai_host || openai_family {
                 MaxTokensField::MaxCompletionTokens
@@ -194,6 +193,46 @@ pub fn max_tokens_field(ch: &Channel, model: &str) -> MaxTokensField {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Model families are matched without case and without a lowercased copy, exactly as a
+    /// lowercased comparison would (the reference below).
+    #[test]
+    fn model_families_are_matched_without_case() {
+        use crate::wire::translate::{openai_reasoning_model, starts_with_ignore_case};
+        fn reference(model: &str) -> bool {
+            let name = model.to_ascii_lowercase();
+            let name = name.rsplit('/').next().unwrap_or(&name);
+            (["o1", "o3", "o4"].iter().any(|p| name.starts_with(p)) || name.starts_with("gpt-5"))
+                && !name.contains("-chat")
+        }
+        let models = [
+            "o1",
+            "O3-mini",
+            "o4-mini-2025-04-16",
+            "GPT-5",
+            "openai/gpt-5.1",
+            "Azure/O1-Preview",
+            "gpt-5-chat-latest",
+            "GPT-5-CHAT",
+            "openai/gpt-5-Chat-x",
+            "gpt-4o",
+            "deepseek-chat",
+            "",
+            "o",
+            "/",
+            "o1/",
+            "gpt-5/x",
+            "x/GPT-5-cHaT",
+            "é-o1",
+            "o1-é-chat",
+        ];
+        for m in models {
+            assert_eq!(openai_reasoning_model(m), reference(m), "{m}");
+        }
+        assert!(starts_with_ignore_case("ChatGPT-4o", "chatgpt-"));
+        assert!(!starts_with_ignore_case("gpt", "gpt-4o"));
+        assert!(!starts_with_ignore_case("é", "e"));
+    }
 
     #[test]
     fn unsigned_thinking_is_dropped_and_signed_thinking_kept() {

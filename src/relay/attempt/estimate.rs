@@ -2,6 +2,8 @@
 //! the token limits' reservation, and the output limit the upstream is told when a client's
 //! estimate moves money or tokens. Read by admission, the plan's key limits and the exchange.
 
+use std::fmt::Write as _;
+
 use bytes::Bytes;
 
 use crate::billing::price;
@@ -53,7 +55,10 @@ pub fn bound_output(cx: &Context, body: Bytes, chat_field: impl FnOnce() -> &'st
                 PathFamily::Chat => chat_field(),
                 _ => field,
             };
-            crate::wire::json::insert_first(&body, &format!("\"{field}\":{n}"))
+            // Written straight into the new body: `"field":n` (a u64 has at most 20 digits).
+            crate::wire::json::insert_first_with(&body, field.len() + 23, |out| {
+                let _ = write!(out, "\"{field}\":{n}");
+            })
         }
         None => body,
     }

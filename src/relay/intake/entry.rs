@@ -37,7 +37,8 @@ struct Ctx {
     path: Result<String, path::PathError>,
     raw_path: String,
     format: ClientFormat,
-    client: Option<String>,
+    /// The authenticated client (shared, not copied: most requests never need its name here).
+    client: Option<Arc<Client>>,
     model: Option<String>,
 }
 
@@ -65,7 +66,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
                 &gw,
                 Rejected {
                     request_id: ctx.request_id.to_str().unwrap_or(""),
-                    client: ctx.client.as_deref().unwrap_or(""),
+                    client: ctx.client.as_ref().map_or("", |c| c.name.as_str()),
                     model: ctx.model.as_deref().unwrap_or(""),
                     path: ctx.path.as_deref().unwrap_or(&ctx.raw_path),
                     status: e.status.as_u16(),
@@ -80,7 +81,11 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
         resp.headers_mut()
             .insert(ANTHROPIC_REQUEST_ID, ctx.request_id.clone());
     }
-    resp.headers_mut().insert("x-request-id", ctx.request_id);
+    // A static name: a string key would build (allocate) the custom name on every answer.
+    resp.headers_mut().insert(
+        header::HeaderName::from_static("x-request-id"),
+        ctx.request_id,
+    );
     if head {
         // A HEAD answer has no body on any protocol (hyper omits it on HTTP/1 only).
         *resp.body_mut() = ResponseBody::full(bytes::Bytes::new());
@@ -145,7 +150,7 @@ fn authenticate(
     ctx: &mut Ctx,
 ) -> Result<Arc<Client>, GatewayError> {
     let client = auth::authenticate(&snap.table, headers).ok_or_else(GatewayError::unauthorized)?;
-    ctx.client = Some(client.name.clone());
+    ctx.client = Some(client.clone());
     Ok(client)
 }
 
@@ -198,7 +203,9 @@ async fn relay(
         },
         idempotency_key: idempotency_key(&parts.headers),
         stream_format: StreamFormat::of_path(&path),
-        model: ctx.model.clone().unwrap_or_default(),
+        // From here the request is answered and logged by `attempt::run`, never through
+        // `ctx`: its model moves into the request's context.
+        model: ctx.model.take().unwrap_or_default(),
         snap,
         client,
         routes,

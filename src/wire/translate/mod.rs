@@ -191,13 +191,23 @@ pub struct TranslatedRequest {
     pub dropped: Vec<&'static str>,
 }
 
+/// `s` starts with `prefix`, ASCII case ignored (model names are matched so).
+pub fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
+    s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
 /// OpenAI's reasoning model families (o1, o3, o4, gpt-5 but its `-chat` variants): they refuse
 /// `max_tokens` (only `max_completion_tokens`) and any sampling but the default.
 pub fn openai_reasoning_model(model: &str) -> bool {
-    let name = model.to_ascii_lowercase();
-    let name = name.rsplit('/').next().unwrap_or(&name);
-    (["o1", "o3", "o4"].iter().any(|p| name.starts_with(p)) || name.starts_with("gpt-5"))
-        && !name.contains("-chat")
+    // Compared without case, and without a lowercased copy (this runs on every request).
+    let name = model.rsplit('/').next().unwrap_or(model);
+    ["o1", "o3", "o4", "gpt-5"]
+        .iter()
+        .any(|p| starts_with_ignore_case(name, p))
+        && !name
+            .as_bytes()
+            .windows(5)
+            .any(|w| w.eq_ignore_ascii_case(b"-chat"))
 }
 
 /// Translate a client request body (`from`: OpenAI or Anthropic) for an upstream of format `to`.
