@@ -1,5 +1,6 @@
 //! The body of an upstream answer as the relay reads it: hyper's `Incoming`, decoded from gzip
-//! when the upstream compressed it, holding its HTTP/2 stream slot until it is dropped.
+//! when the upstream compressed it, holding its connection (an HTTP/1.1 connection lent by
+//! its pool, or an HTTP/2 stream slot) until it is dropped.
 //!
 //! switchyard asks upstreams for `Accept-Encoding: identity` (it must read SSE events and JSON
 //! usage), but an upstream that compresses anyway is decoded here, incrementally, so the
@@ -25,7 +26,16 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use crate::upstream::h1pool::Lent;
 use crate::upstream::h2pool::Slot;
+
+/// What an answer's body holds of its connection until it is dropped.
+pub enum Lease {
+    /// An HTTP/1.1 connection: back to its pool if the answer was read to its end.
+    H1(Lent),
+    /// A stream slot on an HTTP/2 connection.
+    H2(Slot),
+}
 
 /// A body that could not be read: the connection broke or the gzip stream is corrupt.
 #[derive(Debug)]
@@ -135,18 +145,18 @@ pub struct UpBody {
     transform: Option<Mutex<Box<dyn Transform>>>,
     /// The transform has written its end.
     transform_done: bool,
-    _slot: Option<Slot>,
+    _lease: Option<Lease>,
 }
 
 impl UpBody {
-    pub fn new(inner: Incoming, slot: Option<Slot>) -> UpBody {
+    pub fn new(inner: Incoming, lease: Option<Lease>) -> UpBody {
         UpBody {
             inner,
             gunzip: None,
             done: false,
             transform: None,
             transform_done: false,
-            _slot: slot,
+            _lease: lease,
         }
     }
 
@@ -157,7 +167,7 @@ impl UpBody {
     /// closes the connection, as dropping it at once would have).
     pub fn drain(self) {
         let UpBody {
-            mut inner, _slot, ..
+            mut inner, _lease, ..
         } = self;
         let mut left = DRAIN_MAX_BYTES;
         loop {
@@ -171,7 +181,8 @@ impl UpBody {
             return;
         };
         runtime.spawn(async move {
-            let _slot = _slot;
+            // Dropped after the body is read off: an HTTP/1.1 connection then goes back.
+            let _lease = _lease;
             let read_off = async {
                 while let Some(Ok(frame)) = inner.frame().await {
                     if !within(&frame, &mut left) {

@@ -1,11 +1,12 @@
-//! The upstream side: the HTTP clients (rustls, TCP_NODELAY) — a pooled HTTP/1.1 client (a
-//! pool per serving thread) and the HTTP/2 pool for `protocol: http2` channels (`h2pool`) —
+//! The upstream side: the HTTP clients (rustls, TCP_NODELAY) — the HTTP/1.1 pool (`h1pool`,
+//! one per serving thread) and the HTTP/2 pool for `protocol: http2` channels (`h2pool`) —
 //! the request of one attempt (`build`, with the provider kinds of `provider`), and the
 //! upstream body as the relay reads it (`body`, `read`) (R1.2, R1.3, R13.4, R14.3, R14.5).
 //! Redirects are never followed.
 
 pub mod body;
 mod build;
+mod h1pool;
 mod h2pool;
 pub mod provider;
 pub mod read;
@@ -18,16 +19,13 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::model::{Channel, UpstreamProtocol};
 use crate::http::cores;
 use crate::routing::policy::TransportKind;
-use crate::upstream::body::UpBody;
+use crate::upstream::body::{Lease, UpBody};
+use crate::upstream::h1pool::H1Pool;
 use crate::upstream::h2pool::H2Pool;
 
 pub type UpstreamBody = Full<Bytes>;
@@ -37,16 +35,13 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-type Pooled = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
-
 #[derive(Clone)]
 pub struct Upstream {
     /// The HTTP/1.1 pools, one per serving thread (`http::cores::slot`; slot 0 for every
     /// other thread), each made at its first use: a pooled connection's task runs on the
     /// runtime that opened it, so a request that took a connection from another thread's
     /// pool would wake that thread twice (request out, answer back).
-    clients: std::sync::Arc<[std::sync::OnceLock<Pooled>]>,
-    https: HttpsConnector<HttpConnector>,
+    clients: std::sync::Arc<[std::sync::Arc<H1Pool>]>,
     h2: std::sync::Arc<H2Pool>,
 }
 
@@ -82,24 +77,16 @@ impl Upstream {
             .wrap_connector(tcp_connector());
         Ok(Upstream {
             clients: (0..=cores::MAX)
-                .map(|_| std::sync::OnceLock::new())
+                .map(|_| std::sync::Arc::new(H1Pool::new(https.clone())))
                 .collect(),
-            https,
             h2: std::sync::Arc::new(H2Pool::new(h2)),
         })
     }
 
     /// This thread's HTTP/1.1 pool.
-    fn client(&self) -> &Pooled {
+    fn client(&self) -> &std::sync::Arc<H1Pool> {
         let slot = cores::slot().min(self.clients.len() - 1);
-        self.clients[slot].get_or_init(|| {
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(1024)
-                .pool_timer(TokioTimer::new())
-                .timer(TokioTimer::new())
-                .build(self.https.clone())
-        })
+        &self.clients[slot]
     }
 
     /// Send one attempt to `ch` over the channel's protocol.
@@ -109,34 +96,24 @@ impl Upstream {
         req: Request<UpstreamBody>,
     ) -> Result<Response<UpBody>, TransportKind> {
         match ch.protocol {
-            UpstreamProtocol::Http1 => Ok(self.send(req).await?.map(|b| UpBody::new(b, None))),
+            UpstreamProtocol::Http1 => self.send(req).await,
             UpstreamProtocol::Http2 => {
                 // Boxed: the HTTP/2 pool's ~6 KB of state would otherwise be part of every
                 // request's future, HTTP/1 ones included (a performance measure).
                 let (resp, slot) = Box::pin(self.h2.send(req)).await?;
-                Ok(resp.map(|b| UpBody::new(b, Some(slot))))
+                Ok(resp.map(|b| UpBody::new(b, Some(Lease::H2(slot)))))
             }
         }
     }
 
-    /// Send over the pooled HTTP/1.1 client.
+    /// Send over this serving thread's HTTP/1.1 pool; the answer's body holds the
+    /// connection until it is dropped.
     pub async fn send(
         &self,
         req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, TransportKind> {
-        self.client()
-            .request(req)
-            .await
-            .map_err(|e| classify_error(&e))
-    }
-}
-
-/// Map a client error onto the transport kinds of the classifier.
-fn classify_error(error: &hyper_util::client::legacy::Error) -> TransportKind {
-    if error.is_connect() {
-        connect_error(&format!("{error:?}"))
-    } else {
-        TransportKind::Reset
+    ) -> Result<Response<UpBody>, TransportKind> {
+        let (resp, lent) = self.client().send(req).await?;
+        Ok(resp.map(|b| UpBody::new(b, Some(Lease::H1(lent)))))
     }
 }
 

@@ -1,7 +1,8 @@
 //! How transport failures of the HTTP/1.1 client are classified (B-log-truth): a
 //! refused connection is `Connect`, a connection reset after the request was sent is
-//! `Reset` (labelled `reset`, never `connect`). And the HTTP/1.1 pool is kept per serving
-//! thread.
+//! `Reset` (labelled `reset`, never `connect`). And the HTTP/1.1 pool (`h1pool`): kept per
+//! serving thread, an idle connection the upstream closed is never a failure, an answer left
+//! unread closes its connection, requests leave in origin form with their `Host`.
 
 use bytes::Bytes;
 use http::Request;
@@ -122,4 +123,117 @@ async fn each_serving_thread_keeps_its_own_pool() {
     );
     let _ = finish.send(true);
     done.await.expect("the thread ended");
+}
+
+/// A keep-alive server (raw TCP) that answers each connection's first request with `{}` and
+/// then closes it, as an upstream does whose idle timeout is shorter than the pool's. Sends
+/// every request head it read on `heads`.
+async fn answer_once_then_close() -> (
+    std::net::SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (heads, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let heads = heads.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The head and the two-byte body `{}`.
+                while !got.ends_with(b"\r\n\r\n{}") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = heads.send(String::from_utf8_lossy(&got).into_owned());
+                let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                let _ = s.write_all(answer).await;
+                // Closed with no `connection: close`: the client learns it from the socket.
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// An idle pooled connection the upstream closed is never an attempt's failure: the next
+/// request goes out on a new connection. The request leaves in origin form with the `Host`
+/// the URI names (R1.2).
+#[tokio::test]
+async fn an_idle_connection_the_upstream_closed_is_not_a_failure() {
+    use http_body_util::BodyExt;
+    let (addr, mut heads) = answer_once_then_close().await;
+    let up = Upstream::new().unwrap();
+    for i in 0..40 {
+        let resp = up.send(post(addr)).await.unwrap_or_else(|e| {
+            panic!("request {i} failed with {e:?} on a closed idle connection")
+        });
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(&body[..], b"{}");
+        let head = heads.recv().await.expect("a head");
+        assert!(
+            head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("\r\nhost: {addr}\r\n")),
+            "{head}"
+        );
+        // Every other time the upstream's close reaches the pooled connection while it is
+        // idle; else the next request may find it closing as it is sent (given back unsent).
+        if i % 2 == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// An answer dropped before its end takes its connection with it: the next request never
+/// reads the rest of someone else's answer, it opens a new connection.
+#[tokio::test]
+async fn an_answer_left_unread_closes_its_connection() {
+    use http_body_util::BodyExt;
+    use std::sync::atomic::Ordering;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            // A body of two parts, the second a while after the first.
+            let svc = hyper::service::service_fn(|_req| async {
+                use futures_util::StreamExt;
+                let parts = futures_util::stream::iter([b"{\"a\":".as_slice(), b"1}".as_slice()])
+                    .then(|p| async move {
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                        Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(
+                            Bytes::from_static(p),
+                        ))
+                    });
+                Ok::<_, std::convert::Infallible>(http::Response::new(
+                    http_body_util::StreamBody::new(parts),
+                ))
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc),
+            );
+        }
+    });
+    let up = Upstream::new().unwrap();
+    let first = up.send(post(addr)).await.expect("answered");
+    drop(first);
+    let second = up.send(post(addr)).await.expect("answered");
+    let body = second.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(&body[..], b"{\"a\":1}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2, "a new connection");
+    // Read to its end, the second answer's connection serves the third request.
+    let third = up.send(post(addr)).await.expect("answered");
+    let _ = third.into_body().collect().await.expect("body");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2, "the pooled connection");
 }
