@@ -118,6 +118,10 @@ fn native_first(tiers: Tiers, native: Option<&dyn Fn(ChannelId) -> bool>) -> Tie
     let Some(native) = native else {
         return tiers;
     };
+    // Nothing to split when every candidate is native (the common case): no new tiers.
+    if tiers.iter().flatten().all(|c| native(c.0)) {
+        return tiers;
+    }
     let mut out = Vec::with_capacity(tiers.len());
     for tier in tiers {
         let (own, other): (Vec<_>, Vec<_>) = tier.into_iter().partition(|c| native(c.0));

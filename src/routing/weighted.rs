@@ -45,13 +45,21 @@ pub fn draw(weights: &[u64], rng: &mut fastrand::Rng) -> Option<usize> {
 
 /// A weighted random permutation of `0..weights.len()` (draw without replacement).
 pub fn weighted_order(weights: &[u64], rng: &mut fastrand::Rng) -> Vec<usize> {
+    if weights.len() == 1 {
+        // One candidate: the one draw (the random number is still taken, as below).
+        let _ = draw(weights, rng);
+        return vec![0];
+    }
+    // The indices not drawn yet and their weights, side by side: each draw removes one of
+    // each (three allocations per order, however many candidates).
     let mut left: Vec<usize> = (0..weights.len()).collect();
+    let mut remaining: Vec<u64> = weights.to_vec();
     let mut out = Vec::with_capacity(weights.len());
     while !left.is_empty() {
-        let remaining: Vec<u64> = left.iter().map(|&i| weights[i]).collect();
         let Some(pick) = draw(&remaining, rng) else {
             break;
         };
+        remaining.remove(pick);
         out.push(left.remove(pick));
     }
     out

@@ -4,8 +4,31 @@ use proptest::prelude::*;
 
 use super::weighted::{draw, effective_weights, weighted_order};
 
+/// The order as first written: the remaining weights rebuilt before every draw.
+fn reference_order(weights: &[u64], rng: &mut fastrand::Rng) -> Vec<usize> {
+    let mut left: Vec<usize> = (0..weights.len()).collect();
+    let mut out = Vec::new();
+    while !left.is_empty() {
+        let remaining: Vec<u64> = left.iter().map(|&i| weights[i]).collect();
+        let Some(pick) = draw(&remaining, rng) else {
+            break;
+        };
+        out.push(left.remove(pick));
+    }
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// `weighted_order` keeps its weights beside its indices instead of rebuilding them per
+    /// draw: the same order from the same seed, and the same random numbers taken.
+    #[test]
+    fn weighted_order_draws_as_the_reference(ws in prop::collection::vec(0u64..1000, 0..12), seed: u64) {
+        let (mut a, mut b) = (fastrand::Rng::with_seed(seed), fastrand::Rng::with_seed(seed));
+        prop_assert_eq!(weighted_order(&ws, &mut a), reference_order(&ws, &mut b));
+        prop_assert_eq!(a.u64(..), b.u64(..));
+    }
 
     #[test]
     fn weighted_order_is_a_permutation(ws in prop::collection::vec(0u64..1000, 0..12), seed: u64) {

@@ -35,7 +35,9 @@ struct Ctx {
     started: Instant,
     /// The normalised path, or `Err` when the raw path was refused.
     path: Result<String, path::PathError>,
-    raw_path: String,
+    /// The request's URI as received (its path is the raw path): shared with the request's
+    /// head, not copied.
+    raw_uri: http::Uri,
     format: ClientFormat,
     /// The authenticated client (shared, not copied: most requests never need its name here).
     client: Option<Arc<Client>>,
@@ -44,17 +46,18 @@ struct Ctx {
 
 /// Handle one client request. Never panics on request content; every failure is a response.
 pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
-    let raw_path = req.uri().path().to_string();
-    let path = path::normalise(&raw_path);
+    let raw_uri = req.uri().clone();
+    let raw_path = raw_uri.path();
+    let path = path::normalise(raw_path);
     let mut ctx = Ctx {
         request_id: request_id(req.headers()),
         started: Instant::now(),
         format: wire_format(
-            path.as_deref().unwrap_or(&raw_path),
+            path.as_deref().unwrap_or(raw_path),
             req.headers().contains_key("anthropic-version"),
         ),
         path,
-        raw_path,
+        raw_uri,
         client: None,
         model: None,
     };
@@ -68,7 +71,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
                     request_id: ctx.request_id.to_str().unwrap_or(""),
                     client: ctx.client.as_ref().map_or("", |c| c.name.as_str()),
                     model: ctx.model.as_deref().unwrap_or(""),
-                    path: ctx.path.as_deref().unwrap_or(&ctx.raw_path),
+                    path: ctx.path.as_deref().unwrap_or(ctx.raw_uri.path()),
                     status: e.status.as_u16(),
                     code: e.code,
                     started: ctx.started,
@@ -116,7 +119,11 @@ async fn route(
     }
     let anthropic = ctx.format == ClientFormat::Anthropic;
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    let model_id = ctx.raw_path.strip_prefix("/v1/models/").map(str::to_string);
+    let model_id = ctx
+        .raw_uri
+        .path()
+        .strip_prefix("/v1/models/")
+        .map(str::to_string);
     if let (true, Some(rest)) = (safe, model_id) {
         let snap = gw.snapshot();
         let client = authenticate(&snap, req.headers(), ctx)?;
