@@ -174,14 +174,16 @@ impl Drop for Session {
 }
 
 impl Open {
-    fn entry(&self, kind: LedgerKind, amount: i64) -> LedgerEntry {
-        LedgerEntry {
-            request_id: self.id.clone(),
-            client: self.client.clone(),
+    /// The session's last ledger entry: its id and client move into it (no copies).
+    fn into_entry(self, kind: LedgerKind, amount: i64) -> (Arc<Ledger>, LedgerEntry) {
+        let entry = LedgerEntry {
+            request_id: self.id,
+            client: self.client,
             kind,
             amount,
             ts_ms: now_ms(),
-        }
+        };
+        (self.ledger, entry)
     }
 
     fn settle(self, usage: &Usage) -> Closed {
@@ -202,22 +204,25 @@ impl Open {
         // A session that wrote no precharge and costs nothing leaves no trace; one admitted
         // offline has no precharge row, so its settle is the whole cost.
         let wrote_precharge = self.precharged > 0 && !self.offline;
+        self.ledger.count_charged(&self.client, actual);
         if wrote_precharge || actual > 0 {
             let amount = if self.offline { actual } else { delta };
-            self.ledger.send(self.entry(LedgerKind::Settle, amount));
+            let (ledger, entry) = self.into_entry(LedgerKind::Settle, amount);
+            ledger.send(entry);
         }
-        self.ledger.count_charged(&self.client, actual);
         Closed::Settled(actual)
     }
 
     fn refund(self) -> Closed {
         if self.precharged > 0 {
             self.account.refund(self.precharged);
-            if !self.offline {
-                self.ledger
-                    .send(self.entry(LedgerKind::Refund, self.precharged));
-            }
             self.ledger.count_refunded(&self.client, self.precharged);
+            let precharged = self.precharged;
+            if !self.offline {
+                let (ledger, entry) = self.into_entry(LedgerKind::Refund, precharged);
+                ledger.send(entry);
+            }
+            return Closed::Refunded(precharged);
         }
         Closed::Refunded(self.precharged)
     }

@@ -97,18 +97,24 @@ pub fn channel_headers(ch: &Channel, out: &mut HeaderMap) -> Result<(), String> 
     Ok(())
 }
 
-/// Copy the upstream's headers that may reach the client into `out`.
-pub fn to_client(upstream: &HeaderMap, out: &mut HeaderMap) {
-    let nominated = nominated(upstream);
-    for (name, value) in upstream {
-        let key = name.as_str();
-        let dropped = HOP_BY_HOP.contains(&key)
-            || UPSTREAM_DROPPED.contains(&key)
-            || nominated.iter().any(|t| t == key);
-        if !dropped {
-            out.append(name.clone(), value.clone());
-        }
+/// The upstream's headers, less those that may not reach the client: filtered in place (an
+/// answer usually loses two or three names; a copy of the rest cost two allocations).
+pub fn to_client(mut upstream: HeaderMap) -> HeaderMap {
+    let nominated = nominated(&upstream);
+    let dropped: smallvec::SmallVec<[HeaderName; 8]> = upstream
+        .keys()
+        .filter(|name| {
+            let key = name.as_str();
+            HOP_BY_HOP.contains(&key)
+                || UPSTREAM_DROPPED.contains(&key)
+                || nominated.iter().any(|t| t == key)
+        })
+        .cloned()
+        .collect();
+    for name in &dropped {
+        upstream.remove(name);
     }
+    upstream
 }
 
 /// `request-id`, which the Anthropic SDKs read as the request's id.
@@ -165,12 +171,13 @@ mod tests {
             ("x-ratelimit-remaining-requests", "9"),
             ("content-type", "application/json"),
         ]);
-        let mut out = HeaderMap::new();
-        to_client(&upstream, &mut out);
-        let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
+        let out = to_client(upstream);
+        let mut names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
+        names.sort_unstable();
         assert_eq!(
             names,
-            vec!["x-ratelimit-remaining-requests", "content-type"]
+            vec!["content-type", "x-ratelimit-remaining-requests"]
         );
+        assert_eq!(out.len(), 2, "every value of a dropped name goes");
     }
 }

@@ -12,7 +12,6 @@ use crate::affinity::StickyKey;
 use crate::config::model::Client;
 use crate::error::ClientFormat;
 use crate::routing::family::PathFamily;
-use crate::routing::table::Route;
 use crate::state::Snapshot;
 use crate::wire::dialect::StreamFormat;
 use crate::wire::request::Peek;
@@ -23,18 +22,19 @@ pub struct Context {
     /// The snapshot the request loaded once (Invariant: one snapshot per request).
     pub snap: Arc<Snapshot>,
     pub client: Arc<Client>,
-    /// (group, route) in the order groups are tried (R5).
-    pub routes: Vec<(String, Arc<Route>)>,
+    /// (group, route) in the order groups are tried (R5); the group by its position in the
+    /// client's groups ([`Context::group`]).
+    pub routes: crate::relay::intake::lookup::Routes,
     pub method: Method,
     /// The normalised path (`http::path::normalise`).
     pub path: String,
-    pub path_and_query: String,
+    /// The normalised path and the client's query, only when it sent one (see
+    /// [`Context::path_and_query`]: without a query that is `path`, not a copy).
+    pub with_query: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
     /// The JSON body's one parse, when it has one.
     pub peek: Option<Peek>,
-    /// The public model ("" when the request names none).
-    pub model: String,
     pub family: PathFamily,
     /// The caller's wire format (R1.4): errors are written in it.
     pub format: ClientFormat,
@@ -54,6 +54,26 @@ pub struct Context {
 }
 
 impl Context {
+    /// The name of the client's `i`-th group ("" past the end, which `entry` never makes).
+    pub fn group(&self, i: usize) -> &str {
+        crate::relay::intake::lookup::client_groups(&self.snap, &self.client)
+            .get(i)
+            .map_or("", String::as_str)
+    }
+
+    /// The public model, as the body's one parse read it ("" when the request names none).
+    pub fn model(&self) -> &str {
+        self.peek
+            .as_ref()
+            .and_then(|p| p.model.as_deref())
+            .unwrap_or("")
+    }
+
+    /// The normalised path and the client's query (`/v1/x?a=1`), as the upstream gets it.
+    pub fn path_and_query(&self) -> &str {
+        self.with_query.as_deref().unwrap_or(&self.path)
+    }
+
     /// The request id as text ("" if it is not valid UTF-8, which `entry` never makes).
     pub fn rid(&self) -> &str {
         self.request_id.to_str().unwrap_or("")

@@ -73,7 +73,7 @@ impl Trace {
         let operation = operation(cx.family);
         let mut request = vec![
             KeyValue::new("gen_ai.operation.name", operation),
-            KeyValue::new("gen_ai.request.model", cx.model.clone()),
+            KeyValue::new("gen_ai.request.model", cx.model().to_string()),
             KeyValue::new("gen_ai.request.stream", cx.wants_stream()),
         ];
         if ctx.sampled {

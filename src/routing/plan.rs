@@ -11,10 +11,12 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::latency::{p2c_order, Score};
 use super::policy::Decision;
 use super::table::{ChannelId, Route};
-use super::weighted::{draw, weighted_order};
+use super::weighted::{draw, weighted_order, Order};
 use crate::config::model::TierWalk;
 
 /// `PlanInput::score`: a candidate's moving score (R19.1).
@@ -82,13 +84,13 @@ struct Keys {
 /// The attempt order of one request.
 #[derive(Debug)]
 pub struct AttemptPlan {
-    slots: Vec<PlannedTarget>,
+    slots: Slots,
     next_slot: usize,
     max_steps: u32,
     steps: u32,
     current: Option<Step>,
     /// Key rotation per distinct planned channel (a few; a map cost a SipHash per request).
-    keys: Vec<(ChannelId, Keys)>,
+    keys: SmallVec<[(ChannelId, Keys); 2]>,
     /// Targets past the step cap, in order: a skipped target (`skip_current`) gives its
     /// attempt back, and the next of these takes it.
     spare: Vec<PlannedTarget>,
@@ -96,7 +98,12 @@ pub struct AttemptPlan {
     finished: bool,
 }
 
-type Tiers = Vec<Vec<(ChannelId, Arc<str>, u64)>>;
+/// A plan's containers hold a few entries: inline (no allocation per request) up to these
+/// sizes, on the heap past them.
+type Tier = SmallVec<[(ChannelId, Arc<str>, u64); 4]>;
+type Tiers = SmallVec<[Tier; 2]>;
+type Groups = SmallVec<[(usize, Tiers); 1]>;
+type Slots = SmallVec<[PlannedTarget; 2]>;
 
 fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId, &str) -> bool) -> Tiers {
     route
@@ -107,7 +114,7 @@ fn tiers_of(route: &Route, keep: &dyn Fn(ChannelId, &str) -> bool) -> Tiers {
                 .iter()
                 .filter(|c| keep(c.channel, &c.upstream_model))
                 .map(|c| (c.channel, c.upstream_model.clone(), c.weight))
-                .collect::<Vec<_>>()
+                .collect::<Tier>()
         })
         .filter(|t| !t.is_empty())
         .collect()
@@ -122,9 +129,9 @@ fn native_first(tiers: Tiers, native: Option<&dyn Fn(ChannelId) -> bool>) -> Tie
     if tiers.iter().flatten().all(|c| native(c.0)) {
         return tiers;
     }
-    let mut out = Vec::with_capacity(tiers.len());
+    let mut out = Tiers::with_capacity(tiers.len());
     for tier in tiers {
-        let (own, other): (Vec<_>, Vec<_>) = tier.into_iter().partition(|c| native(c.0));
+        let (own, other): (Tier, Tier) = tier.into_iter().partition(|c| native(c.0));
         out.extend([own, other].into_iter().filter(|t| !t.is_empty()));
     }
     out
@@ -147,17 +154,13 @@ fn scaled(mut tiers: Tiers, scale: Option<&dyn Fn(ChannelId) -> f64>) -> Tiers {
 }
 
 /// A tier's order: weighted, or by power of two choices over the scores (R19.1).
-fn order(
-    tier: &[(ChannelId, Arc<str>, u64)],
-    score: Scorer,
-    rng: &mut fastrand::Rng,
-) -> Vec<usize> {
-    let weights: Vec<u64> = tier.iter().map(|c| c.2).collect();
+fn order(tier: &[(ChannelId, Arc<str>, u64)], score: Scorer, rng: &mut fastrand::Rng) -> Order {
+    let weights: SmallVec<[u64; 8]> = tier.iter().map(|c| c.2).collect();
     match score {
         None => weighted_order(&weights, rng),
         Some(f) => {
             let scores: Vec<Option<Score>> = tier.iter().map(|c| f(c.0, &c.1)).collect();
-            p2c_order(&weights, &scores, rng)
+            Order::from_vec(p2c_order(&weights, &scores, rng))
         }
     }
 }
@@ -170,7 +173,7 @@ fn pick(
 ) -> PlannedTarget {
     let i = match score {
         None => {
-            let weights: Vec<u64> = tier.iter().map(|c| c.2).collect();
+            let weights: SmallVec<[u64; 8]> = tier.iter().map(|c| c.2).collect();
             draw(&weights, rng).unwrap_or(0)
         }
         Some(_) => order(tier, score, rng).first().copied().unwrap_or(0),
@@ -183,7 +186,7 @@ fn pick(
 }
 
 /// Move (or insert) the first visit of `preferred` to the front of `slots` (R8.3).
-fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], preferred: ChannelId) {
+fn prefer(slots: &mut Slots, groups: &[(usize, Tiers)], preferred: ChannelId) {
     if let Some(pos) = slots.iter().position(|s| s.channel == preferred) {
         let target = slots.remove(pos);
         slots.insert(0, target);
@@ -210,8 +213,8 @@ fn prefer(slots: &mut Vec<PlannedTarget>, groups: &[(usize, Tiers)], preferred: 
 
 /// The groups' tiers of available candidates; when none is available, every candidate
 /// (and `true`: the plan then fails fast on open breakers rather than answering "no channel").
-fn usable_groups(input: &PlanInput) -> (Vec<(usize, Tiers)>, bool) {
-    let tiers = |keep: &dyn Fn(ChannelId, &str) -> bool| -> Vec<(usize, Tiers)> {
+fn usable_groups(input: &PlanInput) -> (Groups, bool) {
+    let tiers = |keep: &dyn Fn(ChannelId, &str) -> bool| -> Groups {
         input
             .groups
             .iter()
@@ -234,12 +237,8 @@ fn usable_groups(input: &PlanInput) -> (Vec<(usize, Tiers)>, bool) {
 
 /// `tier_walk: exhaust` (R4.2): every candidate of a tier, in weighted order, before the
 /// next tier; each target once.
-fn exhaust(
-    groups: &[(usize, Tiers)],
-    score: Scorer,
-    rng: &mut fastrand::Rng,
-) -> Vec<PlannedTarget> {
-    let mut slots: Vec<PlannedTarget> = Vec::new();
+fn exhaust(groups: &[(usize, Tiers)], score: Scorer, rng: &mut fastrand::Rng) -> Slots {
+    let mut slots = Slots::new();
     for (g, tiers) in groups {
         for tier in tiers {
             for i in order(tier, score, rng) {
@@ -269,8 +268,8 @@ fn one_per_tier(
     cap: usize,
     score: Scorer,
     rng: &mut fastrand::Rng,
-) -> Vec<PlannedTarget> {
-    let mut slots = Vec::new();
+) -> Slots {
+    let mut slots = Slots::new();
     let n = groups.len();
     for (k, (g, tiers)) in groups.iter().enumerate() {
         for tier in tiers {
@@ -304,8 +303,12 @@ impl AttemptPlan {
         if let Some(p) = input.preferred {
             prefer(&mut slots, &groups, p);
         }
-        let spare = slots.split_off(cap.min(slots.len()));
-        let mut keys: Vec<(ChannelId, Keys)> = Vec::with_capacity(slots.len());
+        let spare: Vec<PlannedTarget> = if slots.len() > cap {
+            slots.drain(cap..).collect()
+        } else {
+            Vec::new()
+        };
+        let mut keys = SmallVec::<[(ChannelId, Keys); 2]>::new();
         for ch in slots.iter().chain(&spare).map(|s| s.channel) {
             if !keys.iter().any(|(c, _)| *c == ch) {
                 let count = (input.key_count)(ch).max(1);

@@ -8,6 +8,11 @@
 //! zero-weight rest) only once every positive-weight channel has been used
 //! up by [`weighted_order`]. This keeps "weight 0 = standby" meaningful.
 
+use smallvec::SmallVec;
+
+/// An order of a tier's candidates: inline up to 8 (a tier rarely has more), no allocation.
+pub type Order = SmallVec<[usize; 8]>;
+
 /// Effective draw weights for one tier (R3.3).
 pub fn effective_weights(raw: &[u32]) -> Vec<u64> {
     if raw.is_empty() {
@@ -44,17 +49,17 @@ pub fn draw(weights: &[u64], rng: &mut fastrand::Rng) -> Option<usize> {
 }
 
 /// A weighted random permutation of `0..weights.len()` (draw without replacement).
-pub fn weighted_order(weights: &[u64], rng: &mut fastrand::Rng) -> Vec<usize> {
+pub fn weighted_order(weights: &[u64], rng: &mut fastrand::Rng) -> Order {
     if weights.len() == 1 {
         // One candidate: the one draw (the random number is still taken, as below).
         let _ = draw(weights, rng);
-        return vec![0];
+        return smallvec::smallvec![0];
     }
     // The indices not drawn yet and their weights, side by side: each draw removes one of
-    // each (three allocations per order, however many candidates).
-    let mut left: Vec<usize> = (0..weights.len()).collect();
-    let mut remaining: Vec<u64> = weights.to_vec();
-    let mut out = Vec::with_capacity(weights.len());
+    // each (inline up to 8 candidates: no allocation).
+    let mut left: Order = (0..weights.len()).collect();
+    let mut remaining: SmallVec<[u64; 8]> = SmallVec::from_slice(weights);
+    let mut out = Order::with_capacity(weights.len());
     while !left.is_empty() {
         let Some(pick) = draw(&remaining, rng) else {
             break;
@@ -128,7 +133,7 @@ mod tests {
             let o = weighted_order(&w, &mut rng);
             let mut sorted = o.clone();
             sorted.sort_unstable();
-            assert_eq!(sorted, vec![0, 1, 2]);
+            assert_eq!(sorted.as_slice(), [0, 1, 2]);
             // the zero-weight standby always comes last
             assert_eq!(o[2], 2);
             if o[0] == 0 {

@@ -58,19 +58,29 @@ impl Idle {
     }
 }
 
+/// One upstream host's idle connections and its `Host` header value, built once (a clone
+/// shares its bytes).
+#[derive(Default)]
+struct Host {
+    conns: Vec<Idle>,
+    value: Option<HeaderValue>,
+}
+
 #[derive(Default)]
 struct Hosts {
-    idle: HashMap<Key, Vec<Idle>>,
+    /// By host; one lookup a request, with a fast seeded hash (the keys are the configured
+    /// upstream hosts, not client input).
+    idle: HashMap<Key, Host, foldhash::fast::RandomState>,
     swept: Option<Instant>,
 }
 
 impl Hosts {
     /// Drop every expired or closed connection and every host left with none.
     fn sweep(&mut self, now: Instant) {
-        for conns in self.idle.values_mut() {
-            conns.retain(|c| c.usable(now));
+        for host in self.idle.values_mut() {
+            host.conns.retain(|c| c.usable(now));
         }
-        self.idle.retain(|_, conns| !conns.is_empty());
+        self.idle.retain(|_, host| !host.conns.is_empty());
         self.swept = Some(now);
     }
 
@@ -116,27 +126,37 @@ impl H1Pool {
         }
     }
 
-    /// An idle connection to `key`'s host that can take a request now.
-    fn take(&self, key: &Key) -> Option<Sender> {
+    /// An idle connection to `key`'s host that can take a request now, and (`host`) the
+    /// host's `Host` header value.
+    fn take(&self, key: &Key, host: bool) -> (Option<Sender>, Option<HeaderValue>) {
         let now = Instant::now();
         let mut hosts = crate::lock::lock(&self.hosts);
         hosts.sweep_due(now);
-        let conns = hosts.idle.get_mut(key)?;
-        while let Some(c) = conns.pop() {
+        // A key clone is a reference count (its bytes are shared), cheaper than a second hash.
+        let entry = hosts.idle.entry(key.clone()).or_default();
+        let value = if host {
+            if entry.value.is_none() {
+                entry.value = host_value(&key.0, &key.1);
+            }
+            entry.value.clone()
+        } else {
+            None
+        };
+        while let Some(c) = entry.conns.pop() {
             if c.usable(now) && c.tx.is_ready() {
-                return Some(c.tx);
+                return (Some(c.tx), value);
             }
         }
-        None
+        (None, value)
     }
 
     fn put(&self, key: Key, tx: Sender) {
         let now = Instant::now();
         let mut hosts = crate::lock::lock(&self.hosts);
         hosts.sweep_due(now);
-        let conns = hosts.idle.entry(key).or_default();
-        if conns.len() < MAX_IDLE_PER_HOST {
-            conns.push(Idle { tx, since: now });
+        let host = hosts.idle.entry(key).or_default();
+        if host.conns.len() < MAX_IDLE_PER_HOST {
+            host.conns.push(Idle { tx, since: now });
         }
     }
 
@@ -151,11 +171,16 @@ impl H1Pool {
         let (Some(scheme), Some(authority)) = (parts.scheme.take(), parts.authority.take()) else {
             return Err(TransportKind::Connect);
         };
-        set_host(&mut req, &scheme, &authority);
         *req.uri_mut() = origin_form(parts.path_and_query.take());
         let key = Key(scheme, authority);
+        let mut wants_host = !req.headers().contains_key(http::header::HOST);
         loop {
-            let (mut tx, reused) = match self.take(&key) {
+            let (idle, host) = self.take(&key, wants_host);
+            if let Some(v) = host {
+                req.headers_mut().insert(http::header::HOST, v);
+                wants_host = false;
+            }
+            let (mut tx, reused) = match idle {
                 Some(tx) => (tx, true),
                 None => (self.dial(&key).await?, false),
             };
@@ -202,20 +227,15 @@ impl H1Pool {
     }
 }
 
-/// `Host` from the URI when the request has none: the host, and the port unless it is the
-/// scheme's default.
-fn set_host(req: &mut Request<UpstreamBody>, scheme: &Scheme, authority: &Authority) {
-    if req.headers().contains_key(http::header::HOST) {
-        return;
-    }
+/// The `Host` a request to this URI sends: the host, and the port unless it is the scheme's
+/// default.
+pub(super) fn host_value(scheme: &Scheme, authority: &Authority) -> Option<HeaderValue> {
     let default_port = if *scheme == Scheme::HTTPS { 443 } else { 80 };
     let value = match authority.port_u16() {
         Some(p) if p != default_port => HeaderValue::from_str(&format!("{}:{p}", authority.host())),
         _ => HeaderValue::from_str(authority.host()),
     };
-    if let Ok(v) = value {
-        req.headers_mut().insert(http::header::HOST, v);
-    }
+    value.ok()
 }
 
 /// The request target an origin server expects: the path and query only.

@@ -237,3 +237,29 @@ async fn an_answer_left_unread_closes_its_connection() {
     let _ = third.into_body().collect().await.expect("body");
     assert_eq!(accepted.load(Ordering::SeqCst), 2, "the pooled connection");
 }
+
+/// `Host` names the port only when it is not the scheme's default.
+#[test]
+fn host_values_omit_default_ports() {
+    use http::uri::{Authority, Scheme};
+    let value = |scheme: Scheme, authority: &str| {
+        h1pool::host_value(&scheme, &Authority::try_from(authority).unwrap())
+    };
+    assert_eq!(
+        value(Scheme::HTTPS, "api.example:443").unwrap(),
+        "api.example"
+    );
+    assert_eq!(
+        value(Scheme::HTTP, "api.example:80").unwrap(),
+        "api.example"
+    );
+    assert_eq!(
+        value(Scheme::HTTP, "api.example:443").unwrap(),
+        "api.example:443"
+    );
+    assert_eq!(
+        value(Scheme::HTTPS, "127.0.0.1:8443").unwrap(),
+        "127.0.0.1:8443"
+    );
+    assert_eq!(value(Scheme::HTTPS, "api.example").unwrap(), "api.example");
+}

@@ -2,7 +2,7 @@
 //! (`span_of`), replacing it (`splice`) and inserting a member first (`insert_first`).
 //! Everything outside the edited span is kept byte for byte (R1.3).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::value::RawValue;
 
 /// Byte range of `raw` within `body` (`raw` was borrowed from `body` by one parse).
@@ -37,7 +37,8 @@ pub fn key_before(body: &[u8], value_start: usize, name: &str) -> Option<(usize,
 pub fn splice_all(body: &Bytes, edits: &mut [((usize, usize), &[u8])]) -> Bytes {
     edits.sort_unstable_by_key(|(span, _)| span.0);
     let grow: usize = edits.iter().map(|(_, r)| r.len()).sum();
-    let mut out = BytesMut::with_capacity(body.len() + grow);
+    let cut: usize = edits.iter().map(|((s, e), _)| e.saturating_sub(*s)).sum();
+    let mut out = Vec::with_capacity((body.len() + grow).saturating_sub(cut));
     let mut at = 0;
     for ((start, end), replacement) in edits.iter() {
         out.extend_from_slice(&body[at..*start]);
@@ -45,28 +46,21 @@ pub fn splice_all(body: &Bytes, edits: &mut [((usize, usize), &[u8])]) -> Bytes 
         at = *end;
     }
     out.extend_from_slice(&body[at..]);
-    out.freeze()
+    exact(out)
 }
 
 /// Replace the bytes of `span` with `replacement`; everything else is kept byte for byte.
 pub fn splice(body: &Bytes, span: (usize, usize), replacement: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(body.len() + replacement.len());
-    out.extend_from_slice(&body[..span.0]);
-    out.extend_from_slice(replacement);
-    out.extend_from_slice(&body[span.1..]);
-    out.freeze()
+    splice_all(body, &mut [(span, replacement)])
 }
 
 /// Insert `"name":value` as the first member of the top-level object.
 pub fn insert_first(body: &Bytes, member: &str) -> Bytes {
-    insert_first_with(body, member.len(), |out| {
-        out.extend_from_slice(member.as_bytes())
-    })
+    insert_first_bytes(body, member.as_bytes())
 }
 
-/// [`insert_first`] of the member `write` writes straight into the new body (no string of
-/// its own); the body is sized for a member of about `len` bytes.
-pub fn insert_first_with(body: &Bytes, len: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+/// [`insert_first`] of a member given as bytes (e.g. written into a buffer on the stack).
+pub fn insert_first_bytes(body: &Bytes, member: &[u8]) -> Bytes {
     let Some(open) = body.iter().position(|&c| c == b'{') else {
         return body.clone();
     };
@@ -74,14 +68,20 @@ pub fn insert_first_with(body: &Bytes, len: usize, write: impl FnOnce(&mut Bytes
         .iter()
         .find(|c| !c.is_ascii_whitespace())
         .is_some_and(|&c| c == b'}');
-    let mut out = BytesMut::with_capacity(body.len() + len + 1);
+    let comma: &[u8] = if rest_empty { b"" } else { b"," };
+    let mut out = Vec::with_capacity(body.len() + member.len() + comma.len());
     out.extend_from_slice(&body[..=open]);
-    write(&mut out);
-    if !rest_empty {
-        out.extend_from_slice(b",");
-    }
+    out.extend_from_slice(member);
+    out.extend_from_slice(comma);
     out.extend_from_slice(&body[open + 1..]);
-    out.freeze()
+    exact(out)
+}
+
+/// A new body as `Bytes`. Built to its exact length, its buffer becomes the `Bytes` as is;
+/// a spare capacity would cost `Bytes` a second allocation (its shared header).
+fn exact(out: Vec<u8>) -> Bytes {
+    debug_assert_eq!(out.len(), out.capacity());
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ impl Walk<'_> {
                     },
                 };
                 let body = stream::commit(primed, times, Box::new(obs), resumer);
-                respond(status, &headers, body, cfg.debug_headers, &route)
+                respond(status, headers, body, cfg.debug_headers, &route)
             }
             Answer::Passthrough {
                 status,
@@ -64,7 +64,7 @@ impl Walk<'_> {
             } => {
                 let obs = LogObserver::new(fin, st.clone(), model, status);
                 let body = passthrough::commit(head, body, idle, Box::new(obs));
-                respond(status, &headers, body, cfg.debug_headers, &route)
+                respond(status, headers, body, cfg.debug_headers, &route)
             }
             Answer::Full {
                 status,
@@ -83,7 +83,7 @@ impl Walk<'_> {
                 }
                 fin.done(st, model, status, usage, None);
                 let body = ResponseBody::full(body);
-                respond(status, &headers, body, cfg.debug_headers, &route)
+                respond(status, headers, body, cfg.debug_headers, &route)
             }
         }
     }

@@ -67,9 +67,9 @@ impl Finish {
             group: job
                 .routes
                 .first()
-                .map(|(g, _)| g.clone())
+                .map(|(g, _)| job.group(*g).to_string())
                 .unwrap_or_default(),
-            public_model: job.model.clone(),
+            public_model: job.model().to_string(),
             path: job.path.clone(),
             stream: job.wants_stream(),
             upstream_model: String::new(),

@@ -29,7 +29,7 @@ pub fn failure_response(last: LastFailure, job: &Context) -> Resp {
     let snap = &job.snap;
     match last {
         LastFailure::None => {
-            error_response(&GatewayError::no_channel_available(&job.model), job.format)
+            error_response(&GatewayError::no_channel_available(job.model()), job.format)
         }
         LastFailure::Gateway(e) => error_response(&e, job.format),
         LastFailure::Upstream {
@@ -46,7 +46,7 @@ pub fn failure_response(last: LastFailure, job: &Context) -> Resp {
             let text = String::from_utf8_lossy(&body);
             let clean = Bytes::from(scrub(&text, &secrets));
             let st = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            respond(st.as_u16(), &headers, ResponseBody::full(clean), false, "")
+            respond(st.as_u16(), headers, ResponseBody::full(clean), false, "")
         }
     }
 }
@@ -60,10 +60,10 @@ pub fn transport_error(k: TransportKind) -> GatewayError {
     }
 }
 
-pub fn respond(status: u16, up: &HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
+pub fn respond(status: u16, up: HeaderMap, body: ResponseBody, debug: bool, route: &str) -> Resp {
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    crate::http::headers::to_client(up, response.headers_mut());
+    *response.headers_mut() = crate::http::headers::to_client(up);
     if !response.headers().contains_key(header::CONTENT_TYPE) {
         response.headers_mut().insert(
             header::CONTENT_TYPE,

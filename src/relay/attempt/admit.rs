@@ -63,7 +63,7 @@ pub async fn admit(gw: &Gateway, cx: &Context, fin: &mut Finish) -> Result<(), R
     let pricing = &cx.snap.table.config.pricing;
     let session = gw
         .billing
-        .begin(&cx.client, pricing, &cx.model, estimate, cx.rid())
+        .begin(&cx.client, pricing, cx.model(), estimate, cx.rid())
         .await;
     match session {
         Ok(s) => {

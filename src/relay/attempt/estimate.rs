@@ -2,8 +2,6 @@
 //! the token limits' reservation, and the output limit the upstream is told when a client's
 //! estimate moves money or tokens. Read by admission, the plan's key limits and the exchange.
 
-use std::fmt::Write as _;
-
 use bytes::Bytes;
 
 use crate::billing::price;
@@ -19,7 +17,7 @@ pub fn estimate(cx: &Context) -> price::Estimate {
             .peek
             .as_ref()
             .and_then(|p| p.completion_hint)
-            .unwrap_or_else(|| price::default_output(cx.snap.table.config.pricing.get(&cx.model))),
+            .unwrap_or_else(|| price::default_output(cx.snap.table.config.pricing.get(cx.model()))),
     }
 }
 
@@ -36,7 +34,7 @@ pub fn output_bound(cx: &Context) -> Option<(&'static str, u64)> {
     if cx.peek.as_ref()?.completion_hint.is_some() {
         return None;
     }
-    let price = cx.snap.table.config.pricing.get(&cx.model);
+    let price = cx.snap.table.config.pricing.get(cx.model());
     let precharged = cx.client.quota.is_some() && !cx.client.trusted && price.is_some();
     if !precharged && cx.client.limits.tpm == 0 {
         return None;
@@ -45,23 +43,33 @@ pub fn output_bound(cx: &Context) -> Option<(&'static str, u64)> {
 }
 
 /// `body` with [`output_bound`]'s limit added as its first member, when `cx` needs one
-/// (the one hook where the upstream body is built, `exchange::prepare`). A Chat Completions
-/// request gets it under `chat_field()`: the output-limit field its channel takes
-/// (`compat::chat_output_field`), asked only when a bound is added.
-pub fn bound_output(cx: &Context, body: Bytes, chat_field: impl FnOnce() -> &'static str) -> Bytes {
-    match output_bound(cx) {
-        Some((field, n)) => {
-            let field = match cx.family {
-                PathFamily::Chat => chat_field(),
-                _ => field,
-            };
-            // Written straight into the new body: `"field":n` (a u64 has at most 20 digits).
-            crate::wire::json::insert_first_with(&body, field.len() + 23, |out| {
-                let _ = write!(out, "\"{field}\":{n}");
-            })
-        }
-        None => body,
-    }
+/// (`None`: it needs none, and the body goes as it is); the one hook where the upstream body
+/// is built, `exchange::prepare`. A Chat Completions request gets it under `chat_field()`:
+/// the output-limit field its channel takes (`compat::chat_output_field`), asked only when
+/// a bound is added.
+pub fn bound_output(
+    cx: &Context,
+    body: &Bytes,
+    chat_field: impl FnOnce() -> &'static str,
+) -> Option<Bytes> {
+    let (field, n) = output_bound(cx)?;
+    let field = match cx.family {
+        PathFamily::Chat => chat_field(),
+        _ => field,
+    };
+    // `"field":n` written on the stack (the field names are short, a u64 has at most 20
+    // digits), then the new body in one allocation.
+    let mut member = [0u8; 96];
+    let mut w = &mut member[..];
+    Some(
+        match std::io::Write::write_fmt(&mut w, format_args!("\"{field}\":{n}")) {
+            Ok(()) => {
+                let len = 96 - w.len();
+                crate::wire::json::insert_first_bytes(body, &member[..len])
+            }
+            Err(_) => crate::wire::json::insert_first(body, &format!("\"{field}\":{n}")),
+        },
+    )
 }
 
 /// [`estimate`] as tokens (prompt estimate + `max_tokens`).

@@ -235,12 +235,18 @@ struct Translation {
 
 /// The client's body with `model` rewritten to the upstream model and, sent natively on a
 /// channel that takes `max_completion_tokens`, its `max_tokens` key renamed: both at the spans
-/// the request's one parse found, in one copy (none when nothing changes). `true` when the
-/// `max_tokens` question is settled here (`compat::native_body` need not read the body for
-/// it).
-fn edited(cx: &Context, step: &Step, ch: &Channel, model: &str, native: bool) -> (Bytes, bool) {
+/// the request's one parse found, in one copy (`None` when nothing changes: the client's
+/// body as it is). `true` when the `max_tokens` question is settled here
+/// (`compat::native_body` need not read the body for it).
+fn edited(
+    cx: &Context,
+    step: &Step,
+    ch: &Channel,
+    model: &str,
+    native: bool,
+) -> (Option<Bytes>, bool) {
     let Some(p) = &cx.peek else {
-        return (cx.body.clone(), false);
+        return (None, false);
     };
     let model_edit = match &*step.upstream_model {
         "" => None,
@@ -261,10 +267,7 @@ fn edited(cx: &Context, step: &Step, ch: &Channel, model: &str, native: bool) ->
         Some(Ok(None)) => true,
         Some(Err(())) | None => false,
     };
-    let body = match n {
-        0 => cx.body.clone(),
-        _ => json::splice_all(&cx.body, &mut edits[..n]),
-    };
+    let body = (n > 0).then(|| json::splice_all(&cx.body, &mut edits[..n]));
     (body, renamed)
 }
 
@@ -278,16 +281,22 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
     let st = &cx.snap.states[step.channel];
     let translator = translated::of_attempt(cx.family, ch, st, Instant::now());
     let model = match &*step.upstream_model {
-        "" => cx.model.as_str(),
+        "" => cx.model(),
         m => m,
     };
     let (body, renamed) = edited(cx, step, ch, model, translator.is_none());
     // The output bound is written under the field this channel takes, so the native
     // rewrite below has nothing to rename (and never parses the body again).
-    let body = crate::relay::attempt::estimate::bound_output(cx, body, || match translator {
-        None => crate::relay::attempt::compat::chat_output_field(ch, model),
-        Some(_) => "max_tokens",
-    });
+    let bounded = crate::relay::attempt::estimate::bound_output(
+        cx,
+        body.as_ref().unwrap_or(&cx.body),
+        || match translator {
+            None => crate::relay::attempt::compat::chat_output_field(ch, model),
+            Some(_) => "max_tokens",
+        },
+    );
+    // The client's body is shared (cloned) only when it goes out unchanged.
+    let body = bounded.or(body).unwrap_or_else(|| cx.body.clone());
     let body = match translator {
         None if !renamed => crate::relay::attempt::compat::native_body(cx.family, ch, model, body),
         _ => body,
@@ -301,7 +310,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         cx.peek.as_ref(),
         body,
     );
-    let (mut path, mut stream, mut tr) = (cx.path_and_query.as_str(), plan.upstream_stream, None);
+    let (mut path, mut stream, mut tr) = (cx.path_and_query(), plan.upstream_stream, None);
     if let Some(translator) = translator {
         let prepared = translator
             .request(&plan.body, model, ch)
@@ -324,7 +333,8 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
             api_version: "",
         },
         client_headers: &cx.headers,
-        body: plan.body.clone(),
+        // The plan's body is not read again: moved, not shared (a share costs an allocation).
+        body: std::mem::take(&mut plan.body),
         idempotency_key: g.idempotency_key.as_ref(),
         traceparent: g.traceparent.as_ref(),
         request_id: &cx.request_id,

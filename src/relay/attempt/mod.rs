@@ -604,7 +604,7 @@ impl<'a> Walk<'a> {
         let gateway = |e| Some(LastFailure::Gateway(e));
         if admission == Admission::Refused {
             return if self.cx.snap.states[step.channel].is_disabled() {
-                gateway(GatewayError::no_channel_available(&self.cx.model))
+                gateway(GatewayError::no_channel_available(self.cx.model()))
             } else {
                 gateway(GatewayError::breaker_open(&ch.name))
             };

@@ -29,10 +29,10 @@ pub struct Planned {
 pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rng) -> Planned {
     let snap = &cx.snap;
     let cfg = &snap.table.config;
-    let routes: Vec<(&str, &Route)> = cx
+    let routes: smallvec::SmallVec<[(&str, &Route); 2]> = cx
         .routes
         .iter()
-        .map(|(g, r)| (g.as_str(), r.as_ref()))
+        .map(|(g, r)| (cx.group(*g), r.as_ref()))
         .collect();
     let candidates = routes
         .iter()

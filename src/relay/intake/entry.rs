@@ -24,7 +24,6 @@ use crate::relay::intake::local;
 use crate::relay::intake::lookup::{self, Wanted};
 use crate::relay::intake::task;
 use crate::routing::family::{family_of, valid_idempotency_key, PathFamily};
-use crate::routing::table::Route;
 use crate::state::Snapshot;
 use crate::wire::dialect::StreamFormat;
 use crate::wire::request::{self, Peek};
@@ -131,7 +130,12 @@ async fn route(
         ctx.model = Some(id.clone());
         return local::model(&snap, &client, &id, anthropic);
     }
-    let path = ctx.path.clone().map_err(GatewayError::invalid_path)?;
+    // The normalised path stays in `ctx` (a refused request's record names it) until the
+    // request's context takes it: read here, not copied.
+    let path = ctx
+        .path
+        .as_deref()
+        .map_err(|e| GatewayError::invalid_path(e))?;
     if path == "/" && req.method() == Method::HEAD {
         return Ok(local::head_root());
     }
@@ -143,12 +147,13 @@ async fn route(
             format!("no such endpoint `{path}`; the API lives under /v1/"),
         ));
     }
+    let models = path == "/v1/models";
     let snap = gw.snapshot();
     let client = authenticate(&snap, req.headers(), ctx)?;
-    if path == "/v1/models" && safe {
+    if models && safe {
         return Ok(local::models(&snap, &client, anthropic));
     }
-    relay(gw, snap, client, req, path, ctx).await
+    relay(gw, snap, client, req, ctx).await
 }
 
 fn authenticate(
@@ -167,36 +172,41 @@ async fn relay(
     snap: Arc<Snapshot>,
     client: Arc<Client>,
     req: Request<Incoming>,
-    path: String,
     ctx: &mut Ctx,
 ) -> Result<Resp, GatewayError> {
     let limit = snap.table.config.limits.max_body_bytes;
+    let path = ctx.path.as_deref().unwrap_or("");
     let intake = Intake::read(req, path, limit).await?;
-    ctx.model = intake.model().map(str::to_string);
-    let family = family_of(&intake.path, &intake.parts.method);
+    let family = family_of(intake.path, &intake.parts.method);
     let (routes, is_task) = match routes(gw, &snap, &client, family, &intake).await {
         Err(e) if counts_locally(&snap, &client, family, &intake, &e) => {
             return Ok(local::count_tokens(&intake.body));
         }
-        r => r?,
+        Err(e) => {
+            // Refused here: the request's log line and record name its model. Past this
+            // point the model is read from the body's parse (`Context::model`), not copied.
+            ctx.model = intake.model().map(str::to_string);
+            return Err(e);
+        }
+        Ok(r) => r,
     };
     let sticky = crate::affinity::sticky_key(&crate::affinity::KeyInput {
         affinity: &snap.table.config.affinity,
         group: &client.group,
         model: intake.model().unwrap_or(""),
-        path: &intake.path,
+        path: intake.path,
         client: &client.name,
         headers: &intake.parts.headers,
         body: intake.json.then_some(&intake.body[..]),
         top: intake.peek.as_ref().map(|p| &p.top),
     });
     let Intake {
-        parts,
-        path,
-        body,
-        peek,
-        ..
+        parts, body, peek, ..
     } = intake;
+    let with_query = parts.uri.query().map(|q| format!("{path}?{q}"));
+    let stream_format = StreamFormat::of_path(path);
+    // The request's context takes the path: from here nothing is refused through `ctx`.
+    let path = std::mem::replace(&mut ctx.path, Ok(String::new())).unwrap_or_default();
     // R20.1: each attempt sends its own span as the upstream's `traceparent`.
     let trace = gw
         .request_metrics
@@ -204,15 +214,9 @@ async fn relay(
         .get()
         .map(|t| crate::telemetry::otlp::TraceCtx::of(&parts.headers, t.sample_ratio));
     let cx = Context {
-        path_and_query: match parts.uri.query() {
-            Some(q) => format!("{path}?{q}"),
-            None => path.clone(),
-        },
+        with_query,
         idempotency_key: idempotency_key(&parts.headers),
-        stream_format: StreamFormat::of_path(&path),
-        // From here the request is answered and logged by `attempt::run`, never through
-        // `ctx`: its model moves into the request's context.
-        model: ctx.model.take().unwrap_or_default(),
+        stream_format,
         snap,
         client,
         routes,
@@ -235,21 +239,22 @@ async fn relay(
 
 /// The request as read: its head, its normalised path, its body (within the limit) and the
 /// body's one parse when it is JSON.
-struct Intake {
+struct Intake<'a> {
     parts: http::request::Parts,
-    path: String,
+    /// Borrowed from the request's `Ctx` (which keeps it for a refusal's record).
+    path: &'a str,
     body: Bytes,
     /// A JSON body (POST, not empty, a JSON content type or none).
     json: bool,
     peek: Option<Peek>,
 }
 
-impl Intake {
+impl<'a> Intake<'a> {
     async fn read(
         req: Request<Incoming>,
-        path: String,
+        path: &'a str,
         limit: u64,
-    ) -> Result<Intake, GatewayError> {
+    ) -> Result<Intake<'a>, GatewayError> {
         let (parts, body) = req.into_parts();
         let declared = parts
             .headers
@@ -284,20 +289,20 @@ async fn routes(
     snap: &Snapshot,
     client: &Client,
     family: PathFamily,
-    i: &Intake,
-) -> Result<(Vec<(String, Arc<Route>)>, bool), GatewayError> {
+    i: &Intake<'_>,
+) -> Result<(lookup::Routes, bool), GatewayError> {
     let groups = lookup::client_groups(snap, client);
     let method = &i.parts.method;
-    let task = task::facts(gw, snap, method, &i.path, &client.name, groups).await?;
+    let task = task::facts(gw, snap, method, i.path, &client.name, groups).await?;
     let routes = match task.locked {
-        Some(locked) => vec![locked],
+        Some(locked) => smallvec::smallvec![locked],
         None => lookup::routes(
             snap,
             groups,
             &Wanted {
                 family,
                 model: i.model(),
-                path: &i.path,
+                path: i.path,
                 json: i.json,
                 task_path: task.is_task,
             },
@@ -313,7 +318,7 @@ fn counts_locally(
     snap: &Snapshot,
     client: &Client,
     family: PathFamily,
-    i: &Intake,
+    i: &Intake<'_>,
     e: &GatewayError,
 ) -> bool {
     if family != PathFamily::TokenCount || !i.path.contains("count_tokens") {
@@ -362,7 +367,10 @@ fn request_id(headers: &http::HeaderMap) -> HeaderValue {
     for (k, d) in id[4..].iter_mut().enumerate() {
         *d = b"0123456789abcdef"[((bits >> (124 - 4 * k)) & 0xf) as usize];
     }
-    HeaderValue::from_bytes(&id).unwrap_or(HeaderValue::from_static("req_unknown"))
+    // One allocation holding the id; its clones (the context's, the answer's header, the
+    // upstream's `x-request-id`) share it (a copied `Vec` would allocate again when cloned).
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(id))
+        .unwrap_or(HeaderValue::from_static("req_unknown"))
 }
 
 /// The client listener serves the gateway through this entry point.

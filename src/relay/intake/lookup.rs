@@ -13,6 +13,10 @@ use crate::routing::pair;
 use crate::routing::table::{Route, Tier};
 use crate::state::Snapshot;
 
+/// The routes a request may use, in group order: (the group's position in
+/// [`client_groups`], its route). Inline for one or two groups (no allocation per request).
+pub type Routes = smallvec::SmallVec<[(usize, Arc<Route>); 2]>;
+
 /// The groups a client's requests may use, in order (R5.1): the `auto_groups` for
 /// `group: auto`, else its one group; borrowed from the table or the client (no allocation
 /// per request).
@@ -37,14 +41,10 @@ pub struct Wanted<'a> {
 }
 
 /// (group, route) for each group that can serve the request, in group order.
-pub fn routes(
-    snap: &Snapshot,
-    groups: &[String],
-    w: &Wanted<'_>,
-) -> Result<Vec<(String, Arc<Route>)>, GatewayError> {
+pub fn routes(snap: &Snapshot, groups: &[String], w: &Wanted<'_>) -> Result<Routes, GatewayError> {
     let by_model = w.family.routed_by_model() || w.task_path;
-    let mut out = Vec::new();
-    for g in groups {
+    let mut out = Routes::new();
+    for (i, g) in groups.iter().enumerate() {
         let declared = snap.table.paths.get(pair::key(&(g.as_str(), w.path)));
         let model_route = || {
             w.model
@@ -60,7 +60,7 @@ pub fn routes(
             })
         };
         if let Some(r) = found.and_then(|r| servable(snap, w, r)) {
-            out.push((g.clone(), r));
+            out.push((i, r));
         }
     }
     if !out.is_empty() {

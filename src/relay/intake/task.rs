@@ -61,7 +61,7 @@ pub struct TaskFacts {
     /// Classify with the task rule (R10.5).
     pub is_task: bool,
     /// A follow-up's only route: (group, route holding the locked channel).
-    pub locked: Option<(String, Arc<Route>)>,
+    pub locked: Option<(usize, Arc<Route>)>,
 }
 
 /// Is `path` a task call under one of `prefixes` (`tasks.paths`, no trailing `/`)?
@@ -202,17 +202,17 @@ pub fn locked_route(
     snap: &Snapshot,
     channels: &[String],
     groups: &[String],
-) -> Option<(String, Arc<Route>)> {
+) -> Option<(usize, Arc<Route>)> {
     let chans = &snap.table.channels;
-    let usable: Vec<(usize, &String)> = channels
+    let usable: Vec<(usize, usize)> = channels
         .iter()
         .filter_map(|name| {
             let id = chans.iter().position(|c| &c.name == name)?;
-            let group = groups.iter().find(|g| chans[id].groups.contains(g))?;
+            let group = groups.iter().position(|g| chans[id].groups.contains(g))?;
             Some((id, group))
         })
         .collect();
-    let group = usable.first()?.1.clone();
+    let group = usable.first()?.1;
     let n = usable.len() as i64;
     let tiers = usable
         .iter()

@@ -281,8 +281,27 @@ const INSERT_REQUEST: &str = "INSERT INTO request_log (id, ts_ms, client, grp, p
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
     ?19, ?20, ?21, ?22)";
 
+thread_local! {
+    /// The `attempts` JSON of the row being inserted: one buffer for the writer thread's
+    /// life (SQLite copies a bound text), not a new string per row.
+    static ATTEMPTS_JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 fn insert_request(st: &mut CachedStatement<'_>, record: &RequestRecord) -> Result<(), StoreError> {
-    let attempts = serde_json::to_string(&record.attempts)?;
+    ATTEMPTS_JSON.with_borrow_mut(|buf| {
+        buf.clear();
+        serde_json::to_writer(&mut *buf, &record.attempts)?;
+        // serde_json writes UTF-8; the check is a scan, never a failure.
+        let attempts = std::str::from_utf8(buf).unwrap_or("[]");
+        insert_row(st, record, attempts)
+    })
+}
+
+fn insert_row(
+    st: &mut CachedStatement<'_>,
+    record: &RequestRecord,
+    attempts: &str,
+) -> Result<(), StoreError> {
     st.execute(params![
         record.id,
         record.ts_ms,
