@@ -103,7 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let client = format!("bench-{}", i % 64);
         let e = LedgerEntry {
             request_id: format!("par-{run}-64-{}-{i}", "64 clients, batched".len()),
-            client,
+            client: client.into(),
             kind: LedgerKind::Settle,
             amount: 0,
             ts_ms: now_ms(),

@@ -88,7 +88,7 @@ pub(crate) fn channel_view(
 /// `GET /admin/clients/{name}`.
 pub fn client(gw: &Gateway, name: &str) -> Resp {
     let snap = gw.snapshot();
-    let Some(c) = snap.table.clients.iter().find(|c| c.name == name) else {
+    let Some(c) = snap.table.clients.iter().find(|c| &*c.name == name) else {
         return error_response(
             &GatewayError::new(
                 StatusCode::NOT_FOUND,
@@ -183,7 +183,7 @@ pub fn explain(gw: &Gateway, q: &HashMap<String, String>) -> Resp {
             ids.dedup();
             v["keys_held_back"] = json!(held_back_view(gw, &snap, &ids));
             if let (Some(key), Some(c)) = (q.get("key"), q.get("client")) {
-                let group = snap.table.clients.iter().find(|x| &x.name == c);
+                let group = snap.table.clients.iter().find(|x| *x.name == **c);
                 let model = q.get("model").map_or("", String::as_str);
                 if let Some(cl) = group {
                     v["affinity"] =
@@ -214,9 +214,9 @@ pub fn explain_value(
         .table
         .clients
         .iter()
-        .find(|c| c.name == client)
+        .find(|c| &*c.name == client)
         .ok_or_else(|| format!("no client named `{client}`"))?;
-    let groups = if c.group == "auto" {
+    let groups = if &*c.group == "auto" {
         snap.table.config.auto_groups.clone()
     } else {
         vec![c.group.clone()]
@@ -250,12 +250,12 @@ pub fn explain_value(
 type Patterns = Vec<(usize, Arc<str>)>;
 
 /// (group, route) of each group that serves the request.
-type Routes = Vec<(String, Arc<Route>)>;
+type Routes = Vec<(Arc<str>, Arc<Route>)>;
 
 /// The route of each group for `model` (or `path`), and the candidates matched by pattern.
 fn explain_routes(
     snap: &Snapshot,
-    groups: &[String],
+    groups: &[Arc<str>],
     model: Option<&str>,
     path: Option<&str>,
 ) -> Result<(Routes, Patterns), String> {
@@ -272,7 +272,7 @@ fn explain_routes(
             (None, Some(p)) => snap
                 .table
                 .paths
-                .get(crate::routing::pair::key(&(g.as_str(), p)))
+                .get(crate::routing::pair::key(&(&**g, p)))
                 .cloned(),
             (None, None) => return Err("`model` or `path` is required".into()),
         };
@@ -378,13 +378,10 @@ fn probe_view(
 /// One attempt order the plan could give if every attempt failed over.
 fn sample_order(
     snap: &Snapshot,
-    routes: &[(String, Arc<Route>)],
+    routes: &[(Arc<str>, Arc<Route>)],
     cross_group_retry: bool,
 ) -> Vec<Value> {
-    let refs: Vec<(&str, &Route)> = routes
-        .iter()
-        .map(|(g, r)| (g.as_str(), r.as_ref()))
-        .collect();
+    let refs: Vec<(&str, &Route)> = routes.iter().map(|(g, r)| (&**g, r.as_ref())).collect();
     let mut rng = fastrand::Rng::new();
     let key_count = |id: usize| snap.table.channels[id].keys.len();
     let key_start = |_id: usize| 0;

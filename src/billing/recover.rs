@@ -37,7 +37,7 @@ pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
     let mut totals = store.ledger_totals().await?;
     let mut out = Recovered::default();
     for p in dangling {
-        let client_totals = totals.entry(p.client.clone()).or_default();
+        let client_totals = totals.entry(p.client.to_string()).or_default();
         client_totals.charged = client_totals.charged.saturating_sub(p.amount);
         client_totals.refunded = client_totals.refunded.saturating_add(p.amount);
         tracing::info!(session = %p.request_id, client = %p.client, amount_micro = p.amount,

@@ -78,7 +78,7 @@ struct Open {
     account: Arc<Account>,
     /// Ledger key of this session (unique per request, see the module doc of `billing`).
     id: String,
-    client: String,
+    client: std::sync::Arc<str>,
     /// `None`: unpriced model, nothing is charged or written.
     price: Option<Price>,
     estimate: Estimate,
@@ -108,7 +108,7 @@ impl Session {
         ledger: Arc<Ledger>,
         account: Arc<Account>,
         id: String,
-        client: String,
+        client: std::sync::Arc<str>,
         price: Option<Price>,
         estimate: Estimate,
         precharged: i64,

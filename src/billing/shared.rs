@@ -137,7 +137,7 @@ impl Drop for InFlight<'_> {
             "request cancelled during its quota debit: refunding the precharge");
         self.billing.ledger.send(LedgerEntry {
             request_id: self.session.to_string(),
-            client: self.client.to_string(),
+            client: self.client.into(),
             kind: LedgerKind::Refund,
             amount: self.amount,
             ts_ms: now_ms(),

@@ -11,14 +11,21 @@
 
 use std::borrow::Cow;
 use std::fmt::Write;
+use std::sync::{Arc, LazyLock};
 
 /// Why a path was refused; the message is shown to the client.
 pub type PathError = &'static str;
 
-/// The normalised form of `raw` (the path part of the request target, without the query).
-pub fn normalise(raw: &str) -> Result<String, PathError> {
+/// The normalised form of `raw` (the path part of the request target, without the query),
+/// shared: the request's context, its upstream request and its log record hold one string.
+/// The API's own paths (`/v1/chat/completions`, ...) come already normal and are one string
+/// for the whole process ([`shared`]), so the common request allocates nothing here.
+pub fn normalise(raw: &str) -> Result<Arc<str>, PathError> {
     if !raw.starts_with('/') {
-        return Ok(raw.to_string());
+        return Ok(raw.into());
+    }
+    if is_normal(raw) {
+        return Ok(shared(raw));
     }
     let mut out = String::with_capacity(raw.len());
     for seg in raw.split('/').filter(|s| !s.is_empty()) {
@@ -32,7 +39,47 @@ pub fn normalise(raw: &str) -> Result<String, PathError> {
     if out.is_empty() {
         out.push('/');
     }
-    Ok(out)
+    Ok(shared(&out))
+}
+
+/// `raw` (starting with `/`) is its own normal form: no empty segment (`//`, a trailing
+/// `/` unless it is all), no dot-segment, no escape, backslash or control character.
+fn is_normal(raw: &str) -> bool {
+    if raw == "/" {
+        return true;
+    }
+    let bytes = raw.as_bytes();
+    if bytes
+        .iter()
+        .any(|&c| c == b'%' || c == b'\\' || c.is_ascii_control())
+    {
+        return false;
+    }
+    raw[1..]
+        .split('/')
+        .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+}
+
+/// The API paths clients send most, each one string for the process.
+const COMMON: [&str; 8] = [
+    "/v1/chat/completions",
+    "/v1/messages",
+    "/v1/responses",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/models",
+    "/v1/messages/count_tokens",
+    "/v1/responses/input_tokens",
+];
+
+/// `path` as a shared string: one of [`COMMON`] without an allocation, any other copied.
+pub fn shared(path: &str) -> Arc<str> {
+    static STRINGS: LazyLock<[Arc<str>; COMMON.len()]> =
+        LazyLock::new(|| COMMON.map(Arc::<str>::from));
+    match COMMON.iter().position(|c| *c == path) {
+        Some(i) => STRINGS[i].clone(),
+        None => path.into(),
+    }
 }
 
 /// One segment: decoded where it is safe to, refused where it is not. A segment with no
@@ -163,6 +210,62 @@ mod tests {
         ] {
             assert_eq!(normalise(raw).as_deref(), Ok(want), "{raw}");
         }
+    }
+
+    /// The fast path (a path already normal is taken as is) agrees with the full
+    /// normalisation on every shape it accepts, and refuses nothing the full one accepts.
+    #[test]
+    fn the_fast_path_agrees_with_the_full_one() {
+        for raw in [
+            "/",
+            "/v1/chat/completions",
+            "/v1//chat",
+            "/v1/chat/",
+            "/v1/./x",
+            "/v1/../x",
+            "/v1/%63hat",
+            "/v1/a.b/c",
+            "/v1/.well-known",
+            "/v1/..x",
+            "/a",
+            "//",
+        ] {
+            let mut full = String::new();
+            let mut refused = false;
+            for seg in raw.split('/').filter(|s| !s.is_empty()) {
+                match segment(seg) {
+                    Ok(seg) if seg != "." && seg != ".." => {
+                        full.push('/');
+                        full.push_str(&seg);
+                    }
+                    _ => refused = true,
+                }
+            }
+            if full.is_empty() {
+                full.push('/');
+            }
+            if is_normal(raw) {
+                assert_eq!(full, raw, "{raw} is not its own normal form");
+            }
+            assert_eq!(normalise(raw).is_err(), refused, "{raw}");
+        }
+    }
+
+    /// The API's own paths are one string for the process (no allocation per request);
+    /// another path is its own copy with the same text.
+    #[test]
+    fn common_paths_are_shared() {
+        let a = normalise("/v1/chat/completions").unwrap();
+        let b = normalise("/v1/chat/completions").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = normalise("/v1//chat/completions/").unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &c),
+            "a normalised common path is the shared one"
+        );
+        let d = shared("/v1/files");
+        assert_eq!(&*d, "/v1/files");
+        assert!(!Arc::ptr_eq(&d, &shared("/v1/files")));
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub struct Context {
     /// client's groups ([`Context::group`]).
     pub routes: crate::relay::intake::lookup::Routes,
     pub method: Method,
-    /// The normalised path (`http::path::normalise`).
-    pub path: String,
+    /// The normalised path (`http::path::normalise`), shared with the request's record.
+    pub path: Arc<str>,
     /// The normalised path and the client's query, only when it sent one (see
     /// [`Context::path_and_query`]: without a query that is `path`, not a copy).
     pub with_query: Option<String>,
@@ -58,7 +58,14 @@ impl Context {
     pub fn group(&self, i: usize) -> &str {
         crate::relay::intake::lookup::client_groups(&self.snap, &self.client)
             .get(i)
-            .map_or("", String::as_str)
+            .map_or("", |g| &**g)
+    }
+
+    /// The name of the client's `i`-th group, shared (`None` past the end).
+    pub fn group_name(&self, i: usize) -> Option<Arc<str>> {
+        crate::relay::intake::lookup::client_groups(&self.snap, &self.client)
+            .get(i)
+            .cloned()
     }
 
     /// The public model, as the body's one parse read it ("" when the request names none).

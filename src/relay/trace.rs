@@ -216,7 +216,7 @@ impl Trace {
                 .clone()
                 .unwrap_or_else(|| format!("status {}", rec.final_status))
         });
-        let model = rec.public_model.as_str();
+        let model = &*rec.public_model;
         let request = SpanRecord {
             span_id: self.ctx.span_id,
             name: format!("{} {model}", self.operation).into(),

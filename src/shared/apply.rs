@@ -127,7 +127,7 @@ impl Runtime {
     ) {
         let known = self
             .versions
-            .entry((st.name.clone(), key))
+            .entry((st.name.to_string(), key))
             .or_insert(i64::MIN);
         if *known >= at_ms {
             return;

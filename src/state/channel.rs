@@ -22,7 +22,8 @@ pub struct Disabled {
 /// Mutable state of one channel, shared by every table that contains a channel of this name.
 #[derive(Debug, Default)]
 pub struct ChannelState {
-    pub name: String,
+    /// Shared with the request log's attempt records (no copy per attempt).
+    pub name: std::sync::Arc<str>,
     /// Where the next request starts in the channel's key list (round robin).
     key_cursor: AtomicUsize,
     disabled: Mutex<Option<Disabled>>,
@@ -53,7 +54,7 @@ pub struct ChannelState {
 impl ChannelState {
     pub fn new(name: &str) -> Self {
         ChannelState {
-            name: name.to_string(),
+            name: name.into(),
             metrics: crate::telemetry::ChannelMetrics::new(name),
             ..Default::default()
         }
@@ -133,7 +134,7 @@ impl ChannelState {
             StateKey::LegacyIndex(_) => return,
         };
         self.sync.emit(|| super::sync::Change::Disabled {
-            channel: self.name.clone(),
+            channel: self.name.to_string(),
             key: fp,
             state: state.cloned(),
             at_ms: row.ts_ms,
@@ -148,7 +149,7 @@ impl ChannelState {
         state: Option<&Disabled>,
     ) -> crate::store::StateRow {
         let row = crate::store::StateRow {
-            channel: self.name.clone(),
+            channel: self.name.to_string(),
             key,
             disabled: state.is_some(),
             reason: state.map(|d| d.reason.clone()).unwrap_or_default(),

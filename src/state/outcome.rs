@@ -213,7 +213,7 @@ pub fn probe_recovered(ch: &Channel, st: &ChannelState, scope: Option<&str>) {
 pub fn reset(st: &ChannelState) {
     reset_quiet(st);
     st.sync.emit(|| super::sync::Change::Reset {
-        channel: st.name.clone(),
+        channel: st.name.to_string(),
         at_ms: crate::store::now_ms(),
     });
 }

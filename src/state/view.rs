@@ -21,12 +21,16 @@ fn down(ch: &Channel, st: &ChannelState, model: &str, now: Instant) -> bool {
 
 /// `/v1/models`: leave out models whose every target is down — unless that would leave out
 /// every model (R1.1: when everything is down, list everything).
-pub fn hide_down_models(snap: &super::Snapshot, groups: &[String], names: &mut Vec<&String>) {
+pub fn hide_down_models(
+    snap: &super::Snapshot,
+    groups: &[std::sync::Arc<str>],
+    names: &mut Vec<&String>,
+) {
     let now = Instant::now();
     let up = |m: &str| {
         groups
             .iter()
-            .filter_map(|g| snap.table.routes.get(pair::key(&(g.as_str(), m))))
+            .filter_map(|g| snap.table.routes.get(pair::key(&(&**g, m))))
             .flat_map(|r| r.tiers.iter())
             .flat_map(|t| t.candidates.iter())
             .any(|c| {

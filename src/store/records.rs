@@ -4,13 +4,16 @@
 //! key id (`client`), never as the key itself, and affinity keys must be derived
 //! (hashed) values. Keep it that way when adding fields.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 /// One upstream attempt inside a request (R12.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRecord {
-    pub channel: String,
+    /// The channel's name, shared with its state (no copy per attempt).
+    pub channel: Arc<str>,
     pub key_index: u32,
     pub upstream_status: Option<u16>,
     /// The classifier's name for the outcome (`ok`, `http_5xx`, ...): a name the gateway
@@ -26,19 +29,23 @@ pub struct AttemptRecord {
 
 /// One finished request as shown by the admin API (R12.1).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// The names in it are shared with the config, the routing table and the request's parse
+/// (`Arc<str>`): a record is built on a serving thread and freed on the store writer's, and a
+/// copy per name would be an allocation per name per request.
 pub struct RequestRecord {
     pub id: String,
     pub ts_ms: i64,
     /// Client key id (never the key itself).
-    pub client: String,
-    pub group: String,
-    pub public_model: String,
-    pub upstream_model: String,
-    pub path: String,
+    pub client: Arc<str>,
+    pub group: Arc<str>,
+    pub public_model: Arc<str>,
+    pub upstream_model: Arc<str>,
+    pub path: Arc<str>,
     pub stream: bool,
     pub attempts: Vec<AttemptRecord>,
-    /// Channel chain, e.g. `"a->b->c"`.
-    pub chain: String,
+    /// Channel chain, e.g. `"a->b->c"` (one attempt: its channel's name, shared).
+    pub chain: Arc<str>,
     pub final_status: u16,
     pub error_code: Option<String>,
     pub sticky_kind: Option<String>,
@@ -54,7 +61,9 @@ pub struct RequestRecord {
     pub completion_tokens: u64,
     pub cached_tokens: u64,
     pub usage_estimated: bool,
-    pub stream_outcome: Option<String>,
+    /// How a stream ended (`complete`, `client_cancelled`, ...): a name the gateway knows
+    /// at build time when it writes the record, a string when read back.
+    pub stream_outcome: Option<std::borrow::Cow<'static, str>>,
     pub latency_ms: u64,
     /// The request's OpenTelemetry trace id (32 hex digits) when it was traced (R20.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,8 +118,8 @@ impl LedgerKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerEntry {
     pub request_id: String,
-    /// Client key id.
-    pub client: String,
+    /// Client key id (shared with the config).
+    pub client: Arc<str>,
     pub kind: LedgerKind,
     /// Signed amount, see the module doc for its meaning per kind.
     pub amount: i64,

@@ -1,6 +1,8 @@
 //! Peeking at a JSON request body — `model`, `stream` and the few other fields routing,
 //! billing and stickiness read, in one parse — and the byte-preserving `model` rewrite (R1.3).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -27,7 +29,8 @@ pub struct TopFields {
 /// (routing, the billing estimate and the sticky key used to scan the body three times).
 #[derive(Debug, Clone)]
 pub struct Peek {
-    pub model: Option<String>,
+    /// Shared: the request log's record takes a clone, not a copy.
+    pub model: Option<Arc<str>>,
     /// Byte range of the `model` value (the JSON string token, quotes included).
     pub model_span: Option<(usize, usize)>,
     pub stream: bool,
@@ -94,8 +97,13 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
     let (model, model_span) = match raw.model {
         Some(m) => {
-            let model: String =
-                serde_json::from_str(m.get()).map_err(|_| GatewayError::missing_model())?;
+            // A name without escapes is read in place; one with escapes is unescaped first.
+            let model: Arc<str> = match serde_json::from_str::<&str>(m.get()) {
+                Ok(plain) => Arc::from(plain),
+                Err(_) => serde_json::from_str::<String>(m.get())
+                    .map_err(|_| GatewayError::missing_model())?
+                    .into(),
+            };
             (Some(model), Some(json::span_of(body, m)))
         }
         None => (None, None),
@@ -147,7 +155,7 @@ pub fn rewrite_model(body: &Bytes, peek: &Peek, upstream_model: &str) -> Bytes {
 /// `None` when the model stays (or the body had none).
 pub fn model_edit(peek: &Peek, upstream_model: &str) -> Option<((usize, usize), String)> {
     match (&peek.model, peek.model_span) {
-        (Some(m), Some(span)) if m != upstream_model => {
+        (Some(m), Some(span)) if **m != *upstream_model => {
             let quoted = serde_json::to_string(upstream_model)
                 .unwrap_or_else(|_| format!("\"{upstream_model}\""));
             Some((span, quoted))

@@ -123,7 +123,7 @@ async fn a_nul_byte_does_not_fail_a_batch() {
     assert_eq!(store.dropped(), 0);
     let rows = store.recent_requests(3).await.unwrap();
     assert!(
-        rows.iter().any(|r| r.public_model == "gpt\u{fffd}x"),
+        rows.iter().any(|r| &*r.public_model == "gpt\u{fffd}x"),
         "{rows:?}"
     );
     assert_eq!(store.task_channels("alice", "t\0x1").await.unwrap(), ["x"]);

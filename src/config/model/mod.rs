@@ -8,6 +8,7 @@ pub mod status_set;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -34,7 +35,7 @@ pub struct Config {
     pub limits: Limits,
     pub timeouts: Timeouts,
     pub routing: Routing,
-    pub auto_groups: Vec<String>,
+    pub auto_groups: Vec<Arc<str>>,
     /// Effective global resilience (built-in defaults overlaid with the global block).
     pub resilience: Resilience,
     pub auto_disable: AutoDisable,
@@ -411,10 +412,11 @@ pub enum ClientKey {
 
 #[derive(Debug, Clone)]
 pub struct Client {
-    pub name: String,
+    /// Shared with every request's log record (no copy per request).
+    pub name: Arc<str>,
     pub key: ClientKey,
-    /// A group name, or "auto".
-    pub group: String,
+    /// A group name, or "auto"; shared like `name`.
+    pub group: Arc<str>,
     pub cross_group_retry: bool,
     /// None = unlimited.
     pub quota: Option<u64>,

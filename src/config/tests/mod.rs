@@ -206,11 +206,17 @@ fn full_example_parses() {
         cfg.affinity.sticky.user_model_ttl,
         Duration::from_secs(1800)
     );
-    assert_eq!(cfg.clients[0].group, "default");
+    assert_eq!(&*cfg.clients[0].group, "default");
     assert_eq!(cfg.clients[0].quota, Some(1_000_000));
     assert_eq!(cfg.pricing["deepseek-chat"].output, 1.10);
     assert_eq!(cfg.tasks.paths, vec!["/v1/videos"]);
-    assert_eq!(cfg.auto_groups, vec!["vip", "default"]);
+    assert_eq!(
+        cfg.auto_groups,
+        vec![
+            std::sync::Arc::<str>::from("vip"),
+            std::sync::Arc::<str>::from("default")
+        ]
+    );
     assert_eq!(
         cfg.routing.failover_on.to_string(),
         "100-199,300-399,401-407,409-503,505-523,525-599"

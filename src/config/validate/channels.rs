@@ -88,7 +88,7 @@ pub(crate) fn virtual_models(
             }
         }
         out.push(VirtualModel {
-            name: name.clone(),
+            name: name.as_str().into(),
             targets,
             groups,
             stream_resume: raw_virtual_model.stream_resume.as_ref().map(|raw_resume| {
@@ -162,9 +162,9 @@ pub(crate) fn clients(
             collector.push(field_key("group"), "must not be empty");
         }
         out.push(Client {
-            name: name.clone(),
+            name: name.as_str().into(),
             key,
-            group,
+            group: group.into(),
             cross_group_retry: raw_client.cross_group_retry.unwrap_or(false),
             quota: raw_client.quota,
             trusted: raw_client.trusted.unwrap_or(false),
@@ -187,7 +187,7 @@ pub(crate) fn cross_check(
 ) {
     let Some(declared) = declared else { return };
     for client in clients {
-        if client.group != "auto" && !declared.contains(&client.group) {
+        if &*client.group != "auto" && !declared.contains(&*client.group) {
             collector.push(
                 format!("clients.{}.group", client.name),
                 format!(

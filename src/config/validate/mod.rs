@@ -12,6 +12,7 @@ pub(in crate::config) mod telemetry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::error::Collector;
@@ -86,7 +87,7 @@ pub(crate) fn build(raw: RawConfig, source: &Path, collector: &mut Collector) ->
         limits,
         timeouts,
         routing,
-        auto_groups,
+        auto_groups: auto_groups.iter().map(|g| Arc::from(g.as_str())).collect(),
         resilience,
         auto_disable,
         images_failover,
@@ -340,9 +341,9 @@ fn client_limits(
         let own = raw
             .clients
             .iter()
-            .find(|(name, _)| *name == client.name)
+            .find(|(name, _)| **name == *client.name)
             .and_then(|(_, raw_client)| raw_client.as_ref()?.limits.as_ref());
-        client.limits = vl::client_limits(&client.name, own, groups.get(&client.group), collector);
+        client.limits = vl::client_limits(&client.name, own, groups.get(&*client.group), collector);
     }
     clients
 }

@@ -2,6 +2,8 @@
 //! then the client's response — a stream relayed from its commit point, a pass-through body,
 //! or a full answer. Once committed, nothing is retried.
 
+use std::sync::Arc;
+
 use http::Method;
 use tokio::time::Instant;
 
@@ -27,9 +29,9 @@ impl Walk<'_> {
         let route = if cfg.debug_headers {
             self.fin.chain()
         } else {
-            String::new()
+            Arc::default()
         };
-        let model = step.upstream_model.to_string();
+        let model = step.upstream_model.clone();
         let resumer = match &answer {
             Answer::Stream { .. } => self.resumer(step),
             _ => None,

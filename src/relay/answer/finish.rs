@@ -67,14 +67,18 @@ impl Finish {
             group: job
                 .routes
                 .first()
-                .map(|(g, _)| job.group(*g).to_string())
+                .and_then(|(g, _)| job.group_name(*g))
                 .unwrap_or_default(),
-            public_model: job.model().to_string(),
+            public_model: job
+                .peek
+                .as_ref()
+                .and_then(|p| p.model.clone())
+                .unwrap_or_default(),
             path: job.path.clone(),
             stream: job.wants_stream(),
-            upstream_model: String::new(),
+            upstream_model: Arc::default(),
             attempts: Vec::new(),
-            chain: String::new(),
+            chain: Arc::default(),
             final_status: 0,
             error_code: None,
             sticky_kind: None,
@@ -135,7 +139,7 @@ impl Finish {
             });
         }
         self.attempts.push(AttemptRecord {
-            channel: ch.name.clone(),
+            channel: st.name.clone(),
             key_index: key_index as u32,
             upstream_status: f.upstream_status,
             error_class: f.class.into(),
@@ -152,7 +156,7 @@ impl Finish {
 
     /// The channel of the latest attempt ("" before the first).
     pub fn last_channel(&self) -> &str {
-        self.attempts.last().map_or("", |a| a.channel.as_str())
+        self.attempts.last().map_or("", |a| &*a.channel)
     }
 
     /// Attempts recorded so far.
@@ -171,9 +175,11 @@ impl Finish {
         self.rec.fallback = fallback;
     }
 
-    /// The attempt chain `a->b->c` (R4.6).
-    pub fn chain(&self) -> String {
-        // One allocation (the string), not two (a Vec of names, then the join).
+    /// The attempt chain `a->b->c` (R4.6): one attempt's is its channel's name, shared.
+    pub fn chain(&self) -> Arc<str> {
+        if let [only] = &self.attempts[..] {
+            return only.channel.clone();
+        }
         let mut out = String::new();
         for (i, a) in self.attempts.iter().enumerate() {
             if i > 0 {
@@ -181,7 +187,7 @@ impl Finish {
             }
             out.push_str(&a.channel);
         }
-        out
+        out.into()
     }
 
     /// The gateway's own error code for a request it refused (e.g. `insufficient_quota`).
@@ -198,7 +204,7 @@ impl Finish {
     pub fn done(
         mut self,
         channel: &ChannelState,
-        upstream_model: String,
+        upstream_model: Arc<str>,
         status: u16,
         usage: Usage,
         stream_outcome: Option<&'static str>,
@@ -216,7 +222,7 @@ impl Finish {
         self.rec.prompt_tokens = usage.prompt_tokens;
         self.rec.completion_tokens = usage.completion_tokens;
         self.rec.cached_tokens = usage.cached_tokens;
-        self.rec.stream_outcome = stream_outcome.map(str::to_string);
+        self.rec.stream_outcome = stream_outcome.map(std::borrow::Cow::Borrowed);
         if let Some(t) = &mut self.trace {
             t.usage(&usage);
         }
@@ -302,9 +308,9 @@ pub fn rejected(gw: &Gateway, r: Rejected<'_>) {
     let rec = RequestRecord {
         id: r.request_id.to_string(),
         ts_ms: now_ms(),
-        client: r.client.to_string(),
-        public_model: model.to_string(),
-        path: path.to_string(),
+        client: r.client.into(),
+        public_model: model.into(),
+        path: crate::http::path::shared(path),
         final_status: r.status,
         error_code: Some(r.code.to_string()),
         latency_ms,
@@ -328,7 +334,7 @@ fn bounded(s: &str, max: usize) -> &str {
 pub struct LogObserver {
     fin: Finish,
     channel: Arc<ChannelState>,
-    upstream_model: String,
+    upstream_model: Arc<str>,
     status: u16,
     usage: StreamUsage,
     /// Size of the client's request body, for estimating unreported prompt tokens (R9.8).
@@ -342,7 +348,7 @@ impl LogObserver {
     pub fn new(
         fin: Finish,
         channel: Arc<ChannelState>,
-        upstream_model: String,
+        upstream_model: Arc<str>,
         status: u16,
     ) -> Self {
         let ttfb = fin.started.elapsed();
@@ -399,7 +405,7 @@ impl StreamObserver for LogObserver {
                 .record(ch, st, c.key_index, &model, &facts, c.sent.elapsed());
             self.channel = st.clone();
         }
-        self.upstream_model = c.upstream_model.to_string();
+        self.upstream_model = c.upstream_model.clone();
     }
 
     fn end(self: Box<Self>, end: StreamEnd) {

@@ -165,7 +165,7 @@ pub async fn exchange(
 ) -> Exchange {
     let native = p.tr.is_none();
     let ex = send_prepared(gw, cx, ch, g, p).await;
-    if native && cx.path == "/v1/responses" && translated::discovers(ch) && no_path(&ex) {
+    if native && &*cx.path == "/v1/responses" && translated::discovers(ch) && no_path(&ex) {
         let st = &cx.snap.states[step.channel];
         st.responses_path.mark(Instant::now());
         return match prepare(cx, step, ch, g) {

@@ -33,7 +33,7 @@ struct Ctx {
     request_id: HeaderValue,
     started: Instant,
     /// The normalised path, or `Err` when the raw path was refused.
-    path: Result<String, path::PathError>,
+    path: Result<Arc<str>, path::PathError>,
     /// The request's URI as received (its path is the raw path): shared with the request's
     /// head, not copied.
     raw_uri: http::Uri,
@@ -68,7 +68,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
                 &gw,
                 Rejected {
                     request_id: ctx.request_id.to_str().unwrap_or(""),
-                    client: ctx.client.as_ref().map_or("", |c| c.name.as_str()),
+                    client: ctx.client.as_ref().map_or("", |c| &*c.name),
                     model: ctx.model.as_deref().unwrap_or(""),
                     path: ctx.path.as_deref().unwrap_or(ctx.raw_uri.path()),
                     status: e.status.as_u16(),
@@ -206,7 +206,7 @@ async fn relay(
     let with_query = parts.uri.query().map(|q| format!("{path}?{q}"));
     let stream_format = StreamFormat::of_path(path);
     // The request's context takes the path: from here nothing is refused through `ctx`.
-    let path = std::mem::replace(&mut ctx.path, Ok(String::new())).unwrap_or_default();
+    let path = ctx.path.as_ref().map(Arc::clone).unwrap_or_default();
     // R20.1: each attempt sends its own span as the upstream's `traceparent`.
     let trace = gw
         .request_metrics

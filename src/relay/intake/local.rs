@@ -29,7 +29,7 @@ pub fn models(snap: &Snapshot, client: &Client, anthropic: bool) -> Resp {
     let groups = client_groups(snap, client);
     let mut names: Vec<&String> = groups
         .iter()
-        .filter_map(|g| snap.table.models_by_group.get(g))
+        .filter_map(|g| snap.table.models_by_group.get(&**g))
         .flatten()
         .collect();
     names.sort();

@@ -20,8 +20,8 @@ pub type Routes = smallvec::SmallVec<[(usize, Arc<Route>); 2]>;
 /// The groups a client's requests may use, in order (R5.1): the `auto_groups` for
 /// `group: auto`, else its one group; borrowed from the table or the client (no allocation
 /// per request).
-pub fn client_groups<'a>(snap: &'a Snapshot, client: &'a Client) -> &'a [String] {
-    if client.group == "auto" {
+pub fn client_groups<'a>(snap: &'a Snapshot, client: &'a Client) -> &'a [Arc<str>] {
+    if &*client.group == "auto" {
         &snap.table.config.auto_groups
     } else {
         std::slice::from_ref(&client.group)
@@ -41,11 +41,15 @@ pub struct Wanted<'a> {
 }
 
 /// (group, route) for each group that can serve the request, in group order.
-pub fn routes(snap: &Snapshot, groups: &[String], w: &Wanted<'_>) -> Result<Routes, GatewayError> {
+pub fn routes(
+    snap: &Snapshot,
+    groups: &[Arc<str>],
+    w: &Wanted<'_>,
+) -> Result<Routes, GatewayError> {
     let by_model = w.family.routed_by_model() || w.task_path;
     let mut out = Routes::new();
     for (i, g) in groups.iter().enumerate() {
-        let declared = snap.table.paths.get(pair::key(&(g.as_str(), w.path)));
+        let declared = snap.table.paths.get(pair::key(&(&**g, w.path)));
         let model_route = || {
             w.model
                 .and_then(|m| snap.table.model_route(g, m))

@@ -175,7 +175,7 @@ pub async fn facts(
     method: &Method,
     path: &str,
     client: &str,
-    groups: &[String],
+    groups: &[std::sync::Arc<str>],
 ) -> Result<TaskFacts, GatewayError> {
     match task_call(&snap.table.config.tasks.paths, method, path) {
         None => Ok(TaskFacts::default()),
@@ -201,14 +201,16 @@ pub async fn facts(
 pub fn locked_route(
     snap: &Snapshot,
     channels: &[String],
-    groups: &[String],
+    groups: &[Arc<str>],
 ) -> Option<(usize, Arc<Route>)> {
     let chans = &snap.table.channels;
     let usable: Vec<(usize, usize)> = channels
         .iter()
         .filter_map(|name| {
             let id = chans.iter().position(|c| &c.name == name)?;
-            let group = groups.iter().position(|g| chans[id].groups.contains(g))?;
+            let group = groups
+                .iter()
+                .position(|g| chans[id].groups.iter().any(|c| **c == **g))?;
             Some((id, group))
         })
         .collect();

@@ -145,7 +145,7 @@ async fn ledger<C: GenericClient>(
                     &stmts.precharge,
                     &[
                         &entry.request_id,
-                        &entry.client,
+                        &&*entry.client,
                         &entry.amount,
                         &entry.ts_ms,
                         &owner.replica,
@@ -160,7 +160,7 @@ async fn ledger<C: GenericClient>(
                     &stmts.terminal,
                     &[
                         &entry.request_id,
-                        &entry.client,
+                        &&*entry.client,
                         &entry.kind.as_str(),
                         &entry.amount,
                         &entry.ts_ms,

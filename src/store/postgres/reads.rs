@@ -16,6 +16,11 @@ fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// A text column as a shared string.
+fn text(row: &Row, col: &str) -> std::sync::Arc<str> {
+    row.get::<_, &str>(col).into()
+}
+
 fn request(row: &Row) -> RequestRecord {
     let id: String = row.get("id");
     let attempts: String = row.get("attempts");
@@ -26,14 +31,14 @@ fn request(row: &Row) -> RequestRecord {
     RequestRecord {
         id,
         ts_ms: row.get("ts_ms"),
-        client: row.get("client"),
-        group: row.get("grp"),
-        public_model: row.get("public_model"),
-        upstream_model: row.get("upstream_model"),
-        path: row.get("path"),
+        client: text(row, "client"),
+        group: text(row, "grp"),
+        public_model: text(row, "public_model"),
+        upstream_model: text(row, "upstream_model"),
+        path: text(row, "path"),
         stream: row.get("stream"),
         attempts,
-        chain: row.get("chain"),
+        chain: text(row, "chain"),
         final_status: u16::try_from(row.get::<_, i32>("final_status")).unwrap_or(0),
         error_code: row.get("error_code"),
         sticky_kind: row.get("sticky_kind"),
@@ -44,7 +49,9 @@ fn request(row: &Row) -> RequestRecord {
         completion_tokens: to_u64(row.get("completion_tokens")),
         cached_tokens: to_u64(row.get("cached_tokens")),
         usage_estimated: row.get("usage_estimated"),
-        stream_outcome: row.get("stream_outcome"),
+        stream_outcome: row
+            .get::<_, Option<String>>("stream_outcome")
+            .map(Into::into),
         latency_ms: to_u64(row.get("latency_ms")),
         trace_id: row.get("trace_id"),
     }
@@ -55,7 +62,7 @@ fn ledger(row: &Row) -> Option<LedgerEntry> {
     let kind: String = row.get("kind");
     Some(LedgerEntry {
         request_id: row.get("request_id"),
-        client: row.get("client"),
+        client: text(row, "client"),
         kind: LedgerKind::parse(&kind)?,
         amount: row.get("amount"),
         ts_ms: row.get("ts_ms"),
