@@ -55,6 +55,7 @@ where
         .spawn(move || {
             SLOT.with(|s| s.set(index + 1));
             rt.block_on(async move {
+                tokio::spawn(tick());
                 serve.await;
                 wait_true(finish).await;
             });
@@ -69,6 +70,21 @@ where
         }
     }
 }
+
+/// A timer due within [`TICK`] at all times on a serving thread, so that a timer a request
+/// arms (the next head's read deadline, the upstream's first-byte timeout: seconds away) is
+/// never the runtime's earliest. Tokio wakes its own driver (an eventfd write, then an
+/// epoll return for nothing) whenever a new timer is due before the earliest one it parked
+/// on; without this, that happened once per request.
+async fn tick() {
+    loop {
+        tokio::time::sleep(TICK).await;
+    }
+}
+
+/// The period of [`tick`]: shorter than any per-request timer (the shortest, the head read
+/// deadline, is 10 s by default), rare enough to cost nothing idle.
+const TICK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Until `rx` holds `true` (or its sender is gone).
 pub async fn wait_true(mut rx: watch::Receiver<bool>) {

@@ -258,8 +258,8 @@ impl<S: Service> Conn<S> {
         let svc = service_fn(move |req| {
             let gw = gw.clone();
             let guard = act.begin();
-            // Boxed: the handler's future is ~14 KB, and hyper moves the service future
-            // into its in-flight slot by value (a 14 KB memcpy per request).
+            // Boxed: the handler's future is ~4.7 KB (its attempt loop boxed apart), and
+            // hyper moves the service future into its in-flight slot by value.
             let call = Box::pin(gw.call(req));
             async move {
                 let resp = call.await;

@@ -96,7 +96,11 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
                         Ok(p) => {
                             let ex = exchange(gw, &cx, &step, walk.channel(&step), &gates, p);
                             match walk.hedge_after(&step) {
-                                None => ex.await,
+                                // Boxed: inline, the exchange (~6.8 KB) would make the
+                                // loop's future that much larger, and a future is copied
+                                // whole each time it is moved (4 KB less copied per
+                                // request, for one allocation).
+                                None => Box::pin(ex).await,
                                 // Boxed: the race holds two exchanges (~18 KB), and
                                 // inline it would make every request's future that size.
                                 Some(after) => {
