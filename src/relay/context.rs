@@ -56,24 +56,22 @@ pub struct Context {
 impl Context {
     /// The name of the client's `i`-th group ("" past the end, which `entry` never makes).
     pub fn group(&self, i: usize) -> &str {
-        crate::relay::intake::lookup::client_groups(&self.snap, &self.client)
-            .get(i)
-            .map_or("", |g| &**g)
+        self.group_name(i).map_or("", |g| g)
     }
 
     /// The name of the client's `i`-th group, shared (`None` past the end).
-    pub fn group_name(&self, i: usize) -> Option<Arc<str>> {
-        crate::relay::intake::lookup::client_groups(&self.snap, &self.client)
-            .get(i)
-            .cloned()
+    pub fn group_name(&self, i: usize) -> Option<&Arc<str>> {
+        crate::relay::intake::lookup::client_groups(&self.snap, &self.client).get(i)
     }
 
     /// The public model, as the body's one parse read it ("" when the request names none).
     pub fn model(&self) -> &str {
-        self.peek
-            .as_ref()
-            .and_then(|p| p.model.as_deref())
-            .unwrap_or("")
+        self.model_name().map_or("", |m| m)
+    }
+
+    /// The public model, shared (`None` when the request names none).
+    pub fn model_name(&self) -> Option<&Arc<str>> {
+        self.peek.as_ref()?.model.as_ref()
     }
 
     /// The normalised path and the client's query (`/v1/x?a=1`), as the upstream gets it.

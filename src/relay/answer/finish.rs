@@ -67,13 +67,9 @@ impl Finish {
             group: job
                 .routes
                 .first()
-                .and_then(|(g, _)| job.group_name(*g))
+                .and_then(|(g, _)| job.group_name(*g).cloned())
                 .unwrap_or_default(),
-            public_model: job
-                .peek
-                .as_ref()
-                .and_then(|p| p.model.clone())
-                .unwrap_or_default(),
+            public_model: job.model_name().cloned().unwrap_or_default(),
             path: job.path.clone(),
             stream: job.wants_stream(),
             upstream_model: Arc::default(),

@@ -30,8 +30,9 @@ use crate::relay::answer::finish::Finish;
 use crate::relay::answer::respond::{failure_response, transport_error, with_route, LastFailure};
 use crate::relay::attempt::admit::admit;
 use crate::relay::attempt::exchange::{
-    exchange, prepare, Exchange, Gates, Unprepared, UpstreamFailure,
+    exchange, prepare, Exchange, Gates, Prepared, Unprepared, UpstreamFailure,
 };
+use crate::relay::attempt::hedge::Won;
 use crate::relay::attempt::keys::{hold_key, learn, Held, KeyHold};
 use crate::relay::attempt::plan::{plan, Planned};
 use crate::relay::attempt::translated::Refused;
@@ -81,41 +82,9 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
             walk.visits
                 .admit(step.channel, &step.upstream_model, step.same_target_retry);
         let t0 = Instant::now();
-        let mut key = None;
-        walk.held = false;
-        let ex = match admission {
-            // R6.1: a refused attempt never reaches upstream; it fails like a 503.
-            Admission::Refused => Exchange::Failed {
-                outcome: refused_outcome(&walk.channel(&step).name),
-                answer: None,
-            },
-            _ => match walk.hold_key(&step).await {
-                Ok(hold) => {
-                    key = hold;
-                    match prepared {
-                        Ok(p) => {
-                            let ex = exchange(gw, &cx, &step, walk.channel(&step), &gates, p);
-                            match walk.hedge_after(&step) {
-                                // Boxed: inline, the exchange (~6.8 KB) would make the
-                                // loop's future that much larger, and a future is copied
-                                // whole each time it is moved (4 KB less copied per
-                                // request, for one allocation).
-                                None => Box::pin(ex).await,
-                                // Boxed: the race holds two exchanges (~18 KB), and
-                                // inline it would make every request's future that size.
-                                Some(after) => {
-                                    match Box::pin(walk.hedged(&step, after, ex)).await {
-                                        Ok(ex) => ex,
-                                        Err(won) => return walk.commit_hedge(*won, key),
-                                    }
-                                }
-                            }
-                        }
-                        Err(e) => *e,
-                    }
-                }
-                Err(held) => walk.held_back(held),
-            },
+        let (ex, key) = match walk.send(&step, &gates, prepared, admission).await {
+            (Ok(ex), key) => (ex, key),
+            (Err(won), key) => return walk.commit_hedge(*won, key),
         };
         let (outcome, answer) = match ex {
             Exchange::Answer(a) => {
@@ -271,6 +240,48 @@ impl<'a> Walk<'a> {
     /// The time gates of the step's exchange, and the Idempotency-Key it carries (R10.2):
     /// the client's on every attempt at the first target, a key derived for the target on
     /// every attempt at any other, so each target can deduplicate its own retries.
+    /// Send one planned attempt: not at all when the breaker refused it (R6.1: it fails
+    /// like a 503), held back when its key has no room (R15), else upstream, hedged when
+    /// the channel asks for it (R19.3). With the exchange, or the hedge that answered first
+    /// (to commit), goes the key hold the attempt ran under.
+    async fn send(
+        &mut self,
+        step: &Step,
+        gates: &Gates,
+        prepared: Result<Prepared, Box<Exchange>>,
+        admission: Admission,
+    ) -> (Result<Exchange, Box<Won>>, KeyHold) {
+        self.held = false;
+        if admission == Admission::Refused {
+            let outcome = refused_outcome(&self.channel(step).name);
+            return (
+                Ok(Exchange::Failed {
+                    outcome,
+                    answer: None,
+                }),
+                None,
+            );
+        }
+        let key = match self.hold_key(step).await {
+            Ok(hold) => hold,
+            Err(held) => return (Ok(self.held_back(held)), None),
+        };
+        let p = match prepared {
+            Ok(p) => p,
+            Err(e) => return (Ok(*e), key),
+        };
+        let ex = exchange(self.gw, self.cx, step, self.channel(step), gates, p);
+        match self.hedge_after(step) {
+            // Boxed: inline, the exchange (~6.8 KB) would make the loop's future that much
+            // larger, and a future is copied whole each time it is moved (4 KB less copied
+            // per request, for one allocation).
+            None => (Ok(Box::pin(ex).await), key),
+            // Boxed: the race holds two exchanges (~18 KB), and inline it would make every
+            // request's future that size.
+            Some(after) => (Box::pin(self.hedged(step, after, ex)).await, key),
+        }
+    }
+
     pub(super) fn gates(&self, step: &Step) -> Gates {
         let key = self.cx.idempotency_key.as_ref().and_then(|k| {
             let first = self.first.as_ref().is_some_and(|(ch, model)| {
