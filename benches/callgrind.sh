@@ -17,7 +17,8 @@
 # Knobs (env): CG_REQUESTS (2000), CG_CHUNKS (20), CG_SKIP_BUILD (unset), CG_KEEP (unset:
 # keep the callgrind.out files and logs in the printed directory), CG_BIN and CG_ALLOC_BIN
 # (other gateway binaries to measure, e.g. an older build for a before/after), CG_ALLOCS
-# (1; 0: instructions only, no allocation runs).
+# (1; 0: instructions only, no allocation runs), CG_LONG (unset; 1: the non-stream requests
+# carry make bench's 60-turn ~62 KB conversation instead of one short message).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,14 @@ LG=$REL/examples/loadgen
 for b in "$SY" "$MOCK" "$LG"; do [ -x "$b" ] || die "missing $b"; done
 
 TMP=$(mktemp -d /tmp/switchyard-callgrind.XXXXXX)
+JSON_BODY='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}'
+if [ "${CG_LONG:-}" = 1 ]; then
+    # The same body as make bench's `_long` rows (benches/run.sh).
+    JSON_BODY=$(python3 -c '
+import json
+msgs = [{"role": ("user", "assistant")[i % 2], "content": "word " * 200} for i in range(60)]
+print(json.dumps({"model": "gpt-4o-mini", "messages": msgs, "max_tokens": 100}))')
+fi
 PIDS=()
 cleanup() {
     local pid
@@ -161,7 +170,7 @@ done
 
 printf 'callgrind: %s non-stream requests\n' "$N" >&2
 JSON_IR=$(gateway_run json \
-    --body '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}')
+    --body "$JSON_BODY")
 printf 'callgrind: %s streaming requests (%s chunks each)\n' "$N" "$CHUNKS" >&2
 SSE_IR=$(gateway_run sse \
     --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
@@ -204,18 +213,19 @@ JSON_ALLOCS=- SSE_ALLOCS=-
 if [ "${CG_ALLOCS:-1}" != 0 ]; then
     printf 'allocations: %s requests of each kind through the count-allocs build\n' "$N" >&2
     JSON_ALLOCS=$(alloc_run json \
-        --body '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}')
+        --body "$JSON_BODY")
     SSE_ALLOCS=$(alloc_run sse \
         --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
         --header "x-mock-fault: stream=$CHUNKS:0ms")
 fi
 
 python3 - "$N" "$JSON_IR" "$SSE_IR" "$IDLE_IR" "$CHUNKS" "$(git rev-parse --short HEAD)" \
-    "$JSON_ALLOCS" "$SSE_ALLOCS" <<'PY'
+    "$JSON_ALLOCS" "$SSE_ALLOCS" "${CG_LONG:-}" <<'PY'
 import sys
 n, js, sse, idle, chunks, commit = int(sys.argv[1]), *map(int, sys.argv[2:5]), sys.argv[5], sys.argv[6]
 ja, sa = sys.argv[7], sys.argv[8]
 print(f"commit {commit}: per request ({n} requests each; callgrind idle {idle:,} subtracted)")
-print(f"  non-stream chat:          {(js - idle) / n:>12,.0f} instructions  {ja:>5} allocations")
+label = "non-stream chat, 62 KB:" if sys.argv[9] == "1" else "non-stream chat:"
+print(f"  {label:<24}{(js - idle) / n:>12,.0f} instructions  {ja:>5} allocations")
 print(f"  streaming chat ({chunks} chunks): {(sse - idle) / n:>12,.0f} instructions  {sa:>5} allocations")
 PY

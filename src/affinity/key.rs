@@ -90,10 +90,12 @@ pub struct KeyInput<'a> {
 pub use crate::wire::request::TopFields;
 
 impl TopFields {
-    /// The fields as borrowed JSON values of `text` (the body they were found in).
-    fn known<'a>(&self, text: &'a str) -> Known<'a> {
+    /// The fields as borrowed JSON values of `body` (the body they were found in). Only
+    /// the fields' own bytes are read as text, not the whole body.
+    fn known<'a>(&self, body: &'a [u8]) -> Known<'a> {
         let raw = |s: Option<(usize, usize)>| {
-            s.and_then(|(a, b)| text.get(a..b))
+            s.and_then(|(a, b)| body.get(a..b))
+                .and_then(|t| std::str::from_utf8(t).ok())
                 .and_then(|t| serde_json::from_str::<&RawValue>(t).ok())
         };
         Known {
@@ -313,8 +315,7 @@ pub fn sticky_key(input: &KeyInput) -> Option<StickyKey> {
     if let Some(v) = header(input.headers, &CONVERSATION_HEADERS) {
         return Some(mk(StickyKind::Conversation, &v, st.conversation_ttl, false));
     }
-    let text = input.body.and_then(|b| std::str::from_utf8(b).ok());
-    let (top, turns) = match (input.top, text) {
+    let (top, turns) = match (input.top, input.body) {
         (Some(f), Some(t)) => (f.known(t), f.turns),
         _ => (Known::default(), 0),
     };

@@ -429,3 +429,31 @@ async fn dirty_bindings_round_trip_row_keys() {
     );
     assert_eq!(crate::affinity::persist::parse_row_key("nope:zz"), None);
 }
+
+/// The ladder reads only its fields' bytes as text: a byte that is not UTF-8 elsewhere in
+/// the body (inside a message, which the parse skips) does not lose the conversation key.
+#[test]
+fn a_stray_byte_elsewhere_in_the_body_keeps_the_conversation_key() {
+    let affinity = aff(vec![]);
+    let headers = HeaderMap::new();
+    let mut body = br#"{"conversation_id":"c-1","messages":[{"role":"user","content":"x"#.to_vec();
+    body.push(0xFF);
+    body.extend_from_slice(br#""}]}"#);
+    let peek = crate::wire::request::peek(&body).expect("the parse skips message text");
+    let k = sticky_key(&KeyInput {
+        affinity: &affinity,
+        group: "default",
+        model: "m",
+        path: "/v1/chat/completions",
+        client: "alice",
+        headers: &headers,
+        body: Some(&body),
+        top: Some(&peek.top),
+    })
+    .expect("a key");
+    assert_eq!(k.kind, StickyKind::Conversation);
+    assert_eq!(
+        k.hash,
+        key_hash("alice", "default", "m", StickyKind::Conversation, "c-1")
+    );
+}

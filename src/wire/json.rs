@@ -7,8 +7,13 @@ use serde_json::value::RawValue;
 
 /// Byte range of `raw` within `body` (`raw` was borrowed from `body` by one parse).
 pub fn span_of(body: &[u8], raw: &RawValue) -> (usize, usize) {
-    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-    (start, start + raw.get().len())
+    span_of_str(body, raw.get())
+}
+
+/// Byte range of `raw` within `body` (`raw` is a slice of `body`).
+pub fn span_of_str(body: &[u8], raw: &str) -> (usize, usize) {
+    let start = raw.as_ptr() as usize - body.as_ptr() as usize;
+    (start, start + raw.len())
 }
 
 /// A member's value read as raw JSON, `null` included (a plain `Option<&RawValue>` reads a

@@ -150,21 +150,54 @@ impl<'a> Reader<'a> {
         self.eat(b'"')?;
         let mut chars = 0u64;
         loop {
-            let c = *self.b.get(self.i)?;
-            self.i += 1;
-            match c {
-                b'"' => return Some(chars),
-                b'\\' => match self.peek()? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                        chars += 1;
-                        self.i += 1;
-                    }
-                    _ => return None,
-                },
-                0..=0x1f => return None,
-                // The data is UTF-8: a character is a byte that does not continue one.
-                _ => chars += u64::from(c & 0xC0 != 0x80),
+            let run = self.plain_run()?;
+            // The data is UTF-8: a character is a byte that does not continue one.
+            chars += run.iter().filter(|&&c| c & 0xC0 != 0x80).count() as u64;
+            match self.escape()? {
+                true => chars += 1,
+                false => return Some(chars),
             }
+        }
+    }
+
+    /// Past a string without counting it (a value the event's checks do not read).
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            self.plain_run()?;
+            if !self.escape()? {
+                return Some(());
+            }
+        }
+    }
+
+    /// The bytes up to the next quote, backslash or control character, which the cursor
+    /// is left on (one tight loop: strings here are short).
+    fn plain_run(&mut self) -> Option<&'a [u8]> {
+        let rest = self.b.get(self.i..)?;
+        let n = rest
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        self.i += n;
+        Some(&rest[..n])
+    }
+
+    /// At a quote (the string ends: `false`, the cursor after it) or a two-character
+    /// escape (`true`, the cursor after it); anything else leaves the string to serde.
+    fn escape(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                Some(false)
+            }
+            b'\\' => match self.b.get(self.i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                    self.i += 2;
+                    Some(true)
+                }
+                _ => None,
+            },
+            _ => None,
         }
     }
 
@@ -227,9 +260,7 @@ impl<'a> Reader<'a> {
                 self.i += 1;
                 self.elements(|r| r.skip(depth + 1))?;
             }
-            b'"' => {
-                self.string()?;
-            }
+            b'"' => self.skip_string()?,
             b'n' => self.literal(b"null")?,
             b't' => self.literal(b"true")?,
             b'f' => self.literal(b"false")?,

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use crate::error::GatewayError;
 use crate::wire::json;
 use crate::wire::lenient::{Count, Lenient};
+use crate::wire::scan::{self, Want};
 
 /// Byte ranges (into the body) of the top-level fields the default sticky-key ladder reads
 /// (R8.2), and the number of turns (`messages` or `input` elements), found by the request's
@@ -42,6 +43,9 @@ pub struct Peek {
     pub top: TopFields,
     /// Where the top-level `max_tokens` key is, for renaming it without another parse.
     pub max_tokens_key: MaxTokensKey,
+    /// The body's input-token estimate (`wire::tokens`), made by the same pass when the
+    /// fast one took the body; `None` leaves it to be made on first use.
+    pub input_tokens: Option<u64>,
 }
 
 /// Where a body's top-level `max_tokens` member stands, as its one parse found it: what a
@@ -87,38 +91,153 @@ struct RawPeek<'a> {
     input: Count,
 }
 
+/// The members [`RawPeek`] reads, in the order of [`Fields::from_scan`]'s slots: all read
+/// as text but the two counted ones.
+const WANTED: [Want; 13] = [
+    text("model"),
+    text("stream"),
+    text("max_completion_tokens"),
+    text("max_tokens"),
+    text("max_output_tokens"),
+    text("metadata"),
+    text("conversation_id"),
+    text("conversation"),
+    text("session_id"),
+    text("prompt_cache_key"),
+    text("user"),
+    Want {
+        name: "messages",
+        text: false,
+    },
+    Want {
+        name: "input",
+        text: false,
+    },
+];
+
+const fn text(name: &'static str) -> Want {
+    Want { name, text: true }
+}
+
+/// The members as raw JSON text borrowed from the body, whichever parse found them.
+/// `Option` members read `null` as absent, as `Option<&RawValue>` does; the two
+/// `raw_or_null` limits keep it.
+struct Fields<'a> {
+    model: Option<&'a str>,
+    stream: Option<&'a str>,
+    max_completion_tokens: Option<&'a str>,
+    max_tokens: Option<&'a str>,
+    max_output_tokens: Option<u64>,
+    metadata: Option<&'a str>,
+    conversation_id: Option<&'a str>,
+    conversation: Option<&'a str>,
+    session_id: Option<&'a str>,
+    prompt_cache_key: Option<&'a str>,
+    user: Option<&'a str>,
+    turns: usize,
+    /// The input-token estimate, when the pass that found the members made it.
+    input_tokens: Option<u64>,
+}
+
+impl<'a> Fields<'a> {
+    /// The fast pass (`wire::scan`); `None` leaves the body to `serde_json`.
+    fn from_scan(body: &'a [u8]) -> Option<Fields<'a>> {
+        let found = scan::top_members(body, &WANTED)?;
+        let m = &found.members;
+        let mut text = [None; WANTED.len()];
+        for (slot, member) in text.iter_mut().zip(m).take(11) {
+            if let Some(member) = member {
+                // The pass checked that a text member is UTF-8.
+                *slot = Some(std::str::from_utf8(&body[member.span.0..member.span.1]).ok()?);
+            }
+        }
+        let absent_if_null = |t: Option<&'a str>| t.filter(|t| *t != "null");
+        let turns = |i: usize| m[i].map_or(0, |m| m.elements);
+        Some(Fields {
+            model: absent_if_null(text[0]),
+            stream: absent_if_null(text[1]),
+            max_completion_tokens: text[2],
+            max_tokens: text[3],
+            // Read in the full parse too: what it refuses there (a number out of range) is
+            // left to it.
+            max_output_tokens: match text[4] {
+                Some(t) => serde_json::from_str::<Lenient>(t).ok()?.0,
+                None => None,
+            },
+            metadata: absent_if_null(text[5]),
+            conversation_id: absent_if_null(text[6]),
+            conversation: absent_if_null(text[7]),
+            session_id: absent_if_null(text[8]),
+            prompt_cache_key: absent_if_null(text[9]),
+            user: absent_if_null(text[10]),
+            turns: turns(11).max(turns(12)),
+            input_tokens: Some(found.tally.total(body.len())),
+        })
+    }
+
+    /// The full parse: what it refuses is a 400 with its own words.
+    fn from_serde(body: &'a [u8]) -> Result<Fields<'a>, GatewayError> {
+        let raw: RawPeek =
+            serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
+        let get = |r: Option<&'a RawValue>| r.map(RawValue::get);
+        Ok(Fields {
+            model: get(raw.model),
+            stream: get(raw.stream),
+            max_completion_tokens: get(raw.max_completion_tokens),
+            max_tokens: get(raw.max_tokens),
+            max_output_tokens: raw.max_output_tokens.0,
+            metadata: get(raw.metadata),
+            conversation_id: get(raw.conversation_id),
+            conversation: get(raw.conversation),
+            session_id: get(raw.session_id),
+            prompt_cache_key: get(raw.prompt_cache_key),
+            user: get(raw.user),
+            turns: raw.messages.0.max(raw.input.0),
+            input_tokens: None,
+        })
+    }
+}
+
 /// Parse the body enough to route, bill and pin it. Bodies that are not a JSON object are
-/// a 400.
+/// a 400. One pass (`wire::scan`) takes almost every body; what it is not sure of goes to
+/// `serde_json`, which gives the same fields or the error.
 pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
     if body.trim_ascii_start().first() != Some(&b'{') {
         return Err(GatewayError::bad_json("expected a JSON object"));
     }
-    let raw: RawPeek =
-        serde_json::from_slice(body).map_err(|e| GatewayError::bad_json(&e.to_string()))?;
-    let (model, model_span) = match raw.model {
+    let fields = match Fields::from_scan(body) {
+        Some(f) => f,
+        None => Fields::from_serde(body)?,
+    };
+    read_fields(body, fields)
+}
+
+/// The peek of the members either parse found.
+fn read_fields(body: &[u8], fields: Fields<'_>) -> Result<Peek, GatewayError> {
+    let (model, model_span) = match fields.model {
         Some(m) => {
             // A name without escapes is read in place; one with escapes is unescaped first.
-            let model: Arc<str> = match serde_json::from_str::<&str>(m.get()) {
+            let model: Arc<str> = match serde_json::from_str::<&str>(m) {
                 Ok(plain) => Arc::from(plain),
-                Err(_) => serde_json::from_str::<String>(m.get())
+                Err(_) => serde_json::from_str::<String>(m)
                     .map_err(|_| GatewayError::missing_model())?
                     .into(),
             };
-            (Some(model), Some(json::span_of(body, m)))
+            (Some(model), Some(json::span_of_str(body, m)))
         }
         None => (None, None),
     };
-    let (stream, stream_span) = match raw.stream {
-        Some(s) => (s.get() == "true", Some(json::span_of(body, s))),
+    let (stream, stream_span) = match fields.stream {
+        Some(s) => (s == "true", Some(json::span_of_str(body, s))),
         None => (false, None),
     };
-    let span = |r: Option<&RawValue>| r.map(|r| json::span_of(body, r));
-    let number = |r: Option<&RawValue>| {
-        r.and_then(|r| serde_json::from_str::<Lenient>(r.get()).ok())
+    let span = |r: Option<&str>| r.map(|r| json::span_of_str(body, r));
+    let number = |r: Option<&str>| {
+        r.and_then(|r| serde_json::from_str::<Lenient>(r).ok())
             .and_then(|n| n.0)
     };
-    let max_tokens_key = match (raw.max_tokens, raw.max_completion_tokens) {
-        (Some(v), None) => json::key_before(body, json::span_of(body, v).0, "max_tokens")
+    let max_tokens_key = match (fields.max_tokens, fields.max_completion_tokens) {
+        (Some(v), None) => json::key_before(body, json::span_of_str(body, v).0, "max_tokens")
             .map_or(MaxTokensKey::Unplaced, MaxTokensKey::At),
         _ => MaxTokensKey::Absent,
     };
@@ -127,19 +246,20 @@ pub fn peek(body: &[u8]) -> Result<Peek, GatewayError> {
         model_span,
         stream,
         stream_span,
-        completion_hint: number(raw.max_completion_tokens)
-            .or(number(raw.max_tokens))
-            .or(raw.max_output_tokens.0),
+        completion_hint: number(fields.max_completion_tokens)
+            .or(number(fields.max_tokens))
+            .or(fields.max_output_tokens),
         max_tokens_key,
         top: TopFields {
-            metadata: span(raw.metadata),
-            conversation_id: span(raw.conversation_id),
-            conversation: span(raw.conversation),
-            session_id: span(raw.session_id),
-            prompt_cache_key: span(raw.prompt_cache_key),
-            user: span(raw.user),
-            turns: raw.messages.0.max(raw.input.0),
+            metadata: span(fields.metadata),
+            conversation_id: span(fields.conversation_id),
+            conversation: span(fields.conversation),
+            session_id: span(fields.session_id),
+            prompt_cache_key: span(fields.prompt_cache_key),
+            user: span(fields.user),
+            turns: fields.turns,
         },
+        input_tokens: fields.input_tokens,
     })
 }
 
@@ -253,3 +373,7 @@ mod tests {
         assert!(peek(br#"{"model":"m","messages":[}"#).is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "tests/request_fast.rs"]
+mod fast_tests;

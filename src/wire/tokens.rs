@@ -23,26 +23,55 @@ pub const IMAGE_DEFAULT_TOKENS: u64 = 1_600;
 
 /// The estimated input tokens of a request body (JSON, any of the supported formats).
 pub fn estimate_input_tokens(body: &[u8]) -> u64 {
-    let mut quarters: u64 = 0;
-    let mut tokens: u64 = 0;
+    let mut tally = Tally::default();
     let mut i = 0;
-    let mut outside = 0usize;
     while let Some(q) = memchr::memchr(b'"', &body[i..]) {
-        outside += q;
         let start = i + q + 1;
         let end = string_end(body, start);
-        let text = &body[start..end];
-        match (text.len() >= BLOB_MIN).then(|| blob(text)).flatten() {
-            Some(t) => tokens += t,
-            None => quarters += text_quarters(text),
-        }
+        tally.string(&body[start..end]);
         i = (end + 1).min(body.len());
         if end >= body.len() {
+            tally.inside -= 1; // no closing quote
             break;
         }
     }
-    outside += body.len().saturating_sub(i);
-    tokens + quarters.div_ceil(4) + (outside as u64).div_ceil(8)
+    tally.total(body.len())
+}
+
+/// The estimate's running count over a body's strings (keys and values). Bytes outside
+/// strings are not visited: they are the body's length less the strings and their quotes.
+/// `wire::scan` keeps one in its pass over a request, so the estimate costs no pass of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Text, in quarter tokens.
+    quarters: u64,
+    /// Payloads (images, audio, documents), in tokens.
+    tokens: u64,
+    /// Bytes inside strings, and the strings' quotes.
+    inside: usize,
+}
+
+impl Tally {
+    /// Count one string's content (between its quotes, escapes as written).
+    pub fn string(&mut self, text: &[u8]) {
+        self.string_of(text, text.is_ascii());
+    }
+
+    /// [`Tally::string`] of a string whose caller knows whether it is all ASCII.
+    pub fn string_of(&mut self, text: &[u8], ascii: bool) {
+        match (text.len() >= BLOB_MIN).then(|| blob(text)).flatten() {
+            Some(t) => self.tokens += t,
+            None if ascii => self.quarters += text.len() as u64,
+            None => self.quarters += text_quarters(text),
+        }
+        self.inside += text.len() + 2;
+    }
+
+    /// The estimate of a body `len` bytes long whose strings were all counted.
+    pub fn total(&self, len: usize) -> u64 {
+        let outside = len.saturating_sub(self.inside);
+        self.tokens + self.quarters.div_ceil(4) + (outside as u64).div_ceil(8)
+    }
 }
 
 /// The index of the closing quote of the string starting at `start` (or the end of input).

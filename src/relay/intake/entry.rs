@@ -213,6 +213,11 @@ async fn relay(
         .traces
         .get()
         .map(|t| crate::telemetry::otlp::TraceCtx::of(&parts.headers, t.sample_ratio));
+    // The body's one pass made the token estimate when it could (`wire::scan`).
+    let prompt_estimate = match peek.as_ref().and_then(|p| p.input_tokens) {
+        Some(n) => std::sync::OnceLock::from(n),
+        None => std::sync::OnceLock::new(),
+    };
     let cx = Context {
         with_query,
         idempotency_key: idempotency_key(&parts.headers),
@@ -231,7 +236,7 @@ async fn relay(
         request_id: ctx.request_id.clone(),
         started: ctx.started,
         sticky,
-        prompt_estimate: std::sync::OnceLock::new(),
+        prompt_estimate,
         trace,
     };
     // Boxed: the attempt loop's future (~7.8 KB) is copied once, into its box, instead of
