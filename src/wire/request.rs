@@ -144,32 +144,26 @@ impl<'a> Fields<'a> {
     fn from_scan(body: &'a [u8]) -> Option<Fields<'a>> {
         let found = scan::top_members(body, &WANTED)?;
         let m = &found.members;
-        let mut text = [None; WANTED.len()];
-        for (slot, member) in text.iter_mut().zip(m).take(11) {
-            if let Some(member) = member {
-                // The pass checked that a text member is UTF-8.
-                *slot = Some(std::str::from_utf8(&body[member.span.0..member.span.1]).ok()?);
-            }
-        }
+        let text = |i: usize| m[i].and_then(|m| m.text);
         let absent_if_null = |t: Option<&'a str>| t.filter(|t| *t != "null");
         let turns = |i: usize| m[i].map_or(0, |m| m.elements);
         Some(Fields {
-            model: absent_if_null(text[0]),
-            stream: absent_if_null(text[1]),
-            max_completion_tokens: text[2],
-            max_tokens: text[3],
+            model: absent_if_null(text(0)),
+            stream: absent_if_null(text(1)),
+            max_completion_tokens: text(2),
+            max_tokens: text(3),
             // Read in the full parse too: what it refuses there (a number out of range) is
             // left to it.
-            max_output_tokens: match text[4] {
+            max_output_tokens: match text(4) {
                 Some(t) => serde_json::from_str::<Lenient>(t).ok()?.0,
                 None => None,
             },
-            metadata: absent_if_null(text[5]),
-            conversation_id: absent_if_null(text[6]),
-            conversation: absent_if_null(text[7]),
-            session_id: absent_if_null(text[8]),
-            prompt_cache_key: absent_if_null(text[9]),
-            user: absent_if_null(text[10]),
+            metadata: absent_if_null(text(5)),
+            conversation_id: absent_if_null(text(6)),
+            conversation: absent_if_null(text(7)),
+            session_id: absent_if_null(text(8)),
+            prompt_cache_key: absent_if_null(text(9)),
+            user: absent_if_null(text(10)),
             turns: turns(11).max(turns(12)),
             input_tokens: Some(found.tally.total(body.len())),
         })

@@ -22,25 +22,26 @@ pub struct Want {
     pub text: bool,
 }
 
-/// A top-level member the caller asked for: its value's byte range in the body, and the
-/// number of elements when the value is an array (0 for any other value).
+/// A top-level member the caller asked for: its value's byte range in the body, the value
+/// as text when it was wanted as text, and the number of elements when it was counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Member {
+pub struct Member<'a> {
     pub span: (usize, usize),
+    pub text: Option<&'a str>,
     pub elements: usize,
 }
 
 /// What the pass found: one slot per wanted name (in the order given), and the estimate's
 /// tally of every string in the body.
 #[derive(Debug)]
-pub struct Found<const N: usize> {
-    pub members: [Option<Member>; N],
+pub struct Found<'a, const N: usize> {
+    pub members: [Option<Member<'a>>; N],
     pub tally: Tally,
 }
 
 /// Scan `body` (a JSON object, whitespace around it) for the top-level members named in
 /// `wanted`; `None` when the body must go to the full parse (see the module doc).
-pub fn top_members<const N: usize>(body: &[u8], wanted: &[Want; N]) -> Option<Found<N>> {
+pub fn top_members<'a, const N: usize>(body: &'a [u8], wanted: &[Want; N]) -> Option<Found<'a, N>> {
     let mut s = Scanner {
         b: body,
         i: 0,
@@ -48,48 +49,39 @@ pub fn top_members<const N: usize>(body: &[u8], wanted: &[Want; N]) -> Option<Fo
     };
     let mut members = [None; N];
     s.ws();
-    s.expect(b'{')?;
-    s.ws();
-    if s.peek()? == b'}' {
-        s.i += 1;
-    } else {
-        loop {
-            let (ks, ke) = s.string()?;
-            let key = &body[ks..ke];
-            // An escaped key may spell a wanted name: the full parse unescapes it.
-            if memchr::memchr(b'\\', key).is_some() || std::str::from_utf8(key).is_err() {
-                return None;
-            }
-            s.ws();
-            s.expect(b':')?;
-            s.ws();
-            let start = s.i;
-            let elements = s.value(1)?;
-            let member = Member {
-                span: (start, s.i),
-                elements,
-            };
-            if let Some(slot) = wanted.iter().position(|w| w.name.as_bytes() == key) {
-                // A counted member's array is skipped as the full parse skips it; any
-                // other value the full parse reads (a number's range, a string's escapes).
-                if !wanted[slot].text && body[start] != b'[' {
-                    return None;
-                }
-                if wanted[slot].text && std::str::from_utf8(&body[start..s.i]).is_err() {
-                    return None;
-                }
-                if members[slot].replace(member).is_some() {
-                    return None; // a duplicate field: the full parse refuses it
-                }
-            }
-            s.ws();
-            match s.next()? {
-                b',' => s.ws(),
-                b'}' => break,
-                _ => return None,
-            }
+    s.object(1, |key, span, elements| {
+        let key = &body[key.0..key.1];
+        // An escaped key may spell a wanted name: the full parse unescapes it.
+        if memchr::memchr(b'\\', key).is_some() || std::str::from_utf8(key).is_err() {
+            return None;
         }
-    }
+        let Some(slot) = wanted.iter().position(|w| w.name.as_bytes() == key) else {
+            return Some(());
+        };
+        let value = &body[span.0..span.1];
+        let member = if wanted[slot].text {
+            let text = Some(std::str::from_utf8(value).ok()?);
+            Member {
+                span,
+                text,
+                elements: 0,
+            }
+        } else if value.first() == Some(&b'[') {
+            Member {
+                span,
+                text: None,
+                elements,
+            }
+        } else {
+            // Counted, any other value is read by the full parse (a number's range, a
+            // string's escapes), not skipped: left to it.
+            return None;
+        };
+        match members[slot].replace(member) {
+            Some(_) => None, // a duplicate field: the full parse refuses it
+            None => Some(()),
+        }
+    })?;
     s.ws();
     if s.i != body.len() {
         return None;
@@ -133,7 +125,7 @@ impl Scanner<'_> {
     fn value(&mut self, depth: usize) -> Option<usize> {
         match self.peek()? {
             b'"' => self.string().map(|_| 0),
-            b'{' => self.object(depth + 1).map(|()| 0),
+            b'{' => self.object(depth + 1, |_, _, _| Some(())).map(|()| 0),
             b'[' => self.array(depth + 1),
             b't' => self.literal(b"true").map(|()| 0),
             b'f' => self.literal(b"false").map(|()| 0),
@@ -143,7 +135,13 @@ impl Scanner<'_> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Option<()> {
+    /// An object at nesting `depth`; `each` sees every member once its value is read: the
+    /// key's content span, the value's span and its element count.
+    fn object(
+        &mut self,
+        depth: usize,
+        mut each: impl FnMut((usize, usize), (usize, usize), usize) -> Option<()>,
+    ) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
@@ -154,11 +152,13 @@ impl Scanner<'_> {
             return Some(());
         }
         loop {
-            self.string()?;
+            let key = self.string()?;
             self.ws();
             self.expect(b':')?;
             self.ws();
-            self.value(depth)?;
+            let start = self.i;
+            let elements = self.value(depth)?;
+            each(key, (start, self.i), elements)?;
             self.ws();
             match self.next()? {
                 b',' => self.ws(),

@@ -237,9 +237,6 @@ impl<'a> Walk<'a> {
         step
     }
 
-    /// The time gates of the step's exchange, and the Idempotency-Key it carries (R10.2):
-    /// the client's on every attempt at the first target, a key derived for the target on
-    /// every attempt at any other, so each target can deduplicate its own retries.
     /// Send one planned attempt: not at all when the breaker refused it (R6.1: it fails
     /// like a 503), held back when its key has no room (R15), else upstream, hedged when
     /// the channel asks for it (R19.3). With the exchange, or the hedge that answered first
@@ -282,6 +279,9 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// The time gates of the step's exchange, and the Idempotency-Key it carries (R10.2):
+    /// the client's on every attempt at the first target, a key derived for the target on
+    /// every attempt at any other, so each target can deduplicate its own retries.
     pub(super) fn gates(&self, step: &Step) -> Gates {
         let key = self.cx.idempotency_key.as_ref().and_then(|k| {
             let first = self.first.as_ref().is_some_and(|(ch, model)| {

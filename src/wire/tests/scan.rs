@@ -56,7 +56,7 @@ fn by_serde(body: &[u8]) -> Option<(Spans, usize)> {
 
 /// Checks one body: an acceptance is one the full parse makes too, with the same spans,
 /// element counts and estimate.
-fn agree(body: &[u8]) -> Option<Found<4>> {
+fn agree(body: &[u8]) -> Option<Found<'_, 4>> {
     let found = top_members(body, &WANTED)?;
     let Some((spans, turns)) = by_serde(body) else {
         panic!(
