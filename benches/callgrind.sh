@@ -18,7 +18,9 @@
 # keep the callgrind.out files and logs in the printed directory), CG_BIN and CG_ALLOC_BIN
 # (other gateway binaries to measure, e.g. an older build for a before/after), CG_ALLOCS
 # (1; 0: instructions only, no allocation runs), CG_LONG (unset; 1: the non-stream requests
-# carry make bench's 60-turn ~62 KB conversation instead of one short message).
+# carry make bench's 60-turn ~62 KB conversation instead of one short message), CG_COALESCE
+# (unset; 1: the mock writes each stream in one write, make bench's `_sse` row, instead of
+# one write per event).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +45,8 @@ LG=$REL/examples/loadgen
 for b in "$SY" "$MOCK" "$LG"; do [ -x "$b" ] || die "missing $b"; done
 
 TMP=$(mktemp -d /tmp/switchyard-callgrind.XXXXXX)
+SSE_FAULT="stream=$CHUNKS:0ms"
+[ "${CG_COALESCE:-}" = 1 ] && SSE_FAULT="$SSE_FAULT,coalesce"
 JSON_BODY='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}'
 if [ "${CG_LONG:-}" = 1 ]; then
     # The same body as make bench's `_long` rows (benches/run.sh).
@@ -174,7 +178,7 @@ JSON_IR=$(gateway_run json \
 printf 'callgrind: %s streaming requests (%s chunks each)\n' "$N" "$CHUNKS" >&2
 SSE_IR=$(gateway_run sse \
     --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
-    --header "x-mock-fault: stream=$CHUNKS:0ms")
+    --header "x-mock-fault: $SSE_FAULT")
 IDLE_SECONDS=$(python3 -c "print(max(float(open('$TMP/json.secs').read()), float(open('$TMP/sse.secs').read())))")
 printf 'callgrind: idle run (%.0f s)\n' "$IDLE_SECONDS" >&2
 IDLE_IR=$(gateway_run idle)
@@ -216,7 +220,7 @@ if [ "${CG_ALLOCS:-1}" != 0 ]; then
         --body "$JSON_BODY")
     SSE_ALLOCS=$(alloc_run sse \
         --body '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say hello."}]}' \
-        --header "x-mock-fault: stream=$CHUNKS:0ms")
+        --header "x-mock-fault: $SSE_FAULT")
 fi
 
 python3 - "$N" "$JSON_IR" "$SSE_IR" "$IDLE_IR" "$CHUNKS" "$(git rev-parse --short HEAD)" \

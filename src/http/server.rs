@@ -238,12 +238,23 @@ impl<S: Service> Conn<S> {
                 self.serve(TokioIo::new(Sniffed::new(stream)), &activity)
                     .await
             }
-            Some(acc) => {
-                let deadline = self.accepted + header;
-                if let Ok(Ok(s)) = tokio::time::timeout_at(deadline, acc.accept(stream)).await {
-                    self.serve(TokioIo::new(Sniffed::new(s)), &activity).await;
-                }
-            }
+            // Boxed: the TLS handshake and stream (rustls' state) are several KB that would
+            // otherwise sit in every connection's task, plain ones included, for its life.
+            Some(acc) => Box::pin(self.serve_tls(acc, stream, header, &activity)).await,
+        }
+    }
+
+    /// The TLS handshake (within `header` of the accept), then serve over it.
+    async fn serve_tls(
+        self,
+        acc: TlsAcceptor,
+        stream: TcpStream,
+        header: Duration,
+        activity: &Activity,
+    ) {
+        let deadline = self.accepted + header;
+        if let Ok(Ok(s)) = tokio::time::timeout_at(deadline, acc.accept(stream)).await {
+            self.serve(TokioIo::new(Sniffed::new(s)), activity).await;
         }
     }
 

@@ -18,15 +18,21 @@
 //! most [`IDLE_TIMEOUT`]; expired and closed ones are swept when the pool is next used.
 
 use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
-use hyper_rustls::HttpsConnector;
+use hyper::rt;
+use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 use tower_service::Service;
 
 use crate::routing::policy::TransportKind;
@@ -215,7 +221,7 @@ impl H1Pool {
             .call(uri)
             .await
             .map_err(|e| super::connect_error(&format!("{e:?}")))?;
-        let (tx, conn) = http1::handshake(io)
+        let (tx, conn) = http1::handshake(UpIo::from(io))
             .await
             .map_err(|_| TransportKind::Connect)?;
         tokio::spawn(async move {
@@ -224,6 +230,82 @@ impl H1Pool {
             }
         });
         Ok(tx)
+    }
+}
+
+/// An upstream connection's stream with its TLS state boxed: a connection's task holds its
+/// stream for its life, and rustls' state (a few KB) would otherwise size every
+/// connection's task, plain ones included (held streams: BENCHMARKS.md, eighth stop).
+enum UpIo {
+    Plain(TokioIo<TcpStream>),
+    Tls(Box<MaybeHttpsStream<TokioIo<TcpStream>>>),
+}
+
+impl From<MaybeHttpsStream<TokioIo<TcpStream>>> for UpIo {
+    fn from(io: MaybeHttpsStream<TokioIo<TcpStream>>) -> UpIo {
+        match io {
+            MaybeHttpsStream::Http(plain) => UpIo::Plain(plain),
+            tls => UpIo::Tls(Box::new(tls)),
+        }
+    }
+}
+
+/// Call through to the stream, pinned (both are `Unpin`).
+macro_rules! each {
+    ($io:expr, $s:ident => $call:expr) => {
+        match $io {
+            UpIo::Plain(plain) => {
+                let $s = Pin::new(plain);
+                $call
+            }
+            UpIo::Tls(tls) => {
+                let $s = Pin::new(&mut **tls);
+                $call
+            }
+        }
+    };
+}
+
+impl rt::Read for UpIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        each!(self.get_mut(), s => s.poll_read(cx, buf))
+    }
+}
+
+impl rt::Write for UpIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        each!(self.get_mut(), s => s.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self.get_mut(), s => s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self.get_mut(), s => s.poll_shutdown(cx))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            UpIo::Plain(plain) => plain.is_write_vectored(),
+            UpIo::Tls(tls) => tls.is_write_vectored(),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        each!(self.get_mut(), s => s.poll_write_vectored(cx, bufs))
     }
 }
 

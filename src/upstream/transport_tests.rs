@@ -263,3 +263,78 @@ fn host_values_omit_default_ports() {
     );
     assert_eq!(value(Scheme::HTTPS, "api.example").unwrap(), "api.example");
 }
+
+/// A TLS upstream through the pool: the connection's stream is the boxed TLS one
+/// (`h1pool::UpIo::Tls`), and two requests on it (the second on the kept-alive connection)
+/// each get the answer whole.
+#[tokio::test]
+async fn a_tls_upstream_answers_through_the_pool_twice_on_one_connection() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use http_body_util::BodyExt;
+    use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    use tokio::io::AsyncWriteExt;
+
+    super::install_crypto_provider();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()));
+    let server = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![ck.cert.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 8192];
+                for n in 0..2 {
+                    // Each request is one small write from the client: one read takes it.
+                    if tls.read(&mut buf).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let body = format!("{{\"n\":{n}}}");
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                    let _ = tls.write_all(format!("{head}{body}").as_bytes()).await;
+                }
+            });
+        }
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ck.cert.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(client)
+        .https_only()
+        .enable_http1()
+        .wrap_connector(super::tcp_connector());
+    let pool = Arc::new(H1Pool::new(https));
+    for n in 0..2 {
+        let req = Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost:{port}/v1/chat/completions"))
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .unwrap();
+        let (resp, lent) = pool.send(req).await.expect("the TLS upstream answers");
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, format!("{{\"n\":{n}}}").as_bytes());
+        drop(lent); // the connection goes back to the pool, read to its end
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one kept-alive connection"
+    );
+}

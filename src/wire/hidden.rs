@@ -1,6 +1,13 @@
 //! Hidden errors (R9.5): a 200 whose body is only an `{"error":{...}}` object.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::Value;
+
+/// The key every hidden error carries, searched for before any parse (built once: a finder
+/// costs more to build than to run over a short body).
+static ERROR_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"error\""));
 
 /// `Some(status)` when `v` is an error-only object: the status embedded in `error.code`
 /// (or `error.status`) when it is an HTTP error status (400–599), else `None` (the caller
@@ -45,7 +52,7 @@ fn anthropic_status(ty: &str) -> Option<u16> {
 
 /// Check a complete non-stream body (R9.5).
 pub fn body_hidden_error(body: &[u8]) -> Option<Option<u16>> {
-    if body.len() > 64 * 1024 || memchr::memmem::find(body, b"\"error\"").is_none() {
+    if body.len() > 64 * 1024 || ERROR_KEY.find(body).is_none() {
         return None;
     }
     let parsed: Value = serde_json::from_slice(body).ok()?;

@@ -127,20 +127,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A key without escapes, as its bytes. (Keys and strings are short: a plain loop
-    /// beats a vectorised search here.)
+    /// A key without escapes, as its bytes.
     fn key(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
-        let start = self.i;
-        loop {
-            match *self.b.get(self.i)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.i += 1,
-            }
-        }
-        self.i += 1;
-        Some(&self.b[start..self.i - 1])
+        let run = self.plain_run()?;
+        self.eat(b'"')?;
+        Some(run)
     }
 
     /// A string: its characters once unescaped. Only the two-character escapes are read;
@@ -172,14 +164,12 @@ impl<'a> Reader<'a> {
     }
 
     /// The bytes up to the next quote, backslash or control character, which the cursor
-    /// is left on (one tight loop: strings here are short).
+    /// is left on.
     fn plain_run(&mut self) -> Option<&'a [u8]> {
         let rest = self.b.get(self.i..)?;
-        let n = rest
-            .iter()
-            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        let n = stop(rest)?;
         self.i += n;
-        Some(&rest[..n])
+        rest.get(..n)
     }
 
     /// At a quote (the string ends: `false`, the cursor after it) or a two-character
@@ -355,4 +345,37 @@ impl<'a> Reader<'a> {
             chars: fields[0].chars + fields[1].chars,
         })
     }
+}
+
+/// The offset of the first quote, backslash or control character in `s` (`None`: none).
+/// Eight bytes a step, in one word (strings and keys here are short, so a vectorised search
+/// costs more to start than it saves): the classic has-zero-byte test, `(v - 0x01..) & !v &
+/// 0x80..`, on the word xor a quote, xor a backslash, and (`- 0x20..`) on the word itself.
+/// Its lowest set bit is exact (a false hit can only sit above a true one, where the
+/// borrow came from), so the first stop is the lowest bit of the three tests together.
+pub(super) fn stop(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const SLASHES: u64 = ONES * b'\\' as u64;
+    const SPACES: u64 = ONES * 0x20;
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let x = u64::from_le_bytes(<[u8; 8]>::try_from(w).ok()?);
+        let (q, b) = (x ^ QUOTES, x ^ SLASHES);
+        let hits = ((q.wrapping_sub(ONES) & !q)
+            | (b.wrapping_sub(ONES) & !b)
+            | (x.wrapping_sub(SPACES) & !x))
+            & HIGHS;
+        if hits != 0 {
+            return Some(at + (hits.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let tail = words.remainder();
+    let p = tail
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+    Some(at + p)
 }

@@ -315,3 +315,25 @@ proptest! {
         }
     }
 }
+
+/// Bytes around every boundary the word-wide search tests: below, at and above the space,
+/// the quote and the backslash, DEL, and high bytes whose low seven bits look like them.
+const NEAR_STOPS: &[u8] =
+    b"\x00\x01\x1f\x20\x21\x22\x23\x5b\x5c\x5d\x7f\x80\x9f\xa0\xa2\xdc\xff azAZ09";
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+    /// The eight-bytes-a-step search for a string's end finds the first quote, backslash or
+    /// control character wherever it sits in a word (or finds none), as a byte loop does.
+    #[test]
+    fn the_word_search_stops_where_a_byte_loop_stops(
+        bytes in prop::collection::vec(prop::sample::select(NEAR_STOPS.to_vec()), 0..40),
+        plain in prop::collection::vec(b'#'..=b'~', 0..40),
+    ) {
+        let plain: Vec<u8> = plain.into_iter().filter(|&c| c != b'\\').collect();
+        for s in [bytes.clone(), [plain.clone(), bytes.clone()].concat(), plain] {
+            let by_loop = s.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+            prop_assert_eq!(fast::stop(&s), by_loop, "{:?}", s);
+        }
+    }
+}

@@ -11,12 +11,19 @@
 //! OpenAI's prompt count already includes its cached tokens; Anthropic's `input_tokens`
 //! excludes both cache counts, so they are added. `cached_tokens <= prompt_tokens` always.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::FinderRev;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::lenient::{Lenient, Object};
 
 pub use super::usage_stream::{estimate_tokens, StreamUsage, CHARS_PER_TOKEN};
+
+/// The usage key, searched for from a body's end before it is parsed (built once: a finder
+/// costs more to build than to run over a short body).
+static USAGE_KEY: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(b"\"usage\""));
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
@@ -63,7 +70,7 @@ impl Usage {
     /// skipped without being built.
     pub fn from_body(body: &[u8]) -> Option<Usage> {
         // Most bodies that carry usage say so near their end; none without the key at all.
-        memchr::memmem::rfind(body, b"\"usage\"")?;
+        USAGE_KEY.rfind(body)?;
         let parsed: Body = serde_json::from_slice(body).ok()?;
         let reported = parsed
             .usage
