@@ -232,7 +232,6 @@ struct Conn<S> {
 impl<S: Service> Conn<S> {
     async fn run(self, stream: TcpStream) {
         let activity = Activity::default();
-        let header = self.limits.header_read_timeout;
         match self.tls.clone() {
             None => {
                 self.serve(TokioIo::new(Sniffed::new(stream)), &activity)
@@ -240,19 +239,13 @@ impl<S: Service> Conn<S> {
             }
             // Boxed: the TLS handshake and stream (rustls' state) are several KB that would
             // otherwise sit in every connection's task, plain ones included, for its life.
-            Some(acc) => Box::pin(self.serve_tls(acc, stream, header, &activity)).await,
+            Some(acc) => Box::pin(self.serve_tls(acc, stream, &activity)).await,
         }
     }
 
-    /// The TLS handshake (within `header` of the accept), then serve over it.
-    async fn serve_tls(
-        self,
-        acc: TlsAcceptor,
-        stream: TcpStream,
-        header: Duration,
-        activity: &Activity,
-    ) {
-        let deadline = self.accepted + header;
+    /// The TLS handshake (within the header read timeout of the accept), then serve over it.
+    async fn serve_tls(self, acc: TlsAcceptor, stream: TcpStream, activity: &Activity) {
+        let deadline = self.accepted + self.limits.header_read_timeout;
         if let Ok(Ok(s)) = tokio::time::timeout_at(deadline, acc.accept(stream)).await {
             self.serve(TokioIo::new(Sniffed::new(s)), activity).await;
         }
