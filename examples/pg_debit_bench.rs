@@ -107,6 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             kind: LedgerKind::Settle,
             amount: 0,
             ts_ms: now_ms(),
+            foldable: false,
         };
         store.send_durable_async(e).await?;
     }

@@ -404,6 +404,106 @@ mod killed {
         assert_eq!(ledger_rows(&db, "refund"), 1);
         assert_eq!(ledger_rows(&db, "settle"), 2);
     }
+
+    const BOB: &str = "sk-test-bob";
+
+    /// Settles of `client` folded into its compacted totals (`batch_fold`).
+    fn folded_entries(db: &std::path::Path, client: &str) -> i64 {
+        let Ok(c) =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        else {
+            return 0;
+        };
+        c.query_row(
+            "SELECT entries FROM ledger_compacted WHERE client = ?1",
+            [client],
+            |r| r.get(0),
+        )
+        .unwrap_or(0)
+    }
+
+    /// R11.2 with the writer's fold: a client without a quota is charged through its
+    /// compacted totals (no ledger row per request), a quota client beside it keeps its
+    /// rows, and after a `kill -9` both balances come back exactly.
+    #[tokio::test]
+    async fn kill_9_keeps_what_an_unlimited_client_was_charged() {
+        let up = MockUpstream::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("switchyard.db");
+        let (listen, admin_port) = (free_port(), free_port());
+        let config = dir.path().join("switchyard.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{listen}\nadmin:\n  listen: 127.0.0.1:{admin_port}\n  token: {ADMIN_TOKEN}\nstorage:\n  path: {}\nchannels:\n{}clients:\n  alice:\n    key: {ALICE}\n  bob:\n    key: {BOB}\n    quota: 100\npricing:\n  m: {}\n",
+                db.display(),
+                channel("a", &up.base_url(), 10, &["m"]),
+                default_price()
+            ),
+        )
+        .unwrap();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let (base, admin) = (
+            format!("http://127.0.0.1:{listen}"),
+            format!("http://127.0.0.1:{admin_port}"),
+        );
+        let chat = |key: &'static str, stream: bool| {
+            http.post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(key)
+                .json(&json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+        };
+        let charged = |http: reqwest::Client, who: &'static str| {
+            let url = format!("{admin}/admin/clients/{who}");
+            async move {
+                let response = http.get(url).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+                let v = response.json::<serde_json::Value>().await.unwrap();
+                v["charged_micro"].as_i64().unwrap()
+            }
+        };
+
+        let mut child = spawn(&config);
+        wait_ready(&http, &admin).await;
+        // Concurrent requests of both clients, streamed and not, so that their entries
+        // share writer batches.
+        let mut sent = Vec::new();
+        for i in 0..6 {
+            sent.push(chat(ALICE, i % 2 == 0));
+            sent.push(chat(BOB, i % 2 == 1));
+        }
+        for response in futures_util::future::join_all(sent).await {
+            let response = response.unwrap();
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap();
+        }
+        wait_rows(&db, "settle", 6).await;
+        for _ in 0..200 {
+            if folded_entries(&db, "alice") >= 6 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(folded_entries(&db, "alice"), 6);
+        assert_eq!(charged(http.clone(), "alice").await, 6 * mock_cost());
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let mut child = spawn(&config);
+        wait_ready(&http, &admin).await;
+        let (alice, bob) = (
+            charged(http.clone(), "alice").await,
+            charged(http.clone(), "bob").await,
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!((alice, bob), (6 * mock_cost(), 6 * mock_cost()));
+        // Only bob's sessions are rows: six precharges and six settles.
+        assert_eq!(ledger_rows(&db, "precharge"), 6);
+        assert_eq!(ledger_rows(&db, "settle"), 6);
+    }
 }
 
 /// B-cancel-guards (cancellation harness, local mode): a client that leaves while its

@@ -36,6 +36,7 @@ pub fn entry(session: &str, client: &str, kind: LedgerKind, amount: i64) -> Ledg
         kind,
         amount,
         ts_ms: switchyard::store::now_ms(),
+        foldable: false,
     }
 }
 

@@ -262,6 +262,7 @@ impl Billing {
             kind: LedgerKind::Precharge,
             amount,
             ts_ms: now_ms(),
+            foldable: false,
         });
         // The session (whose Drop refunds) exists before the first await (B-cancel-guards), and the
         // precharge is queued by a task the request cannot cancel: a client that leaves while
@@ -274,7 +275,8 @@ impl Billing {
             Some(p),
             estimate,
             amount,
-        );
+        )
+        .unlimited(limit.is_none());
         if let Some(entry) = entry {
             self.ledger.queue(entry).await;
         }

@@ -49,6 +49,7 @@ pub async fn recover(billing: &Billing) -> Result<Recovered, StoreError> {
             .send_durable_async(LedgerEntry {
                 kind: LedgerKind::Refund,
                 ts_ms: now_ms(),
+                foldable: false,
                 ..p
             })
             .await?;

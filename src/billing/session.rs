@@ -87,6 +87,9 @@ struct Open {
     /// Admitted from the cached balance while the shared database was unreachable: no
     /// precharge row exists, so the settle carries the full cost and a refund writes nothing.
     offline: bool,
+    /// The client has no quota: its settle, the session's only entry, may be folded into
+    /// the client's totals by the SQLite writer (`LedgerEntry::foldable`).
+    unlimited: bool,
 }
 
 /// One request's billing; see the module doc.
@@ -123,6 +126,7 @@ impl Session {
                 estimate,
                 precharged,
                 offline: false,
+                unlimited: false,
             }),
         }
     }
@@ -131,6 +135,14 @@ impl Session {
     pub(crate) fn offline(mut self) -> Session {
         if let Some(o) = self.open.as_mut() {
             o.offline = true;
+        }
+        self
+    }
+
+    /// Marks the session of a client without a quota (see `Open::unlimited`).
+    pub(crate) fn unlimited(mut self, yes: bool) -> Session {
+        if let Some(o) = self.open.as_mut() {
+            o.unlimited = yes;
         }
         self
     }
@@ -182,6 +194,7 @@ impl Open {
             kind,
             amount,
             ts_ms: now_ms(),
+            foldable: false,
         };
         (self.ledger, entry)
     }
@@ -207,7 +220,9 @@ impl Open {
         self.ledger.count_charged(&self.client, actual);
         if wrote_precharge || actual > 0 {
             let amount = if self.offline { actual } else { delta };
-            let (ledger, entry) = self.into_entry(LedgerKind::Settle, amount);
+            let foldable = self.unlimited && !wrote_precharge;
+            let (ledger, mut entry) = self.into_entry(LedgerKind::Settle, amount);
+            entry.foldable = foldable;
             ledger.send(entry);
         }
         Closed::Settled(actual)

@@ -141,6 +141,7 @@ impl Drop for InFlight<'_> {
             kind: LedgerKind::Refund,
             amount: self.amount,
             ts_ms: now_ms(),
+            foldable: false,
         });
     }
 }

@@ -124,6 +124,11 @@ pub struct LedgerEntry {
     /// Signed amount, see the module doc for its meaning per kind.
     pub amount: i64,
     pub ts_ms: i64,
+    /// The settle of a client without a quota, its session's only entry (no precharge was
+    /// written): the SQLite writer adds it to the client's compacted totals instead of
+    /// writing a row (`store::sqlite::batch_fold`). Not stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub foldable: bool,
 }
 
 /// Per-client ledger sums.

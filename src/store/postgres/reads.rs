@@ -66,6 +66,7 @@ fn ledger(row: &Row) -> Option<LedgerEntry> {
         kind: LedgerKind::parse(&kind)?,
         amount: row.get("amount"),
         ts_ms: row.get("ts_ms"),
+        foldable: false,
     })
 }
 

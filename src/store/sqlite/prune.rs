@@ -9,7 +9,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::super::fold::{Fold, Row};
+use super::super::fold::{Fold, Row, Totals};
 use super::super::records::{Prune, Pruned};
 use super::super::StoreError;
 
@@ -101,22 +101,33 @@ fn ledger(
             .execute([id])?;
     }
     for (client, totals) in &fold.totals {
-        tx.prepare_cached(
-            "INSERT INTO ledger_compacted (client, charged, refunded, entries, through_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(client) DO UPDATE SET charged = charged + excluded.charged,
-                refunded = refunded + excluded.refunded, entries = entries + excluded.entries,
-                through_ms = MAX(through_ms, excluded.through_ms)",
-        )?
-        .execute(params![
-            client,
-            totals.charged,
-            totals.refunded,
-            totals.entries,
-            totals.through_ms
-        ])?;
+        add_to_compacted(tx, client, totals)?;
     }
     Ok((fold.gone.len() as u64, fold.next, fold.reached || !full))
+}
+
+/// Adds `totals` to `client`'s row of `ledger_compacted` (retention's fold, and the
+/// writer's `batch_fold`).
+pub(crate) fn add_to_compacted(
+    tx: &rusqlite::Transaction<'_>,
+    client: &str,
+    totals: &Totals,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO ledger_compacted (client, charged, refunded, entries, through_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(client) DO UPDATE SET charged = charged + excluded.charged,
+            refunded = refunded + excluded.refunded, entries = entries + excluded.entries,
+            through_ms = MAX(through_ms, excluded.through_ms)",
+    )?
+    .execute(params![
+        client,
+        totals.charged,
+        totals.refunded,
+        totals.entries,
+        totals.through_ms
+    ])?;
+    Ok(())
 }
 
 /// One round: one transaction, at most `batch` request-log rows and `batch` ledger rows.

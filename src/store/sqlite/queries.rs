@@ -115,6 +115,7 @@ fn ledger_from_row(row: &Row<'_>) -> rusqlite::Result<Option<LedgerEntry>> {
         kind,
         amount: row.get("amount")?,
         ts_ms: row.get("ts_ms")?,
+        foldable: false,
     }))
 }
 

@@ -10,6 +10,8 @@ use super::super::records::{
     AffinityBinding, LedgerEntry, Prune, RequestRecord, StateKey, StateRow, WriteOp,
 };
 use super::super::{StoreError, STORE_DROPPED_TOTAL, STORE_WRITTEN_TOTAL};
+use super::batch_fold;
+use super::prune::add_to_compacted;
 use super::space::{drop_request_logs, hold, is_full, Space, HELD_RETRY};
 
 /// Pause before the single retry of a failed transaction.
@@ -217,7 +219,11 @@ fn write_once(
     let mut rejected = Vec::new();
     // The two hot statements are fetched from the cache once per batch, not once per row.
     let mut hot = Hot::default();
+    let fold = batch_fold::plan(ops);
     for (i, op) in ops.iter().enumerate() {
+        if fold.skips(i) {
+            continue;
+        }
         if let Err(err) = apply(&tx, &mut hot, op) {
             if tx.is_autocommit() || is_full(&err) {
                 // SQLite rolled the whole transaction back (I/O error, ...), or the disk is
@@ -228,6 +234,10 @@ fn write_once(
         }
     }
     drop(hot);
+    // A failure here fails the batch: the folded sessions are in no row yet.
+    for (client, totals) in &fold.totals {
+        add_to_compacted(&tx, client, totals)?;
+    }
     tx.commit()?;
     Ok(rejected)
 }

@@ -63,6 +63,7 @@ pub(super) fn entry(request_id: &str, client: &str, kind: LedgerKind, amount: i6
         kind,
         amount,
         ts_ms: 1_000,
+        foldable: false,
     }
 }
 

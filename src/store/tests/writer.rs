@@ -137,3 +137,75 @@ async fn bad_rows_are_skipped_and_writer_keeps_going() {
     // Every op is either stored or counted as dropped.
     assert_eq!(ids.len() as u64 + store.dropped(), 6);
 }
+
+/// R11.2 with `batch_fold`: the settles of clients without a quota leave no ledger rows,
+/// yet every balance is the same — after a reopen too — and a quota client's entries are
+/// still rows.
+#[tokio::test]
+async fn foldable_settles_leave_no_rows_and_the_same_totals_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    let folded = |id: &str, amount| LedgerEntry {
+        foldable: true,
+        ..entry(id, "free", LedgerKind::Settle, amount)
+    };
+    assert!(store.try_send(entry("q1", "quota", LedgerKind::Precharge, 100)));
+    assert!(store.try_send(folded("u1", 33)));
+    assert!(store.try_send(request("r1", 1)));
+    assert!(store.try_send(entry("q1", "quota", LedgerKind::Settle, -40)));
+    assert!(store.try_send(folded("u2", 10)));
+    store.flush().await.unwrap();
+    assert!(store.try_send(folded("u3", 7)));
+    store.flush().await.unwrap();
+
+    assert!(store.ledger_for_request("u1").await.unwrap().is_empty());
+    assert_eq!(store.ledger_for_request("q1").await.unwrap().len(), 2);
+    assert_eq!(store.request_count().await.unwrap(), 1);
+    let stats = store.stats();
+    assert_eq!((stats.written, stats.dropped), (6, 0));
+    let expect = |totals: &std::collections::HashMap<String, LedgerTotals>| {
+        assert_eq!(totals["free"].charged, 50);
+        assert_eq!(totals["quota"].charged, 60);
+    };
+    expect(&store.ledger_totals().await.unwrap());
+    let compacted: (i64, i64) = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT charged, entries FROM ledger_compacted WHERE client = 'free'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(compacted, (50, 3));
+    store.shutdown().await.unwrap();
+    let store = Store::open(&path).unwrap();
+    expect(&store.ledger_totals().await.unwrap());
+}
+
+/// A batch whose fold fails is not half-applied: its rows and its folded settles are
+/// dropped together (retried once, then counted), and the next batch folds again.
+#[tokio::test]
+async fn a_failed_fold_fails_its_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER poison_fold BEFORE INSERT ON ledger_compacted WHEN NEW.charged = 13
+           BEGIN SELECT RAISE(ROLLBACK, 'poisoned fold'); END;",
+    )
+    .unwrap();
+    let folded = |id: &str, amount| LedgerEntry {
+        foldable: true,
+        ..entry(id, "free", LedgerKind::Settle, amount)
+    };
+    assert!(store.try_send(request("lost", 1)));
+    assert!(store.try_send(folded("u1", 13)));
+    store.flush().await.unwrap();
+    assert_eq!(store.request_count().await.unwrap(), 0);
+    assert_eq!(store.dropped(), 2);
+    assert!(store.try_send(folded("u2", 5)));
+    store.flush().await.unwrap();
+    assert_eq!(store.ledger_totals().await.unwrap()["free"].charged, 5);
+}
