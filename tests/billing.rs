@@ -325,31 +325,54 @@ mod killed {
         panic!("ledger never reached {rows} {kind} rows");
     }
 
+    /// One gateway binary's files and addresses: a SQLite store, one channel to `up`, the
+    /// given clients, the default price.
+    struct Binary {
+        _dir: tempfile::TempDir,
+        db: std::path::PathBuf,
+        config: std::path::PathBuf,
+        http: reqwest::Client,
+        base: String,
+        admin: String,
+    }
+
+    impl Binary {
+        fn new(up: &MockUpstream, clients: &str) -> Binary {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("switchyard.db");
+            let (listen, admin_port) = (free_port(), free_port());
+            let config = dir.path().join("switchyard.yaml");
+            std::fs::write(
+                &config,
+                format!(
+                    "listen: 127.0.0.1:{listen}\nadmin:\n  listen: 127.0.0.1:{admin_port}\n  token: {ADMIN_TOKEN}\nstorage:\n  path: {}\nchannels:\n{}clients:\n{clients}pricing:\n  m: {}\n",
+                    db.display(),
+                    channel("a", &up.base_url(), 10, &["m"]),
+                    default_price()
+                ),
+            )
+            .unwrap();
+            let http = reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap();
+            Binary {
+                _dir: dir,
+                db,
+                config,
+                http,
+                base: format!("http://127.0.0.1:{listen}"),
+                admin: format!("http://127.0.0.1:{admin_port}"),
+            }
+        }
+    }
+
     #[tokio::test]
     async fn kill_9_mid_request_refunds_the_precharge_and_keeps_settled_charges() {
         let up = MockUpstream::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("switchyard.db");
-        let (listen, admin_port) = (free_port(), free_port());
-        let config = dir.path().join("switchyard.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "listen: 127.0.0.1:{listen}\nadmin:\n  listen: 127.0.0.1:{admin_port}\n  token: {ADMIN_TOKEN}\nstorage:\n  path: {}\nchannels:\n{}clients:\n  alice:\n    key: {ALICE}\n    quota: 100\npricing:\n  m: {}\n",
-                db.display(),
-                channel("a", &up.base_url(), 10, &["m"]),
-                default_price()
-            ),
-        )
-        .unwrap();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
-        let (base, admin) = (
-            format!("http://127.0.0.1:{listen}"),
-            format!("http://127.0.0.1:{admin_port}"),
-        );
+        let clients = format!("  alice:\n    key: {ALICE}\n    quota: 100\n");
+        let gw = Binary::new(&up, &clients);
+        let (db, config, http, base, admin) = (&gw.db, &gw.config, &gw.http, &gw.base, &gw.admin);
         let chat = |stream: bool| {
             http.post(format!("{base}/v1/chat/completions"))
                 .bearer_auth(ALICE)
@@ -364,14 +387,14 @@ mod killed {
             }
         };
 
-        let mut child = spawn(&config);
-        wait_ready(&http, &admin).await;
+        let mut child = spawn(config);
+        wait_ready(http, admin).await;
         for _ in 0..2 {
             let response = chat(false).await.unwrap();
             assert_eq!(response.status(), 200);
         }
         // Both settles committed before the kill.
-        wait_rows(&db, "settle", 2).await;
+        wait_rows(db, "settle", 2).await;
         // A slow stream keeps the third request in flight with its precharge committed.
         up.set_default(Behavior::Stream {
             chunks: 1000,
@@ -380,7 +403,7 @@ mod killed {
         let mut inflight = chat(true).await.unwrap();
         assert_eq!(inflight.status(), 200);
         let _ = inflight.chunk().await;
-        wait_rows(&db, "precharge", 3).await;
+        wait_rows(db, "precharge", 3).await;
         let before = alice(http.clone()).await;
         assert!(
             before["charged_micro"].as_i64().unwrap() > 2 * mock_cost(),
@@ -390,8 +413,8 @@ mod killed {
         child.wait().unwrap();
         drop(inflight);
 
-        let mut child = spawn(&config);
-        wait_ready(&http, &admin).await;
+        let mut child = spawn(config);
+        wait_ready(http, admin).await;
         let after = alice(http.clone()).await;
         child.kill().unwrap();
         child.wait().unwrap();
@@ -401,8 +424,8 @@ mod killed {
             100_000_000 - 2 * mock_cost(),
             "{after}"
         );
-        assert_eq!(ledger_rows(&db, "refund"), 1);
-        assert_eq!(ledger_rows(&db, "settle"), 2);
+        assert_eq!(ledger_rows(db, "refund"), 1);
+        assert_eq!(ledger_rows(db, "settle"), 2);
     }
 
     const BOB: &str = "sk-test-bob";
@@ -428,28 +451,10 @@ mod killed {
     #[tokio::test]
     async fn kill_9_keeps_what_an_unlimited_client_was_charged() {
         let up = MockUpstream::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("switchyard.db");
-        let (listen, admin_port) = (free_port(), free_port());
-        let config = dir.path().join("switchyard.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "listen: 127.0.0.1:{listen}\nadmin:\n  listen: 127.0.0.1:{admin_port}\n  token: {ADMIN_TOKEN}\nstorage:\n  path: {}\nchannels:\n{}clients:\n  alice:\n    key: {ALICE}\n  bob:\n    key: {BOB}\n    quota: 100\npricing:\n  m: {}\n",
-                db.display(),
-                channel("a", &up.base_url(), 10, &["m"]),
-                default_price()
-            ),
-        )
-        .unwrap();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
-        let (base, admin) = (
-            format!("http://127.0.0.1:{listen}"),
-            format!("http://127.0.0.1:{admin_port}"),
-        );
+        let clients =
+            format!("  alice:\n    key: {ALICE}\n  bob:\n    key: {BOB}\n    quota: 100\n");
+        let gw = Binary::new(&up, &clients);
+        let (db, config, http, base, admin) = (&gw.db, &gw.config, &gw.http, &gw.base, &gw.admin);
         let chat = |key: &'static str, stream: bool| {
             http.post(format!("{base}/v1/chat/completions"))
                 .bearer_auth(key)
@@ -465,8 +470,8 @@ mod killed {
             }
         };
 
-        let mut child = spawn(&config);
-        wait_ready(&http, &admin).await;
+        let mut child = spawn(config);
+        wait_ready(http, admin).await;
         // Concurrent requests of both clients, streamed and not, so that their entries
         // share writer batches.
         let mut sent = Vec::new();
@@ -479,20 +484,20 @@ mod killed {
             assert_eq!(response.status(), 200);
             response.bytes().await.unwrap();
         }
-        wait_rows(&db, "settle", 6).await;
+        wait_rows(db, "settle", 6).await;
         for _ in 0..200 {
-            if folded_entries(&db, "alice") >= 6 {
+            if folded_entries(db, "alice") >= 6 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        assert_eq!(folded_entries(&db, "alice"), 6);
+        assert_eq!(folded_entries(db, "alice"), 6);
         assert_eq!(charged(http.clone(), "alice").await, 6 * mock_cost());
         child.kill().unwrap();
         child.wait().unwrap();
 
-        let mut child = spawn(&config);
-        wait_ready(&http, &admin).await;
+        let mut child = spawn(config);
+        wait_ready(http, admin).await;
         let (alice, bob) = (
             charged(http.clone(), "alice").await,
             charged(http.clone(), "bob").await,
@@ -501,8 +506,8 @@ mod killed {
         child.wait().unwrap();
         assert_eq!((alice, bob), (6 * mock_cost(), 6 * mock_cost()));
         // Only bob's sessions are rows: six precharges and six settles.
-        assert_eq!(ledger_rows(&db, "precharge"), 6);
-        assert_eq!(ledger_rows(&db, "settle"), 6);
+        assert_eq!(ledger_rows(db, "precharge"), 6);
+        assert_eq!(ledger_rows(db, "settle"), 6);
     }
 }
 
