@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::super::fold::Totals;
-use super::super::records::{LedgerKind, WriteOp};
+use super::super::records::{LedgerEntry, LedgerKind, WriteOp};
 
 /// What one batch folds.
 #[derive(Debug, Default)]
@@ -26,21 +26,28 @@ impl BatchFold {
     }
 }
 
+/// The entry `op` carries, if it is a settle to fold.
+fn folded(op: &WriteOp) -> Option<&LedgerEntry> {
+    match op {
+        WriteOp::Ledger(e) if e.foldable && e.kind == LedgerKind::Settle => Some(e),
+        _ => None,
+    }
+}
+
 /// The batch's foldable settles, summed per client.
 pub(crate) fn plan(ops: &[WriteOp]) -> BatchFold {
-    let foldable = |op: &WriteOp| matches!(op, WriteOp::Ledger(e) if e.foldable && e.kind == LedgerKind::Settle);
     // A gateway whose clients all have quotas never sends one: no allocation then.
-    if !ops.iter().any(foldable) {
+    if !ops.iter().any(|op| folded(op).is_some()) {
         return BatchFold::default();
     }
     let mut skip = vec![false; ops.len()];
     // Few clients per batch: a short list beats hashing every entry's name.
     let mut totals: Vec<(Arc<str>, Totals)> = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
-        let WriteOp::Ledger(e) = op else { continue };
-        if !foldable(op) {
-            continue;
-        }
+    for (i, e) in ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| Some((i, folded(op)?)))
+    {
         skip[i] = true;
         let at = match totals.iter().position(|(c, _)| *c == e.client) {
             Some(at) => at,
@@ -57,19 +64,9 @@ pub(crate) fn plan(ops: &[WriteOp]) -> BatchFold {
     BatchFold { skip, totals }
 }
 
-/// Per client, the folded totals as a map (tests and diagnostics).
-#[cfg(test)]
-pub(crate) fn by_client(fold: &BatchFold) -> std::collections::HashMap<String, Totals> {
-    fold.totals
-        .iter()
-        .map(|(c, t)| (c.to_string(), *t))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::records::LedgerEntry;
 
     fn op(id: &str, client: &str, kind: LedgerKind, amount: i64, foldable: bool) -> WriteOp {
         WriteOp::Ledger(LedgerEntry {
@@ -80,6 +77,14 @@ mod tests {
             ts_ms: 1_000 + amount,
             foldable,
         })
+    }
+
+    /// Per client, the folded totals as a map.
+    fn by_client(fold: &BatchFold) -> std::collections::HashMap<String, Totals> {
+        fold.totals
+            .iter()
+            .map(|(c, t)| (c.to_string(), *t))
+            .collect()
     }
 
     fn skipped(fold: &BatchFold, n: usize) -> Vec<usize> {
