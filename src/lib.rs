@@ -24,6 +24,7 @@ pub mod billing;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod fastmap;
 pub mod http;
 pub mod limits;
 pub mod lock;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::fastmap::FastMap;
 use crate::store::LedgerTotals;
 
 /// One client's running totals, in micro-credits.
@@ -92,7 +93,7 @@ impl Account {
 /// copies the map.
 #[derive(Default)]
 pub struct Balances {
-    map: ArcSwap<HashMap<String, Arc<Account>>>,
+    map: ArcSwap<FastMap<String, Arc<Account>>>,
 }
 
 impl Balances {
@@ -109,7 +110,7 @@ impl Balances {
             }
             let account = Arc::new(Account::default());
             out = Some(account.clone());
-            let mut next = HashMap::clone(m);
+            let mut next = FastMap::clone(m);
             next.insert(client.to_string(), account);
             Arc::new(next)
         });

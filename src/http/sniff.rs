@@ -110,26 +110,33 @@ impl Tracker {
                     };
                 }
                 State::Head | State::ChunkSize | State::Trailers => {
-                    let starts_here = self.line.is_empty();
-                    let nl = buf[i..].iter().position(|&c| c == b'\n');
+                    let nl = memchr::memchr(b'\n', &buf[i..]);
                     let end = nl.map_or(buf.len(), |p| i + p);
                     if self.line.len() + (end - i) > MAX_LINE {
                         self.state = State::Pass;
                         continue;
                     }
-                    self.line.extend_from_slice(&buf[i..end]);
-                    if starts_here && end > i {
-                        self.origin = Some(i);
-                    }
                     if nl.is_none() {
-                        break; // the line goes on in the next read
+                        // The line goes on in the next read: keep its start.
+                        self.line.extend_from_slice(&buf[i..end]);
+                        break;
                     }
-                    // The scratch line keeps its capacity for the next one.
-                    let mut line = std::mem::take(&mut self.line);
-                    let trimmed = line.strip_suffix(b"\r").unwrap_or(&line);
-                    rejected |= self.line_done(trimmed, buf);
-                    line.clear();
-                    self.line = line;
+                    let head_ended = if self.line.is_empty() {
+                        // The whole line is in this read: read in place, not copied.
+                        self.origin = Some(i);
+                        self.line_done(trim_cr(&buf[i..end]))
+                    } else {
+                        self.line.extend_from_slice(&buf[i..end]);
+                        // The scratch line keeps its capacity for the next one.
+                        let mut line = std::mem::take(&mut self.line);
+                        let ended = self.line_done(trim_cr(&line));
+                        line.clear();
+                        self.line = line;
+                        ended
+                    };
+                    if head_ended {
+                        rejected |= self.end_of_head(buf);
+                    }
                     self.origin = None;
                     i = end + 1;
                 }
@@ -140,10 +147,11 @@ impl Tracker {
         rejected
     }
 
-    /// A complete line ended at `buf[end]` (the '\n').
-    fn line_done(&mut self, line: &[u8], buf: &mut [u8]) -> bool {
+    /// A complete line (its CR trimmed); true when it ended a request head (the empty
+    /// line), whose framing [`Self::end_of_head`] then decides.
+    fn line_done(&mut self, line: &[u8]) -> bool {
         match self.state {
-            State::Head => self.head_line(line, buf),
+            State::Head => self.head_line(line),
             State::ChunkSize => {
                 let hex = line.split(|&c| c == b';').next().unwrap_or(b"");
                 let size = std::str::from_utf8(hex)
@@ -166,34 +174,42 @@ impl Tracker {
         }
     }
 
-    fn head_line(&mut self, line: &[u8], buf: &mut [u8]) -> bool {
-        if !line.is_empty() {
-            let Some(colon) = line.iter().position(|&c| c == b':') else {
-                return false; // request line
-            };
-            let name = &line[..colon];
-            let value = &line[colon + 1..];
-            let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
-            match () {
-                _ if is(b"content-length") => {
-                    self.cl = true;
-                    self.cl_value = std::str::from_utf8(value)
-                        .ok()
-                        .and_then(|v| v.trim().parse().ok());
-                }
-                _ if is(b"transfer-encoding") => {
-                    self.te = true;
-                    let encoding = String::from_utf8_lossy(value).to_ascii_lowercase();
-                    self.chunked = encoding.trim_end().ends_with("chunked");
-                    // The value's bytes in this buffer, when the whole line is in it.
-                    self.te_span = self.origin.map(|o| (o + colon + 1, line.len() - colon - 1));
-                }
-                _ if is(b"upgrade") => self.upgrade = true,
-                _ => {}
-            }
-            return false;
+    /// One line of a request head: the request line or a header, whose framing facts are
+    /// noted; true for the empty line that ends the head.
+    fn head_line(&mut self, line: &[u8]) -> bool {
+        if line.is_empty() {
+            return true;
         }
-        // End of the head: decide the body framing.
+        let Some(colon) = memchr::memchr(b':', line) else {
+            return false; // request line
+        };
+        let name = &line[..colon];
+        let value = &line[colon + 1..];
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        match () {
+            _ if is(b"content-length") => {
+                self.cl = true;
+                self.cl_value = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok());
+            }
+            _ if is(b"transfer-encoding") => {
+                self.te = true;
+                let encoding = String::from_utf8_lossy(value).to_ascii_lowercase();
+                self.chunked = encoding.trim_end().ends_with("chunked");
+                // The value's bytes in this buffer, when the whole line is in it.
+                self.te_span = self.origin.map(|o| (o + colon + 1, line.len() - colon - 1));
+            }
+            _ if is(b"upgrade") => self.upgrade = true,
+            _ => {}
+        }
+        false
+    }
+
+    /// The head ended (its empty line is at hand): decide the body framing, neutralising a
+    /// smuggling-shaped head in `buf` (this read) when its TE value is in it. True when the
+    /// head was smuggling-shaped.
+    fn end_of_head(&mut self, buf: &mut [u8]) -> bool {
         let smuggle = self.cl && self.te;
         let mut rejected = false;
         if smuggle {
@@ -312,6 +328,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Sniffed<T> {
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
     }
+}
+
+/// The line without its trailing CR.
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 #[cfg(test)]

@@ -91,3 +91,37 @@ fn every_two_way_split_tracks_the_same() {
         );
     }
 }
+
+/// Three reads, split anywhere: a line is read in place when it is whole in one read and
+/// gathered when it spans reads; both ways find the same framing, and a smuggling-shaped
+/// head is always caught (rewritten in place only when its TE line is whole in one read).
+#[test]
+fn every_three_way_split_tracks_the_same() {
+    let benign: &[u8] = b"POST /a HTTP/1.1\r\ncontent-length: 5\r\n\r\nhelloPOST /b HTTP/1.1\r\nTRANSFER-ENCODING: chunked\r\n\r\n3;x=1\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+    let evil: &[u8] =
+        b"GET /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n";
+    let stream = [benign, evil].concat();
+    for a in 0..=stream.len() {
+        for b in a..=stream.len() {
+            let parts = [&stream[..a], &stream[a..b], &stream[b..]];
+            let mut tracker = Tracker::default();
+            let (out, rejected) = feed_all(&mut tracker, &parts);
+            assert!(rejected, "split at {a}, {b}");
+            assert_eq!(out[..benign.len()], *benign, "split at {a}, {b}");
+            // The TE value can be rewritten when its line (from byte 17 of the evil head)
+            // and the head's end (its empty line's LF, byte 65) arrive in one read.
+            let (te, head_end) = (benign.len() + 17, benign.len() + 65);
+            let te_whole = ![a, b].iter().any(|&s| s > te && s <= head_end);
+            let text = String::from_utf8_lossy(&out);
+            if te_whole {
+                assert!(!tracker.refuse, "split at {a}, {b}");
+                assert!(
+                    text.contains("Transfer-Encoding: xxxxxxx\r\n"),
+                    "split at {a}, {b}"
+                );
+            } else {
+                assert!(tracker.refuse, "split at {a}, {b}: {text}");
+            }
+        }
+    }
+}

@@ -2,8 +2,6 @@
 //! No global lock — a shard's read lock for the lookup, then the cell's own mutex for one
 //! transition. Synchronous and allocation-free once a subject's cell exists.
 
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
 use std::future::{ready, Future};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -14,6 +12,7 @@ use super::cell::{CellState, Taken};
 use super::refusal::{Refusal, Report};
 use super::store::{Ask, Grant, Peek, Store};
 use super::subject::{OwnedSubject, Subject, SubjectView};
+use crate::fastmap::FastMap;
 
 /// How much state a `Local` store may keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +45,7 @@ impl Cell {
     }
 }
 
-type Shard = HashMap<OwnedSubject, Arc<Cell>>;
+type Shard = FastMap<OwnedSubject, Arc<Cell>>;
 
 /// Local limit state.
 #[derive(Debug)]
@@ -54,7 +53,7 @@ pub struct Local {
     epoch: Instant,
     shards: Box<[RwLock<Shard>]>,
     per_shard: usize,
-    hasher: RandomState,
+    hasher: foldhash::fast::RandomState,
 }
 
 impl Default for Local {
@@ -75,10 +74,10 @@ impl Local {
         Local {
             epoch: Instant::now(),
             shards: (0..shard_count)
-                .map(|_| RwLock::new(HashMap::new()))
+                .map(|_| RwLock::new(FastMap::default()))
                 .collect(),
             per_shard: bounds.max_subjects.div_ceil(shard_count).max(1),
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
         }
     }
 

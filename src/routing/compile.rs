@@ -12,6 +12,7 @@ use super::table::{ChannelId, PatternEntry, Route, RouteTable, Tier, TierTarget}
 use super::weighted::effective_weights;
 use crate::config::load::scalars::{glob_regex, is_pattern};
 use crate::config::model::{Channel, ClientKey, Config};
+use crate::fastmap::FastMap;
 
 /// Raw (priority → candidates with raw weights) for one route while building.
 type Building = BTreeMap<i64, Vec<(ChannelId, Arc<str>, u32)>>;
@@ -167,7 +168,7 @@ pub fn hash_key(key: &[u8]) -> [u8; 32] {
     Sha256::digest(key).into()
 }
 
-fn finish(b: HashMap<(String, String), Building>) -> HashMap<(String, String), Arc<Route>> {
+fn finish(b: HashMap<(String, String), Building>) -> FastMap<(String, String), Arc<Route>> {
     b.into_iter()
         .filter(|(_, tiers)| !tiers.is_empty())
         .map(|(k, tiers)| (k, Arc::new(route_of(tiers))))

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::model::{Channel, Client, Config};
+use crate::fastmap::FastMap;
 
 /// Index of a channel in `RouteTable::channels` (valid for one table only;
 /// runtime state is keyed by channel *name*, never by this id).
@@ -58,11 +59,11 @@ pub struct RouteTable {
     /// All channels, sorted by name; `ChannelId` indexes this.
     pub channels: Vec<Arc<Channel>>,
     /// (group, public model) → route. Includes virtual models.
-    pub routes: HashMap<(String, String), Arc<Route>>,
+    pub routes: FastMap<(String, String), Arc<Route>>,
     /// (group, pass-through path) → route, for `channels.*.paths`.
-    pub paths: HashMap<(String, String), Arc<Route>>,
+    pub paths: FastMap<(String, String), Arc<Route>>,
     /// SHA-256 of a client key → index into `clients`.
-    pub client_by_hash: HashMap<[u8; 32], usize>,
+    pub client_by_hash: FastMap<[u8; 32], usize>,
     pub clients: Vec<Arc<Client>>,
     /// group → sorted public model names reachable in it (for `GET /v1/models`).
     pub models_by_group: HashMap<String, Vec<String>>,

@@ -8,10 +8,11 @@
 //! (by name) and start neutral for new channels and new upstream models. They are local to
 //! the replica: each replica scores what it saw itself.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::fastmap::FastMap;
 use crate::lock::lock;
 pub use crate::routing::latency::Score;
 use crate::routing::outcome::OutcomeFacts;
@@ -36,7 +37,7 @@ struct Entry {
 /// no allocation per attempt once the model is known).
 #[derive(Debug, Default)]
 pub struct Scores {
-    by_model: Mutex<HashMap<String, [Option<Entry>; 2]>>,
+    by_model: Mutex<FastMap<String, [Option<Entry>; 2]>>,
 }
 
 impl Scores {

@@ -1,13 +1,14 @@
 //! Quota counters by client (`client` label on `QUOTA_CHARGED`, `QUOTA_REFUNDED`,
 //! `QUOTA_REJECTED`), moved in whole credits from exact micro-credit sums.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 
 use super::{QUOTA_CHARGED, QUOTA_REFUNDED, QUOTA_REJECTED};
+
+use crate::fastmap::FastMap;
 
 /// One client's quota counters and the exact micro-credit sums behind them.
 struct ClientMeter {
@@ -22,7 +23,7 @@ struct ClientMeter {
 /// credits crossed by each client's exact micro-credit sum, so they never drift from it.
 #[derive(Default)]
 pub struct QuotaMeters {
-    clients: ArcSwap<HashMap<String, Arc<ClientMeter>>>,
+    clients: ArcSwap<FastMap<String, Arc<ClientMeter>>>,
 }
 
 /// The process-wide quota counters (the recorder is process-wide too).
@@ -51,7 +52,7 @@ impl QuotaMeters {
                 rejected: metrics::counter!(QUOTA_REJECTED, "client" => name),
             });
             out = Some(meter.clone());
-            let mut next = HashMap::clone(map);
+            let mut next = FastMap::clone(map);
             next.insert(client.to_string(), meter);
             Arc::new(next)
         });

@@ -7,12 +7,12 @@
 //! life). Quantiles come from fixed log-spaced latency buckets: the value shown is the upper
 //! bound of the bucket the rank falls in.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::fastmap::FastMap;
 use crate::lock::lock;
 
 /// The channel window.
@@ -222,14 +222,14 @@ pub struct Hour {
 #[derive(Debug)]
 pub struct ClientHours {
     base: Instant,
-    map: Mutex<HashMap<String, [Minute; HOUR_SLOTS]>>,
+    map: Mutex<FastMap<String, [Minute; HOUR_SLOTS]>>,
 }
 
 impl Default for ClientHours {
     fn default() -> Self {
         ClientHours {
             base: Instant::now(),
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(FastMap::default()),
         }
     }
 }

@@ -17,7 +17,6 @@
 //! B-bounded-resources: at most [`MAX_IDLE_PER_HOST`] idle connections per host, each kept at
 //! most [`IDLE_TIMEOUT`]; expired and closed ones are swept when the pool is next used.
 
-use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -35,6 +34,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tower_service::Service;
 
+use crate::fastmap::FastMap;
 use crate::routing::policy::TransportKind;
 use crate::upstream::UpstreamBody;
 
@@ -76,7 +76,7 @@ struct Host {
 struct Hosts {
     /// By host; one lookup a request, with a fast seeded hash (the keys are the configured
     /// upstream hosts, not client input).
-    idle: HashMap<Key, Host, foldhash::fast::RandomState>,
+    idle: FastMap<Key, Host>,
     swept: Option<Instant>,
 }
 

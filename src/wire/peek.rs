@@ -519,7 +519,7 @@ impl EventPeek {
 }
 
 #[path = "peek_fast.rs"]
-mod fast;
+pub(super) mod fast;
 
 #[cfg(test)]
 #[path = "peek_tests.rs"]

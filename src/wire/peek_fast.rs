@@ -353,7 +353,7 @@ impl<'a> Reader<'a> {
 /// 0x80..`, on the word xor a quote, xor a backslash, and (`- 0x20..`) on the word itself.
 /// Its lowest set bit is exact (a false hit can only sit above a true one, where the
 /// borrow came from), so the first stop is the lowest bit of the three tests together.
-pub(super) fn stop(s: &[u8]) -> Option<usize> {
+pub(in crate::wire) fn stop(s: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     const QUOTES: u64 = ONES * b'"' as u64;
