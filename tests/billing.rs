@@ -599,6 +599,83 @@ async fn the_estimates_output_limit_is_sent_for_limited_clients() {
     gw.stop().await;
 }
 
+/// B-max-tokens-field on a large body: when the upstream model and the renamed limit are its
+/// only edits, the body goes out as the client's bytes around the replaced ones (no copy,
+/// `upstream::request_body`), and the upstream gets every byte a copy would have made,
+/// under an exact Content-Length: on the first attempt, and again on each attempt of a
+/// failover (each sends its own). A stream, whose plan edits the body further, is copied
+/// and edited as before.
+#[tokio::test]
+async fn a_large_edited_body_goes_out_byte_for_byte() {
+    let mocks = mocks(&["a", "b"]).await;
+    let clients = "  carol:\n    key: sk-test-carol\n";
+    let fields =
+        "    max_tokens_field: max_completion_tokens\n    model_mapping: {m: m-upstream}\n";
+    let config = yaml(&[("a", 10), ("b", 5)], &mocks, clients, &default_price())
+        .replace("    priority: 10\n", &format!("    priority: 10\n{fields}"))
+        .replace("    priority: 5\n", &format!("    priority: 5\n{fields}"));
+    let gw = start_gw(&config).await;
+    let text = "say \\\"max_tokens\\\": 1, \\\"model\\\":\\\"m\\\" \u{e9}t\u{e9} ".repeat(1500);
+    let body = format!(
+        r#"{{"model" : "m","max_tokens":64,"messages":[{{"role":"user","content":"{text}"}}],"stream":false}}"#
+    );
+    assert!(body.len() > 40_000);
+    let expected = body
+        .replacen("\"max_tokens\"", "\"max_completion_tokens\"", 1)
+        .replacen("\"m\"", "\"m-upstream\"", 1);
+    let send = |body: String| {
+        gw.http
+            .post(format!("{}/v1/chat/completions", gw.base))
+            .bearer_auth("sk-test-carol")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let check = |sent: &switchyard_mock::RecordedRequest, what: &str| {
+        assert!(
+            sent.body == expected.as_bytes(),
+            "{what}: the body as a copy would make it"
+        );
+        let length = sent.headers.iter().find(|(k, _)| k == "content-length");
+        assert_eq!(
+            length.map(|(_, v)| v.as_str()),
+            Some(expected.len().to_string().as_str()),
+            "{what}"
+        );
+    };
+    let response = send(body.clone()).await.expect("request sent");
+    assert_eq!(response.status(), 200);
+    check(&mocks["a"].requests()[0], "first attempt");
+    // A failover: `a` refuses every attempt, `b` answers; every attempt sent the same bytes.
+    mocks["a"].set_default(Behavior::Status {
+        code: 503,
+        body: None,
+    });
+    let response = send(body.clone()).await.expect("request sent");
+    assert_eq!(response.status(), 200);
+    let retried = mocks["a"].requests();
+    assert!(retried.len() >= 2, "a was tried again");
+    for (i, sent) in retried.iter().enumerate().skip(1) {
+        check(sent, &format!("attempt {i} on a"));
+    }
+    check(&mocks["b"].requests()[0], "the failover to b");
+    // A stream: its plan asks for the usage chunk, so the body is copied and edited further.
+    let streamed = body.replace(r#""stream":false"#, r#""stream":true"#);
+    let response = send(streamed).await.expect("request sent");
+    assert_eq!(response.status(), 200);
+    let sent = mocks["b"].requests()[1].json().unwrap();
+    assert_eq!(sent["max_completion_tokens"], 64, "{}", sent["model"]);
+    assert!(sent.get("max_tokens").is_none());
+    assert_eq!(sent["model"], "m-upstream");
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+    let asked: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        sent["messages"], asked["messages"],
+        "the content is untouched"
+    );
+    gw.stop().await;
+}
+
 /// B-token-estimate with B-max-tokens-field: the estimate's limit goes up under the field the
 /// channel takes — `max_completion_tokens` where the channel asks for it — so the request
 /// carries one limit and is not parsed again to rename it; a client's own `max_tokens` is

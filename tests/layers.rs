@@ -15,6 +15,7 @@ const RANKS: &[(&str, u8)] = &[
     ("error", 0),
     ("secret", 0),
     ("lock", 0),
+    ("fastmap", 0),
     // The validated configuration and its value types (limits, prices).
     ("config", 1),
     // Pure descriptions over the config: routing tables and policy, metric names and the

@@ -207,7 +207,7 @@ async fn send(gw: &Gateway, ch: &Channel, key: usize, model: &str) -> Option<u16
             api_version: "",
         },
         client_headers: &headers,
-        body,
+        body: body.into(),
         idempotency_key: None,
         traceparent: None,
         request_id: &rid,

@@ -5,10 +5,8 @@
 //! Architecture Invariant: the upstream URL is built only from the channel's configured base
 //! URL; nothing in a request can choose the host (R14.3).
 
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri};
-use http_body_util::Full;
 
 use super::provider::{self, Target};
 use super::UpstreamBody;
@@ -28,7 +26,7 @@ pub struct Outgoing<'a> {
     /// The upstream model and stream mode (Azure deployment paths, Gemini methods).
     pub target: Target<'a>,
     pub client_headers: &'a HeaderMap,
-    pub body: Bytes,
+    pub body: UpstreamBody,
     /// Forwarded only on same-target retries and first attempts (R10.2).
     pub idempotency_key: Option<&'a HeaderValue>,
     /// The attempt span's W3C `traceparent` (R20.1), over the client's.
@@ -138,7 +136,7 @@ pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError
         HeaderValue::from_static("identity"),
     );
     builder
-        .body(Full::new(outgoing.body))
+        .body(outgoing.body)
         .map_err(|e| invalid_request(format!("invalid upstream request: {e}")))
 }
 

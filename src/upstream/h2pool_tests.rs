@@ -60,7 +60,7 @@ async fn server(
 fn get(addr: std::net::SocketAddr) -> Request<UpstreamBody> {
     Request::builder()
         .uri(format!("http://{addr}/x"))
-        .body(Full::new(Bytes::new()))
+        .body(UpstreamBody::default())
         .unwrap()
 }
 
@@ -110,7 +110,7 @@ async fn a_dial_that_never_completes_is_bounded() {
     let pool = pool();
     let req = Request::builder()
         .uri(format!("https://{addr}/x"))
-        .body(Full::new(Bytes::new()))
+        .body(UpstreamBody::default())
         .unwrap();
     let started = tokio::time::Instant::now();
     let timed = tokio::time::timeout(DIAL_TIMEOUT * 3, pool.send(req)).await;

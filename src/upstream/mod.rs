@@ -10,15 +10,14 @@ mod h1pool;
 mod h2pool;
 pub mod provider;
 pub mod read;
+pub mod request_body;
 
 pub use build::{build, BuildError, Outgoing};
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Method, Request, Response};
-use http_body_util::Full;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 use crate::config::model::{Channel, UpstreamProtocol};
@@ -28,7 +27,7 @@ use crate::upstream::body::{Lease, UpBody};
 use crate::upstream::h1pool::H1Pool;
 use crate::upstream::h2pool::H2Pool;
 
-pub type UpstreamBody = Full<Bytes>;
+pub use request_body::UpstreamBody;
 
 /// Install ring as the process-wide rustls provider (exactly one provider; see ECOSYSTEM-NOTES).
 pub fn install_crypto_provider() {
@@ -147,7 +146,7 @@ pub async fn list_models(
         path_and_query: "/v1/models",
         target: Default::default(),
         client_headers: &HeaderMap::new(),
-        body: Bytes::new(),
+        body: UpstreamBody::default(),
         idempotency_key: None,
         traceparent: None,
         request_id: &rid,

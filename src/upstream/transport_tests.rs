@@ -15,7 +15,7 @@ fn post(addr: std::net::SocketAddr) -> Request<UpstreamBody> {
     Request::builder()
         .method("POST")
         .uri(format!("http://{addr}/v1/chat/completions"))
-        .body(Full::new(Bytes::from_static(b"{}")))
+        .body(UpstreamBody::from(Bytes::from_static(b"{}")))
         .unwrap()
 }
 
@@ -324,7 +324,7 @@ async fn a_tls_upstream_answers_through_the_pool_twice_on_one_connection() {
         let req = Request::builder()
             .method("POST")
             .uri(format!("https://localhost:{port}/v1/chat/completions"))
-            .body(Full::new(Bytes::from_static(b"{}")))
+            .body(UpstreamBody::from(Bytes::from_static(b"{}")))
             .unwrap();
         let (resp, lent) = pool.send(req).await.expect("the TLS upstream answers");
         assert_eq!(resp.status(), 200);

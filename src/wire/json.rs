@@ -37,9 +37,12 @@ pub fn key_before(body: &[u8], value_start: usize, name: &str) -> Option<(usize,
     Some((start, before.len()))
 }
 
+/// One edit of a body: the byte span it replaces, and the bytes that replace it.
+pub type Edit<'a> = ((usize, usize), &'a [u8]);
+
 /// Replace the bytes of each span with its replacement, in one copy; the spans must not
 /// overlap (in any order). Everything else is kept byte for byte.
-pub fn splice_all(body: &Bytes, edits: &mut [((usize, usize), &[u8])]) -> Bytes {
+pub fn splice_all(body: &Bytes, edits: &mut [Edit<'_>]) -> Bytes {
     edits.sort_unstable_by_key(|(span, _)| span.0);
     let grow: usize = edits.iter().map(|(_, r)| r.len()).sum();
     let cut: usize = edits.iter().map(|((s, e), _)| e.saturating_sub(*s)).sum();

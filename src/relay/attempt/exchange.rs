@@ -20,6 +20,7 @@ use crate::routing::policy::{Outcome, TransportKind};
 use crate::upstream::body::{Coding, UpBody};
 use crate::upstream::provider::Target;
 use crate::upstream::read;
+use crate::upstream::request_body::SPLICE_MIN;
 use crate::upstream::{self, Outgoing, UpstreamBody};
 use crate::wire::usage::Usage;
 use crate::wire::{convert, json, request};
@@ -233,42 +234,85 @@ struct Translation {
     include_usage: bool,
 }
 
-/// The client's body with `model` rewritten to the upstream model and, sent natively on a
-/// channel that takes `max_completion_tokens`, its `max_tokens` key renamed: both at the spans
-/// the request's one parse found, in one copy (`None` when nothing changes: the client's
-/// body as it is). `true` when the `max_tokens` question is settled here
-/// (`compat::native_body` need not read the body for it).
-fn edited(
-    cx: &Context,
-    step: &Step,
-    ch: &Channel,
-    model: &str,
-    native: bool,
-) -> (Option<Bytes>, bool) {
+/// The edits of the client's body for one attempt: `model` rewritten to the upstream
+/// model and, sent natively on a channel that takes `max_completion_tokens`, its
+/// `max_tokens` key renamed, both at the spans the request's one parse found. Everything
+/// else is kept byte for byte.
+#[derive(Default)]
+struct Edits {
+    model: Option<((usize, usize), String)>,
+    renamed_key: Option<(usize, usize)>,
+}
+
+impl Edits {
+    fn is_empty(&self) -> bool {
+        self.model.is_none() && self.renamed_key.is_none()
+    }
+
+    /// The spans and their replacements.
+    fn list(&self) -> ([json::Edit<'_>; 2], usize) {
+        let mut edits: [json::Edit<'_>; 2] = [((0, 0), b""); 2];
+        let mut n = 0;
+        if let Some((span, quoted)) = &self.model {
+            edits[n] = (*span, quoted.as_bytes());
+            n += 1;
+        }
+        if let Some(key) = self.renamed_key {
+            edits[n] = (key, compat::RENAMED_KEY);
+            n += 1;
+        }
+        (edits, n)
+    }
+
+    /// The edited body in one new buffer (`None` when nothing changes: the client's body
+    /// as it is), for the steps that read or edit it further.
+    fn copied(&self, body: &Bytes) -> Option<Bytes> {
+        let (mut edits, n) = self.list();
+        (n > 0).then(|| json::splice_all(body, &mut edits[..n]))
+    }
+
+    /// The edited body as the client's bytes around the replaced ones (no copy).
+    fn by_reference(&self, body: &Bytes) -> UpstreamBody {
+        let (mut edits, n) = self.list();
+        UpstreamBody::spliced(body, &mut edits[..n])
+    }
+}
+
+/// The attempt's [`Edits`] of the client's body, and `true` when the `max_tokens` question
+/// is settled here (`compat::native_body` need not read the body for it).
+fn edited(cx: &Context, step: &Step, ch: &Channel, model: &str, native: bool) -> (Edits, bool) {
     let Some(p) = &cx.peek else {
-        return (None, false);
+        return (Edits::default(), false);
     };
     let model_edit = match &*step.upstream_model {
         "" => None,
         up => request::model_edit(p, up),
     };
-    let mut edits: [((usize, usize), &[u8]); 2] = [((0, 0), b""); 2];
-    let mut n = 0;
-    if let Some((span, quoted)) = &model_edit {
-        edits[n] = (*span, quoted.as_bytes());
-        n += 1;
-    }
+    let mut edits = Edits {
+        model: model_edit,
+        renamed_key: None,
+    };
     let renamed = match native.then(|| compat::max_tokens_rename(cx.family, p, ch, model)) {
         Some(Ok(Some(key))) => {
-            edits[n] = (key, compat::RENAMED_KEY);
-            n += 1;
+            edits.renamed_key = Some(key);
             true
         }
         Some(Ok(None)) => true,
         Some(Err(())) | None => false,
     };
-    let body = (n > 0).then(|| json::splice_all(&cx.body, &mut edits[..n]));
-    (body, renamed)
+    (edits, renamed)
+}
+
+/// Whether a large body whose only changes are `edits` goes out by reference: nothing
+/// after them reads or edits it (sent natively with the `max_tokens` question settled, no
+/// output bound to add, the stream plan keeping it).
+fn by_reference(cx: &Context, ch: &Channel, edits: &Edits, native: bool, renamed: bool) -> bool {
+    !edits.is_empty()
+        && cx.body.len() >= SPLICE_MIN
+        && native
+        && renamed
+        && crate::relay::attempt::estimate::output_bound(cx).is_none()
+        && convert::keeps_body(ch.stream_policy, &cx.path, cx.peek.as_ref())
 }
 
 /// The request side: the body this channel gets — `model` rewritten to the upstream model,
@@ -284,7 +328,14 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         "" => cx.model(),
         m => m,
     };
-    let (body, renamed) = edited(cx, step, ch, model, translator.is_none());
+    let (edits, renamed) = edited(cx, step, ch, model, translator.is_none());
+    let spliced = by_reference(cx, ch, &edits, translator.is_none(), renamed)
+        .then(|| edits.by_reference(&cx.body));
+    let body = match spliced {
+        // Not read again: the plan keeps it as it is (checked above).
+        Some(_) => Some(Bytes::new()),
+        None => edits.copied(&cx.body),
+    };
     // The output bound is written under the field this channel takes, so the native
     // rewrite below has nothing to rename (and never parses the body again).
     let bounded = crate::relay::attempt::estimate::bound_output(
@@ -334,7 +385,7 @@ pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Pre
         },
         client_headers: &cx.headers,
         // The plan's body is not read again: moved, not shared (a share costs an allocation).
-        body: std::mem::take(&mut plan.body),
+        body: spliced.unwrap_or_else(|| std::mem::take(&mut plan.body).into()),
         idempotency_key: g.idempotency_key.as_ref(),
         traceparent: g.traceparent.as_ref(),
         request_id: &cx.request_id,

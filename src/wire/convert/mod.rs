@@ -97,20 +97,16 @@ pub fn plan_with(
     let (Some(d), Some(_)) = (dialect, peek) else {
         return out;
     };
-    out.mode = match (policy, client_stream) {
-        (StreamPolicy::ForceStream, false) => Mode::Assemble,
-        (StreamPolicy::ForceNonStream, true) => Mode::Replay,
-        _ => Mode::Pass,
-    };
+    if keeps_body(policy, path, peek) {
+        return out;
+    }
+    out.mode = mode_of(policy, client_stream);
     let upstream_stream = match out.mode {
         Mode::Pass => client_stream,
         Mode::Assemble => true,
         Mode::Replay => false,
     };
     out.upstream_stream = upstream_stream;
-    if out.mode == Mode::Pass && !(d == Dialect::Chat && client_stream) {
-        return out;
-    }
     let probe: Option<Probe> = serde_json::from_slice(&out.body).ok();
     let opts = probe.as_ref().and_then(|p| p.stream_options);
     out.client_include_usage = opts.is_some_and(|o| {
@@ -128,6 +124,26 @@ pub fn plan_with(
     }
     out.body = body;
     out
+}
+
+/// Whether [`plan_with`] sends the body as it is and streams as the client asked: the
+/// stream is passed through (the policy leaves it as the client asked), and it is not a
+/// Chat Completions stream (whose `stream_options` the plan reads and may add to). The
+/// exchange then may send an edited body by reference (`upstream::request_body`).
+pub fn keeps_body(policy: StreamPolicy, path: &str, peek: Option<&Peek>) -> bool {
+    let (Some(d), Some(p)) = (Dialect::of_path(path), peek) else {
+        return true;
+    };
+    mode_of(policy, p.stream) == Mode::Pass && !(d == Dialect::Chat && p.stream)
+}
+
+/// The stream mode a channel's policy gives a request that asked for `client_stream`.
+fn mode_of(policy: StreamPolicy, client_stream: bool) -> Mode {
+    match (policy, client_stream) {
+        (StreamPolicy::ForceStream, false) => Mode::Assemble,
+        (StreamPolicy::ForceNonStream, true) => Mode::Replay,
+        _ => Mode::Pass,
+    }
 }
 
 /// The body with `"stream"` set to `on` (the value replaced in place, or the field inserted).
