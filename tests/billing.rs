@@ -599,6 +599,20 @@ async fn the_estimates_output_limit_is_sent_for_limited_clients() {
     gw.stop().await;
 }
 
+/// A chat request whose body goes exactly as written, as the client with `key`.
+async fn post_bytes(gw: &Gw, key: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
+    gw.http
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+const CAROL: &str = "sk-test-carol";
+
 /// B-max-tokens-field on a large body: when the upstream model and the renamed limit are its
 /// only edits, the body goes out as the client's bytes around the replaced ones (no copy,
 /// `upstream::request_body`), and the upstream gets every byte a copy would have made,
@@ -623,14 +637,6 @@ async fn a_large_edited_body_goes_out_byte_for_byte() {
     let expected = body
         .replacen("\"max_tokens\"", "\"max_completion_tokens\"", 1)
         .replacen("\"m\"", "\"m-upstream\"", 1);
-    let send = |body: String| {
-        gw.http
-            .post(format!("{}/v1/chat/completions", gw.base))
-            .bearer_auth("sk-test-carol")
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
     let check = |sent: &switchyard_mock::RecordedRequest, what: &str| {
         assert!(
             sent.body == expected.as_bytes(),
@@ -643,7 +649,7 @@ async fn a_large_edited_body_goes_out_byte_for_byte() {
             "{what}"
         );
     };
-    let response = send(body.clone()).await.expect("request sent");
+    let response = post_bytes(&gw, CAROL, body.clone()).await;
     assert_eq!(response.status(), 200);
     check(&mocks["a"].requests()[0], "first attempt");
     // A failover: `a` refuses every attempt, `b` answers; every attempt sent the same bytes.
@@ -651,7 +657,7 @@ async fn a_large_edited_body_goes_out_byte_for_byte() {
         code: 503,
         body: None,
     });
-    let response = send(body.clone()).await.expect("request sent");
+    let response = post_bytes(&gw, CAROL, body.clone()).await;
     assert_eq!(response.status(), 200);
     let retried = mocks["a"].requests();
     assert!(retried.len() >= 2, "a was tried again");
@@ -661,7 +667,7 @@ async fn a_large_edited_body_goes_out_byte_for_byte() {
     check(&mocks["b"].requests()[0], "the failover to b");
     // A stream: its plan asks for the usage chunk, so the body is copied and edited further.
     let streamed = body.replace(r#""stream":false"#, r#""stream":true"#);
-    let response = send(streamed).await.expect("request sent");
+    let response = post_bytes(&gw, CAROL, streamed).await;
     assert_eq!(response.status(), 200);
     let sent = mocks["b"].requests()[1].json().unwrap();
     assert_eq!(sent["max_completion_tokens"], 64, "{}", sent["model"]);
@@ -696,17 +702,9 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
     // The limit after the model: the model's rewrite (longer) and the key's rename in one copy.
     let limit_last =
         r#"{"model": "m", "messages":[{"role":"user","content":"hi"}], "max_tokens":7 }"#;
-    let send = |body: &'static str| {
-        gw.http
-            .post(format!("{}/v1/chat/completions", gw.base))
-            .bearer_auth("sk-test-carol")
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
     let cases = [(ask, 300), (with_limit, 50), (limit_last, 7)];
     for (i, (body, want)) in cases.into_iter().enumerate() {
-        let response = send(body).await.expect("request sent");
+        let response = post_bytes(&gw, CAROL, body).await;
         assert_eq!(response.status(), 200, "{body}");
         let sent = mocks["a"].requests()[i].clone();
         let json = sent.json().unwrap();
@@ -722,7 +720,7 @@ async fn the_estimates_output_limit_goes_under_the_channels_field() {
     // A max_tokens that is not a number is no limit: the bound is added, and the body never
     // carries the channel's field twice.
     let odd = r#"{"model":"m","max_tokens":"many","messages":[{"role":"user","content":"hi"}]}"#;
-    send(odd).await.expect("request sent");
+    post_bytes(&gw, CAROL, odd).await;
     let sent = String::from_utf8(mocks["a"].requests()[3].body.to_vec()).unwrap();
     assert_eq!(
         sent.matches("\"max_completion_tokens\"").count(),
