@@ -52,6 +52,8 @@ for p in [k.split(".", 1)[1] for k in R if k.startswith("closed.")]:
     secs = w["duration_us"] / 1e6
     errs = sum(w["errors"].values())
     cpu_us = c["ticks"] * 1e6 / c["hz"] / w["requests"] if c and w["requests"] else None
+    # The process's own code (utime); the rest of cpu_us is the kernel's work for it.
+    user_us = c["user_ticks"] * 1e6 / c["hz"] / w["requests"] if c and "user_ticks" in c and w["requests"] else None
     closed[p] = {
         "rps": round(w["requests"] / secs, 1),
         "requests": w["requests"],
@@ -60,6 +62,7 @@ for p in [k.split(".", 1)[1] for k in R if k.startswith("closed.")]:
         "p90_us": w["latency"]["p90_us"],
         "p99_us": w["latency"]["p99_us"],
         "cpu_us_per_req": None if cpu_us is None else round(cpu_us, 1),
+        "user_us_per_req": None if user_us is None else round(user_us, 1),
     }
 d = closed.get("direct")
 for p, row in closed.items():
@@ -80,6 +83,7 @@ if sy and ng:
 if sy and (hy := closed.get("hyper")):
     report["ratios_switchyard_over_bare_hop"] = rh = {
         "cpu_per_req": ratio(sy["cpu_us_per_req"], hy["cpu_us_per_req"]),
+        "user_per_req": ratio(sy["user_us_per_req"], hy["user_us_per_req"]),
         "rps": ratio(sy["rps"], hy["rps"]),
     }
     check(rh["cpu_per_req"] is not None and rh["cpu_per_req"] <= 1.3, False, f"CPU/request <= 1.3x the bare hyper hop's (got {fmt(rh['cpu_per_req'])}x)")
@@ -261,10 +265,12 @@ P = print
 m = report["meta"]
 P(f"\nswitchyard bench  {report['time']}  commit {m.get('commit')}  {m.get('cpus')} cpus  load {m.get('loadavg_start')} -> {m.get('loadavg_end')}")
 P(f"closed loop: wrk -t{m.get('threads')} -c{m.get('connections')} -d{m.get('duration_s')}s (warm-up {m.get('warmup_s')}s), POST {{model, messages}}\n")
-P(f"{'path':<16}{'RPS':>10}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'CPU us/req':>12}{'errors':>8}")
+P(f"{'path':<16}{'RPS':>10}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'CPU us/req':>12}{'user us':>9}{'errors':>8}")
 for p, r in closed.items():
     P(f"{p:<16}{r['rps']:>10,.0f}{ms(r['p50_us']):>9.3f}{ms(r['p99_us']):>9.3f}"
-      f"{fmt(ms(r.get('added_p50_us'))):>9}{fmt(ms(r.get('added_p99_us'))):>9}{fmt(r['cpu_us_per_req']):>12}{r['errors']:>8}")
+      f"{fmt(ms(r.get('added_p50_us'))):>9}{fmt(ms(r.get('added_p99_us'))):>9}{fmt(r['cpu_us_per_req']):>12}"
+      f"{fmt(r['user_us_per_req']):>9}{r['errors']:>8}")
+P("(user us: the process's own code; the rest of CPU us is the kernel's sockets and scheduling)")
 if "ratios_switchyard_over_nginx" in report:
     r = report["ratios_switchyard_over_nginx"]
     P(f"switchyard/nginx: added p50 {fmt(r['added_p50'])}x  added p99 {fmt(r['added_p99'])}x  RPS {fmt(r['rps'])}x  CPU/req {fmt(r['cpu_per_req'])}x")
@@ -277,7 +283,7 @@ if "ratios_translated_over_plain" in report:
     P(f"switchyard_xlate = OpenAI client on an Anthropic channel; over the plain path: CPU/req {fmt(r['cpu_per_req'])}x (+{fmt(r['added_cpu_us_per_req'])} us)  RPS {fmt(r['rps'])}x")
 if "ratios_switchyard_over_bare_hop" in report:
     r = report["ratios_switchyard_over_bare_hop"]
-    P(f"switchyard/bare hyper hop: CPU/req {fmt(r['cpu_per_req'])}x  RPS {fmt(r['rps'])}x")
+    P(f"switchyard/bare hyper hop: CPU/req {fmt(r['cpu_per_req'])}x (its own code {fmt(r['user_per_req'])}x)  RPS {fmt(r['rps'])}x")
 for sfx, what in (("sse", "whole stream in one upstream read"), ("sse1", "one event per upstream read")):
     if r := report.get(f"ratios_stream_{sfx}_switchyard_over_nginx"):
         P(f"*_{sfx} = streamed answer, 20 chunks, {what}; switchyard/nginx: CPU/req {fmt(r['cpu_per_req'])}x  RPS {fmt(r['rps'])}x  ({fmt(r['cpu_us_per_event'])} us per event above the short request)")
