@@ -97,7 +97,7 @@ pub fn plan_with(
     let (Some(d), Some(_)) = (dialect, peek) else {
         return out;
     };
-    if keeps_body(policy, path, peek) {
+    if passes_as_is(d, policy, client_stream) {
         return out;
     }
     out.mode = mode_of(policy, client_stream);
@@ -134,7 +134,12 @@ pub fn keeps_body(policy: StreamPolicy, path: &str, peek: Option<&Peek>) -> bool
     let (Some(d), Some(p)) = (Dialect::of_path(path), peek) else {
         return true;
     };
-    mode_of(policy, p.stream) == Mode::Pass && !(d == Dialect::Chat && p.stream)
+    passes_as_is(d, policy, p.stream)
+}
+
+/// [`keeps_body`] once the dialect and the client's `stream` are known.
+fn passes_as_is(d: Dialect, policy: StreamPolicy, client_stream: bool) -> bool {
+    mode_of(policy, client_stream) == Mode::Pass && !(d == Dialect::Chat && client_stream)
 }
 
 /// The stream mode a channel's policy gives a request that asked for `client_stream`.
