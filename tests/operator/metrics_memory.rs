@@ -1,8 +1,8 @@
-//! Metrics that cannot leak (R20.3): the real binary takes 100 000 requests
+//! Metrics that cannot leak (R20.3): the real binary takes 200 000 requests
 //! with nobody scraping `/metrics`, and its resident memory stays flat — the recorder's upkeep
 //! (`telemetry::upkeep`) drains histogram samples without a scrape.
 //!
-//! `SWITCHYARD_RSS_REQUESTS` changes the count (default 100 000).
+//! `SWITCHYARD_RSS_REQUESTS` changes the count (default 200 000).
 
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,11 @@ const CONCURRENCY: usize = 32;
 const ALLOWED_GROWTH_KIB: u64 = 24 * 1024;
 /// Growth allowed over the last two quarters (40% of the requests), once settled. Unbounded
 /// histogram buffers keep ~8 bytes per sample and a request records at least four (request
-/// duration, attempts, overhead, upstream duration): 40 000 requests would add 1.2 MiB.
-const ALLOWED_LATE_GROWTH_KIB: u64 = 512;
+/// duration, attempts, overhead, upstream duration): 80 000 requests would add 2.4 MiB. A
+/// settled process still takes one step of up to ~1.1 MiB once, somewhere between 60 000
+/// and 80 000 requests on some machines (seen with and without this test's subject changed;
+/// 400 000 requests showed no growth after it), which 100 000 requests and 512 KiB caught.
+const ALLOWED_LATE_GROWTH_KIB: u64 = 1536;
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
@@ -56,11 +59,11 @@ async fn drive(http: &reqwest::Client, url: &str, requests: usize) {
 
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rss_stays_flat_over_100k_requests_without_a_scrape() {
+async fn rss_stays_flat_over_200k_requests_without_a_scrape() {
     let total: usize = std::env::var("SWITCHYARD_RSS_REQUESTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+        .unwrap_or(200_000);
     let mocks = mocks(&["a"]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("switchyard.yaml");
