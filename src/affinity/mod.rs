@@ -63,7 +63,7 @@ pub fn bound_channel_usable(snap: &Snapshot, routes: &[(&str, &Route)], id: Chan
     let (Some(c), Some(s)) = (snap.table.channels.get(id), snap.states.get(id)) else {
         return false;
     };
-    let now = tokio::time::Instant::now();
+    let now = crate::clock::instant();
     c.enabled
         && routes
             .iter()

@@ -80,7 +80,7 @@ impl Bindings {
     pub fn get(&self, key: u128) -> Option<Binding> {
         let mut shard = self.shard(key);
         match shard.get(&key) {
-            Some(e) if e.b.expires > Instant::now() => Some(e.b.clone()),
+            Some(e) if e.b.expires > crate::clock::instant() => Some(e.b.clone()),
             Some(_) => {
                 shard.remove(&key);
                 None
@@ -92,7 +92,7 @@ impl Bindings {
     /// Write or refresh the binding of `key` to `channel` for `key.ttl` (call only after a
     /// success, R8.3).
     pub fn bind(&self, key: &StickyKey, channel: &str) {
-        let expires = Instant::now() + key.ttl;
+        let expires = crate::clock::instant() + key.ttl;
         let announce = self.sync.is_attached();
         let step = key.ttl / REFRESH_SHARE_FRACTION;
         let told = self.insert(key.hash, key.kind, channel, expires, true, |old| {

@@ -12,7 +12,6 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http_body::Body;
 use http_body_util::BodyExt;
-use tokio::time::Instant;
 
 use crate::error::GatewayError;
 
@@ -44,9 +43,9 @@ where
     let mut body = body;
     let reserve = declared_len.unwrap_or(1024).min(limit) as usize;
     let mut buf = BytesMut::with_capacity(reserve.min(BODY_RESERVE));
-    let start = Instant::now();
+    let start = crate::clock::instant();
     loop {
-        let until = (Instant::now() + BODY_IDLE).min(start + BODY_DEADLINE);
+        let until = (crate::clock::instant() + BODY_IDLE).min(start + BODY_DEADLINE);
         let frame = match tokio::time::timeout_at(until, body.frame()).await {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
@@ -64,7 +63,7 @@ where
             }
             buf.extend_from_slice(&data);
         }
-        if trickling(buf.len() as u64, start.elapsed()) {
+        if trickling(buf.len() as u64, crate::clock::elapsed(start)) {
             return Err(too_slow(buf.len()));
         }
     }
@@ -94,6 +93,7 @@ fn too_slow(received: usize) -> GatewayError {
 mod tests {
     use super::*;
     use http_body_util::StreamBody;
+    use tokio::time::Instant;
 
     type Frame = Result<http_body::Frame<Bytes>, std::io::Error>;
     type Frames = tokio::sync::mpsc::Sender<Frame>;

@@ -263,8 +263,11 @@ impl<S: Service> Conn<S> {
             let gw = gw.clone();
             let guard = act.begin();
             // Boxed: the handler's future is ~4.7 KB (its attempt loop boxed apart), and
-            // hyper moves the service future into its in-flight slot by value.
-            let call = Box::pin(gw.call(req));
+            // hyper moves the service future into its in-flight slot by value. Made in its
+            // box: `Box::pin(f)` would make it, then copy it into the box whole.
+            let call = std::pin::Pin::from(Box::write(Box::new_uninit(), gw.call(req)));
+            // One clock reading per poll of the request (`clock::PollClock`).
+            let call = crate::clock::PollClock(call);
             async move {
                 let resp = call.await;
                 Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, guard)))

@@ -76,7 +76,7 @@ fn segment(s: &str) -> Option<(u128, &str)> {
 /// Format for `x-ratelimit-reset-*` the way OpenAI does (Go's notation), rounded UP to the
 /// millisecond so a client never comes back early: `0s`, `20ms`, `1s`, `6m0s`, `1h2m3.5s`.
 pub fn format_go(duration: Duration) -> String {
-    let ms = duration.as_millis() + u128::from(duration.as_nanos() % 1_000_000 > 0);
+    let ms = duration.as_millis() + u128::from(!duration.as_nanos().is_multiple_of(1_000_000));
     if ms == 0 {
         return "0s".to_string();
     }

@@ -91,7 +91,7 @@ impl Trace {
         }
         Some(Trace {
             ctx,
-            started: SystemTime::now() - cx.started.elapsed(),
+            started: SystemTime::now() - crate::clock::elapsed_std(cx.started),
             pending: None,
             attempts: Vec::new(),
             operation,

@@ -133,7 +133,7 @@ impl RetryBudget {
     }
 
     fn now_second(&self) -> u64 {
-        Instant::now()
+        crate::clock::instant()
             .saturating_duration_since(self.origin)
             .as_secs()
     }

@@ -51,14 +51,14 @@ pub fn available(ch: &Channel, st: &ChannelState, model: &str, now: Instant) -> 
 /// bindings and an existing binding to it is re-evaluated.
 pub fn is_cooled_down(ch: &Channel, st: &ChannelState) -> bool {
     st.cooldown
-        .is_cooled_down(&ch.resilience.cooldown, Instant::now())
+        .is_cooled_down(&ch.resilience.cooldown, crate::clock::instant())
 }
 
 /// Admission for one attempt (a same-target retry reuses the admission of its first try).
 pub fn admit(ch: &Channel, st: &ChannelState, model: &str) -> Admission {
     let (a, t) = st
         .breakers
-        .acquire(&limits(ch), scope(ch, model), Instant::now());
+        .acquire(&limits(ch), scope(ch, model), crate::clock::instant());
     if let Some(t) = t {
         report(&ch.name, t, t.to);
     }
@@ -97,7 +97,7 @@ pub fn record_attempt(
     facts: &OutcomeFacts,
 ) -> Applied {
     let (ch, st) = (target.ch, target.st);
-    let now = Instant::now();
+    let now = crate::clock::instant();
     if let Some(err) = super::health::is_error(facts) {
         st.health.record(err, now);
     }
@@ -136,7 +136,7 @@ pub fn record_visit(
     elapsed: Duration,
     probe: bool,
 ) {
-    let now = Instant::now();
+    let now = crate::clock::instant();
     let cb = &ch.resilience.circuit_breaker;
     let visit_verdict = verdict(facts, elapsed, cb);
     let (transition, state) =
@@ -168,7 +168,7 @@ pub fn release_probe(ch: &Channel, st: &ChannelState, model: &str) {
         scope(ch, model),
         Verdict::Neutral,
         true,
-        Instant::now(),
+        crate::clock::instant(),
     );
 }
 
@@ -201,7 +201,7 @@ pub fn probe_recovered(ch: &Channel, st: &ChannelState, scope: Option<&str>) {
     if scope.is_none()
         && st
             .cooldown
-            .is_cooled_down(&ch.resilience.cooldown, Instant::now())
+            .is_cooled_down(&ch.resilience.cooldown, crate::clock::instant())
     {
         st.cooldown.reset();
         tracing::info!(channel = %ch.name, "cooldown ended by an active probe");

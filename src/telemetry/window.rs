@@ -139,7 +139,7 @@ impl Recent {
     /// `ttfb` its time to response headers (to the first event for a stream).
     pub fn attempt(&self, error: bool, class: &'static str, status: Option<u16>, ttfb: Duration) {
         let at_ms = crate::clock::now_ms();
-        self.with_slot(Instant::now(), |s, g| {
+        self.with_slot(crate::clock::instant(), |s, g| {
             s.attempts = s.attempts.saturating_add(1);
             s.ttfb[bin(ttfb)] = s.ttfb[bin(ttfb)].saturating_add(1);
             if error {
@@ -157,13 +157,13 @@ impl Recent {
 
     /// A request this channel answered, end to end (a stream: to its last byte).
     pub fn latency(&self, d: Duration) {
-        self.with_slot(Instant::now(), |s, _| {
+        self.with_slot(crate::clock::instant(), |s, _| {
             s.latency[bin(d)] = s.latency[bin(d)].saturating_add(1);
         });
     }
 
     pub fn summary(&self) -> Summary {
-        let now = self.slot_of(Instant::now());
+        let now = self.slot_of(crate::clock::instant());
         let oldest = now.saturating_sub(SLOTS as u64 - 1);
         let inner = lock(&self.inner);
         let (mut attempts, mut errors) = (0u32, 0u32);
@@ -244,7 +244,7 @@ impl ClientHours {
         if client.is_empty() {
             return;
         }
-        let at = self.minute(Instant::now());
+        let at = self.minute(crate::clock::instant());
         let mut map = lock(&self.map);
         let ring = match map.get_mut(client) {
             Some(r) => r,
@@ -266,7 +266,7 @@ impl ClientHours {
 
     /// `client`'s last hour (zeros for a client with no request in it).
     pub fn hour(&self, client: &str) -> Hour {
-        let now = self.minute(Instant::now());
+        let now = self.minute(crate::clock::instant());
         let oldest = now.saturating_sub(HOUR_SLOTS as u64 - 1);
         let map = lock(&self.map);
         let Some(ring) = map.get(client) else {

@@ -135,7 +135,7 @@ impl H1Pool {
     /// An idle connection to `key`'s host that can take a request now, and (`host`) the
     /// host's `Host` header value.
     fn take(&self, key: &Key, host: bool) -> (Option<Sender>, Option<HeaderValue>) {
-        let now = Instant::now();
+        let now = crate::clock::instant().into_std();
         let mut hosts = crate::lock::lock(&self.hosts);
         hosts.sweep_due(now);
         // A key clone is a reference count (its bytes are shared), cheaper than a second hash.
@@ -157,7 +157,7 @@ impl H1Pool {
     }
 
     fn put(&self, key: Key, tx: Sender) {
-        let now = Instant::now();
+        let now = crate::clock::instant().into_std();
         let mut hosts = crate::lock::lock(&self.hosts);
         hosts.sweep_due(now);
         let host = hosts.idle.entry(key).or_default();

@@ -89,7 +89,7 @@ async fn concurrent_debits_of_one_client_are_batched_and_settle_exactly() {
     let mut cost = 0;
     for (s, _) in out.iter().filter(|(_, (_, ok))| *ok) {
         let number: usize = s.rsplit('-').next().unwrap().parse().unwrap();
-        if number % 2 == 0 {
+        if number.is_multiple_of(2) {
             store
                 .send_durable_async(entry(s, "alice", Settle, 3 - 7))
                 .await

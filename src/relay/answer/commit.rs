@@ -96,7 +96,7 @@ impl Walk<'_> {
         let ch = self.channel(step);
         let st = &self.cx.snap.states[step.channel];
         let facts = OutcomeFacts::succeeded(status);
-        let elapsed = t0.elapsed();
+        let elapsed = crate::clock::elapsed(t0);
         self.fin.record(
             ch,
             st,

@@ -118,7 +118,7 @@ impl Finish {
         f: &OutcomeFacts,
         elapsed: Duration,
     ) {
-        let now = tokio::time::Instant::now();
+        let now = crate::clock::instant();
         let translation = translated::of_attempt(self.family, ch, st, now).map(|x| x.label());
         if self.answered.is_none() {
             self.upstream += elapsed;
@@ -213,7 +213,9 @@ impl Finish {
             channel.metrics.prompt_tokens.increment(usage.prompt_tokens);
             channel.metrics.cached_tokens.increment(usage.cached_tokens);
         }
-        channel.recent.latency(self.started.elapsed());
+        channel
+            .recent
+            .latency(crate::clock::elapsed_std(self.started));
         self.rec.upstream_model = upstream_model;
         self.rec.prompt_tokens = usage.prompt_tokens;
         self.rec.completion_tokens = usage.completion_tokens;
@@ -237,7 +239,7 @@ impl Finish {
 
     fn write(&mut self, status: u16) {
         self.written = true;
-        let latency = self.started.elapsed();
+        let latency = crate::clock::elapsed_std(self.started);
         self.rec.chain = self.chain();
         self.rec.final_status = status;
         self.rec.latency_ms = latency.as_millis() as u64;
@@ -292,7 +294,7 @@ pub struct Rejected<'a> {
 /// Count, log (one line, no secrets) and write to the request log a refused request, like
 /// any other request (R12.1). Client-chosen strings are cut to a bounded length.
 pub fn rejected(gw: &Gateway, r: Rejected<'_>) {
-    let latency = r.started.elapsed();
+    let latency = crate::clock::elapsed_std(r.started);
     let latency_ms = latency.as_millis() as u64;
     let model = bounded(r.model, 128);
     let path = bounded(r.path, 256);
@@ -347,7 +349,7 @@ impl LogObserver {
         upstream_model: Arc<str>,
         status: u16,
     ) -> Self {
-        let ttfb = fin.started.elapsed();
+        let ttfb = crate::clock::elapsed_std(fin.started);
         fin.metrics.ttfb.record(ttfb.as_secs_f64());
         let mut fin = fin;
         fin.answered = Some(ttfb);
@@ -397,8 +399,14 @@ impl StreamObserver for LogObserver {
                 t.set_pending(s);
             }
             let model = c.upstream_model.clone();
-            self.fin
-                .record(ch, st, c.key_index, &model, &facts, c.sent.elapsed());
+            self.fin.record(
+                ch,
+                st,
+                c.key_index,
+                &model,
+                &facts,
+                crate::clock::elapsed(c.sent),
+            );
             self.channel = st.clone();
         }
         self.upstream_model = c.upstream_model.clone();

@@ -201,7 +201,7 @@ async fn send_prepared(
     p: Prepared,
 ) -> Exchange {
     let Prepared { plan, tr, req } = p;
-    let sent = Instant::now();
+    let sent = crate::clock::fresh();
     let t_ns = (sent + non_stream_timeout(&cx.snap.table.config, ch)).min(g.deadline);
     let idle = non_stream_timeout(&cx.snap.table.config, ch);
     match send(gw, ch, req, plan.upstream_stream, g, t_ns).await {
@@ -323,7 +323,7 @@ fn by_reference(cx: &Context, ch: &Channel, edits: &Edits, native: bool, renamed
 /// serve (`translated::of_attempt`).
 pub fn prepare(cx: &Context, step: &Step, ch: &Channel, g: &Gates) -> Result<Prepared, Unprepared> {
     let st = &cx.snap.states[step.channel];
-    let translator = translated::of_attempt(cx.family, ch, st, Instant::now());
+    let translator = translated::of_attempt(cx.family, ch, st, crate::clock::instant());
     let model = match &*step.upstream_model {
         "" => cx.model(),
         m => m,
@@ -406,7 +406,7 @@ async fn send(
     g: &Gates,
     t_ns: Instant,
 ) -> Result<Response<UpBody>, Outcome> {
-    let sent = Instant::now();
+    let sent = crate::clock::fresh();
     let (gate, timeout_kind) = if upstream_stream {
         (sent + g.header_timeout, TransportKind::HeaderTimeout)
     } else {

@@ -2,8 +2,6 @@
 //! in the request's `Finish` until its answer's last byte, settled to actual usage or given
 //! back; dropped unsettled, each releases its concurrency (B-cancel-guards).
 
-use tokio::time::Instant;
-
 use crate::limits::Admission;
 use crate::shared::limits::LimitGrant;
 use crate::wire::usage::Usage;
@@ -32,7 +30,7 @@ impl LimitHolds {
     /// The request is over: settle to the tokens it used (input + output); a request that
     /// never reached an upstream gives its count and reservation back.
     pub fn settle(&mut self, usage: &Usage, reached_upstream: bool) {
-        let now = Instant::now();
+        let now = crate::clock::instant();
         let used = usage.prompt_tokens + usage.completion_tokens;
         if let Some(a) = self.client.take() {
             if reached_upstream {

@@ -74,7 +74,7 @@ pub fn plan_keys(
         ..PlanKeys::default()
     };
     let cooling = gw.key_cooldowns.any();
-    let now = Instant::now();
+    let now = crate::clock::instant();
     for id in channels {
         let Some(ch) = snap.table.channels.get(id) else {
             continue;
@@ -137,7 +137,7 @@ pub fn remaining_fraction(gw: &Gateway, snap: &Snapshot, id: ChannelId, keys: &P
     }
     let n = keys.count(id, ch.keys.len()).max(1);
     let limiter = gw.limiter();
-    let now = Instant::now();
+    let now = crate::clock::instant();
     let sum: f64 = (0..n)
         .filter_map(|p| key_fp(snap, id, keys.key(id, p)))
         .map(|fp| limiter.key_remaining_fraction(&ch.name, &fp, &ch.limits, now))

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod plan;
 pub mod translated;
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,7 +82,7 @@ pub async fn run(gw: &Arc<Gateway>, cx: Context) -> Resp {
         let admission =
             walk.visits
                 .admit(step.channel, &step.upstream_model, step.same_target_retry);
-        let t0 = Instant::now();
+        let t0 = crate::clock::fresh();
         let (ex, key) = match walk.send(&step, &gates, prepared, admission).await {
             (Ok(ex), key) => (ex, key),
             (Err(won), key) => return walk.commit_hedge(*won, key),
@@ -179,7 +180,7 @@ impl<'a> Walk<'a> {
     /// Plan the attempts, then admit the request (R11.1; rate limits go first, R15.1). A
     /// refused request is answered at once.
     async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Walk<'a>, Resp> {
-        let deadline = Instant::now() + cx.snap.table.config.timeouts.request_deadline;
+        let deadline = crate::clock::instant() + cx.snap.table.config.timeouts.request_deadline;
         let mut rng = fastrand::Rng::new();
         let mut fin = Finish::new(gw, cx);
         let planned = plan(gw, cx, &mut fin, &mut rng);
@@ -267,15 +268,27 @@ impl<'a> Walk<'a> {
             Ok(p) => p,
             Err(e) => return (Ok(*e), key),
         };
-        let ex = exchange(self.gw, self.cx, step, self.channel(step), gates, p);
+        let ch = self.channel(step);
         match self.hedge_after(step) {
             // Boxed: inline, the exchange (~6.8 KB) would make the loop's future that much
             // larger, and a future is copied whole each time it is moved (4 KB less copied
-            // per request, for one allocation).
-            None => (Ok(Box::pin(ex).await), key),
+            // per request, for one allocation). Made in its box (`Box::write` of the call
+            // into `Box::new_uninit()`): `Box::pin(f)` makes the future, then copies it whole,
+            // ~6.8 KB, into the box.
+            None => {
+                let ex = Box::write(
+                    Box::new_uninit(),
+                    exchange(self.gw, self.cx, step, ch, gates, p),
+                );
+                (Ok(Pin::from(ex).await), key)
+            }
             // Boxed: the race holds two exchanges (~18 KB), and inline it would make every
             // request's future that size.
-            Some(after) => (Box::pin(self.hedged(step, after, ex)).await, key),
+            Some(after) => {
+                let ex = exchange(self.gw, self.cx, step, ch, gates, p);
+                let race = Box::write(Box::new_uninit(), self.hedged(step, after, ex));
+                (Pin::from(race).await, key)
+            }
         }
     }
 

@@ -3,8 +3,6 @@
 //! (R7.1) that no rate limit holds back (R15.3, `keys`), with the sticky binding's channel
 //! first when it is usable.
 
-use tokio::time::Instant;
-
 use crate::affinity::Sticky;
 use crate::config::model::Balance;
 use crate::relay::answer::finish::Finish;
@@ -48,7 +46,7 @@ pub fn plan(gw: &Gateway, cx: &Context, fin: &mut Finish, rng: &mut fastrand::Rn
     );
     let key_count = |id: usize| keys.count(id, snap.table.channels[id].keys.len());
     let key_start = |id: usize| snap.states[id].next_key_start(key_count(id));
-    let now = Instant::now();
+    let now = crate::clock::instant();
     // Availability is per (channel, upstream model): a virtual model's targets are separate.
     let available = |id: usize, upstream: &str| {
         !keys.held.contains(&id)

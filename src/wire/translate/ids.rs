@@ -173,7 +173,7 @@ pub(crate) fn signature_of(id: &str) -> Option<String> {
             c => c,
         })
         .collect();
-    while sig.len() % 4 != 0 {
+    while !sig.len().is_multiple_of(4) {
         sig.push('=');
     }
     Some(sig)
