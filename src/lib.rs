@@ -21,6 +21,7 @@ pub mod admin_views;
 pub mod affinity;
 pub mod app;
 pub mod billing;
+pub mod boxed;
 pub mod clock;
 pub mod config;
 pub mod error;

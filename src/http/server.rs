@@ -262,10 +262,10 @@ impl<S: Service> Conn<S> {
         let svc = service_fn(move |req| {
             let gw = gw.clone();
             let guard = act.begin();
-            // Boxed: the handler's future is ~4.7 KB (its attempt loop boxed apart), and
-            // hyper moves the service future into its in-flight slot by value. Made in its
-            // box: `Box::pin(f)` would make it, then copy it into the box whole.
-            let call = std::pin::Pin::from(Box::write(Box::new_uninit(), gw.call(req)));
+            // Boxed (`boxed::in_box`): the handler's future is ~4.7 KB (its attempt loop
+            // boxed apart), and hyper moves the service future into its in-flight slot by
+            // value.
+            let call = crate::boxed::in_box(|| gw.call(req));
             // One clock reading per poll of the request (`clock::PollClock`).
             let call = crate::clock::PollClock(call);
             async move {

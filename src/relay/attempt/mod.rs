@@ -18,12 +18,12 @@ pub mod keys;
 pub mod plan;
 pub mod translated;
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::boxed::in_box;
 use crate::config::model::Channel;
 use crate::error::GatewayError;
 use crate::http::body::Resp;
@@ -270,24 +270,18 @@ impl<'a> Walk<'a> {
         };
         let ch = self.channel(step);
         match self.hedge_after(step) {
-            // Boxed: inline, the exchange (~6.8 KB) would make the loop's future that much
-            // larger, and a future is copied whole each time it is moved (4 KB less copied
-            // per request, for one allocation). Made in its box (`Box::write` of the call
-            // into `Box::new_uninit()`): `Box::pin(f)` makes the future, then copies it whole,
-            // ~6.8 KB, into the box.
+            // Boxed (`boxed::in_box`): inline, the exchange (~6.8 KB) would make the loop's
+            // future that much larger, and a future is copied whole each time it is moved
+            // (4 KB less copied per request, for one allocation).
             None => {
-                let ex = Box::write(
-                    Box::new_uninit(),
-                    exchange(self.gw, self.cx, step, ch, gates, p),
-                );
-                (Ok(Pin::from(ex).await), key)
+                let ex = in_box(|| exchange(self.gw, self.cx, step, ch, gates, p));
+                (Ok(ex.await), key)
             }
             // Boxed: the race holds two exchanges (~18 KB), and inline it would make every
             // request's future that size.
             Some(after) => {
                 let ex = exchange(self.gw, self.cx, step, ch, gates, p);
-                let race = Box::write(Box::new_uninit(), self.hedged(step, after, ex));
-                (Pin::from(race).await, key)
+                (in_box(|| self.hedged(step, after, ex)).await, key)
             }
         }
     }

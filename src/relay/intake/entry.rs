@@ -239,12 +239,10 @@ async fn relay(
         prompt_estimate,
         trace,
     };
-    // Boxed: the attempt loop's future (~7.8 KB) is not part of this future and of every
-    // one that awaits it (each is copied whole when it is moved: ~20 KB of copying per
-    // request, 5 % of its instructions). It is made in its box (`Box::write` into
-    // `Box::new_uninit()`); `Box::pin(f)` would make it first and then copy it in whole.
-    let run = Box::write(Box::new_uninit(), attempt::run(gw, cx));
-    Ok(std::pin::Pin::from(run).await)
+    // Boxed (`boxed::in_box`): the attempt loop's future (~7.8 KB) is not part of this
+    // future and of every one that awaits it (each is copied whole when it is moved: ~20 KB
+    // of copying per request, 5 % of its instructions).
+    Ok(crate::boxed::in_box(|| attempt::run(gw, cx)).await)
 }
 
 /// The request as read: its head, its normalised path, its body (within the limit) and the
