@@ -9,7 +9,8 @@
 # Usage: bash benches/ab.sh BASE_BINARY NEW_BINARY
 # Knobs (env): AB_ROUNDS (3), AB_SECS (4), AB_CONNS (64), AB_BODY (a wrk lua script;
 # benches/post.lua), PERF_NEW (a file: `perf record -g` of the new binary during its
-# last round is written there).
+# last round is written there), PERF_ARGS (perf record's options; `-g`; e.g.
+# `--call-graph dwarf -F 999` for whole stacks of a build without frame pointers).
 # Needs: wrk, curl, python3 and target/release/examples/mock_upstream (`make bench` builds
 # and installs these). 127.0.0.1 only; every process it starts is stopped on exit.
 set -euo pipefail
@@ -73,7 +74,8 @@ round() {
     local i=$1 perf=${2:-} t0 t1 out reqs ppid=
     wrk -t2 -c"$CONNS" -d1s -s "$LUA" "http://127.0.0.1:${GW_PORT[$i]}/v1/chat/completions" >/dev/null
     if [ -n "$perf" ]; then
-        perf record -g -o "$perf" -p "${GW_PID[$i]}" >/dev/null 2>&1 &
+        # shellcheck disable=SC2086 # PERF_ARGS is a list of options
+        perf record ${PERF_ARGS:--g} -o "$perf" -p "${GW_PID[$i]}" >/dev/null 2>&1 &
         ppid=$!
     fi
     t0=$(cpu_ticks "${GW_PID[$i]}")

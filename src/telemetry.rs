@@ -43,6 +43,8 @@ pub const CONFIG_LAST_RELOAD_OK: &str = "switchyard_config_last_reload_successfu
 pub const CONFIG_LAST_RELOAD_SUCCESS_TS: &str =
     "switchyard_config_last_reload_success_timestamp_seconds";
 pub const CONNECTIONS: &str = "switchyard_connections";
+/// Open client connections per serving thread (label `thread`: 1..=N; `http::spread`).
+pub const SERVING_THREAD_CONNECTIONS: &str = "switchyard_serving_thread_connections";
 pub const CONNECTIONS_REJECTED: &str = "switchyard_connections_rejected_total";
 pub const STORE_DROPPED: &str = "switchyard_store_dropped_total";
 pub const STORE_WRITTEN: &str = "switchyard_store_written_total";
@@ -147,6 +149,7 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
     (CONFIG_LAST_RELOAD_SUCCESS_TS, Kind::Gauge, Some(Unit::Seconds), "Unix time of the last successful config load (start-up or reload)."),
     (CONFIG_GENERATION, Kind::Gauge, None, "Generation number of the live routing table."),
     (CONNECTIONS, Kind::Gauge, None, "Open client connections."),
+    (SERVING_THREAD_CONNECTIONS, Kind::Gauge, None, "Open client connections per serving thread (label thread: 1 to the number of serving threads); a thread that holds two more than another hands it new connections."),
     (CONNECTIONS_REJECTED, Kind::Counter, None, "Client connections refused at the connection cap (total or per address)."),
     (STORE_DROPPED, Kind::Counter, None, "Store writes dropped because the writer queue was full."),
     (STORE_WRITTEN, Kind::Counter, None, "Store writes committed."),

@@ -176,15 +176,16 @@ async fn served_once_released(gw: Gw, held: Vec<TcpStream>) {
 
 /// The real binary with `args` before `serve`, on a config of `limits` and one channel to a
 /// mock: the process and its client address (from its ready line).
-async fn binary(
-    args: &[&str],
-    limits: &str,
-) -> (
-    tokio::process::Child,
-    String,
-    std::collections::HashMap<String, MockUpstream>,
-    tempfile::TempDir,
-) {
+/// The real binary, its client and admin addresses, and what it needs kept alive.
+struct Bin {
+    child: tokio::process::Child,
+    listen: String,
+    admin: String,
+    _mocks: std::collections::HashMap<String, MockUpstream>,
+    _dir: tempfile::TempDir,
+}
+
+async fn binary(args: &[&str], limits: &str) -> Bin {
     let mocks = mocks(&["a"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switchyard.yaml");
@@ -219,13 +220,19 @@ async fn binary(
     .await
     .expect("binary became ready");
     tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
-    let listen = regex::Regex::new(r"127\.0\.0\.1:\d+")
+    let addrs: Vec<String> = regex::Regex::new(r"127\.0\.0\.1:\d+")
         .unwrap()
-        .find(&ready)
-        .expect("listen address")
-        .as_str()
-        .to_string();
-    (child, listen, mocks, dir)
+        .find_iter(&ready)
+        .map(|m| m.as_str().to_string())
+        .collect();
+    let [listen, admin] = <[String; 2]>::try_from(addrs).expect("listen and admin addresses");
+    Bin {
+        child,
+        listen,
+        admin,
+        _mocks: mocks,
+        _dir: dir,
+    }
 }
 
 /// `limits.max_connections_per_ip`: one address cannot take more; others are still served.
@@ -245,7 +252,8 @@ async fn one_address_cannot_hold_more_than_its_share() {
 #[tokio::test]
 async fn real_binary_serves_a_client_past_four_silent_sockets() {
     let limits = "limits:\n  max_connections: 4\n  header_read_timeout: 1s\n";
-    let (mut child, listen, _mocks, _dir) = binary(&[], limits).await;
+    let mut bin = binary(&[], limits).await;
+    let listen = bin.listen.clone();
     let mut silent = Vec::new();
     for (_, opener) in silent_openers().into_iter().take(4) {
         let mut socket = TcpStream::connect(&listen).await.unwrap();
@@ -276,7 +284,7 @@ async fn real_binary_serves_a_client_past_four_silent_sockets() {
     let took = served.expect("no client served within 6 s while four silent sockets were open");
     assert!(took < Duration::from_secs(4), "served after {took:?}");
     drop(silent);
-    let _ = child.kill().await;
+    let _ = bin.child.kill().await;
 }
 
 /// The connection caps are the gateway's, not each serving thread's (`http::cores`): the
@@ -300,8 +308,9 @@ async fn the_connection_cap_is_shared_by_the_serving_threads() {
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn the_binary_serves_on_the_threads_workers_asks_for() {
-    let (mut child, listen, _mocks, _dir) = binary(&["--workers", "3"], "").await;
-    let pid = child.id().expect("pid");
+    let mut bin = binary(&["--workers", "3"], "").await;
+    let listen = bin.listen.clone();
+    let pid = bin.child.id().expect("pid");
     // The serving threads start just after the ready line: look for them for a while.
     let serving = || {
         std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -334,5 +343,118 @@ async fn the_binary_serves_on_the_threads_workers_asks_for() {
     });
     let codes = futures_util::future::join_all(calls).await;
     assert!(codes.iter().all(|c| *c == 200), "{codes:?}");
-    let _ = child.kill().await;
+    let _ = bin.child.kill().await;
+}
+
+/// The open connections on each serving thread, from the admin's `/metrics`.
+async fn per_thread(admin: &str) -> Vec<f64> {
+    let text = reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .unwrap_or_default();
+    let mut per: Vec<(usize, f64)> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("switchyard_serving_thread_connections{thread=\"")?;
+            let (thread, value) = rest.split_once("\"} ")?;
+            Some((thread.parse().ok()?, value.trim().parse().ok()?))
+        })
+        .collect();
+    per.sort_by_key(|(t, _)| *t);
+    per.into_iter().map(|(_, v)| v).collect()
+}
+
+/// One keep-alive HTTP/1.1 request on `socket`: the status line of its answer.
+async fn ask(socket: &mut TcpStream) -> String {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ALICE}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The mock's answer is short and has a content-length: read until it is all here.
+    while !complete(&got) {
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buf))
+            .await
+            .expect("answered in time")
+            .unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A whole HTTP/1.1 answer with a content-length is in `got`.
+fn complete(got: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(got);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().ok())
+        })
+        .flatten();
+    len.is_some_and(|n| body.len() >= n)
+}
+
+/// Connections that arrive together are spread over the serving threads (`http::spread`):
+/// twelve sockets connected at once wait in the listener's queue, the first thread awake
+/// accepts them all, and without the spread it serves all twelve for their keep-alive lives
+/// on one core. Each thread ends with its share (within two), every connection is
+/// answered on the thread it was dealt to, and the counts fall back to 0 when they close.
+#[tokio::test]
+async fn connections_that_arrive_together_are_spread_over_the_serving_threads() {
+    let mut bin = binary(&["--workers", "3"], "").await;
+    let (listen, admin) = (bin.listen.clone(), bin.admin.clone());
+    let started = Instant::now();
+    while per_thread(&admin).await.len() < 3 && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let connects = (0..12).map(|_| TcpStream::connect(&listen));
+    let mut sockets: Vec<TcpStream> = futures_util::future::join_all(connects)
+        .await
+        .into_iter()
+        .map(|s| s.expect("connected"))
+        .collect();
+    for s in &mut sockets {
+        let status = ask(s).await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    }
+    let per = per_thread(&admin).await;
+    assert_eq!(per.len(), 3, "one series per serving thread: {per:?}");
+    assert_eq!(per.iter().sum::<f64>(), 12.0, "{per:?}");
+    let (lo, hi) = per
+        .iter()
+        .fold((f64::MAX, 0f64), |(l, h), &v| (l.min(v), h.max(v)));
+    assert!(hi - lo <= 2.0, "connections per thread: {per:?}");
+    // Each connection keeps its thread: a second request on every one is answered.
+    for s in &mut sockets {
+        let status = ask(s).await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    }
+    drop(sockets);
+    let started = Instant::now();
+    while per_thread(&admin).await.iter().sum::<f64>() > 0.0
+        && started.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        per_thread(&admin).await,
+        vec![0.0; 3],
+        "closed connections leave no count"
+    );
+    let _ = bin.child.kill().await;
 }

@@ -11,3 +11,4 @@ pub mod headers;
 pub mod path;
 pub mod server;
 pub mod sniff;
+pub mod spread;

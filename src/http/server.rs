@@ -24,6 +24,7 @@ use crate::http::body::Resp;
 use crate::http::conn::{Activity, Expired, PerIp, Tracked};
 use crate::http::cores;
 use crate::http::sniff::Sniffed;
+use crate::http::spread::{Handed, Serving, Spread};
 use crate::telemetry;
 
 /// What the listener serves: an answer to each request, and the configuration in force for
@@ -78,7 +79,7 @@ pub async fn serve_on<S: Service>(
         Some(listener)
     };
     match listener {
-        Some(l) => accept(l, gw.clone(), tls, shutdown, gate.clone()).await,
+        Some(l) => accept(l, gw.clone(), tls, shutdown, gate.clone(), None).await,
         None => cores::wait_true(shutdown).await,
     }
     drain(&gate, gw.config().timeouts.drain).await;
@@ -95,23 +96,34 @@ fn spawn_serving<S: Service>(
     gate: &Gate,
     finished: &watch::Receiver<bool>,
 ) -> Option<TcpListener> {
+    let threads = threads.min(cores::MAX);
+    let (spread, inboxes) = Spread::new(threads);
     let mut started = 0;
-    for i in 0..threads.min(cores::MAX) {
+    for (i, inbox) in inboxes.into_iter().enumerate() {
         let own = match share(&listener) {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot share the listener with a serving thread");
+                (i..threads).for_each(|t| spread.close(t));
                 break;
             }
         };
         let (gw, tls, shutdown, gate) = (gw.clone(), tls.clone(), shutdown.clone(), gate.clone());
+        let seat = Seat {
+            spread: spread.clone(),
+            me: i,
+            inbox,
+        };
         let serve = async move {
             match TcpListener::from_std(own) {
-                Ok(l) => accept(l, gw, tls, shutdown, gate).await,
+                Ok(l) => accept(l, gw, tls, shutdown, gate, Some(seat)).await,
                 Err(e) => tracing::warn!(error = %e, "a serving thread cannot listen"),
             }
         };
-        started += usize::from(cores::spawn(i, serve, finished.clone()).is_some());
+        match cores::spawn(i, serve, finished.clone()) {
+            Some(_) => started += 1,
+            None => spread.close(i),
+        }
     }
     if started == 0 {
         return Some(listener);
@@ -153,57 +165,172 @@ impl Gate {
     }
 }
 
+/// A serving thread's place in the spread (`http::spread`): its index and its inbox.
+struct Seat {
+    spread: Arc<Spread>,
+    me: usize,
+    inbox: tokio::sync::mpsc::UnboundedReceiver<Handed>,
+}
+
+impl Seat {
+    /// The next connection another thread handed to this one.
+    async fn handed(&mut self) -> Option<Handed> {
+        self.inbox.recv().await
+    }
+}
+
+/// A connection to serve on this runtime, with its count on this thread (`None` off the
+/// serving threads).
+struct Accepted {
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    accepted: Instant,
+    serving: Option<Serving>,
+}
+
 /// Accept on `listener` until `shutdown` turns true; each connection is served on this
-/// runtime.
+/// runtime, or on the serving thread `seat` deals it to (`http::spread`).
 async fn accept<S: Service>(
     listener: TcpListener,
     gw: Arc<S>,
     tls: Option<TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
     gate: Gate,
+    mut seat: Option<Seat>,
 ) {
     loop {
-        let (stream, peer) = tokio::select! {
+        let next = tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok((stream, peer)) => deal(seat.as_ref(), stream, peer),
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
+            Some(h) = async { seat.as_mut()?.handed().await } => received(h),
             _ = shutdown.changed() => break,
         };
-        let accepted = Instant::now();
-        let _ = stream.set_nodelay(true);
-        let limits = gw.config().limits.clone();
-        let Some(ip_slot) = gate
-            .per_ip
-            .acquire(peer.ip(), limits.max_connections_per_ip)
-        else {
-            metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
-            tokio::spawn(reject(stream, PER_IP));
-            continue;
-        };
-        let Ok(permit) = gate.permits.clone().try_acquire_owned() else {
-            metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
-            tokio::spawn(reject(stream, OVERLOADED));
-            continue;
-        };
-        let conn = Conn {
-            gw: gw.clone(),
-            tls: tls.clone(),
-            shutdown: shutdown.clone(),
+        if let Some(next) = next {
+            serve_accepted(next, &gw, &tls, &shutdown, &gate);
+        }
+    }
+}
+
+/// A connection this thread accepted: served here, or handed to a less busy thread (then
+/// `None`). One that cannot be handed is served here.
+fn deal(seat: Option<&Seat>, stream: TcpStream, peer: std::net::SocketAddr) -> Option<Accepted> {
+    let accepted = Instant::now();
+    let Some(seat) = seat else {
+        return Some(Accepted {
+            stream,
+            peer,
             accepted,
-            limits,
-        };
-        metrics::gauge!(telemetry::CONNECTIONS).increment(1.0);
-        tokio::spawn(async move {
-            conn.run(stream).await;
-            metrics::gauge!(telemetry::CONNECTIONS).decrement(1.0);
-            drop((permit, ip_slot));
+            serving: None,
+        });
+    };
+    let to = seat.spread.pick(seat.me);
+    if to == seat.me {
+        let serving = Some(seat.spread.serving(seat.me));
+        return Some(Accepted {
+            stream,
+            peer,
+            accepted,
+            serving,
         });
     }
+    let stream = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "accepted connection lost while handing it over");
+            return None;
+        }
+    };
+    let serving = seat.spread.serving(to);
+    let back = seat
+        .spread
+        .hand(Handed {
+            stream,
+            peer,
+            accepted,
+            serving,
+        })
+        .err()?;
+    // The other thread takes no connections: this one serves it.
+    let serving = Some(seat.spread.serving(seat.me));
+    match TcpStream::from_std(back.stream) {
+        Ok(stream) => Some(Accepted {
+            stream,
+            peer,
+            accepted,
+            serving,
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "accepted connection lost while handing it over");
+            None
+        }
+    }
+}
+
+/// A connection another thread handed to this one, registered with this runtime.
+fn received(h: Handed) -> Option<Accepted> {
+    match TcpStream::from_std(h.stream) {
+        Ok(stream) => Some(Accepted {
+            stream,
+            peer: h.peer,
+            accepted: h.accepted,
+            serving: Some(h.serving),
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "handed connection lost");
+            None
+        }
+    }
+}
+
+/// Admit `a` under the connection caps (or refuse it with an answer) and serve it on this
+/// runtime.
+fn serve_accepted<S: Service>(
+    a: Accepted,
+    gw: &Arc<S>,
+    tls: &Option<TlsAcceptor>,
+    shutdown: &watch::Receiver<bool>,
+    gate: &Gate,
+) {
+    let Accepted {
+        stream,
+        peer,
+        accepted,
+        serving,
+    } = a;
+    let _ = stream.set_nodelay(true);
+    let limits = gw.config().limits.clone();
+    let Some(ip_slot) = gate
+        .per_ip
+        .acquire(peer.ip(), limits.max_connections_per_ip)
+    else {
+        metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
+        tokio::spawn(reject(stream, PER_IP));
+        return;
+    };
+    let Ok(permit) = gate.permits.clone().try_acquire_owned() else {
+        metrics::counter!(telemetry::CONNECTIONS_REJECTED).increment(1);
+        tokio::spawn(reject(stream, OVERLOADED));
+        return;
+    };
+    let conn = Conn {
+        gw: gw.clone(),
+        tls: tls.clone(),
+        shutdown: shutdown.clone(),
+        accepted,
+        limits,
+    };
+    metrics::gauge!(telemetry::CONNECTIONS).increment(1.0);
+    tokio::spawn(async move {
+        conn.run(stream).await;
+        metrics::gauge!(telemetry::CONNECTIONS).decrement(1.0);
+        drop((permit, ip_slot, serving));
+    });
 }
 
 /// Wait, for at most `drain`, until every connection has ended (each holds a permit).

@@ -165,7 +165,23 @@ fn bodies_and_events_read_usage_alike() {
         "[1,2]",
         "not json",
         "",
+        // An escaped key, trailing bytes, a body cut short, a control character in a
+        // string, deep nesting (below).
+        r#"{"note":"usage","us\u0061ge":{"prompt_tokens":3,"completion_tokens":1}}"#,
+        r#"{"usage":{"prompt_tokens":3}} x"#,
+        r#"{"usage":{"prompt_tokens":3}"#,
+        "{\"id\":\"a\u{1}b\",\"usage\":{\"prompt_tokens\":3}}",
+        // Whitespace around the body, escapes and non-ASCII text before the usage.
+        " \n{\"choices\":[{\"message\":{\"content\":\"caf\u{e9} \\\"q\\\" \\u00e9\"}}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2}}\r\n",
+        // Anthropic's answer: the usage after the content.
+        r#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":12,"cache_read_input_tokens":3,"output_tokens":4}}"#,
     ];
+    let deep = format!(
+        r#"{{"choices":{}1{},"usage":{{"prompt_tokens":5}}}}"#,
+        "[".repeat(110),
+        "]".repeat(110)
+    );
+    let bodies = bodies.iter().copied().chain([deep.as_str()]);
     for b in bodies {
         assert_eq!(
             Usage::from_body(b.as_bytes()),
@@ -260,4 +276,12 @@ fn the_typed_event_reading_declines_repeated_keys_and_non_objects() {
         u.absorb_event(r#"{"usage":{"input_tokens":3}}"#),
         Some(false)
     );
+}
+
+/// A body that names `usage` twice is refused by the typed reading: no usage, neither the
+/// first report nor the last (the tree reading would take the last).
+#[test]
+fn a_duplicated_usage_member_reads_as_none() {
+    let body = br#"{"usage":{"prompt_tokens":3},"usage":{"prompt_tokens":4}}"#;
+    assert_eq!(Usage::from_body(body), None);
 }

@@ -6,6 +6,11 @@ use rusqlite::Connection;
 
 use super::*;
 
+/// Run `sql` on the database at `path` through a connection of its own (a test's triggers).
+fn on_the_side(path: &str, sql: &str) {
+    Connection::open(path).unwrap().execute_batch(sql).unwrap();
+}
+
 #[tokio::test]
 async fn ten_thousand_logs_are_batched() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,15 +106,13 @@ async fn bad_rows_are_skipped_and_writer_keeps_going() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = Store::open(&path).unwrap();
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    on_the_side(
+        &path,
         "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id = 'bad'
            BEGIN SELECT RAISE(ABORT, 'bad row'); END;
          CREATE TRIGGER poison_tx BEFORE INSERT ON request_log WHEN NEW.id = 'poison'
            BEGIN SELECT RAISE(ROLLBACK, 'poisoned transaction'); END;",
-    )
-    .unwrap();
-    drop(conn);
+    );
 
     for id in ["g1", "bad", "g2"] {
         assert!(store.try_send(request(id, 1)));
@@ -190,12 +193,11 @@ async fn a_failed_fold_fails_its_whole_batch() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = Store::open(&path).unwrap();
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    on_the_side(
+        &path,
         "CREATE TRIGGER poison_fold BEFORE INSERT ON ledger_compacted WHEN NEW.charged = 13
            BEGIN SELECT RAISE(ROLLBACK, 'poisoned fold'); END;",
-    )
-    .unwrap();
+    );
     let folded = |id: &str, amount| LedgerEntry {
         foldable: true,
         ..entry(id, "free", LedgerKind::Settle, amount)
@@ -208,4 +210,88 @@ async fn a_failed_fold_fails_its_whole_batch() {
     assert!(store.try_send(folded("u2", 5)));
     store.flush().await.unwrap();
     assert_eq!(store.ledger_totals().await.unwrap()["free"].charged, 5);
+}
+
+/// Row `i` of a batch with every field its own, so that a parameter bound to the wrong
+/// column, or a row read for another, shows.
+fn distinct(i: u64) -> RequestRecord {
+    let mut r = request(&format!("m{i}"), 1_000 + i as i64);
+    r.client = format!("client-{i}").into();
+    r.group = format!("group-{i}").into();
+    r.public_model = format!("model-{i}").into();
+    r.upstream_model = format!("upstream-{i}").into();
+    r.path = format!("/v1/path-{i}").into();
+    r.stream = i.is_multiple_of(2);
+    r.attempts[0].key_index = i as u32;
+    r.attempts[1].latency_ms = 7 * i;
+    r.chain = format!("a->b-{i}").into();
+    r.final_status = 200 + (i % 3) as u16;
+    r.error_code = (i % 4 == 1).then(|| format!("code-{i}"));
+    r.sticky_kind = i.is_multiple_of(3).then(|| format!("kind-{i}"));
+    r.sticky_hit = (!i.is_multiple_of(5)).then_some(i % 2 == 1);
+    r.fallback = i % 3 == 1;
+    r.prompt_tokens = 10 * i;
+    r.completion_tokens = 10 * i + 1;
+    r.cached_tokens = i;
+    r.usage_estimated = i % 2 == 1;
+    r.stream_outcome = i
+        .is_multiple_of(2)
+        .then(|| std::borrow::Cow::Owned(format!("outcome-{i}")));
+    r.latency_ms = 100 + i;
+    r.trace_id = (i % 3 != 2).then(|| format!("{i:032x}"));
+    r.with_failed_over()
+}
+
+/// R12.1: each row of a batch reads back as it was written, field for field, in order.
+#[tokio::test]
+async fn a_batch_of_rows_reads_back_field_for_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    // Held back, so the rows arrive as one batch.
+    let lock = blocker(&path);
+    let written: Vec<RequestRecord> = (0..37).map(distinct).collect();
+    for r in &written {
+        assert!(store.try_send(r.clone()));
+    }
+    lock.execute_batch("ROLLBACK").unwrap();
+    store.flush().await.unwrap();
+    let mut read = store.recent_requests(100).await.unwrap();
+    read.reverse();
+    assert_eq!(read, written);
+    assert_eq!(store.dropped(), 0);
+}
+
+/// Rows that fail inside a large batch lose those rows only: the batch's other rows are
+/// stored, in order, and the lost rows are counted.
+#[tokio::test]
+async fn bad_rows_in_a_large_batch_lose_those_rows_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    on_the_side(
+        &path,
+        "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id IN ('m5', 'm20')
+           BEGIN SELECT RAISE(ABORT, 'bad row'); END;",
+    );
+    let lock = blocker(&path);
+    for i in 0..40 {
+        assert!(store.try_send(distinct(i)));
+    }
+    lock.execute_batch("ROLLBACK").unwrap();
+    store.flush().await.unwrap();
+    let mut ids: Vec<String> = store
+        .recent_requests(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    ids.reverse();
+    let expected: Vec<String> = (0..40)
+        .filter(|i| ![5, 20].contains(i))
+        .map(|i| format!("m{i}"))
+        .collect();
+    assert_eq!(ids, expected);
+    assert_eq!(store.dropped(), 2);
 }
