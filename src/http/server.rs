@@ -1,7 +1,8 @@
 //! The client listener: accept loop, connection caps (total and per address), TCP_NODELAY,
 //! optional TLS, HTTP/1.1 + h2c with keep-alive pings, the first-head and idle watchdog of
 //! `conn.rs`, graceful drain on shutdown (R13.2, R13.4, R14.2), and the serving threads
-//! that share the listener (`serve_on`, `cores.rs`).
+//! that share the listener (`serve_on`, `cores.rs`) and deal what they accept among
+//! themselves (`spread.rs`).
 
 use std::convert::Infallible;
 use std::future::Future;
