@@ -398,14 +398,13 @@ fn complete(got: &[u8]) -> bool {
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
         return false;
     };
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().ok())
-        })
-        .flatten();
+    let len = head.lines().find_map(|l| {
+        let l = l.to_ascii_lowercase();
+        l.strip_prefix("content-length:")?
+            .trim()
+            .parse::<usize>()
+            .ok()
+    });
     len.is_some_and(|n| body.len() >= n)
 }
 

@@ -173,13 +173,6 @@ struct Seat {
     inbox: tokio::sync::mpsc::UnboundedReceiver<Handed>,
 }
 
-impl Seat {
-    /// The next connection another thread handed to this one.
-    async fn handed(&mut self) -> Option<Handed> {
-        self.inbox.recv().await
-    }
-}
-
 /// A connection to serve on this runtime, with its count on this thread (`None` off the
 /// serving threads).
 struct Accepted {
@@ -209,7 +202,7 @@ async fn accept<S: Service>(
                     continue;
                 }
             },
-            Some(h) = async { seat.as_mut()?.handed().await } => received(h),
+            Some(h) = async { seat.as_mut()?.inbox.recv().await } => received(h),
             _ = shutdown.changed() => break,
         };
         if let Some(next) = next {
@@ -222,24 +215,16 @@ async fn accept<S: Service>(
 /// `None`). One that cannot be handed is served here.
 fn deal(seat: Option<&Seat>, stream: TcpStream, peer: std::net::SocketAddr) -> Option<Accepted> {
     let accepted = Instant::now();
-    let Some(seat) = seat else {
-        return Some(Accepted {
-            stream,
-            peer,
-            accepted,
-            serving: None,
-        });
-    };
-    let to = seat.spread.pick(seat.me);
-    if to == seat.me {
-        let serving = Some(seat.spread.serving(seat.me));
+    let elsewhere = seat.map(|s| (s, s.spread.pick(s.me)));
+    let Some((seat, to)) = elsewhere.filter(|(s, to)| *to != s.me) else {
+        let serving = seat.map(|s| s.spread.serving(s.me));
         return Some(Accepted {
             stream,
             peer,
             accepted,
             serving,
         });
-    }
+    };
     let stream = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -248,32 +233,21 @@ fn deal(seat: Option<&Seat>, stream: TcpStream, peer: std::net::SocketAddr) -> O
         }
     };
     let serving = seat.spread.serving(to);
-    let back = seat
-        .spread
-        .hand(Handed {
-            stream,
-            peer,
-            accepted,
-            serving,
-        })
-        .err()?;
-    // The other thread takes no connections: this one serves it.
-    let serving = Some(seat.spread.serving(seat.me));
-    match TcpStream::from_std(back.stream) {
-        Ok(stream) => Some(Accepted {
-            stream,
-            peer,
-            accepted,
-            serving,
-        }),
-        Err(e) => {
-            tracing::warn!(error = %e, "accepted connection lost while handing it over");
-            None
-        }
-    }
+    let back = seat.spread.hand(Handed {
+        stream,
+        peer,
+        accepted,
+        serving,
+    });
+    // The other thread takes no connections: this one serves it, counted here.
+    let back = back.err()?;
+    received(Handed {
+        serving: seat.spread.serving(seat.me),
+        ..*back
+    })
 }
 
-/// A connection another thread handed to this one, registered with this runtime.
+/// A connection handed to this thread (or back to it), registered with this runtime.
 fn received(h: Handed) -> Option<Accepted> {
     match TcpStream::from_std(h.stream) {
         Ok(stream) => Some(Accepted {

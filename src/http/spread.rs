@@ -167,6 +167,16 @@ mod tests {
         assert_eq!(spread.pick(0), 0, "both free again");
     }
 
+    /// A connection to `peer` on its way to `thread`, counted there.
+    fn handed(spread: &Arc<Spread>, peer: SocketAddr, thread: usize) -> Handed {
+        Handed {
+            stream: std::net::TcpStream::connect(peer).unwrap(),
+            peer,
+            accepted: Instant::now(),
+            serving: spread.serving(thread),
+        }
+    }
+
     /// A thread whose inbox is gone is dealt nothing, and a connection handed to it comes
     /// back to be served where it was accepted.
     #[tokio::test]
@@ -178,25 +188,13 @@ mod tests {
         assert_eq!(spread.pick(0), 1, "not known to be gone yet");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = listener.local_addr().unwrap();
-        let stream = std::net::TcpStream::connect(peer).unwrap();
-        let handed = Handed {
-            stream,
-            peer,
-            accepted: Instant::now(),
-            serving: spread.serving(1),
-        };
-        let back = spread.hand(handed).expect_err("thread 1 takes none");
+        let back = spread
+            .hand(handed(&spread, peer, 1))
+            .expect_err("thread 1 takes none");
         drop(back);
         assert_eq!(spread.pick(0), 0, "thread 1 is closed");
         // Thread 0's own inbox still delivers.
-        let stream = std::net::TcpStream::connect(peer).unwrap();
-        let to_zero = Handed {
-            stream,
-            peer,
-            accepted: Instant::now(),
-            serving: spread.serving(0),
-        };
-        assert!(spread.hand(to_zero).is_ok());
+        assert!(spread.hand(handed(&spread, peer, 0)).is_ok());
         let got = inboxes[0].recv().await.expect("delivered");
         assert_eq!(got.serving.thread(), 0);
     }
