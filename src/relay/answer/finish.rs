@@ -38,7 +38,9 @@ pub struct Finish {
     /// Attempts on a channel of another wire format are translated (R16.2).
     family: crate::routing::family::PathFamily,
     /// The request's trace when `telemetry.otlp` is on (R20.1).
-    pub trace: Option<Trace>,
+    /// Boxed: off by default, and inline it would make every request's `Finish` (moved
+    /// into the stream's observer) ~280 bytes larger.
+    pub trace: Option<Box<Trace>>,
     /// The next recorded attempt is a stream resume's continuation (R18.2).
     resuming: bool,
     /// Time in upstream attempts before the answer (`switchyard_overhead_seconds`).
@@ -59,7 +61,9 @@ impl Drop for Finish {
 }
 
 impl Finish {
-    pub fn new(gw: &Gateway, job: &Context) -> Finish {
+    /// In a box: the record travels from the attempt loop into the commit and a stream's
+    /// observer, and each move is then a pointer's, not ~1 KB copied.
+    pub fn new(gw: &Gateway, job: &Context) -> Box<Finish> {
         let rec = RequestRecord {
             id: job.rid().to_string(),
             ts_ms: now_ms(),
@@ -89,7 +93,7 @@ impl Finish {
             trace_id: None,
             latency_ms: 0,
         };
-        Finish {
+        Box::new(Finish {
             store: gw.store.clone(),
             metrics: gw.request_metrics.clone(),
             rec,
@@ -100,11 +104,11 @@ impl Finish {
             limit: Default::default(),
             written: false,
             family: job.family,
-            trace: Trace::of(job),
+            trace: Trace::of(job).map(Box::new),
             resuming: false,
             upstream: Duration::ZERO,
             answered: None,
-        }
+        })
     }
 
     /// Record one attempt (R4.6): its channel, key index, upstream status, class, latency and
@@ -198,7 +202,7 @@ impl Finish {
 
     /// A successful answer (or a committed stream that ended).
     pub fn done(
-        mut self,
+        mut self: Box<Self>,
         channel: &ChannelState,
         upstream_model: Arc<str>,
         status: u16,
@@ -228,7 +232,7 @@ impl Finish {
     }
 
     /// Every attempt failed (or none could be made).
-    pub fn failed(mut self, status: u16) {
+    pub fn failed(mut self: Box<Self>, status: u16) {
         if let Some(b) = self.billing.take() {
             b.refund();
         }
@@ -246,7 +250,7 @@ impl Finish {
         let n = self.attempts.len();
         self.rec.attempts = std::mem::take(&mut self.attempts);
         let trace = self.trace.take();
-        self.rec.trace_id = trace.as_ref().map(Trace::trace_id);
+        self.rec.trace_id = trace.as_ref().map(|t| t.trace_id());
         // R12.4: one line per request; failures at info, successes at debug (hot path).
         let record = &self.rec;
         let trace_id = record.trace_id.as_deref().unwrap_or_default();
@@ -260,7 +264,7 @@ impl Finish {
                 "request failed");
         }
         if let (Some(t), Some(traces)) = (trace, self.metrics.traces.get()) {
-            t.submit(traces, record);
+            (*t).submit(traces, record);
         }
         self.metrics.requests(status).increment(1);
         self.metrics.duration.record(latency.as_secs_f64());
@@ -330,7 +334,7 @@ fn bounded(s: &str, max: usize) -> &str {
 
 /// Watches a committed stream: usage, keepalives, outcome; writes the log when it ends.
 pub struct LogObserver {
-    fin: Finish,
+    fin: Box<Finish>,
     channel: Arc<ChannelState>,
     upstream_model: Arc<str>,
     status: u16,
@@ -344,7 +348,7 @@ pub struct LogObserver {
 
 impl LogObserver {
     pub fn new(
-        fin: Finish,
+        fin: Box<Finish>,
         channel: Arc<ChannelState>,
         upstream_model: Arc<str>,
         status: u16,

@@ -235,7 +235,7 @@ impl Walk<'_> {
                 .plan
                 .take_upcoming(t.channel, &t.upstream_model);
         }
-        self.lost = loser;
+        self.lost = loser.map(Box::new);
         match raced {
             Raced::First(ex) => Ok(ex),
             Raced::Hedge(won) => Err(won),
@@ -269,7 +269,7 @@ impl Walk<'_> {
     /// The attempt that lost a race, recorded after the one that answered.
     pub(in crate::relay) fn flush_lost(&mut self) {
         if let Some(l) = self.lost.take() {
-            self.record_loser(l);
+            self.record_loser(*l);
         }
     }
 

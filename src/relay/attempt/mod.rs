@@ -147,7 +147,9 @@ pub(super) struct Walk<'a> {
     pub(super) cx: &'a Context,
     pub(super) planned: Planned,
     pub(super) visits: Visits<'a>,
-    pub(super) fin: Finish,
+    /// Boxed (with `Finish::new`): the walk is moved into its commit and the record into
+    /// a stream's observer, each a pointer instead of ~1 KB copied.
+    pub(super) fin: Box<Finish>,
     /// The failure to answer with if nothing succeeds.
     last: LastFailure,
     /// The first target (channel, upstream model): its attempts carry the idempotency key.
@@ -173,7 +175,8 @@ pub(super) struct Walk<'a> {
     /// Hedges sent for this request (R19.3, at most `resilience.hedge.max_extra`).
     pub(super) hedges: u32,
     /// The attempt that lost a hedge race, recorded after the one that answered.
-    pub(super) lost: Option<crate::relay::attempt::hedge::Loser>,
+    /// Boxed: hedges are rare, and the walk is moved whole into its commit.
+    pub(super) lost: Option<Box<crate::relay::attempt::hedge::Loser>>,
 }
 
 impl<'a> Walk<'a> {
