@@ -46,7 +46,7 @@ impl StreamFormat {
 pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
     match format {
         StreamFormat::Chat => {
-            if ev.data.as_deref().is_some_and(|d| d.trim() == "[DONE]") {
+            if ev.data.as_deref().is_some_and(is_done) {
                 return true;
             }
             ev.peek().choices.is_some_and(|c| c.finish)
@@ -62,13 +62,41 @@ pub fn is_terminal(format: StreamFormat, ev: &Event) -> bool {
     }
 }
 
+/// The first byte of `data` that is not ASCII whitespace (`char::is_whitespace`'s ASCII
+/// part: tab, line feed, vertical tab, form feed, carriage return, space).
+fn first_visible(data: &str) -> Option<u8> {
+    data.bytes().find(|b| !matches!(b, b'\t'..=b'\r' | b' '))
+}
+
+/// `data` is `[DONE]` with any whitespace around it, as `str::trim` has it. Every event meets
+/// this check up to three times, and its data is nearly always a JSON object: its first
+/// visible byte settles it without `trim`, which decodes characters from both ends. Only
+/// data that starts with `[` or a non-ASCII character (perhaps Unicode whitespace) is
+/// trimmed.
+fn is_done(data: &str) -> bool {
+    match first_visible(data) {
+        Some(b'[') => data.trim() == "[DONE]",
+        Some(b) if !b.is_ascii() => data.trim() == "[DONE]",
+        _ => false,
+    }
+}
+
+/// `data` is only whitespace (`str::trim` leaves nothing), read like [`is_done`].
+fn is_blank(data: &str) -> bool {
+    match first_visible(data) {
+        None => true,
+        Some(b) if !b.is_ascii() => data.trim().is_empty(),
+        Some(_) => false,
+    }
+}
+
 /// Is this the stream's last event, after which nothing more is meant to come (`[DONE]`,
 /// `message_stop`, the Responses API's closing `response.*`)? Unlike [`is_terminal`], a chat
 /// chunk with a `finish_reason` is not: the usage chunk and `[DONE]` follow it. The relay
 /// ends the client's body with this event's write instead of waiting for the upstream's end.
 pub fn is_last(format: StreamFormat, ev: &Event) -> bool {
     match format {
-        StreamFormat::Chat => ev.data.as_deref().is_some_and(|d| d.trim() == "[DONE]"),
+        StreamFormat::Chat => ev.data.as_deref().is_some_and(is_done),
         StreamFormat::Responses | StreamFormat::Messages => is_terminal(format, ev),
         StreamFormat::Other => false,
     }
@@ -135,7 +163,7 @@ pub fn is_malformed(format: StreamFormat, ev: &Event) -> bool {
         && ev
             .data
             .as_deref()
-            .is_some_and(|d| !d.trim().is_empty() && d.trim() != "[DONE]")
+            .is_some_and(|d| !is_blank(d) && !is_done(d))
         && !ev.peek().json
 }
 

@@ -279,3 +279,34 @@ fn non_json_data_is_malformed_only_in_openai_formats() {
     let comment = Event::new(Bytes::from_static(b": hi\n\n"), None, None, true);
     assert!(!is_malformed(Chat, &comment));
 }
+
+/// `is_done` and `is_blank` read only the first visible byte of most data; each must say what
+/// `str::trim` says, whatever whitespace (ASCII, vertical tab, Unicode) surrounds the data.
+#[test]
+fn done_and_blank_agree_with_trim() {
+    let pads = [
+        "", " ", "\t", "\n", "\r\n", "\x0B", "\x0C", "\u{a0}", "\u{2028}", "\u{3000}", "\u{85}",
+        "\x1C", "x", "é",
+    ];
+    let cores = [
+        "[DONE]",
+        "[DONE",
+        "[done]",
+        "DONE]",
+        "",
+        "{}",
+        "{\"a\":1}",
+        "[DONE] x",
+        "[]",
+        "é",
+    ];
+    for before in pads {
+        for core in cores {
+            for after in pads {
+                let d = format!("{before}{core}{after}");
+                assert_eq!(is_done(&d), d.trim() == "[DONE]", "is_done({d:?})");
+                assert_eq!(is_blank(&d), d.trim().is_empty(), "is_blank({d:?})");
+            }
+        }
+    }
+}

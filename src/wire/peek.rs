@@ -3,7 +3,8 @@
 //! choice finish, is the chunk empty, the usage-only chunk, an `error` key, a usage report,
 //! the characters of content). The whole tree (`Event::json`) is parsed only for the rare
 //! events a `EventPeek` says need it: those with a usage report or an `error` key. The
-//! commonest event, a chat chunk, is read quicker still, by a byte pass (`peek_fast.rs`).
+//! commonest event, a chat chunk, is read quicker still, by a byte pass (`peek_fast.rs`),
+//! and a chat stream's chunks from the end of the opening they all repeat (`Opening`).
 //!
 //! Every answer is the one the tree-walking reading gives (`wire::dialect`,
 //! `wire::usage_stream`); `peek_tests.rs` checks them against each other on every shape.
@@ -48,7 +49,10 @@ impl EventPeek {
     /// Read `data`; `EventPeek::default()` (not JSON) when it is not JSON. A chat chunk of
     /// the common shape is read by `peek_fast`'s byte pass, anything else by serde.
     pub fn read(data: &str) -> EventPeek {
-        fast::read(data).unwrap_or_else(|| EventPeek::read_serde(data))
+        match fast::read_at(data, 0) {
+            Some((peek, _)) => peek,
+            None => EventPeek::read_serde(data),
+        }
     }
 
     /// Read `data` with the serde visitors below: every event the quick pass leaves.
@@ -57,6 +61,43 @@ impl EventPeek {
         de.deserialize_any(TopVisitor)
             .and_then(|peek| de.end().map(|()| peek))
             .unwrap_or_default()
+    }
+}
+
+/// A chat stream's memory of its chunks' opening: the bytes before the first member the peek
+/// reads, which every chunk of one stream repeats (`{"id":"chatcmpl-…","object":
+/// "chat.completion.chunk","created":…,"model":"…",` — OpenAI, DeepSeek, vLLM and this
+/// gateway's own translations all put them first). A chunk that begins with the remembered
+/// bytes is read from where they end (`peek_fast::read_at`): the same answer as reading it
+/// whole, for the cost of comparing them. Held by the stream's `Framer`.
+#[derive(Debug, Default)]
+pub struct Opening {
+    bytes: Vec<u8>,
+}
+
+impl Opening {
+    /// `EventPeek::read(data)`, from the remembered opening when `data` begins with it; a
+    /// chunk read whole teaches its own opening.
+    pub fn read(&mut self, data: &str) -> EventPeek {
+        let b = data.as_bytes();
+        let n = self.bytes.len();
+        if n > 0 && b.len() > n && b.get(..n) == Some(&self.bytes[..]) {
+            // Declined from the opening's end means declined from the start: serde reads it.
+            return match fast::read_at(data, n) {
+                Some((peek, _)) => peek,
+                None => EventPeek::read_serde(data),
+            };
+        }
+        match fast::read_at(data, 0) {
+            Some((peek, opening)) => {
+                if let Some(bytes) = b.get(..opening).filter(|o| !o.is_empty()) {
+                    self.bytes.clear();
+                    self.bytes.extend_from_slice(bytes);
+                }
+                peek
+            }
+            None => EventPeek::read_serde(data),
+        }
     }
 }
 

@@ -13,18 +13,37 @@ use super::{Choices, EventPeek};
 const MAX_DEPTH: usize = 16;
 
 /// Read a chat chunk; `None` when the serde pass must read `data`.
+#[cfg(test)]
 pub(super) fn read(data: &str) -> Option<EventPeek> {
+    read_at(data, 0).map(|(peek, _)| peek)
+}
+
+/// Read a chat chunk from `start`: 0 for the whole data, else the end of an opening
+/// (`read_at`'s second answer for an earlier chunk whose data began with the same bytes),
+/// where the reader stands inside the top-level object after a comma and nothing it read
+/// changed the peek. Also answers the opening of this data: the bytes up to the first member
+/// the peek reads (`choices`, `usage`, `error`), when members it skips (`id`, `object`,
+/// `created`, `model`, …) come before it; 0 when none do. `None` when the serde pass must
+/// read `data`.
+///
+/// The reading of those bytes never depends on what follows them (each skipped member ends
+/// at its comma), so a read from the opening's end answers what a read from 0 answers.
+pub(super) fn read_at(data: &str, start: usize) -> Option<(EventPeek, usize)> {
     let mut r = Reader {
         b: data.as_bytes(),
-        i: 0,
+        i: start,
     };
-    r.ws();
-    r.eat(b'{')?;
+    if start == 0 {
+        r.ws();
+        r.eat(b'{')?;
+        r.ws();
+    }
     let mut peek = EventPeek {
         json: true,
         ..EventPeek::default()
     };
-    r.members(|r, key| {
+    let mut opening = None;
+    let top = |r: &mut Reader<'_>, key: &[u8], at: usize| {
         match key {
             b"choices" => peek.choices = Some(r.choices()?),
             b"usage" => peek.usage = r.skip_is_object(0)?,
@@ -34,16 +53,25 @@ pub(super) fn read(data: &str) -> Option<EventPeek> {
             }
             // `message`, `response`, `delta`, `type`: another dialect's event.
             b"message" | b"response" | b"delta" | b"type" => return None,
-            _ => r.skip(0)?,
+            _ => {
+                r.skip(0)?;
+                return Some(());
+            }
         }
+        opening.get_or_insert(at);
         Some(())
-    })?;
+    };
+    if start == 0 && r.eat(b'}').is_some() {
+        // `{}`: no member.
+    } else {
+        r.member_list(start, top)?;
+    }
     r.ws();
     if r.i != r.b.len() {
         return None;
     }
     peek.content_chars = peek.choices.map_or(0, |c| c.chars);
-    Some(peek)
+    Some((peek, opening.unwrap_or(0)))
 }
 
 /// What a choice's `delta` field says: blank or not, and its characters.
@@ -85,17 +113,30 @@ impl<'a> Reader<'a> {
         if self.eat(b'}').is_some() {
             return Some(());
         }
+        self.member_list(0, |r, key, _| f(r, key))
+    }
+
+    /// Members from the cursor (whitespace, then the first one's key) up to the object's
+    /// `}`: `f` reads each value, told where its member began after a comma (`first` for the
+    /// first member read here).
+    fn member_list(
+        &mut self,
+        first: usize,
+        mut f: impl FnMut(&mut Self, &'a [u8], usize) -> Option<()>,
+    ) -> Option<()> {
+        let mut at = first;
         loop {
             self.ws();
             let key = self.key()?;
             self.ws();
             self.eat(b':')?;
             self.ws();
-            f(self, key)?;
+            f(self, key, at)?;
             self.ws();
             if self.after_item(b'}')? {
                 return Some(());
             }
+            at = self.i;
         }
     }
 

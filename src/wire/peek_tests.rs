@@ -337,3 +337,93 @@ proptest! {
         }
     }
 }
+
+/// Openings as streams repeat them (the members the peek skips, before the first it reads),
+/// a few of them so that chunks share one often, with odd spacing and escapes among them.
+const OPENINGS: &[&str] = &[
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1717000000,"model":"gpt-4o-mini","#,
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1717000000,"model":"gpt-4o","#,
+    r#" { "id" : "c\"1" , "n" : [1, {"a": null}] ,"#,
+    r#"{"id":"c","#,
+    r#"{"#,
+    "",
+];
+
+/// A stream's chunks: an opening from `OPENINGS` and the members of a generated chat chunk
+/// (or its whole text, when the opening is empty), then up to three damaging edits.
+fn stream_chunks() -> impl Strategy<Value = Vec<String>> {
+    let chunk = (
+        0..OPENINGS.len(),
+        chat_chunk(),
+        prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                0u8..4,
+                prop::sample::select(DAMAGE.to_vec()),
+            ),
+            0..3,
+        ),
+    )
+        .prop_map(|(o, value, edits)| {
+            let whole = value.to_string();
+            let opening = OPENINGS[o];
+            let members = whole.strip_prefix('{').unwrap_or(&whole);
+            let mut bytes = match opening {
+                "" => whole.clone(),
+                o if members == "}" => format!("{}\"x\":0}}", o),
+                o => format!("{o}{members}"),
+            }
+            .into_bytes();
+            for (at, op, byte) in edits {
+                let i = at.index(bytes.len() + 1);
+                match op {
+                    0 => bytes.insert(i, byte),
+                    1 if i < bytes.len() => {
+                        bytes.remove(i);
+                    }
+                    2 if i < bytes.len() => bytes[i] = byte,
+                    _ => {}
+                }
+            }
+            String::from_utf8(bytes).unwrap_or(whole)
+        });
+    prop::collection::vec(chunk, 1..12)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+    /// A stream read through its remembered opening answers, chunk by chunk, what reading
+    /// each chunk whole answers: shared openings, changed ones, damaged chunks (inside the
+    /// opening or after it) and chunks that are not JSON alike.
+    #[test]
+    fn chunks_read_through_the_opening_read_as_whole_chunks(chunks in stream_chunks()) {
+        let mut opening = Opening::default();
+        for data in &chunks {
+            prop_assert_eq!(opening.read(data), EventPeek::read(data), "{}", data);
+        }
+    }
+}
+
+/// The opening is learnt from a chunk whose skipped members come first, used by the next
+/// chunk that repeats it, kept across a chunk that does not, and replaced by a new one.
+#[test]
+fn the_opening_is_learnt_and_used() {
+    let head = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","#;
+    let chunk = |rest: &str| format!("{head}{rest}");
+    let mut opening = Opening::default();
+    let first = chunk(r#""choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#);
+    assert_eq!(opening.read(&first), EventPeek::read(&first));
+    assert_eq!(opening.bytes, head.as_bytes());
+    let stop = chunk(r#""choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#);
+    let peek = opening.read(&stop);
+    assert!(peek.choices.is_some_and(|c| c.finish), "{peek:?}");
+    // Azure's order (choices first) teaches nothing and keeps what was learnt.
+    let azure = r#"{"choices":[],"id":"x","usage":{"prompt_tokens":1}}"#;
+    assert!(opening.read(azure).usage);
+    assert_eq!(opening.bytes, head.as_bytes());
+    // A chunk cut inside the repeated opening's continuation is not JSON.
+    assert!(!opening.read(&chunk(r#""choices":[{"#)).json);
+    let other = r#"{"id":"c2","choices":[]}"#;
+    assert_eq!(opening.read(other), EventPeek::read(other));
+    assert_eq!(opening.bytes, br#"{"id":"c2","#);
+}

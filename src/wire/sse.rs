@@ -2,7 +2,8 @@
 //! lines on OpenAI formats, and parse each event's data as JSON at most once, on first use,
 //! for every reader after it (terminal and preamble checks, hidden errors, usage, the
 //! usage-only chunk, force_stream assembly) — and most readers need only its first look,
-//! `peek`, which builds no tree. What the events mean per format is in `dialect`.
+//! `peek`, which builds no tree; a chat stream's framer takes it as it frames each event
+//! (`Framer::peeking`). What the events mean per format is in `dialect`.
 //!
 //! Hand-written rather than a crate: the relay must pass upstream bytes through unchanged
 //! (only `id:` lines are removed) while looking at each event, and must never re-encode.
@@ -13,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use bytestring::ByteString;
 use serde_json::Value;
 
-use super::peek::EventPeek;
+use super::peek::{EventPeek, Opening};
 
 /// One complete SSE event as received.
 #[derive(Clone)]
@@ -125,7 +126,12 @@ pub struct Framer {
     scan: usize,
     /// Start of the line being scanned.
     line_start: usize,
+    /// Where the first line of the event being scanned ends (its terminator); 0 until then.
+    first_eol: usize,
     strip_ids: bool,
+    /// Set (`peeking`): each event's first look is taken as it is framed, through the
+    /// stream's remembered chunk opening.
+    opening: Option<Opening>,
 }
 
 impl Framer {
@@ -134,6 +140,14 @@ impl Framer {
             strip_ids,
             ..Framer::default()
         }
+    }
+
+    /// Take each event's first look (`Event::peek`) as it is framed, through the stream's
+    /// remembered chunk opening (`peek::Opening`): for a chat stream, whose every event is
+    /// looked at, most of each chunk's opening bytes are then compared instead of read.
+    pub fn peeking(mut self) -> Self {
+        self.opening = Some(Opening::default());
+        self
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
@@ -170,15 +184,27 @@ impl Framer {
         self.buf.clear();
         self.scan = 0;
         self.line_start = 0;
+        self.first_eol = 0;
     }
 
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<Event> {
         let end = self.find_event_end()?;
         let raw = self.buf.split_to(end).freeze();
+        let first_eol = std::mem::take(&mut self.first_eol);
         self.scan = 0;
         self.line_start = 0;
-        Some(parse_event(raw, self.strip_ids))
+        let ev = match one_data_line(&raw, first_eol) {
+            Some(value) => {
+                let data = text_of(&raw, value);
+                Event::with_data(raw, None, Some(data), false)
+            }
+            None => parse_event(raw, self.strip_ids),
+        };
+        if let (Some(opening), Some(data)) = (self.opening.as_mut(), ev.data.as_deref()) {
+            let _ = ev.peek.set(opening.read(data));
+        }
+        Some(ev)
     }
 
     /// Find the end (exclusive) of the first event: the byte after an empty line. Each byte
@@ -205,12 +231,26 @@ impl Framer {
             if i == self.line_start {
                 return Some(next);
             }
+            if self.line_start == 0 {
+                self.first_eol = i;
+            }
             self.line_start = next;
             i = next;
         }
         self.scan = i;
         None
     }
+}
+
+/// The value of the event `raw` when it is the commonest event, one `data:` line ended by
+/// `\n` and a blank `\n` (`first_eol`: where its first line ends): read without a second
+/// pass over its lines, as `parse_event` reads it.
+fn one_data_line(raw: &[u8], first_eol: usize) -> Option<&[u8]> {
+    if first_eol == 0 || raw.len() != first_eol + 2 || raw.get(first_eol..)? != b"\n\n" {
+        return None;
+    }
+    let value = raw.get(..first_eol)?.strip_prefix(b"data:")?;
+    Some(value.strip_prefix(b" ").unwrap_or(value))
 }
 
 /// The lines of `raw` with their terminators (`\n`, `\r\n` or `\r`): (line, line + terminator).

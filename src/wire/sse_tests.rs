@@ -94,3 +94,55 @@ fn one_data_line_is_shared_with_the_event_bytes() {
     assert_eq!(evs[1].data.as_deref(), Some("a\u{fffd}b"));
     assert_eq!(evs[2].data.as_deref(), Some("x\n"));
 }
+
+/// Lines of every shape an upstream sends: the one-`data:`-line event in each line ending,
+/// `data` without a space or a colon, several data lines, comments, `id:` and `event:` lines,
+/// blank runs, non-UTF-8 bytes.
+const LINES: &[&[u8]] = &[
+    b"data: {\"a\":1}\n\n",
+    b"data:{\"a\":2}\n\n",
+    b"data: x\r\n\r\n",
+    b"data: y\r\r",
+    b"data: z\n",
+    b"data\n\n",
+    b"data: \n\n",
+    b": keepalive\n\n",
+    b"id: 7\n",
+    b"event: ping\n",
+    b"\n",
+    b"\r\n",
+    b"data: \xff\xfe\n\n",
+    b"retry: 5\n\n",
+    b"datum: q\n\n",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+    /// However a stream is cut into reads, the framer gives the events it gives for the
+    /// whole stream in one read, and each is what `parse_event` makes of its bytes: the
+    /// one-data-line reading (`one_data_line`) is never told apart from the full one.
+    #[test]
+    fn events_read_alike_however_the_stream_is_cut(
+        picks in proptest::collection::vec(0..LINES.len(), 1..24),
+        cuts in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..8),
+        strip in proptest::prelude::any::<bool>(),
+    ) {
+        let stream: Vec<u8> = picks.iter().flat_map(|&i| LINES[i].iter().copied()).collect();
+        let mut at: Vec<usize> = cuts.iter().map(|c| c.index(stream.len() + 1)).collect();
+        at.sort_unstable();
+        let mut chunks = vec![];
+        let mut from = 0;
+        for to in at.into_iter().chain([stream.len()]) {
+            chunks.push(&stream[from..to]);
+            from = to;
+        }
+        let whole = events(&[&stream], strip);
+        let cut = events(&chunks, strip);
+        proptest::prop_assert_eq!(&cut, &whole);
+        if !strip {
+            for ev in &whole {
+                proptest::prop_assert_eq!(ev, &parse_event(ev.raw.clone(), false));
+            }
+        }
+    }
+}

@@ -173,7 +173,10 @@ pub async fn prime(
     let (first_byte, idle) = gates;
     let mut primed = Primed {
         body,
-        framer: Framer::new(format.strips_ids()),
+        framer: match format {
+            StreamFormat::Chat => Framer::new(true).peeking(),
+            _ => Framer::new(format.strips_ids()),
+        },
         held: Vec::new(),
         format,
         hide_usage_chunk: false,
