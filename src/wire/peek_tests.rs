@@ -281,6 +281,22 @@ fn the_quick_pass_declines_what_it_cannot_read_exactly() {
     }
 }
 
+/// Apply `edits` to `bytes`, each at its index: 0 inserts the byte, 1 removes the byte there,
+/// 2 replaces it, anything else leaves the bytes as they are.
+fn damage(bytes: &mut Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) {
+    for &(at, op, byte) in edits {
+        let i = at.index(bytes.len() + 1);
+        match op {
+            0 => bytes.insert(i, byte),
+            1 if i < bytes.len() => {
+                bytes.remove(i);
+            }
+            2 if i < bytes.len() => bytes[i] = byte,
+            _ => {}
+        }
+    }
+}
+
 /// Bytes that change what JSON means, for damaging events.
 const DAMAGE: &[u8] = b"\"\\{}[],: \t\n\x01u0123456789eE.+-ntfrlasx\xc3\xa9";
 
@@ -297,17 +313,7 @@ proptest! {
         ),
     ) {
         let mut bytes = value.to_string().into_bytes();
-        for (at, op, byte) in edits {
-            let i = at.index(bytes.len() + 1);
-            match op {
-                0 => bytes.insert(i, byte),
-                1 if i < bytes.len() => {
-                    bytes.remove(i);
-                }
-                _ if i < bytes.len() => bytes[i] = byte,
-                _ => {}
-            }
-        }
+        damage(&mut bytes, &edits);
         if let Ok(data) = String::from_utf8(bytes) {
             if let Some(quick) = fast::read(&data) {
                 prop_assert_eq!(quick, EventPeek::read_serde(&data), "{}", data);
@@ -374,17 +380,7 @@ fn stream_chunks() -> impl Strategy<Value = Vec<String>> {
                 o => format!("{o}{members}"),
             }
             .into_bytes();
-            for (at, op, byte) in edits {
-                let i = at.index(bytes.len() + 1);
-                match op {
-                    0 => bytes.insert(i, byte),
-                    1 if i < bytes.len() => {
-                        bytes.remove(i);
-                    }
-                    2 if i < bytes.len() => bytes[i] = byte,
-                    _ => {}
-                }
-            }
+            damage(&mut bytes, &edits);
             String::from_utf8(bytes).unwrap_or(whole)
         });
     prop::collection::vec(chunk, 1..12)
