@@ -67,8 +67,9 @@ impl Event {
             .as_ref()
     }
 
-    /// What the event's data says at a first look (no tree, no allocation): read on the
-    /// first call, shared by every later one. The relay asks this of every event and parses
+    /// What the event's data says at a first look (no tree, no allocation): taken by a
+    /// peeking framer (`Framer::peeking`) as it framed the event, else read on the first
+    /// call; shared by every later one. The relay asks this of every event and parses
     /// the tree (`json`) only for the few the peek says need it.
     pub fn peek(&self) -> &EventPeek {
         self.peek.get_or_init(|| {
