@@ -288,15 +288,17 @@ async fn retry_budget_stops_failover() {
 /// failure comes back at once — and is not counted as a retry.
 #[tokio::test]
 async fn retry_budget_refuses_before_the_backoff() {
-    let mocks = mocks(&["solo"]).await;
-    mocks["solo"].set_default(Behavior::Status {
+    // A channel name of its own: under `cargo test` (without nextest) every in-process
+    // gateway of the suite counts retries in one metrics recorder.
+    let mocks = mocks(&["budget_solo"]).await;
+    mocks["budget_solo"].set_default(Behavior::Status {
         code: 503,
         body: None,
     });
     let yaml = fill(
         &format!(
             "routing:\n  retry_budget: {{ratio: 0.0, min_per_second: 0, ttl: 10s}}\nresilience:\n  retry:\n    initial_backoff: 5s\n    max_backoff: 5s\nchannels:\n{}{CLIENTS}",
-            channel("solo", "{solo}", 0, &["m"])
+            channel("budget_solo", "{budget_solo}", 0, &["m"])
         ),
         &mocks,
     );
@@ -304,7 +306,7 @@ async fn retry_budget_refuses_before_the_backoff() {
     let started = std::time::Instant::now();
     let response = gw.chat("m", false).await;
     assert_eq!(response.status(), 503);
-    assert_eq!(route(&response), "solo");
+    assert_eq!(route(&response), "budget_solo");
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "the client waited the backoff of a retry that was never made"
@@ -313,7 +315,9 @@ async fn retry_budget_refuses_before_the_backoff() {
     assert!(text.contains("switchyard_retry_budget_exhausted_total"));
     let counted: Vec<&str> = text
         .lines()
-        .filter(|l| l.starts_with("switchyard_retries_total") && !l.ends_with(" 0"))
+        .filter(|l| {
+            l.starts_with("switchyard_retries_total{channel=\"budget_solo\"}") && !l.ends_with(" 0")
+        })
         .collect();
     assert!(
         counted.is_empty(),

@@ -81,13 +81,20 @@ fn has_labels(series: &Series, name: &str, labels: &BTreeSet<String>) -> bool {
         .any(|s| labels.iter().all(|l| s.contains_key(l)))
 }
 
+/// The scripted run's channels.
+const A: &str = "truth_a";
+const B: &str = "truth_b";
+
 async fn scripted_run() -> (Gw, String) {
-    let mocks = mocks(&["a", "b"]).await;
+    // Channel names of this test's own: `cargo test` (without nextest) runs every
+    // in-process gateway of the suite under one metrics recorder, and the exact counts
+    // below must not take in another test's failovers.
+    let mocks = mocks(&[A, B]).await;
     let yaml = fill(
         &format!(
             "auto_disable: {{probe_interval: 500ms}}\nchannels:\n{}{}clients:\n  alice: {{key: {ALICE}, quota: 100000000}}\n  bob: {{key: sk-test-bob, quota: 1}}\npricing:\n  m: {{input: 1000000, output: 1000000}}\n",
-            channel("a", "{a}", 10, &["m"]),
-            channel("b", "{b}", 0, &["m"]),
+            channel(A, &format!("{{{A}}}"), 10, &["m"]),
+            channel(B, &format!("{{{B}}}"), 0, &["m"]),
         ),
         &mocks,
     );
@@ -96,12 +103,12 @@ async fn scripted_run() -> (Gw, String) {
     let response = gw.chat("m", true).await;
     assert_eq!(response.status(), 200);
     let _ = response.text().await;
-    mocks["a"].push(Behavior::Status {
+    mocks[A].push(Behavior::Status {
         code: 503,
         body: None,
     });
     assert_eq!(gw.chat("m", false).await.status(), 200, "failed over to b");
-    for up in ["a", "b"] {
+    for up in [A, B] {
         mocks[up].push(Behavior::Status {
             code: 500,
             body: None,
@@ -190,7 +197,10 @@ async fn every_series_the_dashboard_and_readme_use_exists() {
     assert!(problems.is_empty(), "{}\n\n{text}", problems.join("\n"));
     // The labels carry what their legends say.
     assert_eq!(
-        value(&text, "switchyard_failovers_total{from=\"a\",to=\"b\"}"),
+        value(
+            &text,
+            &format!("switchyard_failovers_total{{from=\"{A}\",to=\"{B}\"}}")
+        ),
         Some(2.0)
     );
     assert!(value(&text, "switchyard_quota_rejected_total{client=\"bob\"}").unwrap() >= 1.0);
@@ -213,7 +223,7 @@ async fn every_series_the_dashboard_and_readme_use_exists() {
     assert!(
         value(
             &text,
-            "switchyard_probes_total{channel=\"b\",result=\"ok\"}"
+            &format!("switchyard_probes_total{{channel=\"{B}\",result=\"ok\"}}")
         )
         .unwrap()
             >= 1.0
