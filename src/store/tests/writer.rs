@@ -6,6 +6,20 @@ use rusqlite::Connection;
 
 use super::*;
 
+/// A store on a database file of its own (the directory lives as long as the first value).
+fn on_disk() -> (tempfile::TempDir, String, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Store::open(&path).unwrap();
+    (dir, path, store)
+}
+
+/// The ids of the stored requests, newest first.
+async fn stored_ids(store: &Store) -> Vec<String> {
+    let recent = store.recent_requests(100).await.unwrap();
+    recent.into_iter().map(|r| r.id).collect()
+}
+
 /// Run `sql` on the database at `path` through a connection of its own (a test's triggers).
 fn on_the_side(path: &str, sql: &str) {
     Connection::open(path).unwrap().execute_batch(sql).unwrap();
@@ -69,9 +83,7 @@ async fn full_queue_drops_and_counts_without_blocking() {
 
 #[tokio::test]
 async fn close_and_drop_write_everything_queued() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
+    let (_dir, path, store) = on_disk();
     for i in 0..1_000 {
         assert!(store.try_send(request(&format!("c{i}"), i)));
     }
@@ -103,9 +115,7 @@ async fn sends_after_close_are_counted() {
 
 #[tokio::test]
 async fn bad_rows_are_skipped_and_writer_keeps_going() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
+    let (_dir, path, store) = on_disk();
     on_the_side(
         &path,
         "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id = 'bad'
@@ -128,13 +138,7 @@ async fn bad_rows_are_skipped_and_writer_keeps_going() {
     store.flush().await.unwrap();
     assert!(store.try_send(request("g4", 3)));
     store.flush().await.unwrap();
-    let ids: Vec<String> = store
-        .recent_requests(100)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
+    let ids = stored_ids(&store).await;
     assert!(!ids.contains(&"poison".to_owned()));
     assert_eq!(ids.first().map(String::as_str), Some("g4"));
     // Every op is either stored or counted as dropped.
@@ -146,9 +150,7 @@ async fn bad_rows_are_skipped_and_writer_keeps_going() {
 /// still rows.
 #[tokio::test]
 async fn foldable_settles_leave_no_rows_and_the_same_totals_after_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
+    let (_dir, path, store) = on_disk();
     let folded = |id: &str, amount| LedgerEntry {
         foldable: true,
         ..entry(id, "free", LedgerKind::Settle, amount)
@@ -190,9 +192,7 @@ async fn foldable_settles_leave_no_rows_and_the_same_totals_after_a_reopen() {
 /// dropped together (retried once, then counted), and the next batch folds again.
 #[tokio::test]
 async fn a_failed_fold_fails_its_whole_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
+    let (_dir, path, store) = on_disk();
     on_the_side(
         &path,
         "CREATE TRIGGER poison_fold BEFORE INSERT ON ledger_compacted WHEN NEW.charged = 13
@@ -245,9 +245,7 @@ fn distinct(i: u64) -> RequestRecord {
 /// R12.1: each row of a batch reads back as it was written, field for field, in order.
 #[tokio::test]
 async fn a_batch_of_rows_reads_back_field_for_field() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
+    let (_dir, path, store) = on_disk();
     // Held back, so the rows arrive as one batch.
     let lock = blocker(&path);
     let written: Vec<RequestRecord> = (0..37).map(distinct).collect();
@@ -266,9 +264,7 @@ async fn a_batch_of_rows_reads_back_field_for_field() {
 /// stored, in order, and the lost rows are counted.
 #[tokio::test]
 async fn bad_rows_in_a_large_batch_lose_those_rows_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let store = Store::open(&path).unwrap();
+    let (_dir, path, store) = on_disk();
     on_the_side(
         &path,
         "CREATE TRIGGER reject_row BEFORE INSERT ON request_log WHEN NEW.id IN ('m5', 'm20')
@@ -280,13 +276,7 @@ async fn bad_rows_in_a_large_batch_lose_those_rows_only() {
     }
     lock.execute_batch("ROLLBACK").unwrap();
     store.flush().await.unwrap();
-    let mut ids: Vec<String> = store
-        .recent_requests(100)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
+    let mut ids = stored_ids(&store).await;
     ids.reverse();
     let expected: Vec<String> = (0..40)
         .filter(|i| ![5, 20].contains(i))
