@@ -138,7 +138,9 @@ impl Gunzip {
 /// The upstream body (see the module doc).
 pub struct UpBody {
     inner: Incoming,
-    gunzip: Option<Gunzip>,
+    /// Boxed: the decoder is ~270 bytes, rarely present (the gateway asks for `identity`),
+    /// and the body is moved several times an answer.
+    gunzip: Option<Box<Gunzip>>,
     done: bool,
     /// In a `Mutex` only to keep the body `Sync` (a `&UpBody` crosses an await in the
     /// relay); it is reached through `get_mut`, never locked.
@@ -196,7 +198,7 @@ impl UpBody {
 
     /// Decode gzip from here on (the answer said `Content-Encoding: gzip`).
     pub fn gunzip(&mut self) {
-        self.gunzip = Some(Gunzip::new());
+        self.gunzip = Some(Box::new(Gunzip::new()));
     }
 
     pub fn is_decoding(&self) -> bool {
