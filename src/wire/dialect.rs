@@ -75,8 +75,7 @@ fn first_visible(data: &str) -> Option<u8> {
 /// trimmed.
 fn is_done(data: &str) -> bool {
     match first_visible(data) {
-        Some(b'[') => data.trim() == "[DONE]",
-        Some(b) if !b.is_ascii() => data.trim() == "[DONE]",
+        Some(b) if b == b'[' || !b.is_ascii() => data.trim() == "[DONE]",
         _ => false,
     }
 }

@@ -81,23 +81,19 @@ impl Opening {
     pub fn read(&mut self, data: &str) -> EventPeek {
         let b = data.as_bytes();
         let n = self.bytes.len();
-        if n > 0 && b.len() > n && b.get(..n) == Some(&self.bytes[..]) {
-            // Declined from the opening's end means declined from the start: serde reads it.
-            return match fast::read_at(data, n) {
-                Some((peek, _)) => peek,
-                None => EventPeek::read_serde(data),
-            };
+        let start = match n > 0 && b.len() > n && b.starts_with(&self.bytes) {
+            true => n,
+            false => 0,
+        };
+        // Declined from the opening's end means declined from the start: serde reads it.
+        let Some((peek, opening)) = fast::read_at(data, start) else {
+            return EventPeek::read_serde(data);
+        };
+        if let Some(bytes) = b.get(..opening).filter(|o| start == 0 && !o.is_empty()) {
+            self.bytes.clear();
+            self.bytes.extend_from_slice(bytes);
         }
-        match fast::read_at(data, 0) {
-            Some((peek, opening)) => {
-                if let Some(bytes) = b.get(..opening).filter(|o| !o.is_empty()) {
-                    self.bytes.clear();
-                    self.bytes.extend_from_slice(bytes);
-                }
-                peek
-            }
-            None => EventPeek::read_serde(data),
-        }
+        peek
     }
 }
 

@@ -151,6 +151,16 @@ fn event_outcome(code: u16, ev: &Event) -> Outcome {
     error_outcome(code, ErrorBody::of(ev.json(), data))
 }
 
+/// A stream's framer: a chat stream's takes each event's first look as it frames it
+/// (every chat chunk is looked at, through the opening the stream's chunks repeat).
+fn framer_for(format: StreamFormat) -> Framer {
+    let framer = Framer::new(format.strips_ids());
+    match format {
+        StreamFormat::Chat => framer.peeking(),
+        _ => framer,
+    }
+}
+
 /// Read up to the commit point: the first content-bearing or terminal event. The preamble
 /// (`message_start`, `ping`, `response.created`, …) is held, not relayed, so an error event
 /// that follows it is still an ordinary failed attempt (R9.3). From the headers to the commit
@@ -173,10 +183,7 @@ pub async fn prime(
     let (first_byte, idle) = gates;
     let mut primed = Primed {
         body,
-        framer: match format {
-            StreamFormat::Chat => Framer::new(true).peeking(),
-            _ => Framer::new(format.strips_ids()),
-        },
+        framer: framer_for(format),
         held: Vec::new(),
         format,
         hide_usage_chunk: false,
