@@ -31,6 +31,10 @@ pub struct Event {
     json: OnceLock<Option<Value>>,
     /// `data` looked at without a tree, once, by the first reader that asks.
     peek: OnceLock<EventPeek>,
+    /// The first look a peeking framer took as it framed the event (`Framer::peeking`):
+    /// set while the event is still owned, so no reader pays the lock's one-time
+    /// initialisation (a futex `Once` per event) for it.
+    framed: Option<EventPeek>,
 }
 
 impl Event {
@@ -51,6 +55,7 @@ impl Event {
             comment_only,
             json: OnceLock::new(),
             peek: OnceLock::new(),
+            framed: None,
         }
     }
 
@@ -72,6 +77,9 @@ impl Event {
     /// call; shared by every later one. The relay asks this of every event and parses
     /// the tree (`json`) only for the few the peek says need it.
     pub fn peek(&self) -> &EventPeek {
+        if let Some(framed) = &self.framed {
+            return framed;
+        }
         self.peek.get_or_init(|| {
             self.data
                 .as_deref()
@@ -195,7 +203,7 @@ impl Framer {
         let first_eol = std::mem::take(&mut self.first_eol);
         self.scan = 0;
         self.line_start = 0;
-        let ev = match one_data_line(&raw, first_eol) {
+        let mut ev = match one_data_line(&raw, first_eol) {
             Some(value) => {
                 let data = text_of(&raw, value);
                 Event::with_data(raw, None, Some(data), false)
@@ -203,7 +211,7 @@ impl Framer {
             None => parse_event(raw, self.strip_ids),
         };
         if let (Some(opening), Some(data)) = (self.opening.as_mut(), ev.data.as_deref()) {
-            let _ = ev.peek.set(opening.read(data));
+            ev.framed = Some(opening.read(data));
         }
         Some(ev)
     }

@@ -146,3 +146,37 @@ proptest::proptest! {
         }
     }
 }
+
+/// A peeking framer's events (a chat stream's) answer `peek()` with the look taken as they
+/// were framed, the same as reading their data afresh, and so do their clones (a resumed
+/// stream's splice rewrites a clone); an event not framed so reads its own on first use.
+#[test]
+fn a_peeking_framers_events_answer_their_first_look() {
+    let stream: &[&[u8]] = &[
+        b"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xc3\xa9\"},\"finish_reason\":null}]}\n\n",
+        b"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        b"data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n",
+        b"data: [DONE]\n\n",
+    ];
+    let mut framer = Framer::new(true).peeking();
+    let mut seen = 0;
+    for chunk in stream {
+        framer.push(chunk);
+        while let Some(ev) = framer.next_event() {
+            let data = ev.data.as_deref().unwrap_or_default().to_string();
+            let fresh = crate::wire::peek::EventPeek::read(&data);
+            assert!(ev.framed.is_some(), "{data}");
+            assert_eq!(*ev.peek(), fresh, "{data}");
+            assert_eq!(*ev.clone().peek(), fresh, "{data}");
+            assert_eq!(*Event::data(&data).peek(), fresh, "{data}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 5);
+    let content = events(&[stream[0]], true);
+    assert!(content[0].framed.is_none(), "a plain framer takes no look");
+    assert_eq!(
+        content[0].peek().choices.map(|c| (c.chars, c.finish)),
+        Some((4, false))
+    );
+}
