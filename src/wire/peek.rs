@@ -4,7 +4,8 @@
 //! the characters of content). The whole tree (`Event::json`) is parsed only for the rare
 //! events a `EventPeek` says need it: those with a usage report or an `error` key. The
 //! commonest event, a chat chunk, is read quicker still, by a byte pass (`peek_fast.rs`),
-//! and a chat stream's chunks from the end of the opening they all repeat (`Opening`).
+//! and a chat stream's chunks from the end of the opening they all repeat (`Opening`) —
+//! by their content string alone when they repeat everything else (`Shape`).
 //!
 //! Every answer is the one the tree-walking reading gives (`wire::dialect`,
 //! `wire::usage_stream`); `peek_tests.rs` checks them against each other on every shape.
@@ -73,11 +74,20 @@ impl EventPeek {
 #[derive(Debug, Default)]
 pub struct Opening {
     bytes: Vec<u8>,
+    /// The shape of the stream's content chunks after the opening (`Shape`), once learnt.
+    shape: Option<Shape>,
+    /// Shapes learnt so far: a stream whose chunks keep changing shape stops paying for it.
+    learnt: u8,
 }
 
+/// At most this many shapes are learnt per stream (a chat stream has two: the first chunk,
+/// with its `role`, and the content chunks).
+const MAX_SHAPES: u8 = 4;
+
 impl Opening {
-    /// `EventPeek::read(data)`, from the remembered opening when `data` begins with it; a
-    /// chunk read whole teaches its own opening.
+    /// `EventPeek::read(data)`, from the remembered opening when `data` begins with it, and
+    /// by the remembered shape when the rest repeats it; a chunk read whole teaches its own
+    /// opening, a chunk with one content string its shape.
     pub fn read(&mut self, data: &str) -> EventPeek {
         let b = data.as_bytes();
         let n = self.bytes.len();
@@ -85,15 +95,91 @@ impl Opening {
             true => n,
             false => 0,
         };
+        if let Some(peek) = self.shape.as_ref().and_then(|s| s.read(data, start)) {
+            return peek;
+        }
         // Declined from the opening's end means declined from the start: serde reads it.
-        let Some((peek, opening)) = fast::read_at(data, start) else {
+        let Some(read) = fast::read_spans(data, start) else {
             return EventPeek::read_serde(data);
         };
+        let opening = read.opening;
         if let Some(bytes) = b.get(..opening).filter(|o| start == 0 && !o.is_empty()) {
             self.bytes.clear();
             self.bytes.extend_from_slice(bytes);
+            self.shape = None;
+        }
+        // A shape is learnt from a chunk read through the opening (the first chunk, which
+        // teaches the opening, is a chat stream's `role` chunk, whose shape no other has).
+        if let (Some(content), true) = (read.content, start > 0 && self.learnt < MAX_SHAPES) {
+            self.learnt += 1;
+            self.shape = Shape::learn(data, start, content);
+        }
+        read.peek
+    }
+}
+
+/// A chat stream's content chunks repeat every byte after their opening but the content
+/// string (`"choices":[{"index":0,"delta":{"content":"` … `"},"finish_reason":null}]}`):
+/// the bytes before it and after it, and the peek of the chunk with that string empty. A
+/// chunk that repeats both is read by reading only its string: the peek depends on the string
+/// through its characters alone (they add to the choices' and the content's characters, and
+/// any make the choice not blank), which `learn` checks on two strings before trusting it.
+#[derive(Debug)]
+struct Shape {
+    /// The bytes before the string (from the opening's end) and after it, in one buffer.
+    around: Vec<u8>,
+    /// Where the bytes after the string begin in `around`.
+    split: usize,
+    empty: EventPeek,
+}
+
+impl Shape {
+    /// The shape of `data` around its content string at `content` (quotes included), after
+    /// an opening of `end` bytes; `None` when the chunk does not read as a shape must.
+    fn learn(data: &str, end: usize, content: (usize, usize)) -> Option<Shape> {
+        let (head, tail) = (data.get(..content.0)?, data.get(content.1..)?);
+        let prefix = head.as_bytes().get(end..)?;
+        let mut around = Vec::with_capacity(prefix.len() + tail.len());
+        around.extend_from_slice(prefix);
+        around.extend_from_slice(tail.as_bytes());
+        // The chunk with an empty string, then with one character, read from the opening's
+        // end as the chunks of the shape will be.
+        let mut chunk = String::with_capacity(head.len() + tail.len() + 3);
+        for part in [head, "\"\"", tail] {
+            chunk.push_str(part);
+        }
+        let shape = Shape {
+            around,
+            split: prefix.len(),
+            empty: fast::read_at(&chunk, end)?.0,
+        };
+        chunk.insert(head.len() + 1, 'x');
+        (fast::read_at(&chunk, end)?.0 == shape.predict(1)).then_some(shape)
+    }
+
+    /// The peek of a chunk of this shape whose content string has `chars` characters.
+    fn predict(&self, chars: u64) -> EventPeek {
+        let mut peek = self.empty;
+        if chars > 0 {
+            if let Some(c) = peek.choices.as_mut() {
+                c.blank = false;
+                c.chars += chars;
+            }
+            peek.content_chars += chars;
         }
         peek
+    }
+
+    /// The peek of `data` read from `start` (its opening's end), when the rest repeats the
+    /// shape around a string the quick pass reads.
+    fn read(&self, data: &str, start: usize) -> Option<EventPeek> {
+        let (prefix, suffix) = self.around.split_at(self.split);
+        let rest = data.as_bytes().get(start..)?;
+        if start == 0 || !rest.starts_with(prefix) {
+            return None;
+        }
+        let (chars, end) = fast::string_at(data, start + prefix.len())?;
+        (data.as_bytes().get(end..)? == suffix).then(|| self.predict(chars))
     }
 }
 

@@ -29,9 +29,24 @@ pub(super) fn read(data: &str) -> Option<EventPeek> {
 /// The reading of those bytes never depends on what follows them (each skipped member ends
 /// at its comma), so a read from the opening's end answers what a read from 0 answers.
 pub(super) fn read_at(data: &str, start: usize) -> Option<(EventPeek, usize)> {
+    read_spans(data, start).map(|read| (read.peek, read.opening))
+}
+
+/// What `read_spans` found: `read_at`'s two answers, and where the one `content` string of
+/// the chunk's choices' deltas lay (its quotes included) when there was exactly one.
+pub(super) struct Read {
+    pub peek: EventPeek,
+    pub opening: usize,
+    pub content: Option<(usize, usize)>,
+}
+
+/// `read_at`, with the content string's place (`Opening`'s shapes are learnt from it).
+pub(super) fn read_spans(data: &str, start: usize) -> Option<Read> {
     let mut r = Reader {
         b: data.as_bytes(),
         i: start,
+        content: None,
+        contents: 0,
     };
     if start == 0 {
         r.ws();
@@ -71,7 +86,24 @@ pub(super) fn read_at(data: &str, start: usize) -> Option<(EventPeek, usize)> {
         return None;
     }
     peek.content_chars = peek.choices.map_or(0, |c| c.chars);
-    Some((peek, opening.unwrap_or(0)))
+    Some(Read {
+        peek,
+        opening: opening.unwrap_or(0),
+        content: r.content.filter(|_| r.contents == 1),
+    })
+}
+
+/// The JSON string whose opening quote is at `at`: its characters, as the pass counts them,
+/// and the offset after its closing quote; `None` where the pass would decline it.
+pub(super) fn string_at(data: &str, at: usize) -> Option<(u64, usize)> {
+    let mut r = Reader {
+        b: data.as_bytes(),
+        i: at,
+        content: None,
+        contents: 0,
+    };
+    let chars = r.string()?;
+    Some((chars, r.i))
 }
 
 /// What a choice's `delta` field says: blank or not, and its characters.
@@ -89,6 +121,10 @@ const ABSENT: Field = Field {
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
+    /// The last string `content` of a choice's delta (quotes included), and how many were
+    /// read.
+    content: Option<(usize, usize)>,
+    contents: u32,
 }
 
 impl<'a> Reader<'a> {
@@ -368,7 +404,14 @@ impl<'a> Reader<'a> {
         let mut present = false;
         self.members(|r, key| {
             match key {
-                b"content" => fields[0] = r.field()?,
+                b"content" => {
+                    let at = r.i;
+                    fields[0] = r.field()?;
+                    if r.b.get(at) == Some(&b'"') {
+                        r.content = Some((at, r.i));
+                        r.contents += 1;
+                    }
+                }
                 b"reasoning_content" => fields[1] = r.field()?,
                 b"reasoning" => fields[2] = r.field()?,
                 b"refusal" => fields[3] = r.field()?,

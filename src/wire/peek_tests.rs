@@ -423,3 +423,113 @@ fn the_opening_is_learnt_and_used() {
     assert_eq!(opening.read(other), EventPeek::read(other));
     assert_eq!(opening.bytes, br#"{"id":"c2","#);
 }
+
+/// The members after an opening that chat streams repeat chunk after chunk around their
+/// content string (`{}`), and near misses: a second content or delta, a second `choices`,
+/// another choice, finish reasons, usage and error beside it, odd spacing, a `text` choice.
+const SHAPES: &[&str] = &[
+    r#""choices":[{"index":0,"delta":{"content":"{}"},"finish_reason":null}]}"#,
+    r#""choices":[{"index":0,"delta":{"role":"assistant","content":"{}"},"finish_reason":null}]}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}","reasoning_content":"ab"},"finish_reason":null}]}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"},"finish_reason":null},{"index":1,"delta":{"content":""}}]}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"},"delta":{}}]}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}","content":"z"}}]}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"}}],"choices":[]}"#,
+    r#""choices":[{"delta":{"content":"{}","tool_calls":null,"audio":{}}}],"error":null}"#,
+    r#" "choices" : [ { "delta" : { "content" : "{}" } , "finish_reason" : null } ] } "#,
+    r#""choices":[{"index":0,"text":"{}","finish_reason":null}]}"#,
+];
+
+/// Content strings as they sit between their quotes: empty, ASCII, multi-byte, the escapes
+/// the quick pass reads, and what it declines or what breaks the chunk (`\u` escapes, a raw
+/// control character, a lone backslash, a quote).
+const TEXTS: &[&str] = &[
+    "",
+    "Hi",
+    "caf\u{e9} \u{4e16}",
+    "a\\\"b\\n",
+    "\\u00e9",
+    "tab\u{1}",
+    "end\\",
+    "q\"",
+    " ",
+];
+
+/// A stream's chunks: one opening and one shape, each chunk sometimes changing either, and a
+/// text drawn per chunk.
+fn shaped_chunks() -> impl Strategy<Value = Vec<String>> {
+    let change = prop::option::weighted(0.2, (0..OPENINGS.len() - 1, 0..SHAPES.len()));
+    (
+        0..OPENINGS.len() - 1,
+        0..SHAPES.len(),
+        prop::collection::vec((change, 0..TEXTS.len()), 1..16),
+    )
+        .prop_map(|(mut o, mut s, chunks)| {
+            chunks
+                .into_iter()
+                .map(|(change, t)| {
+                    if let Some((o2, s2)) = change {
+                        (o, s) = (o2, s2);
+                    }
+                    let members = SHAPES[s].replacen("{}", TEXTS[t], 1);
+                    format!("{}{members}", OPENINGS[o])
+                })
+                .collect()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+    /// A stream read through its remembered opening and shape answers, chunk by chunk,
+    /// what reading each chunk whole answers, whatever the chunks' strings and shapes.
+    #[test]
+    fn chunks_read_through_a_shape_read_as_whole_chunks(chunks in shaped_chunks()) {
+        let mut opening = Opening::default();
+        for data in &chunks {
+            prop_assert_eq!(opening.read(data), EventPeek::read(data), "{}", data);
+        }
+    }
+}
+
+/// A content chunk read through the opening teaches its shape, the next content chunks are
+/// read by it (their string only), and a chunk that changes anything else is read whole.
+#[test]
+fn the_shape_is_learnt_and_used() {
+    let head = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","#;
+    let chunk = |text: &str| {
+        format!(
+            r#"{head}"choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+        )
+    };
+    let mut opening = Opening::default();
+    // The first chunk teaches the opening only; the next the shape.
+    assert_eq!(opening.read(&chunk("Hi")), EventPeek::read(&chunk("Hi")));
+    assert!(opening.shape.is_none());
+    assert_eq!(opening.read(&chunk("Yo")), EventPeek::read(&chunk("Yo")));
+    let shape = opening.shape.as_ref().expect("a shape is learnt");
+    let (prefix, suffix) = shape.around.split_at(shape.split);
+    assert!(prefix.ends_with(br#""content":"#), "{shape:?}");
+    assert_eq!(suffix, br#"},"finish_reason":null}]}"#);
+    for text in ["caf\u{e9}", "", "a\\nb", "x"] {
+        let data = chunk(text);
+        let start = opening.bytes.len();
+        assert!(shape_read(&opening, &data, start).is_some(), "{data}");
+        assert_eq!(opening.read(&data), EventPeek::read(&data), "{data}");
+    }
+    let peek = opening.read(&chunk("caf\u{e9}"));
+    assert_eq!(peek.content_chars, 4);
+    assert!(peek.choices.is_some_and(|c| !c.blank && c.chars == 4));
+    // A `\u` escape is declined by the shape, as by the quick pass: serde reads it.
+    let data = chunk("\\u00e9");
+    assert!(shape_read(&opening, &data, opening.bytes.len()).is_none());
+    assert_eq!(opening.read(&data).content_chars, 1);
+    // The finishing chunk changes the shape around the string: read whole.
+    let stop = format!(r#"{head}"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}]}}"#);
+    assert!(shape_read(&opening, &stop, opening.bytes.len()).is_none());
+    assert!(opening.read(&stop).choices.is_some_and(|c| c.finish));
+}
+
+fn shape_read(opening: &Opening, data: &str, start: usize) -> Option<EventPeek> {
+    opening.shape.as_ref()?.read(data, start)
+}
