@@ -2,8 +2,9 @@
 //! passes `limits.max_body_bytes` — by its declared length before a byte is read, else at the
 //! first byte past the limit — and with 408 when it arrives too slowly (B-bounded-resources): a
 //! pause of [`BODY_IDLE`] between two reads, an average below [`BODY_MIN_RATE`] once
-//! [`BODY_GRACE`] has passed, or [`BODY_DEADLINE`] in all. The buffer grows as data arrives
-//! (a declared length reserves at most [`BODY_RESERVE`] up front), so a slow or lying client
+//! [`BODY_GRACE`] has passed, or [`BODY_DEADLINE`] in all. A body that arrives in one piece
+//! is kept as that piece; pieces are gathered in a buffer that grows as they arrive (a
+//! declared length reserves at most [`BODY_RESERVE`] up front), so a slow or lying client
 //! holds neither a connection slot nor its declared memory for long.
 
 use std::time::Duration;
@@ -41,15 +42,18 @@ where
         return Err(GatewayError::payload_too_large(limit));
     }
     let mut body = body;
-    let reserve = declared_len.unwrap_or(1024).min(limit) as usize;
-    let mut buf = BytesMut::with_capacity(reserve.min(BODY_RESERVE));
+    let reserve = (declared_len.unwrap_or(1024).min(limit) as usize).min(BODY_RESERVE);
+    // A body that arrives in one piece (nearly every one: hyper hands over what one read
+    // brought) is that piece, shared with the connection's read buffer as the request's
+    // header values already are; a body in pieces is gathered into one buffer.
+    let mut body_bytes = Gathered::default();
     let start = crate::clock::instant();
     loop {
         let until = (crate::clock::instant() + BODY_IDLE).min(start + BODY_DEADLINE);
         let frame = match tokio::time::timeout_at(until, body.frame()).await {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
-            Err(_) => return Err(too_slow(buf.len())),
+            Err(_) => return Err(too_slow(body_bytes.len())),
         };
         let frame = frame.map_err(|e| {
             GatewayError::bad_request(
@@ -58,16 +62,49 @@ where
             )
         })?;
         if let Ok(data) = frame.into_data() {
-            if buf.len() as u64 + data.len() as u64 > limit {
+            if body_bytes.len() as u64 + data.len() as u64 > limit {
                 return Err(GatewayError::payload_too_large(limit));
             }
-            buf.extend_from_slice(&data);
+            body_bytes.push(data, reserve);
         }
-        if trickling(buf.len() as u64, crate::clock::elapsed(start)) {
-            return Err(too_slow(buf.len()));
+        if trickling(body_bytes.len() as u64, crate::clock::elapsed(start)) {
+            return Err(too_slow(body_bytes.len()));
         }
     }
-    Ok(buf.freeze())
+    Ok(body_bytes.into_bytes())
+}
+
+/// A body as it arrives: its one piece, or its pieces copied together.
+#[derive(Default)]
+struct Gathered {
+    one: Option<Bytes>,
+    many: BytesMut,
+}
+
+impl Gathered {
+    fn len(&self) -> usize {
+        self.one.as_ref().map_or(self.many.len(), Bytes::len)
+    }
+
+    /// Add a piece; `reserve`: the room a gathering buffer takes at once.
+    fn push(&mut self, data: Bytes, reserve: usize) {
+        if data.is_empty() {
+            return;
+        }
+        match self.one.take() {
+            None if self.many.is_empty() => self.one = Some(data),
+            None => self.many.extend_from_slice(&data),
+            Some(first) => {
+                self.many.reserve(reserve.max(first.len() + data.len()));
+                self.many.extend_from_slice(&first);
+                self.many.extend_from_slice(&data);
+            }
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        self.one.unwrap_or_else(|| self.many.freeze())
+    }
 }
 
 /// Past the grace period, has the body averaged less than the minimum rate?
@@ -159,5 +196,36 @@ mod tests {
         let got = read_limited(body, None, 1 << 20).await.unwrap();
         assert_eq!(got.len(), 20 * 4096);
         feeder.await.unwrap();
+    }
+
+    /// A body in one piece is that piece (no copy); pieces, empty ones among them, are
+    /// gathered in order; the limit counts every piece, the first one too.
+    #[tokio::test]
+    async fn one_piece_is_kept_and_pieces_are_gathered() {
+        let (tx, body) = channel_body();
+        let piece = Bytes::from_static(b"{\"model\":\"m\"}");
+        tx.send(Ok(http_body::Frame::data(piece.clone())))
+            .await
+            .unwrap();
+        drop(tx);
+        let got = read_limited(body, Some(15), 1000).await.unwrap();
+        assert_eq!(got, piece);
+        assert_eq!(got.as_ptr(), piece.as_ptr(), "the piece itself");
+
+        let (tx, body) = channel_body();
+        tokio::spawn(async move {
+            for b in [&b"{\"a\":"[..], b"", b"1", b"}"] {
+                send(&tx, b).await;
+            }
+        });
+        assert_eq!(read_limited(body, None, 1000).await.unwrap(), &b"{\"a\":1}"[..]);
+
+        let (tx, body) = channel_body();
+        tokio::spawn(async move {
+            send(&tx, b"0123456789").await;
+            send(&tx, b"x").await;
+        });
+        let error = read_limited(body, None, 10).await.unwrap_err();
+        assert_eq!(error.status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 }
