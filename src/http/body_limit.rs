@@ -9,12 +9,13 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::StatusCode;
 use http_body::Body;
 use http_body_util::BodyExt;
 
 use crate::error::GatewayError;
+use crate::http::pieces::Pieces;
 
 /// Longest pause between two pieces of a request body.
 pub const BODY_IDLE: Duration = Duration::from_secs(10);
@@ -46,7 +47,7 @@ where
     // A body that arrives in one piece (nearly every one: hyper hands over what one read
     // brought) is that piece, shared with the connection's read buffer as the request's
     // header values already are; a body in pieces is gathered into one buffer.
-    let mut body_bytes = Gathered::default();
+    let mut body_bytes = Pieces::default();
     let start = crate::clock::instant();
     loop {
         let until = (crate::clock::instant() + BODY_IDLE).min(start + BODY_DEADLINE);
@@ -71,40 +72,7 @@ where
             return Err(too_slow(body_bytes.len()));
         }
     }
-    Ok(body_bytes.into_bytes())
-}
-
-/// A body as it arrives: its one piece, or its pieces copied together.
-#[derive(Default)]
-struct Gathered {
-    one: Option<Bytes>,
-    many: BytesMut,
-}
-
-impl Gathered {
-    fn len(&self) -> usize {
-        self.one.as_ref().map_or(self.many.len(), Bytes::len)
-    }
-
-    /// Add a piece; `reserve`: the room a gathering buffer takes at once.
-    fn push(&mut self, data: Bytes, reserve: usize) {
-        if data.is_empty() {
-            return;
-        }
-        match self.one.take() {
-            None if self.many.is_empty() => self.one = Some(data),
-            None => self.many.extend_from_slice(&data),
-            Some(first) => {
-                self.many.reserve(reserve.max(first.len() + data.len()));
-                self.many.extend_from_slice(&first);
-                self.many.extend_from_slice(&data);
-            }
-        }
-    }
-
-    fn into_bytes(self) -> Bytes {
-        self.one.unwrap_or_else(|| self.many.freeze())
-    }
+    Ok(body_bytes.take())
 }
 
 /// Past the grace period, has the body averaged less than the minimum rate?
@@ -218,7 +186,10 @@ mod tests {
                 send(&tx, b).await;
             }
         });
-        assert_eq!(read_limited(body, None, 1000).await.unwrap(), &b"{\"a\":1}"[..]);
+        assert_eq!(
+            read_limited(body, None, 1000).await.unwrap(),
+            &b"{\"a\":1}"[..]
+        );
 
         let (tx, body) = channel_body();
         tokio::spawn(async move {

@@ -9,6 +9,7 @@ pub mod conn;
 pub mod cores;
 pub mod headers;
 pub mod path;
+pub mod pieces;
 pub mod server;
 pub mod sniff;
 pub mod spread;

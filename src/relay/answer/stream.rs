@@ -13,12 +13,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
 use crate::http::body::{Aborted, Relay, ResponseBody};
+use crate::http::pieces::Pieces;
 use crate::relay::answer::floor::Floor;
 use crate::relay::answer::resume::{Continued, Delivery, Resumer, Splice};
 use crate::routing::policy::{Outcome, TransportKind};
@@ -109,39 +110,25 @@ impl Primed {
 /// write per event.
 #[derive(Default)]
 struct Outbox {
-    /// The first event's bytes (no copy while it is the only one).
-    first: Option<Bytes>,
-    /// The first and later events, copied together once there are two.
-    more: BytesMut,
+    /// The read's events: the first one's bytes uncopied while it is the only one.
+    events: Pieces,
     /// The bytes the read's events may take in all (what the framer held before they were
-    /// taken): `more` is made that large at once instead of growing event by event.
+    /// taken): the events are gathered in a buffer made that large at once instead of
+    /// growing event by event.
     room: usize,
 }
 
 impl Outbox {
     fn push(&mut self, raw: Bytes) {
-        if raw.is_empty() {
-            return;
-        }
-        match self.first.take() {
-            None if self.more.is_empty() => self.first = Some(raw),
-            None => self.more.extend_from_slice(&raw),
-            Some(first) => {
-                self.more.reserve(self.room.max(first.len() + raw.len()));
-                self.more.extend_from_slice(&first);
-                self.more.extend_from_slice(&raw);
-            }
-        }
+        self.events.push(raw, self.room);
     }
 
     /// Write what is held to the client; `Err` when the client has left.
     async fn flush(&mut self, tx: &mpsc::Sender<Result<Bytes, Aborted>>) -> Result<(), ()> {
-        let frame = match self.first.take() {
-            Some(first) => first,
-            None if self.more.is_empty() => return Ok(()),
-            None => self.more.split().freeze(),
-        };
-        tx.send(Ok(frame)).await.map_err(|_| ())
+        if self.events.is_empty() {
+            return Ok(());
+        }
+        tx.send(Ok(self.events.take())).await.map_err(|_| ())
     }
 }
 
