@@ -72,7 +72,7 @@ where
             return Err(too_slow(body_bytes.len()));
         }
     }
-    Ok(body_bytes.take())
+    Ok(body_bytes.take().unwrap_or_default())
 }
 
 /// Past the grace period, has the body averaged less than the minimum rate?

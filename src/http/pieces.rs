@@ -41,11 +41,13 @@ impl Pieces {
         }
     }
 
-    /// What was gathered, as one `Bytes` (the lone piece itself); the pieces are empty again.
-    pub fn take(&mut self) -> Bytes {
+    /// What was gathered, as one `Bytes` (the lone piece itself), `None` when nothing was;
+    /// the pieces are empty again.
+    pub fn take(&mut self) -> Option<Bytes> {
         match self.one.take() {
-            Some(one) => one,
-            None => self.many.split().freeze(),
+            Some(one) => Some(one),
+            None if self.many.is_empty() => None,
+            None => Some(self.many.split().freeze()),
         }
     }
 }
@@ -64,15 +66,15 @@ mod tests {
         p.push(piece.clone(), 64);
         p.push(Bytes::new(), 64);
         assert_eq!(p.len(), piece.len());
-        let got = p.take();
+        let got = p.take().unwrap();
         assert_eq!(got.as_ptr(), piece.as_ptr(), "the piece itself");
         assert!(p.is_empty());
         for b in [&b"ab"[..], b"", b"c", b"de"] {
             p.push(Bytes::copy_from_slice(b), 0);
         }
         assert_eq!(p.len(), 5);
-        assert_eq!(p.take(), &b"abcde"[..]);
+        assert_eq!(p.take().unwrap(), &b"abcde"[..]);
         assert!(p.is_empty());
-        assert_eq!(p.take(), Bytes::new());
+        assert_eq!(p.take(), None);
     }
 }

@@ -125,10 +125,10 @@ impl Outbox {
 
     /// Write what is held to the client; `Err` when the client has left.
     async fn flush(&mut self, tx: &mpsc::Sender<Result<Bytes, Aborted>>) -> Result<(), ()> {
-        if self.events.is_empty() {
+        let Some(frame) = self.events.take() else {
             return Ok(());
-        }
-        tx.send(Ok(self.events.take())).await.map_err(|_| ())
+        };
+        tx.send(Ok(frame)).await.map_err(|_| ())
     }
 }
 
