@@ -112,7 +112,11 @@ impl Opening {
         // teaches the opening, is a chat stream's `role` chunk, whose shape no other has).
         if let (Some(content), true) = (read.content, start > 0 && self.learnt < MAX_SHAPES) {
             self.learnt += 1;
-            self.shape = Shape::learn(data, start, content);
+            // A chunk that teaches nothing keeps what was learnt: a shape stays true of the
+            // chunks that repeat it.
+            if let Some(shape) = Shape::learn(data, start, content) {
+                self.shape = Some(shape);
+            }
         }
         read.peek
     }

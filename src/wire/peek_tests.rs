@@ -524,6 +524,12 @@ fn the_shape_is_learnt_and_used() {
     let data = chunk("\\u00e9");
     assert!(shape_read(&opening, &data, opening.bytes.len()).is_none());
     assert_eq!(opening.read(&data).content_chars, 1);
+    // A chunk whose string does not count (a second `delta` replaces the first) teaches no
+    // shape and keeps the one learnt.
+    let odd =
+        format!(r#"{head}"choices":[{{"index":0,"delta":{{"content":"x"}},"delta":{{}}}}]}}"#);
+    assert_eq!(opening.read(&odd), EventPeek::read(&odd));
+    assert!(shape_read(&opening, &chunk("again"), opening.bytes.len()).is_some());
     // The finishing chunk changes the shape around the string: read whole.
     let stop = format!(r#"{head}"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}]}}"#);
     assert!(shape_read(&opening, &stop, opening.bytes.len()).is_none());
