@@ -80,14 +80,14 @@ pub struct Opening {
     learnt: u8,
 }
 
-/// At most this many shapes are learnt per stream (a chat stream has two: the first chunk,
-/// with its `role`, and the content chunks).
+/// At most this many shapes are learnt per stream (a chat stream learns one, from its first
+/// content chunk: the `role` chunk before it teaches the opening).
 const MAX_SHAPES: u8 = 4;
 
 impl Opening {
     /// `EventPeek::read(data)`, from the remembered opening when `data` begins with it, and
     /// by the remembered shape when the rest repeats it; a chunk read whole teaches its own
-    /// opening, a chunk with one content string its shape.
+    /// opening, a chunk with one content string read through the opening its shape.
     pub fn read(&mut self, data: &str) -> EventPeek {
         let b = data.as_bytes();
         let n = self.bytes.len();

@@ -42,12 +42,7 @@ pub(super) struct Read {
 
 /// `read_at`, with the content string's place (`Opening`'s shapes are learnt from it).
 pub(super) fn read_spans(data: &str, start: usize) -> Option<Read> {
-    let mut r = Reader {
-        b: data.as_bytes(),
-        i: start,
-        content: None,
-        contents: 0,
-    };
+    let mut r = Reader::at(data, start);
     if start == 0 {
         r.ws();
         r.eat(b'{')?;
@@ -96,12 +91,7 @@ pub(super) fn read_spans(data: &str, start: usize) -> Option<Read> {
 /// The JSON string whose opening quote is at `at`: its characters, as the pass counts them,
 /// and the offset after its closing quote; `None` where the pass would decline it.
 pub(super) fn string_at(data: &str, at: usize) -> Option<(u64, usize)> {
-    let mut r = Reader {
-        b: data.as_bytes(),
-        i: at,
-        content: None,
-        contents: 0,
-    };
+    let mut r = Reader::at(data, at);
     let chars = r.string()?;
     Some((chars, r.i))
 }
@@ -128,6 +118,16 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `data` with its cursor at `i`.
+    fn at(data: &'a str, i: usize) -> Self {
+        Reader {
+            b: data.as_bytes(),
+            i,
+            content: None,
+            contents: 0,
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
