@@ -114,7 +114,7 @@ impl Opening {
             self.learnt += 1;
             // A chunk that teaches nothing keeps what was learnt: a shape stays true of the
             // chunks that repeat it.
-            if let Some(shape) = Shape::learn(data, start, content) {
+            if let Some(shape) = Shape::learn(data, start, content, read.tail) {
                 self.shape = Some(shape);
             }
         }
@@ -123,42 +123,71 @@ impl Opening {
 }
 
 /// A chat stream's content chunks repeat every byte after their opening but the content
-/// string (`"choices":[{"index":0,"delta":{"content":"` … `"},"finish_reason":null}]}`):
-/// the bytes before it and after it, and the peek of the chunk with that string empty. A
-/// chunk that repeats both is read by reading only its string: the peek depends on the string
-/// through its characters alone (they add to the choices' and the content's characters, and
-/// any make the choice not blank), which `learn` checks on two strings before trusting it.
+/// string (`"choices":[{"index":0,"delta":{"content":"` … `"},"finish_reason":null}]}`) and,
+/// on OpenAI, the string of a last member the peek skips (`"obfuscation":"…"`, random
+/// padding): the bytes around them, and the peek of the chunk with those strings empty. A
+/// chunk that repeats those bytes is read by reading only its strings: the peek depends on
+/// the content string through its characters alone (they add to the choices' and the
+/// content's characters, and any make the choice not blank) and on a skipped member's string
+/// not at all, which `learn` checks on two pairs of strings before trusting it.
 #[derive(Debug)]
 struct Shape {
-    /// The bytes before the string (from the opening's end) and after it, in one buffer.
+    /// The bytes before the content string (from the opening's end), between it and the
+    /// tail string, and after the last string, in one buffer.
     around: Vec<u8>,
-    /// Where the bytes after the string begin in `around`.
+    /// Where the bytes after the content string begin in `around`.
     split: usize,
+    /// Where the bytes after the tail string begin in `around`, when the shape has one.
+    tail: Option<usize>,
     empty: EventPeek,
 }
 
 impl Shape {
-    /// The shape of `data` around its content string at `content` (quotes included), after
-    /// an opening of `end` bytes; `None` when the chunk does not read as a shape must.
-    fn learn(data: &str, end: usize, content: (usize, usize)) -> Option<Shape> {
-        let (head, tail) = (data.get(..content.0)?, data.get(content.1..)?);
+    /// The shape of `data` around its content string at `content` and, when it follows,
+    /// a skipped last member's string at `tail` (quotes included), after an opening of `end`
+    /// bytes; `None` when the chunk does not read as a shape must.
+    fn learn(
+        data: &str,
+        end: usize,
+        content: (usize, usize),
+        tail: Option<(usize, usize)>,
+    ) -> Option<Shape> {
+        let tail = tail.filter(|t| t.0 >= content.1);
+        let head = data.get(..content.0)?;
+        let (between, after) = match tail {
+            Some(t) => (data.get(content.1..t.0)?, data.get(t.1..)?),
+            None => (data.get(content.1..)?, ""),
+        };
         let prefix = head.as_bytes().get(end..)?;
-        let mut around = Vec::with_capacity(prefix.len() + tail.len());
-        around.extend_from_slice(prefix);
-        around.extend_from_slice(tail.as_bytes());
-        // The chunk with an empty string, then with one character, read from the opening's
-        // end as the chunks of the shape will be.
-        let mut chunk = String::with_capacity(head.len() + tail.len() + 3);
-        for part in [head, "\"\"", tail] {
-            chunk.push_str(part);
+        let mut around = Vec::with_capacity(prefix.len() + between.len() + after.len());
+        for part in [prefix, between.as_bytes(), after.as_bytes()] {
+            around.extend_from_slice(part);
         }
+        // The chunk with empty strings, then with one character in each, read from the
+        // opening's end as the chunks of the shape will be.
+        let with = |text: &str| {
+            let mut chunk = String::with_capacity(data.len() + 6);
+            chunk.push_str(head);
+            // Each string, then the bytes that follow it: the content string, and the tail
+            // string when the shape has one.
+            for part in [between, after]
+                .iter()
+                .take(1 + usize::from(tail.is_some()))
+            {
+                chunk.push('"');
+                chunk.push_str(text);
+                chunk.push('"');
+                chunk.push_str(part);
+            }
+            fast::read_at(&chunk, end).map(|(peek, _)| peek)
+        };
         let shape = Shape {
             around,
             split: prefix.len(),
-            empty: fast::read_at(&chunk, end)?.0,
+            tail: tail.map(|_| prefix.len() + between.len()),
+            empty: with("")?,
         };
-        chunk.insert(head.len() + 1, 'x');
-        (fast::read_at(&chunk, end)?.0 == shape.predict(1)).then_some(shape)
+        (with("x")? == shape.predict(1)).then_some(shape)
     }
 
     /// The peek of a chunk of this shape whose content string has `chars` characters.
@@ -175,15 +204,26 @@ impl Shape {
     }
 
     /// The peek of `data` read from `start` (its opening's end), when the rest repeats the
-    /// shape around a string the quick pass reads.
+    /// shape around strings the quick pass reads.
     fn read(&self, data: &str, start: usize) -> Option<EventPeek> {
-        let (prefix, suffix) = self.around.split_at(self.split);
-        let rest = data.as_bytes().get(start..)?;
-        if start == 0 || !rest.starts_with(prefix) {
+        let b = data.as_bytes();
+        let prefix = &self.around[..self.split];
+        if start == 0 || !b.get(start..)?.starts_with(prefix) {
             return None;
         }
-        let (chars, end) = fast::string_at(data, start + prefix.len())?;
-        (data.as_bytes().get(end..)? == suffix).then(|| self.predict(chars))
+        let (chars, mut at) = fast::string_at(data, start + prefix.len())?;
+        let rest = match self.tail {
+            Some(t) => {
+                let between = &self.around[self.split..t];
+                if !b.get(at..)?.starts_with(between) {
+                    return None;
+                }
+                at = fast::string_at(data, at + between.len())?.1;
+                &self.around[t..]
+            }
+            None => &self.around[self.split..],
+        };
+        (b.get(at..)? == rest).then(|| self.predict(chars))
     }
 }
 

@@ -38,6 +38,9 @@ pub(super) struct Read {
     pub peek: EventPeek,
     pub opening: usize,
     pub content: Option<(usize, usize)>,
+    /// Where the value of the last top-level member lay (its quotes included) when it is a
+    /// string the pass skips (OpenAI's per-chunk `obfuscation` padding).
+    pub tail: Option<(usize, usize)>,
 }
 
 /// `read_at`, with the content string's place (`Opening`'s shapes are learnt from it).
@@ -53,7 +56,9 @@ pub(super) fn read_spans(data: &str, start: usize) -> Option<Read> {
         ..EventPeek::default()
     };
     let mut opening = None;
+    let mut tail = None;
     let top = |r: &mut Reader<'_>, key: &[u8], at: usize| {
+        tail = None;
         match key {
             b"choices" => peek.choices = Some(r.choices()?),
             b"usage" => peek.usage = r.skip_is_object(0)?,
@@ -64,7 +69,9 @@ pub(super) fn read_spans(data: &str, start: usize) -> Option<Read> {
             // `message`, `response`, `delta`, `type`: another dialect's event.
             b"message" | b"response" | b"delta" | b"type" => return None,
             _ => {
+                let value = r.i;
                 r.skip(0)?;
+                tail = (r.b.get(value) == Some(&b'"')).then_some((value, r.i));
                 return Some(());
             }
         }
@@ -85,6 +92,7 @@ pub(super) fn read_spans(data: &str, start: usize) -> Option<Read> {
         peek,
         opening: opening.unwrap_or(0),
         content: r.content.filter(|_| r.contents == 1),
+        tail,
     })
 }
 

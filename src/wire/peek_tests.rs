@@ -452,6 +452,15 @@ const SHAPES: &[&str] = &[
     r#""choices":[{"delta":{"content":"{}","tool_calls":null,"audio":{}}}],"error":null}"#,
     r#" "choices" : [ { "delta" : { "content" : "{}" } , "finish_reason" : null } ] } "#,
     r#""choices":[{"index":0,"text":"{}","finish_reason":null}]}"#,
+    // A last member the peek skips, whose string changes chunk by chunk (`{o}`): OpenAI's
+    // `obfuscation` padding, and keys whose string the peek reads or refuses.
+    r#""choices":[{"index":0,"delta":{"content":"{}"},"logprobs":null,"finish_reason":null}],"obfuscation":"{o}"}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"},"finish_reason":null}],"usage":null,"obfuscation":"{o}"} "#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"}}],"error":"{o}"}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"}}],"usage":"{o}"}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"}}],"type":"{o}"}"#,
+    r#""choices":[{"index":0,"delta":{"content":"{}"}}],"obfuscation":"{o}","z":1}"#,
+    r#""obfuscation":"{o}","choices":[{"index":0,"delta":{"content":"{}"}}]}"#,
 ];
 
 /// Content strings as they sit between their quotes: empty, ASCII, multi-byte, the escapes
@@ -469,23 +478,25 @@ const TEXTS: &[&str] = &[
     " ",
 ];
 
-/// A stream's chunks: one opening and one shape, each chunk sometimes changing either, and a
-/// text drawn per chunk.
+/// A stream's chunks: one opening and one shape, each chunk sometimes changing either, and
+/// the texts drawn per chunk.
 fn shaped_chunks() -> impl Strategy<Value = Vec<String>> {
     let change = prop::option::weighted(0.2, (0..OPENINGS.len() - 1, 0..SHAPES.len()));
     (
         0..OPENINGS.len() - 1,
         0..SHAPES.len(),
-        prop::collection::vec((change, 0..TEXTS.len()), 1..16),
+        prop::collection::vec((change, 0..TEXTS.len(), 0..TEXTS.len()), 1..16),
     )
         .prop_map(|(mut o, mut s, chunks)| {
             chunks
                 .into_iter()
-                .map(|(change, t)| {
+                .map(|(change, t, pad)| {
                     if let Some((o2, s2)) = change {
                         (o, s) = (o2, s2);
                     }
-                    let members = SHAPES[s].replacen("{}", TEXTS[t], 1);
+                    let members = SHAPES[s]
+                        .replacen("{}", TEXTS[t], 1)
+                        .replace("{o}", TEXTS[pad]);
                     format!("{}{members}", OPENINGS[o])
                 })
                 .collect()
@@ -534,6 +545,39 @@ fn the_shape_is_learnt_and_used() {
     let stop = format!(r#"{head}"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}]}}"#);
     assert!(shape_read(&opening, &stop, opening.bytes.len()).is_none());
     assert!(opening.read(&stop).choices.is_some_and(|c| c.finish));
+}
+
+/// OpenAI's chunks end in an `obfuscation` member whose random string changes chunk by
+/// chunk: the shape takes it as its tail string, and the chunks are read by their strings.
+#[test]
+fn an_obfuscated_stream_is_read_through_its_shape() {
+    let head = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","service_tier":"default","system_fingerprint":"fp_1","#;
+    let chunk = |text: &str, pad: &str| {
+        format!(
+            r#"{head}"choices":[{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":null}}],"obfuscation":"{pad}"}}"#
+        )
+    };
+    let mut opening = Opening::default();
+    let role = format!(
+        r#"{head}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,"finish_reason":null}}],"obfuscation":"Q2"}}"#
+    );
+    assert_eq!(opening.read(&role), EventPeek::read(&role));
+    assert_eq!(
+        opening.read(&chunk("Hel", "x9Ke")),
+        EventPeek::read(&chunk("Hel", "x9Ke"))
+    );
+    assert!(opening.shape.as_ref().is_some_and(|s| s.tail.is_some()));
+    for (text, pad) in [("lo", "a"), ("", "Zk83mQ"), (r"caf\u00e9", "b"), ("!", "")] {
+        let data = chunk(text, pad);
+        let start = opening.bytes.len();
+        assert_eq!(
+            shape_read(&opening, &data, start).is_some(),
+            !text.contains("\\u"),
+            "{data}"
+        );
+        assert_eq!(opening.read(&data), EventPeek::read(&data), "{data}");
+    }
+    assert_eq!(opening.learnt, 1, "one shape for the whole stream");
 }
 
 fn shape_read(opening: &Opening, data: &str, start: usize) -> Option<EventPeek> {
