@@ -120,6 +120,16 @@ pub fn to_client(mut upstream: HeaderMap) -> HeaderMap {
 /// `request-id`, which the Anthropic SDKs read as the request's id.
 pub const ANTHROPIC_REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
 
+// Names the request path looks up on every request, made once: a lookup by `&str` checks
+// and lowercases the name before it hashes it, each time.
+pub const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+pub const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
 #[cfg(test)]
 mod tests {
     use super::*;

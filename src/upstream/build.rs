@@ -5,7 +5,7 @@
 //! Architecture Invariant: the upstream URL is built only from the channel's configured base
 //! URL; nothing in a request can choose the host (R14.3).
 
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Uri};
 
 use super::provider::{self, Target};
@@ -95,16 +95,16 @@ pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError
     headers::to_upstream(outgoing.client_headers, headers, ch.forward_organization);
     if !ch.traceparent {
         // `channels.*.traceparent: false` (R20.1): no trace context leaves for this host.
-        headers.remove("traceparent");
-        headers.remove("tracestate");
+        headers.remove(headers::TRACEPARENT);
+        headers.remove(headers::TRACESTATE);
     } else if let Some(tp) = outgoing.traceparent {
-        headers.insert(HeaderName::from_static("traceparent"), tp.clone());
+        headers.insert(headers::TRACEPARENT, tp.clone());
     }
     if ch.kind != ChannelKind::Anthropic {
         // Anthropic SDK headers mean nothing to the other providers (an Anthropic client on
         // a translated channel).
-        headers.remove("anthropic-version");
-        headers.remove("anthropic-beta");
+        headers.remove(headers::ANTHROPIC_VERSION);
+        headers.remove(headers::ANTHROPIC_BETA);
     }
     let provider = provider::of(ch.kind);
     if let Some(key) = outgoing.key {
@@ -112,12 +112,9 @@ pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError
     }
     provider.required_headers(headers);
     if let Some(k) = outgoing.idempotency_key {
-        headers.insert(HeaderName::from_static("idempotency-key"), k.clone());
+        headers.insert(headers::IDEMPOTENCY_KEY, k.clone());
     }
-    headers.insert(
-        HeaderName::from_static("x-request-id"),
-        outgoing.request_id.clone(),
-    );
+    headers.insert(headers::X_REQUEST_ID, outgoing.request_id.clone());
     headers::channel_headers(ch, headers).map_err(invalid_request)?;
     if !outgoing.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(

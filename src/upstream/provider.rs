@@ -84,7 +84,7 @@ impl Provider for Anthropic {
     }
 
     fn required_headers(&self, headers: &mut HeaderMap) {
-        if !headers.contains_key("anthropic-version") {
+        if !headers.contains_key(crate::http::headers::ANTHROPIC_VERSION) {
             headers.insert(
                 HeaderName::from_static("anthropic-version"),
                 HeaderValue::from_static("2023-06-01"),

@@ -71,7 +71,13 @@ impl Usage {
     pub fn from_body(body: &[u8]) -> Option<Usage> {
         // Most bodies that carry usage say so near their end; none without the key at all.
         USAGE_KEY.rfind(body)?;
-        let parsed: Body = serde_json::from_slice(body).ok()?;
+        // Read as text when the body is UTF-8 (a JSON body always is): one check of the
+        // whole body instead of one per key the parse matches (~1,000 instructions less
+        // for a short answer). A body that is not reads as bytes, as before.
+        let parsed: Body = match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str(text).ok()?,
+            Err(_) => serde_json::from_slice(body).ok()?,
+        };
         let reported = parsed
             .usage
             .0

@@ -285,3 +285,22 @@ fn a_duplicated_usage_member_reads_as_none() {
     let body = br#"{"usage":{"prompt_tokens":3},"usage":{"prompt_tokens":4}}"#;
     assert_eq!(Usage::from_body(body), None);
 }
+
+/// A body read as text (valid UTF-8) and one that is not (a stray byte in a skipped
+/// string, which the byte reading never checks) give the usage the byte reading gives.
+#[test]
+fn a_body_reads_alike_as_text_and_as_bytes() {
+    let text = "{\"choices\":[{\"message\":{\"content\":\"caf\u{e9} \\\"q\\\"\"}}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":3}}}";
+    let mut bytes = text.as_bytes().to_vec();
+    let at = text.find("caf").unwrap_or(0) + 3;
+    bytes[at] = 0xff; // the first byte of "é" alone: not UTF-8 any more
+    let want = Usage {
+        prompt_tokens: 8,
+        completion_tokens: 2,
+        cached_tokens: 3,
+        ..Usage::default()
+    };
+    assert_eq!(Usage::from_body(text.as_bytes()), Some(want));
+    assert!(std::str::from_utf8(&bytes).is_err());
+    assert_eq!(Usage::from_body(&bytes), Some(want));
+}

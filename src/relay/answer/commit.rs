@@ -20,7 +20,12 @@ use crate::routing::plan::Step;
 
 impl Walk<'_> {
     /// Commit `answer` from `step` (sent at `t0`) and answer the client.
-    pub(in crate::relay) fn commit(mut self, answer: Answer, step: &Step, t0: Instant) -> Resp {
+    pub(in crate::relay) fn commit(
+        mut self: Box<Self>,
+        answer: Answer,
+        step: &Step,
+        t0: Instant,
+    ) -> Resp {
         self.succeeded(step, answer.status(), t0);
         let (gw, cx, ch) = (self.gw, self.cx, self.channel(step));
         let cfg = &cx.snap.table.config;
@@ -37,7 +42,7 @@ impl Walk<'_> {
             _ => None,
         };
         // The visit ends (its success recorded) when the walk is dropped here.
-        let Walk { mut fin, .. } = self;
+        let Walk { mut fin, .. } = *self;
         let idle = non_stream_timeout(cfg, ch);
         match answer {
             Answer::Stream {
@@ -55,7 +60,7 @@ impl Walk<'_> {
                         ch.stream_stall
                     },
                 };
-                let body = stream::commit(primed, times, Box::new(obs), resumer);
+                let body = stream::commit(*primed, times, Box::new(obs), resumer);
                 respond(status, headers, body, cfg.debug_headers, &route)
             }
             Answer::Passthrough {
@@ -65,7 +70,7 @@ impl Walk<'_> {
                 body,
             } => {
                 let obs = LogObserver::new(fin, st.clone(), model, status);
-                let body = passthrough::commit(head, body, idle, Box::new(obs));
+                let body = passthrough::commit(head, *body, idle, Box::new(obs));
                 respond(status, headers, body, cfg.debug_headers, &route)
             }
             Answer::Full {

@@ -34,7 +34,7 @@ pub(in crate::relay) async fn whole(
                 status,
                 headers,
                 head,
-                body: inc,
+                body: Box::new(inc),
             })
         }
         Ok(read::Read::Whole(b)) => b,

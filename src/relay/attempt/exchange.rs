@@ -73,7 +73,10 @@ pub enum Answer {
     Stream {
         status: u16,
         headers: HeaderMap,
-        primed: Primed,
+        /// Boxed, as is a pass-through's body: an exchange is moved several times on its
+        /// way to its commit, and inline these two made every answer (a short JSON one
+        /// included) 488 bytes instead of ~230.
+        primed: Box<Primed>,
     },
     /// A complete non-stream success.
     Full {
@@ -88,7 +91,7 @@ pub enum Answer {
         status: u16,
         headers: HeaderMap,
         head: Bytes,
-        body: UpBody,
+        body: Box<UpBody>,
     },
 }
 
@@ -485,7 +488,7 @@ async fn receive(
             status,
             headers: parts.headers,
             head,
-            body: inc,
+            body: Box::new(inc),
         }),
     }
 }
@@ -545,7 +548,7 @@ async fn stream(
     Exchange::Answer(Answer::Stream {
         status,
         headers,
-        primed,
+        primed: Box::new(primed),
     })
 }
 

@@ -245,7 +245,7 @@ impl Walk<'_> {
     /// The hedge committed first: the first attempt is recorded (cancelled or failed, never
     /// for its breaker), its key released, and the hedge's answer committed on its target.
     pub(in crate::relay) fn commit_hedge(
-        mut self,
+        mut self: Box<Self>,
         won: Won,
         first_key: KeyHold,
     ) -> crate::http::body::Resp {

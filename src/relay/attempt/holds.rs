@@ -13,7 +13,7 @@ use crate::wire::usage::Usage;
 #[derive(Default)]
 pub struct LimitHolds {
     pub(in crate::relay) client: Option<Admission<LimitGrant>>,
-    pub key: Option<Admission<LimitGrant>>,
+    pub key: crate::relay::attempt::keys::KeyHold,
     /// The client's in-flight gauge, decremented when the holds end.
     pub(in crate::relay) in_flight: Option<metrics::Gauge>,
 }

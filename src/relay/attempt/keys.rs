@@ -145,8 +145,10 @@ pub fn remaining_fraction(gw: &Gateway, snap: &Snapshot, id: ChannelId, keys: &P
     sum / n as f64
 }
 
-/// An attempt's hold on its key's limits (`None`: the key has none).
-pub type KeyHold = Option<Admission<LimitGrant>>;
+/// An attempt's hold on its key's limits (`None`: the key has none). Boxed: the hold
+/// travels with each attempt's exchange, and inline its 240 bytes were copied with it
+/// on every attempt, limited key or not.
+pub type KeyHold = Option<Box<Admission<LimitGrant>>>;
 
 /// A key with no room for the attempt: why, and when it will have room (when known).
 #[derive(Debug, Clone)]
@@ -185,7 +187,7 @@ pub async fn hold_key(
                     .take_key(&ch.name, &fp, &ch.limits, tokens, now)
                     .await
                 {
-                    Ok(a) => return Ok(Some(a)),
+                    Ok(a) => return Ok(Some(Box::new(a))),
                     Err(r) => r.retry_after.ok_or_else(|| Held {
                         why: format!(
                             "key_rate_limited: the attempt needs more than key {k}'s limits allow"

@@ -181,8 +181,9 @@ pub(super) struct Walk<'a> {
 
 impl<'a> Walk<'a> {
     /// Plan the attempts, then admit the request (R11.1; rate limits go first, R15.1). A
-    /// refused request is answered at once.
-    async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Walk<'a>, Resp> {
+    /// refused request is answered at once. The walk is made in its box: inline it was
+    /// ~1 KB copied out of this future, into the loop's and into its commit.
+    async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Box<Walk<'a>>, Resp> {
         let deadline = crate::clock::instant() + cx.snap.table.config.timeouts.request_deadline;
         let mut rng = fastrand::Rng::new();
         let mut fin = Finish::new(gw, cx);
@@ -194,26 +195,29 @@ impl<'a> Walk<'a> {
             fin.failed(r.error.status.as_u16());
             return Err(r.resp);
         }
-        Ok(Walk {
-            gw,
-            cx,
-            planned,
-            visits: Visits::new(&cx.snap, &gw.store).streaming(cx.wants_stream()),
-            fin,
-            last: LastFailure::None,
-            first: None,
-            rng,
-            deadline,
-            budget,
-            backoff: Duration::ZERO,
-            held: false,
-            last_is_skip: false,
-            misfits: Vec::new(),
-            short_wait: None,
-            held_wait: None,
-            hedges: 0,
-            lost: None,
-        })
+        Ok(Box::write(
+            Box::new_uninit(),
+            Walk {
+                gw,
+                cx,
+                planned,
+                visits: Visits::new(&cx.snap, &gw.store).streaming(cx.wants_stream()),
+                fin,
+                last: LastFailure::None,
+                first: None,
+                rng,
+                deadline,
+                budget,
+                backoff: Duration::ZERO,
+                held: false,
+                last_is_skip: false,
+                misfits: Vec::new(),
+                short_wait: None,
+                held_wait: None,
+                hedges: 0,
+                lost: None,
+            },
+        ))
     }
 
     pub(super) fn channel(&self, step: &Step) -> &'a Channel {
@@ -671,7 +675,7 @@ impl<'a> Walk<'a> {
     }
 
     /// Nothing succeeded: answer with the last failure (scrubbed) and close the record.
-    fn fail(self) -> Resp {
+    fn fail(self: Box<Self>) -> Resp {
         let debug = self.cx.snap.table.config.debug_headers;
         let route = self.fin.chain();
         let mut resp = failure_response(self.last, self.cx);

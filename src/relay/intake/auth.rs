@@ -24,7 +24,9 @@ pub fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
             .or_else(|| bytes.strip_prefix(b"bearer "))?;
         return Some(bytes.trim_ascii());
     }
-    headers.get("x-api-key").map(|v| v.as_bytes().trim_ascii())
+    headers
+        .get(crate::http::headers::X_API_KEY)
+        .map(|v| v.as_bytes().trim_ascii())
 }
 
 /// The client owning the presented key, if any.

@@ -53,7 +53,8 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
         started: crate::clock::instant().into_std(),
         format: wire_format(
             path.as_deref().unwrap_or(raw_path),
-            req.headers().contains_key("anthropic-version"),
+            req.headers()
+                .contains_key(crate::http::headers::ANTHROPIC_VERSION),
         ),
         path,
         raw_uri,
@@ -347,7 +348,7 @@ fn counts_locally(
 
 /// R10.2: the client's `Idempotency-Key`, when it is valid.
 fn idempotency_key(h: &http::HeaderMap) -> Option<HeaderValue> {
-    h.get("idempotency-key")
+    h.get(crate::http::headers::IDEMPOTENCY_KEY)
         .filter(|v| valid_idempotency_key(v.as_bytes()))
         .cloned()
 }
@@ -359,7 +360,7 @@ fn is_json(h: &http::HeaderMap) -> bool {
 }
 
 fn request_id(headers: &http::HeaderMap) -> HeaderValue {
-    if let Some(given) = headers.get("x-request-id") {
+    if let Some(given) = headers.get(crate::http::headers::X_REQUEST_ID) {
         let bytes = given.as_bytes();
         if !bytes.is_empty() && bytes.len() <= 128 && bytes.iter().all(|c| c.is_ascii_graphic()) {
             return given.clone();

@@ -207,7 +207,7 @@ impl Resumer {
             {
                 self.left -= 1;
                 return Some(Continued {
-                    primed,
+                    primed: *primed,
                     snap: snap.clone(),
                     channel,
                     key_index,
