@@ -13,7 +13,7 @@
 
 use std::sync::LazyLock;
 
-use memchr::memmem::FinderRev;
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -21,9 +21,12 @@ use super::lenient::{Lenient, Object};
 
 pub use super::usage_stream::{estimate_tokens, StreamUsage, CHARS_PER_TOKEN};
 
-/// The usage key, searched for from a body's end before it is parsed (built once: a finder
-/// costs more to build than to run over a short body).
-static USAGE_KEY: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(b"\"usage\""));
+/// The usage key, searched for before a body is parsed (built once: a finder costs more to
+/// build than to run over a short body). Forwards: the forward search is vectorised, the
+/// reverse one is not, and from a short answer's start to its usage near the end the
+/// forward search was ~570 instructions cheaper (callgrind); over a long answer either is
+/// a small part of the parse that follows.
+static USAGE_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
@@ -69,8 +72,8 @@ impl Usage {
     /// `None` when there is none or the body is not a JSON object. Every other field is
     /// skipped without being built.
     pub fn from_body(body: &[u8]) -> Option<Usage> {
-        // Most bodies that carry usage say so near their end; none without the key at all.
-        USAGE_KEY.rfind(body)?;
+        // None without the key at all.
+        USAGE_KEY.find(body)?;
         // Read as text when the body is UTF-8 (a JSON body always is): one check of the
         // whole body instead of one per key the parse matches (~1,000 instructions less
         // for a short answer). A body that is not reads as bytes, as before.

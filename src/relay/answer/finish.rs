@@ -64,9 +64,7 @@ impl Finish {
     /// In a box: the record travels from the attempt loop into the commit and a stream's
     /// observer, and each move is then a pointer's, not ~1 KB copied.
     pub fn new(gw: &Gateway, job: &Context) -> Box<Finish> {
-        // Made in its box (`Box::write` into `Box::new_uninit()`, the record written in
-        // place): `Box::new` of a finished value copied its ~1 KB in three pieces.
-        let rec = |job: &Context| RequestRecord {
+        let rec = RequestRecord {
             id: job.rid().to_string(),
             ts_ms: now_ms(),
             client: job.client.name.clone(),
@@ -95,25 +93,22 @@ impl Finish {
             trace_id: None,
             latency_ms: 0,
         };
-        Box::write(
-            Box::new_uninit(),
-            Finish {
-                store: gw.store.clone(),
-                metrics: gw.request_metrics.clone(),
-                rec: rec(job),
-                started: job.started,
-                request_bytes: job.body.len(),
-                attempts: Vec::new(),
-                billing: None,
-                limit: Default::default(),
-                written: false,
-                family: job.family,
-                trace: Trace::of(job).map(Box::new),
-                resuming: false,
-                upstream: Duration::ZERO,
-                answered: None,
-            },
-        )
+        Box::new(Finish {
+            store: gw.store.clone(),
+            metrics: gw.request_metrics.clone(),
+            rec,
+            started: job.started,
+            request_bytes: job.body.len(),
+            attempts: Vec::new(),
+            billing: None,
+            limit: Default::default(),
+            written: false,
+            family: job.family,
+            trace: Trace::of(job).map(Box::new),
+            resuming: false,
+            upstream: Duration::ZERO,
+            answered: None,
+        })
     }
 
     /// Record one attempt (R4.6): its channel, key index, upstream status, class, latency and
