@@ -181,8 +181,9 @@ pub(super) struct Walk<'a> {
 
 impl<'a> Walk<'a> {
     /// Plan the attempts, then admit the request (R11.1; rate limits go first, R15.1). A
-    /// refused request is answered at once. The walk is made in its box: inline it was
-    /// ~1 KB copied out of this future, into the loop's and into its commit.
+    /// refused request is answered at once. The walk lives in a box: inline it was ~1 KB
+    /// copied out of this future, into the loop's and into its commit (written into its
+    /// box, it is still copied there once).
     async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Box<Walk<'a>>, Resp> {
         let deadline = crate::clock::instant() + cx.snap.table.config.timeouts.request_deadline;
         let mut rng = fastrand::Rng::new();
