@@ -11,7 +11,9 @@ use http::{Method, Request, Uri};
 use super::provider::{self, Target};
 use super::UpstreamBody;
 use crate::config::model::{Channel, ChannelKind};
-use crate::http::headers;
+use crate::http::headers::{
+    self, ANTHROPIC_BETA, ANTHROPIC_VERSION, IDEMPOTENCY_KEY, TRACEPARENT, TRACESTATE, X_REQUEST_ID,
+};
 use crate::routing::outcome::ChannelFault;
 use crate::secret::Secret;
 
@@ -95,16 +97,16 @@ pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError
     headers::to_upstream(outgoing.client_headers, headers, ch.forward_organization);
     if !ch.traceparent {
         // `channels.*.traceparent: false` (R20.1): no trace context leaves for this host.
-        headers.remove(headers::TRACEPARENT);
-        headers.remove(headers::TRACESTATE);
+        headers.remove(TRACEPARENT);
+        headers.remove(TRACESTATE);
     } else if let Some(tp) = outgoing.traceparent {
-        headers.insert(headers::TRACEPARENT, tp.clone());
+        headers.insert(TRACEPARENT, tp.clone());
     }
     if ch.kind != ChannelKind::Anthropic {
         // Anthropic SDK headers mean nothing to the other providers (an Anthropic client on
         // a translated channel).
-        headers.remove(headers::ANTHROPIC_VERSION);
-        headers.remove(headers::ANTHROPIC_BETA);
+        headers.remove(ANTHROPIC_VERSION);
+        headers.remove(ANTHROPIC_BETA);
     }
     let provider = provider::of(ch.kind);
     if let Some(key) = outgoing.key {
@@ -112,9 +114,9 @@ pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError
     }
     provider.required_headers(headers);
     if let Some(k) = outgoing.idempotency_key {
-        headers.insert(headers::IDEMPOTENCY_KEY, k.clone());
+        headers.insert(IDEMPOTENCY_KEY, k.clone());
     }
-    headers.insert(headers::X_REQUEST_ID, outgoing.request_id.clone());
+    headers.insert(X_REQUEST_ID, outgoing.request_id.clone());
     headers::channel_headers(ch, headers).map_err(invalid_request)?;
     if !outgoing.body.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(

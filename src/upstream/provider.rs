@@ -13,6 +13,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use super::build::{invalid_key, BuildError};
 use crate::config::model::ChannelKind;
+use crate::http::headers::{ANTHROPIC_VERSION, X_API_KEY};
 use crate::secret::Secret;
 
 /// What the path of one request depends on besides the client's path.
@@ -79,16 +80,13 @@ struct Anthropic;
 
 impl Provider for Anthropic {
     fn authenticate(&self, key: &Secret, headers: &mut HeaderMap) -> Result<(), BuildError> {
-        headers.insert(HeaderName::from_static("x-api-key"), key_value(key)?);
+        headers.insert(X_API_KEY, key_value(key)?);
         Ok(())
     }
 
     fn required_headers(&self, headers: &mut HeaderMap) {
-        if !headers.contains_key(crate::http::headers::ANTHROPIC_VERSION) {
-            headers.insert(
-                HeaderName::from_static("anthropic-version"),
-                HeaderValue::from_static("2023-06-01"),
-            );
+        if !headers.contains_key(ANTHROPIC_VERSION) {
+            headers.insert(ANTHROPIC_VERSION, HeaderValue::from_static("2023-06-01"));
         }
     }
 }

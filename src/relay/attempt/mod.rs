@@ -182,8 +182,8 @@ pub(super) struct Walk<'a> {
 impl<'a> Walk<'a> {
     /// Plan the attempts, then admit the request (R11.1; rate limits go first, R15.1). A
     /// refused request is answered at once. The walk lives in a box: inline it was ~1 KB
-    /// copied out of this future, into the loop's and into its commit (written into its
-    /// box, it is still copied there once).
+    /// copied out of this future, into the loop's and into its commit (it is still copied
+    /// once, into its box).
     async fn start(gw: &'a Arc<Gateway>, cx: &'a Context) -> Result<Box<Walk<'a>>, Resp> {
         let deadline = crate::clock::instant() + cx.snap.table.config.timeouts.request_deadline;
         let mut rng = fastrand::Rng::new();
@@ -196,29 +196,26 @@ impl<'a> Walk<'a> {
             fin.failed(r.error.status.as_u16());
             return Err(r.resp);
         }
-        Ok(Box::write(
-            Box::new_uninit(),
-            Walk {
-                gw,
-                cx,
-                planned,
-                visits: Visits::new(&cx.snap, &gw.store).streaming(cx.wants_stream()),
-                fin,
-                last: LastFailure::None,
-                first: None,
-                rng,
-                deadline,
-                budget,
-                backoff: Duration::ZERO,
-                held: false,
-                last_is_skip: false,
-                misfits: Vec::new(),
-                short_wait: None,
-                held_wait: None,
-                hedges: 0,
-                lost: None,
-            },
-        ))
+        Ok(Box::new(Walk {
+            gw,
+            cx,
+            planned,
+            visits: Visits::new(&cx.snap, &gw.store).streaming(cx.wants_stream()),
+            fin,
+            last: LastFailure::None,
+            first: None,
+            rng,
+            deadline,
+            budget,
+            backoff: Duration::ZERO,
+            held: false,
+            last_is_skip: false,
+            misfits: Vec::new(),
+            short_wait: None,
+            held_wait: None,
+            hedges: 0,
+            lost: None,
+        }))
     }
 
     pub(super) fn channel(&self, step: &Step) -> &'a Channel {

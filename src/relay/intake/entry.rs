@@ -85,10 +85,8 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Resp {
             .insert(ANTHROPIC_REQUEST_ID, ctx.request_id.clone());
     }
     // A static name: a string key would build (allocate) the custom name on every answer.
-    resp.headers_mut().insert(
-        header::HeaderName::from_static("x-request-id"),
-        ctx.request_id,
-    );
+    resp.headers_mut()
+        .insert(crate::http::headers::X_REQUEST_ID, ctx.request_id);
     if head {
         // A HEAD answer has no body on any protocol (hyper omits it on HTTP/1 only).
         *resp.body_mut() = ResponseBody::full(bytes::Bytes::new());
