@@ -90,6 +90,17 @@ impl GatewayError {
         )
     }
 
+    /// A JSON-only endpoint asked with a body whose `Content-Type` is not JSON (`curl -d`
+    /// sends `application/x-www-form-urlencoded`): the model it names was not read.
+    pub fn not_json(path: &str) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_content_type",
+            "invalid_request_error",
+            format!("`{path}` reads a JSON body: send `Content-Type: application/json` (this request's Content-Type is not JSON, so the model it names was not read)"),
+        )
+    }
+
     pub fn invalid_path(why: &str) -> Self {
         Self::bad_request(
             "invalid_path",
@@ -252,7 +263,7 @@ impl GatewayError {
 /// Anthropic's error types are fixed; map ours onto theirs.
 fn anthropic_type(status: StatusCode, kind: &str) -> &'static str {
     match status.as_u16() {
-        400 | 405 | 426 => "invalid_request_error",
+        400 | 405 | 415 | 426 => "invalid_request_error",
         413 => "request_too_large",
         401 => "authentication_error",
         402 => "billing_error",
@@ -283,6 +294,10 @@ mod tests {
             (GatewayError::upgrade_required(), "invalid_request_error"),
             (GatewayError::path_not_found("/v1/x"), "not_found_error"),
             (GatewayError::invalid_path("x"), "invalid_request_error"),
+            (
+                GatewayError::not_json("/v1/messages"),
+                "invalid_request_error",
+            ),
         ] {
             let v: serde_json::Value =
                 serde_json::from_slice(&e.body(ClientFormat::Anthropic)).unwrap();

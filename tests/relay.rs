@@ -114,6 +114,41 @@ async fn bad_requests_get_clear_errors() {
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_json");
 
+    // `curl -d` sends a JSON body as a form: said as such, not as a path no channel serves
+    // (it was `404 path_not_found`), in the format of the endpoint asked.
+    let chat = r#"{"model":"gpt-x","messages":[{"role":"user","content":"hi"}]}"#;
+    for (path, ct, error_at) in [
+        (
+            "/v1/chat/completions",
+            "application/x-www-form-urlencoded",
+            "/error/code",
+        ),
+        ("/v1/messages", "text/plain", "/error/type"),
+    ] {
+        let response = gw
+            .http
+            .post(format!("{}{path}", gw.base))
+            .bearer_auth(ALICE)
+            .header("content-type", ct)
+            .body(chat)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 415, "{path}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        let want = if path == "/v1/messages" {
+            "invalid_request_error"
+        } else {
+            "unsupported_content_type"
+        };
+        assert_eq!(body.pointer(error_at).unwrap(), want, "{path}: {body}");
+        let message = body.pointer("/error/message").unwrap().as_str().unwrap();
+        assert!(
+            message.contains("Content-Type: application/json"),
+            "{message}"
+        );
+    }
+
     let response = gw.chat("no-such-model", false).await;
     assert_eq!(response.status(), 404);
     let body: serde_json::Value = response.json().await.unwrap();

@@ -49,6 +49,22 @@ impl PathFamily {
         )
     }
 
+    /// The families whose body is always a JSON object (R1.1): a request to one of them
+    /// whose `Content-Type` is not JSON has no model the gateway could read. Images and
+    /// audio also take multipart bodies (edits, transcriptions), routed by path.
+    pub fn json_only(self) -> bool {
+        matches!(
+            self,
+            PathFamily::Chat
+                | PathFamily::Completions
+                | PathFamily::Embeddings
+                | PathFamily::Moderations
+                | PathFamily::Messages
+                | PathFamily::TokenCount
+                | PathFamily::Responses
+        )
+    }
+
     /// Whether requests of this family are charged to the client's quota (R11.1): token
     /// counting is free at every provider, so it is neither precharged nor billed.
     pub fn billed(self) -> bool {

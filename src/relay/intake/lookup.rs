@@ -73,6 +73,7 @@ pub fn routes(
     Err(match (w.model, by_model) {
         (Some(m), true) => GatewayError::model_not_found(m),
         (None, true) if w.json => GatewayError::missing_model(),
+        (None, true) if w.family.json_only() => GatewayError::not_json(w.path),
         _ => GatewayError::path_not_found(w.path),
     })
 }
