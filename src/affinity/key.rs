@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -170,11 +170,19 @@ fn body_path(body: &[u8], path: &[String]) -> Option<String> {
     scalar(raw)
 }
 
-fn header(headers: &HeaderMap, names: &[HeaderName]) -> Option<String> {
-    names.iter().find_map(|n| {
-        headers
-            .get(n)
-            .and_then(|v| v.to_str().ok())
+/// The first of `names` (in their order) whose first value is non-blank text, trimmed.
+/// One pass over the request's headers, comparing names, instead of one hashed lookup per
+/// name: a request carries a handful of headers, and most of these names are absent.
+fn header<const N: usize>(headers: &HeaderMap, names: &[HeaderName; N]) -> Option<String> {
+    let mut first: [Option<&HeaderValue>; N] = [None; N];
+    for (name, value) in headers {
+        if let Some(i) = names.iter().position(|n| n == name) {
+            first[i].get_or_insert(value);
+        }
+    }
+    first.into_iter().flatten().find_map(|v| {
+        v.to_str()
+            .ok()
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)

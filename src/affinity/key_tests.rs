@@ -347,6 +347,51 @@ fn codex_headers() {
     );
 }
 
+/// The session headers are read in their listed order, not the request's: the first name
+/// whose first value is non-blank wins; a blank or non-text value passes to the next name,
+/// and a name's second value is never read.
+#[test]
+fn session_headers_in_their_order() {
+    let affinity = aff(vec![]);
+    let session_of = |headers: &HeaderMap| {
+        key(&affinity, "m", "/v1/chat/completions", headers, "{}").map(|k| (k.kind, k.hash))
+    };
+    let want = |v: &str| {
+        Some((
+            StickyKind::Session,
+            key_hash("alice", "default", "m", StickyKind::Session, v),
+        ))
+    };
+    let mut headers = HeaderMap::new();
+    headers.append("x-claude-code-session-id", "last".parse().unwrap());
+    headers.append("session-id", "third".parse().unwrap());
+    headers.append("x-session-id", "  ".parse().unwrap());
+    assert_eq!(
+        session_of(&headers),
+        want("third"),
+        "blank x-session-id skipped"
+    );
+    headers.append("x-session-id", "second-value".parse().unwrap());
+    assert_eq!(
+        session_of(&headers),
+        want("third"),
+        "only a name's first value"
+    );
+    headers.insert("x-session-id", HeaderValue::from_bytes(b"\xff").unwrap());
+    assert_eq!(session_of(&headers), want("third"), "non-text skipped");
+    headers.insert("x-session-id", " first ".parse().unwrap());
+    assert_eq!(
+        session_of(&headers),
+        want("first"),
+        "trimmed, first in order"
+    );
+    headers.remove("x-session-id");
+    headers.remove("session-id");
+    assert_eq!(session_of(&headers), want("last"));
+    headers.remove("x-claude-code-session-id");
+    assert_eq!(session_of(&headers), None);
+}
+
 /// B-tenants: the same id from two clients is two keys.
 #[test]
 fn keys_are_scoped_by_client() {
