@@ -66,6 +66,88 @@ async fn slow_headers_are_cut_by_the_header_read_timeout() {
     gw.stop().await;
 }
 
+/// R14.2 on a kept-alive connection: the header-read timeout (300 ms) runs from a head's
+/// first byte, not from when the connection went idle. hyper's own timer ran from the end
+/// of the last response, so a client that came back after an idle spell longer than the
+/// timeout with its head in two reads was cut in the middle of it; a head that stalls is
+/// still cut after the timeout, not left to the idle timeout (30 s).
+#[tokio::test]
+async fn a_slow_second_head_is_cut_by_the_header_read_timeout() {
+    let (gw, m) = gateway("  header_read_timeout: 300ms\n  idle_timeout: 30s\n").await;
+    let mut socket = TcpStream::connect(addr(&gw)).await.unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{AUTH}content-length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    // Heads whole in one write, then one in two writes after an idle spell past the
+    // timeout: all served on the one connection.
+    for split in [None, None, Some(Duration::from_millis(400))] {
+        match split {
+            None => socket.write_all(request.as_bytes()).await.unwrap(),
+            Some(idle) => {
+                tokio::time::sleep(idle).await;
+                let (a, b) = request.split_at(40);
+                socket.write_all(a.as_bytes()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                socket.write_all(b.as_bytes()).await.unwrap();
+            }
+        }
+        let head = read_head(&mut socket).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "split {split:?}: {head}");
+        let mut body = vec![0; content_length(&head)];
+        socket.read_exact(&mut body).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    socket.write_all(b"POST /v1/chat/comp").await.unwrap();
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "connection still open after 5 s");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "closed after {took:?}");
+    assert!(
+        took >= Duration::from_millis(200),
+        "closed too early: {took:?}"
+    );
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    assert_eq!(m["a"].calls(), 3);
+    gw.stop().await;
+}
+
+/// The response head (up to the blank line) from `socket`, byte by byte.
+async fn read_head(socket: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        let n = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut byte))
+            .await
+            .expect("a response head within 5 s")
+            .unwrap();
+        assert_eq!(
+            n,
+            1,
+            "closed inside a head: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+fn content_length(head: &str) -> usize {
+    head.lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .expect("a content-length")
+}
+
 /// R14.5: smuggling shapes get 400 and never reach the upstream.
 #[tokio::test]
 async fn smuggling_shapes_get_400() {

@@ -26,6 +26,7 @@ use crate::http::conn::{Activity, Expired, PerIp, Tracked};
 use crate::http::cores;
 use crate::http::sniff::Sniffed;
 use crate::http::spread::{Handed, Serving, Spread};
+use crate::http::timer::{HeadClock, HeadTimer};
 use crate::telemetry;
 
 /// What the listener serves: an answer to each request, and the configuration in force for
@@ -334,28 +335,36 @@ struct Conn<S> {
 impl<S: Service> Conn<S> {
     async fn run(self, stream: TcpStream) {
         let activity = Activity::default();
+        let heads = HeadClock::new();
         match self.tls.clone() {
             None => {
-                self.serve(TokioIo::new(Sniffed::new(stream)), &activity)
-                    .await
+                let io = TokioIo::new(Sniffed::new(stream, heads.clone()));
+                self.serve(io, &activity, heads).await
             }
             // Boxed: the TLS handshake and stream (rustls' state) are several KB that would
             // otherwise sit in every connection's task, plain ones included, for its life.
-            Some(acc) => Box::pin(self.serve_tls(acc, stream, &activity)).await,
+            Some(acc) => Box::pin(self.serve_tls(acc, stream, &activity, heads)).await,
         }
     }
 
     /// The TLS handshake (within the header read timeout of the accept), then serve over it.
-    async fn serve_tls(self, acc: TlsAcceptor, stream: TcpStream, activity: &Activity) {
+    async fn serve_tls(
+        self,
+        acc: TlsAcceptor,
+        stream: TcpStream,
+        activity: &Activity,
+        heads: Arc<HeadClock>,
+    ) {
         let deadline = self.accepted + self.limits.header_read_timeout;
         if let Ok(Ok(s)) = tokio::time::timeout_at(deadline, acc.accept(stream)).await {
-            self.serve(TokioIo::new(Sniffed::new(s)), activity).await;
+            let io = TokioIo::new(Sniffed::new(s, heads.clone()));
+            self.serve(io, activity, heads).await;
         }
     }
 
     /// Serve HTTP/1.1 or HTTP/2 on `io` until the client leaves, the watchdog ends the
     /// connection, or the gateway drains.
-    async fn serve<I>(mut self, io: TokioIo<I>, activity: &Activity)
+    async fn serve<I>(mut self, io: TokioIo<I>, activity: &Activity, heads: Arc<HeadClock>)
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -378,7 +387,9 @@ impl<S: Service> Conn<S> {
         let mut builder = Builder::new(TokioExecutor::new());
         builder
             .http1()
-            .timer(TokioTimer::new())
+            // Timed from each head's first read, not from when the connection went idle
+            // (`timer`): in tokio's wheel only while a head is incomplete.
+            .timer(HeadTimer::new(heads, self.limits.header_read_timeout))
             .header_read_timeout(self.limits.header_read_timeout)
             .max_buf_size(256 * 1024);
         builder

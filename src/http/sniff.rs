@@ -10,9 +10,12 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::timer::HeadClock;
 
 /// Where the tracker is in the byte stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +53,8 @@ pub struct Tracker {
     pub refuse: bool,
     upgrade: bool,
     first: bool,
+    /// A line of the current head has been read (the head is under way).
+    in_head: bool,
 }
 
 const MAX_LINE: usize = 64 * 1024;
@@ -68,6 +73,7 @@ impl Default for Tracker {
             refuse: false,
             upgrade: false,
             first: true,
+            in_head: false,
         }
     }
 }
@@ -180,6 +186,7 @@ impl Tracker {
         if line.is_empty() {
             return true;
         }
+        self.in_head = true;
         let Some(colon) = memchr::memchr(b':', line) else {
             return false; // request line
         };
@@ -247,21 +254,45 @@ impl Tracker {
         self.te = false;
         self.chunked = false;
         self.upgrade = false;
+        self.in_head = false;
         rejected
     }
+
+    /// Where the next request head stands after the bytes fed so far (`timer`).
+    pub fn head(&self) -> Progress {
+        match self.state {
+            State::Pass => Progress::Untracked,
+            State::Head if self.in_head || !self.line.is_empty() => Progress::Incomplete,
+            _ => Progress::Between,
+        }
+    }
+}
+
+/// Where a connection's next request head stands, by its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// No head under way: idle, or in a body.
+    Between,
+    /// Part of a head has arrived, not its end.
+    Incomplete,
+    /// The framing is not followed (HTTP/2, an upgrade, a framing not understood).
+    Untracked,
 }
 
 /// An I/O stream whose incoming bytes pass through a [`Tracker`].
 pub struct Sniffed<T> {
     inner: T,
     tracker: Tracker,
+    /// When the current head began, for hyper's header-read timer (`timer`).
+    clock: Arc<HeadClock>,
 }
 
 impl<T> Sniffed<T> {
-    pub fn new(inner: T) -> Self {
+    pub fn new(inner: T, clock: Arc<HeadClock>) -> Self {
         Sniffed {
             inner,
             tracker: Tracker::default(),
+            clock,
         }
     }
 }
@@ -283,7 +314,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Sniffed<T> {
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = poll {
             let new = &mut buf.filled_mut()[before..];
-            if this.tracker.feed(new) {
+            let rejected = this.tracker.feed(new);
+            match this.tracker.head() {
+                Progress::Between => this.clock.between(),
+                Progress::Incomplete => this.clock.incomplete(),
+                Progress::Untracked => this.clock.untracked(),
+            }
+            if rejected {
                 tracing::info!(
                     "refused a request carrying both Content-Length and Transfer-Encoding"
                 );

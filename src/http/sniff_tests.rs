@@ -125,3 +125,32 @@ fn every_three_way_split_tracks_the_same() {
         }
     }
 }
+
+/// Where the next head stands after each read (the header-read timer's input, `timer`): a
+/// head is incomplete from its first byte to its empty line; bodies and the time between
+/// requests are not heads; an HTTP/2 preface or an upgrade is not followed any more.
+#[test]
+fn head_progress_by_read() {
+    let mut t = Tracker::default();
+    let mut step = |bytes: &[u8]| {
+        t.feed(&mut bytes.to_vec());
+        t.head()
+    };
+    assert_eq!(step(b""), Progress::Between);
+    assert_eq!(step(b"PO"), Progress::Incomplete, "a partial request line");
+    assert_eq!(step(b"ST /a HTTP/1.1\r\n"), Progress::Incomplete);
+    assert_eq!(step(b"Content-Length: 4\r\n"), Progress::Incomplete);
+    assert_eq!(step(b"\r\nab"), Progress::Between, "in the body");
+    assert_eq!(step(b"cd"), Progress::Between, "between requests");
+    let whole = b"POST /b HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(step(whole), Progress::Between, "a head whole in one read");
+    assert_eq!(step(b"GET /c HTTP/1.1\r\nHost: x\r"), Progress::Incomplete);
+    assert_eq!(step(b"\n\r\n"), Progress::Between);
+    assert_eq!(
+        step(b"GET /d HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"),
+        Progress::Untracked
+    );
+    let mut h2 = Tracker::default();
+    h2.feed(&mut b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec());
+    assert_eq!(h2.head(), Progress::Untracked);
+}
