@@ -53,16 +53,7 @@ impl PathFamily {
     /// whose `Content-Type` is not JSON has no model the gateway could read. Images and
     /// audio also take multipart bodies (edits, transcriptions), routed by path.
     pub fn json_only(self) -> bool {
-        matches!(
-            self,
-            PathFamily::Chat
-                | PathFamily::Completions
-                | PathFamily::Embeddings
-                | PathFamily::Moderations
-                | PathFamily::Messages
-                | PathFamily::TokenCount
-                | PathFamily::Responses
-        )
+        self.routed_by_model() && !matches!(self, PathFamily::Images | PathFamily::Audio)
     }
 
     /// Whether requests of this family are charged to the client's quota (R11.1): token

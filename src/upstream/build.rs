@@ -94,11 +94,6 @@ pub fn build(outgoing: Outgoing<'_>) -> Result<Request<UpstreamBody>, BuildError
     let headers = builder
         .headers_mut()
         .ok_or_else(|| invalid_request("request builder failed".into()))?;
-    // Room for every header at once: the client's, then the gateway's own (auth, request
-    // id, framing, encoding, trace, idempotency) and the channel's. Growing from empty
-    // rehashed the map on the way (callgrind: ~700 instructions a request). Bounded by
-    // hyper's header limit; a map that cannot grow to it is only slower.
-    let _ = headers.try_reserve(outgoing.client_headers.len() + 8 + ch.headers.len());
     headers::to_upstream(outgoing.client_headers, headers, ch.forward_organization);
     if !ch.traceparent {
         // `channels.*.traceparent: false` (R20.1): no trace context leaves for this host.
