@@ -143,26 +143,26 @@ impl Primed {
 /// (`pump`): it stays in tokio's wheel across reads and is moved only when it fires before
 /// the wake it stands for. That wake only moves later as events come, so a stream costs a
 /// wheel move per quiet spell instead of a sleep made, entered and dropped per read
-/// (callgrind: ~470 instructions an event).
-struct Alarm(Pin<Box<tokio::time::Sleep>>);
+/// (callgrind: ~470 instructions an event). Made at the first wait, for its wake.
+#[derive(Default)]
+struct Alarm(Option<Pin<Box<tokio::time::Sleep>>>);
 
 impl Alarm {
-    fn new(at: Instant) -> Alarm {
-        Alarm(Box::pin(tokio::time::sleep_until(at)))
-    }
-
     /// Ready once `wake` has passed.
     fn poll_until(&mut self, wake: Instant, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0.deadline() > wake {
-            self.0.as_mut().reset(wake);
+        let sleep = self
+            .0
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake)));
+        if sleep.deadline() > wake {
+            sleep.as_mut().reset(wake);
         }
         loop {
-            std::task::ready!(self.0.as_mut().poll(cx));
+            std::task::ready!(sleep.as_mut().poll(cx));
             if Instant::now() >= wake {
                 return Poll::Ready(());
             }
             // Fired for an earlier wake: on to this one.
-            self.0.as_mut().reset(wake);
+            sleep.as_mut().reset(wake);
         }
     }
 }
@@ -512,7 +512,7 @@ async fn pump(
         }
         let mut last_upstream = Instant::now();
         let mut last_client = Instant::now();
-        let mut alarm = Alarm::new(last_client + times.keepalive.min(times.silence().0));
+        let mut alarm = Alarm::default();
         loop {
             // Every complete event is relayed before the next read, in one write.
             let mut sent = false;
@@ -721,7 +721,7 @@ mod tests {
     async fn the_alarm_rings_at_the_wake_it_is_asked_for() {
         let start = Instant::now();
         let ms = Duration::from_millis;
-        let mut alarm = Alarm::new(start + ms(100));
+        let mut alarm = Alarm::default();
         assert_eq!(poll_alarm(&mut alarm, start + ms(100)), Poll::Pending);
         // Events came: the wake moved on; the sleep set for 100 ms fires early, unseen.
         tokio::time::advance(ms(150)).await;
@@ -731,7 +731,8 @@ mod tests {
         tokio::time::advance(ms(60)).await;
         assert_eq!(poll_alarm(&mut alarm, start + ms(400)), Poll::Ready(()));
         // A wake earlier than the sleep's deadline is not missed.
-        let mut alarm = Alarm::new(start + ms(10_000));
+        let mut alarm = Alarm::default();
+        assert_eq!(poll_alarm(&mut alarm, start + ms(10_000)), Poll::Pending);
         assert_eq!(poll_alarm(&mut alarm, start + ms(500)), Poll::Pending);
         tokio::time::advance(ms(100)).await;
         assert_eq!(poll_alarm(&mut alarm, start + ms(500)), Poll::Ready(()));
