@@ -130,7 +130,13 @@ pub const MAX_PENDING: usize = 16 * 1024 * 1024;
 /// UTF-8 character, between `\r` and `\n`). Lines end in `\n`, `\r\n` or `\r`.
 #[derive(Debug, Default)]
 pub struct Framer {
+    /// The bytes held, copied together: an incomplete event and what came after it.
     buf: BytesMut,
+    /// The rest of the last read taken whole (`push_read`), its events still to be split off
+    /// uncopied; never held together with `buf` (one of the two is empty).
+    read: Bytes,
+    /// The whole of that read, while events of it are still to be taken (`Framer::source`).
+    whole: Bytes,
     /// Next byte to examine; everything before it is scanned.
     scan: usize,
     /// Start of the line being scanned.
@@ -160,27 +166,59 @@ impl Framer {
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
+        self.spill();
         self.buf.extend_from_slice(chunk);
+    }
+
+    /// [`Framer::push`] of a read the caller owns: when nothing is held (a read that starts
+    /// at an event boundary, the common case) it is kept as it came and its events are
+    /// slices of it, so a read whose events all go to the client unchanged can leave as the
+    /// read itself (`Framer::source`, `http::pieces`). An incomplete event at its end is
+    /// copied out once no complete one is left, so a read is never held across a wait.
+    pub fn push_read(&mut self, read: Bytes) {
+        if self.buf.is_empty() && self.read.is_empty() {
+            self.whole = read.clone();
+            self.read = read;
+        } else {
+            self.push(&read);
+        }
+    }
+
+    /// The read whose events `next_event` is splitting off uncopied (`push_read`), if any:
+    /// those events are slices of it.
+    pub fn source(&self) -> Option<Bytes> {
+        (!self.whole.is_empty()).then(|| self.whole.clone())
+    }
+
+    /// Copy what is left of a read taken whole into `buf` (the scan's offsets stay valid:
+    /// `buf` was empty, so the same bytes sit at the same offsets).
+    fn spill(&mut self) {
+        if !self.read.is_empty() {
+            self.buf.extend_from_slice(&self.read);
+            self.read = Bytes::new();
+        }
+        self.whole = Bytes::new();
     }
 
     /// Bytes held that do not yet form a complete event.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.held()
     }
 
     /// Bytes held: the events not taken yet and the start of the next.
     pub fn held(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.read.len()
     }
 
     /// The incomplete event held is larger than [`MAX_PENDING`].
     pub fn overflowed(&self) -> bool {
-        self.buf.len() > MAX_PENDING
+        self.held() > MAX_PENDING
     }
 
     /// The upstream ended: complete a final event that lacked its blank line, so the next
     /// calls to [`Framer::next_event`] return every event received.
     pub fn finish(&mut self) {
+        self.spill();
         match self.buf.last() {
             None => {}
             Some(_) if self.buf.iter().all(|c| matches!(c, b'\n' | b'\r')) => self.clear(),
@@ -190,6 +228,7 @@ impl Framer {
     }
 
     fn clear(&mut self) {
+        self.spill();
         self.buf.clear();
         self.scan = 0;
         self.line_start = 0;
@@ -198,8 +237,20 @@ impl Framer {
 
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<Event> {
-        let end = self.find_event_end()?;
-        let raw = self.buf.split_to(end).freeze();
+        let Some(end) = self.find_event_end() else {
+            // No complete event left: the rest of a read taken whole is copied out.
+            self.spill();
+            return None;
+        };
+        let raw = if self.read.is_empty() {
+            self.buf.split_to(end).freeze()
+        } else {
+            let raw = self.read.split_to(end);
+            if self.read.is_empty() {
+                self.whole = Bytes::new();
+            }
+            raw
+        };
         let first_eol = std::mem::take(&mut self.first_eol);
         self.scan = 0;
         self.line_start = 0;
@@ -219,7 +270,11 @@ impl Framer {
     /// Find the end (exclusive) of the first event: the byte after an empty line. Each byte
     /// is examined once however the event was split into chunks.
     fn find_event_end(&mut self) -> Option<usize> {
-        let buf = &self.buf[..];
+        let buf: &[u8] = if self.read.is_empty() {
+            &self.buf
+        } else {
+            &self.read
+        };
         let mut i = self.scan;
         while i < buf.len() {
             let Some(p) = memchr::memchr2(b'\n', b'\r', &buf[i..]) else {

@@ -14,6 +14,52 @@ pub(crate) fn events(chunks: &[&[u8]], strip: bool) -> Vec<Event> {
     out
 }
 
+/// `events`, each read handed over whole (`Framer::push_read`) where `whole[i]`, else
+/// copied in (`push`), the end completed (`finish`); after each read's events the framer
+/// holds no part of the read and names no source, and every event of a read taken whole
+/// while nothing was held is a slice of that read.
+fn events_by_read(chunks: &[&[u8]], whole: &[bool], strip: bool) -> Vec<Event> {
+    let mut framer = Framer::new(strip);
+    let mut out = vec![];
+    for (i, c) in chunks.iter().enumerate() {
+        let read = Bytes::copy_from_slice(c);
+        let fresh = framer.held() == 0;
+        if whole.get(i).copied().unwrap_or(false) {
+            framer.push_read(read.clone());
+        } else {
+            framer.push(c);
+        }
+        let source = framer.source();
+        assert_eq!(
+            source.is_some(),
+            fresh && whole.get(i) == Some(&true) && !c.is_empty()
+        );
+        while let Some(e) = framer.next_event() {
+            // (An event whose `id:` lines are stripped is a copy without them.)
+            if let (Some(src), false) = (&source, strip) {
+                assert!(
+                    src.as_ptr_range().contains(&e.raw.as_ptr()),
+                    "an event of a read taken whole was copied"
+                );
+            }
+            out.push(e);
+        }
+        assert!(
+            framer.source().is_none(),
+            "the read is named after its events"
+        );
+        assert!(
+            framer.read.is_empty(),
+            "a part of the read is held across a wait"
+        );
+    }
+    framer.finish();
+    while let Some(e) = framer.next_event() {
+        out.push(e);
+    }
+    out
+}
+
 #[test]
 fn splits_on_blank_lines_across_chunk_boundaries() {
     let evs = events(
@@ -126,6 +172,7 @@ proptest::proptest! {
         picks in proptest::collection::vec(0..LINES.len(), 1..24),
         cuts in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..8),
         strip in proptest::prelude::any::<bool>(),
+        taken_whole in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..9),
     ) {
         let stream: Vec<u8> = picks.iter().flat_map(|&i| LINES[i].iter().copied()).collect();
         let mut at: Vec<usize> = cuts.iter().map(|c| c.index(stream.len() + 1)).collect();
@@ -139,6 +186,16 @@ proptest::proptest! {
         let whole = events(&[&stream], strip);
         let cut = events(&chunks, strip);
         proptest::prop_assert_eq!(&cut, &whole);
+        // Reads handed over whole, or some whole and some copied, frame alike (the end
+        // completed the same way in both: `finish` on the whole stream too).
+        let mut framer = Framer::new(strip);
+        framer.push(&stream);
+        let mut ended: Vec<Event> = std::iter::from_fn(|| framer.next_event()).collect();
+        framer.finish();
+        ended.extend(std::iter::from_fn(|| framer.next_event()));
+        proptest::prop_assert_eq!(&events_by_read(&chunks, &taken_whole, strip), &ended);
+        let all_whole = vec![true; chunks.len()];
+        proptest::prop_assert_eq!(&events_by_read(&chunks, &all_whole, strip), &ended);
         if !strip {
             for ev in &whole {
                 proptest::prop_assert_eq!(ev, &parse_event(ev.raw.clone(), false));

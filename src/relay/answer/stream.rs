@@ -131,7 +131,7 @@ impl Primed {
             Some(Err(_)) => Err(Some(TransportKind::Broken)),
             Some(Ok(frame)) => {
                 if let Ok(d) = frame.into_data() {
-                    self.framer.push(&d);
+                    self.framer.push_read(d);
                 }
                 Ok(())
             }
@@ -178,15 +178,20 @@ struct Outbox {
     /// taken): the events are gathered in a buffer made that large at once instead of
     /// growing event by event.
     room: usize,
+    /// The read the events are slices of (`Framer::source`): events relayed unchanged, one
+    /// after the other, leave as that read's own bytes, uncopied.
+    within: Option<Bytes>,
 }
 
 impl Outbox {
     fn push(&mut self, raw: Bytes) {
-        self.events.push(raw, self.room);
+        self.events
+            .push_within(raw, self.within.as_ref(), self.room);
     }
 
     /// Write what is held to the client; `Err` when the client has left.
     async fn flush(&mut self, tx: &mpsc::Sender<Result<Bytes, Aborted>>) -> Result<(), ()> {
+        self.within = None;
         let Some(frame) = self.events.take() else {
             return Ok(());
         };
@@ -517,6 +522,7 @@ async fn pump(
             // Every complete event is relayed before the next read, in one write.
             let mut sent = false;
             out.room = p.framer.held();
+            out.within = p.framer.source();
             while let Some(ev) = p.framer.next_event() {
                 if relay_one(p, ev, &mut out, obs, resume, &mut seen) {
                     sent = true;
