@@ -406,6 +406,9 @@ impl<S: Service> Conn<S> {
         loop {
             let hard = closing.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
             tokio::select! {
+                // In order, the connection first: no random start drawn per poll (the
+                // connection's end ends the loop, so nothing below it can starve).
+                biased;
                 _ = conn.as_mut() => return,
                 _ = self.shutdown.changed(), if closing.is_none() => {
                     conn.as_mut().graceful_shutdown();

@@ -369,9 +369,9 @@ fn request_id(headers: &http::HeaderMap) -> HeaderValue {
     let ms = u128::try_from(crate::clock::now_ms()).unwrap_or(0) & ((1 << 48) - 1);
     let bits = (ms << 80) | (fastrand::u128(..) & ((1 << 80) - 1));
     let mut id = *b"req_00000000000000000000000000000000";
-    for (k, d) in id[4..].iter_mut().enumerate() {
-        *d = b"0123456789abcdef"[((bits >> (124 - 4 * k)) & 0xf) as usize];
-    }
+    // A byte at a time from a table (~100 instructions; a 128-bit shift per digit, as
+    // before, took ~330). The lengths are fixed, so it cannot fail.
+    let _ = hex::encode_to_slice(bits.to_be_bytes(), &mut id[4..]);
     // One allocation holding the id; its clones (the context's, the answer's header, the
     // upstream's `x-request-id`) share it (a copied `Vec` would allocate again when cloned).
     HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(id))
