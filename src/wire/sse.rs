@@ -135,8 +135,6 @@ pub struct Framer {
     /// The rest of the last read taken whole (`push_read`), its events still to be split off
     /// uncopied; never held together with `buf` (one of the two is empty).
     read: Bytes,
-    /// The whole of that read, while events of it are still to be taken (`Framer::source`).
-    whole: Bytes,
     /// Next byte to examine; everything before it is scanned.
     scan: usize,
     /// Start of the line being scanned.
@@ -177,17 +175,16 @@ impl Framer {
     /// copied out once no complete one is left, so a read is never held across a wait.
     pub fn push_read(&mut self, read: Bytes) {
         if self.buf.is_empty() && self.read.is_empty() {
-            self.whole = read.clone();
             self.read = read;
         } else {
             self.push(&read);
         }
     }
 
-    /// The read whose events `next_event` is splitting off uncopied (`push_read`), if any:
-    /// those events are slices of it.
+    /// What is left of a read taken whole (`push_read`), if anything: the events
+    /// `next_event` gives from now on until the next push are slices of it.
     pub fn source(&self) -> Option<Bytes> {
-        (!self.whole.is_empty()).then(|| self.whole.clone())
+        (!self.read.is_empty()).then(|| self.read.clone())
     }
 
     /// Copy what is left of a read taken whole into `buf` (the scan's offsets stay valid:
@@ -197,12 +194,6 @@ impl Framer {
             self.buf.extend_from_slice(&self.read);
             self.read = Bytes::new();
         }
-        self.whole = Bytes::new();
-    }
-
-    /// Bytes held that do not yet form a complete event.
-    pub fn pending(&self) -> usize {
-        self.held()
     }
 
     /// Bytes held: the events not taken yet and the start of the next.
@@ -245,11 +236,7 @@ impl Framer {
         let raw = if self.read.is_empty() {
             self.buf.split_to(end).freeze()
         } else {
-            let raw = self.read.split_to(end);
-            if self.read.is_empty() {
-                self.whole = Bytes::new();
-            }
-            raw
+            self.read.split_to(end)
         };
         let first_eol = std::mem::take(&mut self.first_eol);
         self.scan = 0;
