@@ -1,5 +1,7 @@
 //! Open-loop load: requests start on a fixed schedule whatever the target does, and each
-//! latency runs from the scheduled start (no coordinated omission).
+//! latency runs from the scheduled start (no coordinated omission). The schedule is kept by
+//! a thread of its own (`pace`): tokio's timer ticks once a millisecond, so above 1,000 rps
+//! it would release the requests in bursts at each tick instead of one every period.
 use std::time::Duration;
 
 use clap::Args;
@@ -80,6 +82,31 @@ async fn one(p: &Prepared, c: &crate::HttpClient, split: Option<&(String, String
     s
 }
 
+/// Hands each request's scheduled start to the runtime at that time, sleeping in between
+/// (`nanosleep`: late by the kernel's timer slack, ~50 µs, not by up to a millisecond as
+/// tokio's timer is). Returns each request's lateness, in µs.
+fn pace(
+    start: std::time::Instant,
+    period: Duration,
+    n: u64,
+    due: &mpsc::UnboundedSender<std::time::Instant>,
+) -> Vec<u64> {
+    let mut late_us = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for i in 0..n {
+        let at = start + period.mul_f64(i as f64);
+        let now = std::time::Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        let lag = std::time::Instant::now().saturating_duration_since(at);
+        late_us.push(lag.as_micros() as u64);
+        if due.send(at).is_err() {
+            break;
+        }
+    }
+    late_us
+}
+
 pub async fn run(a: OpenArgs) -> anyhow::Result<serde_json::Value> {
     anyhow::ensure!(
         a.rate > 0.0 && a.rate <= 50_000.0,
@@ -94,14 +121,15 @@ pub async fn run(a: OpenArgs) -> anyhow::Result<serde_json::Value> {
     let period = Duration::from_secs_f64(1.0 / a.rate);
     let total = a.warmup + a.duration;
     let n = (total.as_secs_f64() * a.rate).round() as u64;
-    let start = Instant::now() + Duration::from_millis(20);
-    let measure_from = start + a.warmup;
+    let start = std::time::Instant::now() + Duration::from_millis(20);
+    let measure_from = Instant::from_std(start + a.warmup);
     let (tx, mut rx) = mpsc::unbounded_channel::<Sample>();
-    let mut late_us: u64 = 0;
-    for i in 0..n {
-        let at = start + period.mul_f64(i as f64);
-        tokio::time::sleep_until(at).await;
-        late_us = late_us.max(Instant::now().saturating_duration_since(at).as_micros() as u64);
+    let (due_tx, mut due) = mpsc::unbounded_channel::<std::time::Instant>();
+    let pacer = std::thread::Builder::new()
+        .name("pacer".into())
+        .spawn(move || pace(start, period, n, &due_tx))?;
+    while let Some(at) = due.recv().await {
+        let at = Instant::from_std(at);
         let (p, c, tx, split) = (p.clone(), c.clone(), tx.clone(), split.clone());
         tokio::spawn(async move {
             let mut s = one(&p, &c, split.as_ref()).await;
@@ -111,6 +139,9 @@ pub async fn run(a: OpenArgs) -> anyhow::Result<serde_json::Value> {
         });
     }
     drop(tx);
+    let mut late_us = pacer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the pacer thread panicked"))?;
     let mut all = Vec::new();
     let (mut plain, mut split_lat) = (Vec::new(), Vec::new());
     let mut errors: std::collections::BTreeMap<String, u64> = Default::default();
@@ -145,7 +176,8 @@ pub async fn run(a: OpenArgs) -> anyhow::Result<serde_json::Value> {
         "failed": failed,
         "missing": sent.saturating_sub(ok + failed),
         "errors": errors,
-        "max_schedule_lag_us": late_us,
+        "max_schedule_lag_us": late_us.iter().max().copied().unwrap_or(0),
+        "schedule_lag": summary(&mut late_us),
         "latency": summary(&mut all),
     });
     if split.is_some() {
