@@ -176,7 +176,6 @@ pub async fn run(a: OpenArgs) -> anyhow::Result<serde_json::Value> {
         "failed": failed,
         "missing": sent.saturating_sub(ok + failed),
         "errors": errors,
-        "max_schedule_lag_us": late_us.iter().max().copied().unwrap_or(0),
         "schedule_lag": summary(&mut late_us),
         "latency": summary(&mut all),
     });

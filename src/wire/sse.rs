@@ -219,7 +219,7 @@ impl Framer {
     }
 
     fn clear(&mut self) {
-        self.spill();
+        self.read = Bytes::new();
         self.buf.clear();
         self.scan = 0;
         self.line_start = 0;
